@@ -1,13 +1,21 @@
-"""Record batches (magic 2): header views, validation, offset assignment.
+"""Record batches (magic 2): header views, validation, offset assignment,
+record decoding and batch building.
 
 The broker keeps batches as bytes: it reads the 61-byte header through a
 memoryview, checks the CRC, and rewrites baseOffset / partitionLeaderEpoch in
 place (neither is covered by the CRC). Records are decoded only where
-semantics need them.
+semantics need them (iter_records).
 """
 from __future__ import annotations
 
 import struct
+import time
+from collections.abc import Iterable, Iterator
+
+import crc32c
+
+from . import compression
+from .compression import CorruptCompressionError
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes,
 # lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch,
