@@ -1,0 +1,100 @@
+"""The leader epoch cache of one partition and its ``leader-epoch-checkpoint``.
+
+Kafka's LeaderEpochFileCache: an ordered list of (epoch, start offset),
+updated when a batch of a new epoch is appended, trimmed when the log start
+moves up or the log is truncated, and answering OffsetForLeaderEpoch.
+"""
+from __future__ import annotations
+
+from .checkpoints import read_epoch_checkpoint, write_epoch_checkpoint
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+class LeaderEpochCache:
+    def __init__(self, path: str, entries: list[tuple[int, int]] | None = None,
+                 sync: bool = True):
+        self.path = path
+        self._sync = sync
+        self._entries: list[tuple[int, int]] = list(entries or [])
+
+    @classmethod
+    def load(cls, path: str, sync: bool = True) -> "LeaderEpochCache":
+        return cls(path, read_epoch_checkpoint(path), sync)
+
+    @property
+    def entries(self) -> list[tuple[int, int]]:
+        return list(self._entries)
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self._entries[-1][0] if self._entries else None
+
+    @property
+    def earliest_entry(self) -> tuple[int, int] | None:
+        return self._entries[0] if self._entries else None
+
+    def write(self) -> None:
+        write_epoch_checkpoint(self.path, self._entries, self._sync)
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that ``epoch`` starts at ``start_offset``; True if the cache changed."""
+        if epoch < 0 or start_offset < 0:
+            raise ValueError(f"invalid epoch entry ({epoch}, {start_offset})")
+        if self._entries:
+            last_epoch, last_start = self._entries[-1]
+            if epoch == last_epoch and start_offset >= last_start:
+                return False
+        # keep epochs and start offsets both increasing
+        while self._entries and (self._entries[-1][0] >= epoch or self._entries[-1][1] >= start_offset):
+            self._entries.pop()
+        self._entries.append((epoch, start_offset))
+        self.write()
+        return True
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (largest epoch <= requested, its end offset)."""
+        if requested_epoch == UNDEFINED_EPOCH or not self._entries:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if self._entries[-1][0] == requested_epoch:
+            return requested_epoch, log_end_offset
+        higher = next((i for i, (e, _) in enumerate(self._entries) if e > requested_epoch), None)
+        if higher is None:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if higher == 0:
+            # older than anything we know: the data is gone; point at the first
+            # epoch we still have
+            return requested_epoch, self._entries[0][1]
+        return self._entries[higher - 1][0], self._entries[higher][1]
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        """The epoch the record at ``offset`` was written in; None if unknown."""
+        previous = None
+        for epoch, start in self._entries:
+            if start == offset:
+                return epoch
+            if start > offset:
+                return previous
+            previous = epoch
+        return previous
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at ``start_offset``: drop epochs wholly before it."""
+        removed = None
+        while self._entries and self._entries[0][1] <= start_offset:
+            removed = self._entries.pop(0)
+        if removed is not None:
+            self._entries.insert(0, (removed[0], start_offset))
+            self.write()
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """The log now ends at ``end_offset``: drop epochs starting at or after it."""
+        if end_offset >= 0 and self._entries and self._entries[-1][1] >= end_offset:
+            while self._entries and self._entries[-1][1] >= end_offset:
+                self._entries.pop()
+            self.write()
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.write()

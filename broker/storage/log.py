@@ -1,0 +1,851 @@
+"""PartitionLog: the on-disk log of one partition (a ``<topic>-<partition>/`` directory).
+
+Kafka's UnifiedLog/LocalLog for a single replica: offset assignment, segment
+rolling, fetch reads for sendfile, timestamp lookups, the leader epoch cache,
+producer snapshots on roll, retention and DeleteRecords, crash recovery.
+Synchronous plain file I/O: appends land in the page cache, fsync happens in
+flush() (explicitly, by ``flush.messages``/``flush.ms``, or for rolled
+segments in flush_rolled()).
+"""
+from __future__ import annotations
+
+import bisect
+import io
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
+
+from kproto.records import (
+    HEADER, HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH, BatchHeader, set_base_offset,
+    set_log_append_time, set_partition_leader_epoch,
+)
+
+from . import checkpoints as cp
+from .epochs import LeaderEpochCache
+from .errors import InconsistentTopicId, KafkaStorageError, OffsetOutOfRange
+from .files import (
+    CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX,
+    PARTITION_METADATA, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, delete_dir_name,
+    offset_from_name, parse_partition_dir,
+)
+from .index import NO_TIMESTAMP, CorruptIndexError
+from .logconfig import LogConfig
+from .segment import LogSegment
+from .snapshots import (
+    CorruptSnapshotError, ProducerSnapshotEntry, list_snapshots, read_snapshot, snapshot_path,
+    write_snapshot,
+)
+
+log = logging.getLogger(__name__)
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class AppendInfo(NamedTuple):
+    base_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the batches were stamped LogAppendTime
+    log_start_offset: int
+
+
+class OffsetAndTimestamp(NamedTuple):
+    offset: int
+    timestamp: int
+    leader_epoch: int | None
+
+
+class FetchSlice(NamedTuple):
+    """Whole batches of one segment file: send ``length`` bytes from ``position``.
+
+    ``file`` stays open at least ``file.delete.delay.ms`` after its segment is
+    deleted, so a slice can be sent after an await."""
+    file: io.FileIO | None
+    position: int
+    length: int
+
+    @property
+    def fd(self) -> int:
+        return self.file.fileno()
+
+    def read(self) -> bytes:
+        if not self.length:
+            return b""
+        return os.pread(self.file.fileno(), self.length, self.position)
+
+    def region(self):
+        """The slice as the protocol codec's FileRegion (sent with os.sendfile);
+        empty bytes when there is nothing to send."""
+        if not self.length:
+            return b""
+        from kproto._codec import FileRegion
+        return FileRegion(self.file.fileno(), self.position, self.length)
+
+
+EMPTY_SLICE = FetchSlice(None, 0, 0)
+
+SnapshotProvider = Callable[[int], Iterable[ProducerSnapshotEntry]]
+ProgressCallback = Callable[[int, int], None]
+
+
+class PartitionLog:
+    """The log of one partition. Use PartitionLog.open(); not thread-safe."""
+
+    def __init__(self, dir: str, config: LogConfig, topic_id: uuid.UUID | None,
+                 epochs: LeaderEpochCache, segments: list[LogSegment],
+                 snapshot_provider: SnapshotProvider | None):
+        parsed = parse_partition_dir(os.path.basename(os.path.normpath(dir)))
+        if parsed is None:
+            raise ValueError(f"not a partition directory name: {dir!r}")
+        self.dir = dir
+        self.topic, self.partition = parsed
+        self.config = config
+        self.topic_id = topic_id
+        self.epochs = epochs
+        self.snapshot_provider = snapshot_provider
+        # called with the new log start offset whenever it moves up
+        self.on_log_start_offset_change: Callable[[int], None] | None = None
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._log_start = 0
+        self._leo = 0
+        self._recovery_point = 0
+        self._pending_flush_upto: int | None = None
+        self._dir_dirty = False
+        self._last_flush_ms = _now_ms()
+        self._last_snap_offset = 0
+        self._pending_deletes: list[tuple[int, LogSegment, list[str]]] = []
+        self._closed = False
+
+    # ================================================================ opening
+
+    @classmethod
+    def open(cls, dir: str, config: "dict | LogConfig | None" = None, clean_shutdown: bool = True, *,
+             topic_id=None, recovery_point: int = 0, log_start_offset: int = 0,
+             progress: ProgressCallback | None = None,
+             snapshot_provider: SnapshotProvider | None = None,
+             now_ms: int | None = None, sync: bool = True) -> "PartitionLog":
+        """Open (or create) the partition directory ``dir``.
+
+        ``recovery_point`` and ``log_start_offset`` come from the log dir's
+        checkpoints. Without a clean shutdown, every segment from the one
+        holding the recovery point onward is scanned and validated; the log is
+        cut at the first invalid or partial batch. ``sync=False`` skips the
+        fsyncs of checkpoint files (tests).
+        """
+        now_ms = _now_ms() if now_ms is None else now_ms
+        cfg = LogConfig.from_dict(config)
+        os.makedirs(dir, exist_ok=True)
+        meta_path = os.path.join(dir, PARTITION_METADATA)
+        stored_id = cp.read_partition_metadata(meta_path)
+        if topic_id is not None:
+            topic_id = cp.as_uuid(topic_id)
+            if stored_id is None:
+                cp.write_partition_metadata(meta_path, topic_id, sync)
+            elif stored_id != topic_id:
+                raise InconsistentTopicId(
+                    f"{dir} belongs to topic id {cp.uuid_to_str(stored_id)}, not {cp.uuid_to_str(topic_id)}")
+        else:
+            topic_id = stored_id
+        epoch_path = os.path.join(dir, LEADER_EPOCH_CHECKPOINT)
+        cp.touch(epoch_path)
+        epochs = LeaderEpochCache.load(epoch_path, sync)
+
+        bases = cls._prepare_files(dir)
+        segments = [LogSegment.load(dir, base, cfg, now_ms) for base in bases]
+        plog = cls(dir, cfg, topic_id, epochs, segments, snapshot_provider)
+        try:
+            plog._load(clean_shutdown, recovery_point, log_start_offset, progress, now_ms)
+        except BaseException:
+            for seg in plog._segments:
+                seg.offset_index._release()
+                seg.time_index._release()
+                seg.file.close()
+            raise
+        return plog
+
+    @staticmethod
+    def _prepare_files(dir: str) -> list[int]:
+        """Remove leftovers of interrupted work; return the segment base offsets."""
+        names = os.listdir(dir)
+        logs = set()
+        for name in names:
+            path = os.path.join(dir, name)
+            if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")):
+                os.unlink(path)
+            elif name.endswith(LOG_SUFFIX) and name[:-len(LOG_SUFFIX)].isdigit():
+                logs.add(offset_from_name(name))
+        for name in names:
+            # an index without its .log is an orphan (Kafka deletes it too)
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                if name.endswith(suffix) and name[:-len(suffix)].isdigit():
+                    if offset_from_name(name) not in logs:
+                        log.warning("deleting orphaned index file %s", os.path.join(dir, name))
+                        os.unlink(os.path.join(dir, name))
+        return sorted(logs)
+
+    def _load(self, clean: bool, recovery_point: int, log_start_checkpoint: int,
+              progress: ProgressCallback | None, now_ms: int) -> None:
+        if not self._segments:
+            self._add_segment(LogSegment.create(self.dir, log_start_checkpoint, self.config, now_ms))
+            self._dir_dirty = True
+        segments = self._segments
+        broken = set()
+        for seg in segments:
+            if seg.indexes_missing():
+                broken.add(seg.base_offset)
+                continue
+            try:
+                seg.offset_index.sanity_check(os.path.getsize(seg.offset_index.path))
+                seg.time_index.sanity_check(os.path.getsize(seg.time_index.path))
+            except CorruptIndexError as exc:
+                log.warning("%s; rebuilding the indexes", exc)
+                broken.add(seg.base_offset)
+        if clean:
+            to_scan = [s for s in segments if s.base_offset in broken]
+            last = segments[-1]
+            if last.base_offset not in broken and not last.tail_is_sane():
+                log.warning("%s: log tail does not match its index after a clean shutdown; recovering",
+                            last.log_path)
+                to_scan.append(last)
+        else:
+            start = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
+            to_scan = segments[start:]
+            to_scan += [s for s in segments[:start] if s.base_offset in broken]
+            to_scan.sort(key=lambda s: s.base_offset)
+        self._recover_segments(to_scan, progress, unclean=not clean)
+
+        last = self._segments[-1]
+        last.activate()
+        self._leo = last.read_next_offset()
+        self.epochs.truncate_from_end(self._leo)
+        self._log_start = max(log_start_checkpoint, self._segments[0].base_offset)
+        if self._log_start > self._leo:
+            # everything the log held is below its start: begin anew there
+            log.warning("%s: log start offset %d beyond log end %d; deleting all segments",
+                        self.dir, self._log_start, self._leo)
+            for seg in list(self._segments):
+                self._remove_segment(seg)
+                seg.delete_files()
+            self._add_segment(LogSegment.create(self.dir, self._log_start, self.config, now_ms))
+            self._leo = self._log_start
+            self.epochs.clear()
+        self.epochs.truncate_from_start(self._log_start)
+        self._recovery_point = self._leo if clean else min(recovery_point, self._leo)
+        self._clean_snapshots()
+
+    def _recover_segments(self, to_scan: list[LogSegment], progress: ProgressCallback | None,
+                          unclean: bool) -> None:
+        total = sum(s.size for s in to_scan)
+        done = 0
+        if progress is not None:
+            progress(0, total)
+        epochs = self.epochs
+
+        def on_batch(header: BatchHeader) -> None:
+            epoch = header.partition_leader_epoch
+            latest = epochs.latest_epoch
+            if epoch >= 0 and (latest is None or epoch > latest):
+                epochs.assign(epoch, header.base_offset)
+
+        for seg in to_scan:
+            if seg not in self._segments:
+                continue
+            log.info("recovering segment %s (%d bytes)", seg.log_path, seg.size)
+            seg_size = seg.size
+            report = None if progress is None else (lambda p, d=done: progress(d + p, total))
+            truncated = seg.recover(on_batch, report)
+            done += seg_size
+            if truncated and unclean:
+                later = [s for s in self._segments if s.base_offset > seg.base_offset]
+                if later:
+                    log.warning("corruption in segment %s; deleting %d later segments",
+                                seg.log_path, len(later))
+                for s in later:
+                    self._remove_segment(s)
+                    s.delete_files()
+                    done += s.size
+                break
+        if progress is not None and to_scan:
+            progress(total, total)
+
+    def _clean_snapshots(self) -> None:
+        """Kafka's removeStraySnapshots, plus snapshots past the log end go."""
+        bases = set(self._bases)
+        max_base = self._bases[-1]
+        stray = None
+        for offset in list_snapshots(self.dir):
+            if offset > self._leo:
+                os.unlink(snapshot_path(self.dir, offset))
+                continue
+            if offset not in bases:
+                if stray is not None:
+                    os.unlink(snapshot_path(self.dir, stray))
+                stray = offset
+        if stray is not None and stray < max_base:
+            os.unlink(snapshot_path(self.dir, stray))
+        remaining = list_snapshots(self.dir)
+        self._last_snap_offset = remaining[-1] if remaining else 0
+
+    # ============================================================ properties
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size(self) -> int:
+        """Bytes of ``.log`` data in all segments."""
+        return sum(s.size for s in self._segments)
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self.epochs.latest_epoch
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self.topic}-{self.partition}, start={self._log_start}, "
+                f"end={self._leo}, segments={len(self._segments)})")
+
+    def _add_segment(self, seg: LogSegment) -> None:
+        i = bisect.bisect_left(self._bases, seg.base_offset)
+        self._segments.insert(i, seg)
+        self._bases.insert(i, seg.base_offset)
+
+    def _remove_segment(self, seg: LogSegment) -> None:
+        i = self._segments.index(seg)
+        del self._segments[i]
+        del self._bases[i]
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
+
+    def assign_topic_id(self, topic_id, sync: bool = True) -> None:
+        """Record the topic id (partition.metadata) of a log that had none."""
+        topic_id = cp.as_uuid(topic_id)
+        if self.topic_id is not None and self.topic_id != topic_id:
+            raise InconsistentTopicId(f"{self.dir} belongs to topic id {cp.uuid_to_str(self.topic_id)}")
+        if self.topic_id is None:
+            cp.write_partition_metadata(os.path.join(self.dir, PARTITION_METADATA), topic_id, sync)
+            self.topic_id = topic_id
+
+    def update_config(self, config: "dict | LogConfig") -> None:
+        """Apply changed topic configs (index size applies to new segments)."""
+        self.config = LogConfig.from_dict(config)
+        for seg in self._segments:
+            seg.config = self.config
+
+    # ================================================================ append
+
+    def append(self, records, leader_epoch: int | None, now_ms: int | None = None,
+               log_append_time: bool = False, *, assign_offsets: bool = True) -> AppendInfo:
+        """Append one or more validated v2 batches with a single write.
+
+        With ``assign_offsets`` (leader appends) each batch's baseOffset is
+        rewritten in place from the log end offset; otherwise the batches keep
+        their offsets, which must not go below the log end (replication, raft).
+        ``leader_epoch`` is stamped into partitionLeaderEpoch unless None.
+        ``log_append_time`` stamps ``now_ms`` as each batch's maxTimestamp.
+        """
+        self._check_open()
+        now_ms = _now_ms() if now_ms is None else now_ms
+        view = memoryview(records).cast("B")
+        if view.readonly:
+            view = memoryview(bytearray(view))
+        n = len(view)
+        if n == 0:
+            raise ValueError("nothing to append")
+        next_offset = self._leo
+        first_offset = None
+        max_ts, offset_of_max = NO_TIMESTAMP, -1
+        epoch_starts = []
+        pos = 0
+        unpack = HEADER.unpack_from
+        while pos < n:
+            if n - pos < HEADER_SIZE:
+                raise ValueError(f"partial batch header at {pos}")
+            (base, batch_length, stored_epoch, _magic, _crc, _attrs, last_delta,
+             _base_ts, batch_max_ts, *_rest) = unpack(view, pos)
+            size = batch_length + LOG_OVERHEAD
+            if batch_length < MIN_BATCH_LENGTH or pos + size > n or last_delta < 0:
+                raise ValueError(f"malformed batch at {pos}")
+            if assign_offsets:
+                base = next_offset
+                set_base_offset(view, pos, base)
+            elif base < next_offset:
+                raise ValueError(f"batch offset {base} is below the log end offset {next_offset}")
+            if leader_epoch is not None:
+                set_partition_leader_epoch(view, pos, leader_epoch)
+                epoch = leader_epoch
+            else:
+                epoch = stored_epoch
+            if log_append_time:
+                set_log_append_time(view, pos, now_ms)
+                batch_max_ts = now_ms
+            last = base + last_delta
+            if batch_max_ts > max_ts:
+                max_ts, offset_of_max = batch_max_ts, last
+            if first_offset is None:
+                first_offset = base
+            if epoch >= 0 and (not epoch_starts or epoch_starts[-1][0] != epoch):
+                epoch_starts.append((epoch, base))
+            next_offset = last + 1
+            pos += size
+        last_offset = next_offset - 1
+        seg = self._maybe_roll(n, max_ts, last_offset, first_offset, now_ms)
+        seg.append(view, last_offset, max_ts, offset_of_max)
+        for epoch, base in epoch_starts:
+            self.epochs.assign(epoch, base)
+        self._leo = next_offset
+        if self._leo - self._recovery_point >= self.config.flush_messages:
+            self.flush()
+        return AppendInfo(first_offset, last_offset, now_ms if log_append_time else -1,
+                          self._log_start)
+
+    def _maybe_roll(self, size: int, max_ts: int, max_offset: int, first_offset: int,
+                    now_ms: int) -> LogSegment:
+        seg = self._segments[-1]
+        # an empty segment is never rolled: its successor would start at the same offset
+        if seg.size > 0 and seg.should_roll(size, max_ts, max_offset, now_ms):
+            log.debug("rolling %s-%d at offset %d", self.topic, self.partition, self._leo)
+            seg = self.roll(first_offset, now_ms)
+        return seg
+
+    def roll(self, expected_next_offset: int | None = None, now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (or later)."""
+        self._check_open()
+        now_ms = _now_ms() if now_ms is None else now_ms
+        new_base = max(expected_next_offset or 0, self._leo)
+        active = self._segments[-1]
+        if new_base == active.base_offset:
+            if active.size == 0:
+                return active
+            raise KafkaStorageError(f"segment {new_base} already exists and is not empty")
+        if new_base < active.base_offset:
+            raise KafkaStorageError(f"cannot roll to {new_base}, below the active segment {active.base_offset}")
+        active.on_become_inactive()
+        seg = LogSegment.create(self.dir, new_base, self.config, now_ms)
+        self._add_segment(seg)
+        self._dir_dirty = True
+        self.take_snapshot(new_base)
+        self._pending_flush_upto = new_base
+        return seg
+
+    # =========================================================== snapshots
+
+    def take_snapshot(self, offset: int | None = None) -> str | None:
+        """Write ``<offset>.snapshot`` (default: the log end) from snapshot_provider,
+        unless a snapshot at or after that offset exists. Returns its path."""
+        offset = self._leo if offset is None else offset
+        if offset <= self._last_snap_offset:
+            return None
+        entries = self.snapshot_provider(offset) if self.snapshot_provider is not None else ()
+        path = write_snapshot(self.dir, offset, entries, sync=False)
+        self._last_snap_offset = offset
+        return path
+
+    def latest_snapshot(self) -> tuple[int, list[ProducerSnapshotEntry]] | None:
+        """The newest readable producer snapshot: (offset, entries)."""
+        for offset in reversed(list_snapshots(self.dir)):
+            try:
+                return offset, read_snapshot(snapshot_path(self.dir, offset))
+            except (OSError, CorruptSnapshotError) as exc:
+                log.warning("skipping unreadable producer snapshot %d in %s: %s", offset, self.dir, exc)
+        return None
+
+    def iter_batches(self, from_offset: int | None = None) -> Iterator[BatchHeader]:
+        """Headers of the stored batches from the one holding ``from_offset``
+        (default: the log start) to the end: for rebuilding producer state."""
+        start = self._log_start if from_offset is None else from_offset
+        i = max(0, self._floor_segment_index(start))
+        for seg in list(self._segments[i:]):
+            position = 0
+            if seg.base_offset <= start:
+                found = seg.translate_offset(start)
+                if found is None:
+                    continue
+                position = found[0]
+            for _, header in seg.iter_batches(position):
+                yield header
+
+    # ================================================================= read
+
+    def _floor_segment_index(self, offset: int) -> int:
+        return bisect.bisect_right(self._bases, offset) - 1
+
+    def read(self, offset: int, max_bytes: int, upper_bound_offset: int | None = None, *,
+             min_one_batch: bool = True) -> FetchSlice:
+        """Whole batches from the one holding ``offset``, for a fetch.
+
+        At most ``max_bytes`` unless the first batch alone is larger (returned
+        whole when ``min_one_batch``, KIP-74), never a batch whose base offset
+        is >= ``upper_bound_offset`` (high watermark / last stable offset),
+        never past the end of one segment. OffsetOutOfRange outside
+        [log start, log end].
+        """
+        self._check_open()
+        leo = self._leo
+        if offset < self._log_start or offset > leo:
+            raise OffsetOutOfRange(
+                f"offset {offset} is out of range for {self.topic}-{self.partition}: "
+                f"log start {self._log_start}, log end {leo}", self._log_start, leo)
+        bound = leo if upper_bound_offset is None else min(upper_bound_offset, leo)
+        if offset >= bound:
+            return EMPTY_SLICE
+        i = self._floor_segment_index(offset)
+        segments = self._segments
+        while 0 <= i < len(segments):
+            seg = segments[i]
+            found = seg.translate_offset(offset)
+            if found is None:
+                i += 1
+                continue
+            position, header = found
+            if header.base_offset >= bound:
+                return EMPTY_SLICE
+            first_size = header.batch_length + LOG_OVERHEAD
+            if first_size > max_bytes and not min_one_batch:
+                return EMPTY_SLICE
+            next_base = segments[i + 1].base_offset if i + 1 < len(segments) else leo
+            hard_end = seg.size
+            if bound < next_base:
+                hard_end = seg.position_of_bound(bound, position + first_size)
+            want_end = position + max(max_bytes, first_size)
+            if want_end >= hard_end:
+                end = hard_end
+            else:
+                end = seg.last_boundary_before(want_end, position)
+            return FetchSlice(seg.file, position, end - position)
+        return EMPTY_SLICE
+
+    def read_bytes(self, offset: int, max_bytes: int = 2**31 - 1,
+                   upper_bound_offset: int | None = None, *, min_one_batch: bool = True) -> bytes:
+        """read() as bytes (tools, tests)."""
+        return self.read(offset, max_bytes, upper_bound_offset, min_one_batch=min_one_batch).read()
+
+    # ====================================================== timestamp lookups
+
+    def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
+        """ListOffsets by timestamp: the first record (at or after the log start)
+        with timestamp >= ``timestamp``; None if there is none."""
+        self._check_open()
+        for seg in list(self._segments):
+            if seg.largest_timestamp() >= timestamp:
+                found = seg.find_offset_by_timestamp(timestamp, self._log_start)
+                return OffsetAndTimestamp(*found) if found is not None else None
+        return None
+
+    def max_timestamp_offset(self) -> OffsetAndTimestamp | None:
+        """ListOffsets MAX_TIMESTAMP: the first record with the largest timestamp."""
+        self._check_open()
+        best = None
+        for seg in self._segments:
+            if best is None or seg.max_timestamp > best.max_timestamp:
+                best = seg
+        if best is None or best.max_timestamp < 0:
+            return None
+        found = best.offset_of_max_timestamp()
+        return OffsetAndTimestamp(*found) if found is not None else None
+
+    # ========================================================= leader epochs
+
+    def assign_epoch(self, epoch: int, start_offset: int | None = None) -> bool:
+        """Record that ``epoch`` starts at ``start_offset`` (default: the log end),
+        as a new leader does on election."""
+        return self.epochs.assign(epoch, self._leo if start_offset is None else start_offset)
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        """Leader epoch of the record at ``offset`` per the epoch cache; None if unknown."""
+        return self.epochs.epoch_for_offset(offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset), (-1, -1) when unknown."""
+        return self.epochs.end_offset_for(epoch, self._leo)
+
+    # ============================================================ retention
+
+    def apply_retention(self, now_ms: int | None = None, high_watermark: int | None = None) -> int:
+        """Kafka's deleteOldSegments: segments below the log start offset, then
+        by ``retention.bytes``, then by ``retention.ms`` (the latter two only
+        with cleanup.policy delete). Only segments wholly below the high
+        watermark go; the active one too (after a roll) when it qualifies.
+        Returns the number of segments deleted."""
+        self._check_open()
+        now_ms = _now_ms() if now_ms is None else now_ms
+        hw = self._leo if high_watermark is None else high_watermark
+        deleted = self._delete_start_offset_breached(hw, now_ms)
+        if self.config.delete_enabled:
+            deleted += self._delete_size_breached(hw, now_ms)
+            deleted += self._delete_time_breached(hw, now_ms)
+        self.purge_deleted(now_ms)
+        return deleted
+
+    def _delete_start_offset_breached(self, hw: int, now_ms: int) -> int:
+        start = self._log_start
+        return self._delete_old_segments(
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= start, hw, now_ms,
+            "log start offset breach")
+
+    def _delete_size_breached(self, hw: int, now_ms: int) -> int:
+        retention = self.config.retention_bytes
+        size = self.size
+        if retention < 0 or size < retention:
+            return 0
+        diff = size - retention
+
+        def predicate(seg, nxt):
+            nonlocal diff
+            if diff - seg.size >= 0:
+                diff -= seg.size
+                return True
+            return False
+        return self._delete_old_segments(predicate, hw, now_ms, "retention.bytes breach")
+
+    def _delete_time_breached(self, hw: int, now_ms: int) -> int:
+        retention = self.config.retention_ms
+        if retention < 0:
+            return 0
+        return self._delete_old_segments(
+            lambda seg, nxt: now_ms - seg.largest_timestamp() > retention, hw, now_ms,
+            "retention.ms breach")
+
+    def _delete_old_segments(self, predicate, hw: int, now_ms: int, reason: str) -> int:
+        deletable = []
+        segments = self._segments
+        for i, seg in enumerate(segments):
+            nxt = segments[i + 1] if i + 1 < len(segments) else None
+            upper = nxt.base_offset if nxt is not None else self._leo
+            if hw >= upper and predicate(seg, nxt) and not (nxt is None and seg.size == 0):
+                deletable.append(seg)
+            else:
+                break
+        if not deletable:
+            return 0
+        count = len(deletable)
+        if count == len(segments):
+            # a log always has a segment: start the next one before deleting all
+            new = self.roll(now_ms=now_ms)
+            if new is deletable[-1]:
+                deletable.pop()
+        log.info("%s-%d: deleting segments %s due to %s", self.topic, self.partition,
+                 [s.base_offset for s in deletable], reason)
+        self._delete_segments(deletable, now_ms)
+        self._increment_log_start(self._segments[0].base_offset)
+        return count
+
+    def _delete_segments(self, deletable: list[LogSegment], now_ms: int) -> None:
+        due = now_ms + self.config.file_delete_delay_ms
+        for seg in deletable:
+            self._remove_segment(seg)
+            seg.mark_deleted()
+            extra = []
+            snap = snapshot_path(self.dir, seg.base_offset)
+            if os.path.exists(snap):
+                os.rename(snap, snap + DELETED_SUFFIX)
+                extra.append(snap + DELETED_SUFFIX)
+            self._pending_deletes.append((due, seg, extra))
+
+    def purge_deleted(self, now_ms: int | None = None, force: bool = False) -> int:
+        """Remove ``.deleted`` files whose ``file.delete.delay.ms`` has passed."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        keep, gone = [], 0
+        for entry in self._pending_deletes:
+            due, seg, extra = entry
+            if force or due <= now_ms:
+                seg.delete_files()
+                for path in extra:
+                    try:
+                        os.unlink(path)
+                    except FileNotFoundError:
+                        pass
+                gone += 1
+            else:
+                keep.append(entry)
+        self._pending_deletes = keep
+        return gone
+
+    def _increment_log_start(self, new_start: int) -> None:
+        if new_start > self._log_start:
+            self._log_start = new_start
+            log.info("%s-%d: incremented log start offset to %d", self.topic, self.partition, new_start)
+            self.epochs.truncate_from_start(new_start)
+            if self.on_log_start_offset_change is not None:
+                self.on_log_start_offset_change(new_start)
+
+    def delete_records_before(self, offset: int, high_watermark: int | None = None,
+                              now_ms: int | None = None) -> int:
+        """DeleteRecords: move the log start offset up to ``offset`` (-1: the high
+        watermark) and drop the segments wholly below it. Returns the new log
+        start offset (the low watermark)."""
+        self._check_open()
+        now_ms = _now_ms() if now_ms is None else now_ms
+        hw = self._leo if high_watermark is None else high_watermark
+        if offset == -1:
+            offset = hw
+        if offset < 0:
+            raise OffsetOutOfRange(f"cannot delete records before negative offset {offset}",
+                                   self._log_start, self._leo)
+        if offset > hw:
+            raise OffsetOutOfRange(
+                f"cannot increment the log start offset to {offset} of partition "
+                f"{self.topic}-{self.partition} since it is larger than the high watermark {hw}",
+                self._log_start, self._leo)
+        self._increment_log_start(offset)
+        self._delete_start_offset_breached(hw, now_ms)
+        return self._log_start
+
+    # =========================================================== truncation
+
+    def truncate_to(self, offset: int, now_ms: int | None = None) -> bool:
+        """Remove everything at and after ``offset`` (replica truncation).
+        Returns False if there was nothing to remove."""
+        self._check_open()
+        now_ms = _now_ms() if now_ms is None else now_ms
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        if offset >= self._leo:
+            return False
+        if offset < self._segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset, now_ms)
+            return True
+        later = [s for s in self._segments if s.base_offset > offset]
+        if later:
+            self._delete_segments(later, now_ms)
+        active = self._segments[-1]
+        active.truncate_to(offset, now_ms)
+        self._leo = active.read_next_offset()
+        self._recovery_point = min(self._recovery_point, self._leo)
+        self.epochs.truncate_from_end(self._leo)
+        self._drop_snapshots_after(self._leo)
+        return True
+
+    def truncate_fully_and_start_at(self, new_offset: int, now_ms: int | None = None) -> None:
+        """Drop all data; the log continues empty at ``new_offset``."""
+        self._check_open()
+        now_ms = _now_ms() if now_ms is None else now_ms
+        old = list(self._segments)
+        for seg in old:
+            self._remove_segment(seg)
+            seg.mark_deleted()
+            self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, seg, []))
+        self._add_segment(LogSegment.create(self.dir, new_offset, self.config, now_ms))
+        self._dir_dirty = True
+        self._leo = new_offset
+        self._log_start = new_offset
+        self._recovery_point = new_offset
+        self.epochs.clear()
+        self._drop_snapshots_after(-1)
+        if self.on_log_start_offset_change is not None:
+            self.on_log_start_offset_change(new_offset)
+
+    def _drop_snapshots_after(self, offset: int) -> None:
+        for snap in list_snapshots(self.dir):
+            if snap > offset:
+                os.unlink(snapshot_path(self.dir, snap))
+        remaining = list_snapshots(self.dir)
+        self._last_snap_offset = remaining[-1] if remaining else 0
+
+    # ================================================================ flush
+
+    def flush(self, upto: int | None = None) -> None:
+        """fsync the data and indexes of [recovery point, ``upto``) (default: all)
+        and move the recovery point there."""
+        self._check_open()
+        upto = self._leo if upto is None else min(upto, self._leo)
+        if upto > self._recovery_point or self._dir_dirty:
+            start = max(0, self._floor_segment_index(self._recovery_point))
+            for seg in self._segments[start:]:
+                if seg.base_offset >= upto:
+                    break
+                seg.flush()
+            if self._dir_dirty:
+                cp.fsync_dir(self.dir)
+                self._dir_dirty = False
+            self._recovery_point = max(self._recovery_point, upto)
+        self._last_flush_ms = _now_ms()
+        if self._pending_flush_upto is not None and self._pending_flush_upto <= self._recovery_point:
+            self._pending_flush_upto = None
+
+    def flush_rolled(self) -> bool:
+        """fsync segments rolled since the last flush (Kafka does this right after
+        a roll, in the background); True if anything was flushed."""
+        if self._pending_flush_upto is None or self._closed:
+            return False
+        self.flush(self._pending_flush_upto)
+        return True
+
+    def maybe_flush(self, now_ms: int | None = None) -> bool:
+        """Flush if ``flush.ms`` has passed since the last flush."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        if not self._closed and now_ms - self._last_flush_ms >= self.config.flush_ms:
+            self.flush()
+            return True
+        return False
+
+    # ============================================================ lifecycle
+
+    def close(self) -> None:
+        """Flush, write the producer snapshot at the log end, trim the indexes."""
+        if self._closed:
+            return
+        self.flush()
+        self.take_snapshot()
+        for seg in self._segments:
+            seg.close()
+        self.purge_deleted(force=True)
+        self._closed = True
+
+    def rename_for_deletion(self) -> str:
+        """First stage of topic deletion: stop using the log and rename its
+        directory to ``<topic>-<partition>.<uuid>-delete`` (files stay open so
+        in-flight fetches finish). Returns the new directory."""
+        self._closed = True
+        for seg in self._segments + [s for _, s, _ in self._pending_deletes]:
+            seg.offset_index._release()
+            seg.time_index._release()
+        new_dir = os.path.join(os.path.dirname(os.path.normpath(self.dir)),
+                               delete_dir_name(self.topic, self.partition))
+        os.rename(self.dir, new_dir)
+        self.dir = new_dir
+        return new_dir
+
+    def destroy(self) -> None:
+        """Second stage: close every file and remove the directory."""
+        self._closed = True
+        for seg in self._segments + [s for _, s, _ in self._pending_deletes]:
+            seg.offset_index._release()
+            seg.time_index._release()
+            if not seg.file.closed:
+                seg.file.close()
+        self._pending_deletes = []
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def delete(self) -> None:
+        """Topic deletion, at once: rename the directory, close, remove it."""
+        if not self._closed:
+            self.rename_for_deletion()
+        self.destroy()

@@ -1,0 +1,365 @@
+"""LogManager: every partition log in one log directory.
+
+At open it locks the directory (``.lock``), notes and removes the
+clean-shutdown marker (so a crash while loading counts as unclean), and opens
+each ``<topic>-<partition>`` directory, recovering from the checkpointed
+recovery points when the previous run did not shut down cleanly. periodic()
+does Kafka's background chores (checkpoints, retention, flushing rolled
+segments, removing deleted files); close() flushes everything, writes the
+checkpoints and the ``.kafka_cleanshutdown`` marker.
+"""
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable, Mapping
+
+from . import checkpoints as cp
+from .errors import InconsistentTopicId, LogDirLocked
+from .files import (
+    CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT, DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX,
+    LOCK_FILE, LOG_START_OFFSET_CHECKPOINT, LOG_SUFFIX, META_PROPERTIES, METADATA_TOPIC,
+    RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, STRAY_DIR_SUFFIX, offset_from_name,
+    parse_partition_dir, partition_dir_name,
+)
+from .log import PartitionLog, SnapshotProvider
+
+log = logging.getLogger(__name__)
+
+LONG_MAX = 2**63 - 1
+
+BROKER_DEFAULTS = {
+    "log.flush.offset.checkpoint.interval.ms": 60000,
+    "log.flush.start.offset.checkpoint.interval.ms": 60000,
+    "log.retention.check.interval.ms": 300000,
+    "log.flush.scheduler.interval.ms": LONG_MAX,
+    "log.segment.delete.delay.ms": 60000,
+}
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class LogManager:
+    """The partition logs of one log directory. Use LogManager.open()."""
+
+    def __init__(self, log_dir: str, config_for: Callable[[str], Mapping] | None,
+                 broker_config: Mapping | None, sync: bool):
+        self.log_dir = log_dir
+        self.config_for = config_for or (lambda topic: {})
+        settings = dict(BROKER_DEFAULTS)
+        for key, value in (broker_config or {}).items():
+            if key in settings and value is not None:
+                settings[key] = int(value)
+        self.settings = settings
+        self.sync = sync
+        # (topic, partition) -> high watermark; retention never passes it
+        self.high_watermark_for: Callable[[str, int], int | None] | None = None
+        self.snapshot_provider_for: Callable[[str, int], SnapshotProvider | None] | None = None
+        self.had_clean_shutdown = False
+        self.previous_broker_epoch: int | None = None
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._deleting: list[tuple[int, PartitionLog]] = []
+        self._lock_fd: int | None = None
+        self._last_recovery_checkpoint = 0
+        self._last_start_checkpoint = 0
+        self._last_retention = 0
+        self._last_flush_check = 0
+        self._closed = False
+
+    # ================================================================ opening
+
+    @classmethod
+    def open(cls, log_dir: str, config_for: Callable[[str], Mapping] | None = None, *,
+             broker_config: Mapping | None = None,
+             progress: Callable[[int, int], None] | None = None,
+             snapshot_provider_for: Callable[[str, int], SnapshotProvider | None] | None = None,
+             sync: bool = True, now_ms: int | None = None) -> "LogManager":
+        """Lock ``log_dir`` and load every partition in it.
+
+        ``config_for(topic)`` gives a topic's config keys (dict). ``progress``
+        gets (bytes scanned, bytes to scan) over all partitions needing
+        recovery. ``sync=False`` skips checkpoint fsyncs (tests).
+        """
+        now_ms = _now_ms() if now_ms is None else now_ms
+        mgr = cls(log_dir, config_for, broker_config, sync)
+        mgr.snapshot_provider_for = snapshot_provider_for
+        os.makedirs(log_dir, exist_ok=True)
+        mgr._lock()
+        try:
+            mgr._load(progress, now_ms)
+        except BaseException:
+            for plog in mgr._logs.values():
+                plog.close()
+            mgr._unlock()
+            raise
+        mgr._last_recovery_checkpoint = mgr._last_start_checkpoint = now_ms
+        mgr._last_retention = mgr._last_flush_check = now_ms
+        return mgr
+
+    def _lock(self) -> None:
+        fd = os.open(os.path.join(self.log_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise LogDirLocked(f"{self.log_dir} is in use by another process") from None
+        self._lock_fd = fd
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            try:
+                os.unlink(os.path.join(self.log_dir, LOCK_FILE))
+            except FileNotFoundError:
+                pass
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _path(self, name: str) -> str:
+        return os.path.join(self.log_dir, name)
+
+    def _read_checkpoint(self, name: str) -> dict[tuple[str, int], int]:
+        try:
+            return cp.read_offsets_checkpoint(self._path(name))
+        except cp.CorruptCheckpointError as exc:
+            log.warning("ignoring %s: %s", name, exc)
+            return {}
+
+    def _load(self, progress, now_ms: int) -> None:
+        marker = self._path(CLEAN_SHUTDOWN_FILE)
+        self.previous_broker_epoch = cp.read_clean_shutdown(marker)
+        self.had_clean_shutdown = self.previous_broker_epoch is not None
+        if self.had_clean_shutdown:
+            # a crash while loading must count as unclean next time (KAFKA-10471)
+            os.unlink(marker)
+            if self.sync:
+                cp.fsync_dir(self.log_dir)
+        for name in (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+                     RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT):
+            cp.touch(self._path(name))
+        recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
+        log_starts = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
+
+        found = []
+        for name in sorted(os.listdir(self.log_dir)):
+            path = self._path(name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                log.info("removing %s left by an unfinished topic deletion", path)
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            if name.endswith((FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
+                continue
+            tp = parse_partition_dir(name)
+            if tp is None:
+                continue
+            found.append((tp, path))
+
+        # bytes each partition's recovery will scan, for one overall progress figure
+        to_scan = {}
+        if not self.had_clean_shutdown:
+            for tp, path in found:
+                to_scan[tp] = self._bytes_to_recover(path, recovery_points.get(tp, 0))
+        total = sum(to_scan.values())
+        done = 0
+        if progress is not None and total:
+            progress(0, total)
+        for tp, path in found:
+            report = None
+            if progress is not None and total:
+                base = done
+                report = lambda d, t, base=base: progress(min(base + d, total), total)
+            plog = PartitionLog.open(
+                path, self.config_for(tp[0]), self.had_clean_shutdown,
+                recovery_point=recovery_points.get(tp, 0), log_start_offset=log_starts.get(tp, 0),
+                progress=report, now_ms=now_ms, sync=self.sync,
+                snapshot_provider=self._provider(tp))
+            done += to_scan.get(tp, 0)
+            self._logs[tp] = plog
+        if progress is not None and total:
+            progress(total, total)
+        log.info("loaded %d partition logs from %s (%s shutdown)", len(self._logs), self.log_dir,
+                 "clean" if self.had_clean_shutdown else "unclean")
+
+    @staticmethod
+    def _bytes_to_recover(path: str, recovery_point: int) -> int:
+        """Size of the segments from the one holding the recovery point onward."""
+        bases = sorted(offset_from_name(n) for n in os.listdir(path)
+                       if n.endswith(LOG_SUFFIX) and n[:-len(LOG_SUFFIX)].isdigit())
+        start = 0
+        for i, b in enumerate(bases):
+            if b <= recovery_point:
+                start = i
+        return sum(os.path.getsize(os.path.join(path, f"{b:020d}{LOG_SUFFIX}")) for b in bases[start:])
+
+    def _provider(self, tp: tuple[str, int]) -> SnapshotProvider | None:
+        if self.snapshot_provider_for is None:
+            return None
+        return self.snapshot_provider_for(*tp)
+
+    # ================================================================ access
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    @property
+    def logs(self) -> dict[tuple[str, int], PartitionLog]:
+        return dict(self._logs)
+
+    def partitions(self, topic: str) -> list[PartitionLog]:
+        return [plog for (t, _), plog in sorted(self._logs.items()) if t == topic]
+
+    def get_or_create(self, topic: str, partition: int, topic_id, config: Mapping | None = None,
+                      now_ms: int | None = None) -> PartitionLog:
+        """The log of a partition, created (empty) if missing. A given ``config``
+        also replaces the config of an existing log.
+
+        Raises InconsistentTopicId if the existing directory belongs to another id.
+        """
+        plog = self._logs.get((topic, partition))
+        if plog is not None:
+            if topic_id is not None and plog.topic_id is not None and plog.topic_id != cp.as_uuid(topic_id):
+                raise InconsistentTopicId(
+                    f"{topic}-{partition} has topic id {cp.uuid_to_str(plog.topic_id)}, "
+                    f"not {cp.uuid_to_str(cp.as_uuid(topic_id))}")
+            if topic_id is not None and plog.topic_id is None:
+                plog.assign_topic_id(topic_id, self.sync)
+            if config is not None:
+                plog.update_config(config)
+            return plog
+        path = self._path(partition_dir_name(topic, partition))
+        plog = PartitionLog.open(path, config if config is not None else self.config_for(topic),
+                                 True, topic_id=topic_id, now_ms=now_ms, sync=self.sync,
+                                 snapshot_provider=self._provider((topic, partition)))
+        if self.sync:
+            cp.fsync_dir(self.log_dir)
+        self._logs[(topic, partition)] = plog
+        return plog
+
+    def update_topic_config(self, topic: str, config: Mapping) -> None:
+        for plog in self.partitions(topic):
+            plog.update_config(config)
+
+    # ============================================================== deletion
+
+    def delete(self, topic: str, now_ms: int | None = None) -> int:
+        """Delete every partition of ``topic``; returns how many there were."""
+        parts = [p for (t, p) in self._logs if t == topic]
+        for p in parts:
+            self.delete_partition(topic, p, now_ms)
+        return len(parts)
+
+    def delete_partition(self, topic: str, partition: int, now_ms: int | None = None) -> bool:
+        """Rename the directory to ``*-delete`` now; remove it after
+        ``log.segment.delete.delay.ms`` (periodic() does, or close())."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        plog = self._logs.pop((topic, partition), None)
+        if plog is None:
+            return False
+        plog.rename_for_deletion()
+        self._deleting.append((now_ms + self.settings["log.segment.delete.delay.ms"], plog))
+        return True
+
+    def _finish_deletions(self, now_ms: int, force: bool = False) -> None:
+        keep = []
+        for due, plog in self._deleting:
+            if force or due <= now_ms:
+                plog.destroy()
+            else:
+                keep.append((due, plog))
+        self._deleting = keep
+
+    # =========================================================== checkpoints
+
+    def _checkpointed(self):
+        # Kafka's checkpoints leave out the metadata log (raft manages it)
+        return ((tp, plog) for tp, plog in self._logs.items() if tp[0] != METADATA_TOPIC)
+
+    def checkpoint_recovery_points(self) -> None:
+        offsets = {tp: plog.recovery_point for tp, plog in self._checkpointed()}
+        cp.write_offsets_checkpoint(self._path(RECOVERY_POINT_CHECKPOINT), offsets, self.sync)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        # only logs whose start moved inside their first segment (DeleteRecords)
+        offsets = {tp: plog.log_start_offset for tp, plog in self._checkpointed()
+                   if plog.log_start_offset > plog.segments[0].base_offset}
+        cp.write_offsets_checkpoint(self._path(LOG_START_OFFSET_CHECKPOINT), offsets, self.sync)
+
+    def checkpoint(self) -> None:
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+
+    def write_high_watermarks(self, high_watermarks: Mapping[tuple[str, int], int]) -> None:
+        """``replication-offset-checkpoint`` (the replica manager owns the values)."""
+        cp.write_offsets_checkpoint(self._path(REPLICATION_OFFSET_CHECKPOINT), high_watermarks, self.sync)
+
+    def read_high_watermarks(self) -> dict[tuple[str, int], int]:
+        return self._read_checkpoint(REPLICATION_OFFSET_CHECKPOINT)
+
+    def ensure_meta_properties(self, node_id: int, cluster_id: str) -> dict[str, str]:
+        """Read ``meta.properties``, or write it for a fresh directory.
+        Raises ValueError when it names another node or cluster."""
+        path = self._path(META_PROPERTIES)
+        props = cp.read_meta_properties(path)
+        if props is None:
+            props = cp.meta_properties(node_id, cluster_id)
+            cp.write_meta_properties(path, props, self.sync)
+            return props
+        if props.get("node.id") != str(node_id):
+            raise ValueError(f"{path} belongs to node {props.get('node.id')}, not {node_id}")
+        if props.get("cluster.id") != cluster_id:
+            raise ValueError(f"{path} belongs to cluster {props.get('cluster.id')}, not {cluster_id}")
+        return props
+
+    # ============================================================= chores
+
+    def periodic(self, now_ms: int | None = None) -> None:
+        """Run whatever background work is due; call every second or so."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        s = self.settings
+        for plog in list(self._logs.values()):
+            plog.flush_rolled()
+            plog.purge_deleted(now_ms)
+        if now_ms - self._last_flush_check >= s["log.flush.scheduler.interval.ms"]:
+            self._last_flush_check = now_ms
+            for plog in list(self._logs.values()):
+                plog.maybe_flush(now_ms)
+        if now_ms - self._last_retention >= s["log.retention.check.interval.ms"]:
+            self._last_retention = now_ms
+            self.apply_retention(now_ms)
+        if now_ms - self._last_recovery_checkpoint >= s["log.flush.offset.checkpoint.interval.ms"]:
+            self._last_recovery_checkpoint = now_ms
+            self.checkpoint_recovery_points()
+        if now_ms - self._last_start_checkpoint >= s["log.flush.start.offset.checkpoint.interval.ms"]:
+            self._last_start_checkpoint = now_ms
+            self.checkpoint_log_start_offsets()
+        self._finish_deletions(now_ms)
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        now_ms = _now_ms() if now_ms is None else now_ms
+        deleted = 0
+        for (topic, partition), plog in list(self._logs.items()):
+            if topic == METADATA_TOPIC:
+                continue  # only snapshots may shorten the metadata log
+            hw = self.high_watermark_for(topic, partition) if self.high_watermark_for else None
+            deleted += plog.apply_retention(now_ms, hw)
+        return deleted
+
+    def close(self, broker_epoch: int = -1) -> None:
+        """Flush and close every log, write the checkpoints and the clean-shutdown marker."""
+        if self._closed:
+            return
+        for plog in self._logs.values():
+            plog.close()
+        self.checkpoint()
+        self._finish_deletions(0, force=True)
+        cp.write_clean_shutdown(self._path(CLEAN_SHUTDOWN_FILE), broker_epoch)
+        self._unlock()
+        self._closed = True
+
