@@ -511,7 +511,7 @@ class ModuleGen:
                 st = self.defn.structs[el]
                 x = self.fresh("x")
                 e(f"for {x} in {val}:")
-                e(f"    {self.fn('w', st, flex)}({x}, {out}, v, regions)")
+                e(f"    {self.fn('w', st, flex)}({x}, {out}, v, regions, strict)")
             e.dedent()
         elif t == "string":
             e(f"write_str({out}, {val}, {s_flex}, {nullable}, {f.name!r})")
@@ -535,13 +535,13 @@ class ModuleGen:
                 e.dedent()
                 e("else:")
                 e(f"    {out}.append(1)")
-                e(f"    {self.fn('w', st, flex)}({val}, {out}, v, regions)")
+                e(f"    {self.fn('w', st, flex)}({val}, {out}, v, regions, strict)")
             else:
-                e(f"{self.fn('w', st, flex)}({val}, {out}, v, regions)")
+                e(f"{self.fn('w', st, flex)}({val}, {out}, v, regions, strict)")
 
     def emit_writer(self, s: Struct, flex: bool, within: frozenset):
         e = self.e
-        e(f"def {self.fn('w', s, flex)}(o, out, v, regions):")
+        e(f"def {self.fn('w', s, flex)}(o, out, v, regions, strict):")
         e.indent()
         start = len(e.lines)
         # a field the version cannot carry must still hold its default,
@@ -557,7 +557,7 @@ class ModuleGen:
             test = f"o.{f.attr} != {dflt}" if dflt not in ("None", "[]") else (
                 f"o.{f.attr} is not None" if dflt == "None" else f"o.{f.attr}")
             guard = f"not ({c}) and " if c != "False" else ""
-            e(f"if {guard}{test}:")
+            e(f"if strict and {guard}{test}:")
             e(f"    raise EncodeError('field {f.name} cannot be encoded at version %d' % v)")
         for kind, c, fields in self.regular_groups(s, within):
             if c is not None:
@@ -669,24 +669,26 @@ class ModuleGen:
             e("    except (struct.error, IndexError) as exc:")
             e("        raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None")
             e()
-            e("def encode(self, version):")
+            e("def encode(self, version, strict=True):")
             e("    out = bytearray()")
-            e("    self.encode_into(out, version)")
+            e("    self.encode_into(out, version, None, strict)")
             e("    return bytes(out)")
             e()
-            e("def encode_into(self, out, version, regions=None):")
+            e("def encode_into(self, out, version, regions=None, strict=True):")
             e('    """Append the encoding to out. With a regions list, FileRegion records')
-            e('    are not read: (position in out, region) pairs are appended instead."""')
+            e('    are not read: (position in out, region) pairs are appended instead.')
+            e('    strict=False drops fields the version cannot carry instead of raising')
+            e('    (a broker answering in the version the client asked for)."""')
             e("    if not self.MIN_VERSION <= version <= self.MAX_VERSION:")
             e("        raise UnsupportedVersionError(f'{self.NAME} has no version {version}')")
             e("    try:")
             if len(variants) == 2:
                 e(f"        if version >= {min(d.flexible)}:")
-                e(f"            {self.fn('w', s, True)}(self, out, version, regions)")
+                e(f"            {self.fn('w', s, True)}(self, out, version, regions, strict)")
                 e("        else:")
-                e(f"            {self.fn('w', s, False)}(self, out, version, regions)")
+                e(f"            {self.fn('w', s, False)}(self, out, version, regions, strict)")
             else:
-                e(f"        {self.fn('w', s, variants[0][0])}(self, out, version, regions)")
+                e(f"        {self.fn('w', s, variants[0][0])}(self, out, version, regions, strict)")
             e("    except (struct.error, TypeError, AttributeError) as exc:")
             e("        raise EncodeError(f'{self.NAME} v{version}: {exc}') from None")
             e()

@@ -47,18 +47,20 @@ class ConsumerGroupMemberMetadataKey(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_ConsumerGroupMemberMetadataKey_c(self, out, version, regions)
+            _w_ConsumerGroupMemberMetadataKey_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -79,6 +81,6 @@ def _r_ConsumerGroupMemberMetadataKey_c(mv, pos, v):
         o.member_id, pos = read_str(mv, pos, n2)
     return o, pos
 
-def _w_ConsumerGroupMemberMetadataKey_c(o, out, v, regions):
+def _w_ConsumerGroupMemberMetadataKey_c(o, out, v, regions, strict):
     write_str(out, o.group_id, False, False, 'GroupId')
     write_str(out, o.member_id, False, False, 'MemberId')

@@ -81,18 +81,20 @@ class ConsumerGroupMemberMetadataValue(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_ConsumerGroupMemberMetadataValue_f(self, out, version, regions)
+            _w_ConsumerGroupMemberMetadataValue_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -133,14 +135,14 @@ def _r_ClassicMemberMetadata_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ClassicMemberMetadata_f(o, out, v, regions):
+def _w_ClassicMemberMetadata_f(o, out, v, regions, strict):
     out += _S_i.pack(o.session_timeout_ms)
     if o.supported_protocols is None:
         raise EncodeError('non-nullable field SupportedProtocols is None')
     else:
         write_uvarint(out, len(o.supported_protocols) + 1)
         for x3 in o.supported_protocols:
-            _w_ClassicProtocol_f(x3, out, v, regions)
+            _w_ClassicProtocol_f(x3, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -183,7 +185,7 @@ def _r_ClassicProtocol_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ClassicProtocol_f(o, out, v, regions):
+def _w_ClassicProtocol_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     write_bytes(out, o.metadata, True, False, 'Metadata')
     if o._unknown:
@@ -297,7 +299,7 @@ def _r_ConsumerGroupMemberMetadataValue_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ConsumerGroupMemberMetadataValue_f(o, out, v, regions):
+def _w_ConsumerGroupMemberMetadataValue_f(o, out, v, regions, strict):
     write_str(out, o.instance_id, True, True, 'InstanceId')
     write_str(out, o.rack_id, True, True, 'RackId')
     write_str(out, o.client_id, True, False, 'ClientId')
@@ -318,7 +320,7 @@ def _w_ConsumerGroupMemberMetadataValue_f(o, out, v, regions):
             t.append(0xff)
         else:
             t.append(1)
-            _w_ClassicMemberMetadata_f(o.classic_member_metadata, t, v, regions)
+            _w_ClassicMemberMetadata_f(o.classic_member_metadata, t, v, regions, strict)
         tagged.append((0, bytes(t)))
     if tagged:
         tagged.sort(key=_tag_key)

@@ -59,18 +59,20 @@ class ConsumerGroupTargetAssignmentMemberValue(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_ConsumerGroupTargetAssignmentMemberValue_f(self, out, version, regions)
+            _w_ConsumerGroupTargetAssignmentMemberValue_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -104,7 +106,7 @@ def _r_TopicPartition_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicPartition_f(o, out, v, regions):
+def _w_TopicPartition_f(o, out, v, regions, strict):
     out += o.topic_id.bytes
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
@@ -150,13 +152,13 @@ def _r_ConsumerGroupTargetAssignmentMemberValue_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ConsumerGroupTargetAssignmentMemberValue_f(o, out, v, regions):
+def _w_ConsumerGroupTargetAssignmentMemberValue_f(o, out, v, regions, strict):
     if o.topic_partitions is None:
         raise EncodeError('non-nullable field TopicPartitions is None')
     else:
         write_uvarint(out, len(o.topic_partitions) + 1)
         for x5 in o.topic_partitions:
-            _w_TopicPartition_f(x5, out, v, regions)
+            _w_TopicPartition_f(x5, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -76,21 +76,23 @@ class GroupMetadataValue(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 4:
-                _w_GroupMetadataValue_f(self, out, version, regions)
+                _w_GroupMetadataValue_f(self, out, version, regions, strict)
             else:
-                _w_GroupMetadataValue_c(self, out, version, regions)
+                _w_GroupMetadataValue_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -147,7 +149,7 @@ def _r_MemberMetadata_c(mv, pos, v):
         o.assignment, pos = read_bytes(mv, pos, n6)
     return o, pos
 
-def _w_MemberMetadata_c(o, out, v, regions):
+def _w_MemberMetadata_c(o, out, v, regions, strict):
     write_str(out, o.member_id, False, False, 'memberId')
     if v >= 3:
         write_str(out, o.group_instance_id, False, (v >= 3), 'groupInstanceId')
@@ -234,7 +236,7 @@ def _r_MemberMetadata_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_MemberMetadata_f(o, out, v, regions):
+def _w_MemberMetadata_f(o, out, v, regions, strict):
     write_str(out, o.member_id, True, False, 'memberId')
     write_str(out, o.group_instance_id, True, True, 'groupInstanceId')
     write_str(out, o.client_id, True, False, 'clientId')
@@ -288,7 +290,7 @@ def _r_GroupMetadataValue_c(mv, pos, v):
         o.members = l17
     return o, pos
 
-def _w_GroupMetadataValue_c(o, out, v, regions):
+def _w_GroupMetadataValue_c(o, out, v, regions, strict):
     write_str(out, o.protocol_type, False, False, 'protocolType')
     out += _S_i.pack(o.generation)
     write_str(out, o.protocol, False, True, 'protocol')
@@ -300,7 +302,7 @@ def _w_GroupMetadataValue_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.members))
         for x18 in o.members:
-            _w_MemberMetadata_c(x18, out, v, regions)
+            _w_MemberMetadata_c(x18, out, v, regions, strict)
 
 def _r_GroupMetadataValue_f(mv, pos, v):
     o = _new(GroupMetadataValue)
@@ -367,7 +369,7 @@ def _r_GroupMetadataValue_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_GroupMetadataValue_f(o, out, v, regions):
+def _w_GroupMetadataValue_f(o, out, v, regions, strict):
     write_str(out, o.protocol_type, True, False, 'protocolType')
     out += _S_i.pack(o.generation)
     write_str(out, o.protocol, True, True, 'protocol')
@@ -378,7 +380,7 @@ def _w_GroupMetadataValue_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.members) + 1)
         for x24 in o.members:
-            _w_MemberMetadata_f(x24, out, v, regions)
+            _w_MemberMetadata_f(x24, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -57,21 +57,23 @@ class OffsetCommitValue(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 4:
-                _w_OffsetCommitValue_f(self, out, version, regions)
+                _w_OffsetCommitValue_f(self, out, version, regions, strict)
             else:
-                _w_OffsetCommitValue_c(self, out, version, regions)
+                _w_OffsetCommitValue_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -100,7 +102,7 @@ def _r_OffsetCommitValue_c(mv, pos, v):
         pos += 8
     return o, pos
 
-def _w_OffsetCommitValue_c(o, out, v, regions):
+def _w_OffsetCommitValue_c(o, out, v, regions, strict):
     out += _S_q.pack(o.offset)
     if v >= 3:
         out += _S_i.pack(o.leader_epoch)
@@ -142,7 +144,7 @@ def _r_OffsetCommitValue_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OffsetCommitValue_f(o, out, v, regions):
+def _w_OffsetCommitValue_f(o, out, v, regions, strict):
     out += _S_qi.pack(o.offset, o.leader_epoch)
     write_str(out, o.metadata, True, False, 'metadata')
     out += _S_q.pack(o.commit_timestamp)

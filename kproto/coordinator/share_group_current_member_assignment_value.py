@@ -64,18 +64,20 @@ class ShareGroupCurrentMemberAssignmentValue(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_ShareGroupCurrentMemberAssignmentValue_f(self, out, version, regions)
+            _w_ShareGroupCurrentMemberAssignmentValue_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -109,7 +111,7 @@ def _r_TopicPartitions_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicPartitions_f(o, out, v, regions):
+def _w_TopicPartitions_f(o, out, v, regions, strict):
     out += o.topic_id.bytes
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
@@ -157,14 +159,14 @@ def _r_ShareGroupCurrentMemberAssignmentValue_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ShareGroupCurrentMemberAssignmentValue_f(o, out, v, regions):
+def _w_ShareGroupCurrentMemberAssignmentValue_f(o, out, v, regions, strict):
     out += _S_iib.pack(o.member_epoch, o.previous_member_epoch, o.state)
     if o.assigned_partitions is None:
         raise EncodeError('non-nullable field AssignedPartitions is None')
     else:
         write_uvarint(out, len(o.assigned_partitions) + 1)
         for x5 in o.assigned_partitions:
-            _w_TopicPartitions_f(x5, out, v, regions)
+            _w_TopicPartitions_f(x5, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

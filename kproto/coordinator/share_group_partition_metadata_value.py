@@ -75,18 +75,20 @@ class ShareGroupPartitionMetadataValue(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_ShareGroupPartitionMetadataValue_f(self, out, version, regions)
+            _w_ShareGroupPartitionMetadataValue_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -137,7 +139,7 @@ def _r_TopicMetadata_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicMetadata_f(o, out, v, regions):
+def _w_TopicMetadata_f(o, out, v, regions, strict):
     out += o.topic_id.bytes
     write_str(out, o.topic_name, True, False, 'TopicName')
     out += _S_i.pack(o.num_partitions)
@@ -146,7 +148,7 @@ def _w_TopicMetadata_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.partition_metadata) + 1)
         for x5 in o.partition_metadata:
-            _w_PartitionMetadata_f(x5, out, v, regions)
+            _w_PartitionMetadata_f(x5, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -195,7 +197,7 @@ def _r_PartitionMetadata_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_PartitionMetadata_f(o, out, v, regions):
+def _w_PartitionMetadata_f(o, out, v, regions, strict):
     out += _S_i.pack(o.partition)
     if o.racks is None:
         raise EncodeError('non-nullable field Racks is None')
@@ -242,13 +244,13 @@ def _r_ShareGroupPartitionMetadataValue_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ShareGroupPartitionMetadataValue_f(o, out, v, regions):
+def _w_ShareGroupPartitionMetadataValue_f(o, out, v, regions, strict):
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x13 in o.topics:
-            _w_TopicMetadata_f(x13, out, v, regions)
+            _w_TopicMetadata_f(x13, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -73,18 +73,20 @@ class ShareGroupStatePartitionMetadataValue(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_ShareGroupStatePartitionMetadataValue_f(self, out, version, regions)
+            _w_ShareGroupStatePartitionMetadataValue_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -127,7 +129,7 @@ def _r_TopicPartitionsInfo_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicPartitionsInfo_f(o, out, v, regions):
+def _w_TopicPartitionsInfo_f(o, out, v, regions, strict):
     out += o.topic_id.bytes
     write_str(out, o.topic_name, True, False, 'TopicName')
     if o.partitions is None:
@@ -169,7 +171,7 @@ def _r_TopicInfo_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicInfo_f(o, out, v, regions):
+def _w_TopicInfo_f(o, out, v, regions, strict):
     out += o.topic_id.bytes
     write_str(out, o.topic_name, True, False, 'TopicName')
     if o._unknown:
@@ -226,19 +228,19 @@ def _r_ShareGroupStatePartitionMetadataValue_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ShareGroupStatePartitionMetadataValue_f(o, out, v, regions):
+def _w_ShareGroupStatePartitionMetadataValue_f(o, out, v, regions, strict):
     if o.initialized_topics is None:
         raise EncodeError('non-nullable field InitializedTopics is None')
     else:
         write_uvarint(out, len(o.initialized_topics) + 1)
         for x10 in o.initialized_topics:
-            _w_TopicPartitionsInfo_f(x10, out, v, regions)
+            _w_TopicPartitionsInfo_f(x10, out, v, regions, strict)
     if o.deleting_topics is None:
         raise EncodeError('non-nullable field DeletingTopics is None')
     else:
         write_uvarint(out, len(o.deleting_topics) + 1)
         for x11 in o.deleting_topics:
-            _w_TopicInfo_f(x11, out, v, regions)
+            _w_TopicInfo_f(x11, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

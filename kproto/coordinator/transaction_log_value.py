@@ -75,21 +75,23 @@ class TransactionLogValue(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 1:
-                _w_TransactionLogValue_f(self, out, version, regions)
+                _w_TransactionLogValue_f(self, out, version, regions, strict)
             else:
-                _w_TransactionLogValue_c(self, out, version, regions)
+                _w_TransactionLogValue_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -110,7 +112,7 @@ def _r_PartitionsSchema_c(mv, pos, v):
         o.partition_ids, pos = read_array_fixed(mv, pos, n2, 'i', 4)
     return o, pos
 
-def _w_PartitionsSchema_c(o, out, v, regions):
+def _w_PartitionsSchema_c(o, out, v, regions, strict):
     write_str(out, o.topic, False, False, 'Topic')
     if o.partition_ids is None:
         raise EncodeError('non-nullable field PartitionIds is None')
@@ -155,7 +157,7 @@ def _r_PartitionsSchema_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_PartitionsSchema_f(o, out, v, regions):
+def _w_PartitionsSchema_f(o, out, v, regions, strict):
     write_str(out, o.topic, True, False, 'Topic')
     if o.partition_ids is None:
         raise EncodeError('non-nullable field PartitionIds is None')
@@ -190,12 +192,12 @@ def _r_TransactionLogValue_c(mv, pos, v):
     pos += 16
     return o, pos
 
-def _w_TransactionLogValue_c(o, out, v, regions):
-    if o.previous_producer_id != -1:
+def _w_TransactionLogValue_c(o, out, v, regions, strict):
+    if strict and o.previous_producer_id != -1:
         raise EncodeError('field PreviousProducerId cannot be encoded at version %d' % v)
-    if o.next_producer_id != -1:
+    if strict and o.next_producer_id != -1:
         raise EncodeError('field NextProducerId cannot be encoded at version %d' % v)
-    if o.client_transaction_version != 0:
+    if strict and o.client_transaction_version != 0:
         raise EncodeError('field ClientTransactionVersion cannot be encoded at version %d' % v)
     out += _S_qhib.pack(o.producer_id, o.producer_epoch, o.transaction_timeout_ms, o.transaction_status)
     if o.transaction_partitions is None:
@@ -203,7 +205,7 @@ def _w_TransactionLogValue_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.transaction_partitions))
         for x7 in o.transaction_partitions:
-            _w_PartitionsSchema_c(x7, out, v, regions)
+            _w_PartitionsSchema_c(x7, out, v, regions, strict)
     out += _S_qq.pack(o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms)
 
 def _r_TransactionLogValue_f(mv, pos, v):
@@ -257,12 +259,12 @@ def _r_TransactionLogValue_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TransactionLogValue_f(o, out, v, regions):
-    if o.previous_producer_id != -1:
+def _w_TransactionLogValue_f(o, out, v, regions, strict):
+    if strict and o.previous_producer_id != -1:
         raise EncodeError('field PreviousProducerId cannot be encoded at version %d' % v)
-    if o.next_producer_id != -1:
+    if strict and o.next_producer_id != -1:
         raise EncodeError('field NextProducerId cannot be encoded at version %d' % v)
-    if o.client_transaction_version != 0:
+    if strict and o.client_transaction_version != 0:
         raise EncodeError('field ClientTransactionVersion cannot be encoded at version %d' % v)
     out += _S_qhib.pack(o.producer_id, o.producer_epoch, o.transaction_timeout_ms, o.transaction_status)
     if o.transaction_partitions is None:
@@ -270,7 +272,7 @@ def _w_TransactionLogValue_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.transaction_partitions) + 1)
         for x13 in o.transaction_partitions:
-            _w_PartitionsSchema_f(x13, out, v, regions)
+            _w_PartitionsSchema_f(x13, out, v, regions, strict)
     out += _S_qq.pack(o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms)
     tagged = list(o._unknown) if o._unknown else []
     if o.previous_producer_id != -1:

@@ -83,21 +83,23 @@ class AddPartitionsToTxnRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 3:
-                _w_AddPartitionsToTxnRequest_f(self, out, version, regions)
+                _w_AddPartitionsToTxnRequest_f(self, out, version, regions, strict)
             else:
-                _w_AddPartitionsToTxnRequest_c(self, out, version, regions)
+                _w_AddPartitionsToTxnRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -147,7 +149,7 @@ def _r_AddPartitionsToTxnTransaction_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AddPartitionsToTxnTransaction_f(o, out, v, regions):
+def _w_AddPartitionsToTxnTransaction_f(o, out, v, regions, strict):
     write_str(out, o.transactional_id, True, False, 'TransactionalId')
     out += _S_qho.pack(o.producer_id, o.producer_epoch, o.verify_only)
     if o.topics is None:
@@ -155,7 +157,7 @@ def _w_AddPartitionsToTxnTransaction_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x4 in o.topics:
-            _w_AddPartitionsToTxnTopic_f(x4, out, v, regions)
+            _w_AddPartitionsToTxnTopic_f(x4, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -177,7 +179,7 @@ def _r_AddPartitionsToTxnTopic_c(mv, pos, v):
         o.partitions, pos = read_array_fixed(mv, pos, n6, 'i', 4)
     return o, pos
 
-def _w_AddPartitionsToTxnTopic_c(o, out, v, regions):
+def _w_AddPartitionsToTxnTopic_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
@@ -222,7 +224,7 @@ def _r_AddPartitionsToTxnTopic_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AddPartitionsToTxnTopic_f(o, out, v, regions):
+def _w_AddPartitionsToTxnTopic_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
@@ -259,8 +261,8 @@ def _r_AddPartitionsToTxnRequest_c(mv, pos, v):
         o.v3_and_below_topics = l11
     return o, pos
 
-def _w_AddPartitionsToTxnRequest_c(o, out, v, regions):
-    if o.transactions:
+def _w_AddPartitionsToTxnRequest_c(o, out, v, regions, strict):
+    if strict and o.transactions:
         raise EncodeError('field Transactions cannot be encoded at version %d' % v)
     write_str(out, o.v3_and_below_transactional_id, False, False, 'V3AndBelowTransactionalId')
     out += _S_qh.pack(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch)
@@ -269,7 +271,7 @@ def _w_AddPartitionsToTxnRequest_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.v3_and_below_topics))
         for x12 in o.v3_and_below_topics:
-            _w_AddPartitionsToTxnTopic_c(x12, out, v, regions)
+            _w_AddPartitionsToTxnTopic_c(x12, out, v, regions, strict)
 
 def _r_AddPartitionsToTxnRequest_f(mv, pos, v):
     o = _new(AddPartitionsToTxnRequest)
@@ -345,16 +347,16 @@ def _r_AddPartitionsToTxnRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AddPartitionsToTxnRequest_f(o, out, v, regions):
-    if not (v >= 4) and o.transactions:
+def _w_AddPartitionsToTxnRequest_f(o, out, v, regions, strict):
+    if strict and not (v >= 4) and o.transactions:
         raise EncodeError('field Transactions cannot be encoded at version %d' % v)
-    if not (v <= 3) and o.v3_and_below_transactional_id != '':
+    if strict and not (v <= 3) and o.v3_and_below_transactional_id != '':
         raise EncodeError('field V3AndBelowTransactionalId cannot be encoded at version %d' % v)
-    if not (v <= 3) and o.v3_and_below_producer_id != 0:
+    if strict and not (v <= 3) and o.v3_and_below_producer_id != 0:
         raise EncodeError('field V3AndBelowProducerId cannot be encoded at version %d' % v)
-    if not (v <= 3) and o.v3_and_below_producer_epoch != 0:
+    if strict and not (v <= 3) and o.v3_and_below_producer_epoch != 0:
         raise EncodeError('field V3AndBelowProducerEpoch cannot be encoded at version %d' % v)
-    if not (v <= 3) and o.v3_and_below_topics:
+    if strict and not (v <= 3) and o.v3_and_below_topics:
         raise EncodeError('field V3AndBelowTopics cannot be encoded at version %d' % v)
     if v >= 4:
         if o.transactions is None:
@@ -362,7 +364,7 @@ def _w_AddPartitionsToTxnRequest_f(o, out, v, regions):
         else:
             write_uvarint(out, len(o.transactions) + 1)
             for x18 in o.transactions:
-                _w_AddPartitionsToTxnTransaction_f(x18, out, v, regions)
+                _w_AddPartitionsToTxnTransaction_f(x18, out, v, regions, strict)
     if v <= 3:
         write_str(out, o.v3_and_below_transactional_id, True, False, 'V3AndBelowTransactionalId')
     if v <= 3:
@@ -373,7 +375,7 @@ def _w_AddPartitionsToTxnRequest_f(o, out, v, regions):
         else:
             write_uvarint(out, len(o.v3_and_below_topics) + 1)
             for x19 in o.v3_and_below_topics:
-                _w_AddPartitionsToTxnTopic_f(x19, out, v, regions)
+                _w_AddPartitionsToTxnTopic_f(x19, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

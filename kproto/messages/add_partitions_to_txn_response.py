@@ -92,21 +92,23 @@ class AddPartitionsToTxnResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 3:
-                _w_AddPartitionsToTxnResponse_f(self, out, version, regions)
+                _w_AddPartitionsToTxnResponse_f(self, out, version, regions, strict)
             else:
-                _w_AddPartitionsToTxnResponse_c(self, out, version, regions)
+                _w_AddPartitionsToTxnResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -154,14 +156,14 @@ def _r_AddPartitionsToTxnResult_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AddPartitionsToTxnResult_f(o, out, v, regions):
+def _w_AddPartitionsToTxnResult_f(o, out, v, regions, strict):
     write_str(out, o.transactional_id, True, False, 'TransactionalId')
     if o.topic_results is None:
         raise EncodeError('non-nullable field TopicResults is None')
     else:
         write_uvarint(out, len(o.topic_results) + 1)
         for x4 in o.topic_results:
-            _w_AddPartitionsToTxnTopicResult_f(x4, out, v, regions)
+            _w_AddPartitionsToTxnTopicResult_f(x4, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -189,14 +191,14 @@ def _r_AddPartitionsToTxnTopicResult_c(mv, pos, v):
         o.results_by_partition = l7
     return o, pos
 
-def _w_AddPartitionsToTxnTopicResult_c(o, out, v, regions):
+def _w_AddPartitionsToTxnTopicResult_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     if o.results_by_partition is None:
         raise EncodeError('non-nullable field ResultsByPartition is None')
     else:
         out += i32.pack(len(o.results_by_partition))
         for x8 in o.results_by_partition:
-            _w_AddPartitionsToTxnPartitionResult_c(x8, out, v, regions)
+            _w_AddPartitionsToTxnPartitionResult_c(x8, out, v, regions, strict)
 
 def _r_AddPartitionsToTxnTopicResult_f(mv, pos, v):
     o = _new(AddPartitionsToTxnTopicResult)
@@ -241,14 +243,14 @@ def _r_AddPartitionsToTxnTopicResult_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AddPartitionsToTxnTopicResult_f(o, out, v, regions):
+def _w_AddPartitionsToTxnTopicResult_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.results_by_partition is None:
         raise EncodeError('non-nullable field ResultsByPartition is None')
     else:
         write_uvarint(out, len(o.results_by_partition) + 1)
         for x12 in o.results_by_partition:
-            _w_AddPartitionsToTxnPartitionResult_f(x12, out, v, regions)
+            _w_AddPartitionsToTxnPartitionResult_f(x12, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -260,7 +262,7 @@ def _r_AddPartitionsToTxnPartitionResult_c(mv, pos, v):
     pos += 6
     return o, pos
 
-def _w_AddPartitionsToTxnPartitionResult_c(o, out, v, regions):
+def _w_AddPartitionsToTxnPartitionResult_c(o, out, v, regions, strict):
     out += _S_ih.pack(o.partition_index, o.partition_error_code)
 
 def _r_AddPartitionsToTxnPartitionResult_f(mv, pos, v):
@@ -284,7 +286,7 @@ def _r_AddPartitionsToTxnPartitionResult_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AddPartitionsToTxnPartitionResult_f(o, out, v, regions):
+def _w_AddPartitionsToTxnPartitionResult_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.partition_index, o.partition_error_code)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -311,8 +313,8 @@ def _r_AddPartitionsToTxnResponse_c(mv, pos, v):
         o.results_by_topic_v3_and_below = l14
     return o, pos
 
-def _w_AddPartitionsToTxnResponse_c(o, out, v, regions):
-    if o.results_by_transaction:
+def _w_AddPartitionsToTxnResponse_c(o, out, v, regions, strict):
+    if strict and o.results_by_transaction:
         raise EncodeError('field ResultsByTransaction cannot be encoded at version %d' % v)
     out += _S_i.pack(o.throttle_time_ms)
     if o.results_by_topic_v3_and_below is None:
@@ -320,7 +322,7 @@ def _w_AddPartitionsToTxnResponse_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.results_by_topic_v3_and_below))
         for x15 in o.results_by_topic_v3_and_below:
-            _w_AddPartitionsToTxnTopicResult_c(x15, out, v, regions)
+            _w_AddPartitionsToTxnTopicResult_c(x15, out, v, regions, strict)
 
 def _r_AddPartitionsToTxnResponse_f(mv, pos, v):
     o = _new(AddPartitionsToTxnResponse)
@@ -384,10 +386,10 @@ def _r_AddPartitionsToTxnResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AddPartitionsToTxnResponse_f(o, out, v, regions):
-    if not (v >= 4) and o.results_by_transaction:
+def _w_AddPartitionsToTxnResponse_f(o, out, v, regions, strict):
+    if strict and not (v >= 4) and o.results_by_transaction:
         raise EncodeError('field ResultsByTransaction cannot be encoded at version %d' % v)
-    if not (v <= 3) and o.results_by_topic_v3_and_below:
+    if strict and not (v <= 3) and o.results_by_topic_v3_and_below:
         raise EncodeError('field ResultsByTopicV3AndBelow cannot be encoded at version %d' % v)
     out += _S_i.pack(o.throttle_time_ms)
     if v >= 4:
@@ -398,14 +400,14 @@ def _w_AddPartitionsToTxnResponse_f(o, out, v, regions):
         else:
             write_uvarint(out, len(o.results_by_transaction) + 1)
             for x20 in o.results_by_transaction:
-                _w_AddPartitionsToTxnResult_f(x20, out, v, regions)
+                _w_AddPartitionsToTxnResult_f(x20, out, v, regions, strict)
     if v <= 3:
         if o.results_by_topic_v3_and_below is None:
             raise EncodeError('non-nullable field ResultsByTopicV3AndBelow is None')
         else:
             write_uvarint(out, len(o.results_by_topic_v3_and_below) + 1)
             for x21 in o.results_by_topic_v3_and_below:
-                _w_AddPartitionsToTxnTopicResult_f(x21, out, v, regions)
+                _w_AddPartitionsToTxnTopicResult_f(x21, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

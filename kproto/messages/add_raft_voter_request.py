@@ -67,18 +67,20 @@ class AddRaftVoterRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_AddRaftVoterRequest_f(self, out, version, regions)
+            _w_AddRaftVoterRequest_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -122,7 +124,7 @@ def _r_Listener_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_Listener_f(o, out, v, regions):
+def _w_Listener_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     write_str(out, o.host, True, False, 'Host')
     out += _S_H.pack(o.port)
@@ -177,7 +179,7 @@ def _r_AddRaftVoterRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AddRaftVoterRequest_f(o, out, v, regions):
+def _w_AddRaftVoterRequest_f(o, out, v, regions, strict):
     write_str(out, o.cluster_id, True, True, 'ClusterId')
     out += _S_ii.pack(o.timeout_ms, o.voter_id)
     out += o.voter_directory_id.bytes
@@ -186,7 +188,7 @@ def _w_AddRaftVoterRequest_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.listeners) + 1)
         for x7 in o.listeners:
-            _w_Listener_f(x7, out, v, regions)
+            _w_Listener_f(x7, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -90,21 +90,23 @@ class AlterClientQuotasRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 1:
-                _w_AlterClientQuotasRequest_f(self, out, version, regions)
+                _w_AlterClientQuotasRequest_f(self, out, version, regions, strict)
             else:
-                _w_AlterClientQuotasRequest_c(self, out, version, regions)
+                _w_AlterClientQuotasRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -137,19 +139,19 @@ def _r_EntryData_c(mv, pos, v):
         o.ops = l4
     return o, pos
 
-def _w_EntryData_c(o, out, v, regions):
+def _w_EntryData_c(o, out, v, regions, strict):
     if o.entity is None:
         raise EncodeError('non-nullable field Entity is None')
     else:
         out += i32.pack(len(o.entity))
         for x5 in o.entity:
-            _w_EntityData_c(x5, out, v, regions)
+            _w_EntityData_c(x5, out, v, regions, strict)
     if o.ops is None:
         raise EncodeError('non-nullable field Ops is None')
     else:
         out += i32.pack(len(o.ops))
         for x6 in o.ops:
-            _w_OpData_c(x6, out, v, regions)
+            _w_OpData_c(x6, out, v, regions, strict)
 
 def _r_EntryData_f(mv, pos, v):
     o = _new(EntryData)
@@ -200,19 +202,19 @@ def _r_EntryData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_EntryData_f(o, out, v, regions):
+def _w_EntryData_f(o, out, v, regions, strict):
     if o.entity is None:
         raise EncodeError('non-nullable field Entity is None')
     else:
         write_uvarint(out, len(o.entity) + 1)
         for x11 in o.entity:
-            _w_EntityData_f(x11, out, v, regions)
+            _w_EntityData_f(x11, out, v, regions, strict)
     if o.ops is None:
         raise EncodeError('non-nullable field Ops is None')
     else:
         write_uvarint(out, len(o.ops) + 1)
         for x12 in o.ops:
-            _w_OpData_f(x12, out, v, regions)
+            _w_OpData_f(x12, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -234,7 +236,7 @@ def _r_EntityData_c(mv, pos, v):
         o.entity_name, pos = read_str(mv, pos, n14)
     return o, pos
 
-def _w_EntityData_c(o, out, v, regions):
+def _w_EntityData_c(o, out, v, regions, strict):
     write_str(out, o.entity_type, False, False, 'EntityType')
     write_str(out, o.entity_name, False, True, 'EntityName')
 
@@ -275,7 +277,7 @@ def _r_EntityData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_EntityData_f(o, out, v, regions):
+def _w_EntityData_f(o, out, v, regions, strict):
     write_str(out, o.entity_type, True, False, 'EntityType')
     write_str(out, o.entity_name, True, True, 'EntityName')
     if o._unknown:
@@ -295,7 +297,7 @@ def _r_OpData_c(mv, pos, v):
     pos += 9
     return o, pos
 
-def _w_OpData_c(o, out, v, regions):
+def _w_OpData_c(o, out, v, regions, strict):
     write_str(out, o.key, False, False, 'Key')
     out += _S_do.pack(o.value, o.remove)
 
@@ -329,7 +331,7 @@ def _r_OpData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OpData_f(o, out, v, regions):
+def _w_OpData_f(o, out, v, regions, strict):
     write_str(out, o.key, True, False, 'Key')
     out += _S_do.pack(o.value, o.remove)
     if o._unknown:
@@ -355,13 +357,13 @@ def _r_AlterClientQuotasRequest_c(mv, pos, v):
     pos += 1
     return o, pos
 
-def _w_AlterClientQuotasRequest_c(o, out, v, regions):
+def _w_AlterClientQuotasRequest_c(o, out, v, regions, strict):
     if o.entries is None:
         raise EncodeError('non-nullable field Entries is None')
     else:
         out += i32.pack(len(o.entries))
         for x21 in o.entries:
-            _w_EntryData_c(x21, out, v, regions)
+            _w_EntryData_c(x21, out, v, regions, strict)
     out += _S_o.pack(o.validate_only)
 
 def _r_AlterClientQuotasRequest_f(mv, pos, v):
@@ -400,13 +402,13 @@ def _r_AlterClientQuotasRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AlterClientQuotasRequest_f(o, out, v, regions):
+def _w_AlterClientQuotasRequest_f(o, out, v, regions, strict):
     if o.entries is None:
         raise EncodeError('non-nullable field Entries is None')
     else:
         write_uvarint(out, len(o.entries) + 1)
         for x24 in o.entries:
-            _w_EntryData_f(x24, out, v, regions)
+            _w_EntryData_f(x24, out, v, regions, strict)
     out += _S_o.pack(o.validate_only)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))

@@ -78,21 +78,23 @@ class AlterClientQuotasResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 1:
-                _w_AlterClientQuotasResponse_f(self, out, version, regions)
+                _w_AlterClientQuotasResponse_f(self, out, version, regions, strict)
             else:
-                _w_AlterClientQuotasResponse_c(self, out, version, regions)
+                _w_AlterClientQuotasResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -121,7 +123,7 @@ def _r_EntryData_c(mv, pos, v):
         o.entity = l3
     return o, pos
 
-def _w_EntryData_c(o, out, v, regions):
+def _w_EntryData_c(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     write_str(out, o.error_message, False, True, 'ErrorMessage')
     if o.entity is None:
@@ -129,7 +131,7 @@ def _w_EntryData_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.entity))
         for x4 in o.entity:
-            _w_EntityData_c(x4, out, v, regions)
+            _w_EntityData_c(x4, out, v, regions, strict)
 
 def _r_EntryData_f(mv, pos, v):
     o = _new(EntryData)
@@ -176,7 +178,7 @@ def _r_EntryData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_EntryData_f(o, out, v, regions):
+def _w_EntryData_f(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     if o.entity is None:
@@ -184,7 +186,7 @@ def _w_EntryData_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.entity) + 1)
         for x8 in o.entity:
-            _w_EntityData_f(x8, out, v, regions)
+            _w_EntityData_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -206,7 +208,7 @@ def _r_EntityData_c(mv, pos, v):
         o.entity_name, pos = read_str(mv, pos, n10)
     return o, pos
 
-def _w_EntityData_c(o, out, v, regions):
+def _w_EntityData_c(o, out, v, regions, strict):
     write_str(out, o.entity_type, False, False, 'EntityType')
     write_str(out, o.entity_name, False, True, 'EntityName')
 
@@ -247,7 +249,7 @@ def _r_EntityData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_EntityData_f(o, out, v, regions):
+def _w_EntityData_f(o, out, v, regions, strict):
     write_str(out, o.entity_type, True, False, 'EntityType')
     write_str(out, o.entity_name, True, True, 'EntityName')
     if o._unknown:
@@ -273,14 +275,14 @@ def _r_AlterClientQuotasResponse_c(mv, pos, v):
         o.entries = l14
     return o, pos
 
-def _w_AlterClientQuotasResponse_c(o, out, v, regions):
+def _w_AlterClientQuotasResponse_c(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if o.entries is None:
         raise EncodeError('non-nullable field Entries is None')
     else:
         out += i32.pack(len(o.entries))
         for x15 in o.entries:
-            _w_EntryData_c(x15, out, v, regions)
+            _w_EntryData_c(x15, out, v, regions, strict)
 
 def _r_AlterClientQuotasResponse_f(mv, pos, v):
     o = _new(AlterClientQuotasResponse)
@@ -318,14 +320,14 @@ def _r_AlterClientQuotasResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AlterClientQuotasResponse_f(o, out, v, regions):
+def _w_AlterClientQuotasResponse_f(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if o.entries is None:
         raise EncodeError('non-nullable field Entries is None')
     else:
         write_uvarint(out, len(o.entries) + 1)
         for x18 in o.entries:
-            _w_EntryData_f(x18, out, v, regions)
+            _w_EntryData_f(x18, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -78,21 +78,23 @@ class AlterConfigsRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 2:
-                _w_AlterConfigsRequest_f(self, out, version, regions)
+                _w_AlterConfigsRequest_f(self, out, version, regions, strict)
             else:
-                _w_AlterConfigsRequest_c(self, out, version, regions)
+                _w_AlterConfigsRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -121,7 +123,7 @@ def _r_AlterConfigsResource_c(mv, pos, v):
         o.configs = l3
     return o, pos
 
-def _w_AlterConfigsResource_c(o, out, v, regions):
+def _w_AlterConfigsResource_c(o, out, v, regions, strict):
     out += _S_b.pack(o.resource_type)
     write_str(out, o.resource_name, False, False, 'ResourceName')
     if o.configs is None:
@@ -129,7 +131,7 @@ def _w_AlterConfigsResource_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.configs))
         for x4 in o.configs:
-            _w_AlterableConfig_c(x4, out, v, regions)
+            _w_AlterableConfig_c(x4, out, v, regions, strict)
 
 def _r_AlterConfigsResource_f(mv, pos, v):
     o = _new(AlterConfigsResource)
@@ -176,7 +178,7 @@ def _r_AlterConfigsResource_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AlterConfigsResource_f(o, out, v, regions):
+def _w_AlterConfigsResource_f(o, out, v, regions, strict):
     out += _S_b.pack(o.resource_type)
     write_str(out, o.resource_name, True, False, 'ResourceName')
     if o.configs is None:
@@ -184,7 +186,7 @@ def _w_AlterConfigsResource_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.configs) + 1)
         for x8 in o.configs:
-            _w_AlterableConfig_f(x8, out, v, regions)
+            _w_AlterableConfig_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -206,7 +208,7 @@ def _r_AlterableConfig_c(mv, pos, v):
         o.value, pos = read_str(mv, pos, n10)
     return o, pos
 
-def _w_AlterableConfig_c(o, out, v, regions):
+def _w_AlterableConfig_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     write_str(out, o.value, False, True, 'Value')
 
@@ -247,7 +249,7 @@ def _r_AlterableConfig_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AlterableConfig_f(o, out, v, regions):
+def _w_AlterableConfig_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     write_str(out, o.value, True, True, 'Value')
     if o._unknown:
@@ -273,13 +275,13 @@ def _r_AlterConfigsRequest_c(mv, pos, v):
     pos += 1
     return o, pos
 
-def _w_AlterConfigsRequest_c(o, out, v, regions):
+def _w_AlterConfigsRequest_c(o, out, v, regions, strict):
     if o.resources is None:
         raise EncodeError('non-nullable field Resources is None')
     else:
         out += i32.pack(len(o.resources))
         for x15 in o.resources:
-            _w_AlterConfigsResource_c(x15, out, v, regions)
+            _w_AlterConfigsResource_c(x15, out, v, regions, strict)
     out += _S_o.pack(o.validate_only)
 
 def _r_AlterConfigsRequest_f(mv, pos, v):
@@ -318,13 +320,13 @@ def _r_AlterConfigsRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AlterConfigsRequest_f(o, out, v, regions):
+def _w_AlterConfigsRequest_f(o, out, v, regions, strict):
     if o.resources is None:
         raise EncodeError('non-nullable field Resources is None')
     else:
         write_uvarint(out, len(o.resources) + 1)
         for x18 in o.resources:
-            _w_AlterConfigsResource_f(x18, out, v, regions)
+            _w_AlterConfigsResource_f(x18, out, v, regions, strict)
     out += _S_o.pack(o.validate_only)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))

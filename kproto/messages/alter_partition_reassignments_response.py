@@ -77,18 +77,20 @@ class AlterPartitionReassignmentsResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_AlterPartitionReassignmentsResponse_f(self, out, version, regions)
+            _w_AlterPartitionReassignmentsResponse_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -136,14 +138,14 @@ def _r_ReassignableTopicResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ReassignableTopicResponse_f(o, out, v, regions):
+def _w_ReassignableTopicResponse_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x4 in o.partitions:
-            _w_ReassignablePartitionResponse_f(x4, out, v, regions)
+            _w_ReassignablePartitionResponse_f(x4, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -179,7 +181,7 @@ def _r_ReassignablePartitionResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ReassignablePartitionResponse_f(o, out, v, regions):
+def _w_ReassignablePartitionResponse_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.partition_index, o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     if o._unknown:
@@ -232,7 +234,7 @@ def _r_AlterPartitionReassignmentsResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AlterPartitionReassignmentsResponse_f(o, out, v, regions):
+def _w_AlterPartitionReassignmentsResponse_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     if o.responses is None:
@@ -240,7 +242,7 @@ def _w_AlterPartitionReassignmentsResponse_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.responses) + 1)
         for x9 in o.responses:
-            _w_ReassignableTopicResponse_f(x9, out, v, regions)
+            _w_ReassignableTopicResponse_f(x9, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

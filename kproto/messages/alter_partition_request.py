@@ -95,18 +95,20 @@ class AlterPartitionRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_AlterPartitionRequest_f(self, out, version, regions)
+            _w_AlterPartitionRequest_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -161,7 +163,7 @@ def _r_TopicData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicData_f(o, out, v, regions):
+def _w_TopicData_f(o, out, v, regions, strict):
     if v <= 1:
         write_str(out, o.topic_name, True, False, 'TopicName')
     if v >= 2:
@@ -171,7 +173,7 @@ def _w_TopicData_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x5 in o.partitions:
-            _w_PartitionData_f(x5, out, v, regions)
+            _w_PartitionData_f(x5, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -235,12 +237,12 @@ def _r_PartitionData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_PartitionData_f(o, out, v, regions):
-    if not (v <= 2) and o.new_isr:
+def _w_PartitionData_f(o, out, v, regions, strict):
+    if strict and not (v <= 2) and o.new_isr:
         raise EncodeError('field NewIsr cannot be encoded at version %d' % v)
-    if not (v >= 3) and o.new_isr_with_epochs:
+    if strict and not (v >= 3) and o.new_isr_with_epochs:
         raise EncodeError('field NewIsrWithEpochs cannot be encoded at version %d' % v)
-    if not (v >= 1) and o.leader_recovery_state != 0:
+    if strict and not (v >= 1) and o.leader_recovery_state != 0:
         raise EncodeError('field LeaderRecoveryState cannot be encoded at version %d' % v)
     out += _S_ii.pack(o.partition_index, o.leader_epoch)
     if v <= 2:
@@ -255,7 +257,7 @@ def _w_PartitionData_f(o, out, v, regions):
         else:
             write_uvarint(out, len(o.new_isr_with_epochs) + 1)
             for x9 in o.new_isr_with_epochs:
-                _w_BrokerState_f(x9, out, v, regions)
+                _w_BrokerState_f(x9, out, v, regions, strict)
     if v >= 1:
         out += _S_b.pack(o.leader_recovery_state)
     out += _S_i.pack(o.partition_epoch)
@@ -285,7 +287,7 @@ def _r_BrokerState_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_BrokerState_f(o, out, v, regions):
+def _w_BrokerState_f(o, out, v, regions, strict):
     out += _S_iq.pack(o.broker_id, o.broker_epoch)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -328,14 +330,14 @@ def _r_AlterPartitionRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AlterPartitionRequest_f(o, out, v, regions):
+def _w_AlterPartitionRequest_f(o, out, v, regions, strict):
     out += _S_iq.pack(o.broker_id, o.broker_epoch)
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x12 in o.topics:
-            _w_TopicData_f(x12, out, v, regions)
+            _w_TopicData_f(x12, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -84,18 +84,20 @@ class AlterPartitionResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_AlterPartitionResponse_f(self, out, version, regions)
+            _w_AlterPartitionResponse_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -150,7 +152,7 @@ def _r_TopicData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicData_f(o, out, v, regions):
+def _w_TopicData_f(o, out, v, regions, strict):
     if v <= 1:
         write_str(out, o.topic_name, True, False, 'TopicName')
     if v >= 2:
@@ -160,7 +162,7 @@ def _w_TopicData_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x5 in o.partitions:
-            _w_PartitionData_f(x5, out, v, regions)
+            _w_PartitionData_f(x5, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -203,7 +205,7 @@ def _r_PartitionData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_PartitionData_f(o, out, v, regions):
+def _w_PartitionData_f(o, out, v, regions, strict):
     out += _S_ihii.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
     if o.isr is None:
         raise EncodeError('non-nullable field Isr is None')
@@ -254,14 +256,14 @@ def _r_AlterPartitionResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AlterPartitionResponse_f(o, out, v, regions):
+def _w_AlterPartitionResponse_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x9 in o.topics:
-            _w_TopicData_f(x9, out, v, regions)
+            _w_TopicData_f(x9, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -73,21 +73,23 @@ class AlterReplicaLogDirsRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 2:
-                _w_AlterReplicaLogDirsRequest_f(self, out, version, regions)
+                _w_AlterReplicaLogDirsRequest_f(self, out, version, regions, strict)
             else:
-                _w_AlterReplicaLogDirsRequest_c(self, out, version, regions)
+                _w_AlterReplicaLogDirsRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -114,14 +116,14 @@ def _r_AlterReplicaLogDir_c(mv, pos, v):
         o.topics = l3
     return o, pos
 
-def _w_AlterReplicaLogDir_c(o, out, v, regions):
+def _w_AlterReplicaLogDir_c(o, out, v, regions, strict):
     write_str(out, o.path, False, False, 'Path')
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         out += i32.pack(len(o.topics))
         for x4 in o.topics:
-            _w_AlterReplicaLogDirTopic_c(x4, out, v, regions)
+            _w_AlterReplicaLogDirTopic_c(x4, out, v, regions, strict)
 
 def _r_AlterReplicaLogDir_f(mv, pos, v):
     o = _new(AlterReplicaLogDir)
@@ -166,14 +168,14 @@ def _r_AlterReplicaLogDir_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AlterReplicaLogDir_f(o, out, v, regions):
+def _w_AlterReplicaLogDir_f(o, out, v, regions, strict):
     write_str(out, o.path, True, False, 'Path')
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x8 in o.topics:
-            _w_AlterReplicaLogDirTopic_f(x8, out, v, regions)
+            _w_AlterReplicaLogDirTopic_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -195,7 +197,7 @@ def _r_AlterReplicaLogDirTopic_c(mv, pos, v):
         o.partitions, pos = read_array_fixed(mv, pos, n10, 'i', 4)
     return o, pos
 
-def _w_AlterReplicaLogDirTopic_c(o, out, v, regions):
+def _w_AlterReplicaLogDirTopic_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
@@ -240,7 +242,7 @@ def _r_AlterReplicaLogDirTopic_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AlterReplicaLogDirTopic_f(o, out, v, regions):
+def _w_AlterReplicaLogDirTopic_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
@@ -268,13 +270,13 @@ def _r_AlterReplicaLogDirsRequest_c(mv, pos, v):
         o.dirs = l14
     return o, pos
 
-def _w_AlterReplicaLogDirsRequest_c(o, out, v, regions):
+def _w_AlterReplicaLogDirsRequest_c(o, out, v, regions, strict):
     if o.dirs is None:
         raise EncodeError('non-nullable field Dirs is None')
     else:
         out += i32.pack(len(o.dirs))
         for x15 in o.dirs:
-            _w_AlterReplicaLogDir_c(x15, out, v, regions)
+            _w_AlterReplicaLogDir_c(x15, out, v, regions, strict)
 
 def _r_AlterReplicaLogDirsRequest_f(mv, pos, v):
     o = _new(AlterReplicaLogDirsRequest)
@@ -310,13 +312,13 @@ def _r_AlterReplicaLogDirsRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AlterReplicaLogDirsRequest_f(o, out, v, regions):
+def _w_AlterReplicaLogDirsRequest_f(o, out, v, regions, strict):
     if o.dirs is None:
         raise EncodeError('non-nullable field Dirs is None')
     else:
         write_uvarint(out, len(o.dirs) + 1)
         for x18 in o.dirs:
-            _w_AlterReplicaLogDir_f(x18, out, v, regions)
+            _w_AlterReplicaLogDir_f(x18, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

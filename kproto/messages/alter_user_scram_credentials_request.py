@@ -78,18 +78,20 @@ class AlterUserScramCredentialsRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_AlterUserScramCredentialsRequest_f(self, out, version, regions)
+            _w_AlterUserScramCredentialsRequest_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -124,7 +126,7 @@ def _r_ScramCredentialDeletion_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ScramCredentialDeletion_f(o, out, v, regions):
+def _w_ScramCredentialDeletion_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     out += _S_b.pack(o.mechanism)
     if o._unknown:
@@ -180,7 +182,7 @@ def _r_ScramCredentialUpsertion_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ScramCredentialUpsertion_f(o, out, v, regions):
+def _w_ScramCredentialUpsertion_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     out += _S_bi.pack(o.mechanism, o.iterations)
     write_bytes(out, o.salt, True, False, 'Salt')
@@ -239,19 +241,19 @@ def _r_AlterUserScramCredentialsRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AlterUserScramCredentialsRequest_f(o, out, v, regions):
+def _w_AlterUserScramCredentialsRequest_f(o, out, v, regions, strict):
     if o.deletions is None:
         raise EncodeError('non-nullable field Deletions is None')
     else:
         write_uvarint(out, len(o.deletions) + 1)
         for x9 in o.deletions:
-            _w_ScramCredentialDeletion_f(x9, out, v, regions)
+            _w_ScramCredentialDeletion_f(x9, out, v, regions, strict)
     if o.upsertions is None:
         raise EncodeError('non-nullable field Upsertions is None')
     else:
         write_uvarint(out, len(o.upsertions) + 1)
         for x10 in o.upsertions:
-            _w_ScramCredentialUpsertion_f(x10, out, v, regions)
+            _w_ScramCredentialUpsertion_f(x10, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

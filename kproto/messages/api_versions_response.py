@@ -101,21 +101,23 @@ class ApiVersionsResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 3:
-                _w_ApiVersionsResponse_f(self, out, version, regions)
+                _w_ApiVersionsResponse_f(self, out, version, regions, strict)
             else:
-                _w_ApiVersionsResponse_c(self, out, version, regions)
+                _w_ApiVersionsResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -126,7 +128,7 @@ def _r_ApiVersion_c(mv, pos, v):
     pos += 6
     return o, pos
 
-def _w_ApiVersion_c(o, out, v, regions):
+def _w_ApiVersion_c(o, out, v, regions, strict):
     out += _S_hhh.pack(o.api_key, o.min_version, o.max_version)
 
 def _r_ApiVersion_f(mv, pos, v):
@@ -150,7 +152,7 @@ def _r_ApiVersion_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ApiVersion_f(o, out, v, regions):
+def _w_ApiVersion_f(o, out, v, regions, strict):
     out += _S_hhh.pack(o.api_key, o.min_version, o.max_version)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -187,7 +189,7 @@ def _r_SupportedFeatureKey_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_SupportedFeatureKey_f(o, out, v, regions):
+def _w_SupportedFeatureKey_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     out += _S_hh.pack(o.min_version, o.max_version)
     if o._unknown:
@@ -225,7 +227,7 @@ def _r_FinalizedFeatureKey_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_FinalizedFeatureKey_f(o, out, v, regions):
+def _w_FinalizedFeatureKey_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     out += _S_hh.pack(o.max_version_level, o.min_version_level)
     if o._unknown:
@@ -260,14 +262,14 @@ def _r_ApiVersionsResponse_c(mv, pos, v):
         pos += 4
     return o, pos
 
-def _w_ApiVersionsResponse_c(o, out, v, regions):
+def _w_ApiVersionsResponse_c(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     if o.api_keys is None:
         raise EncodeError('non-nullable field ApiKeys is None')
     else:
         out += i32.pack(len(o.api_keys))
         for x5 in o.api_keys:
-            _w_ApiVersion_c(x5, out, v, regions)
+            _w_ApiVersion_c(x5, out, v, regions, strict)
     if v >= 1:
         out += _S_i.pack(o.throttle_time_ms)
 
@@ -352,14 +354,14 @@ def _r_ApiVersionsResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ApiVersionsResponse_f(o, out, v, regions):
+def _w_ApiVersionsResponse_f(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     if o.api_keys is None:
         raise EncodeError('non-nullable field ApiKeys is None')
     else:
         write_uvarint(out, len(o.api_keys) + 1)
         for x14 in o.api_keys:
-            _w_ApiVersion_f(x14, out, v, regions)
+            _w_ApiVersion_f(x14, out, v, regions, strict)
     out += _S_i.pack(o.throttle_time_ms)
     tagged = list(o._unknown) if o._unknown else []
     if o.supported_features != []:
@@ -369,7 +371,7 @@ def _w_ApiVersionsResponse_f(o, out, v, regions):
         else:
             write_uvarint(t, len(o.supported_features) + 1)
             for x15 in o.supported_features:
-                _w_SupportedFeatureKey_f(x15, t, v, regions)
+                _w_SupportedFeatureKey_f(x15, t, v, regions, strict)
         tagged.append((0, bytes(t)))
     if o.finalized_features_epoch != -1:
         t = bytearray()
@@ -382,7 +384,7 @@ def _w_ApiVersionsResponse_f(o, out, v, regions):
         else:
             write_uvarint(t, len(o.finalized_features) + 1)
             for x16 in o.finalized_features:
-                _w_FinalizedFeatureKey_f(x16, t, v, regions)
+                _w_FinalizedFeatureKey_f(x16, t, v, regions, strict)
         tagged.append((2, bytes(t)))
     if o.zk_migration_ready != False:
         t = bytearray()

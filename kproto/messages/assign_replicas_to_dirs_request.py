@@ -87,18 +87,20 @@ class AssignReplicasToDirsRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_AssignReplicasToDirsRequest_f(self, out, version, regions)
+            _w_AssignReplicasToDirsRequest_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -138,14 +140,14 @@ def _r_DirectoryData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DirectoryData_f(o, out, v, regions):
+def _w_DirectoryData_f(o, out, v, regions, strict):
     out += o.id.bytes
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x4 in o.topics:
-            _w_TopicData_f(x4, out, v, regions)
+            _w_TopicData_f(x4, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -186,14 +188,14 @@ def _r_TopicData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicData_f(o, out, v, regions):
+def _w_TopicData_f(o, out, v, regions, strict):
     out += o.topic_id.bytes
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x8 in o.partitions:
-            _w_PartitionData_f(x8, out, v, regions)
+            _w_PartitionData_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -220,7 +222,7 @@ def _r_PartitionData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_PartitionData_f(o, out, v, regions):
+def _w_PartitionData_f(o, out, v, regions, strict):
     out += _S_i.pack(o.partition_index)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -263,14 +265,14 @@ def _r_AssignReplicasToDirsRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AssignReplicasToDirsRequest_f(o, out, v, regions):
+def _w_AssignReplicasToDirsRequest_f(o, out, v, regions, strict):
     out += _S_iq.pack(o.broker_id, o.broker_epoch)
     if o.directories is None:
         raise EncodeError('non-nullable field Directories is None')
     else:
         write_uvarint(out, len(o.directories) + 1)
         for x11 in o.directories:
-            _w_DirectoryData_f(x11, out, v, regions)
+            _w_DirectoryData_f(x11, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -96,21 +96,23 @@ class BeginQuorumEpochRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 1:
-                _w_BeginQuorumEpochRequest_f(self, out, version, regions)
+                _w_BeginQuorumEpochRequest_f(self, out, version, regions, strict)
             else:
-                _w_BeginQuorumEpochRequest_c(self, out, version, regions)
+                _w_BeginQuorumEpochRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -137,14 +139,14 @@ def _r_TopicData_c(mv, pos, v):
         o.partitions = l3
     return o, pos
 
-def _w_TopicData_c(o, out, v, regions):
+def _w_TopicData_c(o, out, v, regions, strict):
     write_str(out, o.topic_name, False, False, 'TopicName')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         out += i32.pack(len(o.partitions))
         for x4 in o.partitions:
-            _w_PartitionData_c(x4, out, v, regions)
+            _w_PartitionData_c(x4, out, v, regions, strict)
 
 def _r_TopicData_f(mv, pos, v):
     o = _new(TopicData)
@@ -189,14 +191,14 @@ def _r_TopicData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicData_f(o, out, v, regions):
+def _w_TopicData_f(o, out, v, regions, strict):
     write_str(out, o.topic_name, True, False, 'TopicName')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x8 in o.partitions:
-            _w_PartitionData_f(x8, out, v, regions)
+            _w_PartitionData_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -209,7 +211,7 @@ def _r_PartitionData_c(mv, pos, v):
     pos += 12
     return o, pos
 
-def _w_PartitionData_c(o, out, v, regions):
+def _w_PartitionData_c(o, out, v, regions, strict):
     out += _S_iii.pack(o.partition_index, o.leader_id, o.leader_epoch)
 
 def _r_PartitionData_f(mv, pos, v):
@@ -236,7 +238,7 @@ def _r_PartitionData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_PartitionData_f(o, out, v, regions):
+def _w_PartitionData_f(o, out, v, regions, strict):
     out += _S_i.pack(o.partition_index)
     out += o.voter_directory_id.bytes
     out += _S_ii.pack(o.leader_id, o.leader_epoch)
@@ -284,7 +286,7 @@ def _r_LeaderEndpoint_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_LeaderEndpoint_f(o, out, v, regions):
+def _w_LeaderEndpoint_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     write_str(out, o.host, True, False, 'Host')
     out += _S_H.pack(o.port)
@@ -317,14 +319,14 @@ def _r_BeginQuorumEpochRequest_c(mv, pos, v):
         o.topics = l14
     return o, pos
 
-def _w_BeginQuorumEpochRequest_c(o, out, v, regions):
+def _w_BeginQuorumEpochRequest_c(o, out, v, regions, strict):
     write_str(out, o.cluster_id, False, True, 'ClusterId')
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         out += i32.pack(len(o.topics))
         for x15 in o.topics:
-            _w_TopicData_c(x15, out, v, regions)
+            _w_TopicData_c(x15, out, v, regions, strict)
 
 def _r_BeginQuorumEpochRequest_f(mv, pos, v):
     o = _new(BeginQuorumEpochRequest)
@@ -386,7 +388,7 @@ def _r_BeginQuorumEpochRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_BeginQuorumEpochRequest_f(o, out, v, regions):
+def _w_BeginQuorumEpochRequest_f(o, out, v, regions, strict):
     write_str(out, o.cluster_id, True, True, 'ClusterId')
     out += _S_i.pack(o.voter_id)
     if o.topics is None:
@@ -394,13 +396,13 @@ def _w_BeginQuorumEpochRequest_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x21 in o.topics:
-            _w_TopicData_f(x21, out, v, regions)
+            _w_TopicData_f(x21, out, v, regions, strict)
     if o.leader_endpoints is None:
         raise EncodeError('non-nullable field LeaderEndpoints is None')
     else:
         write_uvarint(out, len(o.leader_endpoints) + 1)
         for x22 in o.leader_endpoints:
-            _w_LeaderEndpoint_f(x22, out, v, regions)
+            _w_LeaderEndpoint_f(x22, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

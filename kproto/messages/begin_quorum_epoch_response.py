@@ -95,21 +95,23 @@ class BeginQuorumEpochResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 1:
-                _w_BeginQuorumEpochResponse_f(self, out, version, regions)
+                _w_BeginQuorumEpochResponse_f(self, out, version, regions, strict)
             else:
-                _w_BeginQuorumEpochResponse_c(self, out, version, regions)
+                _w_BeginQuorumEpochResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -136,14 +138,14 @@ def _r_TopicData_c(mv, pos, v):
         o.partitions = l3
     return o, pos
 
-def _w_TopicData_c(o, out, v, regions):
+def _w_TopicData_c(o, out, v, regions, strict):
     write_str(out, o.topic_name, False, False, 'TopicName')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         out += i32.pack(len(o.partitions))
         for x4 in o.partitions:
-            _w_PartitionData_c(x4, out, v, regions)
+            _w_PartitionData_c(x4, out, v, regions, strict)
 
 def _r_TopicData_f(mv, pos, v):
     o = _new(TopicData)
@@ -188,14 +190,14 @@ def _r_TopicData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicData_f(o, out, v, regions):
+def _w_TopicData_f(o, out, v, regions, strict):
     write_str(out, o.topic_name, True, False, 'TopicName')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x8 in o.partitions:
-            _w_PartitionData_f(x8, out, v, regions)
+            _w_PartitionData_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -207,7 +209,7 @@ def _r_PartitionData_c(mv, pos, v):
     pos += 14
     return o, pos
 
-def _w_PartitionData_c(o, out, v, regions):
+def _w_PartitionData_c(o, out, v, regions, strict):
     out += _S_ihii.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
 
 def _r_PartitionData_f(mv, pos, v):
@@ -231,7 +233,7 @@ def _r_PartitionData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_PartitionData_f(o, out, v, regions):
+def _w_PartitionData_f(o, out, v, regions, strict):
     out += _S_ihii.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -270,7 +272,7 @@ def _r_NodeEndpoint_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_NodeEndpoint_f(o, out, v, regions):
+def _w_NodeEndpoint_f(o, out, v, regions, strict):
     out += _S_i.pack(o.node_id)
     write_str(out, o.host, True, False, 'Host')
     out += _S_H.pack(o.port)
@@ -298,8 +300,8 @@ def _r_BeginQuorumEpochResponse_c(mv, pos, v):
         o.topics = l11
     return o, pos
 
-def _w_BeginQuorumEpochResponse_c(o, out, v, regions):
-    if o.node_endpoints:
+def _w_BeginQuorumEpochResponse_c(o, out, v, regions, strict):
+    if strict and o.node_endpoints:
         raise EncodeError('field NodeEndpoints cannot be encoded at version %d' % v)
     out += _S_h.pack(o.error_code)
     if o.topics is None:
@@ -307,7 +309,7 @@ def _w_BeginQuorumEpochResponse_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.topics))
         for x12 in o.topics:
-            _w_TopicData_c(x12, out, v, regions)
+            _w_TopicData_c(x12, out, v, regions, strict)
 
 def _r_BeginQuorumEpochResponse_f(mv, pos, v):
     o = _new(BeginQuorumEpochResponse)
@@ -363,14 +365,14 @@ def _r_BeginQuorumEpochResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_BeginQuorumEpochResponse_f(o, out, v, regions):
+def _w_BeginQuorumEpochResponse_f(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x17 in o.topics:
-            _w_TopicData_f(x17, out, v, regions)
+            _w_TopicData_f(x17, out, v, regions, strict)
     tagged = list(o._unknown) if o._unknown else []
     if o.node_endpoints != []:
         t = bytearray()
@@ -379,7 +381,7 @@ def _w_BeginQuorumEpochResponse_f(o, out, v, regions):
         else:
             write_uvarint(t, len(o.node_endpoints) + 1)
             for x18 in o.node_endpoints:
-                _w_NodeEndpoint_f(x18, t, v, regions)
+                _w_NodeEndpoint_f(x18, t, v, regions, strict)
         tagged.append((0, bytes(t)))
     if tagged:
         tagged.sort(key=_tag_key)

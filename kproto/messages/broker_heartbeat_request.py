@@ -54,18 +54,20 @@ class BrokerHeartbeatRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_BrokerHeartbeatRequest_f(self, out, version, regions)
+            _w_BrokerHeartbeatRequest_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -108,8 +110,8 @@ def _r_BrokerHeartbeatRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_BrokerHeartbeatRequest_f(o, out, v, regions):
-    if not (v >= 1) and o.offline_log_dirs:
+def _w_BrokerHeartbeatRequest_f(o, out, v, regions, strict):
+    if strict and not (v >= 1) and o.offline_log_dirs:
         raise EncodeError('field OfflineLogDirs cannot be encoded at version %d' % v)
     out += _S_iqqoo.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down)
     tagged = list(o._unknown) if o._unknown else []

@@ -88,18 +88,20 @@ class BrokerRegistrationRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_BrokerRegistrationRequest_f(self, out, version, regions)
+            _w_BrokerRegistrationRequest_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -143,7 +145,7 @@ def _r_Listener_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_Listener_f(o, out, v, regions):
+def _w_Listener_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     write_str(out, o.host, True, False, 'Host')
     out += _S_Hh.pack(o.port, o.security_protocol)
@@ -182,7 +184,7 @@ def _r_Feature_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_Feature_f(o, out, v, regions):
+def _w_Feature_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     out += _S_hh.pack(o.min_supported_version, o.max_supported_version)
     if o._unknown:
@@ -287,8 +289,8 @@ def _r_BrokerRegistrationRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_BrokerRegistrationRequest_f(o, out, v, regions):
-    if not (v >= 1) and o.is_migrating_zk_broker != False:
+def _w_BrokerRegistrationRequest_f(o, out, v, regions, strict):
+    if strict and not (v >= 1) and o.is_migrating_zk_broker != False:
         raise EncodeError('field IsMigratingZkBroker cannot be encoded at version %d' % v)
     out += _S_i.pack(o.broker_id)
     write_str(out, o.cluster_id, True, False, 'ClusterId')
@@ -298,13 +300,13 @@ def _w_BrokerRegistrationRequest_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.listeners) + 1)
         for x15 in o.listeners:
-            _w_Listener_f(x15, out, v, regions)
+            _w_Listener_f(x15, out, v, regions, strict)
     if o.features is None:
         raise EncodeError('non-nullable field Features is None')
     else:
         write_uvarint(out, len(o.features) + 1)
         for x16 in o.features:
-            _w_Feature_f(x16, out, v, regions)
+            _w_Feature_f(x16, out, v, regions, strict)
     write_str(out, o.rack, True, True, 'Rack')
     if v >= 1:
         out += _S_o.pack(o.is_migrating_zk_broker)

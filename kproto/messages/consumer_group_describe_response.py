@@ -115,18 +115,20 @@ class ConsumerGroupDescribeResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_ConsumerGroupDescribeResponse_f(self, out, version, regions)
+            _w_ConsumerGroupDescribeResponse_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -207,7 +209,7 @@ def _r_DescribedGroup_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribedGroup_f(o, out, v, regions):
+def _w_DescribedGroup_f(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     write_str(out, o.group_id, True, False, 'GroupId')
@@ -219,7 +221,7 @@ def _w_DescribedGroup_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.members) + 1)
         for x7 in o.members:
-            _w_Member_f(x7, out, v, regions)
+            _w_Member_f(x7, out, v, regions, strict)
     out += _S_i.pack(o.authorized_operations)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -325,7 +327,7 @@ def _r_Member_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_Member_f(o, out, v, regions):
+def _w_Member_f(o, out, v, regions, strict):
     write_str(out, o.member_id, True, False, 'MemberId')
     write_str(out, o.instance_id, True, True, 'InstanceId')
     write_str(out, o.rack_id, True, True, 'RackId')
@@ -339,8 +341,8 @@ def _w_Member_f(o, out, v, regions):
         for x20 in o.subscribed_topic_names:
             write_str(out, x20, True, False, 'SubscribedTopicNames')
     write_str(out, o.subscribed_topic_regex, True, True, 'SubscribedTopicRegex')
-    _w_Assignment_f(o.assignment, out, v, regions)
-    _w_Assignment_f(o.target_assignment, out, v, regions)
+    _w_Assignment_f(o.assignment, out, v, regions, strict)
+    _w_Assignment_f(o.target_assignment, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -380,13 +382,13 @@ def _r_Assignment_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_Assignment_f(o, out, v, regions):
+def _w_Assignment_f(o, out, v, regions, strict):
     if o.topic_partitions is None:
         raise EncodeError('non-nullable field TopicPartitions is None')
     else:
         write_uvarint(out, len(o.topic_partitions) + 1)
         for x23 in o.topic_partitions:
-            _w_TopicPartitions_f(x23, out, v, regions)
+            _w_TopicPartitions_f(x23, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -430,7 +432,7 @@ def _r_TopicPartitions_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicPartitions_f(o, out, v, regions):
+def _w_TopicPartitions_f(o, out, v, regions, strict):
     out += o.topic_id.bytes
     write_str(out, o.topic_name, True, False, 'TopicName')
     if o.partitions is None:
@@ -479,14 +481,14 @@ def _r_ConsumerGroupDescribeResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ConsumerGroupDescribeResponse_f(o, out, v, regions):
+def _w_ConsumerGroupDescribeResponse_f(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if o.groups is None:
         raise EncodeError('non-nullable field Groups is None')
     else:
         write_uvarint(out, len(o.groups) + 1)
         for x29 in o.groups:
-            _w_DescribedGroup_f(x29, out, v, regions)
+            _w_DescribedGroup_f(x29, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

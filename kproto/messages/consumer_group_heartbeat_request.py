@@ -70,18 +70,20 @@ class ConsumerGroupHeartbeatRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_ConsumerGroupHeartbeatRequest_f(self, out, version, regions)
+            _w_ConsumerGroupHeartbeatRequest_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -115,7 +117,7 @@ def _r_TopicPartitions_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicPartitions_f(o, out, v, regions):
+def _w_TopicPartitions_f(o, out, v, regions, strict):
     out += o.topic_id.bytes
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
@@ -246,8 +248,8 @@ def _r_ConsumerGroupHeartbeatRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ConsumerGroupHeartbeatRequest_f(o, out, v, regions):
-    if not (v >= 1) and o.subscribed_topic_regex is not None:
+def _w_ConsumerGroupHeartbeatRequest_f(o, out, v, regions, strict):
+    if strict and not (v >= 1) and o.subscribed_topic_regex is not None:
         raise EncodeError('field SubscribedTopicRegex cannot be encoded at version %d' % v)
     write_str(out, o.group_id, True, False, 'GroupId')
     write_str(out, o.member_id, True, False, 'MemberId')
@@ -269,7 +271,7 @@ def _w_ConsumerGroupHeartbeatRequest_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.topic_partitions) + 1)
         for x16 in o.topic_partitions:
-            _w_TopicPartitions_f(x16, out, v, regions)
+            _w_TopicPartitions_f(x16, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

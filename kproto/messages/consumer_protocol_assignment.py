@@ -58,18 +58,20 @@ class ConsumerProtocolAssignment(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_ConsumerProtocolAssignment_c(self, out, version, regions)
+            _w_ConsumerProtocolAssignment_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -90,7 +92,7 @@ def _r_TopicPartition_c(mv, pos, v):
         o.partitions, pos = read_array_fixed(mv, pos, n2, 'i', 4)
     return o, pos
 
-def _w_TopicPartition_c(o, out, v, regions):
+def _w_TopicPartition_c(o, out, v, regions, strict):
     write_str(out, o.topic, False, False, 'Topic')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
@@ -120,13 +122,13 @@ def _r_ConsumerProtocolAssignment_c(mv, pos, v):
         o.user_data, pos = read_bytes(mv, pos, n5)
     return o, pos
 
-def _w_ConsumerProtocolAssignment_c(o, out, v, regions):
+def _w_ConsumerProtocolAssignment_c(o, out, v, regions, strict):
     if o.assigned_partitions is None:
         raise EncodeError('non-nullable field AssignedPartitions is None')
     else:
         out += i32.pack(len(o.assigned_partitions))
         for x6 in o.assigned_partitions:
-            _w_TopicPartition_c(x6, out, v, regions)
+            _w_TopicPartition_c(x6, out, v, regions, strict)
     write_bytes(out, o.user_data, False, True, 'UserData')
 
 ConsumerProtocolAssignment.TopicPartition = TopicPartition

@@ -63,18 +63,20 @@ class ConsumerProtocolSubscription(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_ConsumerProtocolSubscription_c(self, out, version, regions)
+            _w_ConsumerProtocolSubscription_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -95,7 +97,7 @@ def _r_TopicPartition_c(mv, pos, v):
         o.partitions, pos = read_array_fixed(mv, pos, n2, 'i', 4)
     return o, pos
 
-def _w_TopicPartition_c(o, out, v, regions):
+def _w_TopicPartition_c(o, out, v, regions, strict):
     write_str(out, o.topic, False, False, 'Topic')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
@@ -160,7 +162,7 @@ def _r_ConsumerProtocolSubscription_c(mv, pos, v):
             o.rack_id, pos = read_str(mv, pos, n10)
     return o, pos
 
-def _w_ConsumerProtocolSubscription_c(o, out, v, regions):
+def _w_ConsumerProtocolSubscription_c(o, out, v, regions, strict):
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
@@ -174,7 +176,7 @@ def _w_ConsumerProtocolSubscription_c(o, out, v, regions):
         else:
             out += i32.pack(len(o.owned_partitions))
             for x12 in o.owned_partitions:
-                _w_TopicPartition_c(x12, out, v, regions)
+                _w_TopicPartition_c(x12, out, v, regions, strict)
     if v >= 2:
         out += _S_i.pack(o.generation_id)
     if v >= 3:

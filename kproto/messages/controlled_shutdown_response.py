@@ -65,21 +65,23 @@ class ControlledShutdownResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 3:
-                _w_ControlledShutdownResponse_f(self, out, version, regions)
+                _w_ControlledShutdownResponse_f(self, out, version, regions, strict)
             else:
-                _w_ControlledShutdownResponse_c(self, out, version, regions)
+                _w_ControlledShutdownResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -96,7 +98,7 @@ def _r_RemainingPartition_c(mv, pos, v):
     pos += 4
     return o, pos
 
-def _w_RemainingPartition_c(o, out, v, regions):
+def _w_RemainingPartition_c(o, out, v, regions, strict):
     write_str(out, o.topic_name, False, False, 'TopicName')
     out += _S_i.pack(o.partition_index)
 
@@ -130,7 +132,7 @@ def _r_RemainingPartition_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_RemainingPartition_f(o, out, v, regions):
+def _w_RemainingPartition_f(o, out, v, regions, strict):
     write_str(out, o.topic_name, True, False, 'TopicName')
     out += _S_i.pack(o.partition_index)
     if o._unknown:
@@ -156,14 +158,14 @@ def _r_ControlledShutdownResponse_c(mv, pos, v):
         o.remaining_partitions = l4
     return o, pos
 
-def _w_ControlledShutdownResponse_c(o, out, v, regions):
+def _w_ControlledShutdownResponse_c(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     if o.remaining_partitions is None:
         raise EncodeError('non-nullable field RemainingPartitions is None')
     else:
         out += i32.pack(len(o.remaining_partitions))
         for x5 in o.remaining_partitions:
-            _w_RemainingPartition_c(x5, out, v, regions)
+            _w_RemainingPartition_c(x5, out, v, regions, strict)
 
 def _r_ControlledShutdownResponse_f(mv, pos, v):
     o = _new(ControlledShutdownResponse)
@@ -201,14 +203,14 @@ def _r_ControlledShutdownResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ControlledShutdownResponse_f(o, out, v, regions):
+def _w_ControlledShutdownResponse_f(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     if o.remaining_partitions is None:
         raise EncodeError('non-nullable field RemainingPartitions is None')
     else:
         write_uvarint(out, len(o.remaining_partitions) + 1)
         for x8 in o.remaining_partitions:
-            _w_RemainingPartition_f(x8, out, v, regions)
+            _w_RemainingPartition_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

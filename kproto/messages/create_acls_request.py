@@ -69,21 +69,23 @@ class CreateAclsRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 2:
-                _w_CreateAclsRequest_f(self, out, version, regions)
+                _w_CreateAclsRequest_f(self, out, version, regions, strict)
             else:
-                _w_CreateAclsRequest_c(self, out, version, regions)
+                _w_CreateAclsRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -119,8 +121,8 @@ def _r_AclCreation_c(mv, pos, v):
     pos += 2
     return o, pos
 
-def _w_AclCreation_c(o, out, v, regions):
-    if not (v >= 1) and o.resource_pattern_type != 3:
+def _w_AclCreation_c(o, out, v, regions, strict):
+    if strict and not (v >= 1) and o.resource_pattern_type != 3:
         raise EncodeError('field ResourcePatternType cannot be encoded at version %d' % v)
     out += _S_b.pack(o.resource_type)
     write_str(out, o.resource_name, False, False, 'ResourceName')
@@ -182,7 +184,7 @@ def _r_AclCreation_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AclCreation_f(o, out, v, regions):
+def _w_AclCreation_f(o, out, v, regions, strict):
     out += _S_b.pack(o.resource_type)
     write_str(out, o.resource_name, True, False, 'ResourceName')
     out += _S_b.pack(o.resource_pattern_type)
@@ -210,13 +212,13 @@ def _r_CreateAclsRequest_c(mv, pos, v):
         o.creations = l8
     return o, pos
 
-def _w_CreateAclsRequest_c(o, out, v, regions):
+def _w_CreateAclsRequest_c(o, out, v, regions, strict):
     if o.creations is None:
         raise EncodeError('non-nullable field Creations is None')
     else:
         out += i32.pack(len(o.creations))
         for x9 in o.creations:
-            _w_AclCreation_c(x9, out, v, regions)
+            _w_AclCreation_c(x9, out, v, regions, strict)
 
 def _r_CreateAclsRequest_f(mv, pos, v):
     o = _new(CreateAclsRequest)
@@ -252,13 +254,13 @@ def _r_CreateAclsRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_CreateAclsRequest_f(o, out, v, regions):
+def _w_CreateAclsRequest_f(o, out, v, regions, strict):
     if o.creations is None:
         raise EncodeError('non-nullable field Creations is None')
     else:
         write_uvarint(out, len(o.creations) + 1)
         for x12 in o.creations:
-            _w_AclCreation_f(x12, out, v, regions)
+            _w_AclCreation_f(x12, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

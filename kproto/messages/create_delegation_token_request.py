@@ -66,21 +66,23 @@ class CreateDelegationTokenRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 2:
-                _w_CreateDelegationTokenRequest_f(self, out, version, regions)
+                _w_CreateDelegationTokenRequest_f(self, out, version, regions, strict)
             else:
-                _w_CreateDelegationTokenRequest_c(self, out, version, regions)
+                _w_CreateDelegationTokenRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -101,7 +103,7 @@ def _r_CreatableRenewers_c(mv, pos, v):
         o.principal_name, pos = read_str(mv, pos, n2)
     return o, pos
 
-def _w_CreatableRenewers_c(o, out, v, regions):
+def _w_CreatableRenewers_c(o, out, v, regions, strict):
     write_str(out, o.principal_type, False, False, 'PrincipalType')
     write_str(out, o.principal_name, False, False, 'PrincipalName')
 
@@ -142,7 +144,7 @@ def _r_CreatableRenewers_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_CreatableRenewers_f(o, out, v, regions):
+def _w_CreatableRenewers_f(o, out, v, regions, strict):
     write_str(out, o.principal_type, True, False, 'PrincipalType')
     write_str(out, o.principal_name, True, False, 'PrincipalName')
     if o._unknown:
@@ -170,17 +172,17 @@ def _r_CreateDelegationTokenRequest_c(mv, pos, v):
     pos += 8
     return o, pos
 
-def _w_CreateDelegationTokenRequest_c(o, out, v, regions):
-    if o.owner_principal_type != '':
+def _w_CreateDelegationTokenRequest_c(o, out, v, regions, strict):
+    if strict and o.owner_principal_type != '':
         raise EncodeError('field OwnerPrincipalType cannot be encoded at version %d' % v)
-    if o.owner_principal_name != '':
+    if strict and o.owner_principal_name != '':
         raise EncodeError('field OwnerPrincipalName cannot be encoded at version %d' % v)
     if o.renewers is None:
         raise EncodeError('non-nullable field Renewers is None')
     else:
         out += i32.pack(len(o.renewers))
         for x7 in o.renewers:
-            _w_CreatableRenewers_c(x7, out, v, regions)
+            _w_CreatableRenewers_c(x7, out, v, regions, strict)
     out += _S_q.pack(o.max_lifetime_ms)
 
 def _r_CreateDelegationTokenRequest_f(mv, pos, v):
@@ -247,10 +249,10 @@ def _r_CreateDelegationTokenRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_CreateDelegationTokenRequest_f(o, out, v, regions):
-    if not (v >= 3) and o.owner_principal_type != '':
+def _w_CreateDelegationTokenRequest_f(o, out, v, regions, strict):
+    if strict and not (v >= 3) and o.owner_principal_type != '':
         raise EncodeError('field OwnerPrincipalType cannot be encoded at version %d' % v)
-    if not (v >= 3) and o.owner_principal_name != '':
+    if strict and not (v >= 3) and o.owner_principal_name != '':
         raise EncodeError('field OwnerPrincipalName cannot be encoded at version %d' % v)
     if v >= 3:
         write_str(out, o.owner_principal_type, True, (v >= 3), 'OwnerPrincipalType')
@@ -261,7 +263,7 @@ def _w_CreateDelegationTokenRequest_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.renewers) + 1)
         for x12 in o.renewers:
-            _w_CreatableRenewers_f(x12, out, v, regions)
+            _w_CreatableRenewers_f(x12, out, v, regions, strict)
     out += _S_q.pack(o.max_lifetime_ms)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))

@@ -63,21 +63,23 @@ class CreateDelegationTokenResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 2:
-                _w_CreateDelegationTokenResponse_f(self, out, version, regions)
+                _w_CreateDelegationTokenResponse_f(self, out, version, regions, strict)
             else:
-                _w_CreateDelegationTokenResponse_c(self, out, version, regions)
+                _w_CreateDelegationTokenResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -118,10 +120,10 @@ def _r_CreateDelegationTokenResponse_c(mv, pos, v):
     pos += 4
     return o, pos
 
-def _w_CreateDelegationTokenResponse_c(o, out, v, regions):
-    if o.token_requester_principal_type != '':
+def _w_CreateDelegationTokenResponse_c(o, out, v, regions, strict):
+    if strict and o.token_requester_principal_type != '':
         raise EncodeError('field TokenRequesterPrincipalType cannot be encoded at version %d' % v)
-    if o.token_requester_principal_name != '':
+    if strict and o.token_requester_principal_name != '':
         raise EncodeError('field TokenRequesterPrincipalName cannot be encoded at version %d' % v)
     out += _S_h.pack(o.error_code)
     write_str(out, o.principal_type, False, False, 'PrincipalType')
@@ -216,10 +218,10 @@ def _r_CreateDelegationTokenResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_CreateDelegationTokenResponse_f(o, out, v, regions):
-    if not (v >= 3) and o.token_requester_principal_type != '':
+def _w_CreateDelegationTokenResponse_f(o, out, v, regions, strict):
+    if strict and not (v >= 3) and o.token_requester_principal_type != '':
         raise EncodeError('field TokenRequesterPrincipalType cannot be encoded at version %d' % v)
-    if not (v >= 3) and o.token_requester_principal_name != '':
+    if strict and not (v >= 3) and o.token_requester_principal_name != '':
         raise EncodeError('field TokenRequesterPrincipalName cannot be encoded at version %d' % v)
     out += _S_h.pack(o.error_code)
     write_str(out, o.principal_type, True, False, 'PrincipalType')

@@ -78,21 +78,23 @@ class CreatePartitionsRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 2:
-                _w_CreatePartitionsRequest_f(self, out, version, regions)
+                _w_CreatePartitionsRequest_f(self, out, version, regions, strict)
             else:
-                _w_CreatePartitionsRequest_c(self, out, version, regions)
+                _w_CreatePartitionsRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -121,7 +123,7 @@ def _r_CreatePartitionsTopic_c(mv, pos, v):
         o.assignments = l3
     return o, pos
 
-def _w_CreatePartitionsTopic_c(o, out, v, regions):
+def _w_CreatePartitionsTopic_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     out += _S_i.pack(o.count)
     if o.assignments is None:
@@ -129,7 +131,7 @@ def _w_CreatePartitionsTopic_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.assignments))
         for x4 in o.assignments:
-            _w_CreatePartitionsAssignment_c(x4, out, v, regions)
+            _w_CreatePartitionsAssignment_c(x4, out, v, regions, strict)
 
 def _r_CreatePartitionsTopic_f(mv, pos, v):
     o = _new(CreatePartitionsTopic)
@@ -176,7 +178,7 @@ def _r_CreatePartitionsTopic_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_CreatePartitionsTopic_f(o, out, v, regions):
+def _w_CreatePartitionsTopic_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     out += _S_i.pack(o.count)
     if o.assignments is None:
@@ -184,7 +186,7 @@ def _w_CreatePartitionsTopic_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.assignments) + 1)
         for x8 in o.assignments:
-            _w_CreatePartitionsAssignment_f(x8, out, v, regions)
+            _w_CreatePartitionsAssignment_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -200,7 +202,7 @@ def _r_CreatePartitionsAssignment_c(mv, pos, v):
         o.broker_ids, pos = read_array_fixed(mv, pos, n9, 'i', 4)
     return o, pos
 
-def _w_CreatePartitionsAssignment_c(o, out, v, regions):
+def _w_CreatePartitionsAssignment_c(o, out, v, regions, strict):
     if o.broker_ids is None:
         raise EncodeError('non-nullable field BrokerIds is None')
     else:
@@ -235,7 +237,7 @@ def _r_CreatePartitionsAssignment_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_CreatePartitionsAssignment_f(o, out, v, regions):
+def _w_CreatePartitionsAssignment_f(o, out, v, regions, strict):
     if o.broker_ids is None:
         raise EncodeError('non-nullable field BrokerIds is None')
     else:
@@ -264,13 +266,13 @@ def _r_CreatePartitionsRequest_c(mv, pos, v):
     pos += 5
     return o, pos
 
-def _w_CreatePartitionsRequest_c(o, out, v, regions):
+def _w_CreatePartitionsRequest_c(o, out, v, regions, strict):
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         out += i32.pack(len(o.topics))
         for x13 in o.topics:
-            _w_CreatePartitionsTopic_c(x13, out, v, regions)
+            _w_CreatePartitionsTopic_c(x13, out, v, regions, strict)
     out += _S_io.pack(o.timeout_ms, o.validate_only)
 
 def _r_CreatePartitionsRequest_f(mv, pos, v):
@@ -309,13 +311,13 @@ def _r_CreatePartitionsRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_CreatePartitionsRequest_f(o, out, v, regions):
+def _w_CreatePartitionsRequest_f(o, out, v, regions, strict):
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x16 in o.topics:
-            _w_CreatePartitionsTopic_f(x16, out, v, regions)
+            _w_CreatePartitionsTopic_f(x16, out, v, regions, strict)
     out += _S_io.pack(o.timeout_ms, o.validate_only)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))

@@ -66,21 +66,23 @@ class CreatePartitionsResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 2:
-                _w_CreatePartitionsResponse_f(self, out, version, regions)
+                _w_CreatePartitionsResponse_f(self, out, version, regions, strict)
             else:
-                _w_CreatePartitionsResponse_c(self, out, version, regions)
+                _w_CreatePartitionsResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -103,7 +105,7 @@ def _r_CreatePartitionsTopicResult_c(mv, pos, v):
         o.error_message, pos = read_str(mv, pos, n2)
     return o, pos
 
-def _w_CreatePartitionsTopicResult_c(o, out, v, regions):
+def _w_CreatePartitionsTopicResult_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     out += _S_h.pack(o.error_code)
     write_str(out, o.error_message, False, True, 'ErrorMessage')
@@ -147,7 +149,7 @@ def _r_CreatePartitionsTopicResult_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_CreatePartitionsTopicResult_f(o, out, v, regions):
+def _w_CreatePartitionsTopicResult_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     out += _S_h.pack(o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
@@ -174,14 +176,14 @@ def _r_CreatePartitionsResponse_c(mv, pos, v):
         o.results = l6
     return o, pos
 
-def _w_CreatePartitionsResponse_c(o, out, v, regions):
+def _w_CreatePartitionsResponse_c(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if o.results is None:
         raise EncodeError('non-nullable field Results is None')
     else:
         out += i32.pack(len(o.results))
         for x7 in o.results:
-            _w_CreatePartitionsTopicResult_c(x7, out, v, regions)
+            _w_CreatePartitionsTopicResult_c(x7, out, v, regions, strict)
 
 def _r_CreatePartitionsResponse_f(mv, pos, v):
     o = _new(CreatePartitionsResponse)
@@ -219,14 +221,14 @@ def _r_CreatePartitionsResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_CreatePartitionsResponse_f(o, out, v, regions):
+def _w_CreatePartitionsResponse_f(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if o.results is None:
         raise EncodeError('non-nullable field Results is None')
     else:
         write_uvarint(out, len(o.results) + 1)
         for x10 in o.results:
-            _w_CreatePartitionsTopicResult_f(x10, out, v, regions)
+            _w_CreatePartitionsTopicResult_f(x10, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

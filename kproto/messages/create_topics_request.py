@@ -95,21 +95,23 @@ class CreateTopicsRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 5:
-                _w_CreateTopicsRequest_f(self, out, version, regions)
+                _w_CreateTopicsRequest_f(self, out, version, regions, strict)
             else:
-                _w_CreateTopicsRequest_c(self, out, version, regions)
+                _w_CreateTopicsRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -150,7 +152,7 @@ def _r_CreatableTopic_c(mv, pos, v):
         o.configs = l5
     return o, pos
 
-def _w_CreatableTopic_c(o, out, v, regions):
+def _w_CreatableTopic_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     out += _S_ih.pack(o.num_partitions, o.replication_factor)
     if o.assignments is None:
@@ -158,13 +160,13 @@ def _w_CreatableTopic_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.assignments))
         for x6 in o.assignments:
-            _w_CreatableReplicaAssignment_c(x6, out, v, regions)
+            _w_CreatableReplicaAssignment_c(x6, out, v, regions, strict)
     if o.configs is None:
         raise EncodeError('non-nullable field Configs is None')
     else:
         out += i32.pack(len(o.configs))
         for x7 in o.configs:
-            _w_CreatableTopicConfig_c(x7, out, v, regions)
+            _w_CreatableTopicConfig_c(x7, out, v, regions, strict)
 
 def _r_CreatableTopic_f(mv, pos, v):
     o = _new(CreatableTopic)
@@ -226,7 +228,7 @@ def _r_CreatableTopic_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_CreatableTopic_f(o, out, v, regions):
+def _w_CreatableTopic_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     out += _S_ih.pack(o.num_partitions, o.replication_factor)
     if o.assignments is None:
@@ -234,13 +236,13 @@ def _w_CreatableTopic_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.assignments) + 1)
         for x13 in o.assignments:
-            _w_CreatableReplicaAssignment_f(x13, out, v, regions)
+            _w_CreatableReplicaAssignment_f(x13, out, v, regions, strict)
     if o.configs is None:
         raise EncodeError('non-nullable field Configs is None')
     else:
         write_uvarint(out, len(o.configs) + 1)
         for x14 in o.configs:
-            _w_CreatableTopicConfig_f(x14, out, v, regions)
+            _w_CreatableTopicConfig_f(x14, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -258,7 +260,7 @@ def _r_CreatableReplicaAssignment_c(mv, pos, v):
         o.broker_ids, pos = read_array_fixed(mv, pos, n15, 'i', 4)
     return o, pos
 
-def _w_CreatableReplicaAssignment_c(o, out, v, regions):
+def _w_CreatableReplicaAssignment_c(o, out, v, regions, strict):
     out += _S_i.pack(o.partition_index)
     if o.broker_ids is None:
         raise EncodeError('non-nullable field BrokerIds is None')
@@ -296,7 +298,7 @@ def _r_CreatableReplicaAssignment_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_CreatableReplicaAssignment_f(o, out, v, regions):
+def _w_CreatableReplicaAssignment_f(o, out, v, regions, strict):
     out += _S_i.pack(o.partition_index)
     if o.broker_ids is None:
         raise EncodeError('non-nullable field BrokerIds is None')
@@ -324,7 +326,7 @@ def _r_CreatableTopicConfig_c(mv, pos, v):
         o.value, pos = read_str(mv, pos, n18)
     return o, pos
 
-def _w_CreatableTopicConfig_c(o, out, v, regions):
+def _w_CreatableTopicConfig_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     write_str(out, o.value, False, True, 'Value')
 
@@ -365,7 +367,7 @@ def _r_CreatableTopicConfig_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_CreatableTopicConfig_f(o, out, v, regions):
+def _w_CreatableTopicConfig_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     write_str(out, o.value, True, True, 'Value')
     if o._unknown:
@@ -396,15 +398,15 @@ def _r_CreateTopicsRequest_c(mv, pos, v):
         pos += 1
     return o, pos
 
-def _w_CreateTopicsRequest_c(o, out, v, regions):
-    if not (v >= 1) and o.validate_only != False:
+def _w_CreateTopicsRequest_c(o, out, v, regions, strict):
+    if strict and not (v >= 1) and o.validate_only != False:
         raise EncodeError('field validateOnly cannot be encoded at version %d' % v)
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         out += i32.pack(len(o.topics))
         for x23 in o.topics:
-            _w_CreatableTopic_c(x23, out, v, regions)
+            _w_CreatableTopic_c(x23, out, v, regions, strict)
     out += _S_i.pack(o.timeout_ms)
     if v >= 1:
         out += _S_o.pack(o.validate_only)
@@ -445,13 +447,13 @@ def _r_CreateTopicsRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_CreateTopicsRequest_f(o, out, v, regions):
+def _w_CreateTopicsRequest_f(o, out, v, regions, strict):
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x26 in o.topics:
-            _w_CreatableTopic_f(x26, out, v, regions)
+            _w_CreatableTopic_f(x26, out, v, regions, strict)
     out += _S_io.pack(o.timeout_ms, o.validate_only)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))

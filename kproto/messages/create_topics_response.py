@@ -88,21 +88,23 @@ class CreateTopicsResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 5:
-                _w_CreateTopicsResponse_f(self, out, version, regions)
+                _w_CreateTopicsResponse_f(self, out, version, regions, strict)
             else:
-                _w_CreateTopicsResponse_c(self, out, version, regions)
+                _w_CreateTopicsResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -133,7 +135,7 @@ def _r_CreatableTopicResult_c(mv, pos, v):
             o.error_message, pos = read_str(mv, pos, n2)
     return o, pos
 
-def _w_CreatableTopicResult_c(o, out, v, regions):
+def _w_CreatableTopicResult_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     out += _S_h.pack(o.error_code)
     if v >= 1:
@@ -204,7 +206,7 @@ def _r_CreatableTopicResult_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_CreatableTopicResult_f(o, out, v, regions):
+def _w_CreatableTopicResult_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if v >= 7:
         out += o.topic_id.bytes
@@ -216,7 +218,7 @@ def _w_CreatableTopicResult_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.configs) + 1)
         for x9 in o.configs:
-            _w_CreatableTopicConfigs_f(x9, out, v, regions)
+            _w_CreatableTopicConfigs_f(x9, out, v, regions, strict)
     tagged = list(o._unknown) if o._unknown else []
     if o.topic_config_error_code != 0:
         t = bytearray()
@@ -267,7 +269,7 @@ def _r_CreatableTopicConfigs_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_CreatableTopicConfigs_f(o, out, v, regions):
+def _w_CreatableTopicConfigs_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     write_str(out, o.value, True, True, 'Value')
     out += _S_obo.pack(o.read_only, o.config_source, o.is_sensitive)
@@ -297,7 +299,7 @@ def _r_CreateTopicsResponse_c(mv, pos, v):
         o.topics = l13
     return o, pos
 
-def _w_CreateTopicsResponse_c(o, out, v, regions):
+def _w_CreateTopicsResponse_c(o, out, v, regions, strict):
     if v >= 2:
         out += _S_i.pack(o.throttle_time_ms)
     if o.topics is None:
@@ -305,7 +307,7 @@ def _w_CreateTopicsResponse_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.topics))
         for x14 in o.topics:
-            _w_CreatableTopicResult_c(x14, out, v, regions)
+            _w_CreatableTopicResult_c(x14, out, v, regions, strict)
 
 def _r_CreateTopicsResponse_f(mv, pos, v):
     o = _new(CreateTopicsResponse)
@@ -343,14 +345,14 @@ def _r_CreateTopicsResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_CreateTopicsResponse_f(o, out, v, regions):
+def _w_CreateTopicsResponse_f(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x17 in o.topics:
-            _w_CreatableTopicResult_f(x17, out, v, regions)
+            _w_CreatableTopicResult_f(x17, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

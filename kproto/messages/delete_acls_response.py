@@ -87,21 +87,23 @@ class DeleteAclsResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 2:
-                _w_DeleteAclsResponse_f(self, out, version, regions)
+                _w_DeleteAclsResponse_f(self, out, version, regions, strict)
             else:
-                _w_DeleteAclsResponse_c(self, out, version, regions)
+                _w_DeleteAclsResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -130,7 +132,7 @@ def _r_DeleteAclsFilterResult_c(mv, pos, v):
         o.matching_acls = l3
     return o, pos
 
-def _w_DeleteAclsFilterResult_c(o, out, v, regions):
+def _w_DeleteAclsFilterResult_c(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     write_str(out, o.error_message, False, True, 'ErrorMessage')
     if o.matching_acls is None:
@@ -138,7 +140,7 @@ def _w_DeleteAclsFilterResult_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.matching_acls))
         for x4 in o.matching_acls:
-            _w_DeleteAclsMatchingAcl_c(x4, out, v, regions)
+            _w_DeleteAclsMatchingAcl_c(x4, out, v, regions, strict)
 
 def _r_DeleteAclsFilterResult_f(mv, pos, v):
     o = _new(DeleteAclsFilterResult)
@@ -185,7 +187,7 @@ def _r_DeleteAclsFilterResult_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DeleteAclsFilterResult_f(o, out, v, regions):
+def _w_DeleteAclsFilterResult_f(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     if o.matching_acls is None:
@@ -193,7 +195,7 @@ def _w_DeleteAclsFilterResult_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.matching_acls) + 1)
         for x8 in o.matching_acls:
-            _w_DeleteAclsMatchingAcl_f(x8, out, v, regions)
+            _w_DeleteAclsMatchingAcl_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -238,8 +240,8 @@ def _r_DeleteAclsMatchingAcl_c(mv, pos, v):
     pos += 2
     return o, pos
 
-def _w_DeleteAclsMatchingAcl_c(o, out, v, regions):
-    if not (v >= 1) and o.pattern_type != 3:
+def _w_DeleteAclsMatchingAcl_c(o, out, v, regions, strict):
+    if strict and not (v >= 1) and o.pattern_type != 3:
         raise EncodeError('field PatternType cannot be encoded at version %d' % v)
     out += _S_h.pack(o.error_code)
     write_str(out, o.error_message, False, True, 'ErrorMessage')
@@ -314,7 +316,7 @@ def _r_DeleteAclsMatchingAcl_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DeleteAclsMatchingAcl_f(o, out, v, regions):
+def _w_DeleteAclsMatchingAcl_f(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     out += _S_b.pack(o.resource_type)
@@ -346,14 +348,14 @@ def _r_DeleteAclsResponse_c(mv, pos, v):
         o.filter_results = l18
     return o, pos
 
-def _w_DeleteAclsResponse_c(o, out, v, regions):
+def _w_DeleteAclsResponse_c(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if o.filter_results is None:
         raise EncodeError('non-nullable field FilterResults is None')
     else:
         out += i32.pack(len(o.filter_results))
         for x19 in o.filter_results:
-            _w_DeleteAclsFilterResult_c(x19, out, v, regions)
+            _w_DeleteAclsFilterResult_c(x19, out, v, regions, strict)
 
 def _r_DeleteAclsResponse_f(mv, pos, v):
     o = _new(DeleteAclsResponse)
@@ -391,14 +393,14 @@ def _r_DeleteAclsResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DeleteAclsResponse_f(o, out, v, regions):
+def _w_DeleteAclsResponse_f(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if o.filter_results is None:
         raise EncodeError('non-nullable field FilterResults is None')
     else:
         write_uvarint(out, len(o.filter_results) + 1)
         for x22 in o.filter_results:
-            _w_DeleteAclsFilterResult_f(x22, out, v, regions)
+            _w_DeleteAclsFilterResult_f(x22, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

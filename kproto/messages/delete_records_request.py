@@ -77,21 +77,23 @@ class DeleteRecordsRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 2:
-                _w_DeleteRecordsRequest_f(self, out, version, regions)
+                _w_DeleteRecordsRequest_f(self, out, version, regions, strict)
             else:
-                _w_DeleteRecordsRequest_c(self, out, version, regions)
+                _w_DeleteRecordsRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -118,14 +120,14 @@ def _r_DeleteRecordsTopic_c(mv, pos, v):
         o.partitions = l3
     return o, pos
 
-def _w_DeleteRecordsTopic_c(o, out, v, regions):
+def _w_DeleteRecordsTopic_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         out += i32.pack(len(o.partitions))
         for x4 in o.partitions:
-            _w_DeleteRecordsPartition_c(x4, out, v, regions)
+            _w_DeleteRecordsPartition_c(x4, out, v, regions, strict)
 
 def _r_DeleteRecordsTopic_f(mv, pos, v):
     o = _new(DeleteRecordsTopic)
@@ -170,14 +172,14 @@ def _r_DeleteRecordsTopic_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DeleteRecordsTopic_f(o, out, v, regions):
+def _w_DeleteRecordsTopic_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x8 in o.partitions:
-            _w_DeleteRecordsPartition_f(x8, out, v, regions)
+            _w_DeleteRecordsPartition_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -189,7 +191,7 @@ def _r_DeleteRecordsPartition_c(mv, pos, v):
     pos += 12
     return o, pos
 
-def _w_DeleteRecordsPartition_c(o, out, v, regions):
+def _w_DeleteRecordsPartition_c(o, out, v, regions, strict):
     out += _S_iq.pack(o.partition_index, o.offset)
 
 def _r_DeleteRecordsPartition_f(mv, pos, v):
@@ -213,7 +215,7 @@ def _r_DeleteRecordsPartition_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DeleteRecordsPartition_f(o, out, v, regions):
+def _w_DeleteRecordsPartition_f(o, out, v, regions, strict):
     out += _S_iq.pack(o.partition_index, o.offset)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -238,13 +240,13 @@ def _r_DeleteRecordsRequest_c(mv, pos, v):
     pos += 4
     return o, pos
 
-def _w_DeleteRecordsRequest_c(o, out, v, regions):
+def _w_DeleteRecordsRequest_c(o, out, v, regions, strict):
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         out += i32.pack(len(o.topics))
         for x11 in o.topics:
-            _w_DeleteRecordsTopic_c(x11, out, v, regions)
+            _w_DeleteRecordsTopic_c(x11, out, v, regions, strict)
     out += _S_i.pack(o.timeout_ms)
 
 def _r_DeleteRecordsRequest_f(mv, pos, v):
@@ -283,13 +285,13 @@ def _r_DeleteRecordsRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DeleteRecordsRequest_f(o, out, v, regions):
+def _w_DeleteRecordsRequest_f(o, out, v, regions, strict):
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x14 in o.topics:
-            _w_DeleteRecordsTopic_f(x14, out, v, regions)
+            _w_DeleteRecordsTopic_f(x14, out, v, regions, strict)
     out += _S_i.pack(o.timeout_ms)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))

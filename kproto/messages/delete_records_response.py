@@ -78,21 +78,23 @@ class DeleteRecordsResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 2:
-                _w_DeleteRecordsResponse_f(self, out, version, regions)
+                _w_DeleteRecordsResponse_f(self, out, version, regions, strict)
             else:
-                _w_DeleteRecordsResponse_c(self, out, version, regions)
+                _w_DeleteRecordsResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -119,14 +121,14 @@ def _r_DeleteRecordsTopicResult_c(mv, pos, v):
         o.partitions = l3
     return o, pos
 
-def _w_DeleteRecordsTopicResult_c(o, out, v, regions):
+def _w_DeleteRecordsTopicResult_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         out += i32.pack(len(o.partitions))
         for x4 in o.partitions:
-            _w_DeleteRecordsPartitionResult_c(x4, out, v, regions)
+            _w_DeleteRecordsPartitionResult_c(x4, out, v, regions, strict)
 
 def _r_DeleteRecordsTopicResult_f(mv, pos, v):
     o = _new(DeleteRecordsTopicResult)
@@ -171,14 +173,14 @@ def _r_DeleteRecordsTopicResult_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DeleteRecordsTopicResult_f(o, out, v, regions):
+def _w_DeleteRecordsTopicResult_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x8 in o.partitions:
-            _w_DeleteRecordsPartitionResult_f(x8, out, v, regions)
+            _w_DeleteRecordsPartitionResult_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -190,7 +192,7 @@ def _r_DeleteRecordsPartitionResult_c(mv, pos, v):
     pos += 14
     return o, pos
 
-def _w_DeleteRecordsPartitionResult_c(o, out, v, regions):
+def _w_DeleteRecordsPartitionResult_c(o, out, v, regions, strict):
     out += _S_iqh.pack(o.partition_index, o.low_watermark, o.error_code)
 
 def _r_DeleteRecordsPartitionResult_f(mv, pos, v):
@@ -214,7 +216,7 @@ def _r_DeleteRecordsPartitionResult_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DeleteRecordsPartitionResult_f(o, out, v, regions):
+def _w_DeleteRecordsPartitionResult_f(o, out, v, regions, strict):
     out += _S_iqh.pack(o.partition_index, o.low_watermark, o.error_code)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -239,14 +241,14 @@ def _r_DeleteRecordsResponse_c(mv, pos, v):
         o.topics = l10
     return o, pos
 
-def _w_DeleteRecordsResponse_c(o, out, v, regions):
+def _w_DeleteRecordsResponse_c(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         out += i32.pack(len(o.topics))
         for x11 in o.topics:
-            _w_DeleteRecordsTopicResult_c(x11, out, v, regions)
+            _w_DeleteRecordsTopicResult_c(x11, out, v, regions, strict)
 
 def _r_DeleteRecordsResponse_f(mv, pos, v):
     o = _new(DeleteRecordsResponse)
@@ -284,14 +286,14 @@ def _r_DeleteRecordsResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DeleteRecordsResponse_f(o, out, v, regions):
+def _w_DeleteRecordsResponse_f(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x14 in o.topics:
-            _w_DeleteRecordsTopicResult_f(x14, out, v, regions)
+            _w_DeleteRecordsTopicResult_f(x14, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -73,18 +73,20 @@ class DeleteShareGroupStateRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_DeleteShareGroupStateRequest_f(self, out, version, regions)
+            _w_DeleteShareGroupStateRequest_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -124,14 +126,14 @@ def _r_DeleteStateData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DeleteStateData_f(o, out, v, regions):
+def _w_DeleteStateData_f(o, out, v, regions, strict):
     out += o.topic_id.bytes
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x4 in o.partitions:
-            _w_PartitionData_f(x4, out, v, regions)
+            _w_PartitionData_f(x4, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -158,7 +160,7 @@ def _r_PartitionData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_PartitionData_f(o, out, v, regions):
+def _w_PartitionData_f(o, out, v, regions, strict):
     out += _S_i.pack(o.partition)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -208,14 +210,14 @@ def _r_DeleteShareGroupStateRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DeleteShareGroupStateRequest_f(o, out, v, regions):
+def _w_DeleteShareGroupStateRequest_f(o, out, v, regions, strict):
     write_str(out, o.group_id, True, False, 'GroupId')
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x8 in o.topics:
-            _w_DeleteStateData_f(x8, out, v, regions)
+            _w_DeleteStateData_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

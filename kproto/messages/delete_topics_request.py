@@ -65,21 +65,23 @@ class DeleteTopicsRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 4:
-                _w_DeleteTopicsRequest_f(self, out, version, regions)
+                _w_DeleteTopicsRequest_f(self, out, version, regions, strict)
             else:
-                _w_DeleteTopicsRequest_c(self, out, version, regions)
+                _w_DeleteTopicsRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -113,7 +115,7 @@ def _r_DeleteTopicState_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DeleteTopicState_f(o, out, v, regions):
+def _w_DeleteTopicState_f(o, out, v, regions, strict):
     write_str(out, o.name, True, True, 'Name')
     out += o.topic_id.bytes
     if o._unknown:
@@ -144,8 +146,8 @@ def _r_DeleteTopicsRequest_c(mv, pos, v):
     pos += 4
     return o, pos
 
-def _w_DeleteTopicsRequest_c(o, out, v, regions):
-    if o.topics:
+def _w_DeleteTopicsRequest_c(o, out, v, regions, strict):
+    if strict and o.topics:
         raise EncodeError('field Topics cannot be encoded at version %d' % v)
     if o.topic_names is None:
         raise EncodeError('non-nullable field TopicNames is None')
@@ -219,8 +221,8 @@ def _r_DeleteTopicsRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DeleteTopicsRequest_f(o, out, v, regions):
-    if not (v >= 6) and o.topics:
+def _w_DeleteTopicsRequest_f(o, out, v, regions, strict):
+    if strict and not (v >= 6) and o.topics:
         raise EncodeError('field Topics cannot be encoded at version %d' % v)
     if v >= 6:
         if o.topics is None:
@@ -228,7 +230,7 @@ def _w_DeleteTopicsRequest_f(o, out, v, regions):
         else:
             write_uvarint(out, len(o.topics) + 1)
             for x14 in o.topics:
-                _w_DeleteTopicState_f(x14, out, v, regions)
+                _w_DeleteTopicState_f(x14, out, v, regions, strict)
     if v <= 5:
         if o.topic_names is None:
             raise EncodeError('non-nullable field TopicNames is None')

@@ -67,21 +67,23 @@ class DeleteTopicsResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 4:
-                _w_DeleteTopicsResponse_f(self, out, version, regions)
+                _w_DeleteTopicsResponse_f(self, out, version, regions, strict)
             else:
-                _w_DeleteTopicsResponse_c(self, out, version, regions)
+                _w_DeleteTopicsResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -100,7 +102,7 @@ def _r_DeletableTopicResult_c(mv, pos, v):
     pos += 2
     return o, pos
 
-def _w_DeletableTopicResult_c(o, out, v, regions):
+def _w_DeletableTopicResult_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     out += _S_h.pack(o.error_code)
 
@@ -154,7 +156,7 @@ def _r_DeletableTopicResult_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DeletableTopicResult_f(o, out, v, regions):
+def _w_DeletableTopicResult_f(o, out, v, regions, strict):
     write_str(out, o.name, True, (v >= 6), 'Name')
     if v >= 6:
         out += o.topic_id.bytes
@@ -187,7 +189,7 @@ def _r_DeleteTopicsResponse_c(mv, pos, v):
         o.responses = l6
     return o, pos
 
-def _w_DeleteTopicsResponse_c(o, out, v, regions):
+def _w_DeleteTopicsResponse_c(o, out, v, regions, strict):
     if v >= 1:
         out += _S_i.pack(o.throttle_time_ms)
     if o.responses is None:
@@ -195,7 +197,7 @@ def _w_DeleteTopicsResponse_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.responses))
         for x7 in o.responses:
-            _w_DeletableTopicResult_c(x7, out, v, regions)
+            _w_DeletableTopicResult_c(x7, out, v, regions, strict)
 
 def _r_DeleteTopicsResponse_f(mv, pos, v):
     o = _new(DeleteTopicsResponse)
@@ -233,14 +235,14 @@ def _r_DeleteTopicsResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DeleteTopicsResponse_f(o, out, v, regions):
+def _w_DeleteTopicsResponse_f(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if o.responses is None:
         raise EncodeError('non-nullable field Responses is None')
     else:
         write_uvarint(out, len(o.responses) + 1)
         for x10 in o.responses:
-            _w_DeletableTopicResult_f(x10, out, v, regions)
+            _w_DeletableTopicResult_f(x10, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -58,21 +58,23 @@ class DescribeAclsRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 2:
-                _w_DescribeAclsRequest_f(self, out, version, regions)
+                _w_DescribeAclsRequest_f(self, out, version, regions, strict)
             else:
-                _w_DescribeAclsRequest_c(self, out, version, regions)
+                _w_DescribeAclsRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -108,8 +110,8 @@ def _r_DescribeAclsRequest_c(mv, pos, v):
     pos += 2
     return o, pos
 
-def _w_DescribeAclsRequest_c(o, out, v, regions):
-    if not (v >= 1) and o.pattern_type_filter != 3:
+def _w_DescribeAclsRequest_c(o, out, v, regions, strict):
+    if strict and not (v >= 1) and o.pattern_type_filter != 3:
         raise EncodeError('field PatternTypeFilter cannot be encoded at version %d' % v)
     out += _S_b.pack(o.resource_type_filter)
     write_str(out, o.resource_name_filter, False, True, 'ResourceNameFilter')
@@ -171,7 +173,7 @@ def _r_DescribeAclsRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeAclsRequest_f(o, out, v, regions):
+def _w_DescribeAclsRequest_f(o, out, v, regions, strict):
     out += _S_b.pack(o.resource_type_filter)
     write_str(out, o.resource_name_filter, True, True, 'ResourceNameFilter')
     out += _S_b.pack(o.pattern_type_filter)

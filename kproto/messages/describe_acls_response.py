@@ -84,21 +84,23 @@ class DescribeAclsResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 2:
-                _w_DescribeAclsResponse_f(self, out, version, regions)
+                _w_DescribeAclsResponse_f(self, out, version, regions, strict)
             else:
-                _w_DescribeAclsResponse_c(self, out, version, regions)
+                _w_DescribeAclsResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -132,8 +134,8 @@ def _r_DescribeAclsResource_c(mv, pos, v):
         o.acls = l3
     return o, pos
 
-def _w_DescribeAclsResource_c(o, out, v, regions):
-    if not (v >= 1) and o.pattern_type != 3:
+def _w_DescribeAclsResource_c(o, out, v, regions, strict):
+    if strict and not (v >= 1) and o.pattern_type != 3:
         raise EncodeError('field PatternType cannot be encoded at version %d' % v)
     out += _S_b.pack(o.resource_type)
     write_str(out, o.resource_name, False, False, 'ResourceName')
@@ -144,7 +146,7 @@ def _w_DescribeAclsResource_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.acls))
         for x4 in o.acls:
-            _w_AclDescription_c(x4, out, v, regions)
+            _w_AclDescription_c(x4, out, v, regions, strict)
 
 def _r_DescribeAclsResource_f(mv, pos, v):
     o = _new(DescribeAclsResource)
@@ -193,7 +195,7 @@ def _r_DescribeAclsResource_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeAclsResource_f(o, out, v, regions):
+def _w_DescribeAclsResource_f(o, out, v, regions, strict):
     out += _S_b.pack(o.resource_type)
     write_str(out, o.resource_name, True, False, 'ResourceName')
     out += _S_b.pack(o.pattern_type)
@@ -202,7 +204,7 @@ def _w_DescribeAclsResource_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.acls) + 1)
         for x8 in o.acls:
-            _w_AclDescription_f(x8, out, v, regions)
+            _w_AclDescription_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -226,7 +228,7 @@ def _r_AclDescription_c(mv, pos, v):
     pos += 2
     return o, pos
 
-def _w_AclDescription_c(o, out, v, regions):
+def _w_AclDescription_c(o, out, v, regions, strict):
     write_str(out, o.principal, False, False, 'Principal')
     write_str(out, o.host, False, False, 'Host')
     out += _S_bb.pack(o.operation, o.permission_type)
@@ -270,7 +272,7 @@ def _r_AclDescription_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AclDescription_f(o, out, v, regions):
+def _w_AclDescription_f(o, out, v, regions, strict):
     write_str(out, o.principal, True, False, 'Principal')
     write_str(out, o.host, True, False, 'Host')
     out += _S_bb.pack(o.operation, o.permission_type)
@@ -303,7 +305,7 @@ def _r_DescribeAclsResponse_c(mv, pos, v):
         o.resources = l15
     return o, pos
 
-def _w_DescribeAclsResponse_c(o, out, v, regions):
+def _w_DescribeAclsResponse_c(o, out, v, regions, strict):
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     write_str(out, o.error_message, False, True, 'ErrorMessage')
     if o.resources is None:
@@ -311,7 +313,7 @@ def _w_DescribeAclsResponse_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.resources))
         for x16 in o.resources:
-            _w_DescribeAclsResource_c(x16, out, v, regions)
+            _w_DescribeAclsResource_c(x16, out, v, regions, strict)
 
 def _r_DescribeAclsResponse_f(mv, pos, v):
     o = _new(DescribeAclsResponse)
@@ -358,7 +360,7 @@ def _r_DescribeAclsResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeAclsResponse_f(o, out, v, regions):
+def _w_DescribeAclsResponse_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     if o.resources is None:
@@ -366,7 +368,7 @@ def _w_DescribeAclsResponse_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.resources) + 1)
         for x20 in o.resources:
-            _w_DescribeAclsResource_f(x20, out, v, regions)
+            _w_DescribeAclsResource_f(x20, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -66,21 +66,23 @@ class DescribeClientQuotasRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 1:
-                _w_DescribeClientQuotasRequest_f(self, out, version, regions)
+                _w_DescribeClientQuotasRequest_f(self, out, version, regions, strict)
             else:
-                _w_DescribeClientQuotasRequest_c(self, out, version, regions)
+                _w_DescribeClientQuotasRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -103,7 +105,7 @@ def _r_ComponentData_c(mv, pos, v):
         o.match, pos = read_str(mv, pos, n2)
     return o, pos
 
-def _w_ComponentData_c(o, out, v, regions):
+def _w_ComponentData_c(o, out, v, regions, strict):
     write_str(out, o.entity_type, False, False, 'EntityType')
     out += _S_b.pack(o.match_type)
     write_str(out, o.match, False, True, 'Match')
@@ -147,7 +149,7 @@ def _r_ComponentData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ComponentData_f(o, out, v, regions):
+def _w_ComponentData_f(o, out, v, regions, strict):
     write_str(out, o.entity_type, True, False, 'EntityType')
     out += _S_b.pack(o.match_type)
     write_str(out, o.match, True, True, 'Match')
@@ -174,13 +176,13 @@ def _r_DescribeClientQuotasRequest_c(mv, pos, v):
     pos += 1
     return o, pos
 
-def _w_DescribeClientQuotasRequest_c(o, out, v, regions):
+def _w_DescribeClientQuotasRequest_c(o, out, v, regions, strict):
     if o.components is None:
         raise EncodeError('non-nullable field Components is None')
     else:
         out += i32.pack(len(o.components))
         for x7 in o.components:
-            _w_ComponentData_c(x7, out, v, regions)
+            _w_ComponentData_c(x7, out, v, regions, strict)
     out += _S_o.pack(o.strict)
 
 def _r_DescribeClientQuotasRequest_f(mv, pos, v):
@@ -219,13 +221,13 @@ def _r_DescribeClientQuotasRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeClientQuotasRequest_f(o, out, v, regions):
+def _w_DescribeClientQuotasRequest_f(o, out, v, regions, strict):
     if o.components is None:
         raise EncodeError('non-nullable field Components is None')
     else:
         write_uvarint(out, len(o.components) + 1)
         for x10 in o.components:
-            _w_ComponentData_f(x10, out, v, regions)
+            _w_ComponentData_f(x10, out, v, regions, strict)
     out += _S_o.pack(o.strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))

@@ -91,21 +91,23 @@ class DescribeClientQuotasResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 1:
-                _w_DescribeClientQuotasResponse_f(self, out, version, regions)
+                _w_DescribeClientQuotasResponse_f(self, out, version, regions, strict)
             else:
-                _w_DescribeClientQuotasResponse_c(self, out, version, regions)
+                _w_DescribeClientQuotasResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -138,19 +140,19 @@ def _r_EntryData_c(mv, pos, v):
         o.values = l4
     return o, pos
 
-def _w_EntryData_c(o, out, v, regions):
+def _w_EntryData_c(o, out, v, regions, strict):
     if o.entity is None:
         raise EncodeError('non-nullable field Entity is None')
     else:
         out += i32.pack(len(o.entity))
         for x5 in o.entity:
-            _w_EntityData_c(x5, out, v, regions)
+            _w_EntityData_c(x5, out, v, regions, strict)
     if o.values is None:
         raise EncodeError('non-nullable field Values is None')
     else:
         out += i32.pack(len(o.values))
         for x6 in o.values:
-            _w_ValueData_c(x6, out, v, regions)
+            _w_ValueData_c(x6, out, v, regions, strict)
 
 def _r_EntryData_f(mv, pos, v):
     o = _new(EntryData)
@@ -201,19 +203,19 @@ def _r_EntryData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_EntryData_f(o, out, v, regions):
+def _w_EntryData_f(o, out, v, regions, strict):
     if o.entity is None:
         raise EncodeError('non-nullable field Entity is None')
     else:
         write_uvarint(out, len(o.entity) + 1)
         for x11 in o.entity:
-            _w_EntityData_f(x11, out, v, regions)
+            _w_EntityData_f(x11, out, v, regions, strict)
     if o.values is None:
         raise EncodeError('non-nullable field Values is None')
     else:
         write_uvarint(out, len(o.values) + 1)
         for x12 in o.values:
-            _w_ValueData_f(x12, out, v, regions)
+            _w_ValueData_f(x12, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -235,7 +237,7 @@ def _r_EntityData_c(mv, pos, v):
         o.entity_name, pos = read_str(mv, pos, n14)
     return o, pos
 
-def _w_EntityData_c(o, out, v, regions):
+def _w_EntityData_c(o, out, v, regions, strict):
     write_str(out, o.entity_type, False, False, 'EntityType')
     write_str(out, o.entity_name, False, True, 'EntityName')
 
@@ -276,7 +278,7 @@ def _r_EntityData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_EntityData_f(o, out, v, regions):
+def _w_EntityData_f(o, out, v, regions, strict):
     write_str(out, o.entity_type, True, False, 'EntityType')
     write_str(out, o.entity_name, True, True, 'EntityName')
     if o._unknown:
@@ -296,7 +298,7 @@ def _r_ValueData_c(mv, pos, v):
     pos += 8
     return o, pos
 
-def _w_ValueData_c(o, out, v, regions):
+def _w_ValueData_c(o, out, v, regions, strict):
     write_str(out, o.key, False, False, 'Key')
     out += _S_d.pack(o.value)
 
@@ -330,7 +332,7 @@ def _r_ValueData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ValueData_f(o, out, v, regions):
+def _w_ValueData_f(o, out, v, regions, strict):
     write_str(out, o.key, True, False, 'Key')
     out += _S_d.pack(o.value)
     if o._unknown:
@@ -362,7 +364,7 @@ def _r_DescribeClientQuotasResponse_c(mv, pos, v):
         o.entries = l21
     return o, pos
 
-def _w_DescribeClientQuotasResponse_c(o, out, v, regions):
+def _w_DescribeClientQuotasResponse_c(o, out, v, regions, strict):
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     write_str(out, o.error_message, False, True, 'ErrorMessage')
     if o.entries is None:
@@ -370,7 +372,7 @@ def _w_DescribeClientQuotasResponse_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.entries))
         for x22 in o.entries:
-            _w_EntryData_c(x22, out, v, regions)
+            _w_EntryData_c(x22, out, v, regions, strict)
 
 def _r_DescribeClientQuotasResponse_f(mv, pos, v):
     o = _new(DescribeClientQuotasResponse)
@@ -417,7 +419,7 @@ def _r_DescribeClientQuotasResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeClientQuotasResponse_f(o, out, v, regions):
+def _w_DescribeClientQuotasResponse_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     if o.entries is None:
@@ -425,7 +427,7 @@ def _w_DescribeClientQuotasResponse_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.entries) + 1)
         for x26 in o.entries:
-            _w_EntryData_f(x26, out, v, regions)
+            _w_EntryData_f(x26, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -72,18 +72,20 @@ class DescribeClusterResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_DescribeClusterResponse_f(self, out, version, regions)
+            _w_DescribeClusterResponse_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -129,7 +131,7 @@ def _r_DescribeClusterBroker_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeClusterBroker_f(o, out, v, regions):
+def _w_DescribeClusterBroker_f(o, out, v, regions, strict):
     out += _S_i.pack(o.broker_id)
     write_str(out, o.host, True, False, 'Host')
     out += _S_i.pack(o.port)
@@ -202,8 +204,8 @@ def _r_DescribeClusterResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeClusterResponse_f(o, out, v, regions):
-    if not (v >= 1) and o.endpoint_type != 1:
+def _w_DescribeClusterResponse_f(o, out, v, regions, strict):
+    if strict and not (v >= 1) and o.endpoint_type != 1:
         raise EncodeError('field EndpointType cannot be encoded at version %d' % v)
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
@@ -216,7 +218,7 @@ def _w_DescribeClusterResponse_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.brokers) + 1)
         for x7 in o.brokers:
-            _w_DescribeClusterBroker_f(x7, out, v, regions)
+            _w_DescribeClusterBroker_f(x7, out, v, regions, strict)
     out += _S_i.pack(o.cluster_authorized_operations)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))

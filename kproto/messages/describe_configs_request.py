@@ -68,21 +68,23 @@ class DescribeConfigsRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 4:
-                _w_DescribeConfigsRequest_f(self, out, version, regions)
+                _w_DescribeConfigsRequest_f(self, out, version, regions, strict)
             else:
-                _w_DescribeConfigsRequest_c(self, out, version, regions)
+                _w_DescribeConfigsRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -115,7 +117,7 @@ def _r_DescribeConfigsResource_c(mv, pos, v):
         o.configuration_keys = l3
     return o, pos
 
-def _w_DescribeConfigsResource_c(o, out, v, regions):
+def _w_DescribeConfigsResource_c(o, out, v, regions, strict):
     out += _S_b.pack(o.resource_type)
     write_str(out, o.resource_name, False, False, 'ResourceName')
     if o.configuration_keys is None:
@@ -177,7 +179,7 @@ def _r_DescribeConfigsResource_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeConfigsResource_f(o, out, v, regions):
+def _w_DescribeConfigsResource_f(o, out, v, regions, strict):
     out += _S_b.pack(o.resource_type)
     write_str(out, o.resource_name, True, False, 'ResourceName')
     if o.configuration_keys is None:
@@ -217,17 +219,17 @@ def _r_DescribeConfigsRequest_c(mv, pos, v):
         pos += 1
     return o, pos
 
-def _w_DescribeConfigsRequest_c(o, out, v, regions):
-    if not (v >= 1) and o.include_synonyms != False:
+def _w_DescribeConfigsRequest_c(o, out, v, regions, strict):
+    if strict and not (v >= 1) and o.include_synonyms != False:
         raise EncodeError('field IncludeSynonyms cannot be encoded at version %d' % v)
-    if not (v >= 3) and o.include_documentation != False:
+    if strict and not (v >= 3) and o.include_documentation != False:
         raise EncodeError('field IncludeDocumentation cannot be encoded at version %d' % v)
     if o.resources is None:
         raise EncodeError('non-nullable field Resources is None')
     else:
         out += i32.pack(len(o.resources))
         for x15 in o.resources:
-            _w_DescribeConfigsResource_c(x15, out, v, regions)
+            _w_DescribeConfigsResource_c(x15, out, v, regions, strict)
     if v >= 1:
         out += _S_o.pack(o.include_synonyms)
     if v >= 3:
@@ -269,13 +271,13 @@ def _r_DescribeConfigsRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeConfigsRequest_f(o, out, v, regions):
+def _w_DescribeConfigsRequest_f(o, out, v, regions, strict):
     if o.resources is None:
         raise EncodeError('non-nullable field Resources is None')
     else:
         write_uvarint(out, len(o.resources) + 1)
         for x18 in o.resources:
-            _w_DescribeConfigsResource_f(x18, out, v, regions)
+            _w_DescribeConfigsResource_f(x18, out, v, regions, strict)
     out += _S_oo.pack(o.include_synonyms, o.include_documentation)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))

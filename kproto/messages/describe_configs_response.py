@@ -103,21 +103,23 @@ class DescribeConfigsResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 4:
-                _w_DescribeConfigsResponse_f(self, out, version, regions)
+                _w_DescribeConfigsResponse_f(self, out, version, regions, strict)
             else:
-                _w_DescribeConfigsResponse_c(self, out, version, regions)
+                _w_DescribeConfigsResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -154,7 +156,7 @@ def _r_DescribeConfigsResult_c(mv, pos, v):
         o.configs = l4
     return o, pos
 
-def _w_DescribeConfigsResult_c(o, out, v, regions):
+def _w_DescribeConfigsResult_c(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     write_str(out, o.error_message, False, True, 'ErrorMessage')
     out += _S_b.pack(o.resource_type)
@@ -164,7 +166,7 @@ def _w_DescribeConfigsResult_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.configs))
         for x5 in o.configs:
-            _w_DescribeConfigsResourceResult_c(x5, out, v, regions)
+            _w_DescribeConfigsResourceResult_c(x5, out, v, regions, strict)
 
 def _r_DescribeConfigsResult_f(mv, pos, v):
     o = _new(DescribeConfigsResult)
@@ -222,7 +224,7 @@ def _r_DescribeConfigsResult_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeConfigsResult_f(o, out, v, regions):
+def _w_DescribeConfigsResult_f(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     out += _S_b.pack(o.resource_type)
@@ -232,7 +234,7 @@ def _w_DescribeConfigsResult_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.configs) + 1)
         for x10 in o.configs:
-            _w_DescribeConfigsResourceResult_f(x10, out, v, regions)
+            _w_DescribeConfigsResourceResult_f(x10, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -297,8 +299,8 @@ def _r_DescribeConfigsResourceResult_c(mv, pos, v):
             o.documentation, pos = read_str(mv, pos, n15)
     return o, pos
 
-def _w_DescribeConfigsResourceResult_c(o, out, v, regions):
-    if not (v <= 0) and o.is_default != False:
+def _w_DescribeConfigsResourceResult_c(o, out, v, regions, strict):
+    if strict and not (v <= 0) and o.is_default != False:
         raise EncodeError('field IsDefault cannot be encoded at version %d' % v)
     write_str(out, o.name, False, False, 'Name')
     write_str(out, o.value, False, True, 'Value')
@@ -314,7 +316,7 @@ def _w_DescribeConfigsResourceResult_c(o, out, v, regions):
         else:
             out += i32.pack(len(o.synonyms))
             for x16 in o.synonyms:
-                _w_DescribeConfigsSynonym_c(x16, out, v, regions)
+                _w_DescribeConfigsSynonym_c(x16, out, v, regions, strict)
     if v >= 3:
         out += _S_b.pack(o.config_type)
     if v >= 3:
@@ -386,8 +388,8 @@ def _r_DescribeConfigsResourceResult_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeConfigsResourceResult_f(o, out, v, regions):
-    if o.is_default != False:
+def _w_DescribeConfigsResourceResult_f(o, out, v, regions, strict):
+    if strict and o.is_default != False:
         raise EncodeError('field IsDefault cannot be encoded at version %d' % v)
     write_str(out, o.name, True, False, 'Name')
     write_str(out, o.value, True, True, 'Value')
@@ -397,7 +399,7 @@ def _w_DescribeConfigsResourceResult_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.synonyms) + 1)
         for x22 in o.synonyms:
-            _w_DescribeConfigsSynonym_f(x22, out, v, regions)
+            _w_DescribeConfigsSynonym_f(x22, out, v, regions, strict)
     out += _S_b.pack(o.config_type)
     write_str(out, o.documentation, True, True, 'Documentation')
     if o._unknown:
@@ -423,7 +425,7 @@ def _r_DescribeConfigsSynonym_c(mv, pos, v):
     pos += 1
     return o, pos
 
-def _w_DescribeConfigsSynonym_c(o, out, v, regions):
+def _w_DescribeConfigsSynonym_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     write_str(out, o.value, False, True, 'Value')
     out += _S_b.pack(o.source)
@@ -467,7 +469,7 @@ def _r_DescribeConfigsSynonym_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeConfigsSynonym_f(o, out, v, regions):
+def _w_DescribeConfigsSynonym_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     write_str(out, o.value, True, True, 'Value')
     out += _S_b.pack(o.source)
@@ -494,14 +496,14 @@ def _r_DescribeConfigsResponse_c(mv, pos, v):
         o.results = l28
     return o, pos
 
-def _w_DescribeConfigsResponse_c(o, out, v, regions):
+def _w_DescribeConfigsResponse_c(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if o.results is None:
         raise EncodeError('non-nullable field Results is None')
     else:
         out += i32.pack(len(o.results))
         for x29 in o.results:
-            _w_DescribeConfigsResult_c(x29, out, v, regions)
+            _w_DescribeConfigsResult_c(x29, out, v, regions, strict)
 
 def _r_DescribeConfigsResponse_f(mv, pos, v):
     o = _new(DescribeConfigsResponse)
@@ -539,14 +541,14 @@ def _r_DescribeConfigsResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeConfigsResponse_f(o, out, v, regions):
+def _w_DescribeConfigsResponse_f(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if o.results is None:
         raise EncodeError('non-nullable field Results is None')
     else:
         write_uvarint(out, len(o.results) + 1)
         for x32 in o.results:
-            _w_DescribeConfigsResult_f(x32, out, v, regions)
+            _w_DescribeConfigsResult_f(x32, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

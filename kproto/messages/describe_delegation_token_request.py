@@ -61,21 +61,23 @@ class DescribeDelegationTokenRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 2:
-                _w_DescribeDelegationTokenRequest_f(self, out, version, regions)
+                _w_DescribeDelegationTokenRequest_f(self, out, version, regions, strict)
             else:
-                _w_DescribeDelegationTokenRequest_c(self, out, version, regions)
+                _w_DescribeDelegationTokenRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -96,7 +98,7 @@ def _r_DescribeDelegationTokenOwner_c(mv, pos, v):
         o.principal_name, pos = read_str(mv, pos, n2)
     return o, pos
 
-def _w_DescribeDelegationTokenOwner_c(o, out, v, regions):
+def _w_DescribeDelegationTokenOwner_c(o, out, v, regions, strict):
     write_str(out, o.principal_type, False, False, 'PrincipalType')
     write_str(out, o.principal_name, False, False, 'PrincipalName')
 
@@ -137,7 +139,7 @@ def _r_DescribeDelegationTokenOwner_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeDelegationTokenOwner_f(o, out, v, regions):
+def _w_DescribeDelegationTokenOwner_f(o, out, v, regions, strict):
     write_str(out, o.principal_type, True, False, 'PrincipalType')
     write_str(out, o.principal_name, True, False, 'PrincipalName')
     if o._unknown:
@@ -161,13 +163,13 @@ def _r_DescribeDelegationTokenRequest_c(mv, pos, v):
         o.owners = l6
     return o, pos
 
-def _w_DescribeDelegationTokenRequest_c(o, out, v, regions):
+def _w_DescribeDelegationTokenRequest_c(o, out, v, regions, strict):
     if o.owners is None:
         out += b'\xff\xff\xff\xff'
     else:
         out += i32.pack(len(o.owners))
         for x7 in o.owners:
-            _w_DescribeDelegationTokenOwner_c(x7, out, v, regions)
+            _w_DescribeDelegationTokenOwner_c(x7, out, v, regions, strict)
 
 def _r_DescribeDelegationTokenRequest_f(mv, pos, v):
     o = _new(DescribeDelegationTokenRequest)
@@ -203,13 +205,13 @@ def _r_DescribeDelegationTokenRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeDelegationTokenRequest_f(o, out, v, regions):
+def _w_DescribeDelegationTokenRequest_f(o, out, v, regions, strict):
     if o.owners is None:
         out.append(0)
     else:
         write_uvarint(out, len(o.owners) + 1)
         for x10 in o.owners:
-            _w_DescribeDelegationTokenOwner_f(x10, out, v, regions)
+            _w_DescribeDelegationTokenOwner_f(x10, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -87,21 +87,23 @@ class DescribeDelegationTokenResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 2:
-                _w_DescribeDelegationTokenResponse_f(self, out, version, regions)
+                _w_DescribeDelegationTokenResponse_f(self, out, version, regions, strict)
             else:
-                _w_DescribeDelegationTokenResponse_c(self, out, version, regions)
+                _w_DescribeDelegationTokenResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -150,10 +152,10 @@ def _r_DescribedDelegationToken_c(mv, pos, v):
         o.renewers = l6
     return o, pos
 
-def _w_DescribedDelegationToken_c(o, out, v, regions):
-    if o.token_requester_principal_type != '':
+def _w_DescribedDelegationToken_c(o, out, v, regions, strict):
+    if strict and o.token_requester_principal_type != '':
         raise EncodeError('field TokenRequesterPrincipalType cannot be encoded at version %d' % v)
-    if o.token_requester_principal_name != '':
+    if strict and o.token_requester_principal_name != '':
         raise EncodeError('field TokenRequesterPrincipalName cannot be encoded at version %d' % v)
     write_str(out, o.principal_type, False, False, 'PrincipalType')
     write_str(out, o.principal_name, False, False, 'PrincipalName')
@@ -165,7 +167,7 @@ def _w_DescribedDelegationToken_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.renewers))
         for x7 in o.renewers:
-            _w_DescribedDelegationTokenRenewer_c(x7, out, v, regions)
+            _w_DescribedDelegationTokenRenewer_c(x7, out, v, regions, strict)
 
 def _r_DescribedDelegationToken_f(mv, pos, v):
     o = _new(DescribedDelegationToken)
@@ -263,10 +265,10 @@ def _r_DescribedDelegationToken_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribedDelegationToken_f(o, out, v, regions):
-    if not (v >= 3) and o.token_requester_principal_type != '':
+def _w_DescribedDelegationToken_f(o, out, v, regions, strict):
+    if strict and not (v >= 3) and o.token_requester_principal_type != '':
         raise EncodeError('field TokenRequesterPrincipalType cannot be encoded at version %d' % v)
-    if not (v >= 3) and o.token_requester_principal_name != '':
+    if strict and not (v >= 3) and o.token_requester_principal_name != '':
         raise EncodeError('field TokenRequesterPrincipalName cannot be encoded at version %d' % v)
     write_str(out, o.principal_type, True, False, 'PrincipalType')
     write_str(out, o.principal_name, True, False, 'PrincipalName')
@@ -282,7 +284,7 @@ def _w_DescribedDelegationToken_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.renewers) + 1)
         for x16 in o.renewers:
-            _w_DescribedDelegationTokenRenewer_f(x16, out, v, regions)
+            _w_DescribedDelegationTokenRenewer_f(x16, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -304,7 +306,7 @@ def _r_DescribedDelegationTokenRenewer_c(mv, pos, v):
         o.principal_name, pos = read_str(mv, pos, n18)
     return o, pos
 
-def _w_DescribedDelegationTokenRenewer_c(o, out, v, regions):
+def _w_DescribedDelegationTokenRenewer_c(o, out, v, regions, strict):
     write_str(out, o.principal_type, False, False, 'PrincipalType')
     write_str(out, o.principal_name, False, False, 'PrincipalName')
 
@@ -345,7 +347,7 @@ def _r_DescribedDelegationTokenRenewer_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribedDelegationTokenRenewer_f(o, out, v, regions):
+def _w_DescribedDelegationTokenRenewer_f(o, out, v, regions, strict):
     write_str(out, o.principal_type, True, False, 'PrincipalType')
     write_str(out, o.principal_name, True, False, 'PrincipalName')
     if o._unknown:
@@ -373,14 +375,14 @@ def _r_DescribeDelegationTokenResponse_c(mv, pos, v):
     pos += 4
     return o, pos
 
-def _w_DescribeDelegationTokenResponse_c(o, out, v, regions):
+def _w_DescribeDelegationTokenResponse_c(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     if o.tokens is None:
         raise EncodeError('non-nullable field Tokens is None')
     else:
         out += i32.pack(len(o.tokens))
         for x23 in o.tokens:
-            _w_DescribedDelegationToken_c(x23, out, v, regions)
+            _w_DescribedDelegationToken_c(x23, out, v, regions, strict)
     out += _S_i.pack(o.throttle_time_ms)
 
 def _r_DescribeDelegationTokenResponse_f(mv, pos, v):
@@ -421,14 +423,14 @@ def _r_DescribeDelegationTokenResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeDelegationTokenResponse_f(o, out, v, regions):
+def _w_DescribeDelegationTokenResponse_f(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     if o.tokens is None:
         raise EncodeError('non-nullable field Tokens is None')
     else:
         write_uvarint(out, len(o.tokens) + 1)
         for x26 in o.tokens:
-            _w_DescribedDelegationToken_f(x26, out, v, regions)
+            _w_DescribedDelegationToken_f(x26, out, v, regions, strict)
     out += _S_i.pack(o.throttle_time_ms)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))

@@ -52,21 +52,23 @@ class DescribeGroupsRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 5:
-                _w_DescribeGroupsRequest_f(self, out, version, regions)
+                _w_DescribeGroupsRequest_f(self, out, version, regions, strict)
             else:
-                _w_DescribeGroupsRequest_c(self, out, version, regions)
+                _w_DescribeGroupsRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -96,8 +98,8 @@ def _r_DescribeGroupsRequest_c(mv, pos, v):
         pos += 1
     return o, pos
 
-def _w_DescribeGroupsRequest_c(o, out, v, regions):
-    if not (v >= 3) and o.include_authorized_operations != False:
+def _w_DescribeGroupsRequest_c(o, out, v, regions, strict):
+    if strict and not (v >= 3) and o.include_authorized_operations != False:
         raise EncodeError('field IncludeAuthorizedOperations cannot be encoded at version %d' % v)
     if o.groups is None:
         raise EncodeError('non-nullable field Groups is None')
@@ -151,7 +153,7 @@ def _r_DescribeGroupsRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeGroupsRequest_f(o, out, v, regions):
+def _w_DescribeGroupsRequest_f(o, out, v, regions, strict):
     if o.groups is None:
         raise EncodeError('non-nullable field Groups is None')
     else:

@@ -86,21 +86,23 @@ class DescribeGroupsResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 5:
-                _w_DescribeGroupsResponse_f(self, out, version, regions)
+                _w_DescribeGroupsResponse_f(self, out, version, regions, strict)
             else:
-                _w_DescribeGroupsResponse_c(self, out, version, regions)
+                _w_DescribeGroupsResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -152,8 +154,8 @@ def _r_DescribedGroup_c(mv, pos, v):
         pos += 4
     return o, pos
 
-def _w_DescribedGroup_c(o, out, v, regions):
-    if not (v >= 3) and o.authorized_operations != -2147483648:
+def _w_DescribedGroup_c(o, out, v, regions, strict):
+    if strict and not (v >= 3) and o.authorized_operations != -2147483648:
         raise EncodeError('field AuthorizedOperations cannot be encoded at version %d' % v)
     out += _S_h.pack(o.error_code)
     write_str(out, o.group_id, False, False, 'GroupId')
@@ -165,7 +167,7 @@ def _w_DescribedGroup_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.members))
         for x7 in o.members:
-            _w_DescribedGroupMember_c(x7, out, v, regions)
+            _w_DescribedGroupMember_c(x7, out, v, regions, strict)
     if v >= 3:
         out += _S_i.pack(o.authorized_operations)
 
@@ -243,7 +245,7 @@ def _r_DescribedGroup_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribedGroup_f(o, out, v, regions):
+def _w_DescribedGroup_f(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     write_str(out, o.group_id, True, False, 'GroupId')
     write_str(out, o.group_state, True, False, 'GroupState')
@@ -254,7 +256,7 @@ def _w_DescribedGroup_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.members) + 1)
         for x14 in o.members:
-            _w_DescribedGroupMember_f(x14, out, v, regions)
+            _w_DescribedGroupMember_f(x14, out, v, regions, strict)
     out += _S_i.pack(o.authorized_operations)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -306,7 +308,7 @@ def _r_DescribedGroupMember_c(mv, pos, v):
         o.member_assignment, pos = read_bytes(mv, pos, n20)
     return o, pos
 
-def _w_DescribedGroupMember_c(o, out, v, regions):
+def _w_DescribedGroupMember_c(o, out, v, regions, strict):
     write_str(out, o.member_id, False, False, 'MemberId')
     if v >= 4:
         write_str(out, o.group_instance_id, False, (v >= 4), 'GroupInstanceId')
@@ -388,7 +390,7 @@ def _r_DescribedGroupMember_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribedGroupMember_f(o, out, v, regions):
+def _w_DescribedGroupMember_f(o, out, v, regions, strict):
     write_str(out, o.member_id, True, False, 'MemberId')
     write_str(out, o.group_instance_id, True, True, 'GroupInstanceId')
     write_str(out, o.client_id, True, False, 'ClientId')
@@ -421,7 +423,7 @@ def _r_DescribeGroupsResponse_c(mv, pos, v):
         o.groups = l28
     return o, pos
 
-def _w_DescribeGroupsResponse_c(o, out, v, regions):
+def _w_DescribeGroupsResponse_c(o, out, v, regions, strict):
     if v >= 1:
         out += _S_i.pack(o.throttle_time_ms)
     if o.groups is None:
@@ -429,7 +431,7 @@ def _w_DescribeGroupsResponse_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.groups))
         for x29 in o.groups:
-            _w_DescribedGroup_c(x29, out, v, regions)
+            _w_DescribedGroup_c(x29, out, v, regions, strict)
 
 def _r_DescribeGroupsResponse_f(mv, pos, v):
     o = _new(DescribeGroupsResponse)
@@ -467,14 +469,14 @@ def _r_DescribeGroupsResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeGroupsResponse_f(o, out, v, regions):
+def _w_DescribeGroupsResponse_f(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if o.groups is None:
         raise EncodeError('non-nullable field Groups is None')
     else:
         write_uvarint(out, len(o.groups) + 1)
         for x32 in o.groups:
-            _w_DescribedGroup_f(x32, out, v, regions)
+            _w_DescribedGroup_f(x32, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

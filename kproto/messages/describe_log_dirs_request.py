@@ -61,21 +61,23 @@ class DescribeLogDirsRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 2:
-                _w_DescribeLogDirsRequest_f(self, out, version, regions)
+                _w_DescribeLogDirsRequest_f(self, out, version, regions, strict)
             else:
-                _w_DescribeLogDirsRequest_c(self, out, version, regions)
+                _w_DescribeLogDirsRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -96,7 +98,7 @@ def _r_DescribableLogDirTopic_c(mv, pos, v):
         o.partitions, pos = read_array_fixed(mv, pos, n2, 'i', 4)
     return o, pos
 
-def _w_DescribableLogDirTopic_c(o, out, v, regions):
+def _w_DescribableLogDirTopic_c(o, out, v, regions, strict):
     write_str(out, o.topic, False, False, 'Topic')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
@@ -141,7 +143,7 @@ def _r_DescribableLogDirTopic_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribableLogDirTopic_f(o, out, v, regions):
+def _w_DescribableLogDirTopic_f(o, out, v, regions, strict):
     write_str(out, o.topic, True, False, 'Topic')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
@@ -169,13 +171,13 @@ def _r_DescribeLogDirsRequest_c(mv, pos, v):
         o.topics = l6
     return o, pos
 
-def _w_DescribeLogDirsRequest_c(o, out, v, regions):
+def _w_DescribeLogDirsRequest_c(o, out, v, regions, strict):
     if o.topics is None:
         out += b'\xff\xff\xff\xff'
     else:
         out += i32.pack(len(o.topics))
         for x7 in o.topics:
-            _w_DescribableLogDirTopic_c(x7, out, v, regions)
+            _w_DescribableLogDirTopic_c(x7, out, v, regions, strict)
 
 def _r_DescribeLogDirsRequest_f(mv, pos, v):
     o = _new(DescribeLogDirsRequest)
@@ -211,13 +213,13 @@ def _r_DescribeLogDirsRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeLogDirsRequest_f(o, out, v, regions):
+def _w_DescribeLogDirsRequest_f(o, out, v, regions, strict):
     if o.topics is None:
         out.append(0)
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x10 in o.topics:
-            _w_DescribableLogDirTopic_f(x10, out, v, regions)
+            _w_DescribableLogDirTopic_f(x10, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -97,21 +97,23 @@ class DescribeLogDirsResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 2:
-                _w_DescribeLogDirsResponse_f(self, out, version, regions)
+                _w_DescribeLogDirsResponse_f(self, out, version, regions, strict)
             else:
-                _w_DescribeLogDirsResponse_c(self, out, version, regions)
+                _w_DescribeLogDirsResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -142,7 +144,7 @@ def _r_DescribeLogDirsResult_c(mv, pos, v):
         o.topics = l3
     return o, pos
 
-def _w_DescribeLogDirsResult_c(o, out, v, regions):
+def _w_DescribeLogDirsResult_c(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     write_str(out, o.log_dir, False, False, 'LogDir')
     if o.topics is None:
@@ -150,7 +152,7 @@ def _w_DescribeLogDirsResult_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.topics))
         for x4 in o.topics:
-            _w_DescribeLogDirsTopic_c(x4, out, v, regions)
+            _w_DescribeLogDirsTopic_c(x4, out, v, regions, strict)
 
 def _r_DescribeLogDirsResult_f(mv, pos, v):
     o = _new(DescribeLogDirsResult)
@@ -204,7 +206,7 @@ def _r_DescribeLogDirsResult_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeLogDirsResult_f(o, out, v, regions):
+def _w_DescribeLogDirsResult_f(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     write_str(out, o.log_dir, True, False, 'LogDir')
     if o.topics is None:
@@ -212,7 +214,7 @@ def _w_DescribeLogDirsResult_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x8 in o.topics:
-            _w_DescribeLogDirsTopic_f(x8, out, v, regions)
+            _w_DescribeLogDirsTopic_f(x8, out, v, regions, strict)
     if v >= 4:
         out += _S_qq.pack(o.total_bytes, o.usable_bytes)
     if o._unknown:
@@ -242,14 +244,14 @@ def _r_DescribeLogDirsTopic_c(mv, pos, v):
         o.partitions = l11
     return o, pos
 
-def _w_DescribeLogDirsTopic_c(o, out, v, regions):
+def _w_DescribeLogDirsTopic_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         out += i32.pack(len(o.partitions))
         for x12 in o.partitions:
-            _w_DescribeLogDirsPartition_c(x12, out, v, regions)
+            _w_DescribeLogDirsPartition_c(x12, out, v, regions, strict)
 
 def _r_DescribeLogDirsTopic_f(mv, pos, v):
     o = _new(DescribeLogDirsTopic)
@@ -294,14 +296,14 @@ def _r_DescribeLogDirsTopic_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeLogDirsTopic_f(o, out, v, regions):
+def _w_DescribeLogDirsTopic_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x16 in o.partitions:
-            _w_DescribeLogDirsPartition_f(x16, out, v, regions)
+            _w_DescribeLogDirsPartition_f(x16, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -313,7 +315,7 @@ def _r_DescribeLogDirsPartition_c(mv, pos, v):
     pos += 21
     return o, pos
 
-def _w_DescribeLogDirsPartition_c(o, out, v, regions):
+def _w_DescribeLogDirsPartition_c(o, out, v, regions, strict):
     out += _S_iqqo.pack(o.partition_index, o.partition_size, o.offset_lag, o.is_future_key)
 
 def _r_DescribeLogDirsPartition_f(mv, pos, v):
@@ -337,7 +339,7 @@ def _r_DescribeLogDirsPartition_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeLogDirsPartition_f(o, out, v, regions):
+def _w_DescribeLogDirsPartition_f(o, out, v, regions, strict):
     out += _S_iqqo.pack(o.partition_index, o.partition_size, o.offset_lag, o.is_future_key)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -363,14 +365,14 @@ def _r_DescribeLogDirsResponse_c(mv, pos, v):
         o.results = l18
     return o, pos
 
-def _w_DescribeLogDirsResponse_c(o, out, v, regions):
+def _w_DescribeLogDirsResponse_c(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if o.results is None:
         raise EncodeError('non-nullable field Results is None')
     else:
         out += i32.pack(len(o.results))
         for x19 in o.results:
-            _w_DescribeLogDirsResult_c(x19, out, v, regions)
+            _w_DescribeLogDirsResult_c(x19, out, v, regions, strict)
 
 def _r_DescribeLogDirsResponse_f(mv, pos, v):
     o = _new(DescribeLogDirsResponse)
@@ -413,7 +415,7 @@ def _r_DescribeLogDirsResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeLogDirsResponse_f(o, out, v, regions):
+def _w_DescribeLogDirsResponse_f(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if v >= 3:
         out += _S_h.pack(o.error_code)
@@ -422,7 +424,7 @@ def _w_DescribeLogDirsResponse_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.results) + 1)
         for x22 in o.results:
-            _w_DescribeLogDirsResult_f(x22, out, v, regions)
+            _w_DescribeLogDirsResult_f(x22, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -59,18 +59,20 @@ class DescribeProducersRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_DescribeProducersRequest_f(self, out, version, regions)
+            _w_DescribeProducersRequest_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -112,7 +114,7 @@ def _r_TopicRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicRequest_f(o, out, v, regions):
+def _w_TopicRequest_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partition_indexes is None:
         raise EncodeError('non-nullable field PartitionIndexes is None')
@@ -158,13 +160,13 @@ def _r_DescribeProducersRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeProducersRequest_f(o, out, v, regions):
+def _w_DescribeProducersRequest_f(o, out, v, regions, strict):
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x5 in o.topics:
-            _w_TopicRequest_f(x5, out, v, regions)
+            _w_TopicRequest_f(x5, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

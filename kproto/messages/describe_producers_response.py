@@ -94,18 +94,20 @@ class DescribeProducersResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_DescribeProducersResponse_f(self, out, version, regions)
+            _w_DescribeProducersResponse_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -153,14 +155,14 @@ def _r_TopicResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicResponse_f(o, out, v, regions):
+def _w_TopicResponse_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x4 in o.partitions:
-            _w_PartitionResponse_f(x4, out, v, regions)
+            _w_PartitionResponse_f(x4, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -211,7 +213,7 @@ def _r_PartitionResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_PartitionResponse_f(o, out, v, regions):
+def _w_PartitionResponse_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.partition_index, o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     if o.active_producers is None:
@@ -219,7 +221,7 @@ def _w_PartitionResponse_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.active_producers) + 1)
         for x8 in o.active_producers:
-            _w_ProducerState_f(x8, out, v, regions)
+            _w_ProducerState_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -246,7 +248,7 @@ def _r_ProducerState_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ProducerState_f(o, out, v, regions):
+def _w_ProducerState_f(o, out, v, regions, strict):
     out += _S_qiiqiq.pack(o.producer_id, o.producer_epoch, o.last_sequence, o.last_timestamp, o.coordinator_epoch, o.current_txn_start_offset)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -289,14 +291,14 @@ def _r_DescribeProducersResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeProducersResponse_f(o, out, v, regions):
+def _w_DescribeProducersResponse_f(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x11 in o.topics:
-            _w_TopicResponse_f(x11, out, v, regions)
+            _w_TopicResponse_f(x11, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

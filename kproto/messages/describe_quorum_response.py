@@ -128,18 +128,20 @@ class DescribeQuorumResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_DescribeQuorumResponse_f(self, out, version, regions)
+            _w_DescribeQuorumResponse_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -187,14 +189,14 @@ def _r_TopicData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicData_f(o, out, v, regions):
+def _w_TopicData_f(o, out, v, regions, strict):
     write_str(out, o.topic_name, True, False, 'TopicName')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x4 in o.partitions:
-            _w_PartitionData_f(x4, out, v, regions)
+            _w_PartitionData_f(x4, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -267,7 +269,7 @@ def _r_PartitionData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_PartitionData_f(o, out, v, regions):
+def _w_PartitionData_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.partition_index, o.error_code)
     if v >= 2:
         write_str(out, o.error_message, True, (v >= 2), 'ErrorMessage')
@@ -277,13 +279,13 @@ def _w_PartitionData_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.current_voters) + 1)
         for x10 in o.current_voters:
-            _w_ReplicaState_f(x10, out, v, regions)
+            _w_ReplicaState_f(x10, out, v, regions, strict)
     if o.observers is None:
         raise EncodeError('non-nullable field Observers is None')
     else:
         write_uvarint(out, len(o.observers) + 1)
         for x11 in o.observers:
-            _w_ReplicaState_f(x11, out, v, regions)
+            _w_ReplicaState_f(x11, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -323,8 +325,8 @@ def _r_ReplicaState_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ReplicaState_f(o, out, v, regions):
-    if not (v >= 2) and o.replica_directory_id != ZERO_UUID:
+def _w_ReplicaState_f(o, out, v, regions, strict):
+    if strict and not (v >= 2) and o.replica_directory_id != ZERO_UUID:
         raise EncodeError('field ReplicaDirectoryId cannot be encoded at version %d' % v)
     out += _S_i.pack(o.replica_id)
     if v >= 2:
@@ -373,14 +375,14 @@ def _r_Node_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_Node_f(o, out, v, regions):
+def _w_Node_f(o, out, v, regions, strict):
     out += _S_i.pack(o.node_id)
     if o.listeners is None:
         raise EncodeError('non-nullable field Listeners is None')
     else:
         write_uvarint(out, len(o.listeners) + 1)
         for x15 in o.listeners:
-            _w_Listener_f(x15, out, v, regions)
+            _w_Listener_f(x15, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -425,7 +427,7 @@ def _r_Listener_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_Listener_f(o, out, v, regions):
+def _w_Listener_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     write_str(out, o.host, True, False, 'Host')
     out += _S_H.pack(o.port)
@@ -502,8 +504,8 @@ def _r_DescribeQuorumResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeQuorumResponse_f(o, out, v, regions):
-    if not (v >= 2) and o.nodes:
+def _w_DescribeQuorumResponse_f(o, out, v, regions, strict):
+    if strict and not (v >= 2) and o.nodes:
         raise EncodeError('field Nodes cannot be encoded at version %d' % v)
     out += _S_h.pack(o.error_code)
     if v >= 2:
@@ -513,14 +515,14 @@ def _w_DescribeQuorumResponse_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x23 in o.topics:
-            _w_TopicData_f(x23, out, v, regions)
+            _w_TopicData_f(x23, out, v, regions, strict)
     if v >= 2:
         if o.nodes is None:
             raise EncodeError('non-nullable field Nodes is None')
         else:
             write_uvarint(out, len(o.nodes) + 1)
             for x24 in o.nodes:
-                _w_Node_f(x24, out, v, regions)
+                _w_Node_f(x24, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -74,18 +74,20 @@ class DescribeTopicPartitionsRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_DescribeTopicPartitionsRequest_f(self, out, version, regions)
+            _w_DescribeTopicPartitionsRequest_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -118,7 +120,7 @@ def _r_TopicRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicRequest_f(o, out, v, regions):
+def _w_TopicRequest_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -155,7 +157,7 @@ def _r_Cursor_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_Cursor_f(o, out, v, regions):
+def _w_Cursor_f(o, out, v, regions, strict):
     write_str(out, o.topic_name, True, False, 'TopicName')
     out += _S_i.pack(o.partition_index)
     if o._unknown:
@@ -205,19 +207,19 @@ def _r_DescribeTopicPartitionsRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeTopicPartitionsRequest_f(o, out, v, regions):
+def _w_DescribeTopicPartitionsRequest_f(o, out, v, regions, strict):
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x6 in o.topics:
-            _w_TopicRequest_f(x6, out, v, regions)
+            _w_TopicRequest_f(x6, out, v, regions, strict)
     out += _S_i.pack(o.response_partition_limit)
     if o.cursor is None:
         out.append(0xff)
     else:
         out.append(1)
-        _w_Cursor_f(o.cursor, out, v, regions)
+        _w_Cursor_f(o.cursor, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

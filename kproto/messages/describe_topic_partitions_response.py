@@ -101,18 +101,20 @@ class DescribeTopicPartitionsResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_DescribeTopicPartitionsResponse_f(self, out, version, regions)
+            _w_DescribeTopicPartitionsResponse_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -167,7 +169,7 @@ def _r_DescribeTopicPartitionsResponseTopic_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeTopicPartitionsResponseTopic_f(o, out, v, regions):
+def _w_DescribeTopicPartitionsResponseTopic_f(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     write_str(out, o.name, True, True, 'Name')
     out += o.topic_id.bytes
@@ -177,7 +179,7 @@ def _w_DescribeTopicPartitionsResponseTopic_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x5 in o.partitions:
-            _w_DescribeTopicPartitionsResponsePartition_f(x5, out, v, regions)
+            _w_DescribeTopicPartitionsResponsePartition_f(x5, out, v, regions, strict)
     out += _S_i.pack(o.topic_authorized_operations)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -250,7 +252,7 @@ def _r_DescribeTopicPartitionsResponsePartition_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeTopicPartitionsResponsePartition_f(o, out, v, regions):
+def _w_DescribeTopicPartitionsResponsePartition_f(o, out, v, regions, strict):
     out += _S_hiii.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     if o.replica_nodes is None:
         raise EncodeError('non-nullable field ReplicaNodes is None')
@@ -312,7 +314,7 @@ def _r_Cursor_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_Cursor_f(o, out, v, regions):
+def _w_Cursor_f(o, out, v, regions, strict):
     write_str(out, o.topic_name, True, False, 'TopicName')
     out += _S_i.pack(o.partition_index)
     if o._unknown:
@@ -362,19 +364,19 @@ def _r_DescribeTopicPartitionsResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeTopicPartitionsResponse_f(o, out, v, regions):
+def _w_DescribeTopicPartitionsResponse_f(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x15 in o.topics:
-            _w_DescribeTopicPartitionsResponseTopic_f(x15, out, v, regions)
+            _w_DescribeTopicPartitionsResponseTopic_f(x15, out, v, regions, strict)
     if o.next_cursor is None:
         out.append(0xff)
     else:
         out.append(1)
-        _w_Cursor_f(o.next_cursor, out, v, regions)
+        _w_Cursor_f(o.next_cursor, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

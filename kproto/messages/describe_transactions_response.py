@@ -82,18 +82,20 @@ class DescribeTransactionsResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_DescribeTransactionsResponse_f(self, out, version, regions)
+            _w_DescribeTransactionsResponse_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -154,7 +156,7 @@ def _r_TransactionState_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TransactionState_f(o, out, v, regions):
+def _w_TransactionState_f(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     write_str(out, o.transactional_id, True, False, 'TransactionalId')
     write_str(out, o.transaction_state, True, False, 'TransactionState')
@@ -164,7 +166,7 @@ def _w_TransactionState_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x5 in o.topics:
-            _w_TopicData_f(x5, out, v, regions)
+            _w_TopicData_f(x5, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -207,7 +209,7 @@ def _r_TopicData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicData_f(o, out, v, regions):
+def _w_TopicData_f(o, out, v, regions, strict):
     write_str(out, o.topic, True, False, 'Topic')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
@@ -255,14 +257,14 @@ def _r_DescribeTransactionsResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeTransactionsResponse_f(o, out, v, regions):
+def _w_DescribeTransactionsResponse_f(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if o.transaction_states is None:
         raise EncodeError('non-nullable field TransactionStates is None')
     else:
         write_uvarint(out, len(o.transaction_states) + 1)
         for x10 in o.transaction_states:
-            _w_TransactionState_f(x10, out, v, regions)
+            _w_TransactionState_f(x10, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

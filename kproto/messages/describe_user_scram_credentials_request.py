@@ -58,18 +58,20 @@ class DescribeUserScramCredentialsRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_DescribeUserScramCredentialsRequest_f(self, out, version, regions)
+            _w_DescribeUserScramCredentialsRequest_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -102,7 +104,7 @@ def _r_UserName_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_UserName_f(o, out, v, regions):
+def _w_UserName_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -143,13 +145,13 @@ def _r_DescribeUserScramCredentialsRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeUserScramCredentialsRequest_f(o, out, v, regions):
+def _w_DescribeUserScramCredentialsRequest_f(o, out, v, regions, strict):
     if o.users is None:
         out.append(0)
     else:
         write_uvarint(out, len(o.users) + 1)
         for x4 in o.users:
-            _w_UserName_f(x4, out, v, regions)
+            _w_UserName_f(x4, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

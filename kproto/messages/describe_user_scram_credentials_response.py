@@ -80,18 +80,20 @@ class DescribeUserScramCredentialsResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_DescribeUserScramCredentialsResponse_f(self, out, version, regions)
+            _w_DescribeUserScramCredentialsResponse_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -150,7 +152,7 @@ def _r_DescribeUserScramCredentialsResult_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeUserScramCredentialsResult_f(o, out, v, regions):
+def _w_DescribeUserScramCredentialsResult_f(o, out, v, regions, strict):
     write_str(out, o.user, True, False, 'User')
     out += _S_h.pack(o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
@@ -159,7 +161,7 @@ def _w_DescribeUserScramCredentialsResult_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.credential_infos) + 1)
         for x5 in o.credential_infos:
-            _w_CredentialInfo_f(x5, out, v, regions)
+            _w_CredentialInfo_f(x5, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -186,7 +188,7 @@ def _r_CredentialInfo_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_CredentialInfo_f(o, out, v, regions):
+def _w_CredentialInfo_f(o, out, v, regions, strict):
     out += _S_bi.pack(o.mechanism, o.iterations)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -238,7 +240,7 @@ def _r_DescribeUserScramCredentialsResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribeUserScramCredentialsResponse_f(o, out, v, regions):
+def _w_DescribeUserScramCredentialsResponse_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     if o.results is None:
@@ -246,7 +248,7 @@ def _w_DescribeUserScramCredentialsResponse_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.results) + 1)
         for x9 in o.results:
-            _w_DescribeUserScramCredentialsResult_f(x9, out, v, regions)
+            _w_DescribeUserScramCredentialsResult_f(x9, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

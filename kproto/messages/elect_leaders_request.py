@@ -66,21 +66,23 @@ class ElectLeadersRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 2:
-                _w_ElectLeadersRequest_f(self, out, version, regions)
+                _w_ElectLeadersRequest_f(self, out, version, regions, strict)
             else:
-                _w_ElectLeadersRequest_c(self, out, version, regions)
+                _w_ElectLeadersRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -101,7 +103,7 @@ def _r_TopicPartitions_c(mv, pos, v):
         o.partitions, pos = read_array_fixed(mv, pos, n2, 'i', 4)
     return o, pos
 
-def _w_TopicPartitions_c(o, out, v, regions):
+def _w_TopicPartitions_c(o, out, v, regions, strict):
     write_str(out, o.topic, False, False, 'Topic')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
@@ -146,7 +148,7 @@ def _r_TopicPartitions_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicPartitions_f(o, out, v, regions):
+def _w_TopicPartitions_f(o, out, v, regions, strict):
     write_str(out, o.topic, True, False, 'Topic')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
@@ -181,8 +183,8 @@ def _r_ElectLeadersRequest_c(mv, pos, v):
     pos += 4
     return o, pos
 
-def _w_ElectLeadersRequest_c(o, out, v, regions):
-    if not (v >= 1) and o.election_type != 0:
+def _w_ElectLeadersRequest_c(o, out, v, regions, strict):
+    if strict and not (v >= 1) and o.election_type != 0:
         raise EncodeError('field ElectionType cannot be encoded at version %d' % v)
     if v >= 1:
         out += _S_b.pack(o.election_type)
@@ -191,7 +193,7 @@ def _w_ElectLeadersRequest_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.topic_partitions))
         for x7 in o.topic_partitions:
-            _w_TopicPartitions_c(x7, out, v, regions)
+            _w_TopicPartitions_c(x7, out, v, regions, strict)
     out += _S_i.pack(o.timeout_ms)
 
 def _r_ElectLeadersRequest_f(mv, pos, v):
@@ -232,14 +234,14 @@ def _r_ElectLeadersRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ElectLeadersRequest_f(o, out, v, regions):
+def _w_ElectLeadersRequest_f(o, out, v, regions, strict):
     out += _S_b.pack(o.election_type)
     if o.topic_partitions is None:
         out.append(0)
     else:
         write_uvarint(out, len(o.topic_partitions) + 1)
         for x10 in o.topic_partitions:
-            _w_TopicPartitions_f(x10, out, v, regions)
+            _w_TopicPartitions_f(x10, out, v, regions, strict)
     out += _S_i.pack(o.timeout_ms)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))

@@ -80,21 +80,23 @@ class ElectLeadersResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 2:
-                _w_ElectLeadersResponse_f(self, out, version, regions)
+                _w_ElectLeadersResponse_f(self, out, version, regions, strict)
             else:
-                _w_ElectLeadersResponse_c(self, out, version, regions)
+                _w_ElectLeadersResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -121,14 +123,14 @@ def _r_ReplicaElectionResult_c(mv, pos, v):
         o.partition_result = l3
     return o, pos
 
-def _w_ReplicaElectionResult_c(o, out, v, regions):
+def _w_ReplicaElectionResult_c(o, out, v, regions, strict):
     write_str(out, o.topic, False, False, 'Topic')
     if o.partition_result is None:
         raise EncodeError('non-nullable field PartitionResult is None')
     else:
         out += i32.pack(len(o.partition_result))
         for x4 in o.partition_result:
-            _w_PartitionResult_c(x4, out, v, regions)
+            _w_PartitionResult_c(x4, out, v, regions, strict)
 
 def _r_ReplicaElectionResult_f(mv, pos, v):
     o = _new(ReplicaElectionResult)
@@ -173,14 +175,14 @@ def _r_ReplicaElectionResult_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ReplicaElectionResult_f(o, out, v, regions):
+def _w_ReplicaElectionResult_f(o, out, v, regions, strict):
     write_str(out, o.topic, True, False, 'Topic')
     if o.partition_result is None:
         raise EncodeError('non-nullable field PartitionResult is None')
     else:
         write_uvarint(out, len(o.partition_result) + 1)
         for x8 in o.partition_result:
-            _w_PartitionResult_f(x8, out, v, regions)
+            _w_PartitionResult_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -198,7 +200,7 @@ def _r_PartitionResult_c(mv, pos, v):
         o.error_message, pos = read_str(mv, pos, n9)
     return o, pos
 
-def _w_PartitionResult_c(o, out, v, regions):
+def _w_PartitionResult_c(o, out, v, regions, strict):
     out += _S_ih.pack(o.partition_id, o.error_code)
     write_str(out, o.error_message, False, True, 'ErrorMessage')
 
@@ -232,7 +234,7 @@ def _r_PartitionResult_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_PartitionResult_f(o, out, v, regions):
+def _w_PartitionResult_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.partition_id, o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     if o._unknown:
@@ -263,8 +265,8 @@ def _r_ElectLeadersResponse_c(mv, pos, v):
         o.replica_election_results = l12
     return o, pos
 
-def _w_ElectLeadersResponse_c(o, out, v, regions):
-    if not (v >= 1) and o.error_code != 0:
+def _w_ElectLeadersResponse_c(o, out, v, regions, strict):
+    if strict and not (v >= 1) and o.error_code != 0:
         raise EncodeError('field ErrorCode cannot be encoded at version %d' % v)
     out += _S_i.pack(o.throttle_time_ms)
     if v >= 1:
@@ -274,7 +276,7 @@ def _w_ElectLeadersResponse_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.replica_election_results))
         for x13 in o.replica_election_results:
-            _w_ReplicaElectionResult_c(x13, out, v, regions)
+            _w_ReplicaElectionResult_c(x13, out, v, regions, strict)
 
 def _r_ElectLeadersResponse_f(mv, pos, v):
     o = _new(ElectLeadersResponse)
@@ -312,14 +314,14 @@ def _r_ElectLeadersResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ElectLeadersResponse_f(o, out, v, regions):
+def _w_ElectLeadersResponse_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     if o.replica_election_results is None:
         raise EncodeError('non-nullable field ReplicaElectionResults is None')
     else:
         write_uvarint(out, len(o.replica_election_results) + 1)
         for x16 in o.replica_election_results:
-            _w_ReplicaElectionResult_f(x16, out, v, regions)
+            _w_ReplicaElectionResult_f(x16, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

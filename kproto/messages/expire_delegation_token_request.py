@@ -52,21 +52,23 @@ class ExpireDelegationTokenRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 2:
-                _w_ExpireDelegationTokenRequest_f(self, out, version, regions)
+                _w_ExpireDelegationTokenRequest_f(self, out, version, regions, strict)
             else:
-                _w_ExpireDelegationTokenRequest_c(self, out, version, regions)
+                _w_ExpireDelegationTokenRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -83,7 +85,7 @@ def _r_ExpireDelegationTokenRequest_c(mv, pos, v):
     pos += 8
     return o, pos
 
-def _w_ExpireDelegationTokenRequest_c(o, out, v, regions):
+def _w_ExpireDelegationTokenRequest_c(o, out, v, regions, strict):
     write_bytes(out, o.hmac, False, False, 'Hmac')
     out += _S_q.pack(o.expiry_time_period_ms)
 
@@ -117,7 +119,7 @@ def _r_ExpireDelegationTokenRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ExpireDelegationTokenRequest_f(o, out, v, regions):
+def _w_ExpireDelegationTokenRequest_f(o, out, v, regions, strict):
     write_bytes(out, o.hmac, True, False, 'Hmac')
     out += _S_q.pack(o.expiry_time_period_ms)
     if o._unknown:

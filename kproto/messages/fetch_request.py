@@ -124,21 +124,23 @@ class FetchRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 12:
-                _w_FetchRequest_f(self, out, version, regions)
+                _w_FetchRequest_f(self, out, version, regions, strict)
             else:
-                _w_FetchRequest_c(self, out, version, regions)
+                _w_FetchRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -164,7 +166,7 @@ def _r_ReplicaState_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ReplicaState_f(o, out, v, regions):
+def _w_ReplicaState_f(o, out, v, regions, strict):
     out += _S_iq.pack(o.replica_id, o.replica_epoch)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -194,14 +196,14 @@ def _r_FetchTopic_c(mv, pos, v):
         o.partitions = l3
     return o, pos
 
-def _w_FetchTopic_c(o, out, v, regions):
+def _w_FetchTopic_c(o, out, v, regions, strict):
     write_str(out, o.topic, False, False, 'Topic')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         out += i32.pack(len(o.partitions))
         for x4 in o.partitions:
-            _w_FetchPartition_c(x4, out, v, regions)
+            _w_FetchPartition_c(x4, out, v, regions, strict)
 
 def _r_FetchTopic_f(mv, pos, v):
     o = _new(FetchTopic)
@@ -253,7 +255,7 @@ def _r_FetchTopic_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_FetchTopic_f(o, out, v, regions):
+def _w_FetchTopic_f(o, out, v, regions, strict):
     if v <= 12:
         write_str(out, o.topic, True, False, 'Topic')
     if v >= 13:
@@ -263,7 +265,7 @@ def _w_FetchTopic_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x9 in o.partitions:
-            _w_FetchPartition_f(x9, out, v, regions)
+            _w_FetchPartition_f(x9, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -291,8 +293,8 @@ def _r_FetchPartition_c(mv, pos, v):
     pos += 4
     return o, pos
 
-def _w_FetchPartition_c(o, out, v, regions):
-    if o.last_fetched_epoch != -1:
+def _w_FetchPartition_c(o, out, v, regions, strict):
+    if strict and o.last_fetched_epoch != -1:
         raise EncodeError('field LastFetchedEpoch cannot be encoded at version %d' % v)
     out += _S_i.pack(o.partition)
     if v >= 9:
@@ -327,7 +329,7 @@ def _r_FetchPartition_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_FetchPartition_f(o, out, v, regions):
+def _w_FetchPartition_f(o, out, v, regions, strict):
     out += _S_iiqiqi.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
     tagged = list(o._unknown) if o._unknown else []
     if (v >= 17) and o.replica_directory_id != ZERO_UUID:
@@ -357,7 +359,7 @@ def _r_ForgottenTopic_c(mv, pos, v):
         o.partitions, pos = read_array_fixed(mv, pos, n12, 'i', 4)
     return o, pos
 
-def _w_ForgottenTopic_c(o, out, v, regions):
+def _w_ForgottenTopic_c(o, out, v, regions, strict):
     write_str(out, o.topic, False, False, 'Topic')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
@@ -409,7 +411,7 @@ def _r_ForgottenTopic_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ForgottenTopic_f(o, out, v, regions):
+def _w_ForgottenTopic_f(o, out, v, regions, strict):
     if v <= 12:
         write_str(out, o.topic, True, False, 'Topic')
     if v >= 13:
@@ -485,10 +487,10 @@ def _r_FetchRequest_c(mv, pos, v):
             o.rack_id, pos = read_str(mv, pos, n20)
     return o, pos
 
-def _w_FetchRequest_c(o, out, v, regions):
-    if o.replica_state != ReplicaState():
+def _w_FetchRequest_c(o, out, v, regions, strict):
+    if strict and o.replica_state != ReplicaState():
         raise EncodeError('field ReplicaState cannot be encoded at version %d' % v)
-    if not (v >= 7) and o.forgotten_topics_data:
+    if strict and not (v >= 7) and o.forgotten_topics_data:
         raise EncodeError('field ForgottenTopicsData cannot be encoded at version %d' % v)
     out += _S_iii.pack(o.replica_id, o.max_wait_ms, o.min_bytes)
     if v >= 3:
@@ -502,14 +504,14 @@ def _w_FetchRequest_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.topics))
         for x21 in o.topics:
-            _w_FetchTopic_c(x21, out, v, regions)
+            _w_FetchTopic_c(x21, out, v, regions, strict)
     if v >= 7:
         if o.forgotten_topics_data is None:
             raise EncodeError('non-nullable field ForgottenTopicsData is None')
         else:
             out += i32.pack(len(o.forgotten_topics_data))
             for x22 in o.forgotten_topics_data:
-                _w_ForgottenTopic_c(x22, out, v, regions)
+                _w_ForgottenTopic_c(x22, out, v, regions, strict)
     if v >= 11:
         write_str(out, o.rack_id, False, False, 'RackId')
 
@@ -593,10 +595,10 @@ def _r_FetchRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_FetchRequest_f(o, out, v, regions):
-    if not (v <= 14) and o.replica_id != -1:
+def _w_FetchRequest_f(o, out, v, regions, strict):
+    if strict and not (v <= 14) and o.replica_id != -1:
         raise EncodeError('field ReplicaId cannot be encoded at version %d' % v)
-    if not (v >= 15) and o.replica_state != ReplicaState():
+    if strict and not (v >= 15) and o.replica_state != ReplicaState():
         raise EncodeError('field ReplicaState cannot be encoded at version %d' % v)
     if v <= 14:
         out += _S_i.pack(o.replica_id)
@@ -606,13 +608,13 @@ def _w_FetchRequest_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x30 in o.topics:
-            _w_FetchTopic_f(x30, out, v, regions)
+            _w_FetchTopic_f(x30, out, v, regions, strict)
     if o.forgotten_topics_data is None:
         raise EncodeError('non-nullable field ForgottenTopicsData is None')
     else:
         write_uvarint(out, len(o.forgotten_topics_data) + 1)
         for x31 in o.forgotten_topics_data:
-            _w_ForgottenTopic_f(x31, out, v, regions)
+            _w_ForgottenTopic_f(x31, out, v, regions, strict)
     write_str(out, o.rack_id, True, False, 'RackId')
     tagged = list(o._unknown) if o._unknown else []
     if o.cluster_id != None:
@@ -621,7 +623,7 @@ def _w_FetchRequest_f(o, out, v, regions):
         tagged.append((0, bytes(t)))
     if (v >= 15) and o.replica_state != ReplicaState():
         t = bytearray()
-        _w_ReplicaState_f(o.replica_state, t, v, regions)
+        _w_ReplicaState_f(o.replica_state, t, v, regions, strict)
         tagged.append((1, bytes(t)))
     if tagged:
         tagged.sort(key=_tag_key)

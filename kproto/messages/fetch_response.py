@@ -160,21 +160,23 @@ class FetchResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 12:
-                _w_FetchResponse_f(self, out, version, regions)
+                _w_FetchResponse_f(self, out, version, regions, strict)
             else:
-                _w_FetchResponse_c(self, out, version, regions)
+                _w_FetchResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -202,14 +204,14 @@ def _r_FetchableTopicResponse_c(mv, pos, v):
         o.partitions = l3
     return o, pos
 
-def _w_FetchableTopicResponse_c(o, out, v, regions):
+def _w_FetchableTopicResponse_c(o, out, v, regions, strict):
     write_str(out, o.topic, False, False, 'Topic')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         out += i32.pack(len(o.partitions))
         for x4 in o.partitions:
-            _w_PartitionData_c(x4, out, v, regions)
+            _w_PartitionData_c(x4, out, v, regions, strict)
 
 def _r_FetchableTopicResponse_f(mv, pos, v):
     o = _new(FetchableTopicResponse)
@@ -261,7 +263,7 @@ def _r_FetchableTopicResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_FetchableTopicResponse_f(o, out, v, regions):
+def _w_FetchableTopicResponse_f(o, out, v, regions, strict):
     if v <= 12:
         write_str(out, o.topic, True, False, 'Topic')
     if v >= 13:
@@ -271,7 +273,7 @@ def _w_FetchableTopicResponse_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x9 in o.partitions:
-            _w_PartitionData_f(x9, out, v, regions)
+            _w_PartitionData_f(x9, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -324,14 +326,14 @@ def _r_PartitionData_c(mv, pos, v):
         o.records, pos = read_records(mv, pos, n12)
     return o, pos
 
-def _w_PartitionData_c(o, out, v, regions):
-    if o.diverging_epoch != EpochEndOffset():
+def _w_PartitionData_c(o, out, v, regions, strict):
+    if strict and o.diverging_epoch != EpochEndOffset():
         raise EncodeError('field DivergingEpoch cannot be encoded at version %d' % v)
-    if o.current_leader != LeaderIdAndEpoch():
+    if strict and o.current_leader != LeaderIdAndEpoch():
         raise EncodeError('field CurrentLeader cannot be encoded at version %d' % v)
-    if o.snapshot_id != SnapshotId():
+    if strict and o.snapshot_id != SnapshotId():
         raise EncodeError('field SnapshotId cannot be encoded at version %d' % v)
-    if not (v >= 11) and o.preferred_read_replica != -1:
+    if strict and not (v >= 11) and o.preferred_read_replica != -1:
         raise EncodeError('field PreferredReadReplica cannot be encoded at version %d' % v)
     out += _S_ihq.pack(o.partition_index, o.error_code, o.high_watermark)
     if v >= 4:
@@ -346,7 +348,7 @@ def _w_PartitionData_c(o, out, v, regions):
         else:
             out += i32.pack(len(o.aborted_transactions))
             for x13 in o.aborted_transactions:
-                _w_AbortedTransaction_c(x13, out, v, regions)
+                _w_AbortedTransaction_c(x13, out, v, regions, strict)
     if v >= 11:
         out += _S_i.pack(o.preferred_read_replica)
     write_records(out, regions, o.records, False, True, 'Records')
@@ -408,28 +410,28 @@ def _r_PartitionData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_PartitionData_f(o, out, v, regions):
+def _w_PartitionData_f(o, out, v, regions, strict):
     out += _S_ihqqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     if o.aborted_transactions is None:
         out.append(0)
     else:
         write_uvarint(out, len(o.aborted_transactions) + 1)
         for x20 in o.aborted_transactions:
-            _w_AbortedTransaction_f(x20, out, v, regions)
+            _w_AbortedTransaction_f(x20, out, v, regions, strict)
     out += _S_i.pack(o.preferred_read_replica)
     write_records(out, regions, o.records, True, True, 'Records')
     tagged = list(o._unknown) if o._unknown else []
     if o.diverging_epoch != EpochEndOffset():
         t = bytearray()
-        _w_EpochEndOffset_f(o.diverging_epoch, t, v, regions)
+        _w_EpochEndOffset_f(o.diverging_epoch, t, v, regions, strict)
         tagged.append((0, bytes(t)))
     if o.current_leader != LeaderIdAndEpoch():
         t = bytearray()
-        _w_LeaderIdAndEpoch_f(o.current_leader, t, v, regions)
+        _w_LeaderIdAndEpoch_f(o.current_leader, t, v, regions, strict)
         tagged.append((1, bytes(t)))
     if o.snapshot_id != SnapshotId():
         t = bytearray()
-        _w_SnapshotId_f(o.snapshot_id, t, v, regions)
+        _w_SnapshotId_f(o.snapshot_id, t, v, regions, strict)
         tagged.append((2, bytes(t)))
     if tagged:
         tagged.sort(key=_tag_key)
@@ -458,7 +460,7 @@ def _r_EpochEndOffset_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_EpochEndOffset_f(o, out, v, regions):
+def _w_EpochEndOffset_f(o, out, v, regions, strict):
     out += _S_iq.pack(o.epoch, o.end_offset)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -486,7 +488,7 @@ def _r_LeaderIdAndEpoch_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_LeaderIdAndEpoch_f(o, out, v, regions):
+def _w_LeaderIdAndEpoch_f(o, out, v, regions, strict):
     out += _S_ii.pack(o.leader_id, o.leader_epoch)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -514,7 +516,7 @@ def _r_SnapshotId_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_SnapshotId_f(o, out, v, regions):
+def _w_SnapshotId_f(o, out, v, regions, strict):
     out += _S_qi.pack(o.end_offset, o.epoch)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -527,7 +529,7 @@ def _r_AbortedTransaction_c(mv, pos, v):
     pos += 16
     return o, pos
 
-def _w_AbortedTransaction_c(o, out, v, regions):
+def _w_AbortedTransaction_c(o, out, v, regions, strict):
     out += _S_qq.pack(o.producer_id, o.first_offset)
 
 def _r_AbortedTransaction_f(mv, pos, v):
@@ -551,7 +553,7 @@ def _r_AbortedTransaction_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AbortedTransaction_f(o, out, v, regions):
+def _w_AbortedTransaction_f(o, out, v, regions, strict):
     out += _S_qq.pack(o.producer_id, o.first_offset)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -599,7 +601,7 @@ def _r_NodeEndpoint_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_NodeEndpoint_f(o, out, v, regions):
+def _w_NodeEndpoint_f(o, out, v, regions, strict):
     out += _S_i.pack(o.node_id)
     write_str(out, o.host, True, False, 'Host')
     out += _S_i.pack(o.port)
@@ -638,10 +640,10 @@ def _r_FetchResponse_c(mv, pos, v):
         o.responses = l24
     return o, pos
 
-def _w_FetchResponse_c(o, out, v, regions):
-    if not (v >= 7) and o.session_id != 0:
+def _w_FetchResponse_c(o, out, v, regions, strict):
+    if strict and not (v >= 7) and o.session_id != 0:
         raise EncodeError('field SessionId cannot be encoded at version %d' % v)
-    if o.node_endpoints:
+    if strict and o.node_endpoints:
         raise EncodeError('field NodeEndpoints cannot be encoded at version %d' % v)
     if v >= 1:
         out += _S_i.pack(o.throttle_time_ms)
@@ -652,7 +654,7 @@ def _w_FetchResponse_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.responses))
         for x25 in o.responses:
-            _w_FetchableTopicResponse_c(x25, out, v, regions)
+            _w_FetchableTopicResponse_c(x25, out, v, regions, strict)
 
 def _r_FetchResponse_f(mv, pos, v):
     o = _new(FetchResponse)
@@ -708,8 +710,8 @@ def _r_FetchResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_FetchResponse_f(o, out, v, regions):
-    if not (v >= 16) and o.node_endpoints:
+def _w_FetchResponse_f(o, out, v, regions, strict):
+    if strict and not (v >= 16) and o.node_endpoints:
         raise EncodeError('field NodeEndpoints cannot be encoded at version %d' % v)
     out += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
     if o.responses is None:
@@ -717,7 +719,7 @@ def _w_FetchResponse_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.responses) + 1)
         for x30 in o.responses:
-            _w_FetchableTopicResponse_f(x30, out, v, regions)
+            _w_FetchableTopicResponse_f(x30, out, v, regions, strict)
     tagged = list(o._unknown) if o._unknown else []
     if (v >= 16) and o.node_endpoints != []:
         t = bytearray()
@@ -726,7 +728,7 @@ def _w_FetchResponse_f(o, out, v, regions):
         else:
             write_uvarint(t, len(o.node_endpoints) + 1)
             for x31 in o.node_endpoints:
-                _w_NodeEndpoint_f(x31, t, v, regions)
+                _w_NodeEndpoint_f(x31, t, v, regions, strict)
         tagged.append((0, bytes(t)))
     if tagged:
         tagged.sort(key=_tag_key)

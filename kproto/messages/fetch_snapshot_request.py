@@ -93,18 +93,20 @@ class FetchSnapshotRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_FetchSnapshotRequest_f(self, out, version, regions)
+            _w_FetchSnapshotRequest_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -152,14 +154,14 @@ def _r_TopicSnapshot_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicSnapshot_f(o, out, v, regions):
+def _w_TopicSnapshot_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x4 in o.partitions:
-            _w_PartitionSnapshot_f(x4, out, v, regions)
+            _w_PartitionSnapshot_f(x4, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -193,9 +195,9 @@ def _r_PartitionSnapshot_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_PartitionSnapshot_f(o, out, v, regions):
+def _w_PartitionSnapshot_f(o, out, v, regions, strict):
     out += _S_ii.pack(o.partition, o.current_leader_epoch)
-    _w_SnapshotId_f(o.snapshot_id, out, v, regions)
+    _w_SnapshotId_f(o.snapshot_id, out, v, regions, strict)
     out += _S_q.pack(o.position)
     tagged = list(o._unknown) if o._unknown else []
     if (v >= 1) and o.replica_directory_id != ZERO_UUID:
@@ -229,7 +231,7 @@ def _r_SnapshotId_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_SnapshotId_f(o, out, v, regions):
+def _w_SnapshotId_f(o, out, v, regions, strict):
     out += _S_qi.pack(o.end_offset, o.epoch)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -284,14 +286,14 @@ def _r_FetchSnapshotRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_FetchSnapshotRequest_f(o, out, v, regions):
+def _w_FetchSnapshotRequest_f(o, out, v, regions, strict):
     out += _S_ii.pack(o.replica_id, o.max_bytes)
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x10 in o.topics:
-            _w_TopicSnapshot_f(x10, out, v, regions)
+            _w_TopicSnapshot_f(x10, out, v, regions, strict)
     tagged = list(o._unknown) if o._unknown else []
     if o.cluster_id != None:
         t = bytearray()

@@ -123,18 +123,20 @@ class FetchSnapshotResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_FetchSnapshotResponse_f(self, out, version, regions)
+            _w_FetchSnapshotResponse_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -182,14 +184,14 @@ def _r_TopicSnapshot_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicSnapshot_f(o, out, v, regions):
+def _w_TopicSnapshot_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x4 in o.partitions:
-            _w_PartitionSnapshot_f(x4, out, v, regions)
+            _w_PartitionSnapshot_f(x4, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -232,15 +234,15 @@ def _r_PartitionSnapshot_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_PartitionSnapshot_f(o, out, v, regions):
+def _w_PartitionSnapshot_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.index, o.error_code)
-    _w_SnapshotId_f(o.snapshot_id, out, v, regions)
+    _w_SnapshotId_f(o.snapshot_id, out, v, regions, strict)
     out += _S_qq.pack(o.size, o.position)
     write_records(out, regions, o.unaligned_records, True, False, 'UnalignedRecords')
     tagged = list(o._unknown) if o._unknown else []
     if o.current_leader != LeaderIdAndEpoch():
         t = bytearray()
-        _w_LeaderIdAndEpoch_f(o.current_leader, t, v, regions)
+        _w_LeaderIdAndEpoch_f(o.current_leader, t, v, regions, strict)
         tagged.append((0, bytes(t)))
     if tagged:
         tagged.sort(key=_tag_key)
@@ -269,7 +271,7 @@ def _r_SnapshotId_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_SnapshotId_f(o, out, v, regions):
+def _w_SnapshotId_f(o, out, v, regions, strict):
     out += _S_qi.pack(o.end_offset, o.epoch)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -297,7 +299,7 @@ def _r_LeaderIdAndEpoch_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_LeaderIdAndEpoch_f(o, out, v, regions):
+def _w_LeaderIdAndEpoch_f(o, out, v, regions, strict):
     out += _S_ii.pack(o.leader_id, o.leader_epoch)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -336,7 +338,7 @@ def _r_NodeEndpoint_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_NodeEndpoint_f(o, out, v, regions):
+def _w_NodeEndpoint_f(o, out, v, regions, strict):
     out += _S_i.pack(o.node_id)
     write_str(out, o.host, True, False, 'Host')
     out += _S_H.pack(o.port)
@@ -399,8 +401,8 @@ def _r_FetchSnapshotResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_FetchSnapshotResponse_f(o, out, v, regions):
-    if not (v >= 1) and o.node_endpoints:
+def _w_FetchSnapshotResponse_f(o, out, v, regions, strict):
+    if strict and not (v >= 1) and o.node_endpoints:
         raise EncodeError('field NodeEndpoints cannot be encoded at version %d' % v)
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     if o.topics is None:
@@ -408,7 +410,7 @@ def _w_FetchSnapshotResponse_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x13 in o.topics:
-            _w_TopicSnapshot_f(x13, out, v, regions)
+            _w_TopicSnapshot_f(x13, out, v, regions, strict)
     tagged = list(o._unknown) if o._unknown else []
     if (v >= 1) and o.node_endpoints != []:
         t = bytearray()
@@ -417,7 +419,7 @@ def _w_FetchSnapshotResponse_f(o, out, v, regions):
         else:
             write_uvarint(t, len(o.node_endpoints) + 1)
             for x14 in o.node_endpoints:
-                _w_NodeEndpoint_f(x14, t, v, regions)
+                _w_NodeEndpoint_f(x14, t, v, regions, strict)
         tagged.append((0, bytes(t)))
     if tagged:
         tagged.sort(key=_tag_key)

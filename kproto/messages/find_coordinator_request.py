@@ -53,21 +53,23 @@ class FindCoordinatorRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 3:
-                _w_FindCoordinatorRequest_f(self, out, version, regions)
+                _w_FindCoordinatorRequest_f(self, out, version, regions, strict)
             else:
-                _w_FindCoordinatorRequest_c(self, out, version, regions)
+                _w_FindCoordinatorRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -88,10 +90,10 @@ def _r_FindCoordinatorRequest_c(mv, pos, v):
         pos += 1
     return o, pos
 
-def _w_FindCoordinatorRequest_c(o, out, v, regions):
-    if not (v >= 1) and o.key_type != 0:
+def _w_FindCoordinatorRequest_c(o, out, v, regions, strict):
+    if strict and not (v >= 1) and o.key_type != 0:
         raise EncodeError('field KeyType cannot be encoded at version %d' % v)
-    if o.coordinator_keys:
+    if strict and o.coordinator_keys:
         raise EncodeError('field CoordinatorKeys cannot be encoded at version %d' % v)
     write_str(out, o.key, False, False, 'Key')
     if v >= 1:
@@ -155,10 +157,10 @@ def _r_FindCoordinatorRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_FindCoordinatorRequest_f(o, out, v, regions):
-    if not (v <= 3) and o.key != '':
+def _w_FindCoordinatorRequest_f(o, out, v, regions, strict):
+    if strict and not (v <= 3) and o.key != '':
         raise EncodeError('field Key cannot be encoded at version %d' % v)
-    if not (v >= 4) and o.coordinator_keys:
+    if strict and not (v >= 4) and o.coordinator_keys:
         raise EncodeError('field CoordinatorKeys cannot be encoded at version %d' % v)
     if v <= 3:
         write_str(out, o.key, True, False, 'Key')

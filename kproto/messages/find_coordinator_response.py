@@ -75,21 +75,23 @@ class FindCoordinatorResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 3:
-                _w_FindCoordinatorResponse_f(self, out, version, regions)
+                _w_FindCoordinatorResponse_f(self, out, version, regions, strict)
             else:
-                _w_FindCoordinatorResponse_c(self, out, version, regions)
+                _w_FindCoordinatorResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -144,7 +146,7 @@ def _r_Coordinator_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_Coordinator_f(o, out, v, regions):
+def _w_Coordinator_f(o, out, v, regions, strict):
     write_str(out, o.key, True, False, 'Key')
     out += _S_i.pack(o.node_id)
     write_str(out, o.host, True, False, 'Host')
@@ -188,8 +190,8 @@ def _r_FindCoordinatorResponse_c(mv, pos, v):
     pos += 4
     return o, pos
 
-def _w_FindCoordinatorResponse_c(o, out, v, regions):
-    if o.coordinators:
+def _w_FindCoordinatorResponse_c(o, out, v, regions, strict):
+    if strict and o.coordinators:
         raise EncodeError('field Coordinators cannot be encoded at version %d' % v)
     if v >= 1:
         out += _S_i.pack(o.throttle_time_ms)
@@ -280,16 +282,16 @@ def _r_FindCoordinatorResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_FindCoordinatorResponse_f(o, out, v, regions):
-    if not (v <= 3) and o.error_code != 0:
+def _w_FindCoordinatorResponse_f(o, out, v, regions, strict):
+    if strict and not (v <= 3) and o.error_code != 0:
         raise EncodeError('field ErrorCode cannot be encoded at version %d' % v)
-    if not (v <= 3) and o.node_id != 0:
+    if strict and not (v <= 3) and o.node_id != 0:
         raise EncodeError('field NodeId cannot be encoded at version %d' % v)
-    if not (v <= 3) and o.host != '':
+    if strict and not (v <= 3) and o.host != '':
         raise EncodeError('field Host cannot be encoded at version %d' % v)
-    if not (v <= 3) and o.port != 0:
+    if strict and not (v <= 3) and o.port != 0:
         raise EncodeError('field Port cannot be encoded at version %d' % v)
-    if not (v >= 4) and o.coordinators:
+    if strict and not (v >= 4) and o.coordinators:
         raise EncodeError('field Coordinators cannot be encoded at version %d' % v)
     out += _S_i.pack(o.throttle_time_ms)
     if v <= 3:
@@ -308,7 +310,7 @@ def _w_FindCoordinatorResponse_f(o, out, v, regions):
         else:
             write_uvarint(out, len(o.coordinators) + 1)
             for x10 in o.coordinators:
-                _w_Coordinator_f(x10, out, v, regions)
+                _w_Coordinator_f(x10, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

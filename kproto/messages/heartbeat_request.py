@@ -54,21 +54,23 @@ class HeartbeatRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 4:
-                _w_HeartbeatRequest_f(self, out, version, regions)
+                _w_HeartbeatRequest_f(self, out, version, regions, strict)
             else:
-                _w_HeartbeatRequest_c(self, out, version, regions)
+                _w_HeartbeatRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -102,8 +104,8 @@ def _r_HeartbeatRequest_c(mv, pos, v):
             o.group_instance_id, pos = read_str(mv, pos, n3)
     return o, pos
 
-def _w_HeartbeatRequest_c(o, out, v, regions):
-    if not (v >= 3) and o.group_instance_id is not None:
+def _w_HeartbeatRequest_c(o, out, v, regions, strict):
+    if strict and not (v >= 3) and o.group_instance_id is not None:
         raise EncodeError('field GroupInstanceId cannot be encoded at version %d' % v)
     write_str(out, o.group_id, False, False, 'GroupId')
     out += _S_i.pack(o.generation_id)
@@ -159,7 +161,7 @@ def _r_HeartbeatRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_HeartbeatRequest_f(o, out, v, regions):
+def _w_HeartbeatRequest_f(o, out, v, regions, strict):
     write_str(out, o.group_id, True, False, 'GroupId')
     out += _S_i.pack(o.generation_id)
     write_str(out, o.member_id, True, False, 'MemberId')

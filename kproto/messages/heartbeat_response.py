@@ -54,21 +54,23 @@ class HeartbeatResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 4:
-                _w_HeartbeatResponse_f(self, out, version, regions)
+                _w_HeartbeatResponse_f(self, out, version, regions, strict)
             else:
-                _w_HeartbeatResponse_c(self, out, version, regions)
+                _w_HeartbeatResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -84,7 +86,7 @@ def _r_HeartbeatResponse_c(mv, pos, v):
     pos += 2
     return o, pos
 
-def _w_HeartbeatResponse_c(o, out, v, regions):
+def _w_HeartbeatResponse_c(o, out, v, regions, strict):
     if v >= 1:
         out += _S_i.pack(o.throttle_time_ms)
     out += _S_h.pack(o.error_code)
@@ -110,7 +112,7 @@ def _r_HeartbeatResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_HeartbeatResponse_f(o, out, v, regions):
+def _w_HeartbeatResponse_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))

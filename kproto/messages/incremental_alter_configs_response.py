@@ -68,21 +68,23 @@ class IncrementalAlterConfigsResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 1:
-                _w_IncrementalAlterConfigsResponse_f(self, out, version, regions)
+                _w_IncrementalAlterConfigsResponse_f(self, out, version, regions, strict)
             else:
-                _w_IncrementalAlterConfigsResponse_c(self, out, version, regions)
+                _w_IncrementalAlterConfigsResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -107,7 +109,7 @@ def _r_AlterConfigsResourceResponse_c(mv, pos, v):
         o.resource_name, pos = read_str(mv, pos, n2)
     return o, pos
 
-def _w_AlterConfigsResourceResponse_c(o, out, v, regions):
+def _w_AlterConfigsResourceResponse_c(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     write_str(out, o.error_message, False, True, 'ErrorMessage')
     out += _S_b.pack(o.resource_type)
@@ -154,7 +156,7 @@ def _r_AlterConfigsResourceResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AlterConfigsResourceResponse_f(o, out, v, regions):
+def _w_AlterConfigsResourceResponse_f(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     out += _S_b.pack(o.resource_type)
@@ -182,14 +184,14 @@ def _r_IncrementalAlterConfigsResponse_c(mv, pos, v):
         o.responses = l6
     return o, pos
 
-def _w_IncrementalAlterConfigsResponse_c(o, out, v, regions):
+def _w_IncrementalAlterConfigsResponse_c(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if o.responses is None:
         raise EncodeError('non-nullable field Responses is None')
     else:
         out += i32.pack(len(o.responses))
         for x7 in o.responses:
-            _w_AlterConfigsResourceResponse_c(x7, out, v, regions)
+            _w_AlterConfigsResourceResponse_c(x7, out, v, regions, strict)
 
 def _r_IncrementalAlterConfigsResponse_f(mv, pos, v):
     o = _new(IncrementalAlterConfigsResponse)
@@ -227,14 +229,14 @@ def _r_IncrementalAlterConfigsResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_IncrementalAlterConfigsResponse_f(o, out, v, regions):
+def _w_IncrementalAlterConfigsResponse_f(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if o.responses is None:
         raise EncodeError('non-nullable field Responses is None')
     else:
         write_uvarint(out, len(o.responses) + 1)
         for x10 in o.responses:
-            _w_AlterConfigsResourceResponse_f(x10, out, v, regions)
+            _w_AlterConfigsResourceResponse_f(x10, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -55,21 +55,23 @@ class InitProducerIdRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 2:
-                _w_InitProducerIdRequest_f(self, out, version, regions)
+                _w_InitProducerIdRequest_f(self, out, version, regions, strict)
             else:
-                _w_InitProducerIdRequest_c(self, out, version, regions)
+                _w_InitProducerIdRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -88,10 +90,10 @@ def _r_InitProducerIdRequest_c(mv, pos, v):
     pos += 4
     return o, pos
 
-def _w_InitProducerIdRequest_c(o, out, v, regions):
-    if o.producer_id != -1:
+def _w_InitProducerIdRequest_c(o, out, v, regions, strict):
+    if strict and o.producer_id != -1:
         raise EncodeError('field ProducerId cannot be encoded at version %d' % v)
-    if o.producer_epoch != -1:
+    if strict and o.producer_epoch != -1:
         raise EncodeError('field ProducerEpoch cannot be encoded at version %d' % v)
     write_str(out, o.transactional_id, False, True, 'TransactionalId')
     out += _S_i.pack(o.transaction_timeout_ms)
@@ -133,10 +135,10 @@ def _r_InitProducerIdRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_InitProducerIdRequest_f(o, out, v, regions):
-    if not (v >= 3) and o.producer_id != -1:
+def _w_InitProducerIdRequest_f(o, out, v, regions, strict):
+    if strict and not (v >= 3) and o.producer_id != -1:
         raise EncodeError('field ProducerId cannot be encoded at version %d' % v)
-    if not (v >= 3) and o.producer_epoch != -1:
+    if strict and not (v >= 3) and o.producer_epoch != -1:
         raise EncodeError('field ProducerEpoch cannot be encoded at version %d' % v)
     write_str(out, o.transactional_id, True, True, 'TransactionalId')
     out += _S_i.pack(o.transaction_timeout_ms)

@@ -54,21 +54,23 @@ class InitProducerIdResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 2:
-                _w_InitProducerIdResponse_f(self, out, version, regions)
+                _w_InitProducerIdResponse_f(self, out, version, regions, strict)
             else:
-                _w_InitProducerIdResponse_c(self, out, version, regions)
+                _w_InitProducerIdResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -79,7 +81,7 @@ def _r_InitProducerIdResponse_c(mv, pos, v):
     pos += 16
     return o, pos
 
-def _w_InitProducerIdResponse_c(o, out, v, regions):
+def _w_InitProducerIdResponse_c(o, out, v, regions, strict):
     out += _S_ihqh.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
 
 def _r_InitProducerIdResponse_f(mv, pos, v):
@@ -103,7 +105,7 @@ def _r_InitProducerIdResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_InitProducerIdResponse_f(o, out, v, regions):
+def _w_InitProducerIdResponse_f(o, out, v, regions, strict):
     out += _S_ihqh.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))

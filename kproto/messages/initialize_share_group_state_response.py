@@ -74,18 +74,20 @@ class InitializeShareGroupStateResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_InitializeShareGroupStateResponse_f(self, out, version, regions)
+            _w_InitializeShareGroupStateResponse_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -125,14 +127,14 @@ def _r_InitializeStateResult_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_InitializeStateResult_f(o, out, v, regions):
+def _w_InitializeStateResult_f(o, out, v, regions, strict):
     out += o.topic_id.bytes
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x4 in o.partitions:
-            _w_PartitionResult_f(x4, out, v, regions)
+            _w_PartitionResult_f(x4, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -168,7 +170,7 @@ def _r_PartitionResult_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_PartitionResult_f(o, out, v, regions):
+def _w_PartitionResult_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.partition, o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     if o._unknown:
@@ -210,13 +212,13 @@ def _r_InitializeShareGroupStateResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_InitializeShareGroupStateResponse_f(o, out, v, regions):
+def _w_InitializeShareGroupStateResponse_f(o, out, v, regions, strict):
     if o.results is None:
         raise EncodeError('non-nullable field Results is None')
     else:
         write_uvarint(out, len(o.results) + 1)
         for x8 in o.results:
-            _w_InitializeStateResult_f(x8, out, v, regions)
+            _w_InitializeStateResult_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

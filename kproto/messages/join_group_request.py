@@ -71,21 +71,23 @@ class JoinGroupRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 6:
-                _w_JoinGroupRequest_f(self, out, version, regions)
+                _w_JoinGroupRequest_f(self, out, version, regions, strict)
             else:
-                _w_JoinGroupRequest_c(self, out, version, regions)
+                _w_JoinGroupRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -106,7 +108,7 @@ def _r_JoinGroupRequestProtocol_c(mv, pos, v):
         o.metadata, pos = read_bytes(mv, pos, n2)
     return o, pos
 
-def _w_JoinGroupRequestProtocol_c(o, out, v, regions):
+def _w_JoinGroupRequestProtocol_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     write_bytes(out, o.metadata, False, False, 'Metadata')
 
@@ -147,7 +149,7 @@ def _r_JoinGroupRequestProtocol_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_JoinGroupRequestProtocol_f(o, out, v, regions):
+def _w_JoinGroupRequestProtocol_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     write_bytes(out, o.metadata, True, False, 'Metadata')
     if o._unknown:
@@ -208,8 +210,8 @@ def _r_JoinGroupRequest_c(mv, pos, v):
         o.protocols = l10
     return o, pos
 
-def _w_JoinGroupRequest_c(o, out, v, regions):
-    if not (v >= 5) and o.group_instance_id is not None:
+def _w_JoinGroupRequest_c(o, out, v, regions, strict):
+    if strict and not (v >= 5) and o.group_instance_id is not None:
         raise EncodeError('field GroupInstanceId cannot be encoded at version %d' % v)
     write_str(out, o.group_id, False, False, 'GroupId')
     out += _S_i.pack(o.session_timeout_ms)
@@ -224,7 +226,7 @@ def _w_JoinGroupRequest_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.protocols))
         for x11 in o.protocols:
-            _w_JoinGroupRequestProtocol_c(x11, out, v, regions)
+            _w_JoinGroupRequestProtocol_c(x11, out, v, regions, strict)
 
 def _r_JoinGroupRequest_f(mv, pos, v):
     o = _new(JoinGroupRequest)
@@ -312,7 +314,7 @@ def _r_JoinGroupRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_JoinGroupRequest_f(o, out, v, regions):
+def _w_JoinGroupRequest_f(o, out, v, regions, strict):
     write_str(out, o.group_id, True, False, 'GroupId')
     out += _S_ii.pack(o.session_timeout_ms, o.rebalance_timeout_ms)
     write_str(out, o.member_id, True, False, 'MemberId')
@@ -323,7 +325,7 @@ def _w_JoinGroupRequest_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.protocols) + 1)
         for x19 in o.protocols:
-            _w_JoinGroupRequestProtocol_f(x19, out, v, regions)
+            _w_JoinGroupRequestProtocol_f(x19, out, v, regions, strict)
     if v >= 8:
         write_str(out, o.reason, True, (v >= 8), 'Reason')
     if o._unknown:

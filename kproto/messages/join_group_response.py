@@ -75,21 +75,23 @@ class JoinGroupResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 6:
-                _w_JoinGroupResponse_f(self, out, version, regions)
+                _w_JoinGroupResponse_f(self, out, version, regions, strict)
             else:
-                _w_JoinGroupResponse_c(self, out, version, regions)
+                _w_JoinGroupResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -121,7 +123,7 @@ def _r_JoinGroupResponseMember_c(mv, pos, v):
         o.metadata, pos = read_bytes(mv, pos, n3)
     return o, pos
 
-def _w_JoinGroupResponseMember_c(o, out, v, regions):
+def _w_JoinGroupResponseMember_c(o, out, v, regions, strict):
     write_str(out, o.member_id, False, False, 'MemberId')
     if v >= 5:
         write_str(out, o.group_instance_id, False, (v >= 5), 'GroupInstanceId')
@@ -173,7 +175,7 @@ def _r_JoinGroupResponseMember_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_JoinGroupResponseMember_f(o, out, v, regions):
+def _w_JoinGroupResponseMember_f(o, out, v, regions, strict):
     write_str(out, o.member_id, True, False, 'MemberId')
     write_str(out, o.group_instance_id, True, True, 'GroupInstanceId')
     write_bytes(out, o.metadata, True, False, 'Metadata')
@@ -225,8 +227,8 @@ def _r_JoinGroupResponse_c(mv, pos, v):
         o.members = l11
     return o, pos
 
-def _w_JoinGroupResponse_c(o, out, v, regions):
-    if o.skip_assignment != False:
+def _w_JoinGroupResponse_c(o, out, v, regions, strict):
+    if strict and o.skip_assignment != False:
         raise EncodeError('field SkipAssignment cannot be encoded at version %d' % v)
     if v >= 2:
         out += _S_i.pack(o.throttle_time_ms)
@@ -239,7 +241,7 @@ def _w_JoinGroupResponse_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.members))
         for x12 in o.members:
-            _w_JoinGroupResponseMember_c(x12, out, v, regions)
+            _w_JoinGroupResponseMember_c(x12, out, v, regions, strict)
 
 def _r_JoinGroupResponse_f(mv, pos, v):
     o = _new(JoinGroupResponse)
@@ -325,8 +327,8 @@ def _r_JoinGroupResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_JoinGroupResponse_f(o, out, v, regions):
-    if not (v >= 9) and o.skip_assignment != False:
+def _w_JoinGroupResponse_f(o, out, v, regions, strict):
+    if strict and not (v >= 9) and o.skip_assignment != False:
         raise EncodeError('field SkipAssignment cannot be encoded at version %d' % v)
     out += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.generation_id)
     if v >= 7:
@@ -341,7 +343,7 @@ def _w_JoinGroupResponse_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.members) + 1)
         for x19 in o.members:
-            _w_JoinGroupResponseMember_f(x19, out, v, regions)
+            _w_JoinGroupResponseMember_f(x19, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -112,21 +112,23 @@ class LeaderAndIsrRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 4:
-                _w_LeaderAndIsrRequest_f(self, out, version, regions)
+                _w_LeaderAndIsrRequest_f(self, out, version, regions, strict)
             else:
-                _w_LeaderAndIsrRequest_c(self, out, version, regions)
+                _w_LeaderAndIsrRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -184,8 +186,8 @@ def _r_LeaderAndIsrPartitionState_c(mv, pos, v):
         pos += 1
     return o, pos
 
-def _w_LeaderAndIsrPartitionState_c(o, out, v, regions):
-    if o.leader_recovery_state != 0:
+def _w_LeaderAndIsrPartitionState_c(o, out, v, regions, strict):
+    if strict and o.leader_recovery_state != 0:
         raise EncodeError('field LeaderRecoveryState cannot be encoded at version %d' % v)
     if v <= 1:
         write_str(out, o.topic_name, False, False, 'TopicName')
@@ -283,8 +285,8 @@ def _r_LeaderAndIsrPartitionState_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_LeaderAndIsrPartitionState_f(o, out, v, regions):
-    if not (v >= 6) and o.leader_recovery_state != 0:
+def _w_LeaderAndIsrPartitionState_f(o, out, v, regions, strict):
+    if strict and not (v >= 6) and o.leader_recovery_state != 0:
         raise EncodeError('field LeaderRecoveryState cannot be encoded at version %d' % v)
     out += _S_iiii.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     if o.isr is None:
@@ -339,14 +341,14 @@ def _r_LeaderAndIsrTopicState_c(mv, pos, v):
         o.partition_states = l12
     return o, pos
 
-def _w_LeaderAndIsrTopicState_c(o, out, v, regions):
+def _w_LeaderAndIsrTopicState_c(o, out, v, regions, strict):
     write_str(out, o.topic_name, False, False, 'TopicName')
     if o.partition_states is None:
         raise EncodeError('non-nullable field PartitionStates is None')
     else:
         out += i32.pack(len(o.partition_states))
         for x13 in o.partition_states:
-            _w_LeaderAndIsrPartitionState_c(x13, out, v, regions)
+            _w_LeaderAndIsrPartitionState_c(x13, out, v, regions, strict)
 
 def _r_LeaderAndIsrTopicState_f(mv, pos, v):
     o = _new(LeaderAndIsrTopicState)
@@ -395,7 +397,7 @@ def _r_LeaderAndIsrTopicState_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_LeaderAndIsrTopicState_f(o, out, v, regions):
+def _w_LeaderAndIsrTopicState_f(o, out, v, regions, strict):
     write_str(out, o.topic_name, True, False, 'TopicName')
     if v >= 5:
         out += o.topic_id.bytes
@@ -404,7 +406,7 @@ def _w_LeaderAndIsrTopicState_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.partition_states) + 1)
         for x18 in o.partition_states:
-            _w_LeaderAndIsrPartitionState_f(x18, out, v, regions)
+            _w_LeaderAndIsrPartitionState_f(x18, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -424,7 +426,7 @@ def _r_LeaderAndIsrLiveLeader_c(mv, pos, v):
     pos += 4
     return o, pos
 
-def _w_LeaderAndIsrLiveLeader_c(o, out, v, regions):
+def _w_LeaderAndIsrLiveLeader_c(o, out, v, regions, strict):
     out += _S_i.pack(o.broker_id)
     write_str(out, o.host_name, False, False, 'HostName')
     out += _S_i.pack(o.port)
@@ -461,7 +463,7 @@ def _r_LeaderAndIsrLiveLeader_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_LeaderAndIsrLiveLeader_f(o, out, v, regions):
+def _w_LeaderAndIsrLiveLeader_f(o, out, v, regions, strict):
     out += _S_i.pack(o.broker_id)
     write_str(out, o.host_name, True, False, 'HostName')
     out += _S_i.pack(o.port)
@@ -525,14 +527,14 @@ def _r_LeaderAndIsrRequest_c(mv, pos, v):
         o.live_leaders = l26
     return o, pos
 
-def _w_LeaderAndIsrRequest_c(o, out, v, regions):
-    if o.is_k_raft_controller != False:
+def _w_LeaderAndIsrRequest_c(o, out, v, regions, strict):
+    if strict and o.is_k_raft_controller != False:
         raise EncodeError('field isKRaftController cannot be encoded at version %d' % v)
-    if o.type != 0:
+    if strict and o.type != 0:
         raise EncodeError('field Type cannot be encoded at version %d' % v)
-    if not (v <= 1) and o.ungrouped_partition_states:
+    if strict and not (v <= 1) and o.ungrouped_partition_states:
         raise EncodeError('field UngroupedPartitionStates cannot be encoded at version %d' % v)
-    if not (v >= 2) and o.topic_states:
+    if strict and not (v >= 2) and o.topic_states:
         raise EncodeError('field TopicStates cannot be encoded at version %d' % v)
     out += _S_ii.pack(o.controller_id, o.controller_epoch)
     if v >= 2:
@@ -543,20 +545,20 @@ def _w_LeaderAndIsrRequest_c(o, out, v, regions):
         else:
             out += i32.pack(len(o.ungrouped_partition_states))
             for x27 in o.ungrouped_partition_states:
-                _w_LeaderAndIsrPartitionState_c(x27, out, v, regions)
+                _w_LeaderAndIsrPartitionState_c(x27, out, v, regions, strict)
     if v >= 2:
         if o.topic_states is None:
             raise EncodeError('non-nullable field TopicStates is None')
         else:
             out += i32.pack(len(o.topic_states))
             for x28 in o.topic_states:
-                _w_LeaderAndIsrTopicState_c(x28, out, v, regions)
+                _w_LeaderAndIsrTopicState_c(x28, out, v, regions, strict)
     if o.live_leaders is None:
         raise EncodeError('non-nullable field LiveLeaders is None')
     else:
         out += i32.pack(len(o.live_leaders))
         for x29 in o.live_leaders:
-            _w_LeaderAndIsrLiveLeader_c(x29, out, v, regions)
+            _w_LeaderAndIsrLiveLeader_c(x29, out, v, regions, strict)
 
 def _r_LeaderAndIsrRequest_f(mv, pos, v):
     o = _new(LeaderAndIsrRequest)
@@ -622,12 +624,12 @@ def _r_LeaderAndIsrRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_LeaderAndIsrRequest_f(o, out, v, regions):
-    if not (v >= 7) and o.is_k_raft_controller != False:
+def _w_LeaderAndIsrRequest_f(o, out, v, regions, strict):
+    if strict and not (v >= 7) and o.is_k_raft_controller != False:
         raise EncodeError('field isKRaftController cannot be encoded at version %d' % v)
-    if not (v >= 5) and o.type != 0:
+    if strict and not (v >= 5) and o.type != 0:
         raise EncodeError('field Type cannot be encoded at version %d' % v)
-    if o.ungrouped_partition_states:
+    if strict and o.ungrouped_partition_states:
         raise EncodeError('field UngroupedPartitionStates cannot be encoded at version %d' % v)
     out += _S_i.pack(o.controller_id)
     if v >= 7:
@@ -640,13 +642,13 @@ def _w_LeaderAndIsrRequest_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.topic_states) + 1)
         for x34 in o.topic_states:
-            _w_LeaderAndIsrTopicState_f(x34, out, v, regions)
+            _w_LeaderAndIsrTopicState_f(x34, out, v, regions, strict)
     if o.live_leaders is None:
         raise EncodeError('non-nullable field LiveLeaders is None')
     else:
         write_uvarint(out, len(o.live_leaders) + 1)
         for x35 in o.live_leaders:
-            _w_LeaderAndIsrLiveLeader_f(x35, out, v, regions)
+            _w_LeaderAndIsrLiveLeader_f(x35, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -79,21 +79,23 @@ class LeaderAndIsrResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 4:
-                _w_LeaderAndIsrResponse_f(self, out, version, regions)
+                _w_LeaderAndIsrResponse_f(self, out, version, regions, strict)
             else:
-                _w_LeaderAndIsrResponse_c(self, out, version, regions)
+                _w_LeaderAndIsrResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -110,7 +112,7 @@ def _r_LeaderAndIsrPartitionError_c(mv, pos, v):
     pos += 6
     return o, pos
 
-def _w_LeaderAndIsrPartitionError_c(o, out, v, regions):
+def _w_LeaderAndIsrPartitionError_c(o, out, v, regions, strict):
     write_str(out, o.topic_name, False, False, 'TopicName')
     out += _S_ih.pack(o.partition_index, o.error_code)
 
@@ -147,7 +149,7 @@ def _r_LeaderAndIsrPartitionError_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_LeaderAndIsrPartitionError_f(o, out, v, regions):
+def _w_LeaderAndIsrPartitionError_f(o, out, v, regions, strict):
     if v <= 4:
         write_str(out, o.topic_name, True, False, 'TopicName')
     out += _S_ih.pack(o.partition_index, o.error_code)
@@ -191,14 +193,14 @@ def _r_LeaderAndIsrTopicError_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_LeaderAndIsrTopicError_f(o, out, v, regions):
+def _w_LeaderAndIsrTopicError_f(o, out, v, regions, strict):
     out += o.topic_id.bytes
     if o.partition_errors is None:
         raise EncodeError('non-nullable field PartitionErrors is None')
     else:
         write_uvarint(out, len(o.partition_errors) + 1)
         for x6 in o.partition_errors:
-            _w_LeaderAndIsrPartitionError_f(x6, out, v, regions)
+            _w_LeaderAndIsrPartitionError_f(x6, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -223,8 +225,8 @@ def _r_LeaderAndIsrResponse_c(mv, pos, v):
         o.partition_errors = l8
     return o, pos
 
-def _w_LeaderAndIsrResponse_c(o, out, v, regions):
-    if o.topics:
+def _w_LeaderAndIsrResponse_c(o, out, v, regions, strict):
+    if strict and o.topics:
         raise EncodeError('field Topics cannot be encoded at version %d' % v)
     out += _S_h.pack(o.error_code)
     if o.partition_errors is None:
@@ -232,7 +234,7 @@ def _w_LeaderAndIsrResponse_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.partition_errors))
         for x9 in o.partition_errors:
-            _w_LeaderAndIsrPartitionError_c(x9, out, v, regions)
+            _w_LeaderAndIsrPartitionError_c(x9, out, v, regions, strict)
 
 def _r_LeaderAndIsrResponse_f(mv, pos, v):
     o = _new(LeaderAndIsrResponse)
@@ -291,10 +293,10 @@ def _r_LeaderAndIsrResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_LeaderAndIsrResponse_f(o, out, v, regions):
-    if not (v <= 4) and o.partition_errors:
+def _w_LeaderAndIsrResponse_f(o, out, v, regions, strict):
+    if strict and not (v <= 4) and o.partition_errors:
         raise EncodeError('field PartitionErrors cannot be encoded at version %d' % v)
-    if not (v >= 5) and o.topics:
+    if strict and not (v >= 5) and o.topics:
         raise EncodeError('field Topics cannot be encoded at version %d' % v)
     out += _S_h.pack(o.error_code)
     if v <= 4:
@@ -303,14 +305,14 @@ def _w_LeaderAndIsrResponse_f(o, out, v, regions):
         else:
             write_uvarint(out, len(o.partition_errors) + 1)
             for x14 in o.partition_errors:
-                _w_LeaderAndIsrPartitionError_f(x14, out, v, regions)
+                _w_LeaderAndIsrPartitionError_f(x14, out, v, regions, strict)
     if v >= 5:
         if o.topics is None:
             raise EncodeError('non-nullable field Topics is None')
         else:
             write_uvarint(out, len(o.topics) + 1)
             for x15 in o.topics:
-                _w_LeaderAndIsrTopicError_f(x15, out, v, regions)
+                _w_LeaderAndIsrTopicError_f(x15, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -65,18 +65,20 @@ class LeaderChangeMessage(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_LeaderChangeMessage_f(self, out, version, regions)
+            _w_LeaderChangeMessage_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -106,8 +108,8 @@ def _r_Voter_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_Voter_f(o, out, v, regions):
-    if not (v >= 1) and o.voter_directory_id != ZERO_UUID:
+def _w_Voter_f(o, out, v, regions, strict):
+    if strict and not (v >= 1) and o.voter_directory_id != ZERO_UUID:
         raise EncodeError('field VoterDirectoryId cannot be encoded at version %d' % v)
     out += _S_i.pack(o.voter_id)
     if v >= 1:
@@ -168,20 +170,20 @@ def _r_LeaderChangeMessage_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_LeaderChangeMessage_f(o, out, v, regions):
+def _w_LeaderChangeMessage_f(o, out, v, regions, strict):
     out += _S_hi.pack(o.version, o.leader_id)
     if o.voters is None:
         raise EncodeError('non-nullable field Voters is None')
     else:
         write_uvarint(out, len(o.voters) + 1)
         for x6 in o.voters:
-            _w_Voter_f(x6, out, v, regions)
+            _w_Voter_f(x6, out, v, regions, strict)
     if o.granting_voters is None:
         raise EncodeError('non-nullable field GrantingVoters is None')
     else:
         write_uvarint(out, len(o.granting_voters) + 1)
         for x7 in o.granting_voters:
-            _w_Voter_f(x7, out, v, regions)
+            _w_Voter_f(x7, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

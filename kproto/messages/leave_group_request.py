@@ -64,21 +64,23 @@ class LeaveGroupRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 4:
-                _w_LeaveGroupRequest_f(self, out, version, regions)
+                _w_LeaveGroupRequest_f(self, out, version, regions, strict)
             else:
-                _w_LeaveGroupRequest_c(self, out, version, regions)
+                _w_LeaveGroupRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -100,7 +102,7 @@ def _r_MemberIdentity_c(mv, pos, v):
         o.group_instance_id, pos = read_str(mv, pos, n2)
     return o, pos
 
-def _w_MemberIdentity_c(o, out, v, regions):
+def _w_MemberIdentity_c(o, out, v, regions, strict):
     write_str(out, o.member_id, False, False, 'MemberId')
     write_str(out, o.group_instance_id, False, True, 'GroupInstanceId')
 
@@ -155,7 +157,7 @@ def _r_MemberIdentity_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_MemberIdentity_f(o, out, v, regions):
+def _w_MemberIdentity_f(o, out, v, regions, strict):
     write_str(out, o.member_id, True, False, 'MemberId')
     write_str(out, o.group_instance_id, True, True, 'GroupInstanceId')
     if v >= 5:
@@ -199,10 +201,10 @@ def _r_LeaveGroupRequest_c(mv, pos, v):
             o.members = l9
     return o, pos
 
-def _w_LeaveGroupRequest_c(o, out, v, regions):
-    if not (v <= 2) and o.member_id != '':
+def _w_LeaveGroupRequest_c(o, out, v, regions, strict):
+    if strict and not (v <= 2) and o.member_id != '':
         raise EncodeError('field MemberId cannot be encoded at version %d' % v)
-    if not (v >= 3) and o.members:
+    if strict and not (v >= 3) and o.members:
         raise EncodeError('field Members cannot be encoded at version %d' % v)
     write_str(out, o.group_id, False, False, 'GroupId')
     if v <= 2:
@@ -213,7 +215,7 @@ def _w_LeaveGroupRequest_c(o, out, v, regions):
         else:
             out += i32.pack(len(o.members))
             for x10 in o.members:
-                _w_MemberIdentity_c(x10, out, v, regions)
+                _w_MemberIdentity_c(x10, out, v, regions, strict)
 
 def _r_LeaveGroupRequest_f(mv, pos, v):
     o = _new(LeaveGroupRequest)
@@ -259,8 +261,8 @@ def _r_LeaveGroupRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_LeaveGroupRequest_f(o, out, v, regions):
-    if o.member_id != '':
+def _w_LeaveGroupRequest_f(o, out, v, regions, strict):
+    if strict and o.member_id != '':
         raise EncodeError('field MemberId cannot be encoded at version %d' % v)
     write_str(out, o.group_id, True, False, 'GroupId')
     if o.members is None:
@@ -268,7 +270,7 @@ def _w_LeaveGroupRequest_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.members) + 1)
         for x14 in o.members:
-            _w_MemberIdentity_f(x14, out, v, regions)
+            _w_MemberIdentity_f(x14, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

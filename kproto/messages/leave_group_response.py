@@ -68,21 +68,23 @@ class LeaveGroupResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 4:
-                _w_LeaveGroupResponse_f(self, out, version, regions)
+                _w_LeaveGroupResponse_f(self, out, version, regions, strict)
             else:
-                _w_LeaveGroupResponse_c(self, out, version, regions)
+                _w_LeaveGroupResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -105,7 +107,7 @@ def _r_MemberResponse_c(mv, pos, v):
     pos += 2
     return o, pos
 
-def _w_MemberResponse_c(o, out, v, regions):
+def _w_MemberResponse_c(o, out, v, regions, strict):
     write_str(out, o.member_id, False, False, 'MemberId')
     write_str(out, o.group_instance_id, False, True, 'GroupInstanceId')
     out += _S_h.pack(o.error_code)
@@ -149,7 +151,7 @@ def _r_MemberResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_MemberResponse_f(o, out, v, regions):
+def _w_MemberResponse_f(o, out, v, regions, strict):
     write_str(out, o.member_id, True, False, 'MemberId')
     write_str(out, o.group_instance_id, True, True, 'GroupInstanceId')
     out += _S_h.pack(o.error_code)
@@ -184,8 +186,8 @@ def _r_LeaveGroupResponse_c(mv, pos, v):
             o.members = l6
     return o, pos
 
-def _w_LeaveGroupResponse_c(o, out, v, regions):
-    if not (v >= 3) and o.members:
+def _w_LeaveGroupResponse_c(o, out, v, regions, strict):
+    if strict and not (v >= 3) and o.members:
         raise EncodeError('field Members cannot be encoded at version %d' % v)
     if v >= 1:
         out += _S_i.pack(o.throttle_time_ms)
@@ -196,7 +198,7 @@ def _w_LeaveGroupResponse_c(o, out, v, regions):
         else:
             out += i32.pack(len(o.members))
             for x7 in o.members:
-                _w_MemberResponse_c(x7, out, v, regions)
+                _w_MemberResponse_c(x7, out, v, regions, strict)
 
 def _r_LeaveGroupResponse_f(mv, pos, v):
     o = _new(LeaveGroupResponse)
@@ -234,14 +236,14 @@ def _r_LeaveGroupResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_LeaveGroupResponse_f(o, out, v, regions):
+def _w_LeaveGroupResponse_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     if o.members is None:
         raise EncodeError('non-nullable field Members is None')
     else:
         write_uvarint(out, len(o.members) + 1)
         for x10 in o.members:
-            _w_MemberResponse_f(x10, out, v, regions)
+            _w_MemberResponse_f(x10, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

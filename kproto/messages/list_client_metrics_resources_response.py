@@ -62,18 +62,20 @@ class ListClientMetricsResourcesResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_ListClientMetricsResourcesResponse_f(self, out, version, regions)
+            _w_ListClientMetricsResourcesResponse_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -106,7 +108,7 @@ def _r_ClientMetricsResource_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ClientMetricsResource_f(o, out, v, regions):
+def _w_ClientMetricsResource_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -149,14 +151,14 @@ def _r_ListClientMetricsResourcesResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ListClientMetricsResourcesResponse_f(o, out, v, regions):
+def _w_ListClientMetricsResourcesResponse_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     if o.client_metrics_resources is None:
         raise EncodeError('non-nullable field ClientMetricsResources is None')
     else:
         write_uvarint(out, len(o.client_metrics_resources) + 1)
         for x4 in o.client_metrics_resources:
-            _w_ClientMetricsResource_f(x4, out, v, regions)
+            _w_ClientMetricsResource_f(x4, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -50,21 +50,23 @@ class ListGroupsRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 3:
-                _w_ListGroupsRequest_f(self, out, version, regions)
+                _w_ListGroupsRequest_f(self, out, version, regions, strict)
             else:
-                _w_ListGroupsRequest_c(self, out, version, regions)
+                _w_ListGroupsRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -75,10 +77,10 @@ def _r_ListGroupsRequest_c(mv, pos, v):
     o.types_filter = []
     return o, pos
 
-def _w_ListGroupsRequest_c(o, out, v, regions):
-    if o.states_filter:
+def _w_ListGroupsRequest_c(o, out, v, regions, strict):
+    if strict and o.states_filter:
         raise EncodeError('field StatesFilter cannot be encoded at version %d' % v)
-    if o.types_filter:
+    if strict and o.types_filter:
         raise EncodeError('field TypesFilter cannot be encoded at version %d' % v)
 
 def _r_ListGroupsRequest_f(mv, pos, v):
@@ -150,10 +152,10 @@ def _r_ListGroupsRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ListGroupsRequest_f(o, out, v, regions):
-    if not (v >= 4) and o.states_filter:
+def _w_ListGroupsRequest_f(o, out, v, regions, strict):
+    if strict and not (v >= 4) and o.states_filter:
         raise EncodeError('field StatesFilter cannot be encoded at version %d' % v)
-    if not (v >= 5) and o.types_filter:
+    if strict and not (v >= 5) and o.types_filter:
         raise EncodeError('field TypesFilter cannot be encoded at version %d' % v)
     if v >= 4:
         if o.states_filter is None:

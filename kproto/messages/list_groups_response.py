@@ -69,21 +69,23 @@ class ListGroupsResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 3:
-                _w_ListGroupsResponse_f(self, out, version, regions)
+                _w_ListGroupsResponse_f(self, out, version, regions, strict)
             else:
-                _w_ListGroupsResponse_c(self, out, version, regions)
+                _w_ListGroupsResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -106,7 +108,7 @@ def _r_ListedGroup_c(mv, pos, v):
         o.protocol_type, pos = read_str(mv, pos, n2)
     return o, pos
 
-def _w_ListedGroup_c(o, out, v, regions):
+def _w_ListedGroup_c(o, out, v, regions, strict):
     write_str(out, o.group_id, False, False, 'GroupId')
     write_str(out, o.protocol_type, False, False, 'ProtocolType')
 
@@ -171,7 +173,7 @@ def _r_ListedGroup_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ListedGroup_f(o, out, v, regions):
+def _w_ListedGroup_f(o, out, v, regions, strict):
     write_str(out, o.group_id, True, False, 'GroupId')
     write_str(out, o.protocol_type, True, False, 'ProtocolType')
     if v >= 4:
@@ -206,7 +208,7 @@ def _r_ListGroupsResponse_c(mv, pos, v):
         o.groups = l8
     return o, pos
 
-def _w_ListGroupsResponse_c(o, out, v, regions):
+def _w_ListGroupsResponse_c(o, out, v, regions, strict):
     if v >= 1:
         out += _S_i.pack(o.throttle_time_ms)
     out += _S_h.pack(o.error_code)
@@ -215,7 +217,7 @@ def _w_ListGroupsResponse_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.groups))
         for x9 in o.groups:
-            _w_ListedGroup_c(x9, out, v, regions)
+            _w_ListedGroup_c(x9, out, v, regions, strict)
 
 def _r_ListGroupsResponse_f(mv, pos, v):
     o = _new(ListGroupsResponse)
@@ -253,14 +255,14 @@ def _r_ListGroupsResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ListGroupsResponse_f(o, out, v, regions):
+def _w_ListGroupsResponse_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     if o.groups is None:
         raise EncodeError('non-nullable field Groups is None')
     else:
         write_uvarint(out, len(o.groups) + 1)
         for x12 in o.groups:
-            _w_ListedGroup_f(x12, out, v, regions)
+            _w_ListedGroup_f(x12, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -84,21 +84,23 @@ class ListOffsetsRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 6:
-                _w_ListOffsetsRequest_f(self, out, version, regions)
+                _w_ListOffsetsRequest_f(self, out, version, regions, strict)
             else:
-                _w_ListOffsetsRequest_c(self, out, version, regions)
+                _w_ListOffsetsRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -125,14 +127,14 @@ def _r_ListOffsetsTopic_c(mv, pos, v):
         o.partitions = l3
     return o, pos
 
-def _w_ListOffsetsTopic_c(o, out, v, regions):
+def _w_ListOffsetsTopic_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         out += i32.pack(len(o.partitions))
         for x4 in o.partitions:
-            _w_ListOffsetsPartition_c(x4, out, v, regions)
+            _w_ListOffsetsPartition_c(x4, out, v, regions, strict)
 
 def _r_ListOffsetsTopic_f(mv, pos, v):
     o = _new(ListOffsetsTopic)
@@ -177,14 +179,14 @@ def _r_ListOffsetsTopic_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ListOffsetsTopic_f(o, out, v, regions):
+def _w_ListOffsetsTopic_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x8 in o.partitions:
-            _w_ListOffsetsPartition_f(x8, out, v, regions)
+            _w_ListOffsetsPartition_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -208,8 +210,8 @@ def _r_ListOffsetsPartition_c(mv, pos, v):
         pos += 4
     return o, pos
 
-def _w_ListOffsetsPartition_c(o, out, v, regions):
-    if not (v <= 0) and o.max_num_offsets != 1:
+def _w_ListOffsetsPartition_c(o, out, v, regions, strict):
+    if strict and not (v <= 0) and o.max_num_offsets != 1:
         raise EncodeError('field MaxNumOffsets cannot be encoded at version %d' % v)
     out += _S_i.pack(o.partition_index)
     if v >= 4:
@@ -240,8 +242,8 @@ def _r_ListOffsetsPartition_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ListOffsetsPartition_f(o, out, v, regions):
-    if o.max_num_offsets != 1:
+def _w_ListOffsetsPartition_f(o, out, v, regions, strict):
+    if strict and o.max_num_offsets != 1:
         raise EncodeError('field MaxNumOffsets cannot be encoded at version %d' % v)
     out += _S_iiq.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
     if o._unknown:
@@ -273,8 +275,8 @@ def _r_ListOffsetsRequest_c(mv, pos, v):
         o.topics = l10
     return o, pos
 
-def _w_ListOffsetsRequest_c(o, out, v, regions):
-    if not (v >= 2) and o.isolation_level != 0:
+def _w_ListOffsetsRequest_c(o, out, v, regions, strict):
+    if strict and not (v >= 2) and o.isolation_level != 0:
         raise EncodeError('field IsolationLevel cannot be encoded at version %d' % v)
     out += _S_i.pack(o.replica_id)
     if v >= 2:
@@ -284,7 +286,7 @@ def _w_ListOffsetsRequest_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.topics))
         for x11 in o.topics:
-            _w_ListOffsetsTopic_c(x11, out, v, regions)
+            _w_ListOffsetsTopic_c(x11, out, v, regions, strict)
 
 def _r_ListOffsetsRequest_f(mv, pos, v):
     o = _new(ListOffsetsRequest)
@@ -327,14 +329,14 @@ def _r_ListOffsetsRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ListOffsetsRequest_f(o, out, v, regions):
+def _w_ListOffsetsRequest_f(o, out, v, regions, strict):
     out += _S_ib.pack(o.replica_id, o.isolation_level)
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x14 in o.topics:
-            _w_ListOffsetsTopic_f(x14, out, v, regions)
+            _w_ListOffsetsTopic_f(x14, out, v, regions, strict)
     if v >= 10:
         out += _S_i.pack(o.timeout_ms)
     if o._unknown:

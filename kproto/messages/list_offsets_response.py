@@ -83,21 +83,23 @@ class ListOffsetsResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 6:
-                _w_ListOffsetsResponse_f(self, out, version, regions)
+                _w_ListOffsetsResponse_f(self, out, version, regions, strict)
             else:
-                _w_ListOffsetsResponse_c(self, out, version, regions)
+                _w_ListOffsetsResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -124,14 +126,14 @@ def _r_ListOffsetsTopicResponse_c(mv, pos, v):
         o.partitions = l3
     return o, pos
 
-def _w_ListOffsetsTopicResponse_c(o, out, v, regions):
+def _w_ListOffsetsTopicResponse_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         out += i32.pack(len(o.partitions))
         for x4 in o.partitions:
-            _w_ListOffsetsPartitionResponse_c(x4, out, v, regions)
+            _w_ListOffsetsPartitionResponse_c(x4, out, v, regions, strict)
 
 def _r_ListOffsetsTopicResponse_f(mv, pos, v):
     o = _new(ListOffsetsTopicResponse)
@@ -176,14 +178,14 @@ def _r_ListOffsetsTopicResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ListOffsetsTopicResponse_f(o, out, v, regions):
+def _w_ListOffsetsTopicResponse_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x8 in o.partitions:
-            _w_ListOffsetsPartitionResponse_f(x8, out, v, regions)
+            _w_ListOffsetsPartitionResponse_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -216,14 +218,14 @@ def _r_ListOffsetsPartitionResponse_c(mv, pos, v):
         pos += 4
     return o, pos
 
-def _w_ListOffsetsPartitionResponse_c(o, out, v, regions):
-    if not (v <= 0) and o.old_style_offsets:
+def _w_ListOffsetsPartitionResponse_c(o, out, v, regions, strict):
+    if strict and not (v <= 0) and o.old_style_offsets:
         raise EncodeError('field OldStyleOffsets cannot be encoded at version %d' % v)
-    if not (v >= 1) and o.timestamp != -1:
+    if strict and not (v >= 1) and o.timestamp != -1:
         raise EncodeError('field Timestamp cannot be encoded at version %d' % v)
-    if not (v >= 1) and o.offset != -1:
+    if strict and not (v >= 1) and o.offset != -1:
         raise EncodeError('field Offset cannot be encoded at version %d' % v)
-    if not (v >= 4) and o.leader_epoch != -1:
+    if strict and not (v >= 4) and o.leader_epoch != -1:
         raise EncodeError('field LeaderEpoch cannot be encoded at version %d' % v)
     out += _S_ih.pack(o.partition_index, o.error_code)
     if v <= 0:
@@ -259,8 +261,8 @@ def _r_ListOffsetsPartitionResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ListOffsetsPartitionResponse_f(o, out, v, regions):
-    if o.old_style_offsets:
+def _w_ListOffsetsPartitionResponse_f(o, out, v, regions, strict):
+    if strict and o.old_style_offsets:
         raise EncodeError('field OldStyleOffsets cannot be encoded at version %d' % v)
     out += _S_ihqqi.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
     if o._unknown:
@@ -289,7 +291,7 @@ def _r_ListOffsetsResponse_c(mv, pos, v):
         o.topics = l11
     return o, pos
 
-def _w_ListOffsetsResponse_c(o, out, v, regions):
+def _w_ListOffsetsResponse_c(o, out, v, regions, strict):
     if v >= 2:
         out += _S_i.pack(o.throttle_time_ms)
     if o.topics is None:
@@ -297,7 +299,7 @@ def _w_ListOffsetsResponse_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.topics))
         for x12 in o.topics:
-            _w_ListOffsetsTopicResponse_c(x12, out, v, regions)
+            _w_ListOffsetsTopicResponse_c(x12, out, v, regions, strict)
 
 def _r_ListOffsetsResponse_f(mv, pos, v):
     o = _new(ListOffsetsResponse)
@@ -335,14 +337,14 @@ def _r_ListOffsetsResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ListOffsetsResponse_f(o, out, v, regions):
+def _w_ListOffsetsResponse_f(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x15 in o.topics:
-            _w_ListOffsetsTopicResponse_f(x15, out, v, regions)
+            _w_ListOffsetsTopicResponse_f(x15, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

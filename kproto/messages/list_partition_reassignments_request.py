@@ -62,18 +62,20 @@ class ListPartitionReassignmentsRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_ListPartitionReassignmentsRequest_f(self, out, version, regions)
+            _w_ListPartitionReassignmentsRequest_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -115,7 +117,7 @@ def _r_ListPartitionReassignmentsTopics_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ListPartitionReassignmentsTopics_f(o, out, v, regions):
+def _w_ListPartitionReassignmentsTopics_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partition_indexes is None:
         raise EncodeError('non-nullable field PartitionIndexes is None')
@@ -163,14 +165,14 @@ def _r_ListPartitionReassignmentsRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ListPartitionReassignmentsRequest_f(o, out, v, regions):
+def _w_ListPartitionReassignmentsRequest_f(o, out, v, regions, strict):
     out += _S_i.pack(o.timeout_ms)
     if o.topics is None:
         out.append(0)
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x5 in o.topics:
-            _w_ListPartitionReassignmentsTopics_f(x5, out, v, regions)
+            _w_ListPartitionReassignmentsTopics_f(x5, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -79,18 +79,20 @@ class ListPartitionReassignmentsResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_ListPartitionReassignmentsResponse_f(self, out, version, regions)
+            _w_ListPartitionReassignmentsResponse_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -138,14 +140,14 @@ def _r_OngoingTopicReassignment_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OngoingTopicReassignment_f(o, out, v, regions):
+def _w_OngoingTopicReassignment_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x4 in o.partitions:
-            _w_OngoingPartitionReassignment_f(x4, out, v, regions)
+            _w_OngoingPartitionReassignment_f(x4, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -199,7 +201,7 @@ def _r_OngoingPartitionReassignment_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OngoingPartitionReassignment_f(o, out, v, regions):
+def _w_OngoingPartitionReassignment_f(o, out, v, regions, strict):
     out += _S_i.pack(o.partition_index)
     if o.replicas is None:
         raise EncodeError('non-nullable field Replicas is None')
@@ -266,7 +268,7 @@ def _r_ListPartitionReassignmentsResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ListPartitionReassignmentsResponse_f(o, out, v, regions):
+def _w_ListPartitionReassignmentsResponse_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     if o.topics is None:
@@ -274,7 +276,7 @@ def _w_ListPartitionReassignmentsResponse_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x11 in o.topics:
-            _w_OngoingTopicReassignment_f(x11, out, v, regions)
+            _w_OngoingTopicReassignment_f(x11, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

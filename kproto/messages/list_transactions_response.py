@@ -66,18 +66,20 @@ class ListTransactionsResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_ListTransactionsResponse_f(self, out, version, regions)
+            _w_ListTransactionsResponse_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -121,7 +123,7 @@ def _r_TransactionState_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TransactionState_f(o, out, v, regions):
+def _w_TransactionState_f(o, out, v, regions, strict):
     write_str(out, o.transactional_id, True, False, 'TransactionalId')
     out += _S_q.pack(o.producer_id)
     write_str(out, o.transaction_state, True, False, 'TransactionState')
@@ -188,7 +190,7 @@ def _r_ListTransactionsResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ListTransactionsResponse_f(o, out, v, regions):
+def _w_ListTransactionsResponse_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     if o.unknown_state_filters is None:
         raise EncodeError('non-nullable field UnknownStateFilters is None')
@@ -201,7 +203,7 @@ def _w_ListTransactionsResponse_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.transaction_states) + 1)
         for x10 in o.transaction_states:
-            _w_TransactionState_f(x10, out, v, regions)
+            _w_TransactionState_f(x10, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

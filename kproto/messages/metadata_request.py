@@ -67,21 +67,23 @@ class MetadataRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 9:
-                _w_MetadataRequest_f(self, out, version, regions)
+                _w_MetadataRequest_f(self, out, version, regions, strict)
             else:
-                _w_MetadataRequest_c(self, out, version, regions)
+                _w_MetadataRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -97,7 +99,7 @@ def _r_MetadataRequestTopic_c(mv, pos, v):
         o.name, pos = read_str(mv, pos, n1)
     return o, pos
 
-def _w_MetadataRequestTopic_c(o, out, v, regions):
+def _w_MetadataRequestTopic_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
 
 def _r_MetadataRequestTopic_f(mv, pos, v):
@@ -134,7 +136,7 @@ def _r_MetadataRequestTopic_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_MetadataRequestTopic_f(o, out, v, regions):
+def _w_MetadataRequestTopic_f(o, out, v, regions, strict):
     if v >= 10:
         out += o.topic_id.bytes
     write_str(out, o.name, True, (v >= 10), 'Name')
@@ -173,12 +175,12 @@ def _r_MetadataRequest_c(mv, pos, v):
         pos += 2
     return o, pos
 
-def _w_MetadataRequest_c(o, out, v, regions):
-    if not (v >= 4) and o.allow_auto_topic_creation != True:
+def _w_MetadataRequest_c(o, out, v, regions, strict):
+    if strict and not (v >= 4) and o.allow_auto_topic_creation != True:
         raise EncodeError('field AllowAutoTopicCreation cannot be encoded at version %d' % v)
-    if not (v >= 8) and o.include_cluster_authorized_operations != False:
+    if strict and not (v >= 8) and o.include_cluster_authorized_operations != False:
         raise EncodeError('field IncludeClusterAuthorizedOperations cannot be encoded at version %d' % v)
-    if not (v >= 8) and o.include_topic_authorized_operations != False:
+    if strict and not (v >= 8) and o.include_topic_authorized_operations != False:
         raise EncodeError('field IncludeTopicAuthorizedOperations cannot be encoded at version %d' % v)
     if o.topics is None:
         if not (v >= 1):
@@ -187,7 +189,7 @@ def _w_MetadataRequest_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.topics))
         for x6 in o.topics:
-            _w_MetadataRequestTopic_c(x6, out, v, regions)
+            _w_MetadataRequestTopic_c(x6, out, v, regions, strict)
     if v >= 4:
         out += _S_o.pack(o.allow_auto_topic_creation)
     if v >= 8:
@@ -236,15 +238,15 @@ def _r_MetadataRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_MetadataRequest_f(o, out, v, regions):
-    if not (v <= 10) and o.include_cluster_authorized_operations != False:
+def _w_MetadataRequest_f(o, out, v, regions, strict):
+    if strict and not (v <= 10) and o.include_cluster_authorized_operations != False:
         raise EncodeError('field IncludeClusterAuthorizedOperations cannot be encoded at version %d' % v)
     if o.topics is None:
         out.append(0)
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x9 in o.topics:
-            _w_MetadataRequestTopic_f(x9, out, v, regions)
+            _w_MetadataRequestTopic_f(x9, out, v, regions, strict)
     out += _S_o.pack(o.allow_auto_topic_creation)
     if v <= 10:
         out += _S_o.pack(o.include_cluster_authorized_operations)

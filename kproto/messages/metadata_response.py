@@ -107,21 +107,23 @@ class MetadataResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 9:
-                _w_MetadataResponse_f(self, out, version, regions)
+                _w_MetadataResponse_f(self, out, version, regions, strict)
             else:
-                _w_MetadataResponse_c(self, out, version, regions)
+                _w_MetadataResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -151,7 +153,7 @@ def _r_MetadataResponseBroker_c(mv, pos, v):
             o.rack, pos = read_str(mv, pos, n2)
     return o, pos
 
-def _w_MetadataResponseBroker_c(o, out, v, regions):
+def _w_MetadataResponseBroker_c(o, out, v, regions, strict):
     out += _S_i.pack(o.node_id)
     write_str(out, o.host, False, False, 'Host')
     out += _S_i.pack(o.port)
@@ -199,7 +201,7 @@ def _r_MetadataResponseBroker_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_MetadataResponseBroker_f(o, out, v, regions):
+def _w_MetadataResponseBroker_f(o, out, v, regions, strict):
     out += _S_i.pack(o.node_id)
     write_str(out, o.host, True, False, 'Host')
     out += _S_i.pack(o.port)
@@ -244,8 +246,8 @@ def _r_MetadataResponseTopic_c(mv, pos, v):
         pos += 4
     return o, pos
 
-def _w_MetadataResponseTopic_c(o, out, v, regions):
-    if not (v >= 8) and o.topic_authorized_operations != -2147483648:
+def _w_MetadataResponseTopic_c(o, out, v, regions, strict):
+    if strict and not (v >= 8) and o.topic_authorized_operations != -2147483648:
         raise EncodeError('field TopicAuthorizedOperations cannot be encoded at version %d' % v)
     out += _S_h.pack(o.error_code)
     write_str(out, o.name, False, False, 'Name')
@@ -256,7 +258,7 @@ def _w_MetadataResponseTopic_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.partitions))
         for x8 in o.partitions:
-            _w_MetadataResponsePartition_c(x8, out, v, regions)
+            _w_MetadataResponsePartition_c(x8, out, v, regions, strict)
     if v >= 8:
         out += _S_i.pack(o.topic_authorized_operations)
 
@@ -315,7 +317,7 @@ def _r_MetadataResponseTopic_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_MetadataResponseTopic_f(o, out, v, regions):
+def _w_MetadataResponseTopic_f(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     write_str(out, o.name, True, (v >= 12), 'Name')
     if v >= 10:
@@ -326,7 +328,7 @@ def _w_MetadataResponseTopic_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x13 in o.partitions:
-            _w_MetadataResponsePartition_f(x13, out, v, regions)
+            _w_MetadataResponsePartition_f(x13, out, v, regions, strict)
     out += _S_i.pack(o.topic_authorized_operations)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -365,7 +367,7 @@ def _r_MetadataResponsePartition_c(mv, pos, v):
             o.offline_replicas, pos = read_array_fixed(mv, pos, n16, 'i', 4)
     return o, pos
 
-def _w_MetadataResponsePartition_c(o, out, v, regions):
+def _w_MetadataResponsePartition_c(o, out, v, regions, strict):
     out += _S_hii.pack(o.error_code, o.partition_index, o.leader_id)
     if v >= 7:
         out += _S_i.pack(o.leader_epoch)
@@ -434,7 +436,7 @@ def _r_MetadataResponsePartition_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_MetadataResponsePartition_f(o, out, v, regions):
+def _w_MetadataResponsePartition_f(o, out, v, regions, strict):
     out += _S_hiii.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     if o.replica_nodes is None:
         raise EncodeError('non-nullable field ReplicaNodes is None')
@@ -510,8 +512,8 @@ def _r_MetadataResponse_c(mv, pos, v):
         pos += 4
     return o, pos
 
-def _w_MetadataResponse_c(o, out, v, regions):
-    if not (v >= 8) and o.cluster_authorized_operations != -2147483648:
+def _w_MetadataResponse_c(o, out, v, regions, strict):
+    if strict and not (v >= 8) and o.cluster_authorized_operations != -2147483648:
         raise EncodeError('field ClusterAuthorizedOperations cannot be encoded at version %d' % v)
     if v >= 3:
         out += _S_i.pack(o.throttle_time_ms)
@@ -520,7 +522,7 @@ def _w_MetadataResponse_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.brokers))
         for x25 in o.brokers:
-            _w_MetadataResponseBroker_c(x25, out, v, regions)
+            _w_MetadataResponseBroker_c(x25, out, v, regions, strict)
     if v >= 2:
         write_str(out, o.cluster_id, False, (v >= 2), 'ClusterId')
     if v >= 1:
@@ -530,7 +532,7 @@ def _w_MetadataResponse_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.topics))
         for x26 in o.topics:
-            _w_MetadataResponseTopic_c(x26, out, v, regions)
+            _w_MetadataResponseTopic_c(x26, out, v, regions, strict)
     if v >= 8:
         out += _S_i.pack(o.cluster_authorized_operations)
 
@@ -601,8 +603,8 @@ def _r_MetadataResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_MetadataResponse_f(o, out, v, regions):
-    if not (v <= 10) and o.cluster_authorized_operations != -2147483648:
+def _w_MetadataResponse_f(o, out, v, regions, strict):
+    if strict and not (v <= 10) and o.cluster_authorized_operations != -2147483648:
         raise EncodeError('field ClusterAuthorizedOperations cannot be encoded at version %d' % v)
     out += _S_i.pack(o.throttle_time_ms)
     if o.brokers is None:
@@ -610,7 +612,7 @@ def _w_MetadataResponse_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.brokers) + 1)
         for x32 in o.brokers:
-            _w_MetadataResponseBroker_f(x32, out, v, regions)
+            _w_MetadataResponseBroker_f(x32, out, v, regions, strict)
     write_str(out, o.cluster_id, True, True, 'ClusterId')
     out += _S_i.pack(o.controller_id)
     if o.topics is None:
@@ -618,7 +620,7 @@ def _w_MetadataResponse_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x33 in o.topics:
-            _w_MetadataResponseTopic_f(x33, out, v, regions)
+            _w_MetadataResponseTopic_f(x33, out, v, regions, strict)
     if v <= 10:
         out += _S_i.pack(o.cluster_authorized_operations)
     if o._unknown:

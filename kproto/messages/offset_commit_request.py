@@ -86,21 +86,23 @@ class OffsetCommitRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 8:
-                _w_OffsetCommitRequest_f(self, out, version, regions)
+                _w_OffsetCommitRequest_f(self, out, version, regions, strict)
             else:
-                _w_OffsetCommitRequest_c(self, out, version, regions)
+                _w_OffsetCommitRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -127,14 +129,14 @@ def _r_OffsetCommitRequestTopic_c(mv, pos, v):
         o.partitions = l3
     return o, pos
 
-def _w_OffsetCommitRequestTopic_c(o, out, v, regions):
+def _w_OffsetCommitRequestTopic_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         out += i32.pack(len(o.partitions))
         for x4 in o.partitions:
-            _w_OffsetCommitRequestPartition_c(x4, out, v, regions)
+            _w_OffsetCommitRequestPartition_c(x4, out, v, regions, strict)
 
 def _r_OffsetCommitRequestTopic_f(mv, pos, v):
     o = _new(OffsetCommitRequestTopic)
@@ -179,14 +181,14 @@ def _r_OffsetCommitRequestTopic_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OffsetCommitRequestTopic_f(o, out, v, regions):
+def _w_OffsetCommitRequestTopic_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x8 in o.partitions:
-            _w_OffsetCommitRequestPartition_f(x8, out, v, regions)
+            _w_OffsetCommitRequestPartition_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -214,8 +216,8 @@ def _r_OffsetCommitRequestPartition_c(mv, pos, v):
         o.committed_metadata, pos = read_str(mv, pos, n9)
     return o, pos
 
-def _w_OffsetCommitRequestPartition_c(o, out, v, regions):
-    if not (1 <= v <= 1) and o.commit_timestamp != -1:
+def _w_OffsetCommitRequestPartition_c(o, out, v, regions, strict):
+    if strict and not (1 <= v <= 1) and o.commit_timestamp != -1:
         raise EncodeError('field CommitTimestamp cannot be encoded at version %d' % v)
     out += _S_iq.pack(o.partition_index, o.committed_offset)
     if v >= 6:
@@ -255,8 +257,8 @@ def _r_OffsetCommitRequestPartition_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OffsetCommitRequestPartition_f(o, out, v, regions):
-    if o.commit_timestamp != -1:
+def _w_OffsetCommitRequestPartition_f(o, out, v, regions, strict):
+    if strict and o.commit_timestamp != -1:
         raise EncodeError('field CommitTimestamp cannot be encoded at version %d' % v)
     out += _S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     write_str(out, o.committed_metadata, True, True, 'CommittedMetadata')
@@ -317,8 +319,8 @@ def _r_OffsetCommitRequest_c(mv, pos, v):
         o.topics = l15
     return o, pos
 
-def _w_OffsetCommitRequest_c(o, out, v, regions):
-    if not (v >= 7) and o.group_instance_id is not None:
+def _w_OffsetCommitRequest_c(o, out, v, regions, strict):
+    if strict and not (v >= 7) and o.group_instance_id is not None:
         raise EncodeError('field GroupInstanceId cannot be encoded at version %d' % v)
     write_str(out, o.group_id, False, False, 'GroupId')
     if v >= 1:
@@ -334,7 +336,7 @@ def _w_OffsetCommitRequest_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.topics))
         for x16 in o.topics:
-            _w_OffsetCommitRequestTopic_c(x16, out, v, regions)
+            _w_OffsetCommitRequestTopic_c(x16, out, v, regions, strict)
 
 def _r_OffsetCommitRequest_f(mv, pos, v):
     o = _new(OffsetCommitRequest)
@@ -400,7 +402,7 @@ def _r_OffsetCommitRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OffsetCommitRequest_f(o, out, v, regions):
+def _w_OffsetCommitRequest_f(o, out, v, regions, strict):
     write_str(out, o.group_id, True, False, 'GroupId')
     out += _S_i.pack(o.generation_id_or_member_epoch)
     write_str(out, o.member_id, True, False, 'MemberId')
@@ -410,7 +412,7 @@ def _w_OffsetCommitRequest_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x22 in o.topics:
-            _w_OffsetCommitRequestTopic_f(x22, out, v, regions)
+            _w_OffsetCommitRequestTopic_f(x22, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -77,21 +77,23 @@ class OffsetCommitResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 8:
-                _w_OffsetCommitResponse_f(self, out, version, regions)
+                _w_OffsetCommitResponse_f(self, out, version, regions, strict)
             else:
-                _w_OffsetCommitResponse_c(self, out, version, regions)
+                _w_OffsetCommitResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -118,14 +120,14 @@ def _r_OffsetCommitResponseTopic_c(mv, pos, v):
         o.partitions = l3
     return o, pos
 
-def _w_OffsetCommitResponseTopic_c(o, out, v, regions):
+def _w_OffsetCommitResponseTopic_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         out += i32.pack(len(o.partitions))
         for x4 in o.partitions:
-            _w_OffsetCommitResponsePartition_c(x4, out, v, regions)
+            _w_OffsetCommitResponsePartition_c(x4, out, v, regions, strict)
 
 def _r_OffsetCommitResponseTopic_f(mv, pos, v):
     o = _new(OffsetCommitResponseTopic)
@@ -170,14 +172,14 @@ def _r_OffsetCommitResponseTopic_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OffsetCommitResponseTopic_f(o, out, v, regions):
+def _w_OffsetCommitResponseTopic_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x8 in o.partitions:
-            _w_OffsetCommitResponsePartition_f(x8, out, v, regions)
+            _w_OffsetCommitResponsePartition_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -189,7 +191,7 @@ def _r_OffsetCommitResponsePartition_c(mv, pos, v):
     pos += 6
     return o, pos
 
-def _w_OffsetCommitResponsePartition_c(o, out, v, regions):
+def _w_OffsetCommitResponsePartition_c(o, out, v, regions, strict):
     out += _S_ih.pack(o.partition_index, o.error_code)
 
 def _r_OffsetCommitResponsePartition_f(mv, pos, v):
@@ -213,7 +215,7 @@ def _r_OffsetCommitResponsePartition_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OffsetCommitResponsePartition_f(o, out, v, regions):
+def _w_OffsetCommitResponsePartition_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.partition_index, o.error_code)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -241,7 +243,7 @@ def _r_OffsetCommitResponse_c(mv, pos, v):
         o.topics = l10
     return o, pos
 
-def _w_OffsetCommitResponse_c(o, out, v, regions):
+def _w_OffsetCommitResponse_c(o, out, v, regions, strict):
     if v >= 3:
         out += _S_i.pack(o.throttle_time_ms)
     if o.topics is None:
@@ -249,7 +251,7 @@ def _w_OffsetCommitResponse_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.topics))
         for x11 in o.topics:
-            _w_OffsetCommitResponseTopic_c(x11, out, v, regions)
+            _w_OffsetCommitResponseTopic_c(x11, out, v, regions, strict)
 
 def _r_OffsetCommitResponse_f(mv, pos, v):
     o = _new(OffsetCommitResponse)
@@ -287,14 +289,14 @@ def _r_OffsetCommitResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OffsetCommitResponse_f(o, out, v, regions):
+def _w_OffsetCommitResponse_f(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x14 in o.topics:
-            _w_OffsetCommitResponseTopic_f(x14, out, v, regions)
+            _w_OffsetCommitResponseTopic_f(x14, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

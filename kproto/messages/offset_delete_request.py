@@ -70,18 +70,20 @@ class OffsetDeleteRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_OffsetDeleteRequest_c(self, out, version, regions)
+            _w_OffsetDeleteRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -108,14 +110,14 @@ def _r_OffsetDeleteRequestTopic_c(mv, pos, v):
         o.partitions = l3
     return o, pos
 
-def _w_OffsetDeleteRequestTopic_c(o, out, v, regions):
+def _w_OffsetDeleteRequestTopic_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         out += i32.pack(len(o.partitions))
         for x4 in o.partitions:
-            _w_OffsetDeleteRequestPartition_c(x4, out, v, regions)
+            _w_OffsetDeleteRequestPartition_c(x4, out, v, regions, strict)
 
 def _r_OffsetDeleteRequestPartition_c(mv, pos, v):
     o = _new(OffsetDeleteRequestPartition)
@@ -123,7 +125,7 @@ def _r_OffsetDeleteRequestPartition_c(mv, pos, v):
     pos += 4
     return o, pos
 
-def _w_OffsetDeleteRequestPartition_c(o, out, v, regions):
+def _w_OffsetDeleteRequestPartition_c(o, out, v, regions, strict):
     out += _S_i.pack(o.partition_index)
 
 def _r_OffsetDeleteRequest_c(mv, pos, v):
@@ -148,14 +150,14 @@ def _r_OffsetDeleteRequest_c(mv, pos, v):
         o.topics = l7
     return o, pos
 
-def _w_OffsetDeleteRequest_c(o, out, v, regions):
+def _w_OffsetDeleteRequest_c(o, out, v, regions, strict):
     write_str(out, o.group_id, False, False, 'GroupId')
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         out += i32.pack(len(o.topics))
         for x8 in o.topics:
-            _w_OffsetDeleteRequestTopic_c(x8, out, v, regions)
+            _w_OffsetDeleteRequestTopic_c(x8, out, v, regions, strict)
 
 OffsetDeleteRequest.OffsetDeleteRequestTopic = OffsetDeleteRequestTopic
 OffsetDeleteRequest.OffsetDeleteRequestPartition = OffsetDeleteRequestPartition

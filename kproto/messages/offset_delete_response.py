@@ -73,18 +73,20 @@ class OffsetDeleteResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_OffsetDeleteResponse_c(self, out, version, regions)
+            _w_OffsetDeleteResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -111,14 +113,14 @@ def _r_OffsetDeleteResponseTopic_c(mv, pos, v):
         o.partitions = l3
     return o, pos
 
-def _w_OffsetDeleteResponseTopic_c(o, out, v, regions):
+def _w_OffsetDeleteResponseTopic_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         out += i32.pack(len(o.partitions))
         for x4 in o.partitions:
-            _w_OffsetDeleteResponsePartition_c(x4, out, v, regions)
+            _w_OffsetDeleteResponsePartition_c(x4, out, v, regions, strict)
 
 def _r_OffsetDeleteResponsePartition_c(mv, pos, v):
     o = _new(OffsetDeleteResponsePartition)
@@ -126,7 +128,7 @@ def _r_OffsetDeleteResponsePartition_c(mv, pos, v):
     pos += 6
     return o, pos
 
-def _w_OffsetDeleteResponsePartition_c(o, out, v, regions):
+def _w_OffsetDeleteResponsePartition_c(o, out, v, regions, strict):
     out += _S_ih.pack(o.partition_index, o.error_code)
 
 def _r_OffsetDeleteResponse_c(mv, pos, v):
@@ -147,14 +149,14 @@ def _r_OffsetDeleteResponse_c(mv, pos, v):
         o.topics = l6
     return o, pos
 
-def _w_OffsetDeleteResponse_c(o, out, v, regions):
+def _w_OffsetDeleteResponse_c(o, out, v, regions, strict):
     out += _S_hi.pack(o.error_code, o.throttle_time_ms)
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         out += i32.pack(len(o.topics))
         for x7 in o.topics:
-            _w_OffsetDeleteResponseTopic_c(x7, out, v, regions)
+            _w_OffsetDeleteResponseTopic_c(x7, out, v, regions, strict)
 
 OffsetDeleteResponse.OffsetDeleteResponseTopic = OffsetDeleteResponseTopic
 OffsetDeleteResponse.OffsetDeleteResponsePartition = OffsetDeleteResponsePartition

@@ -93,21 +93,23 @@ class OffsetFetchRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 6:
-                _w_OffsetFetchRequest_f(self, out, version, regions)
+                _w_OffsetFetchRequest_f(self, out, version, regions, strict)
             else:
-                _w_OffsetFetchRequest_c(self, out, version, regions)
+                _w_OffsetFetchRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -128,7 +130,7 @@ def _r_OffsetFetchRequestTopic_c(mv, pos, v):
         o.partition_indexes, pos = read_array_fixed(mv, pos, n2, 'i', 4)
     return o, pos
 
-def _w_OffsetFetchRequestTopic_c(o, out, v, regions):
+def _w_OffsetFetchRequestTopic_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     if o.partition_indexes is None:
         raise EncodeError('non-nullable field PartitionIndexes is None')
@@ -173,7 +175,7 @@ def _r_OffsetFetchRequestTopic_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OffsetFetchRequestTopic_f(o, out, v, regions):
+def _w_OffsetFetchRequestTopic_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partition_indexes is None:
         raise EncodeError('non-nullable field PartitionIndexes is None')
@@ -247,7 +249,7 @@ def _r_OffsetFetchRequestGroup_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OffsetFetchRequestGroup_f(o, out, v, regions):
+def _w_OffsetFetchRequestGroup_f(o, out, v, regions, strict):
     write_str(out, o.group_id, True, False, 'GroupId')
     if v >= 9:
         write_str(out, o.member_id, True, (v >= 9), 'MemberId')
@@ -258,7 +260,7 @@ def _w_OffsetFetchRequestGroup_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x9 in o.topics:
-            _w_OffsetFetchRequestTopics_f(x9, out, v, regions)
+            _w_OffsetFetchRequestTopics_f(x9, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -301,7 +303,7 @@ def _r_OffsetFetchRequestTopics_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OffsetFetchRequestTopics_f(o, out, v, regions):
+def _w_OffsetFetchRequestTopics_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partition_indexes is None:
         raise EncodeError('non-nullable field PartitionIndexes is None')
@@ -339,10 +341,10 @@ def _r_OffsetFetchRequest_c(mv, pos, v):
         o.topics = l14
     return o, pos
 
-def _w_OffsetFetchRequest_c(o, out, v, regions):
-    if o.groups:
+def _w_OffsetFetchRequest_c(o, out, v, regions, strict):
+    if strict and o.groups:
         raise EncodeError('field Groups cannot be encoded at version %d' % v)
-    if o.require_stable != False:
+    if strict and o.require_stable != False:
         raise EncodeError('field RequireStable cannot be encoded at version %d' % v)
     write_str(out, o.group_id, False, False, 'GroupId')
     if o.topics is None:
@@ -352,7 +354,7 @@ def _w_OffsetFetchRequest_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.topics))
         for x15 in o.topics:
-            _w_OffsetFetchRequestTopic_c(x15, out, v, regions)
+            _w_OffsetFetchRequestTopic_c(x15, out, v, regions, strict)
 
 def _r_OffsetFetchRequest_f(mv, pos, v):
     o = _new(OffsetFetchRequest)
@@ -428,14 +430,14 @@ def _r_OffsetFetchRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OffsetFetchRequest_f(o, out, v, regions):
-    if not (v <= 7) and o.group_id != '':
+def _w_OffsetFetchRequest_f(o, out, v, regions, strict):
+    if strict and not (v <= 7) and o.group_id != '':
         raise EncodeError('field GroupId cannot be encoded at version %d' % v)
-    if not (v <= 7) and o.topics:
+    if strict and not (v <= 7) and o.topics:
         raise EncodeError('field Topics cannot be encoded at version %d' % v)
-    if not (v >= 8) and o.groups:
+    if strict and not (v >= 8) and o.groups:
         raise EncodeError('field Groups cannot be encoded at version %d' % v)
-    if not (v >= 7) and o.require_stable != False:
+    if strict and not (v >= 7) and o.require_stable != False:
         raise EncodeError('field RequireStable cannot be encoded at version %d' % v)
     if v <= 7:
         write_str(out, o.group_id, True, False, 'GroupId')
@@ -447,14 +449,14 @@ def _w_OffsetFetchRequest_f(o, out, v, regions):
         else:
             write_uvarint(out, len(o.topics) + 1)
             for x21 in o.topics:
-                _w_OffsetFetchRequestTopic_f(x21, out, v, regions)
+                _w_OffsetFetchRequestTopic_f(x21, out, v, regions, strict)
     if v >= 8:
         if o.groups is None:
             raise EncodeError('non-nullable field Groups is None')
         else:
             write_uvarint(out, len(o.groups) + 1)
             for x22 in o.groups:
-                _w_OffsetFetchRequestGroup_f(x22, out, v, regions)
+                _w_OffsetFetchRequestGroup_f(x22, out, v, regions, strict)
     if v >= 7:
         out += _S_o.pack(o.require_stable)
     if o._unknown:

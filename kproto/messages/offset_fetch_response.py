@@ -124,21 +124,23 @@ class OffsetFetchResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 6:
-                _w_OffsetFetchResponse_f(self, out, version, regions)
+                _w_OffsetFetchResponse_f(self, out, version, regions, strict)
             else:
-                _w_OffsetFetchResponse_c(self, out, version, regions)
+                _w_OffsetFetchResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -165,14 +167,14 @@ def _r_OffsetFetchResponseTopic_c(mv, pos, v):
         o.partitions = l3
     return o, pos
 
-def _w_OffsetFetchResponseTopic_c(o, out, v, regions):
+def _w_OffsetFetchResponseTopic_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         out += i32.pack(len(o.partitions))
         for x4 in o.partitions:
-            _w_OffsetFetchResponsePartition_c(x4, out, v, regions)
+            _w_OffsetFetchResponsePartition_c(x4, out, v, regions, strict)
 
 def _r_OffsetFetchResponseTopic_f(mv, pos, v):
     o = _new(OffsetFetchResponseTopic)
@@ -217,14 +219,14 @@ def _r_OffsetFetchResponseTopic_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OffsetFetchResponseTopic_f(o, out, v, regions):
+def _w_OffsetFetchResponseTopic_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x8 in o.partitions:
-            _w_OffsetFetchResponsePartition_f(x8, out, v, regions)
+            _w_OffsetFetchResponsePartition_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -249,7 +251,7 @@ def _r_OffsetFetchResponsePartition_c(mv, pos, v):
     pos += 2
     return o, pos
 
-def _w_OffsetFetchResponsePartition_c(o, out, v, regions):
+def _w_OffsetFetchResponsePartition_c(o, out, v, regions, strict):
     out += _S_iq.pack(o.partition_index, o.committed_offset)
     if v >= 5:
         out += _S_i.pack(o.committed_leader_epoch)
@@ -288,7 +290,7 @@ def _r_OffsetFetchResponsePartition_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OffsetFetchResponsePartition_f(o, out, v, regions):
+def _w_OffsetFetchResponsePartition_f(o, out, v, regions, strict):
     out += _S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     write_str(out, o.metadata, True, True, 'Metadata')
     out += _S_h.pack(o.error_code)
@@ -342,14 +344,14 @@ def _r_OffsetFetchResponseGroup_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OffsetFetchResponseGroup_f(o, out, v, regions):
+def _w_OffsetFetchResponseGroup_f(o, out, v, regions, strict):
     write_str(out, o.group_id, True, False, 'GroupId')
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x14 in o.topics:
-            _w_OffsetFetchResponseTopics_f(x14, out, v, regions)
+            _w_OffsetFetchResponseTopics_f(x14, out, v, regions, strict)
     out += _S_h.pack(o.error_code)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -399,14 +401,14 @@ def _r_OffsetFetchResponseTopics_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OffsetFetchResponseTopics_f(o, out, v, regions):
+def _w_OffsetFetchResponseTopics_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x18 in o.partitions:
-            _w_OffsetFetchResponsePartitions_f(x18, out, v, regions)
+            _w_OffsetFetchResponsePartitions_f(x18, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -444,7 +446,7 @@ def _r_OffsetFetchResponsePartitions_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OffsetFetchResponsePartitions_f(o, out, v, regions):
+def _w_OffsetFetchResponsePartitions_f(o, out, v, regions, strict):
     out += _S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     write_str(out, o.metadata, True, True, 'Metadata')
     out += _S_h.pack(o.error_code)
@@ -480,8 +482,8 @@ def _r_OffsetFetchResponse_c(mv, pos, v):
         pos += 2
     return o, pos
 
-def _w_OffsetFetchResponse_c(o, out, v, regions):
-    if o.groups:
+def _w_OffsetFetchResponse_c(o, out, v, regions, strict):
+    if strict and o.groups:
         raise EncodeError('field Groups cannot be encoded at version %d' % v)
     if v >= 3:
         out += _S_i.pack(o.throttle_time_ms)
@@ -490,7 +492,7 @@ def _w_OffsetFetchResponse_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.topics))
         for x22 in o.topics:
-            _w_OffsetFetchResponseTopic_c(x22, out, v, regions)
+            _w_OffsetFetchResponseTopic_c(x22, out, v, regions, strict)
     if v >= 2:
         out += _S_h.pack(o.error_code)
 
@@ -556,10 +558,10 @@ def _r_OffsetFetchResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OffsetFetchResponse_f(o, out, v, regions):
-    if not (v <= 7) and o.topics:
+def _w_OffsetFetchResponse_f(o, out, v, regions, strict):
+    if strict and not (v <= 7) and o.topics:
         raise EncodeError('field Topics cannot be encoded at version %d' % v)
-    if not (v >= 8) and o.groups:
+    if strict and not (v >= 8) and o.groups:
         raise EncodeError('field Groups cannot be encoded at version %d' % v)
     out += _S_i.pack(o.throttle_time_ms)
     if v <= 7:
@@ -568,7 +570,7 @@ def _w_OffsetFetchResponse_f(o, out, v, regions):
         else:
             write_uvarint(out, len(o.topics) + 1)
             for x27 in o.topics:
-                _w_OffsetFetchResponseTopic_f(x27, out, v, regions)
+                _w_OffsetFetchResponseTopic_f(x27, out, v, regions, strict)
     if v <= 7:
         out += _S_h.pack(o.error_code)
     if v >= 8:
@@ -577,7 +579,7 @@ def _w_OffsetFetchResponse_f(o, out, v, regions):
         else:
             write_uvarint(out, len(o.groups) + 1)
             for x28 in o.groups:
-                _w_OffsetFetchResponseGroup_f(x28, out, v, regions)
+                _w_OffsetFetchResponseGroup_f(x28, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -78,21 +78,23 @@ class OffsetForLeaderEpochRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 4:
-                _w_OffsetForLeaderEpochRequest_f(self, out, version, regions)
+                _w_OffsetForLeaderEpochRequest_f(self, out, version, regions, strict)
             else:
-                _w_OffsetForLeaderEpochRequest_c(self, out, version, regions)
+                _w_OffsetForLeaderEpochRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -119,14 +121,14 @@ def _r_OffsetForLeaderTopic_c(mv, pos, v):
         o.partitions = l3
     return o, pos
 
-def _w_OffsetForLeaderTopic_c(o, out, v, regions):
+def _w_OffsetForLeaderTopic_c(o, out, v, regions, strict):
     write_str(out, o.topic, False, False, 'Topic')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         out += i32.pack(len(o.partitions))
         for x4 in o.partitions:
-            _w_OffsetForLeaderPartition_c(x4, out, v, regions)
+            _w_OffsetForLeaderPartition_c(x4, out, v, regions, strict)
 
 def _r_OffsetForLeaderTopic_f(mv, pos, v):
     o = _new(OffsetForLeaderTopic)
@@ -171,14 +173,14 @@ def _r_OffsetForLeaderTopic_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OffsetForLeaderTopic_f(o, out, v, regions):
+def _w_OffsetForLeaderTopic_f(o, out, v, regions, strict):
     write_str(out, o.topic, True, False, 'Topic')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x8 in o.partitions:
-            _w_OffsetForLeaderPartition_f(x8, out, v, regions)
+            _w_OffsetForLeaderPartition_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -197,7 +199,7 @@ def _r_OffsetForLeaderPartition_c(mv, pos, v):
     pos += 4
     return o, pos
 
-def _w_OffsetForLeaderPartition_c(o, out, v, regions):
+def _w_OffsetForLeaderPartition_c(o, out, v, regions, strict):
     out += _S_i.pack(o.partition)
     if v >= 2:
         out += _S_i.pack(o.current_leader_epoch)
@@ -224,7 +226,7 @@ def _r_OffsetForLeaderPartition_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OffsetForLeaderPartition_f(o, out, v, regions):
+def _w_OffsetForLeaderPartition_f(o, out, v, regions, strict):
     out += _S_iii.pack(o.partition, o.current_leader_epoch, o.leader_epoch)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -252,7 +254,7 @@ def _r_OffsetForLeaderEpochRequest_c(mv, pos, v):
         o.topics = l10
     return o, pos
 
-def _w_OffsetForLeaderEpochRequest_c(o, out, v, regions):
+def _w_OffsetForLeaderEpochRequest_c(o, out, v, regions, strict):
     if v >= 3:
         out += _S_i.pack(o.replica_id)
     if o.topics is None:
@@ -260,7 +262,7 @@ def _w_OffsetForLeaderEpochRequest_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.topics))
         for x11 in o.topics:
-            _w_OffsetForLeaderTopic_c(x11, out, v, regions)
+            _w_OffsetForLeaderTopic_c(x11, out, v, regions, strict)
 
 def _r_OffsetForLeaderEpochRequest_f(mv, pos, v):
     o = _new(OffsetForLeaderEpochRequest)
@@ -298,14 +300,14 @@ def _r_OffsetForLeaderEpochRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OffsetForLeaderEpochRequest_f(o, out, v, regions):
+def _w_OffsetForLeaderEpochRequest_f(o, out, v, regions, strict):
     out += _S_i.pack(o.replica_id)
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x14 in o.topics:
-            _w_OffsetForLeaderTopic_f(x14, out, v, regions)
+            _w_OffsetForLeaderTopic_f(x14, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

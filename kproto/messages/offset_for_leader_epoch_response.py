@@ -81,21 +81,23 @@ class OffsetForLeaderEpochResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 4:
-                _w_OffsetForLeaderEpochResponse_f(self, out, version, regions)
+                _w_OffsetForLeaderEpochResponse_f(self, out, version, regions, strict)
             else:
-                _w_OffsetForLeaderEpochResponse_c(self, out, version, regions)
+                _w_OffsetForLeaderEpochResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -122,14 +124,14 @@ def _r_OffsetForLeaderTopicResult_c(mv, pos, v):
         o.partitions = l3
     return o, pos
 
-def _w_OffsetForLeaderTopicResult_c(o, out, v, regions):
+def _w_OffsetForLeaderTopicResult_c(o, out, v, regions, strict):
     write_str(out, o.topic, False, False, 'Topic')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         out += i32.pack(len(o.partitions))
         for x4 in o.partitions:
-            _w_EpochEndOffset_c(x4, out, v, regions)
+            _w_EpochEndOffset_c(x4, out, v, regions, strict)
 
 def _r_OffsetForLeaderTopicResult_f(mv, pos, v):
     o = _new(OffsetForLeaderTopicResult)
@@ -174,14 +176,14 @@ def _r_OffsetForLeaderTopicResult_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OffsetForLeaderTopicResult_f(o, out, v, regions):
+def _w_OffsetForLeaderTopicResult_f(o, out, v, regions, strict):
     write_str(out, o.topic, True, False, 'Topic')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x8 in o.partitions:
-            _w_EpochEndOffset_f(x8, out, v, regions)
+            _w_EpochEndOffset_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -200,7 +202,7 @@ def _r_EpochEndOffset_c(mv, pos, v):
     pos += 8
     return o, pos
 
-def _w_EpochEndOffset_c(o, out, v, regions):
+def _w_EpochEndOffset_c(o, out, v, regions, strict):
     out += _S_hi.pack(o.error_code, o.partition)
     if v >= 1:
         out += _S_i.pack(o.leader_epoch)
@@ -227,7 +229,7 @@ def _r_EpochEndOffset_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_EpochEndOffset_f(o, out, v, regions):
+def _w_EpochEndOffset_f(o, out, v, regions, strict):
     out += _S_hiiq.pack(o.error_code, o.partition, o.leader_epoch, o.end_offset)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -255,7 +257,7 @@ def _r_OffsetForLeaderEpochResponse_c(mv, pos, v):
         o.topics = l10
     return o, pos
 
-def _w_OffsetForLeaderEpochResponse_c(o, out, v, regions):
+def _w_OffsetForLeaderEpochResponse_c(o, out, v, regions, strict):
     if v >= 2:
         out += _S_i.pack(o.throttle_time_ms)
     if o.topics is None:
@@ -263,7 +265,7 @@ def _w_OffsetForLeaderEpochResponse_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.topics))
         for x11 in o.topics:
-            _w_OffsetForLeaderTopicResult_c(x11, out, v, regions)
+            _w_OffsetForLeaderTopicResult_c(x11, out, v, regions, strict)
 
 def _r_OffsetForLeaderEpochResponse_f(mv, pos, v):
     o = _new(OffsetForLeaderEpochResponse)
@@ -301,14 +303,14 @@ def _r_OffsetForLeaderEpochResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_OffsetForLeaderEpochResponse_f(o, out, v, regions):
+def _w_OffsetForLeaderEpochResponse_f(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x14 in o.topics:
-            _w_OffsetForLeaderTopicResult_f(x14, out, v, regions)
+            _w_OffsetForLeaderTopicResult_f(x14, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

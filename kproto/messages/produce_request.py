@@ -79,21 +79,23 @@ class ProduceRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 9:
-                _w_ProduceRequest_f(self, out, version, regions)
+                _w_ProduceRequest_f(self, out, version, regions, strict)
             else:
-                _w_ProduceRequest_c(self, out, version, regions)
+                _w_ProduceRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -120,14 +122,14 @@ def _r_TopicProduceData_c(mv, pos, v):
         o.partition_data = l3
     return o, pos
 
-def _w_TopicProduceData_c(o, out, v, regions):
+def _w_TopicProduceData_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     if o.partition_data is None:
         raise EncodeError('non-nullable field PartitionData is None')
     else:
         out += i32.pack(len(o.partition_data))
         for x4 in o.partition_data:
-            _w_PartitionProduceData_c(x4, out, v, regions)
+            _w_PartitionProduceData_c(x4, out, v, regions, strict)
 
 def _r_TopicProduceData_f(mv, pos, v):
     o = _new(TopicProduceData)
@@ -172,14 +174,14 @@ def _r_TopicProduceData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicProduceData_f(o, out, v, regions):
+def _w_TopicProduceData_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partition_data is None:
         raise EncodeError('non-nullable field PartitionData is None')
     else:
         write_uvarint(out, len(o.partition_data) + 1)
         for x8 in o.partition_data:
-            _w_PartitionProduceData_f(x8, out, v, regions)
+            _w_PartitionProduceData_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -197,7 +199,7 @@ def _r_PartitionProduceData_c(mv, pos, v):
         o.records, pos = read_records(mv, pos, n9)
     return o, pos
 
-def _w_PartitionProduceData_c(o, out, v, regions):
+def _w_PartitionProduceData_c(o, out, v, regions, strict):
     out += _S_i.pack(o.index)
     write_records(out, regions, o.records, False, True, 'Records')
 
@@ -231,7 +233,7 @@ def _r_PartitionProduceData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_PartitionProduceData_f(o, out, v, regions):
+def _w_PartitionProduceData_f(o, out, v, regions, strict):
     out += _S_i.pack(o.index)
     write_records(out, regions, o.records, True, True, 'Records')
     if o._unknown:
@@ -268,8 +270,8 @@ def _r_ProduceRequest_c(mv, pos, v):
         o.topic_data = l13
     return o, pos
 
-def _w_ProduceRequest_c(o, out, v, regions):
-    if not (v >= 3) and o.transactional_id is not None:
+def _w_ProduceRequest_c(o, out, v, regions, strict):
+    if strict and not (v >= 3) and o.transactional_id is not None:
         raise EncodeError('field TransactionalId cannot be encoded at version %d' % v)
     if v >= 3:
         write_str(out, o.transactional_id, False, (v >= 3), 'TransactionalId')
@@ -279,7 +281,7 @@ def _w_ProduceRequest_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.topic_data))
         for x14 in o.topic_data:
-            _w_TopicProduceData_c(x14, out, v, regions)
+            _w_TopicProduceData_c(x14, out, v, regions, strict)
 
 def _r_ProduceRequest_f(mv, pos, v):
     o = _new(ProduceRequest)
@@ -326,7 +328,7 @@ def _r_ProduceRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ProduceRequest_f(o, out, v, regions):
+def _w_ProduceRequest_f(o, out, v, regions, strict):
     write_str(out, o.transactional_id, True, True, 'TransactionalId')
     out += _S_hi.pack(o.acks, o.timeout_ms)
     if o.topic_data is None:
@@ -334,7 +336,7 @@ def _w_ProduceRequest_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.topic_data) + 1)
         for x18 in o.topic_data:
-            _w_TopicProduceData_f(x18, out, v, regions)
+            _w_TopicProduceData_f(x18, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -125,21 +125,23 @@ class ProduceResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 9:
-                _w_ProduceResponse_f(self, out, version, regions)
+                _w_ProduceResponse_f(self, out, version, regions, strict)
             else:
-                _w_ProduceResponse_c(self, out, version, regions)
+                _w_ProduceResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -166,14 +168,14 @@ def _r_TopicProduceResponse_c(mv, pos, v):
         o.partition_responses = l3
     return o, pos
 
-def _w_TopicProduceResponse_c(o, out, v, regions):
+def _w_TopicProduceResponse_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     if o.partition_responses is None:
         raise EncodeError('non-nullable field PartitionResponses is None')
     else:
         out += i32.pack(len(o.partition_responses))
         for x4 in o.partition_responses:
-            _w_PartitionProduceResponse_c(x4, out, v, regions)
+            _w_PartitionProduceResponse_c(x4, out, v, regions, strict)
 
 def _r_TopicProduceResponse_f(mv, pos, v):
     o = _new(TopicProduceResponse)
@@ -218,14 +220,14 @@ def _r_TopicProduceResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicProduceResponse_f(o, out, v, regions):
+def _w_TopicProduceResponse_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partition_responses is None:
         raise EncodeError('non-nullable field PartitionResponses is None')
     else:
         write_uvarint(out, len(o.partition_responses) + 1)
         for x8 in o.partition_responses:
-            _w_PartitionProduceResponse_f(x8, out, v, regions)
+            _w_PartitionProduceResponse_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -274,8 +276,8 @@ def _r_PartitionProduceResponse_c(mv, pos, v):
             o.error_message, pos = read_str(mv, pos, n11)
     return o, pos
 
-def _w_PartitionProduceResponse_c(o, out, v, regions):
-    if o.current_leader != LeaderIdAndEpoch():
+def _w_PartitionProduceResponse_c(o, out, v, regions, strict):
+    if strict and o.current_leader != LeaderIdAndEpoch():
         raise EncodeError('field CurrentLeader cannot be encoded at version %d' % v)
     out += _S_ihq.pack(o.index, o.error_code, o.base_offset)
     if v >= 2:
@@ -288,7 +290,7 @@ def _w_PartitionProduceResponse_c(o, out, v, regions):
         else:
             out += i32.pack(len(o.record_errors))
             for x12 in o.record_errors:
-                _w_BatchIndexAndErrorMessage_c(x12, out, v, regions)
+                _w_BatchIndexAndErrorMessage_c(x12, out, v, regions, strict)
     if v >= 8:
         write_str(out, o.error_message, False, (v >= 8), 'ErrorMessage')
 
@@ -341,8 +343,8 @@ def _r_PartitionProduceResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_PartitionProduceResponse_f(o, out, v, regions):
-    if not (v >= 10) and o.current_leader != LeaderIdAndEpoch():
+def _w_PartitionProduceResponse_f(o, out, v, regions, strict):
+    if strict and not (v >= 10) and o.current_leader != LeaderIdAndEpoch():
         raise EncodeError('field CurrentLeader cannot be encoded at version %d' % v)
     out += _S_ihqqq.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     if o.record_errors is None:
@@ -350,12 +352,12 @@ def _w_PartitionProduceResponse_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.record_errors) + 1)
         for x17 in o.record_errors:
-            _w_BatchIndexAndErrorMessage_f(x17, out, v, regions)
+            _w_BatchIndexAndErrorMessage_f(x17, out, v, regions, strict)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     tagged = list(o._unknown) if o._unknown else []
     if (v >= 10) and o.current_leader != LeaderIdAndEpoch():
         t = bytearray()
-        _w_LeaderIdAndEpoch_f(o.current_leader, t, v, regions)
+        _w_LeaderIdAndEpoch_f(o.current_leader, t, v, regions, strict)
         tagged.append((0, bytes(t)))
     if tagged:
         tagged.sort(key=_tag_key)
@@ -375,7 +377,7 @@ def _r_BatchIndexAndErrorMessage_c(mv, pos, v):
         o.batch_index_error_message, pos = read_str(mv, pos, n18)
     return o, pos
 
-def _w_BatchIndexAndErrorMessage_c(o, out, v, regions):
+def _w_BatchIndexAndErrorMessage_c(o, out, v, regions, strict):
     out += _S_i.pack(o.batch_index)
     write_str(out, o.batch_index_error_message, False, True, 'BatchIndexErrorMessage')
 
@@ -409,7 +411,7 @@ def _r_BatchIndexAndErrorMessage_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_BatchIndexAndErrorMessage_f(o, out, v, regions):
+def _w_BatchIndexAndErrorMessage_f(o, out, v, regions, strict):
     out += _S_i.pack(o.batch_index)
     write_str(out, o.batch_index_error_message, True, True, 'BatchIndexErrorMessage')
     if o._unknown:
@@ -438,7 +440,7 @@ def _r_LeaderIdAndEpoch_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_LeaderIdAndEpoch_f(o, out, v, regions):
+def _w_LeaderIdAndEpoch_f(o, out, v, regions, strict):
     out += _S_ii.pack(o.leader_id, o.leader_epoch)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -486,7 +488,7 @@ def _r_NodeEndpoint_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_NodeEndpoint_f(o, out, v, regions):
+def _w_NodeEndpoint_f(o, out, v, regions, strict):
     out += _S_i.pack(o.node_id)
     write_str(out, o.host, True, False, 'Host')
     out += _S_i.pack(o.port)
@@ -518,15 +520,15 @@ def _r_ProduceResponse_c(mv, pos, v):
         pos += 4
     return o, pos
 
-def _w_ProduceResponse_c(o, out, v, regions):
-    if o.node_endpoints:
+def _w_ProduceResponse_c(o, out, v, regions, strict):
+    if strict and o.node_endpoints:
         raise EncodeError('field NodeEndpoints cannot be encoded at version %d' % v)
     if o.responses is None:
         raise EncodeError('non-nullable field Responses is None')
     else:
         out += i32.pack(len(o.responses))
         for x24 in o.responses:
-            _w_TopicProduceResponse_c(x24, out, v, regions)
+            _w_TopicProduceResponse_c(x24, out, v, regions, strict)
     if v >= 1:
         out += _S_i.pack(o.throttle_time_ms)
 
@@ -584,15 +586,15 @@ def _r_ProduceResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ProduceResponse_f(o, out, v, regions):
-    if not (v >= 10) and o.node_endpoints:
+def _w_ProduceResponse_f(o, out, v, regions, strict):
+    if strict and not (v >= 10) and o.node_endpoints:
         raise EncodeError('field NodeEndpoints cannot be encoded at version %d' % v)
     if o.responses is None:
         raise EncodeError('non-nullable field Responses is None')
     else:
         write_uvarint(out, len(o.responses) + 1)
         for x29 in o.responses:
-            _w_TopicProduceResponse_f(x29, out, v, regions)
+            _w_TopicProduceResponse_f(x29, out, v, regions, strict)
     out += _S_i.pack(o.throttle_time_ms)
     tagged = list(o._unknown) if o._unknown else []
     if (v >= 10) and o.node_endpoints != []:
@@ -602,7 +604,7 @@ def _w_ProduceResponse_f(o, out, v, regions):
         else:
             write_uvarint(t, len(o.node_endpoints) + 1)
             for x30 in o.node_endpoints:
-                _w_NodeEndpoint_f(x30, t, v, regions)
+                _w_NodeEndpoint_f(x30, t, v, regions, strict)
         tagged.append((0, bytes(t)))
     if tagged:
         tagged.sort(key=_tag_key)

@@ -93,18 +93,20 @@ class ReadShareGroupStateResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_ReadShareGroupStateResponse_f(self, out, version, regions)
+            _w_ReadShareGroupStateResponse_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -144,14 +146,14 @@ def _r_ReadStateResult_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ReadStateResult_f(o, out, v, regions):
+def _w_ReadStateResult_f(o, out, v, regions, strict):
     out += o.topic_id.bytes
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x4 in o.partitions:
-            _w_PartitionResult_f(x4, out, v, regions)
+            _w_PartitionResult_f(x4, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -204,7 +206,7 @@ def _r_PartitionResult_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_PartitionResult_f(o, out, v, regions):
+def _w_PartitionResult_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.partition, o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     out += _S_iq.pack(o.state_epoch, o.start_offset)
@@ -213,7 +215,7 @@ def _w_PartitionResult_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.state_batches) + 1)
         for x8 in o.state_batches:
-            _w_StateBatch_f(x8, out, v, regions)
+            _w_StateBatch_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -240,7 +242,7 @@ def _r_StateBatch_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_StateBatch_f(o, out, v, regions):
+def _w_StateBatch_f(o, out, v, regions, strict):
     out += _S_qqbh.pack(o.first_offset, o.last_offset, o.delivery_state, o.delivery_count)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -281,13 +283,13 @@ def _r_ReadShareGroupStateResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ReadShareGroupStateResponse_f(o, out, v, regions):
+def _w_ReadShareGroupStateResponse_f(o, out, v, regions, strict):
     if o.results is None:
         raise EncodeError('non-nullable field Results is None')
     else:
         write_uvarint(out, len(o.results) + 1)
         for x11 in o.results:
-            _w_ReadStateResult_f(x11, out, v, regions)
+            _w_ReadStateResult_f(x11, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -54,21 +54,23 @@ class RequestHeader(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 2:
-                _w_RequestHeader_f(self, out, version, regions)
+                _w_RequestHeader_f(self, out, version, regions, strict)
             else:
-                _w_RequestHeader_c(self, out, version, regions)
+                _w_RequestHeader_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -90,7 +92,7 @@ def _r_RequestHeader_c(mv, pos, v):
             o.client_id, pos = read_str(mv, pos, n1)
     return o, pos
 
-def _w_RequestHeader_c(o, out, v, regions):
+def _w_RequestHeader_c(o, out, v, regions, strict):
     out += _S_hhi.pack(o.request_api_key, o.request_api_version, o.correlation_id)
     if v >= 1:
         write_str(out, o.client_id, False, (v >= 1), 'ClientId')
@@ -122,7 +124,7 @@ def _r_RequestHeader_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_RequestHeader_f(o, out, v, regions):
+def _w_RequestHeader_f(o, out, v, regions, strict):
     out += _S_hhi.pack(o.request_api_key, o.request_api_version, o.correlation_id)
     write_str(out, o.client_id, False, True, 'ClientId')
     if o._unknown:

@@ -90,18 +90,20 @@ class ShareAcknowledgeRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_ShareAcknowledgeRequest_f(self, out, version, regions)
+            _w_ShareAcknowledgeRequest_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -141,14 +143,14 @@ def _r_AcknowledgeTopic_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AcknowledgeTopic_f(o, out, v, regions):
+def _w_AcknowledgeTopic_f(o, out, v, regions, strict):
     out += o.topic_id.bytes
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x4 in o.partitions:
-            _w_AcknowledgePartition_f(x4, out, v, regions)
+            _w_AcknowledgePartition_f(x4, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -190,14 +192,14 @@ def _r_AcknowledgePartition_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AcknowledgePartition_f(o, out, v, regions):
+def _w_AcknowledgePartition_f(o, out, v, regions, strict):
     out += _S_i.pack(o.partition_index)
     if o.acknowledgement_batches is None:
         raise EncodeError('non-nullable field AcknowledgementBatches is None')
     else:
         write_uvarint(out, len(o.acknowledgement_batches) + 1)
         for x7 in o.acknowledgement_batches:
-            _w_AcknowledgementBatch_f(x7, out, v, regions)
+            _w_AcknowledgementBatch_f(x7, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -233,7 +235,7 @@ def _r_AcknowledgementBatch_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AcknowledgementBatch_f(o, out, v, regions):
+def _w_AcknowledgementBatch_f(o, out, v, regions, strict):
     out += _S_qq.pack(o.first_offset, o.last_offset)
     if o.acknowledge_types is None:
         raise EncodeError('non-nullable field AcknowledgeTypes is None')
@@ -299,7 +301,7 @@ def _r_ShareAcknowledgeRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ShareAcknowledgeRequest_f(o, out, v, regions):
+def _w_ShareAcknowledgeRequest_f(o, out, v, regions, strict):
     write_str(out, o.group_id, True, True, 'GroupId')
     write_str(out, o.member_id, True, True, 'MemberId')
     out += _S_i.pack(o.share_session_epoch)
@@ -308,7 +310,7 @@ def _w_ShareAcknowledgeRequest_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x13 in o.topics:
-            _w_AcknowledgeTopic_f(x13, out, v, regions)
+            _w_AcknowledgeTopic_f(x13, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -107,18 +107,20 @@ class ShareAcknowledgeResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_ShareAcknowledgeResponse_f(self, out, version, regions)
+            _w_ShareAcknowledgeResponse_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -158,14 +160,14 @@ def _r_ShareAcknowledgeTopicResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ShareAcknowledgeTopicResponse_f(o, out, v, regions):
+def _w_ShareAcknowledgeTopicResponse_f(o, out, v, regions, strict):
     out += o.topic_id.bytes
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x4 in o.partitions:
-            _w_PartitionData_f(x4, out, v, regions)
+            _w_PartitionData_f(x4, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -202,10 +204,10 @@ def _r_PartitionData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_PartitionData_f(o, out, v, regions):
+def _w_PartitionData_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.partition_index, o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
-    _w_LeaderIdAndEpoch_f(o.current_leader, out, v, regions)
+    _w_LeaderIdAndEpoch_f(o.current_leader, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -232,7 +234,7 @@ def _r_LeaderIdAndEpoch_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_LeaderIdAndEpoch_f(o, out, v, regions):
+def _w_LeaderIdAndEpoch_f(o, out, v, regions, strict):
     out += _S_ii.pack(o.leader_id, o.leader_epoch)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -280,7 +282,7 @@ def _r_NodeEndpoint_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_NodeEndpoint_f(o, out, v, regions):
+def _w_NodeEndpoint_f(o, out, v, regions, strict):
     out += _S_i.pack(o.node_id)
     write_str(out, o.host, True, False, 'Host')
     out += _S_i.pack(o.port)
@@ -350,7 +352,7 @@ def _r_ShareAcknowledgeResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ShareAcknowledgeResponse_f(o, out, v, regions):
+def _w_ShareAcknowledgeResponse_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     if o.responses is None:
@@ -358,13 +360,13 @@ def _w_ShareAcknowledgeResponse_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.responses) + 1)
         for x14 in o.responses:
-            _w_ShareAcknowledgeTopicResponse_f(x14, out, v, regions)
+            _w_ShareAcknowledgeTopicResponse_f(x14, out, v, regions, strict)
     if o.node_endpoints is None:
         raise EncodeError('non-nullable field NodeEndpoints is None')
     else:
         write_uvarint(out, len(o.node_endpoints) + 1)
         for x15 in o.node_endpoints:
-            _w_NodeEndpoint_f(x15, out, v, regions)
+            _w_NodeEndpoint_f(x15, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -108,18 +108,20 @@ class ShareFetchRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_ShareFetchRequest_f(self, out, version, regions)
+            _w_ShareFetchRequest_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -159,14 +161,14 @@ def _r_FetchTopic_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_FetchTopic_f(o, out, v, regions):
+def _w_FetchTopic_f(o, out, v, regions, strict):
     out += o.topic_id.bytes
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x4 in o.partitions:
-            _w_FetchPartition_f(x4, out, v, regions)
+            _w_FetchPartition_f(x4, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -208,14 +210,14 @@ def _r_FetchPartition_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_FetchPartition_f(o, out, v, regions):
+def _w_FetchPartition_f(o, out, v, regions, strict):
     out += _S_ii.pack(o.partition_index, o.partition_max_bytes)
     if o.acknowledgement_batches is None:
         raise EncodeError('non-nullable field AcknowledgementBatches is None')
     else:
         write_uvarint(out, len(o.acknowledgement_batches) + 1)
         for x7 in o.acknowledgement_batches:
-            _w_AcknowledgementBatch_f(x7, out, v, regions)
+            _w_AcknowledgementBatch_f(x7, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -251,7 +253,7 @@ def _r_AcknowledgementBatch_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AcknowledgementBatch_f(o, out, v, regions):
+def _w_AcknowledgementBatch_f(o, out, v, regions, strict):
     out += _S_qq.pack(o.first_offset, o.last_offset)
     if o.acknowledge_types is None:
         raise EncodeError('non-nullable field AcknowledgeTypes is None')
@@ -292,7 +294,7 @@ def _r_ForgottenTopic_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ForgottenTopic_f(o, out, v, regions):
+def _w_ForgottenTopic_f(o, out, v, regions, strict):
     out += o.topic_id.bytes
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
@@ -373,7 +375,7 @@ def _r_ShareFetchRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ShareFetchRequest_f(o, out, v, regions):
+def _w_ShareFetchRequest_f(o, out, v, regions, strict):
     write_str(out, o.group_id, True, True, 'GroupId')
     write_str(out, o.member_id, True, True, 'MemberId')
     out += _S_iiii.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes)
@@ -382,13 +384,13 @@ def _w_ShareFetchRequest_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x17 in o.topics:
-            _w_FetchTopic_f(x17, out, v, regions)
+            _w_FetchTopic_f(x17, out, v, regions, strict)
     if o.forgotten_topics_data is None:
         raise EncodeError('non-nullable field ForgottenTopicsData is None')
     else:
         write_uvarint(out, len(o.forgotten_topics_data) + 1)
         for x18 in o.forgotten_topics_data:
-            _w_ForgottenTopic_f(x18, out, v, regions)
+            _w_ForgottenTopic_f(x18, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

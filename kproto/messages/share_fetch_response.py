@@ -126,18 +126,20 @@ class ShareFetchResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_ShareFetchResponse_f(self, out, version, regions)
+            _w_ShareFetchResponse_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -177,14 +179,14 @@ def _r_ShareFetchableTopicResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ShareFetchableTopicResponse_f(o, out, v, regions):
+def _w_ShareFetchableTopicResponse_f(o, out, v, regions, strict):
     out += o.topic_id.bytes
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x4 in o.partitions:
-            _w_PartitionData_f(x4, out, v, regions)
+            _w_PartitionData_f(x4, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -256,19 +258,19 @@ def _r_PartitionData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_PartitionData_f(o, out, v, regions):
+def _w_PartitionData_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.partition_index, o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     out += _S_h.pack(o.acknowledge_error_code)
     write_str(out, o.acknowledge_error_message, True, True, 'AcknowledgeErrorMessage')
-    _w_LeaderIdAndEpoch_f(o.current_leader, out, v, regions)
+    _w_LeaderIdAndEpoch_f(o.current_leader, out, v, regions, strict)
     write_records(out, regions, o.records, True, True, 'Records')
     if o.acquired_records is None:
         raise EncodeError('non-nullable field AcquiredRecords is None')
     else:
         write_uvarint(out, len(o.acquired_records) + 1)
         for x11 in o.acquired_records:
-            _w_AcquiredRecords_f(x11, out, v, regions)
+            _w_AcquiredRecords_f(x11, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -295,7 +297,7 @@ def _r_LeaderIdAndEpoch_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_LeaderIdAndEpoch_f(o, out, v, regions):
+def _w_LeaderIdAndEpoch_f(o, out, v, regions, strict):
     out += _S_ii.pack(o.leader_id, o.leader_epoch)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -323,7 +325,7 @@ def _r_AcquiredRecords_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_AcquiredRecords_f(o, out, v, regions):
+def _w_AcquiredRecords_f(o, out, v, regions, strict):
     out += _S_qqh.pack(o.first_offset, o.last_offset, o.delivery_count)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -371,7 +373,7 @@ def _r_NodeEndpoint_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_NodeEndpoint_f(o, out, v, regions):
+def _w_NodeEndpoint_f(o, out, v, regions, strict):
     out += _S_i.pack(o.node_id)
     write_str(out, o.host, True, False, 'Host')
     out += _S_i.pack(o.port)
@@ -441,7 +443,7 @@ def _r_ShareFetchResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ShareFetchResponse_f(o, out, v, regions):
+def _w_ShareFetchResponse_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     if o.responses is None:
@@ -449,13 +451,13 @@ def _w_ShareFetchResponse_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.responses) + 1)
         for x19 in o.responses:
-            _w_ShareFetchableTopicResponse_f(x19, out, v, regions)
+            _w_ShareFetchableTopicResponse_f(x19, out, v, regions, strict)
     if o.node_endpoints is None:
         raise EncodeError('non-nullable field NodeEndpoints is None')
     else:
         write_uvarint(out, len(o.node_endpoints) + 1)
         for x20 in o.node_endpoints:
-            _w_NodeEndpoint_f(x20, out, v, regions)
+            _w_NodeEndpoint_f(x20, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -112,18 +112,20 @@ class ShareGroupDescribeResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_ShareGroupDescribeResponse_f(self, out, version, regions)
+            _w_ShareGroupDescribeResponse_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -204,7 +206,7 @@ def _r_DescribedGroup_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_DescribedGroup_f(o, out, v, regions):
+def _w_DescribedGroup_f(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     write_str(out, o.group_id, True, False, 'GroupId')
@@ -216,7 +218,7 @@ def _w_DescribedGroup_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.members) + 1)
         for x7 in o.members:
-            _w_Member_f(x7, out, v, regions)
+            _w_Member_f(x7, out, v, regions, strict)
     out += _S_i.pack(o.authorized_operations)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -303,7 +305,7 @@ def _r_Member_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_Member_f(o, out, v, regions):
+def _w_Member_f(o, out, v, regions, strict):
     write_str(out, o.member_id, True, False, 'MemberId')
     write_str(out, o.rack_id, True, True, 'RackId')
     out += _S_i.pack(o.member_epoch)
@@ -315,7 +317,7 @@ def _w_Member_f(o, out, v, regions):
         write_uvarint(out, len(o.subscribed_topic_names) + 1)
         for x17 in o.subscribed_topic_names:
             write_str(out, x17, True, False, 'SubscribedTopicNames')
-    _w_Assignment_f(o.assignment, out, v, regions)
+    _w_Assignment_f(o.assignment, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -355,13 +357,13 @@ def _r_Assignment_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_Assignment_f(o, out, v, regions):
+def _w_Assignment_f(o, out, v, regions, strict):
     if o.topic_partitions is None:
         raise EncodeError('non-nullable field TopicPartitions is None')
     else:
         write_uvarint(out, len(o.topic_partitions) + 1)
         for x20 in o.topic_partitions:
-            _w_TopicPartitions_f(x20, out, v, regions)
+            _w_TopicPartitions_f(x20, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -405,7 +407,7 @@ def _r_TopicPartitions_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicPartitions_f(o, out, v, regions):
+def _w_TopicPartitions_f(o, out, v, regions, strict):
     out += o.topic_id.bytes
     write_str(out, o.topic_name, True, False, 'TopicName')
     if o.partitions is None:
@@ -454,14 +456,14 @@ def _r_ShareGroupDescribeResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ShareGroupDescribeResponse_f(o, out, v, regions):
+def _w_ShareGroupDescribeResponse_f(o, out, v, regions, strict):
     out += _S_i.pack(o.throttle_time_ms)
     if o.groups is None:
         raise EncodeError('non-nullable field Groups is None')
     else:
         write_uvarint(out, len(o.groups) + 1)
         for x26 in o.groups:
-            _w_DescribedGroup_f(x26, out, v, regions)
+            _w_DescribedGroup_f(x26, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

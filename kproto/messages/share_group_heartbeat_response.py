@@ -79,18 +79,20 @@ class ShareGroupHeartbeatResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_ShareGroupHeartbeatResponse_f(self, out, version, regions)
+            _w_ShareGroupHeartbeatResponse_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -129,13 +131,13 @@ def _r_Assignment_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_Assignment_f(o, out, v, regions):
+def _w_Assignment_f(o, out, v, regions, strict):
     if o.topic_partitions is None:
         raise EncodeError('non-nullable field TopicPartitions is None')
     else:
         write_uvarint(out, len(o.topic_partitions) + 1)
         for x3 in o.topic_partitions:
-            _w_TopicPartitions_f(x3, out, v, regions)
+            _w_TopicPartitions_f(x3, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -170,7 +172,7 @@ def _r_TopicPartitions_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicPartitions_f(o, out, v, regions):
+def _w_TopicPartitions_f(o, out, v, regions, strict):
     out += o.topic_id.bytes
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
@@ -229,7 +231,7 @@ def _r_ShareGroupHeartbeatResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ShareGroupHeartbeatResponse_f(o, out, v, regions):
+def _w_ShareGroupHeartbeatResponse_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     write_str(out, o.member_id, True, True, 'MemberId')
@@ -238,7 +240,7 @@ def _w_ShareGroupHeartbeatResponse_f(o, out, v, regions):
         out.append(0xff)
     else:
         out.append(1)
-        _w_Assignment_f(o.assignment, out, v, regions)
+        _w_Assignment_f(o.assignment, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

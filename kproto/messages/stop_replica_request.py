@@ -111,21 +111,23 @@ class StopReplicaRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 2:
-                _w_StopReplicaRequest_f(self, out, version, regions)
+                _w_StopReplicaRequest_f(self, out, version, regions, strict)
             else:
-                _w_StopReplicaRequest_c(self, out, version, regions)
+                _w_StopReplicaRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -142,7 +144,7 @@ def _r_StopReplicaPartitionV0_c(mv, pos, v):
     pos += 4
     return o, pos
 
-def _w_StopReplicaPartitionV0_c(o, out, v, regions):
+def _w_StopReplicaPartitionV0_c(o, out, v, regions, strict):
     write_str(out, o.topic_name, False, False, 'TopicName')
     out += _S_i.pack(o.partition_index)
 
@@ -162,7 +164,7 @@ def _r_StopReplicaTopicV1_c(mv, pos, v):
         o.partition_indexes, pos = read_array_fixed(mv, pos, n3, 'i', 4)
     return o, pos
 
-def _w_StopReplicaTopicV1_c(o, out, v, regions):
+def _w_StopReplicaTopicV1_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     if o.partition_indexes is None:
         raise EncodeError('non-nullable field PartitionIndexes is None')
@@ -207,7 +209,7 @@ def _r_StopReplicaTopicV1_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_StopReplicaTopicV1_f(o, out, v, regions):
+def _w_StopReplicaTopicV1_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partition_indexes is None:
         raise EncodeError('non-nullable field PartitionIndexes is None')
@@ -262,14 +264,14 @@ def _r_StopReplicaTopicState_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_StopReplicaTopicState_f(o, out, v, regions):
+def _w_StopReplicaTopicState_f(o, out, v, regions, strict):
     write_str(out, o.topic_name, True, False, 'TopicName')
     if o.partition_states is None:
         raise EncodeError('non-nullable field PartitionStates is None')
     else:
         write_uvarint(out, len(o.partition_states) + 1)
         for x9 in o.partition_states:
-            _w_StopReplicaPartitionState_f(x9, out, v, regions)
+            _w_StopReplicaPartitionState_f(x9, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -296,7 +298,7 @@ def _r_StopReplicaPartitionState_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_StopReplicaPartitionState_f(o, out, v, regions):
+def _w_StopReplicaPartitionState_f(o, out, v, regions, strict):
     out += _S_iio.pack(o.partition_index, o.leader_epoch, o.delete_partition)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -348,14 +350,14 @@ def _r_StopReplicaRequest_c(mv, pos, v):
             o.topics = l13
     return o, pos
 
-def _w_StopReplicaRequest_c(o, out, v, regions):
-    if o.is_k_raft_controller != False:
+def _w_StopReplicaRequest_c(o, out, v, regions, strict):
+    if strict and o.is_k_raft_controller != False:
         raise EncodeError('field isKRaftController cannot be encoded at version %d' % v)
-    if not (v <= 0) and o.ungrouped_partitions:
+    if strict and not (v <= 0) and o.ungrouped_partitions:
         raise EncodeError('field UngroupedPartitions cannot be encoded at version %d' % v)
-    if not (v >= 1) and o.topics:
+    if strict and not (v >= 1) and o.topics:
         raise EncodeError('field Topics cannot be encoded at version %d' % v)
-    if o.topic_states:
+    if strict and o.topic_states:
         raise EncodeError('field TopicStates cannot be encoded at version %d' % v)
     out += _S_ii.pack(o.controller_id, o.controller_epoch)
     if v >= 1:
@@ -367,14 +369,14 @@ def _w_StopReplicaRequest_c(o, out, v, regions):
         else:
             out += i32.pack(len(o.ungrouped_partitions))
             for x14 in o.ungrouped_partitions:
-                _w_StopReplicaPartitionV0_c(x14, out, v, regions)
+                _w_StopReplicaPartitionV0_c(x14, out, v, regions, strict)
     if v >= 1:
         if o.topics is None:
             raise EncodeError('non-nullable field Topics is None')
         else:
             out += i32.pack(len(o.topics))
             for x15 in o.topics:
-                _w_StopReplicaTopicV1_c(x15, out, v, regions)
+                _w_StopReplicaTopicV1_c(x15, out, v, regions, strict)
 
 def _r_StopReplicaRequest_f(mv, pos, v):
     o = _new(StopReplicaRequest)
@@ -446,16 +448,16 @@ def _r_StopReplicaRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_StopReplicaRequest_f(o, out, v, regions):
-    if not (v >= 4) and o.is_k_raft_controller != False:
+def _w_StopReplicaRequest_f(o, out, v, regions, strict):
+    if strict and not (v >= 4) and o.is_k_raft_controller != False:
         raise EncodeError('field isKRaftController cannot be encoded at version %d' % v)
-    if not (v <= 2) and o.delete_partitions != False:
+    if strict and not (v <= 2) and o.delete_partitions != False:
         raise EncodeError('field DeletePartitions cannot be encoded at version %d' % v)
-    if o.ungrouped_partitions:
+    if strict and o.ungrouped_partitions:
         raise EncodeError('field UngroupedPartitions cannot be encoded at version %d' % v)
-    if not (v <= 2) and o.topics:
+    if strict and not (v <= 2) and o.topics:
         raise EncodeError('field Topics cannot be encoded at version %d' % v)
-    if not (v >= 3) and o.topic_states:
+    if strict and not (v >= 3) and o.topic_states:
         raise EncodeError('field TopicStates cannot be encoded at version %d' % v)
     out += _S_i.pack(o.controller_id)
     if v >= 4:
@@ -469,14 +471,14 @@ def _w_StopReplicaRequest_f(o, out, v, regions):
         else:
             write_uvarint(out, len(o.topics) + 1)
             for x20 in o.topics:
-                _w_StopReplicaTopicV1_f(x20, out, v, regions)
+                _w_StopReplicaTopicV1_f(x20, out, v, regions, strict)
     if v >= 3:
         if o.topic_states is None:
             raise EncodeError('non-nullable field TopicStates is None')
         else:
             write_uvarint(out, len(o.topic_states) + 1)
             for x21 in o.topic_states:
-                _w_StopReplicaTopicState_f(x21, out, v, regions)
+                _w_StopReplicaTopicState_f(x21, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

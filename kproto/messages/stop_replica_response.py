@@ -66,21 +66,23 @@ class StopReplicaResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 2:
-                _w_StopReplicaResponse_f(self, out, version, regions)
+                _w_StopReplicaResponse_f(self, out, version, regions, strict)
             else:
-                _w_StopReplicaResponse_c(self, out, version, regions)
+                _w_StopReplicaResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -97,7 +99,7 @@ def _r_StopReplicaPartitionError_c(mv, pos, v):
     pos += 6
     return o, pos
 
-def _w_StopReplicaPartitionError_c(o, out, v, regions):
+def _w_StopReplicaPartitionError_c(o, out, v, regions, strict):
     write_str(out, o.topic_name, False, False, 'TopicName')
     out += _S_ih.pack(o.partition_index, o.error_code)
 
@@ -131,7 +133,7 @@ def _r_StopReplicaPartitionError_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_StopReplicaPartitionError_f(o, out, v, regions):
+def _w_StopReplicaPartitionError_f(o, out, v, regions, strict):
     write_str(out, o.topic_name, True, False, 'TopicName')
     out += _S_ih.pack(o.partition_index, o.error_code)
     if o._unknown:
@@ -157,14 +159,14 @@ def _r_StopReplicaResponse_c(mv, pos, v):
         o.partition_errors = l4
     return o, pos
 
-def _w_StopReplicaResponse_c(o, out, v, regions):
+def _w_StopReplicaResponse_c(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     if o.partition_errors is None:
         raise EncodeError('non-nullable field PartitionErrors is None')
     else:
         out += i32.pack(len(o.partition_errors))
         for x5 in o.partition_errors:
-            _w_StopReplicaPartitionError_c(x5, out, v, regions)
+            _w_StopReplicaPartitionError_c(x5, out, v, regions, strict)
 
 def _r_StopReplicaResponse_f(mv, pos, v):
     o = _new(StopReplicaResponse)
@@ -202,14 +204,14 @@ def _r_StopReplicaResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_StopReplicaResponse_f(o, out, v, regions):
+def _w_StopReplicaResponse_f(o, out, v, regions, strict):
     out += _S_h.pack(o.error_code)
     if o.partition_errors is None:
         raise EncodeError('non-nullable field PartitionErrors is None')
     else:
         write_uvarint(out, len(o.partition_errors) + 1)
         for x8 in o.partition_errors:
-            _w_StopReplicaPartitionError_f(x8, out, v, regions)
+            _w_StopReplicaPartitionError_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -69,21 +69,23 @@ class SyncGroupRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 4:
-                _w_SyncGroupRequest_f(self, out, version, regions)
+                _w_SyncGroupRequest_f(self, out, version, regions, strict)
             else:
-                _w_SyncGroupRequest_c(self, out, version, regions)
+                _w_SyncGroupRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -104,7 +106,7 @@ def _r_SyncGroupRequestAssignment_c(mv, pos, v):
         o.assignment, pos = read_bytes(mv, pos, n2)
     return o, pos
 
-def _w_SyncGroupRequestAssignment_c(o, out, v, regions):
+def _w_SyncGroupRequestAssignment_c(o, out, v, regions, strict):
     write_str(out, o.member_id, False, False, 'MemberId')
     write_bytes(out, o.assignment, False, False, 'Assignment')
 
@@ -145,7 +147,7 @@ def _r_SyncGroupRequestAssignment_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_SyncGroupRequestAssignment_f(o, out, v, regions):
+def _w_SyncGroupRequestAssignment_f(o, out, v, regions, strict):
     write_str(out, o.member_id, True, False, 'MemberId')
     write_bytes(out, o.assignment, True, False, 'Assignment')
     if o._unknown:
@@ -196,8 +198,8 @@ def _r_SyncGroupRequest_c(mv, pos, v):
         o.assignments = l9
     return o, pos
 
-def _w_SyncGroupRequest_c(o, out, v, regions):
-    if not (v >= 3) and o.group_instance_id is not None:
+def _w_SyncGroupRequest_c(o, out, v, regions, strict):
+    if strict and not (v >= 3) and o.group_instance_id is not None:
         raise EncodeError('field GroupInstanceId cannot be encoded at version %d' % v)
     write_str(out, o.group_id, False, False, 'GroupId')
     out += _S_i.pack(o.generation_id)
@@ -209,7 +211,7 @@ def _w_SyncGroupRequest_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.assignments))
         for x10 in o.assignments:
-            _w_SyncGroupRequestAssignment_c(x10, out, v, regions)
+            _w_SyncGroupRequestAssignment_c(x10, out, v, regions, strict)
 
 def _r_SyncGroupRequest_f(mv, pos, v):
     o = _new(SyncGroupRequest)
@@ -302,7 +304,7 @@ def _r_SyncGroupRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_SyncGroupRequest_f(o, out, v, regions):
+def _w_SyncGroupRequest_f(o, out, v, regions, strict):
     write_str(out, o.group_id, True, False, 'GroupId')
     out += _S_i.pack(o.generation_id)
     write_str(out, o.member_id, True, False, 'MemberId')
@@ -316,7 +318,7 @@ def _w_SyncGroupRequest_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.assignments) + 1)
         for x18 in o.assignments:
-            _w_SyncGroupRequestAssignment_f(x18, out, v, regions)
+            _w_SyncGroupRequestAssignment_f(x18, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

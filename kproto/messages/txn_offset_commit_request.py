@@ -88,21 +88,23 @@ class TxnOffsetCommitRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 3:
-                _w_TxnOffsetCommitRequest_f(self, out, version, regions)
+                _w_TxnOffsetCommitRequest_f(self, out, version, regions, strict)
             else:
-                _w_TxnOffsetCommitRequest_c(self, out, version, regions)
+                _w_TxnOffsetCommitRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -129,14 +131,14 @@ def _r_TxnOffsetCommitRequestTopic_c(mv, pos, v):
         o.partitions = l3
     return o, pos
 
-def _w_TxnOffsetCommitRequestTopic_c(o, out, v, regions):
+def _w_TxnOffsetCommitRequestTopic_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         out += i32.pack(len(o.partitions))
         for x4 in o.partitions:
-            _w_TxnOffsetCommitRequestPartition_c(x4, out, v, regions)
+            _w_TxnOffsetCommitRequestPartition_c(x4, out, v, regions, strict)
 
 def _r_TxnOffsetCommitRequestTopic_f(mv, pos, v):
     o = _new(TxnOffsetCommitRequestTopic)
@@ -181,14 +183,14 @@ def _r_TxnOffsetCommitRequestTopic_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TxnOffsetCommitRequestTopic_f(o, out, v, regions):
+def _w_TxnOffsetCommitRequestTopic_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x8 in o.partitions:
-            _w_TxnOffsetCommitRequestPartition_f(x8, out, v, regions)
+            _w_TxnOffsetCommitRequestPartition_f(x8, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -211,7 +213,7 @@ def _r_TxnOffsetCommitRequestPartition_c(mv, pos, v):
         o.committed_metadata, pos = read_str(mv, pos, n9)
     return o, pos
 
-def _w_TxnOffsetCommitRequestPartition_c(o, out, v, regions):
+def _w_TxnOffsetCommitRequestPartition_c(o, out, v, regions, strict):
     out += _S_iq.pack(o.partition_index, o.committed_offset)
     if v >= 2:
         out += _S_i.pack(o.committed_leader_epoch)
@@ -247,7 +249,7 @@ def _r_TxnOffsetCommitRequestPartition_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TxnOffsetCommitRequestPartition_f(o, out, v, regions):
+def _w_TxnOffsetCommitRequestPartition_f(o, out, v, regions, strict):
     out += _S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     write_str(out, o.committed_metadata, True, True, 'CommittedMetadata')
     if o._unknown:
@@ -288,12 +290,12 @@ def _r_TxnOffsetCommitRequest_c(mv, pos, v):
         o.topics = l14
     return o, pos
 
-def _w_TxnOffsetCommitRequest_c(o, out, v, regions):
-    if o.generation_id != -1:
+def _w_TxnOffsetCommitRequest_c(o, out, v, regions, strict):
+    if strict and o.generation_id != -1:
         raise EncodeError('field GenerationId cannot be encoded at version %d' % v)
-    if o.member_id != '':
+    if strict and o.member_id != '':
         raise EncodeError('field MemberId cannot be encoded at version %d' % v)
-    if o.group_instance_id is not None:
+    if strict and o.group_instance_id is not None:
         raise EncodeError('field GroupInstanceId cannot be encoded at version %d' % v)
     write_str(out, o.transactional_id, False, False, 'TransactionalId')
     write_str(out, o.group_id, False, False, 'GroupId')
@@ -303,7 +305,7 @@ def _w_TxnOffsetCommitRequest_c(o, out, v, regions):
     else:
         out += i32.pack(len(o.topics))
         for x15 in o.topics:
-            _w_TxnOffsetCommitRequestTopic_c(x15, out, v, regions)
+            _w_TxnOffsetCommitRequestTopic_c(x15, out, v, regions, strict)
 
 def _r_TxnOffsetCommitRequest_f(mv, pos, v):
     o = _new(TxnOffsetCommitRequest)
@@ -377,7 +379,7 @@ def _r_TxnOffsetCommitRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TxnOffsetCommitRequest_f(o, out, v, regions):
+def _w_TxnOffsetCommitRequest_f(o, out, v, regions, strict):
     write_str(out, o.transactional_id, True, False, 'TransactionalId')
     write_str(out, o.group_id, True, False, 'GroupId')
     out += _S_qhi.pack(o.producer_id, o.producer_epoch, o.generation_id)
@@ -388,7 +390,7 @@ def _w_TxnOffsetCommitRequest_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x22 in o.topics:
-            _w_TxnOffsetCommitRequestTopic_f(x22, out, v, regions)
+            _w_TxnOffsetCommitRequestTopic_f(x22, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

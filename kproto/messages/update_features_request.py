@@ -68,18 +68,20 @@ class UpdateFeaturesRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_UpdateFeaturesRequest_f(self, out, version, regions)
+            _w_UpdateFeaturesRequest_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -124,10 +126,10 @@ def _r_FeatureUpdateKey_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_FeatureUpdateKey_f(o, out, v, regions):
-    if not (v <= 0) and o.allow_downgrade != False:
+def _w_FeatureUpdateKey_f(o, out, v, regions, strict):
+    if strict and not (v <= 0) and o.allow_downgrade != False:
         raise EncodeError('field AllowDowngrade cannot be encoded at version %d' % v)
-    if not (v >= 1) and o.upgrade_type != 1:
+    if strict and not (v >= 1) and o.upgrade_type != 1:
         raise EncodeError('field UpgradeType cannot be encoded at version %d' % v)
     write_str(out, o.feature, True, False, 'Feature')
     out += _S_h.pack(o.max_version_level)
@@ -181,8 +183,8 @@ def _r_UpdateFeaturesRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_UpdateFeaturesRequest_f(o, out, v, regions):
-    if not (v >= 1) and o.validate_only != False:
+def _w_UpdateFeaturesRequest_f(o, out, v, regions, strict):
+    if strict and not (v >= 1) and o.validate_only != False:
         raise EncodeError('field ValidateOnly cannot be encoded at version %d' % v)
     out += _S_i.pack(o.timeout_ms)
     if o.feature_updates is None:
@@ -190,7 +192,7 @@ def _w_UpdateFeaturesRequest_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.feature_updates) + 1)
         for x4 in o.feature_updates:
-            _w_FeatureUpdateKey_f(x4, out, v, regions)
+            _w_FeatureUpdateKey_f(x4, out, v, regions, strict)
     if v >= 1:
         out += _S_o.pack(o.validate_only)
     if o._unknown:

@@ -66,18 +66,20 @@ class UpdateFeaturesResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_UpdateFeaturesResponse_f(self, out, version, regions)
+            _w_UpdateFeaturesResponse_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -121,7 +123,7 @@ def _r_UpdatableFeatureResult_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_UpdatableFeatureResult_f(o, out, v, regions):
+def _w_UpdatableFeatureResult_f(o, out, v, regions, strict):
     write_str(out, o.feature, True, False, 'Feature')
     out += _S_h.pack(o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
@@ -178,7 +180,7 @@ def _r_UpdateFeaturesResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_UpdateFeaturesResponse_f(o, out, v, regions):
+def _w_UpdateFeaturesResponse_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     if v <= 1:
@@ -187,7 +189,7 @@ def _w_UpdateFeaturesResponse_f(o, out, v, regions):
         else:
             write_uvarint(out, len(o.results) + 1)
             for x6 in o.results:
-                _w_UpdatableFeatureResult_f(x6, out, v, regions)
+                _w_UpdatableFeatureResult_f(x6, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -126,21 +126,23 @@ class UpdateMetadataRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 6:
-                _w_UpdateMetadataRequest_f(self, out, version, regions)
+                _w_UpdateMetadataRequest_f(self, out, version, regions, strict)
             else:
-                _w_UpdateMetadataRequest_c(self, out, version, regions)
+                _w_UpdateMetadataRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -183,7 +185,7 @@ def _r_UpdateMetadataPartitionState_c(mv, pos, v):
             o.offline_replicas, pos = read_array_fixed(mv, pos, n4, 'i', 4)
     return o, pos
 
-def _w_UpdateMetadataPartitionState_c(o, out, v, regions):
+def _w_UpdateMetadataPartitionState_c(o, out, v, regions, strict):
     if v <= 4:
         write_str(out, o.topic_name, False, False, 'TopicName')
     out += _S_iiii.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
@@ -256,7 +258,7 @@ def _r_UpdateMetadataPartitionState_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_UpdateMetadataPartitionState_f(o, out, v, regions):
+def _w_UpdateMetadataPartitionState_f(o, out, v, regions, strict):
     out += _S_iiii.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     if o.isr is None:
         raise EncodeError('non-nullable field Isr is None')
@@ -302,14 +304,14 @@ def _r_UpdateMetadataTopicState_c(mv, pos, v):
         o.partition_states = l10
     return o, pos
 
-def _w_UpdateMetadataTopicState_c(o, out, v, regions):
+def _w_UpdateMetadataTopicState_c(o, out, v, regions, strict):
     write_str(out, o.topic_name, False, False, 'TopicName')
     if o.partition_states is None:
         raise EncodeError('non-nullable field PartitionStates is None')
     else:
         out += i32.pack(len(o.partition_states))
         for x11 in o.partition_states:
-            _w_UpdateMetadataPartitionState_c(x11, out, v, regions)
+            _w_UpdateMetadataPartitionState_c(x11, out, v, regions, strict)
 
 def _r_UpdateMetadataTopicState_f(mv, pos, v):
     o = _new(UpdateMetadataTopicState)
@@ -358,7 +360,7 @@ def _r_UpdateMetadataTopicState_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_UpdateMetadataTopicState_f(o, out, v, regions):
+def _w_UpdateMetadataTopicState_f(o, out, v, regions, strict):
     write_str(out, o.topic_name, True, False, 'TopicName')
     if v >= 7:
         out += o.topic_id.bytes
@@ -367,7 +369,7 @@ def _w_UpdateMetadataTopicState_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.partition_states) + 1)
         for x16 in o.partition_states:
-            _w_UpdateMetadataPartitionState_f(x16, out, v, regions)
+            _w_UpdateMetadataPartitionState_f(x16, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -417,7 +419,7 @@ def _r_UpdateMetadataBroker_c(mv, pos, v):
             o.rack, pos = read_str(mv, pos, n20)
     return o, pos
 
-def _w_UpdateMetadataBroker_c(o, out, v, regions):
+def _w_UpdateMetadataBroker_c(o, out, v, regions, strict):
     out += _S_i.pack(o.id)
     if v <= 0:
         write_str(out, o.v0_host, False, False, 'V0Host')
@@ -429,7 +431,7 @@ def _w_UpdateMetadataBroker_c(o, out, v, regions):
         else:
             out += i32.pack(len(o.endpoints))
             for x21 in o.endpoints:
-                _w_UpdateMetadataEndpoint_c(x21, out, v, regions)
+                _w_UpdateMetadataEndpoint_c(x21, out, v, regions, strict)
     if v >= 2:
         write_str(out, o.rack, False, True, 'Rack')
 
@@ -480,14 +482,14 @@ def _r_UpdateMetadataBroker_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_UpdateMetadataBroker_f(o, out, v, regions):
+def _w_UpdateMetadataBroker_f(o, out, v, regions, strict):
     out += _S_i.pack(o.id)
     if o.endpoints is None:
         raise EncodeError('non-nullable field Endpoints is None')
     else:
         write_uvarint(out, len(o.endpoints) + 1)
         for x25 in o.endpoints:
-            _w_UpdateMetadataEndpoint_f(x25, out, v, regions)
+            _w_UpdateMetadataEndpoint_f(x25, out, v, regions, strict)
     write_str(out, o.rack, True, True, 'Rack')
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -517,7 +519,7 @@ def _r_UpdateMetadataEndpoint_c(mv, pos, v):
     pos += 2
     return o, pos
 
-def _w_UpdateMetadataEndpoint_c(o, out, v, regions):
+def _w_UpdateMetadataEndpoint_c(o, out, v, regions, strict):
     out += _S_i.pack(o.port)
     write_str(out, o.host, False, False, 'Host')
     if v >= 3:
@@ -565,7 +567,7 @@ def _r_UpdateMetadataEndpoint_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_UpdateMetadataEndpoint_f(o, out, v, regions):
+def _w_UpdateMetadataEndpoint_f(o, out, v, regions, strict):
     out += _S_i.pack(o.port)
     write_str(out, o.host, True, False, 'Host')
     write_str(out, o.listener, True, False, 'Listener')
@@ -630,14 +632,14 @@ def _r_UpdateMetadataRequest_c(mv, pos, v):
         o.live_brokers = l35
     return o, pos
 
-def _w_UpdateMetadataRequest_c(o, out, v, regions):
-    if o.is_k_raft_controller != False:
+def _w_UpdateMetadataRequest_c(o, out, v, regions, strict):
+    if strict and o.is_k_raft_controller != False:
         raise EncodeError('field isKRaftController cannot be encoded at version %d' % v)
-    if o.type != 0:
+    if strict and o.type != 0:
         raise EncodeError('field Type cannot be encoded at version %d' % v)
-    if not (v <= 4) and o.ungrouped_partition_states:
+    if strict and not (v <= 4) and o.ungrouped_partition_states:
         raise EncodeError('field UngroupedPartitionStates cannot be encoded at version %d' % v)
-    if not (v >= 5) and o.topic_states:
+    if strict and not (v >= 5) and o.topic_states:
         raise EncodeError('field TopicStates cannot be encoded at version %d' % v)
     out += _S_ii.pack(o.controller_id, o.controller_epoch)
     if v >= 5:
@@ -648,20 +650,20 @@ def _w_UpdateMetadataRequest_c(o, out, v, regions):
         else:
             out += i32.pack(len(o.ungrouped_partition_states))
             for x36 in o.ungrouped_partition_states:
-                _w_UpdateMetadataPartitionState_c(x36, out, v, regions)
+                _w_UpdateMetadataPartitionState_c(x36, out, v, regions, strict)
     if v >= 5:
         if o.topic_states is None:
             raise EncodeError('non-nullable field TopicStates is None')
         else:
             out += i32.pack(len(o.topic_states))
             for x37 in o.topic_states:
-                _w_UpdateMetadataTopicState_c(x37, out, v, regions)
+                _w_UpdateMetadataTopicState_c(x37, out, v, regions, strict)
     if o.live_brokers is None:
         raise EncodeError('non-nullable field LiveBrokers is None')
     else:
         out += i32.pack(len(o.live_brokers))
         for x38 in o.live_brokers:
-            _w_UpdateMetadataBroker_c(x38, out, v, regions)
+            _w_UpdateMetadataBroker_c(x38, out, v, regions, strict)
 
 def _r_UpdateMetadataRequest_f(mv, pos, v):
     o = _new(UpdateMetadataRequest)
@@ -727,12 +729,12 @@ def _r_UpdateMetadataRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_UpdateMetadataRequest_f(o, out, v, regions):
-    if not (v >= 8) and o.is_k_raft_controller != False:
+def _w_UpdateMetadataRequest_f(o, out, v, regions, strict):
+    if strict and not (v >= 8) and o.is_k_raft_controller != False:
         raise EncodeError('field isKRaftController cannot be encoded at version %d' % v)
-    if not (v >= 8) and o.type != 0:
+    if strict and not (v >= 8) and o.type != 0:
         raise EncodeError('field Type cannot be encoded at version %d' % v)
-    if o.ungrouped_partition_states:
+    if strict and o.ungrouped_partition_states:
         raise EncodeError('field UngroupedPartitionStates cannot be encoded at version %d' % v)
     out += _S_i.pack(o.controller_id)
     if v >= 8:
@@ -743,13 +745,13 @@ def _w_UpdateMetadataRequest_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.topic_states) + 1)
         for x44 in o.topic_states:
-            _w_UpdateMetadataTopicState_f(x44, out, v, regions)
+            _w_UpdateMetadataTopicState_f(x44, out, v, regions, strict)
     if o.live_brokers is None:
         raise EncodeError('non-nullable field LiveBrokers is None')
     else:
         write_uvarint(out, len(o.live_brokers) + 1)
         for x45 in o.live_brokers:
-            _w_UpdateMetadataBroker_f(x45, out, v, regions)
+            _w_UpdateMetadataBroker_f(x45, out, v, regions, strict)
     tagged = list(o._unknown) if o._unknown else []
     if (v >= 8) and o.type != 0:
         t = bytearray()

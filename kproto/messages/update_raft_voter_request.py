@@ -81,18 +81,20 @@ class UpdateRaftVoterRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_UpdateRaftVoterRequest_f(self, out, version, regions)
+            _w_UpdateRaftVoterRequest_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -136,7 +138,7 @@ def _r_Listener_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_Listener_f(o, out, v, regions):
+def _w_Listener_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     write_str(out, o.host, True, False, 'Host')
     out += _S_H.pack(o.port)
@@ -166,7 +168,7 @@ def _r_KRaftVersionFeature_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_KRaftVersionFeature_f(o, out, v, regions):
+def _w_KRaftVersionFeature_f(o, out, v, regions, strict):
     out += _S_hh.pack(o.min_supported_version, o.max_supported_version)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -220,7 +222,7 @@ def _r_UpdateRaftVoterRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_UpdateRaftVoterRequest_f(o, out, v, regions):
+def _w_UpdateRaftVoterRequest_f(o, out, v, regions, strict):
     write_str(out, o.cluster_id, True, True, 'ClusterId')
     out += _S_ii.pack(o.current_leader_epoch, o.voter_id)
     out += o.voter_directory_id.bytes
@@ -229,8 +231,8 @@ def _w_UpdateRaftVoterRequest_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.listeners) + 1)
         for x8 in o.listeners:
-            _w_Listener_f(x8, out, v, regions)
-    _w_KRaftVersionFeature_f(o.k_raft_version_feature, out, v, regions)
+            _w_Listener_f(x8, out, v, regions, strict)
+    _w_KRaftVersionFeature_f(o.k_raft_version_feature, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

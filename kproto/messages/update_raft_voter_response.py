@@ -67,18 +67,20 @@ class UpdateRaftVoterResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_UpdateRaftVoterResponse_f(self, out, version, regions)
+            _w_UpdateRaftVoterResponse_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -115,7 +117,7 @@ def _r_CurrentLeader_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_CurrentLeader_f(o, out, v, regions):
+def _w_CurrentLeader_f(o, out, v, regions, strict):
     out += _S_ii.pack(o.leader_id, o.leader_epoch)
     write_str(out, o.host, True, False, 'Host')
     out += _S_i.pack(o.port)
@@ -149,12 +151,12 @@ def _r_UpdateRaftVoterResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_UpdateRaftVoterResponse_f(o, out, v, regions):
+def _w_UpdateRaftVoterResponse_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     tagged = list(o._unknown) if o._unknown else []
     if o.current_leader != CurrentLeader():
         t = bytearray()
-        _w_CurrentLeader_f(o.current_leader, t, v, regions)
+        _w_CurrentLeader_f(o.current_leader, t, v, regions, strict)
         tagged.append((0, bytes(t)))
     if tagged:
         tagged.sort(key=_tag_key)

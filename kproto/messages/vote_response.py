@@ -94,18 +94,20 @@ class VoteResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_VoteResponse_f(self, out, version, regions)
+            _w_VoteResponse_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -153,14 +155,14 @@ def _r_TopicData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_TopicData_f(o, out, v, regions):
+def _w_TopicData_f(o, out, v, regions, strict):
     write_str(out, o.topic_name, True, False, 'TopicName')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x4 in o.partitions:
-            _w_PartitionData_f(x4, out, v, regions)
+            _w_PartitionData_f(x4, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -187,7 +189,7 @@ def _r_PartitionData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_PartitionData_f(o, out, v, regions):
+def _w_PartitionData_f(o, out, v, regions, strict):
     out += _S_ihiio.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.vote_granted)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -226,7 +228,7 @@ def _r_NodeEndpoint_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_NodeEndpoint_f(o, out, v, regions):
+def _w_NodeEndpoint_f(o, out, v, regions, strict):
     out += _S_i.pack(o.node_id)
     write_str(out, o.host, True, False, 'Host')
     out += _S_H.pack(o.port)
@@ -289,8 +291,8 @@ def _r_VoteResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_VoteResponse_f(o, out, v, regions):
-    if not (v >= 1) and o.node_endpoints:
+def _w_VoteResponse_f(o, out, v, regions, strict):
+    if strict and not (v >= 1) and o.node_endpoints:
         raise EncodeError('field NodeEndpoints cannot be encoded at version %d' % v)
     out += _S_h.pack(o.error_code)
     if o.topics is None:
@@ -298,7 +300,7 @@ def _w_VoteResponse_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x10 in o.topics:
-            _w_TopicData_f(x10, out, v, regions)
+            _w_TopicData_f(x10, out, v, regions, strict)
     tagged = list(o._unknown) if o._unknown else []
     if (v >= 1) and o.node_endpoints != []:
         t = bytearray()
@@ -307,7 +309,7 @@ def _w_VoteResponse_f(o, out, v, regions):
         else:
             write_uvarint(t, len(o.node_endpoints) + 1)
             for x11 in o.node_endpoints:
-                _w_NodeEndpoint_f(x11, t, v, regions)
+                _w_NodeEndpoint_f(x11, t, v, regions, strict)
         tagged.append((0, bytes(t)))
     if tagged:
         tagged.sort(key=_tag_key)

@@ -92,18 +92,20 @@ class VotersRecord(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_VotersRecord_f(self, out, version, regions)
+            _w_VotersRecord_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -146,7 +148,7 @@ def _r_Voter_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_Voter_f(o, out, v, regions):
+def _w_Voter_f(o, out, v, regions, strict):
     out += _S_i.pack(o.voter_id)
     out += o.voter_directory_id.bytes
     if o.endpoints is None:
@@ -154,8 +156,8 @@ def _w_Voter_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.endpoints) + 1)
         for x5 in o.endpoints:
-            _w_Endpoint_f(x5, out, v, regions)
-    _w_KRaftVersionFeature_f(o.k_raft_version_feature, out, v, regions)
+            _w_Endpoint_f(x5, out, v, regions, strict)
+    _w_KRaftVersionFeature_f(o.k_raft_version_feature, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -200,7 +202,7 @@ def _r_Endpoint_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_Endpoint_f(o, out, v, regions):
+def _w_Endpoint_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     write_str(out, o.host, True, False, 'Host')
     out += _S_H.pack(o.port)
@@ -230,7 +232,7 @@ def _r_KRaftVersionFeature_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_KRaftVersionFeature_f(o, out, v, regions):
+def _w_KRaftVersionFeature_f(o, out, v, regions, strict):
     out += _S_hh.pack(o.min_supported_version, o.max_supported_version)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -273,14 +275,14 @@ def _r_VotersRecord_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_VotersRecord_f(o, out, v, regions):
+def _w_VotersRecord_f(o, out, v, regions, strict):
     out += _S_h.pack(o.version)
     if o.voters is None:
         raise EncodeError('non-nullable field Voters is None')
     else:
         write_uvarint(out, len(o.voters) + 1)
         for x10 in o.voters:
-            _w_Voter_f(x10, out, v, regions)
+            _w_Voter_f(x10, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -79,21 +79,23 @@ class WriteTxnMarkersRequest(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 1:
-                _w_WriteTxnMarkersRequest_f(self, out, version, regions)
+                _w_WriteTxnMarkersRequest_f(self, out, version, regions, strict)
             else:
-                _w_WriteTxnMarkersRequest_c(self, out, version, regions)
+                _w_WriteTxnMarkersRequest_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -118,14 +120,14 @@ def _r_WritableTxnMarker_c(mv, pos, v):
     pos += 4
     return o, pos
 
-def _w_WritableTxnMarker_c(o, out, v, regions):
+def _w_WritableTxnMarker_c(o, out, v, regions, strict):
     out += _S_qho.pack(o.producer_id, o.producer_epoch, o.transaction_result)
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         out += i32.pack(len(o.topics))
         for x3 in o.topics:
-            _w_WritableTxnMarkerTopic_c(x3, out, v, regions)
+            _w_WritableTxnMarkerTopic_c(x3, out, v, regions, strict)
     out += _S_i.pack(o.coordinator_epoch)
 
 def _r_WritableTxnMarker_f(mv, pos, v):
@@ -166,14 +168,14 @@ def _r_WritableTxnMarker_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_WritableTxnMarker_f(o, out, v, regions):
+def _w_WritableTxnMarker_f(o, out, v, regions, strict):
     out += _S_qho.pack(o.producer_id, o.producer_epoch, o.transaction_result)
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x6 in o.topics:
-            _w_WritableTxnMarkerTopic_f(x6, out, v, regions)
+            _w_WritableTxnMarkerTopic_f(x6, out, v, regions, strict)
     out += _S_i.pack(o.coordinator_epoch)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -196,7 +198,7 @@ def _r_WritableTxnMarkerTopic_c(mv, pos, v):
         o.partition_indexes, pos = read_array_fixed(mv, pos, n8, 'i', 4)
     return o, pos
 
-def _w_WritableTxnMarkerTopic_c(o, out, v, regions):
+def _w_WritableTxnMarkerTopic_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     if o.partition_indexes is None:
         raise EncodeError('non-nullable field PartitionIndexes is None')
@@ -241,7 +243,7 @@ def _r_WritableTxnMarkerTopic_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_WritableTxnMarkerTopic_f(o, out, v, regions):
+def _w_WritableTxnMarkerTopic_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partition_indexes is None:
         raise EncodeError('non-nullable field PartitionIndexes is None')
@@ -269,13 +271,13 @@ def _r_WriteTxnMarkersRequest_c(mv, pos, v):
         o.markers = l12
     return o, pos
 
-def _w_WriteTxnMarkersRequest_c(o, out, v, regions):
+def _w_WriteTxnMarkersRequest_c(o, out, v, regions, strict):
     if o.markers is None:
         raise EncodeError('non-nullable field Markers is None')
     else:
         out += i32.pack(len(o.markers))
         for x13 in o.markers:
-            _w_WritableTxnMarker_c(x13, out, v, regions)
+            _w_WritableTxnMarker_c(x13, out, v, regions, strict)
 
 def _r_WriteTxnMarkersRequest_f(mv, pos, v):
     o = _new(WriteTxnMarkersRequest)
@@ -311,13 +313,13 @@ def _r_WriteTxnMarkersRequest_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_WriteTxnMarkersRequest_f(o, out, v, regions):
+def _w_WriteTxnMarkersRequest_f(o, out, v, regions, strict):
     if o.markers is None:
         raise EncodeError('non-nullable field Markers is None')
     else:
         write_uvarint(out, len(o.markers) + 1)
         for x16 in o.markers:
-            _w_WritableTxnMarker_f(x16, out, v, regions)
+            _w_WritableTxnMarker_f(x16, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

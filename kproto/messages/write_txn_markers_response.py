@@ -88,21 +88,23 @@ class WriteTxnMarkersResponse(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
             if version >= 1:
-                _w_WriteTxnMarkersResponse_f(self, out, version, regions)
+                _w_WriteTxnMarkersResponse_f(self, out, version, regions, strict)
             else:
-                _w_WriteTxnMarkersResponse_c(self, out, version, regions)
+                _w_WriteTxnMarkersResponse_c(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -125,14 +127,14 @@ def _r_WritableTxnMarkerResult_c(mv, pos, v):
         o.topics = l2
     return o, pos
 
-def _w_WritableTxnMarkerResult_c(o, out, v, regions):
+def _w_WritableTxnMarkerResult_c(o, out, v, regions, strict):
     out += _S_q.pack(o.producer_id)
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         out += i32.pack(len(o.topics))
         for x3 in o.topics:
-            _w_WritableTxnMarkerTopicResult_c(x3, out, v, regions)
+            _w_WritableTxnMarkerTopicResult_c(x3, out, v, regions, strict)
 
 def _r_WritableTxnMarkerResult_f(mv, pos, v):
     o = _new(WritableTxnMarkerResult)
@@ -170,14 +172,14 @@ def _r_WritableTxnMarkerResult_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_WritableTxnMarkerResult_f(o, out, v, regions):
+def _w_WritableTxnMarkerResult_f(o, out, v, regions, strict):
     out += _S_q.pack(o.producer_id)
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
         for x6 in o.topics:
-            _w_WritableTxnMarkerTopicResult_f(x6, out, v, regions)
+            _w_WritableTxnMarkerTopicResult_f(x6, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -205,14 +207,14 @@ def _r_WritableTxnMarkerTopicResult_c(mv, pos, v):
         o.partitions = l9
     return o, pos
 
-def _w_WritableTxnMarkerTopicResult_c(o, out, v, regions):
+def _w_WritableTxnMarkerTopicResult_c(o, out, v, regions, strict):
     write_str(out, o.name, False, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         out += i32.pack(len(o.partitions))
         for x10 in o.partitions:
-            _w_WritableTxnMarkerPartitionResult_c(x10, out, v, regions)
+            _w_WritableTxnMarkerPartitionResult_c(x10, out, v, regions, strict)
 
 def _r_WritableTxnMarkerTopicResult_f(mv, pos, v):
     o = _new(WritableTxnMarkerTopicResult)
@@ -257,14 +259,14 @@ def _r_WritableTxnMarkerTopicResult_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_WritableTxnMarkerTopicResult_f(o, out, v, regions):
+def _w_WritableTxnMarkerTopicResult_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
         for x14 in o.partitions:
-            _w_WritableTxnMarkerPartitionResult_f(x14, out, v, regions)
+            _w_WritableTxnMarkerPartitionResult_f(x14, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -276,7 +278,7 @@ def _r_WritableTxnMarkerPartitionResult_c(mv, pos, v):
     pos += 6
     return o, pos
 
-def _w_WritableTxnMarkerPartitionResult_c(o, out, v, regions):
+def _w_WritableTxnMarkerPartitionResult_c(o, out, v, regions, strict):
     out += _S_ih.pack(o.partition_index, o.error_code)
 
 def _r_WritableTxnMarkerPartitionResult_f(mv, pos, v):
@@ -300,7 +302,7 @@ def _r_WritableTxnMarkerPartitionResult_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_WritableTxnMarkerPartitionResult_f(o, out, v, regions):
+def _w_WritableTxnMarkerPartitionResult_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.partition_index, o.error_code)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -323,13 +325,13 @@ def _r_WriteTxnMarkersResponse_c(mv, pos, v):
         o.markers = l16
     return o, pos
 
-def _w_WriteTxnMarkersResponse_c(o, out, v, regions):
+def _w_WriteTxnMarkersResponse_c(o, out, v, regions, strict):
     if o.markers is None:
         raise EncodeError('non-nullable field Markers is None')
     else:
         out += i32.pack(len(o.markers))
         for x17 in o.markers:
-            _w_WritableTxnMarkerResult_c(x17, out, v, regions)
+            _w_WritableTxnMarkerResult_c(x17, out, v, regions, strict)
 
 def _r_WriteTxnMarkersResponse_f(mv, pos, v):
     o = _new(WriteTxnMarkersResponse)
@@ -365,13 +367,13 @@ def _r_WriteTxnMarkersResponse_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_WriteTxnMarkersResponse_f(o, out, v, regions):
+def _w_WriteTxnMarkersResponse_f(o, out, v, regions, strict):
     if o.markers is None:
         raise EncodeError('non-nullable field Markers is None')
     else:
         write_uvarint(out, len(o.markers) + 1)
         for x20 in o.markers:
-            _w_WritableTxnMarkerResult_f(x20, out, v, regions)
+            _w_WritableTxnMarkerResult_f(x20, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -54,18 +54,20 @@ class BrokerRegistrationChangeRecord(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_BrokerRegistrationChangeRecord_f(self, out, version, regions)
+            _w_BrokerRegistrationChangeRecord_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -116,10 +118,10 @@ def _r_BrokerRegistrationChangeRecord_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_BrokerRegistrationChangeRecord_f(o, out, v, regions):
-    if not (v >= 1) and o.in_controlled_shutdown != 0:
+def _w_BrokerRegistrationChangeRecord_f(o, out, v, regions, strict):
+    if strict and not (v >= 1) and o.in_controlled_shutdown != 0:
         raise EncodeError('field InControlledShutdown cannot be encoded at version %d' % v)
-    if not (v >= 2) and o.log_dirs:
+    if strict and not (v >= 2) and o.log_dirs:
         raise EncodeError('field LogDirs cannot be encoded at version %d' % v)
     out += _S_iq.pack(o.broker_id, o.broker_epoch)
     tagged = list(o._unknown) if o._unknown else []

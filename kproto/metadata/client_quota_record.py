@@ -64,18 +64,20 @@ class ClientQuotaRecord(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_ClientQuotaRecord_f(self, out, version, regions)
+            _w_ClientQuotaRecord_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -117,7 +119,7 @@ def _r_EntityData_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_EntityData_f(o, out, v, regions):
+def _w_EntityData_f(o, out, v, regions, strict):
     write_str(out, o.entity_type, True, False, 'EntityType')
     write_str(out, o.entity_name, True, True, 'EntityName')
     if o._unknown:
@@ -170,13 +172,13 @@ def _r_ClientQuotaRecord_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ClientQuotaRecord_f(o, out, v, regions):
+def _w_ClientQuotaRecord_f(o, out, v, regions, strict):
     if o.entity is None:
         raise EncodeError('non-nullable field Entity is None')
     else:
         write_uvarint(out, len(o.entity) + 1)
         for x6 in o.entity:
-            _w_EntityData_f(x6, out, v, regions)
+            _w_EntityData_f(x6, out, v, regions, strict)
     write_str(out, o.key, True, False, 'Key')
     out += _S_do.pack(o.value, o.remove)
     if o._unknown:

@@ -60,18 +60,20 @@ class PartitionChangeRecord(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_PartitionChangeRecord_f(self, out, version, regions)
+            _w_PartitionChangeRecord_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -195,12 +197,12 @@ def _r_PartitionChangeRecord_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_PartitionChangeRecord_f(o, out, v, regions):
-    if not (v >= 1) and o.directories is not None:
+def _w_PartitionChangeRecord_f(o, out, v, regions, strict):
+    if strict and not (v >= 1) and o.directories is not None:
         raise EncodeError('field Directories cannot be encoded at version %d' % v)
-    if not (v >= 2) and o.eligible_leader_replicas is not None:
+    if strict and not (v >= 2) and o.eligible_leader_replicas is not None:
         raise EncodeError('field EligibleLeaderReplicas cannot be encoded at version %d' % v)
-    if not (v >= 2) and o.last_known_elr is not None:
+    if strict and not (v >= 2) and o.last_known_elr is not None:
         raise EncodeError('field LastKnownElr cannot be encoded at version %d' % v)
     out += _S_i.pack(o.partition_id)
     out += o.topic_id.bytes

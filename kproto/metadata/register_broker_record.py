@@ -89,18 +89,20 @@ class RegisterBrokerRecord(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_RegisterBrokerRecord_f(self, out, version, regions)
+            _w_RegisterBrokerRecord_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -144,7 +146,7 @@ def _r_BrokerEndpoint_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_BrokerEndpoint_f(o, out, v, regions):
+def _w_BrokerEndpoint_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     write_str(out, o.host, True, False, 'Host')
     out += _S_Hh.pack(o.port, o.security_protocol)
@@ -183,7 +185,7 @@ def _r_BrokerFeature_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_BrokerFeature_f(o, out, v, regions):
+def _w_BrokerFeature_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     out += _S_hh.pack(o.min_supported_version, o.max_supported_version)
     if o._unknown:
@@ -283,12 +285,12 @@ def _r_RegisterBrokerRecord_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_RegisterBrokerRecord_f(o, out, v, regions):
-    if not (v >= 2) and o.is_migrating_zk_broker != False:
+def _w_RegisterBrokerRecord_f(o, out, v, regions, strict):
+    if strict and not (v >= 2) and o.is_migrating_zk_broker != False:
         raise EncodeError('field IsMigratingZkBroker cannot be encoded at version %d' % v)
-    if not (v >= 1) and o.in_controlled_shutdown != False:
+    if strict and not (v >= 1) and o.in_controlled_shutdown != False:
         raise EncodeError('field InControlledShutdown cannot be encoded at version %d' % v)
-    if not (v >= 3) and o.log_dirs:
+    if strict and not (v >= 3) and o.log_dirs:
         raise EncodeError('field LogDirs cannot be encoded at version %d' % v)
     out += _S_i.pack(o.broker_id)
     if v >= 2:
@@ -300,13 +302,13 @@ def _w_RegisterBrokerRecord_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.end_points) + 1)
         for x14 in o.end_points:
-            _w_BrokerEndpoint_f(x14, out, v, regions)
+            _w_BrokerEndpoint_f(x14, out, v, regions, strict)
     if o.features is None:
         raise EncodeError('non-nullable field Features is None')
     else:
         write_uvarint(out, len(o.features) + 1)
         for x15 in o.features:
-            _w_BrokerFeature_f(x15, out, v, regions)
+            _w_BrokerFeature_f(x15, out, v, regions, strict)
     write_str(out, o.rack, True, True, 'Rack')
     out += _S_o.pack(o.fenced)
     if v >= 1:

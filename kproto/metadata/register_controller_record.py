@@ -83,18 +83,20 @@ class RegisterControllerRecord(Message):
         except (struct.error, IndexError) as exc:
             raise DecodeError(f'{cls.NAME} v{version} is truncated: {exc}') from None
 
-    def encode(self, version):
+    def encode(self, version, strict=True):
         out = bytearray()
-        self.encode_into(out, version)
+        self.encode_into(out, version, None, strict)
         return bytes(out)
 
-    def encode_into(self, out, version, regions=None):
+    def encode_into(self, out, version, regions=None, strict=True):
         """Append the encoding to out. With a regions list, FileRegion records
-        are not read: (position in out, region) pairs are appended instead."""
+        are not read: (position in out, region) pairs are appended instead.
+        strict=False drops fields the version cannot carry instead of raising
+        (a broker answering in the version the client asked for)."""
         if not self.MIN_VERSION <= version <= self.MAX_VERSION:
             raise UnsupportedVersionError(f'{self.NAME} has no version {version}')
         try:
-            _w_RegisterControllerRecord_f(self, out, version, regions)
+            _w_RegisterControllerRecord_f(self, out, version, regions, strict)
         except (struct.error, TypeError, AttributeError) as exc:
             raise EncodeError(f'{self.NAME} v{version}: {exc}') from None
 
@@ -138,7 +140,7 @@ def _r_ControllerEndpoint_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ControllerEndpoint_f(o, out, v, regions):
+def _w_ControllerEndpoint_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     write_str(out, o.host, True, False, 'Host')
     out += _S_Hh.pack(o.port, o.security_protocol)
@@ -177,7 +179,7 @@ def _r_ControllerFeature_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_ControllerFeature_f(o, out, v, regions):
+def _w_ControllerFeature_f(o, out, v, regions, strict):
     write_str(out, o.name, True, False, 'Name')
     out += _S_hh.pack(o.min_supported_version, o.max_supported_version)
     if o._unknown:
@@ -239,7 +241,7 @@ def _r_RegisterControllerRecord_f(mv, pos, v):
         pos = tend
     return o, pos
 
-def _w_RegisterControllerRecord_f(o, out, v, regions):
+def _w_RegisterControllerRecord_f(o, out, v, regions, strict):
     out += _S_i.pack(o.controller_id)
     out += o.incarnation_id.bytes
     out += _S_o.pack(o.zk_migration_ready)
@@ -248,13 +250,13 @@ def _w_RegisterControllerRecord_f(o, out, v, regions):
     else:
         write_uvarint(out, len(o.end_points) + 1)
         for x9 in o.end_points:
-            _w_ControllerEndpoint_f(x9, out, v, regions)
+            _w_ControllerEndpoint_f(x9, out, v, regions, strict)
     if o.features is None:
         raise EncodeError('non-nullable field Features is None')
     else:
         write_uvarint(out, len(o.features) + 1)
         for x10 in o.features:
-            _w_ControllerFeature_f(x10, out, v, regions)
+            _w_ControllerFeature_f(x10, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -1,0 +1,144 @@
+"""Assembles one broker: storage, metadata, controller, partitions,
+coordinators and listeners, and runs their background work."""
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import time
+import uuid
+
+import trio
+
+from broker.config import BrokerConfig, ConfigError, validate_topic_config
+from broker.controller import Controller
+from broker.dispatch import Dispatcher
+from broker.metadata.image import MetadataImage
+from broker.metadata.log import METADATA_TOPIC, MetadataLog
+from broker.producers import ProducerStateManager
+from broker.replicas import ReplicaManager
+from broker.server import run_listener
+from broker.storage import LogManager
+from kproto.errors import ErrorCode, KafkaError
+
+log = logging.getLogger("kproto.broker")
+
+METADATA_VERSION = 21  # 3.9-IV0, what Kafka 3.9 finalizes on a fresh cluster
+
+
+def new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig):
+        self.config = config
+        self.node_id = config.node_id
+        self.log_dir = os.path.abspath(config.log_dirs[0])
+        self.cluster_id = None
+        self.metadata_version = METADATA_VERSION
+        self.features_epoch = 0
+        self.image = MetadataImage()
+        self.logs = None
+        self.metadata = None
+        self.controller = None
+        self.partitions = None
+        self.producers = ProducerStateManager()
+        self.bound: list[tuple[str, str, int]] = []  # (listener name, host, port)
+        self._closed = False
+
+    # -- start -------------------------------------------------------------------
+
+    def open_storage(self, progress=None) -> None:
+        started = time.monotonic()
+
+        def recovery_progress(done: int, total: int) -> None:
+            if progress and total:
+                progress(f"kproto: recovering logs: {done * 100 // total}% "
+                         f"({done >> 20} of {total >> 20} MiB)")
+
+        self.logs = LogManager.open(self.log_dir, None, broker_config=self._log_manager_settings(),
+                                    progress=recovery_progress)
+        meta = self.logs.ensure_meta_properties(self.node_id, new_cluster_id())
+        self.cluster_id = meta["cluster.id"]
+        plog = self.logs.get_or_create(METADATA_TOPIC, 0, None, {"segment.bytes": 1 << 30})
+        self.metadata = MetadataLog(plog, self.image)
+        count = self.metadata.replay()
+        self.features_epoch = max(self.image.offset, 0)
+        self.controller = Controller(self.node_id, self.metadata, self.image, self.config,
+                                     self._validate_topic_configs)
+        self.partitions = ReplicaManager(self.node_id, self.image, self.logs, self.config)
+        self.partitions.on_partition_created.append(self.producers.attach)
+        self.logs.high_watermark_for = self._high_watermark
+        self.partitions.reconcile()
+        self.metadata.subscribe(self.partitions.reconcile)
+        log.info("storage open: %d metadata records, %d partitions in %.2f s",
+                 count, len(self.partitions.all()), time.monotonic() - started)
+
+    def _log_manager_settings(self) -> dict:
+        keys = ("log.retention.check.interval.ms", "log.flush.offset.checkpoint.interval.ms",
+                "log.flush.start.offset.checkpoint.interval.ms", "log.segment.delete.delay.ms",
+                "log.flush.scheduler.interval.ms", "file.delete.delay.ms")
+        out = {}
+        for k in keys:
+            try:
+                out[k] = self.config.get(k)
+            except KeyError:
+                pass
+        return out
+
+    def _high_watermark(self, topic: str, index: int):
+        p = self.partitions.get(topic, index)
+        return p.high_watermark if p else None
+
+    def _validate_topic_configs(self, configs: dict) -> None:
+        try:
+            validate_topic_config(self.config, configs)
+        except ConfigError as exc:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+
+    def advertised_address(self, listener: str | None = None) -> tuple[str, int]:
+        endpoints = self.config.advertised_listeners()
+        for e in endpoints:
+            if listener is None or e.name == listener:
+                port = e.port
+                if port == 0:  # bound to an ephemeral port: advertise the real one
+                    port = next((p for n, _h, p in self.bound if n == e.name), 0)
+                return e.host, port
+        _n, host, port = self.bound[0]
+        return host, port
+
+    async def run(self, progress=None, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        if self.logs is None:
+            self.open_storage(progress)
+        dispatcher = Dispatcher(self)
+        max_frame = self.config.get_int("socket.request.max.bytes")
+        try:
+            async with trio.open_nursery() as nursery:
+                addresses = []
+                for e in self.config.broker_listeners:
+                    host, port = await nursery.start(run_listener, e.bind_host, e.port, dispatcher,
+                                                     max_frame, e.name)
+                    self.bound.append((e.name, host, port))
+                    shown = e.host or host
+                    addresses.append(f"{e.name}://{shown}:{port}")
+                nursery.start_soon(self._housekeeping)
+                task_status.started(addresses)
+        finally:
+            self.close()
+
+    async def _housekeeping(self) -> None:
+        """Retention, flushes and checkpoints, on Kafka's intervals."""
+        while True:
+            await trio.sleep(1.0)
+            try:
+                self.logs.periodic()
+            except Exception:
+                log.exception("periodic log maintenance failed")
+
+    def close(self) -> None:
+        if self._closed or self.logs is None:
+            return
+        self._closed = True
+        self.logs.close()
+        log.info("clean shutdown")

@@ -1,0 +1,84 @@
+"""Turns a request frame into response chunks: header parsing, the
+UNSUPPORTED_VERSION answer for ApiVersions, handler lookup and encoding."""
+from __future__ import annotations
+
+import logging
+import time
+
+from kproto import api
+from kproto._codec import DecodeError, UnsupportedVersionError, i32
+from kproto.api import ApiKey
+
+from broker.handlers import HANDLERS, load_all
+from broker.handlers.api_versions import unsupported_version_response
+
+log = logging.getLogger("kproto.dispatch")
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered; Kafka closes the connection."""
+
+
+class RequestContext:
+    __slots__ = ("broker", "conn", "header", "api_key", "api_version", "correlation_id",
+                 "client_id", "received_ms")
+
+    def __init__(self, broker, conn, header, api_version):
+        self.broker = broker
+        self.conn = conn
+        self.header = header
+        self.api_key = header.request_api_key
+        self.api_version = api_version
+        self.correlation_id = header.correlation_id
+        self.client_id = header.client_id
+        self.received_ms = int(time.time() * 1000)
+
+
+class Dispatcher:
+    def __init__(self, broker):
+        self.broker = broker
+        load_all()
+
+    def _frame(self, api_key: int, version: int, correlation_id: int, response) -> list:
+        out = bytearray(8)
+        i32.pack_into(out, 4, correlation_id)
+        if api.response_header_version(api_key, version) >= 1:
+            out.append(0)  # empty tagged-field section
+        regions = []
+        response.encode_into(out, version, regions, strict=False)
+        size = len(out) - 4 + sum(r.length for _, r in regions)
+        i32.pack_into(out, 0, size)
+        if not regions:
+            return [out]
+        chunks, start = [], 0
+        for pos, region in regions:
+            chunks.append(out[start:pos])
+            chunks.append(region)
+            start = pos
+        chunks.append(out[start:])
+        return chunks
+
+    async def handle(self, frame, conn) -> list | None:
+        """Response chunks for one request frame, or None when the request
+        gets no answer (Produce with acks=0)."""
+        try:
+            api_key, version, correlation_id = api.peek_header(frame)
+        except DecodeError as exc:
+            raise CloseConnection(str(exc)) from None
+        entry = HANDLERS.get(api_key)
+        if entry is None:
+            raise CloseConnection(f"unknown or unsupported API key {api_key}")
+        lo, hi, handler = entry
+        if not lo <= version <= hi:
+            if api_key == ApiKey.API_VERSIONS and version > hi:
+                return self._frame(api_key, 0, correlation_id, unsupported_version_response())
+            raise CloseConnection(f"unsupported version {version} of API {api_key}")
+        try:
+            header, request = api.decode_request(frame)
+        except (DecodeError, UnsupportedVersionError) as exc:
+            raise CloseConnection(f"malformed request (api {api_key} v{version}): {exc}") from None
+        ctx = RequestContext(self.broker, conn, header, version)
+        response = await handler(ctx, request)
+        if response is None:
+            return None
+        return self._frame(api_key, version, correlation_id, response)

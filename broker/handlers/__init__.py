@@ -1,0 +1,42 @@
+"""Request handlers, one module per API family.
+
+A handler is `async def handler(ctx, request) -> response | None`, registered
+with the version range it supports end to end. ApiVersions advertises exactly
+this registry, so nothing is advertised that does not work.
+"""
+from __future__ import annotations
+
+import importlib
+
+HANDLERS: dict[int, tuple[int, int, object]] = {}
+
+# Modules that register handlers when imported.
+MODULES = (
+    "api_versions",
+    "metadata",
+    "produce",
+    "fetch",
+    "offsets",
+    "topics",
+    "configs",
+    "cluster",
+    "groups",
+    "transactions",
+)
+
+
+def handles(api_key: int, min_version: int, max_version: int):
+    def register(fn):
+        HANDLERS[int(api_key)] = (min_version, max_version, fn)
+        return fn
+    return register
+
+
+def load_all() -> dict:
+    for name in MODULES:
+        try:
+            importlib.import_module(f"broker.handlers.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"broker.handlers.{name}":
+                raise
+    return HANDLERS

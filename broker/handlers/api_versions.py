@@ -1,0 +1,45 @@
+"""ApiVersions: the versions this broker serves end to end."""
+from __future__ import annotations
+
+from kproto.api import ApiKey
+from kproto.errors import ErrorCode
+from kproto.messages.api_versions_response import ApiVersionsResponse
+
+from broker.handlers import HANDLERS, handles
+
+API_VERSIONS_RANGE = (0, 4)
+
+
+def advertised() -> list:
+    return [ApiVersionsResponse.ApiVersion(api_key=key, min_version=lo, max_version=hi)
+            for key, (lo, hi, _fn) in sorted(HANDLERS.items())]
+
+
+def unsupported_version_response() -> ApiVersionsResponse:
+    """What Kafka answers to an ApiVersions request above its range: a v0 body
+    with UNSUPPORTED_VERSION listing only ApiVersions, so the client retries."""
+    lo, hi = API_VERSIONS_RANGE
+    return ApiVersionsResponse(
+        error_code=ErrorCode.UNSUPPORTED_VERSION,
+        api_keys=[ApiVersionsResponse.ApiVersion(api_key=ApiKey.API_VERSIONS, min_version=lo, max_version=hi)])
+
+
+@handles(ApiKey.API_VERSIONS, *API_VERSIONS_RANGE)
+async def api_versions(ctx, req):
+    resp = ApiVersionsResponse(error_code=0, api_keys=advertised(), throttle_time_ms=0)
+    if ctx.api_version >= 3:
+        if not _valid_software(req.client_software_name) or not _valid_software(req.client_software_version):
+            resp.error_code = ErrorCode.INVALID_REQUEST
+        level = ctx.broker.metadata_version
+        resp.supported_features = [ApiVersionsResponse.SupportedFeatureKey(
+            name="metadata.version", min_version=1, max_version=level)]
+        resp.finalized_features_epoch = ctx.broker.features_epoch
+        resp.finalized_features = [ApiVersionsResponse.FinalizedFeatureKey(
+            name="metadata.version", max_version_level=level, min_version_level=level)]
+    return resp
+
+
+def _valid_software(s: str) -> bool:
+    # Kafka: letters, digits, '.', '-' and spaces are not allowed at the ends
+    import re
+    return bool(re.fullmatch(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?", s or ""))

@@ -1,0 +1,110 @@
+"""Fetch: record bytes go from the segment files to the socket by sendfile;
+a fetch that finds too little data waits on the partitions' append events."""
+from __future__ import annotations
+
+import trio
+
+from kproto.api import ApiKey
+from kproto.errors import ErrorCode
+from kproto.messages.fetch_response import FetchResponse
+
+from broker.handlers import handles
+from broker.partition import OffsetOutOfRange
+
+_Topic = FetchResponse.FetchableTopicResponse
+_Part = FetchResponse.PartitionData
+
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
+
+def _error_part(index: int, code: int) -> _Part:
+    return _Part(partition_index=index, error_code=code, high_watermark=-1, last_stable_offset=-1,
+                 log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=b"")
+
+
+def _resolve(broker, v, ft):
+    """(topic name, topic image or None, error code for unknown)."""
+    if v >= 13:
+        t = broker.image.topics_by_id.get(ft.topic_id)
+        return (t.name if t else ""), t, ErrorCode.UNKNOWN_TOPIC_ID
+    t = broker.image.topics.get(ft.topic)
+    return ft.topic, t, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def _build(broker, v, req, isolation) -> tuple[FetchResponse, int, list]:
+    """One pass over the requested partitions: the response, the record
+    bytes it carries, and the partitions to wait on."""
+    budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+    total = 0
+    watched = []
+    topics = []
+    for ft in req.topics:
+        name, timage, unknown = _resolve(broker, v, ft)
+        parts = []
+        topics.append(_Topic(topic=name, topic_id=ft.topic_id, partitions=parts))
+        for fp in ft.partitions:
+            if timage is None:
+                parts.append(_error_part(fp.partition, unknown))
+                continue
+            partition = broker.partitions.get(timage.name, fp.partition)
+            if partition is None:
+                parts.append(_error_part(fp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            epoch = fp.current_leader_epoch
+            if epoch >= 0 and epoch != partition.leader_epoch:
+                code = (ErrorCode.FENCED_LEADER_EPOCH if epoch < partition.leader_epoch
+                        else ErrorCode.UNKNOWN_LEADER_EPOCH)
+                parts.append(_error_part(fp.partition, code))
+                continue
+            limit = min(fp.partition_max_bytes, budget - total) if total else fp.partition_max_bytes
+            try:
+                region, upper = partition.read(fp.fetch_offset, max(limit, 0), isolation, must_return_one=(total == 0))
+            except OffsetOutOfRange:
+                parts.append(_error_part(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE))
+                continue
+            size = region.length if region is not None else 0
+            total += size
+            aborted = None
+            if isolation == READ_COMMITTED:
+                aborted = partition.aborted_transactions(fp.fetch_offset, upper) if size else []
+            parts.append(_Part(
+                partition_index=fp.partition, error_code=0,
+                high_watermark=partition.high_watermark,
+                last_stable_offset=partition.last_stable_offset,
+                log_start_offset=partition.log_start_offset,
+                aborted_transactions=aborted, preferred_read_replica=-1,
+                records=region if region is not None else b""))
+            watched.append(partition)
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics), total, watched
+
+
+@handles(ApiKey.FETCH, 4, 17)
+async def fetch(ctx, req):
+    broker = ctx.broker
+    v = ctx.api_version
+    if v >= 7 and (req.session_id != 0 or req.session_epoch not in (0, -1)):
+        # kproto keeps no fetch sessions: it answers every fetch in full and
+        # returns session id 0, which tells the client no session was made
+        return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                             session_id=0, responses=[])
+    isolation = req.isolation_level if v >= 4 else READ_UNCOMMITTED
+    resp, total, watched = _build(broker, v, req, isolation)
+    if total >= req.min_bytes or req.max_wait_ms <= 0 or not watched:
+        return resp
+    deadline = trio.current_time() + req.max_wait_ms / 1000
+    while total < req.min_bytes:
+        # no await between the last build and registering: no append is missed
+        wake = trio.Event()
+        for p in watched:
+            p.add_waiter(wake)
+        try:
+            with trio.move_on_at(deadline):
+                await wake.wait()
+        finally:
+            for p in watched:
+                p.remove_waiter(wake)
+        if not wake.is_set():
+            break
+        resp, total, watched = _build(broker, v, req, isolation)
+    return resp

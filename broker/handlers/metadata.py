@@ -1,0 +1,86 @@
+"""Metadata: brokers, cluster id, controller, topics and partitions."""
+from __future__ import annotations
+
+from kproto._codec import ZERO_UUID
+from kproto.api import ApiKey
+from kproto.errors import ErrorCode
+from kproto.messages.metadata_response import MetadataResponse
+
+from broker.handlers import handles
+from broker.topic_names import invalid_reason
+
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+# READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS:
+# what Kafka reports for a topic with no authorizer configured
+TOPIC_OPERATIONS_ALL = 3576
+CLUSTER_OPERATIONS_ALL = 8112
+
+_Topic = MetadataResponse.MetadataResponseTopic
+_Partition = MetadataResponse.MetadataResponsePartition
+_Broker = MetadataResponse.MetadataResponseBroker
+
+
+def topic_entry(broker, topic, include_ops: bool) -> _Topic:
+    parts = []
+    for p in topic.partitions.values():
+        parts.append(_Partition(
+            error_code=0, partition_index=p.partition, leader_id=p.leader,
+            leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
+            offline_replicas=[]))
+    return _Topic(error_code=0, name=topic.name, topic_id=topic.topic_id, is_internal=topic.internal,
+                  partitions=parts,
+                  topic_authorized_operations=TOPIC_OPERATIONS_ALL if include_ops else AUTHORIZED_OPERATIONS_OMITTED)
+
+
+@handles(ApiKey.METADATA, 0, 12)
+async def metadata(ctx, req):
+    broker = ctx.broker
+    image = broker.image
+    v = ctx.api_version
+    include_ops = bool(req.include_topic_authorized_operations)
+    # v0: an empty list asks for every topic; v1+: null does
+    all_topics = req.topics is None or (v == 0 and not req.topics)
+    auto_create = broker.config.get_bool("auto.create.topics.enable") and (
+        v < 4 or req.allow_auto_topic_creation)
+    topics = []
+    if all_topics:
+        for t in image.topics.values():
+            topics.append(topic_entry(broker, t, include_ops))
+    else:
+        to_create = []
+        for rt in req.topics:
+            if rt.name is None:
+                t = image.topics_by_id.get(rt.topic_id)
+                if t is None:
+                    topics.append(_Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
+                                         topic_id=rt.topic_id, partitions=[],
+                                         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+                else:
+                    topics.append(topic_entry(broker, t, include_ops))
+                continue
+            t = image.topics.get(rt.name)
+            if t is not None:
+                topics.append(topic_entry(broker, t, include_ops))
+                continue
+            if invalid_reason(rt.name):
+                code = ErrorCode.INVALID_TOPIC_EXCEPTION
+            else:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if auto_create:
+                    to_create.append(rt.name)
+            topics.append(_Topic(error_code=code, name=rt.name, topic_id=ZERO_UUID, partitions=[],
+                                 topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+        if to_create:
+            # Kafka answers UNKNOWN_TOPIC_OR_PARTITION for the request that
+            # triggers creation; the topic is there for the client's retry.
+            await broker.controller.auto_create_topics(to_create)
+    host, port = broker.advertised_address(ctx.conn.listener if ctx.conn else None)
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=[_Broker(node_id=broker.node_id, host=host, port=port, rack=None)],
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=topics,
+        cluster_authorized_operations=(CLUSTER_OPERATIONS_ALL if req.include_cluster_authorized_operations
+                                       else AUTHORIZED_OPERATIONS_OMITTED),
+    )

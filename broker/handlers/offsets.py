@@ -1,0 +1,127 @@
+"""ListOffsets, OffsetForLeaderEpoch and DeleteRecords: positions in a
+partition's log."""
+from __future__ import annotations
+
+from kproto.api import ApiKey
+from kproto.errors import ErrorCode
+from kproto.messages.delete_records_response import DeleteRecordsResponse
+from kproto.messages.list_offsets_response import ListOffsetsResponse
+from kproto.messages.offset_for_leader_epoch_response import OffsetForLeaderEpochResponse
+
+from broker.handlers import handles
+from broker.partition import OffsetOutOfRange
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+EARLIEST_PENDING_UPLOAD = -5
+LATEST_TIERED = -6
+
+_LTopic = ListOffsetsResponse.ListOffsetsTopicResponse
+_LPart = ListOffsetsResponse.ListOffsetsPartitionResponse
+
+
+def _epoch_error(partition, requested: int):
+    if requested < 0 or requested == partition.leader_epoch:
+        return None
+    return ErrorCode.FENCED_LEADER_EPOCH if requested < partition.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+@handles(ApiKey.LIST_OFFSETS, 1, 9)
+async def list_offsets(ctx, req):
+    broker = ctx.broker
+    read_committed = ctx.api_version >= 2 and req.isolation_level == 1
+    topics = []
+    for t in req.topics:
+        parts = []
+        topics.append(_LTopic(name=t.name, partitions=parts))
+        for p in t.partitions:
+            out = _LPart(partition_index=p.partition_index, error_code=0, timestamp=-1, offset=-1,
+                         leader_epoch=-1)
+            parts.append(out)
+            partition = broker.partitions.get(t.name, p.partition_index)
+            if partition is None:
+                out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            err = _epoch_error(partition, p.current_leader_epoch)
+            if err:
+                out.error_code = err
+                continue
+            ts = p.timestamp
+            if ts == LATEST:
+                out.offset = partition.last_stable_offset if read_committed else partition.high_watermark
+                out.leader_epoch = partition.leader_epoch
+            elif ts in (EARLIEST, EARLIEST_LOCAL):
+                out.offset = partition.log_start_offset
+                out.leader_epoch = partition.leader_epoch
+            elif ts == MAX_TIMESTAMP:
+                found = partition.max_timestamp_offset()
+                if found is not None:
+                    out.offset, out.timestamp = found
+                    out.leader_epoch = partition.leader_epoch
+            elif ts == LATEST_TIERED and ctx.api_version >= 9:
+                out.offset = -1
+            elif ts < 0:
+                out.offset = -1
+            else:
+                found = partition.offset_for_timestamp(ts)
+                upper = partition.last_stable_offset if read_committed else partition.high_watermark
+                if found is not None and found[0] < upper:
+                    out.offset, out.timestamp = found
+                    out.leader_epoch = partition.epoch_for_offset(found[0])
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+_ETopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+_EPart = OffsetForLeaderEpochResponse.EpochEndOffset
+
+
+@handles(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4)
+async def offset_for_leader_epoch(ctx, req):
+    broker = ctx.broker
+    topics = []
+    for t in req.topics:
+        parts = []
+        topics.append(_ETopic(topic=t.topic, partitions=parts))
+        for p in t.partitions:
+            out = _EPart(error_code=0, partition=p.partition, leader_epoch=-1, end_offset=-1)
+            parts.append(out)
+            partition = broker.partitions.get(t.topic, p.partition)
+            if partition is None:
+                out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            err = _epoch_error(partition, p.current_leader_epoch)
+            if err:
+                out.error_code = err
+                continue
+            out.leader_epoch, out.end_offset = partition.end_offset_for_epoch(p.leader_epoch)
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
+
+
+_DTopic = DeleteRecordsResponse.DeleteRecordsTopicResult
+_DPart = DeleteRecordsResponse.DeleteRecordsPartitionResult
+
+
+@handles(ApiKey.DELETE_RECORDS, 0, 2)
+async def delete_records(ctx, req):
+    broker = ctx.broker
+    topics = []
+    for t in req.topics:
+        parts = []
+        topics.append(_DTopic(name=t.name, partitions=parts))
+        for p in t.partitions:
+            out = _DPart(partition_index=p.partition_index, low_watermark=-1, error_code=0)
+            parts.append(out)
+            partition = broker.partitions.get(t.name, p.partition_index)
+            if partition is None:
+                out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            offset = p.offset
+            if offset == -1:  # delete everything up to the high watermark
+                offset = partition.high_watermark
+            try:
+                out.low_watermark = partition.delete_records_before(offset)
+            except OffsetOutOfRange:
+                out.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+    return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)

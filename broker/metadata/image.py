@@ -1,0 +1,98 @@
+"""The metadata image: topics, partitions, configs and producer-id blocks as
+replayed from the metadata log. Applying a record is the only way it changes,
+so replay after a restart rebuilds exactly the state the log describes."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+
+
+@dataclass
+class PartitionImage:
+    partition: int
+    replicas: list[int]
+    isr: list[int]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionImage] = field(default_factory=dict)
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def internal(self) -> bool:
+        return self.name in ("__consumer_offsets", "__transaction_state")
+
+
+class MetadataImage:
+    def __init__(self):
+        self.topics: dict[str, TopicImage] = {}
+        self.topics_by_id: dict[uuid.UUID, TopicImage] = {}
+        # configs of resources that are not topics: (type, name) -> {key: value}
+        self.configs: dict[tuple[int, str], dict[str, str]] = {}
+        self.next_producer_id = 0
+        self.features: dict[str, int] = {}
+        self.offset = -1  # offset of the last applied record batch
+
+    def apply(self, record) -> None:
+        handler = getattr(self, "_apply_" + type(record).__name__, None)
+        if handler is not None:
+            handler(record)
+
+    def _apply_TopicRecord(self, r):
+        t = TopicImage(r.name, r.topic_id)
+        # a topic's configs may arrive before its TopicRecord (CreateTopics
+        # writes them in the same batch, topic first; keep both orders safe)
+        t.configs.update(self.configs.pop((TOPIC_RESOURCE, r.name), {}))
+        self.topics[r.name] = t
+        self.topics_by_id[r.topic_id] = t
+
+    def _apply_PartitionRecord(self, r):
+        t = self.topics_by_id.get(r.topic_id)
+        if t is None:
+            return
+        t.partitions[r.partition_id] = PartitionImage(
+            r.partition_id, list(r.replicas), list(r.isr), r.leader, r.leader_epoch, r.partition_epoch)
+
+    def _apply_PartitionChangeRecord(self, r):
+        t = self.topics_by_id.get(r.topic_id)
+        p = t.partitions.get(r.partition_id) if t else None
+        if p is None:
+            return
+        if r.leader != -2:
+            p.leader = r.leader
+            p.leader_epoch += 1
+        if r.isr is not None:
+            p.isr = list(r.isr)
+        if r.replicas is not None:
+            p.replicas = list(r.replicas)
+        p.partition_epoch += 1
+
+    def _apply_RemoveTopicRecord(self, r):
+        t = self.topics_by_id.pop(r.topic_id, None)
+        if t is not None:
+            self.topics.pop(t.name, None)
+
+    def _apply_ConfigRecord(self, r):
+        if r.resource_type == TOPIC_RESOURCE and r.resource_name in self.topics:
+            target = self.topics[r.resource_name].configs
+        else:
+            target = self.configs.setdefault((r.resource_type, r.resource_name), {})
+        if r.value is None:
+            target.pop(r.name, None)
+        else:
+            target[r.name] = r.value
+
+    def _apply_ProducerIdsRecord(self, r):
+        self.next_producer_id = max(self.next_producer_id, r.next_producer_id)
+
+    def _apply_FeatureLevelRecord(self, r):
+        self.features[r.name] = r.feature_level

@@ -1,0 +1,66 @@
+"""The metadata log: KRaft metadata records appended as record batches to
+the `__cluster_metadata-0` partition and replayed into the image at start.
+
+Narrow on purpose (append, replay, subscribe), so that a Raft quorum can
+replicate it later without the rest of the broker noticing.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+from kproto import records as rec
+
+from broker.metadata import serde
+
+log = logging.getLogger("kproto.metadata")
+
+METADATA_TOPIC = "__cluster_metadata"
+
+
+class MetadataLog:
+    def __init__(self, partition_log, image):
+        self.plog = partition_log
+        self.image = image
+        self._listeners = []
+
+    def subscribe(self, listener) -> None:
+        """listener(records) is called after each append, once applied."""
+        self._listeners.append(listener)
+
+    def replay(self) -> int:
+        """Apply every stored record to the image; returns the record count."""
+        count = 0
+        offset = self.plog.log_start_offset
+        end = self.plog.log_end_offset
+        while offset < end:
+            data = self.plog.read_bytes(offset, 1 << 20, end)
+            if not data:
+                break
+            for _pos, header in rec.iter_batch_headers(data, allow_partial_tail=True):
+                batch = memoryview(data)[_pos:_pos + header.size]
+                for r in rec.iter_records(batch):
+                    self.image.apply(serde.decode(r.value))
+                    count += 1
+                offset = header.last_offset + 1
+                self.image.offset = header.last_offset
+        return count
+
+    def append(self, records: list) -> int:
+        """Durably append records as one batch (all or nothing), then apply
+        them and tell the listeners. Returns the batch's last offset."""
+        now = int(time.time() * 1000)
+        batch = bytearray(rec.build_batch([(None, serde.encode(r), [], now) for r in records]))
+        info = self.plog.append(batch, 0, now)
+        self.plog.flush()
+        for r in records:
+            self.image.apply(r)
+        self.image.offset = info.last_offset
+        for listener in self._listeners:
+            listener(records)
+        return info.last_offset
+
+
+def metadata_dir(log_dir: str) -> str:
+    return os.path.join(log_dir, f"{METADATA_TOPIC}-0")

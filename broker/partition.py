@@ -1,0 +1,134 @@
+"""A partition this broker leads: its log plus the replication-facing state
+(leader epoch, high watermark, last stable offset) and the fetchers waiting
+for its next append.
+
+With one replica the high watermark is the log end offset; the fields are
+kept separate so replication can move them independently later.
+"""
+from __future__ import annotations
+
+import logging
+
+from broker.storage.errors import OffsetOutOfRange  # noqa: F401  (re-exported for handlers)
+
+log = logging.getLogger("kproto.partition")
+
+
+class AppendResult:
+    __slots__ = ("base_offset", "last_offset", "log_append_time", "log_start_offset")
+
+    def __init__(self, base_offset, last_offset, log_append_time, log_start_offset):
+        self.base_offset = base_offset
+        self.last_offset = last_offset
+        self.log_append_time = log_append_time
+        self.log_start_offset = log_start_offset
+
+
+class Partition:
+    def __init__(self, topic: str, index: int, topic_id, log, leader_epoch: int, config: dict):
+        self.topic = topic
+        self.index = index
+        self.topic_id = topic_id
+        self.log = log
+        self.leader_epoch = leader_epoch
+        self.config = config
+        self._waiters: set = set()
+        # transactions in flight: producer id -> first offset (for the LSO)
+        self.open_transactions: dict[int, int] = {}
+        self.on_append = None  # hook for producer state / transactions
+
+    # -- configuration -------------------------------------------------------
+
+    @property
+    def max_message_bytes(self) -> int:
+        return int(self.config.get("max.message.bytes", 1048588))
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.config.get("message.timestamp.type", "CreateTime") == "LogAppendTime"
+
+    def update_config(self, config: dict) -> None:
+        self.config = config
+        self.log.update_config(config)
+
+    # -- offsets ---------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        if self.open_transactions:
+            return min(min(self.open_transactions.values()), self.high_watermark)
+        return self.high_watermark
+
+    # -- appends and reads -----------------------------------------------------
+
+    def append(self, data, header, now_ms: int) -> AppendResult:
+        """Append one validated batch (writable buffer): offsets are assigned
+        by rewriting the batch header in place."""
+        info = self.log.append(data, self.leader_epoch, now_ms, log_append_time=self.log_append_time)
+        result = AppendResult(info.base_offset, info.last_offset,
+                              info.log_append_time if self.log_append_time else -1,
+                              self.log.log_start_offset)
+        if self.on_append is not None:
+            self.on_append(self, header, result)
+        self.notify()
+        return result
+
+    def read(self, offset: int, max_bytes: int, isolation: int, must_return_one: bool = True):
+        """(FileRegion or None, upper bound offset) for a fetch at offset."""
+        upper = self.last_stable_offset if isolation == 1 else self.high_watermark
+        if offset < self.log.log_start_offset or offset > self.log.log_end_offset:
+            raise OffsetOutOfRange(f"offset {offset} is out of range", self.log.log_start_offset,
+                                   self.log.log_end_offset)
+        if offset >= upper or (max_bytes <= 0 and not must_return_one):
+            return None, upper
+        sl = self.log.read(offset, max_bytes, upper, min_one_batch=must_return_one)
+        if not sl.length:
+            return None, upper
+        return sl.region(), upper
+
+    def aborted_transactions(self, start: int, upper: int) -> list:
+        return []
+
+    def offset_for_timestamp(self, ts: int):
+        return self.log.offset_for_timestamp(ts)
+
+    def max_timestamp_offset(self):
+        return self.log.max_timestamp_offset()
+
+    def epoch_for_offset(self, offset: int) -> int:
+        return self.log.epoch_for_offset(offset) if hasattr(self.log, "epoch_for_offset") else self.leader_epoch
+
+    def end_offset_for_epoch(self, epoch: int):
+        return self.log.end_offset_for_epoch(epoch)
+
+    def delete_records_before(self, offset: int) -> int:
+        if offset > self.high_watermark or offset < 0:
+            raise OffsetOutOfRange(f"offset {offset} is beyond the high watermark {self.high_watermark}")
+        self.log.delete_records_before(offset)
+        return self.log.log_start_offset
+
+    # -- long-poll wake-ups ----------------------------------------------------
+
+    def add_waiter(self, event) -> None:
+        self._waiters.add(event)
+
+    def remove_waiter(self, event) -> None:
+        self._waiters.discard(event)
+
+    def notify(self) -> None:
+        if self._waiters:
+            for ev in self._waiters:
+                ev.set()
+            self._waiters.clear()
