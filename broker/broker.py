@@ -15,6 +15,7 @@ from broker.controller import Controller
 from broker.dispatch import Dispatcher
 from broker.metadata.image import MetadataImage
 from broker.metadata.log import METADATA_TOPIC, MetadataLog
+from broker.producer_ids import ProducerIdManager
 from broker.producers import ProducerStateManager
 from broker.replicas import ReplicaManager
 from broker.server import run_listener
@@ -67,6 +68,7 @@ class Broker:
         self.features_epoch = max(self.image.offset, 0)
         self.controller = Controller(self.node_id, self.metadata, self.image, self.config,
                                      self._validate_topic_configs)
+        self.producer_ids = ProducerIdManager(self.node_id, self.metadata, self.image)
         self.partitions = ReplicaManager(self.node_id, self.image, self.logs, self.config)
         self.partitions.on_partition_created.append(self.producers.attach)
         self.logs.high_watermark_for = self._high_watermark

@@ -107,17 +107,13 @@ class Partition:
     def max_timestamp_offset(self):
         return self.log.max_timestamp_offset()
 
-    def epoch_for_offset(self, offset: int) -> int:
-        return self.log.epoch_for_offset(offset) if hasattr(self.log, "epoch_for_offset") else self.leader_epoch
-
     def end_offset_for_epoch(self, epoch: int):
         return self.log.end_offset_for_epoch(epoch)
 
     def delete_records_before(self, offset: int) -> int:
         if offset > self.high_watermark or offset < 0:
             raise OffsetOutOfRange(f"offset {offset} is beyond the high watermark {self.high_watermark}")
-        self.log.delete_records_before(offset)
-        return self.log.log_start_offset
+        return self.log.delete_records_before(offset, self.high_watermark)
 
     # -- long-poll wake-ups ----------------------------------------------------
 

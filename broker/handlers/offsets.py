@@ -28,6 +28,10 @@ def _epoch_error(partition, requested: int):
     return ErrorCode.FENCED_LEADER_EPOCH if requested < partition.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
+def _epoch_of(found, partition) -> int:
+    return found.leader_epoch if found.leader_epoch is not None else partition.leader_epoch
+
+
 @handles(ApiKey.LIST_OFFSETS, 1, 9)
 async def list_offsets(ctx, req):
     broker = ctx.broker
@@ -58,8 +62,8 @@ async def list_offsets(ctx, req):
             elif ts == MAX_TIMESTAMP:
                 found = partition.max_timestamp_offset()
                 if found is not None:
-                    out.offset, out.timestamp = found
-                    out.leader_epoch = partition.leader_epoch
+                    out.offset, out.timestamp = found.offset, found.timestamp
+                    out.leader_epoch = _epoch_of(found, partition)
             elif ts == LATEST_TIERED and ctx.api_version >= 9:
                 out.offset = -1
             elif ts < 0:
@@ -67,9 +71,9 @@ async def list_offsets(ctx, req):
             else:
                 found = partition.offset_for_timestamp(ts)
                 upper = partition.last_stable_offset if read_committed else partition.high_watermark
-                if found is not None and found[0] < upper:
-                    out.offset, out.timestamp = found
-                    out.leader_epoch = partition.epoch_for_offset(found[0])
+                if found is not None and found.offset < upper:
+                    out.offset, out.timestamp = found.offset, found.timestamp
+                    out.leader_epoch = _epoch_of(found, partition)
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
 
