@@ -110,6 +110,9 @@ def read_str(mv, pos: int, n: int):
     end = pos + n
     if end > len(mv):
         raise DecodeError(f"string of {n} bytes runs past the end of the frame")
+    if n > 0x7FFF:
+        # only a compact (varint) length can get here; Kafka refuses it too
+        raise DecodeError(f"string field had invalid length {n}")
     try:
         return str(mv[pos:end], "utf-8"), end
     except UnicodeDecodeError as exc:
@@ -163,12 +166,16 @@ def write_str(out: bytearray, s: str, flex: bool, nullable: bool, name: str) -> 
         else:
             out += b"\xff\xff"
         return
-    b = s.encode("utf-8")
+    try:
+        b = s.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise EncodeError(f"string field {name} is not encodable as UTF-8: {exc.reason}") from None
+    if len(b) > 0x7FFF:
+        # compact strings too: Kafka's readers refuse longer ones
+        raise EncodeError(f"string field {name} is longer than 32767 bytes")
     if flex:
         write_uvarint(out, len(b) + 1)
     else:
-        if len(b) > 0x7FFF:
-            raise EncodeError(f"string field {name} is longer than 32767 bytes")
         out += i16.pack(len(b))
     out += b
 
