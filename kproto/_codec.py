@@ -133,11 +133,18 @@ def read_records(mv, pos: int, n: int):
     return mv[pos:end], end
 
 
+_ZERO_UUID_BYTES = bytes(16)
+
+
 def read_uuid(mv, pos: int):
     end = pos + 16
     if end > len(mv):
         raise DecodeError("uuid runs past the end of the frame")
-    return _uuid.UUID(bytes=bytes(mv[pos:end])), end
+    raw = bytes(mv[pos:end])
+    # most uuids on the wire are the zero "unset" id: skip UUID's constructor
+    if raw == _ZERO_UUID_BYTES:
+        return ZERO_UUID, end
+    return _uuid.UUID(bytes=raw), end
 
 
 def check_count(mv, pos: int, n: int, min_size: int):
