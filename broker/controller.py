@@ -14,7 +14,8 @@ from kproto.metadata.partition_record import PartitionRecord
 from kproto.metadata.remove_topic_record import RemoveTopicRecord
 from kproto.metadata.topic_record import TopicRecord
 
-from broker.metadata.image import TOPIC_RESOURCE
+from broker.config import ConfigError
+from broker.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from broker.topic_names import collision_key, invalid_reason
 
 log = logging.getLogger("kproto.controller")
@@ -46,66 +47,125 @@ class Controller:
         self.config = broker_config
         # validates topic config overrides: dict -> None, raises KafkaError(INVALID_CONFIG)
         self.validate_topic_configs = topic_config_validator or (lambda configs: None)
+        # the broker is built after the metadata log is replayed: install the dynamic broker
+        # configs it holds before anything reads the broker's config
+        self.apply_broker_configs()
 
     # -- topics ----------------------------------------------------------------
 
     def plan_topic(self, spec: TopicSpec) -> tuple[CreatedTopic, list]:
         """Validate a topic creation and return the records that perform it.
-        Raises KafkaError with Kafka's error code and message."""
+        Raises KafkaError with Kafka's error code and message, checking in the
+        order Kafka's controller does: name, collision, existence, configs,
+        then partitions and replicas."""
         reason = invalid_reason(spec.name)
         if reason:
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
         if spec.name in self.image.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' already exists.")
-        key = collision_key(spec.name)
-        for other in self.image.topics:
-            if collision_key(other) == key:
-                raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                                 f"Topic '{spec.name}' collides with existing topic: {other}")
+        if "." in spec.name or "_" in spec.name:
+            key = collision_key(spec.name)
+            for other in self.image.topics:
+                if collision_key(other) == key:
+                    raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                     f"Topic '{spec.name}' collides with existing topic: {other}")
+        null_configs = [k for k, v in spec.configs.items() if v is None]
+        if null_configs:
+            raise KafkaError(ErrorCode.INVALID_CONFIG,
+                             "Null value not supported for topic configs: " + ",".join(null_configs))
+        configs = dict(spec.configs)
+        self.validate_topic_configs(configs)
         if spec.assignments:
-            n = len(spec.assignments)
-            rf = len(spec.assignments[0])
-            if spec.num_partitions != -1 or spec.replication_factor != -1:
-                raise KafkaError(ErrorCode.INVALID_REQUEST,
-                                 "Both numPartitions or replicationFactor and replicasAssignments were set. "
-                                 "Both cannot be used at the same time.")
+            replicas = self._manual_assignment(spec)
         else:
             n = spec.num_partitions
             rf = spec.replication_factor
+            if rf < -1 or rf == 0:
+                raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                 "Replication factor must be larger than 0, or -1 to use the default value.")
+            if n < -1 or n == 0:
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                                 "Number of partitions was set to an invalid non-positive value.")
             if n == -1:
                 n = self.config.get_int("num.partitions")
             if rf == -1:
                 rf = self.config.get_int("default.replication.factor")
-            if n <= 0:
-                raise KafkaError(ErrorCode.INVALID_PARTITIONS,
-                                 "Number of partitions was set to an invalid non-positive value.")
-            if rf <= 0:
-                raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                                 "Replication factor must be larger than 0, or -1 to use the default value.")
-        brokers = 1
-        if rf > brokers:
-            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"Unable to replicate the partition {rf} time(s): The target replication factor "
-                             f"of {rf} cannot be reached because only {brokers} broker(s) are registered.")
-        configs = {k: v for k, v in spec.configs.items() if v is not None}
-        self.validate_topic_configs(configs)
+            replicas = [self._place(rf)] * n
         topic_id = uuid.uuid4()
         records = [TopicRecord(name=spec.name, topic_id=topic_id)]
         for k, v in configs.items():
             records.append(ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=spec.name, name=k, value=v))
-        for i in range(n):
-            records.append(self._partition_record(topic_id, i))
-        return CreatedTopic(spec.name, topic_id, n, rf, configs), records
+        for i, r in enumerate(replicas):
+            records.append(self._partition_record(topic_id, i, r))
+        return CreatedTopic(spec.name, topic_id, len(replicas), len(replicas[0]), configs), records
 
-    def _partition_record(self, topic_id, index: int) -> PartitionRecord:
-        return PartitionRecord(partition_id=index, topic_id=topic_id, replicas=[self.node_id],
-                               isr=[self.node_id], removing_replicas=[], adding_replicas=[],
-                               leader=self.node_id, leader_recovery_state=0, leader_epoch=0,
+    def _registered_brokers(self) -> set[int]:
+        return {self.node_id}
+
+    def _place(self, rf: int) -> list[int]:
+        """Replicas for one partition (the single registered broker)."""
+        brokers = sorted(self._registered_brokers())
+        if rf > len(brokers):
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             f"Unable to replicate the partition {rf} time(s): The target replication factor "
+                             f"of {rf} cannot be reached because only {len(brokers)} broker(s) are registered.")
+        return brokers[:rf]
+
+    def _manual_assignment(self, spec: TopicSpec) -> list[list[int]]:
+        if spec.replication_factor != -1:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
+                             "but replication factor was not set to -1.")
+        if spec.num_partitions != -1:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
+                             "but numPartitions was not set to -1.")
+        parts: dict[int, list[int]] = {}
+        rf = None
+        for index, broker_ids in spec.assignments:
+            if index in parts:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Found multiple manual partition assignments for partition {index}")
+            self._check_assignment(broker_ids, rf)
+            rf = len(broker_ids)
+            parts[index] = list(broker_ids)
+        for i in range(len(parts)):
+            if i not in parts:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 "partitions should be a consecutive 0-based integer sequence")
+        return [parts[i] for i in range(len(parts))]
+
+    def _check_assignment(self, broker_ids, rf: int | None) -> None:
+        if not broker_ids:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             "The manual partition assignment includes an empty replica list.")
+        registered = self._registered_brokers()
+        previous = None
+        for b in sorted(broker_ids):
+            if b not in registered:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment "
+                                 f"includes broker {b}, but no such broker is registered.")
+            if b == previous:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment "
+                                 f"includes the broker {b} more than once.")
+            previous = b
+        if rf is not None and len(broker_ids) != rf:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes "
+                             f"a partition with {len(broker_ids)} replica(s), but this is not consistent with "
+                             f"previous partitions, which have {rf} replica(s).")
+
+    def _partition_record(self, topic_id, index: int, replicas: list[int] | None = None) -> PartitionRecord:
+        replicas = list(replicas or [self.node_id])
+        return PartitionRecord(partition_id=index, topic_id=topic_id, replicas=replicas,
+                               isr=list(replicas), removing_replicas=[], adding_replicas=[],
+                               leader=replicas[0], leader_recovery_state=0, leader_epoch=0,
                                partition_epoch=0, directories=[], eligible_leader_replicas=None,
                                last_known_elr=None)
 
-    def create_topic(self, spec: TopicSpec) -> CreatedTopic:
+    def create_topic(self, spec: TopicSpec, validate_only: bool = False) -> CreatedTopic:
+        """Create a topic (or, with validate_only, only check that it could be);
+        the answer carries a topic id either way, as Kafka's does."""
         created, records = self.plan_topic(spec)
+        if validate_only:
+            return created
         self.log.append(records)
         log.info("created topic %s with %d partition(s)", created.name, created.num_partitions)
         return created
@@ -127,23 +187,50 @@ class Controller:
         t = self.image.topics.get(name)
         if t is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
-        self.log.append([RemoveTopicRecord(topic_id=t.topic_id)])
-        log.info("deleted topic %s", name)
+        self.delete_topics([t.topic_id])
         return t.topic_id
 
-    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+    def delete_topics(self, topic_ids) -> None:
+        """Remove these topics (with their configs) in one metadata batch."""
+        records = []
+        for topic_id in topic_ids:
+            if topic_id not in self.image.topics_by_id:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
+            records.append(RemoveTopicRecord(topic_id=topic_id))
+        if not records:
+            return
+        names = [self.image.topics_by_id[i].name for i in topic_ids]
+        self.log.append(records)
+        log.info("deleted topic(s) %s", ", ".join(names))
+
+    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
+                          validate_only: bool = False) -> None:
+        """Grow a topic to `count` partitions, as Kafka's controller, with its messages."""
         t = self.image.topics.get(name)
         if t is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)   # Kafka sends no message here
         current = len(t.partitions)
-        if count < current:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
-                             f"Topic currently has {current} partitions, which is higher than the requested {count}.")
         if count == current:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+        if count < current:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"The topic {name} currently has {current} "
+                             f"partition(s); {count} would not be an increase.")
+        additional = count - current
+        if assignments is not None and len(assignments) != additional:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Attempted to add {additional} additional partition(s), but only "
+                             f"{len(assignments)} assignment(s) were specified.")
+        rf = len(next(iter(t.partitions.values())).replicas) if t.partitions else 1
+        if assignments is not None:
+            for broker_ids in assignments:
+                self._check_assignment(broker_ids, rf)
+            replicas = [list(a) for a in assignments]
+        else:
+            replicas = [self._place(rf)] * additional
         if validate_only:
             return
-        self.log.append([self._partition_record(t.topic_id, i) for i in range(current, count)])
+        self.log.append([self._partition_record(t.topic_id, current + i, r) for i, r in enumerate(replicas)])
+        log.info("topic %s now has %d partition(s)", name, count)
 
     def set_configs(self, resource_type: int, resource_name: str, changes: dict[str, str | None]) -> None:
         """Apply config changes (value None deletes the override)."""
@@ -151,3 +238,68 @@ class Controller:
             return
         self.log.append([ConfigRecord(resource_type=resource_type, resource_name=resource_name,
                                       name=k, value=v) for k, v in changes.items()])
+
+    # -- dynamic broker configs --------------------------------------------------
+
+    def _broker_resource_name(self, per_broker: bool) -> str:
+        return str(self.node_id) if per_broker else ""
+
+    def dynamic_broker_configs(self, per_broker: bool) -> dict[str, str]:
+        """The stored dynamic configs of this broker (per_broker) or of the cluster default."""
+        return dict(self.image.configs.get((BROKER_RESOURCE, self._broker_resource_name(per_broker)), {}))
+
+    def apply_broker_configs(self) -> None:
+        """Install the dynamic broker configs the metadata log holds into the broker's config.
+        Kafka logs and skips stored dynamic configs it cannot apply; so does this."""
+        per_broker, cluster_default = self.dynamic_broker_configs(True), self.dynamic_broker_configs(False)
+        if not (per_broker or cluster_default or self.config.dynamic_broker_configs
+                or self.config.dynamic_default_configs):
+            return
+        try:
+            self.config.set_dynamic(per_broker=per_broker, cluster_default=cluster_default)
+        except ConfigError as exc:
+            log.error("stored dynamic broker configs were not applied: %s", exc.message)
+
+    def alter_broker_configs(self, per_broker: bool, new_configs: dict[str, str],
+                             validate_only: bool = False) -> None:
+        """Replace the dynamic configs of this broker (per_broker) or of the cluster default with
+        `new_configs`, persisted as ConfigRecords (resource type BROKER) so a restart replays them.
+        Raises KafkaError(INVALID_REQUEST) with Kafka's message when the set cannot be applied."""
+        old_broker = dict(self.config.dynamic_broker_configs)
+        old_default = dict(self.config.dynamic_default_configs)
+        layer = {"per_broker" if per_broker else "cluster_default": dict(new_configs)}
+        try:
+            self.config.set_dynamic(**layer)   # validates the whole resulting config; unchanged on error
+        except ConfigError as exc:
+            raise KafkaError(exc.error_code, exc.message) from None
+        only_per_broker = [] if per_broker else sorted(k for k in new_configs if _per_broker_only(k))
+        if only_per_broker:
+            self.config.set_dynamic(per_broker=old_broker, cluster_default=old_default)
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster "
+                             "level, broker id must be specified: Set(" + ", ".join(only_per_broker) + ")")
+        if validate_only:
+            self.config.set_dynamic(per_broker=old_broker, cluster_default=old_default)
+            return
+        current = self.dynamic_broker_configs(per_broker)
+        changes: dict[str, str | None] = {k: None for k in current if k not in new_configs}
+        # Kafka writes every named key even when unchanged, so brokers reload it
+        changes.update(new_configs)
+        try:
+            self.set_configs(BROKER_RESOURCE, self._broker_resource_name(per_broker), changes)
+        except BaseException:
+            self.config.set_dynamic(per_broker=old_broker, cluster_default=old_default)
+            raise
+        self.apply_broker_configs()
+
+
+# Dynamic broker configs that only make sense per broker (Kafka's DynamicBrokerConfig.PerBrokerConfigs):
+# listener, SSL and SASL settings, alone or with a listener prefix (except the cluster-level ones).
+_PER_BROKER_EXACT = {"listeners", "advertised.listeners", "listener.security.protocol.map", "principal.builder.class"}
+_CLUSTER_LEVEL_LISTENER_CONFIGS = {"max.connections", "max.connection.creation.rate", "num.network.threads"}
+
+
+def _per_broker_only(name: str) -> bool:
+    if name.startswith("listener.name."):
+        base = name.split(".", 3)[3] if name.count(".") >= 3 else ""
+        return base not in _CLUSTER_LEVEL_LISTENER_CONFIGS
+    return name in _PER_BROKER_EXACT or name.startswith(("ssl.", "sasl."))

@@ -1,0 +1,72 @@
+"""DescribeCluster and DescribeLogDirs: the cluster's brokers and what this
+broker keeps on disk."""
+from __future__ import annotations
+
+import os
+
+from kproto.api import ApiKey
+from kproto.errors import ErrorCode
+from kproto.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
+from kproto.messages.describe_log_dirs_response import (
+    DescribeLogDirsPartition, DescribeLogDirsResponse, DescribeLogDirsResult, DescribeLogDirsTopic)
+
+from broker.handlers import handles
+from broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS_ALL
+from broker.metadata.log import METADATA_TOPIC
+
+ENDPOINT_TYPES = {1: "BROKER", 2: "CONTROLLER"}
+BROKER_ENDPOINT = 1
+
+
+@handles(ApiKey.DESCRIBE_CLUSTER, 0, 1)
+async def describe_cluster(ctx, req):
+    broker = ctx.broker
+    v = ctx.api_version
+    endpoint_type = req.endpoint_type if v >= 1 else BROKER_ENDPOINT
+    if endpoint_type not in ENDPOINT_TYPES:
+        return DescribeClusterResponse(
+            error_code=ErrorCode.INVALID_REQUEST if v == 0 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+            error_message=f"Unsupported endpoint type {endpoint_type}", brokers=[])
+    if endpoint_type != BROKER_ENDPOINT:
+        return DescribeClusterResponse(
+            error_code=ErrorCode.INVALID_REQUEST if v == 0 else ErrorCode.MISMATCHED_ENDPOINT_TYPE,
+            error_message=("The request was sent to an endpoint of type BROKER, but we wanted an endpoint "
+                           f"of type {ENDPOINT_TYPES[endpoint_type]}"), brokers=[])
+    host, port = broker.advertised_address(ctx.conn.listener if ctx.conn else None)
+    return DescribeClusterResponse(
+        throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKER_ENDPOINT,
+        cluster_id=broker.cluster_id, controller_id=broker.node_id,
+        brokers=[DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port, rack=None)],
+        cluster_authorized_operations=(CLUSTER_OPERATIONS_ALL if req.include_cluster_authorized_operations
+                                       else AUTHORIZED_OPERATIONS_OMITTED))
+
+
+def _disk_space(path: str) -> tuple[int, int]:
+    """(total, usable) bytes of the file system holding `path`, as Java's FileStore reports them."""
+    st = os.statvfs(path)
+    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+
+
+@handles(ApiKey.DESCRIBE_LOG_DIRS, 0, 4)
+async def describe_log_dirs(ctx, req):
+    broker = ctx.broker
+    if req.topics is None:
+        wanted = None
+    else:
+        wanted = {(t.topic, p) for t in req.topics for p in t.partitions}
+    by_topic: dict[str, list] = {}
+    for (topic, index), plog in sorted(broker.logs.logs.items()):
+        # the metadata log belongs to the quorum, not the log manager Kafka reports on
+        if topic == METADATA_TOPIC or (wanted is not None and (topic, index) not in wanted):
+            continue
+        by_topic.setdefault(topic, []).append(DescribeLogDirsPartition(
+            partition_index=index, partition_size=plog.size, offset_lag=0, is_future_key=False))
+    result = DescribeLogDirsResult(
+        error_code=0, log_dir=broker.log_dir,
+        topics=[DescribeLogDirsTopic(name=t, partitions=parts) for t, parts in by_topic.items()])
+    try:
+        result.total_bytes, result.usable_bytes = _disk_space(broker.log_dir)
+    except OSError:
+        result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+        result.topics = []
+    return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=[result])
