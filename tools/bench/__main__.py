@@ -1,21 +1,27 @@
-"""python -m tools.bench <name> [args...]: run tools/bench/<name>.py's main(args)."""
+"""python -m tools.bench <command> [args...]
+
+Broker benchmarks (tools/bench/cli.py): produce, consume, latency, cost, all,
+profile. Any other name runs tools/bench/<name>.py's main(args), e.g. `codec`
+(the protocol codec benchmark) or `sink` (the ceiling endpoint)."""
 from __future__ import annotations
 
 import importlib
-import pkgutil
 import sys
-from pathlib import Path
+
+from tools.bench.cli import COMMANDS
+
+MODULE_COMMANDS = ("codec", "sink")
 
 
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    names = sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)])
-                   if not m.name.startswith("_"))
-    if not argv or argv[0] not in names:
-        sys.exit(f"usage: python -m tools.bench {{{','.join(names)}}} [args...]")
+    if argv and argv[0] in COMMANDS:
+        from tools.bench import cli
+        sys.exit(cli.main(argv))
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in MODULE_COMMANDS:
+        sys.exit(f"usage: python -m tools.bench {{{','.join(COMMANDS + MODULE_COMMANDS)}}} [args...]\n"
+                 f"       python -m tools.bench all --help")
     module = importlib.import_module(f"tools.bench.{argv[0]}")
-    if not hasattr(module, "main"):
-        sys.exit(f"tools.bench.{argv[0]} has no main()")
     module.main(argv[1:])
 
 

@@ -1,0 +1,30 @@
+"""A process's CPU time and memory from /proc (Linux)."""
+from __future__ import annotations
+
+import os
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of the process so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    # the command name may hold spaces: fields start after its closing ')'
+    fields = stat[stat.rindex(")") + 2:].split()
+    utime, stime = int(fields[11]), int(fields[12])
+    return (utime + stime) / _TICK
+
+
+def status_kib(pid: int, key: str) -> int | None:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return None
+
+
+def peak_rss_bytes(pid: int) -> int | None:
+    """VmHWM: the largest resident set the process has had."""
+    kib = status_kib(pid, "VmHWM")
+    return None if kib is None else kib * 1024

@@ -1,0 +1,325 @@
+"""Runs the benchmark plan against each target, alternating targets within
+every repetition, and collects the figures.
+
+Figures are keyed (section, case, metric); a value is a number, or a string
+saying why there is none ("n/a ...", "error: ...")."""
+from __future__ import annotations
+
+import datetime
+import time
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, TopicPartition
+
+from tools.bench import perftools, workloads
+from tools.bench.progress import Progress
+from tools.bench.targets import Target, make_targets
+
+GiB = 1 << 30
+MiB = 1 << 20
+NO_GROUPS = "n/a (no group support)"
+
+
+@dataclass
+class Plan:
+    workloads: set[str]
+    targets: list[str]
+    reps: int = 3
+    sizes: tuple[int, ...] = (100, 1024)
+    records: dict[int, int] = field(default_factory=lambda: {100: 1_000_000, 1024: 250_000})
+    acks: tuple[str, ...] = ("1", "all")
+    partitions: tuple[int, ...] = (1, 6)
+    linger_ms: int = 5
+    group_members: int = 3
+    latency_seconds: float = 10.0
+    recovery_mib: int = 1024
+    perf_records: int = 250_000
+    kafka_home: str | None = None
+
+    def describe(self) -> dict:
+        return {"workloads": sorted(self.workloads), "targets": self.targets, "reps": self.reps,
+                "sizes": list(self.sizes), "records": {str(k): v for k, v in self.records.items()},
+                "acks": list(self.acks), "partitions": list(self.partitions), "linger_ms": self.linger_ms,
+                "group_members": self.group_members, "latency_seconds": self.latency_seconds,
+                "recovery_mib": self.recovery_mib, "perf_records": self.perf_records}
+
+
+@dataclass
+class Results:
+    plan: Plan
+    labels: dict[str, str] = field(default_factory=dict)
+    # target -> one dict per repetition: (section, case, metric) -> value
+    runs: dict[str, list[dict]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    started: str = ""
+    seconds: float = 0.0
+    versions: dict[str, str] = field(default_factory=dict)
+
+    def keys(self) -> list[tuple]:
+        seen = {}
+        for reps in self.runs.values():
+            for rep in reps:
+                for k in rep:
+                    seen.setdefault(k, None)
+        return list(seen)
+
+
+def size_label(size: int) -> str:
+    return f"{size // 1024} KiB" if size % 1024 == 0 else f"{size} B"
+
+
+def produce_case(size: int, acks: str, parts: int) -> str:
+    return f"{size_label(size)}, acks={acks}, {parts} partition{'s' if parts > 1 else ''}"
+
+
+def consume_case(size: int, parts: int, mode: str) -> str:
+    return f"{size_label(size)}, {parts} partition{'s' if parts > 1 else ''}, {mode}"
+
+
+def topic_name(size: int, parts: int, acks: str) -> str:
+    # the sink reads the partition count from "-p<N>-"
+    return f"bench-s{size}-p{parts}-a{acks}"
+
+
+class Runner:
+    def __init__(self, plan: Plan, progress: Progress | None = None):
+        self.plan = plan
+        self.progress = progress or Progress()
+        self.results = Results(plan)
+        self._rep = 0
+
+    # -- plan ----------------------------------------------------------------
+
+    def _steps_per_target(self, target: Target) -> int:
+        p, w = self.plan, self.plan.workloads
+        n = 1  # start
+        if "produce" in w or "consume" in w:
+            n += len(p.sizes) * len(p.acks) * len(p.partitions)
+        if "consume" in w:
+            n += len(p.sizes) * len(p.partitions) * 2
+        if "latency" in w:
+            n += len(p.acks)
+        if "perf" in w and p.kafka_home and target.name != "sink":
+            n += 2
+        if "cost" in w and target.recoverable:
+            n += 1
+        return n
+
+    def run(self) -> Results:
+        plan = self.plan
+        targets = make_targets(plan.targets, plan.kafka_home)
+        res = self.results
+        res.started = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+        t0 = time.monotonic()
+        for t in targets:
+            res.labels[t.name] = t.label
+            res.runs[t.name] = []
+            if t.name == "kafka":
+                res.versions["kafka"] = t.version
+        self.progress.total_steps = plan.reps * sum(self._steps_per_target(t) for t in targets)
+        try:
+            for rep in range(plan.reps):
+                # alternate: each repetition starts with the next target
+                order = targets[rep % len(targets):] + targets[:rep % len(targets)]
+                for target in order:
+                    figures: dict = {}
+                    res.runs[target.name].append(figures)
+                    self._run_target(target, rep, figures)
+        finally:
+            for t in targets:
+                t.kill()
+                t.cleanup()
+        res.seconds = time.monotonic() - t0
+        return res
+
+    # -- one target, one repetition ---------------------------------------------
+
+    def _record_error(self, target: Target, rep: int, figures: dict, key_prefix: tuple, exc: Exception) -> None:
+        msg = f"error: {type(exc).__name__}: {exc}".splitlines()[0][:200]
+        figures[key_prefix + ("error",)] = msg
+        self.results.errors.append(f"{target.name} rep {rep + 1} {' / '.join(key_prefix)}: {msg}")
+        self.progress.finish(msg)
+
+    def _run_target(self, target: Target, rep: int, figures: dict) -> None:
+        plan, w, prog = self.plan, self.plan.workloads, self.progress
+        self._rep = rep
+        tag = f"rep {rep + 1}/{plan.reps} {target.name}"
+        prog.step(f"{tag}: start")
+        try:
+            ready = target.start(fresh=True)
+        except Exception as exc:
+            self._record_error(target, rep, figures, ("broker cost", "start"), exc)
+            return
+        prog.finish(f"ready in {ready:.2f} s")
+        if target.is_broker:
+            figures[("broker cost", "", "start to ready s")] = ready
+        cost = {"produce_cpu": 0.0, "produce_wall": 0.0, "produce_bytes": 0,
+                "consume_cpu": 0.0, "consume_wall": 0.0, "consume_bytes": 0}
+        try:
+            topics = {}
+            if w & {"produce", "consume"}:
+                topics.update({topic_name(s, n, a): n for s in plan.sizes for n in plan.partitions for a in plan.acks})
+            if "latency" in w:
+                topics.update({f"latency-a{a}-p1": 1 for a in plan.acks})
+            if "perf" in w and plan.kafka_home:
+                topics[f"perf-s1024-p1-a1"] = 1
+            target.create_topics(topics)
+
+            if w & {"produce", "consume"}:
+                for size in plan.sizes:
+                    for parts in plan.partitions:
+                        for acks in plan.acks:
+                            self._produce(target, tag, figures, cost, size, parts, acks)
+            if "consume" in w:
+                groups = target.supports_groups()
+                for size in plan.sizes:
+                    for parts in plan.partitions:
+                        self._consume(target, tag, figures, cost, size, parts, groups)
+            if "latency" in w:
+                for acks in plan.acks:
+                    self._latency(target, tag, figures, acks)
+            if "perf" in w and plan.kafka_home and target.name != "sink":
+                self._perf_tools(target, tag, figures)
+            if target.is_broker:
+                self._cost_figures(target, figures, cost)
+        finally:
+            target.stop()
+        if "cost" in w and target.recoverable:
+            self._recovery(target, tag, figures)
+
+    def _measured(self, target: Target, cost: dict, kind: str, fn):
+        cpu0 = target.cpu_seconds() if target.is_broker else 0.0
+        wall0 = time.perf_counter()
+        out = fn()
+        if target.is_broker:
+            cost[kind + "_cpu"] += target.cpu_seconds() - cpu0
+            cost[kind + "_wall"] += time.perf_counter() - wall0
+            cost[kind + "_bytes"] += out["bytes"]
+        return out
+
+    def _produce(self, target, tag, figures, cost, size, parts, acks) -> None:
+        plan, prog = self.plan, self.progress
+        case = produce_case(size, acks, parts)
+        prog.step(f"{tag}: produce {case}")
+        try:
+            out = self._measured(target, cost, "produce", lambda: workloads.produce(
+                target.bootstrap, topic_name(size, parts, acks), plan.records[size], size, acks,
+                plan.linger_ms, progress=prog.update))
+        except Exception as exc:
+            self._record_error(target, self._rep, figures, ("produce", case), exc)
+            return
+        for m in ("records/s", "MiB/s", "ack p50 ms", "ack p99 ms", "ack p999 ms"):
+            figures[("produce", case, m)] = out[m]
+        prog.finish(f"{out['MiB/s']:.1f} MiB/s, ack p99 {out['ack p99 ms']:.1f} ms")
+
+    def _consume(self, target, tag, figures, cost, size, parts, groups: bool) -> None:
+        plan, prog = self.plan, self.progress
+        # read back what the acks=1 run wrote, plus its warm-up record
+        acks = plan.acks[0]
+        topic = topic_name(size, parts, acks)
+        expected = plan.records[size] + 1
+        modes = [("assign", lambda: workloads.consume_assigned(
+            target.bootstrap, topic, parts, expected, size, progress=prog.update))]
+        modes.append((f"group of {plan.group_members}", lambda: workloads.consume_group(
+            target.bootstrap, topic, expected, size, plan.group_members, progress=prog.update)))
+        for mode, fn in modes:
+            case = consume_case(size, parts, mode)
+            prog.step(f"{tag}: consume {case}")
+            if mode != "assign" and not groups:
+                figures[("consume", case, "records/s")] = NO_GROUPS
+                figures[("consume", case, "MiB/s")] = NO_GROUPS
+                prog.finish(NO_GROUPS)
+                continue
+            try:
+                out = self._measured(target, cost, "consume", fn)
+            except Exception as exc:
+                self._record_error(target, self._rep, figures, ("consume", case), exc)
+                continue
+            figures[("consume", case, "records/s")] = out["records/s"]
+            figures[("consume", case, "MiB/s")] = out["MiB/s"]
+            prog.finish(f"{out['MiB/s']:.1f} MiB/s")
+
+    def _latency(self, target, tag, figures, acks) -> None:
+        plan, prog = self.plan, self.progress
+        case = f"1 record/ms for {plan.latency_seconds:g} s, acks={acks}, linger 0"
+        prog.step(f"{tag}: latency acks={acks}")
+        try:
+            out = workloads.latency(target.bootstrap, f"latency-a{acks}-p1", plan.latency_seconds, acks,
+                                    progress=prog.update)
+        except Exception as exc:
+            self._record_error(target, self._rep, figures, ("latency", case), exc)
+            return
+        for m in ("ack p50 ms", "ack p99 ms", "ack p999 ms", "e2e p50 ms", "e2e p99 ms"):
+            figures[("latency", case, m)] = out[m]
+        prog.finish(f"ack p50 {out['ack p50 ms']:.2f} ms, e2e p99 {out['e2e p99 ms']:.2f} ms")
+
+    def _perf_tools(self, target, tag, figures) -> None:
+        plan, prog = self.plan, self.progress
+        topic = "perf-s1024-p1-a1"
+        case = f"kafka-producer-perf-test, 1 KiB, acks=1, linger 5, 1 partition"
+        prog.step(f"{tag}: {case}")
+        try:
+            out = perftools.producer_perf(plan.kafka_home, target.bootstrap, topic, plan.perf_records, 1024, "1",
+                                          plan.linger_ms)
+            for m in ("records/s", "MiB/s", "ack p50 ms", "ack p99 ms", "ack p999 ms"):
+                figures[("Kafka's perf tools", case, m)] = out[m]
+            prog.finish(f"{out['MiB/s']:.1f} MiB/s")
+        except Exception as exc:
+            self._record_error(target, self._rep, figures, ("Kafka's perf tools", case), exc)
+            return
+        case = "kafka-consumer-perf-test, 1 KiB, 1 partition (group)"
+        prog.step(f"{tag}: {case}")
+        if not target.supports_groups():
+            figures[("Kafka's perf tools", case, "MiB/s")] = NO_GROUPS
+            prog.finish(NO_GROUPS)
+            return
+        try:
+            out = perftools.consumer_perf(plan.kafka_home, target.bootstrap, topic, plan.perf_records, 1024)
+            figures[("Kafka's perf tools", case, "records/s")] = out["records/s"]
+            figures[("Kafka's perf tools", case, "MiB/s")] = out["MiB/s"]
+            prog.finish(f"{out['MiB/s']:.1f} MiB/s")
+        except Exception as exc:
+            self._record_error(target, self._rep, figures, ("Kafka's perf tools", case), exc)
+
+    def _cost_figures(self, target, figures, cost) -> None:
+        c = "broker cost"
+        if cost["produce_bytes"]:
+            figures[(c, "", "CPU s per GiB written")] = cost["produce_cpu"] / (cost["produce_bytes"] / GiB)
+            figures[(c, "", "cores busy while producing")] = cost["produce_cpu"] / cost["produce_wall"]
+        if cost["consume_bytes"]:
+            figures[(c, "", "CPU s per GiB read")] = cost["consume_cpu"] / (cost["consume_bytes"] / GiB)
+            figures[(c, "", "cores busy while consuming")] = cost["consume_cpu"] / cost["consume_wall"]
+        rss = target.peak_rss()
+        if rss:
+            figures[(c, "", "peak RSS MiB")] = rss / MiB
+
+    def _recovery(self, target, tag, figures) -> None:
+        """Write a log, kill -9, restart on the same data: seconds to ready."""
+        plan, prog = self.plan, self.progress
+        metric = f"recovery of {plan.recovery_mib} MiB after kill -9, s"
+        prog.step(f"{tag}: recovery of {plan.recovery_mib} MiB after kill -9")
+        try:
+            target.start(fresh=True)
+            topic = "recovery-p1"
+            target.create_topics({topic: 1})
+            count = plan.recovery_mib * MiB // 1024
+            workloads.produce(target.bootstrap, topic, count, 1024, "1", plan.linger_ms, progress=prog.update)
+            target.kill()
+            seconds = target.start(fresh=False)
+            end = _high_watermark(target.bootstrap, topic)
+            if end != count + 1:
+                raise RuntimeError(f"after recovery the log ends at offset {end}, expected {count + 1}")
+            figures[("broker cost", "", metric)] = seconds
+            prog.finish(f"ready in {seconds:.2f} s")
+        except Exception as exc:
+            self._record_error(target, self._rep, figures, ("broker cost", "recovery"), exc)
+        finally:
+            target.stop()
+
+
+def _high_watermark(bootstrap: str, topic: str) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-recovery", "logger": workloads._quiet})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1]
+    finally:
+        c.close()

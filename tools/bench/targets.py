@@ -1,0 +1,288 @@
+"""What the benchmark drives: a kproto broker, an Apache Kafka broker (from
+KAFKA_HOME) and the sink ceiling, each a separate process on loopback with
+its data in a temporary folder."""
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tools.bench import apiversions, procstat
+from tools.broker_process import BrokerProcess, free_port
+
+JOIN_GROUP = 11
+CREATE_TOPICS = 19
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class Target:
+    name = ""
+    label = ""
+    is_broker = True        # broker cost figures apply
+    recoverable = True      # has a log to recover after kill -9
+
+    def __init__(self, workdir: str):
+        self.workdir = workdir
+        self.ready_seconds = None
+        self._versions = None
+
+    @property
+    def bootstrap(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def pid(self) -> int:
+        raise NotImplementedError
+
+    def start(self, fresh: bool = True) -> float:
+        """Start (on a new empty data folder when fresh); seconds from spawn to ready."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def kill(self) -> None:
+        raise NotImplementedError
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def versions(self) -> dict:
+        if self._versions is None:
+            self._versions = apiversions.supported(self.bootstrap)
+        return self._versions
+
+    def supports_groups(self) -> bool:
+        return JOIN_GROUP in self.versions()
+
+    def create_topics(self, topics: dict[str, int]) -> None:
+        if CREATE_TOPICS not in self.versions():
+            raise RuntimeError(f"{self.label} does not serve CreateTopics")
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        futures = admin.create_topics([NewTopic(t, n, 1) for t, n in topics.items()], operation_timeout=30)
+        for f in futures.values():
+            f.result(60)
+
+    def cpu_seconds(self) -> float:
+        return procstat.cpu_seconds(self.pid)
+
+    def peak_rss(self) -> int | None:
+        return procstat.peak_rss_bytes(self.pid)
+
+
+class KprotoTarget(Target):
+    name = "kproto"
+    label = "kproto"
+
+    def __init__(self, workdir: str):
+        super().__init__(workdir)
+        self.proc: BrokerProcess | None = None
+        self.port = free_port()
+
+    @property
+    def bootstrap(self) -> str:
+        return self.proc.bootstrap
+
+    @property
+    def pid(self) -> int:
+        return self.proc.proc.pid
+
+    def start(self, fresh: bool = True) -> float:
+        data = os.path.join(self.workdir, "data")
+        if fresh:
+            shutil.rmtree(data, ignore_errors=True)
+        os.makedirs(data, exist_ok=True)
+        self._versions = None
+        self.proc = BrokerProcess(data, self.port)
+        started = time.perf_counter()
+        self.proc.start(timeout=600)
+        self.ready_seconds = time.perf_counter() - started
+        return self.ready_seconds
+
+    def stop(self) -> None:
+        if self.proc:
+            self.proc.stop()
+
+    def kill(self) -> None:
+        if self.proc:
+            self.proc.kill()
+
+
+class SinkTarget(Target):
+    name = "sink"
+    label = "sink (ceiling)"
+    is_broker = False
+    recoverable = False
+
+    def __init__(self, workdir: str):
+        super().__init__(workdir)
+        self.proc: subprocess.Popen | None = None
+        self.port = free_port()
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def start(self, fresh: bool = True) -> float:
+        env = dict(os.environ, PYTHONPATH=_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        started = time.perf_counter()
+        self.proc = subprocess.Popen([sys.executable, "-m", "tools.bench.sink", "--port", str(self.port)],
+                                     stdout=subprocess.PIPE, text=True, env=env)
+        line = self.proc.stdout.readline()
+        if not line.startswith("sink ready"):
+            self.kill()
+            raise RuntimeError(f"sink did not start: {line!r}")
+        threading.Thread(target=lambda: [None for _ in self.proc.stdout], daemon=True).start()
+        self.ready_seconds = time.perf_counter() - started
+        return self.ready_seconds
+
+    def create_topics(self, topics: dict[str, int]) -> None:
+        pass  # the sink knows every topic; names carry the partition count
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class KafkaTarget(Target):
+    """Apache Kafka, single node in KRaft mode (broker and controller in one
+    process), from the distribution KAFKA_HOME names."""
+
+    name = "kafka"
+    label = "Apache Kafka"
+    READY = "Kafka Server started"
+
+    def __init__(self, workdir: str, home: str):
+        super().__init__(workdir)
+        self.home = home
+        self.port = free_port()
+        self.controller_port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self.output: list[str] = []
+        self.version = _kafka_version(home)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        # kafka-server-start.sh execs kafka-run-class.sh, which execs java
+        return self.proc.pid
+
+    def _script(self, name: str) -> str:
+        return os.path.join(self.home, "bin", name)
+
+    def _env(self) -> dict:
+        logs = os.path.join(self.workdir, "logs")
+        os.makedirs(logs, exist_ok=True)
+        return dict(os.environ, LOG_DIR=logs)
+
+    def _write_properties(self, data: str) -> str:
+        path = os.path.join(self.workdir, "server.properties")
+        with open(path, "w") as f:
+            f.write("\n".join([
+                "process.roles=broker,controller",
+                "node.id=1",
+                f"controller.quorum.voters=1@127.0.0.1:{self.controller_port}",
+                f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                "controller.listener.names=CONTROLLER",
+                "inter.broker.listener.name=PLAINTEXT",
+                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                f"log.dirs={data}",
+                "num.partitions=1",
+                "offsets.topic.replication.factor=1",
+                "transaction.state.log.replication.factor=1",
+                "transaction.state.log.min.isr=1",
+                "",
+            ]))
+        return path
+
+    def start(self, fresh: bool = True) -> float:
+        data = os.path.join(self.workdir, "data")
+        props = os.path.join(self.workdir, "server.properties")
+        if fresh:
+            shutil.rmtree(data, ignore_errors=True)
+            props = self._write_properties(data)
+            cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            subprocess.run([self._script("kafka-storage.sh"), "format", "-t", cluster, "-c", props],
+                           check=True, capture_output=True, env=self._env(), timeout=120)
+        self._versions = None
+        self.output = []
+        started = time.perf_counter()
+        self.proc = subprocess.Popen([self._script("kafka-server-start.sh"), props], stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, env=self._env())
+        deadline = time.monotonic() + 600
+        for line in self.proc.stdout:
+            self.output.append(line)
+            if self.READY in line:
+                self.ready_seconds = time.perf_counter() - started
+                threading.Thread(target=lambda: [None for _ in self.proc.stdout], daemon=True).start()
+                return self.ready_seconds
+            if time.monotonic() > deadline:
+                break
+        self.kill()
+        raise RuntimeError("Kafka did not start:\n" + "".join(self.output[-30:]))
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(120)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _kafka_version(home: str) -> str:
+    libs = os.path.join(home, "libs")
+    try:
+        for name in sorted(os.listdir(libs)):
+            # kafka_2.13-3.9.0.jar
+            if name.startswith("kafka_") and name.endswith(".jar") and "-" in name \
+                    and not any(s in name for s in ("-test", "-sources", "-javadoc", "-scaladoc")):
+                return name.rsplit("-", 1)[1][:-4]
+    except OSError:
+        pass
+    return "unknown"
+
+
+def make_targets(names: list[str], kafka_home: str | None) -> list[Target]:
+    out = []
+    for name in names:
+        workdir = tempfile.mkdtemp(prefix=f"kproto-bench-{name}-")
+        if name == "kproto":
+            out.append(KprotoTarget(workdir))
+        elif name == "sink":
+            out.append(SinkTarget(workdir))
+        elif name == "kafka":
+            if not kafka_home:
+                raise SystemExit("target kafka needs KAFKA_HOME (an Apache Kafka distribution)")
+            out.append(KafkaTarget(workdir, kafka_home))
+        else:
+            raise SystemExit(f"unknown target {name!r} (kproto, kafka, sink)")
+    return out
