@@ -20,6 +20,8 @@ from broker.producers import ProducerStateManager
 from broker.replicas import ReplicaManager
 from broker.server import run_listener
 from broker.storage import LogManager
+from broker.storage.checkpoints import read_meta_properties
+from broker.storage.files import META_PROPERTIES
 from kproto.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("kproto.broker")
@@ -53,14 +55,26 @@ class Broker:
     def open_storage(self, progress=None) -> None:
         started = time.monotonic()
 
+        shown = {"percent": -1, "at": 0.0}
+
         def recovery_progress(done: int, total: int) -> None:
-            if progress and total:
-                progress(f"kproto: recovering logs: {done * 100 // total}% "
-                         f"({done >> 20} of {total >> 20} MiB)")
+            # the store reports per chunk and per partition, repeating itself:
+            # one line per new percentage, at most two a second, and always 100%
+            if not progress or not total:
+                return
+            percent = done * 100 // total
+            now = time.monotonic()
+            if percent <= shown["percent"] or (percent < 100 and now - shown["at"] < 0.5
+                                               and shown["percent"] >= 0):
+                return
+            shown["percent"], shown["at"] = percent, now
+            progress(f"kproto: recovering logs: {percent}% ({done >> 20} of {total >> 20} MiB)")
 
         self.logs = LogManager.open(self.log_dir, None, broker_config=self._log_manager_settings(),
                                     progress=recovery_progress)
-        meta = self.logs.ensure_meta_properties(self.node_id, new_cluster_id())
+        # a formatted directory keeps its cluster id; only a fresh one gets a new id
+        existing = read_meta_properties(os.path.join(self.log_dir, META_PROPERTIES)) or {}
+        meta = self.logs.ensure_meta_properties(self.node_id, existing.get("cluster.id") or new_cluster_id())
         self.cluster_id = meta["cluster.id"]
         plog = self.logs.get_or_create(METADATA_TOPIC, 0, None, {"segment.bytes": 1 << 30})
         self.metadata = MetadataLog(plog, self.image)
