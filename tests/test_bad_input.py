@@ -1,0 +1,421 @@
+"""What a client can send that is wrong, over raw sockets against a real
+`kproto serve`: broken frames close only their own connection, bad
+requests get Kafka's error codes, and none of it loses stored data.
+
+Every error-code assertion names the row of
+/work/shared/kafka-observations/error-cases.csv (Kafka 3.9's answers) it
+matches, as `# obs: <case>`.
+"""
+from __future__ import annotations
+
+import struct
+import time
+import uuid
+import zlib
+
+import pytest
+
+from kproto import records as rec
+from kproto.api import ApiKey
+from kproto.errors import ErrorCode
+from kproto.messages.api_versions_request import ApiVersionsRequest
+from tests.wire_client import (WireClient, api_versions_ok, create_topic, delete_records, fetch, fetch_req,
+                                list_offset, metadata, produce)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+
+def batch(n: int = 1, value_size: int = 10, **kw) -> bytes:
+    return rec.build_batch([(b"k%d" % i, b"v" * value_size, [("h", b"1")]) for i in range(n)], **kw)
+
+
+def legacy_message(value: bytes, magic: int = 1, key: bytes | None = None) -> bytes:
+    """One magic-0/1 message (offset, size, crc, magic, attributes[, timestamp], key, value)."""
+    body = bytes([magic, 0])
+    if magic == 1:
+        body += struct.pack(">q", int(time.time() * 1000))
+    body += struct.pack(">i", -1) if key is None else struct.pack(">i", len(key)) + key
+    body += struct.pack(">i", len(value)) + value
+    crc = zlib.crc32(body)
+    return struct.pack(">qiI", 0, len(body) + 4, crc) + body
+
+
+def record_values(data) -> list[tuple[int, bytes, bytes]]:
+    """(offset, key, value) of every record in a fetched record set."""
+    out = []
+    data = bytes(data)
+    for pos, _header in rec.iter_batch_headers(data, allow_partial_tail=True):
+        for r in rec.iter_records(data, pos):
+            out.append((r.offset, r.key, r.value))
+    return out
+
+
+# -- fixtures -----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def conn(broker):
+    with WireClient(broker.bootstrap) as c:
+        yield c
+
+
+@pytest.fixture(scope="module", autouse=True)
+def guarded(broker):
+    """A topic written first and checked last: nothing below may lose it."""
+    name = "bad-input-guarded"
+    create_topic(broker.bootstrap, name)
+    written = []
+    with WireClient(broker.bootstrap) as c:
+        for i in range(20):
+            data = rec.build_batch([(b"g%d" % i, b"value-%d" % i, [("i", b"%d" % i)])],
+                                   compression=i % 5)
+            r = produce(c, name, data)
+            assert r.error_code == 0
+            written.append((r.base_offset, b"g%d" % i, b"value-%d" % i))
+    return name, written
+
+
+@pytest.fixture(scope="module")
+def ten(broker):
+    """A 1-partition topic holding offsets 0..9 with log start offset 5,
+    like the observations' obs-e2-fetch topic; the 10th record carries the
+    largest timestamp."""
+    name = "bad-input-ten"
+    create_topic(broker.bootstrap, name)
+    now = int(time.time() * 1000)
+    with WireClient(broker.bootstrap) as c:
+        for i in range(10):
+            ts = now + 1000 if i == 9 else now - 10_000 + i
+            r = produce(c, name, rec.build_batch([(b"k", b"v%d" % i, [], ts)]))
+            assert (r.error_code, r.base_offset) == (0, i)
+        # obs: setup: delete records before offset 5 on a partition holding offsets 0..9
+        d = delete_records(c, name, 5)
+        assert (d.error_code, d.low_watermark) == (0, 5)
+        tid = metadata(c, name).topic_id
+    return name, tid, now
+
+
+# -- framing: a broken frame closes its own connection only ---------------------------------------
+
+@pytest.mark.parametrize("frame", [
+    pytest.param(struct.pack(">i", 104857600 + 1), id="size-above-socket.request.max.bytes"),
+    pytest.param(struct.pack(">i", -5), id="negative-size"),
+    pytest.param(struct.pack(">i", 4) + b"\x00\x03\x00\x0c", id="truncated-header"),
+    pytest.param(struct.pack(">i", 0), id="empty-frame"),
+    pytest.param(struct.pack(">i", 24) + bytes(range(200, 224)), id="garbage"),
+    pytest.param(struct.pack(">i", 12) + struct.pack(">hhi", 3, 12, 7) + b"\xff\xff\xff\xff", id="garbage-body"),
+    pytest.param(struct.pack(">i", 12) + struct.pack(">hhih", 1000, 0, 1, -1) + b"\x00\x00", id="unknown-api-key"),
+    pytest.param(struct.pack(">i", 12) + struct.pack(">hhih", 0, 99, 1, -1) + b"\x00\x00",
+                 id="unsupported-produce-version"),
+    pytest.param(struct.pack(">i", 12) + struct.pack(">hhih", ApiKey.METADATA, 13, 1, -1) + b"\x00\x00",
+                 id="unsupported-metadata-version"),
+    pytest.param(struct.pack(">i", 12) + struct.pack(">hhih", ApiKey.API_VERSIONS, -1, 1, -1) + b"\x00\x00",
+                 id="negative-api-versions-version"),
+])
+def test_bad_frame_closes_only_its_connection(broker, conn, frame):
+    with WireClient(broker.bootstrap) as other:
+        assert api_versions_ok(other)
+        with WireClient(broker.bootstrap) as bad:
+            bad.send_raw(frame)
+            assert bad.closed_by_peer(), "the broker kept a connection that sent a broken frame"
+        # the connection opened before and one opened after are both served
+        assert api_versions_ok(other)
+    assert api_versions_ok(conn)
+    with WireClient(broker.bootstrap) as after:
+        assert api_versions_ok(after)
+
+
+def test_frame_sent_slowly_is_still_one_request(broker):
+    frame = ApiVersionsRequest(client_software_name="slow", client_software_version="1")
+    from kproto.api import encode_request
+    data = encode_request(frame, 3, 77, "slow")
+    with WireClient(broker.bootstrap) as c:
+        for i in range(len(data)):
+            c.send_raw(data[i:i + 1])
+        body = c.recv_frame()
+        assert struct.unpack_from(">i", body, 0)[0] == 77
+
+
+def test_api_versions_above_range_gets_v0_unsupported_version(broker):
+    """obs: api-versions.json request_v5_unsupported: a v0 body with error 35
+    listing ApiVersions 0-4 (header v0), and the connection stays usable."""
+    import json
+    obs = json.load(open("/work/shared/kafka-observations/api-versions.json"))["request_v5_unsupported"]
+    with WireClient(broker.bootstrap) as c:
+        from kproto.api import encode_request
+        req = encode_request(ApiVersionsRequest(client_software_name="kproto-tests", client_software_version="1"),
+                             4, 1, "obs")
+        # same body at version 5: the broker cannot know v5's layout and must not need it
+        c.send_raw(req[:6] + struct.pack(">h", 5) + req[8:])
+        assert c.recv_frame().hex() == obs["response_bytes_hex_without_size_prefix"]
+        assert api_versions_ok(c)
+
+
+def test_pipelined_requests_answered_in_order(broker, conn):
+    from kproto.api import decode_response, encode_request
+    reqs = b"".join(encode_request(ApiVersionsRequest(client_software_name="p", client_software_version="1"),
+                                   3, cid) for cid in range(100, 130))
+    conn.send_raw(reqs)
+    cids = [decode_response(conn.recv_frame(), ApiKey.API_VERSIONS, 3)[0] for _ in range(30)]
+    assert cids == list(range(100, 130))
+
+
+# -- Produce ----------------------------------------------------------------------------------
+
+def test_produce_to_missing_topic_does_not_create_it(conn):
+    # obs: produce to unknown topic (Produce never auto-creates; broker auto.create.topics.enable=true)
+    r = produce(conn, "bad-input-never-created", batch())
+    assert (r.error_code, r.base_offset) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)
+    # obs: metadata after that produce: topic still unknown
+    assert metadata(conn, "bad-input-never-created").error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_produce_partition_out_of_range(conn, ten):
+    # obs: produce to partition 5 of a 1-partition topic
+    assert produce(conn, ten[0], batch(), partition=5).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_produce_corrupt_crc(conn, ten):
+    data = bytearray(batch(3))
+    data[-3] ^= 0xFF
+    # obs: produce a v2 batch whose CRC does not match (one value byte flipped)
+    assert produce(conn, ten[0], bytes(data)).error_code == ErrorCode.CORRUPT_MESSAGE
+    data = bytearray(batch(3))
+    data[17] ^= 0x01
+    # obs: produce a v2 batch with the CRC field altered
+    assert produce(conn, ten[0], bytes(data)).error_code == ErrorCode.CORRUPT_MESSAGE
+
+
+def test_produce_too_large(broker, conn):
+    name = "bad-input-large"
+    create_topic(broker.bootstrap, name)
+    # obs: produce a 1,100,000-byte record (topic default max.message.bytes 1048588)
+    r = produce(conn, name, rec.build_batch([(None, b"x" * 1_100_000)]))
+    assert (r.error_code, r.base_offset) == (ErrorCode.MESSAGE_TOO_LARGE, -1)
+    # obs: produce a 1,048,000-byte record (batch just under 1048588)
+    data = rec.build_batch([(None, b"x" * 1_048_000)])
+    assert len(data) < 1048588
+    r = produce(conn, name, data)
+    assert (r.error_code, r.base_offset) == (0, 0)
+
+
+@pytest.mark.parametrize("acks", [2, -2])
+def test_produce_invalid_acks(conn, ten, acks):
+    # obs: produce with acks=2 / produce with acks=-2
+    r = produce(conn, ten[0], batch(), acks=acks)
+    assert (r.error_code, r.base_offset) == (ErrorCode.INVALID_REQUIRED_ACKS, -1)
+
+
+def test_produce_invalid_records(conn, ten):
+    topic = ten[0]
+    # obs: produce a magic-1 (legacy) message set with Produce v9
+    assert produce(conn, topic, legacy_message(b"old")).error_code == ErrorCode.INVALID_RECORD
+    # obs: produce two record batches in one partition entry (Produce v3+ allows exactly one batch)
+    assert produce(conn, topic, batch() + batch()).error_code == ErrorCode.INVALID_RECORD
+    # obs: produce a truncated batch (last 5 bytes cut, batchLength unchanged)
+    assert produce(conn, topic, batch(3)[:-5]).error_code == ErrorCode.INVALID_RECORD
+    # obs: produce with null Records: Kafka 3.9 never answers (NullPointerException);
+    # kproto answers INVALID_RECORD (docs/compatibility.md) and keeps the connection
+    assert produce(conn, topic, None).error_code == ErrorCode.INVALID_RECORD
+    assert api_versions_ok(conn)
+
+
+@pytest.mark.parametrize("codec", [1, 4])
+def test_produce_payload_not_matching_codec(conn, ten, codec):
+    data = bytearray(batch(2))
+    struct.pack_into(">h", data, 21, codec)
+    rec.set_crc(data)
+    # obs: produce a batch flagged zstd (attributes=4) / gzip (attributes=1) whose payload is not zstd / gzip
+    assert produce(conn, ten[0], bytes(data)).error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def test_produce_to_internal_topic(broker, conn):
+    # make __consumer_offsets exist the way Kafka's clients do (Metadata auto-creation)
+    create_topic(broker.bootstrap, "__consumer_offsets")
+    # obs: produce from a client to internal topic __consumer_offsets partition 0
+    assert produce(conn, "__consumer_offsets", batch()).error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+def test_produce_transactional_without_transactional_id(conn, ten):
+    # obs: produce a transactional-flagged batch with producerId -1 and no TransactionalId
+    data = batch(transactional=True)
+    assert produce(conn, ten[0], data).error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    # obs: transactional batch sent with TransactionalId null in the request
+    data = batch(transactional=True, producer_id=4242, producer_epoch=0, base_sequence=0)
+    assert produce(conn, ten[0], data).error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_produce_rejections_append_nothing(conn, ten):
+    assert list_offset(conn, ten[0], -1).offset == 10
+
+
+# -- Fetch ------------------------------------------------------------------------------------
+
+def _part(resp):
+    assert resp.error_code == 0
+    return resp.responses[0].partitions[0]
+
+
+@pytest.mark.parametrize("offset", [11, 2, 1_000_000])
+def test_fetch_out_of_range(conn, ten, offset):
+    # obs: fetch offset 11 (high watermark 10; beyond end)
+    # obs: fetch offset 2 (log start offset 5; before start)
+    # obs: fetch offset 1000000
+    p = _part(fetch(conn, ten[0], offset))
+    assert (p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset) == (
+        ErrorCode.OFFSET_OUT_OF_RANGE, -1, -1, -1)
+    assert not p.records
+
+
+def test_fetch_at_high_watermark_and_log_start(conn, ten):
+    # obs: fetch offset 10 (exactly the high watermark)
+    p = _part(fetch(conn, ten[0], 10))
+    assert (p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset) == (0, 10, 10, 5)
+    assert not p.records
+    # obs: fetch offset 5 (log start offset)
+    p = _part(fetch(conn, ten[0], 5))
+    assert (p.error_code, p.high_watermark, p.log_start_offset) == (0, 10, 5)
+    assert [o for o, _k, _v in record_values(p.records)] == [5, 6, 7, 8, 9]
+
+
+def test_fetch_unknown_topic_and_partition(conn, ten):
+    # obs: fetch unknown topic by name
+    assert _part(fetch(conn, "bad-input-nope", 0)).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # obs: fetch partition 3 of a 1-partition topic (by name)
+    assert _part(fetch(conn, ten[0], 0, partition=3)).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # obs: fetch unknown topic id (v16; top-level ErrorCode=0)
+    p = _part(fetch(conn, "", 0, version=16, topic_id=uuid.uuid4()))
+    assert p.error_code == ErrorCode.UNKNOWN_TOPIC_ID
+    # obs: fetch partition 3 of a 1-partition topic (by topic id)
+    p = _part(fetch(conn, "", 0, version=16, topic_id=ten[1], partition=3))
+    assert p.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # obs: fetch offset 11 beyond end (by topic id)
+    p = _part(fetch(conn, "", 11, version=16, topic_id=ten[1]))
+    assert (p.error_code, p.high_watermark, p.log_start_offset) == (ErrorCode.OFFSET_OUT_OF_RANGE, -1, -1)
+
+
+def test_fetch_leader_epoch_too_high(conn, ten):
+    # obs: fetch with CurrentLeaderEpoch 7 (partition leader epoch is 0)
+    assert _part(fetch(conn, ten[0], 5, leader_epoch=7)).error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+@pytest.mark.parametrize("session_id,session_epoch", [(12345, 3), (0, 5)])
+def test_fetch_unknown_session(conn, ten, session_id, session_epoch):
+    # obs: fetch with SessionId 12345 / SessionEpoch 3 (no such fetch session)
+    # obs: fetch with SessionId 0 / SessionEpoch 5
+    resp = fetch(conn, ten[0], 5, session_id=session_id, session_epoch=session_epoch)
+    assert (resp.error_code, resp.responses) == (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, [])
+
+
+def test_fetch_sessionless(conn, ten):
+    # obs: fetch with SessionId 0 SessionEpoch -1 (sessionless full fetch)
+    resp = fetch(conn, ten[0], 5, session_id=0, session_epoch=-1)
+    assert (resp.error_code, resp.session_id) == (0, 0)
+
+
+# -- ListOffsets ------------------------------------------------------------------------------
+
+def test_list_offsets_unknown(conn, ten):
+    # obs: list offsets of unknown topic (latest)
+    p = list_offset(conn, "bad-input-nope", -1)
+    assert (p.error_code, p.offset, p.timestamp, p.leader_epoch) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1)
+    # obs: list offsets of partition 4 of a 1-partition topic
+    p = list_offset(conn, ten[0], -1, partition=4)
+    assert (p.error_code, p.offset) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)
+
+
+def test_list_offsets_special_timestamps(conn, ten):
+    topic, _tid, now = ten
+    # obs: list offsets latest (-1) after delete-records
+    p = list_offset(conn, topic, -1)
+    assert (p.error_code, p.offset, p.timestamp, p.leader_epoch) == (0, 10, -1, 0)
+    # obs: list offsets earliest (-2) after delete-records to 5
+    p = list_offset(conn, topic, -2)
+    assert (p.error_code, p.offset, p.timestamp, p.leader_epoch) == (0, 5, -1, 0)
+    # obs: list offsets max-timestamp (-3)
+    p = list_offset(conn, topic, -3)
+    assert (p.error_code, p.offset, p.timestamp, p.leader_epoch) == (0, 9, now + 1000, 0)
+    # obs: list offsets earliest-local (-4)
+    p = list_offset(conn, topic, -4)
+    assert (p.error_code, p.offset, p.timestamp, p.leader_epoch) == (0, 5, -1, 0)
+    # obs: list offsets timestamp in the future
+    p = list_offset(conn, topic, now + 3_600_000)
+    assert (p.error_code, p.offset, p.timestamp, p.leader_epoch) == (0, -1, -1, -1)
+    # obs: list offsets timestamp -5 (earliest-pending-upload, needs v9)
+    p = list_offset(conn, topic, -5)
+    assert (p.error_code, p.offset) == (0, -1)
+    # a timestamp between records finds the next one at or after it (not deleted ones)
+    p = list_offset(conn, topic, now - 10_000 + 6)
+    assert (p.error_code, p.offset, p.timestamp) == (0, 6, now - 10_000 + 6)
+    p = list_offset(conn, topic, now - 20_000)
+    assert (p.error_code, p.offset) == (0, 5)
+
+
+def test_list_offsets_leader_epoch_too_high(conn, ten):
+    # obs: list offsets with CurrentLeaderEpoch 7 (leader epoch is 0)
+    p = list_offset(conn, ten[0], -1, leader_epoch=7)
+    assert (p.error_code, p.offset, p.timestamp, p.leader_epoch) == (ErrorCode.UNKNOWN_LEADER_EPOCH, -1, -1, -1)
+
+
+# -- Metadata ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("auto_create", [False, True])
+def test_metadata_invalid_topic_name(conn, auto_create):
+    # obs: metadata for invalid topic name "bad/name" (and with AllowAutoTopicCreation=true)
+    t = metadata(conn, "bad/name", auto_create=auto_create)
+    assert (t.error_code, t.partitions) == (ErrorCode.INVALID_TOPIC_EXCEPTION, [])
+
+
+def test_metadata_unknown_topic_id(conn):
+    # Kafka 3.9 (KafkaApis.getTopicMetadata): an unknown id at v12 is UNKNOWN_TOPIC_ID with a null name
+    tid = uuid.uuid4()
+    t = metadata(conn, None, topic_id=tid)
+    assert (t.error_code, t.name, t.topic_id, t.partitions) == (ErrorCode.UNKNOWN_TOPIC_ID, None, tid, [])
+
+
+def test_metadata_known_topic_id(conn, ten):
+    t = metadata(conn, None, topic_id=ten[1])
+    assert (t.error_code, t.name, len(t.partitions)) == (0, ten[0], 1)
+
+
+@pytest.mark.parametrize("version", [12, 9, 4])
+def test_metadata_auto_creation(conn, version):
+    name = f"bad-input-auto-{version}"
+    # obs: metadata for unknown topic, AllowAutoTopicCreation=false
+    t = metadata(conn, name, auto_create=False, version=version)
+    assert t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # obs: metadata for unknown topic, AllowAutoTopicCreation=true (Metadata v12 / v9 / v4)
+    t = metadata(conn, name, auto_create=True, version=version)
+    assert (t.error_code, t.partitions) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, [])
+    # obs: metadata for the auto-created topic after ~0.25s (partitions=1, num.partitions=1)
+    deadline = time.monotonic() + 5
+    while True:
+        t = metadata(conn, name, auto_create=False, version=version)
+        if t.error_code == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert (t.error_code, len(t.partitions)) == (0, 1)
+
+
+# -- DeleteRecords ----------------------------------------------------------------------------
+
+def test_delete_records_errors(conn, ten):
+    # obs: delete records up to offset 50 (beyond high watermark 10)
+    d = delete_records(conn, ten[0], 50)
+    assert (d.error_code, d.low_watermark) == (ErrorCode.OFFSET_OUT_OF_RANGE, -1)
+    # obs: delete records on unknown topic
+    d = delete_records(conn, "bad-input-nope", 1)
+    assert (d.error_code, d.low_watermark) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)
+    assert list_offset(conn, ten[0], -2).offset == 5
+
+
+# -- and nothing was lost ---------------------------------------------------------------------
+
+def test_stored_data_is_intact(broker, guarded):
+    name, written = guarded
+    with WireClient(broker.bootstrap) as c:
+        p = _part(fetch(c, name, 0))
+        assert p.high_watermark == len(written)
+        got = record_values(p.records)
+    assert got == written
+    assert broker.alive()
