@@ -276,3 +276,52 @@ def test_large_log_recovery_reports_progress(make_broker):
     if not any(0 < pc < 100 for pc in percents) and took > 1.0:
         pytest.xfail("no progress between 0% and 100%: LogSegment.recover (broker/storage/segment.py) "
                      "reports progress only when a read chunk ends exactly on a batch boundary")
+
+
+# -- idempotent producer state survives restarts ----------------------------------------------------
+
+def _init_producer_id(bootstrap: str) -> tuple[int, int]:
+    from kproto.messages.init_producer_id_request import InitProducerIdRequest
+    with WireClient(bootstrap) as c:
+        for _ in range(50):
+            r = c.call(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000), 4)
+            if r.error_code == 0:
+                return r.producer_id, r.producer_epoch
+            time.sleep(0.1)  # COORDINATOR_LOAD_IN_PROGRESS while a producer-id block is fetched
+    raise AssertionError(f"InitProducerId failed: {r.error_code}")
+
+
+@pytest.mark.parametrize("shutdown", ["kill", "clean"])
+def test_idempotent_retry_after_restart_is_not_written_twice(make_broker, shutdown):
+    """A producer whose batch was written but whose answer was lost retries it
+    after the broker comes back: Kafka rebuilds producer state from its
+    snapshots and the log, answers with the original offset and writes nothing."""
+    b = make_broker(log_segment_bytes=4096)
+    topic = "idem"
+    create_topic(b.bootstrap, topic)
+    pid, epoch = _init_producer_id(b.bootstrap)
+
+    def idem_batch(seq: int, n: int = 3) -> bytes:
+        return rec.build_batch([(b"k", b"s%d" % (seq + i)) for i in range(n)], producer_id=pid,
+                               producer_epoch=epoch, base_sequence=seq)
+
+    with WireClient(b.bootstrap) as c:
+        seq = 0
+        for _ in range(40):  # several segments: rolls write producer snapshots
+            r = produce(c, topic, idem_batch(seq))
+            assert (r.error_code, r.base_offset) == (0, seq)
+            seq += 3
+        last = idem_batch(seq - 3)
+    b.kill() if shutdown == "kill" else b.stop()
+    b.start()
+    with WireClient(b.bootstrap) as c:
+        # obs: idempotent produce seq 0 again (duplicate of the last batch): the first write's offset
+        r = produce(c, topic, last)
+        assert (r.error_code, r.base_offset) == (0, seq - 3)
+        assert list_offset(c, topic, -1).offset == seq, "the retried batch was written twice"
+        # obs: idempotent produce seq 5 when 1 is expected (gap)
+        r = produce(c, topic, idem_batch(seq + 5))
+        assert r.error_code == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+        # obs: idempotent produce seq 1 (next expected)
+        r = produce(c, topic, idem_batch(seq))
+        assert (r.error_code, r.base_offset) == (0, seq)
