@@ -20,7 +20,7 @@ from kproto.api import ApiKey
 from kproto.errors import ErrorCode
 from kproto.messages.api_versions_request import ApiVersionsRequest
 from tests.wire_client import (WireClient, api_versions_ok, create_topic, delete_records, fetch, fetch_req,
-                                list_offset, metadata, produce)
+                                list_offset, metadata, produce, produce_req)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -30,15 +30,23 @@ def batch(n: int = 1, value_size: int = 10, **kw) -> bytes:
     return rec.build_batch([(b"k%d" % i, b"v" * value_size, [("h", b"1")]) for i in range(n)], **kw)
 
 
-def legacy_message(value: bytes, magic: int = 1, key: bytes | None = None) -> bytes:
+def legacy_message(value: bytes | None, magic: int = 1, key: bytes | None = None, attributes: int = 0,
+                   timestamp: int | None = None, offset: int = 0) -> bytes:
     """One magic-0/1 message (offset, size, crc, magic, attributes[, timestamp], key, value)."""
-    body = bytes([magic, 0])
+    body = bytes([magic, attributes])
     if magic == 1:
-        body += struct.pack(">q", int(time.time() * 1000))
-    body += struct.pack(">i", -1) if key is None else struct.pack(">i", len(key)) + key
-    body += struct.pack(">i", len(value)) + value
+        body += struct.pack(">q", int(time.time() * 1000) if timestamp is None else timestamp)
+    for b in (key, value):
+        body += struct.pack(">i", -1) if b is None else struct.pack(">i", len(b)) + b
     crc = zlib.crc32(body)
-    return struct.pack(">qiI", 0, len(body) + 4, crc) + body
+    return struct.pack(">qiI", offset, len(body) + 4, crc) + body
+
+
+def legacy_wrapper(inner: list[bytes], codec: int, magic: int = 1) -> bytes:
+    """A compressed legacy message holding the messages `inner` (relative offsets)."""
+    from kproto.compression import compress
+    return legacy_message(compress(codec, b"".join(inner)), magic=magic, attributes=codec,
+                          offset=len(inner) - 1)
 
 
 def record_values(data) -> list[tuple[int, bytes, bytes]]:
@@ -245,8 +253,100 @@ def test_produce_transactional_without_transactional_id(conn, ten):
     assert produce(conn, ten[0], data).error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
+@pytest.mark.parametrize("version", [6, 7])
+def test_produce_zstd_needs_produce_v7(broker, conn, version):
+    name = "bad-input-zstd"
+    create_topic(broker.bootstrap, name)
+    # Kafka 3.9 ProduceRequest.validateRecords: zstd batches need Produce v7+
+    r = conn.call(produce_req(name, batch(3, compression=4)), version).responses[0].partition_responses[0]
+    assert r.error_code == (ErrorCode.UNSUPPORTED_COMPRESSION_TYPE if version < 7 else 0)
+
+
+def test_produce_error_precedence(conn, ten):
+    # unknown partitions answer UNKNOWN_TOPIC_OR_PARTITION whatever else is wrong (KafkaApis checks them first)
+    r = produce(conn, "bad-input-nope", batch(), acks=2)
+    assert r.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    r = produce(conn, ten[0], batch(), partition=9, acks=2)
+    assert r.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # then the request-level shape of the records, then acks
+    r = produce(conn, ten[0], batch() + batch(), acks=2)
+    assert r.error_code == ErrorCode.INVALID_RECORD
+    r = produce(conn, ten[0], bytes(bytearray(batch())[:-1]) + b"\x00", acks=2)
+    assert r.error_code == ErrorCode.INVALID_REQUIRED_ACKS
+
+
 def test_produce_rejections_append_nothing(conn, ten):
     assert list_offset(conn, ten[0], -1).offset == 10
+
+
+# -- Produce v0-2: legacy message sets are converted to v2 batches ----------------------------------
+
+@pytest.fixture(scope="module")
+def legacy_topic(broker):
+    name = "bad-input-legacy"
+    create_topic(broker.bootstrap, name)
+    return name
+
+
+def _legacy_produce(c, topic, data, version):
+    return c.call(produce_req(topic, data), version).responses[0].partition_responses[0]
+
+
+def _fetch_records(c, topic, offset):
+    data = bytes(_part(fetch(c, topic, offset)).records)
+    out = []
+    for pos, h in rec.iter_batch_headers(data, allow_partial_tail=True):
+        out += [(h.compression, r.offset, r.key, r.value, r.timestamp) for r in rec.iter_records(data, pos)]
+    return out
+
+
+@pytest.mark.parametrize("version,magic", [(0, 0), (1, 0), (2, 1), (2, 0)])
+@pytest.mark.parametrize("codec", [0, 1, 2, 3])
+def test_produce_legacy_message_sets(conn, legacy_topic, version, magic, codec):
+    ts = int(time.time() * 1000) - 5000
+    msgs = [legacy_message(b"v%d" % i, magic=magic, key=b"k%d" % i if i else None, timestamp=ts + i, offset=i)
+            for i in range(3)]
+    data = b"".join(msgs) if codec == 0 else legacy_wrapper(msgs, codec, magic)
+    end = list_offset(conn, legacy_topic, -1).offset
+    r = _legacy_produce(conn, legacy_topic, data, version)
+    assert (r.error_code, r.base_offset) == (0, end)
+    got = _fetch_records(conn, legacy_topic, end)
+    expected_ts = [ts + i if magic == 1 else -1 for i in range(3)]
+    assert got == [(codec, end + i, b"k%d" % i if i else None, b"v%d" % i, expected_ts[i]) for i in range(3)]
+
+
+def test_produce_legacy_lz4_with_pre_0_10_header_checksum(conn, legacy_topic):
+    """Kafka before 0.10 computed the lz4 frame's header checksum over the
+    magic number too; Kafka 3.9 still reads such magic-0 messages."""
+    from kproto.compression import compress
+    from kproto.legacy import _xxh32
+    inner = [legacy_message(b"old-%d" % i, magic=0, offset=i) for i in range(3)]
+    frame = bytearray(compress(3, b"".join(inner)))
+    desc_end = 6 + (8 if frame[4] & 0x08 else 0) + (4 if frame[4] & 0x01 else 0)
+    frame[desc_end] = (_xxh32(bytes(frame[:desc_end])) >> 8) & 0xFF
+    data = legacy_message(bytes(frame), magic=0, attributes=3, offset=2)
+    end = list_offset(conn, legacy_topic, -1).offset
+    r = _legacy_produce(conn, legacy_topic, data, 1)
+    assert (r.error_code, r.base_offset) == (0, end)
+    assert [v for _c, _o, _k, v, _t in _fetch_records(conn, legacy_topic, end)] == [b"old-0", b"old-1", b"old-2"]
+
+
+def test_produce_legacy_errors(conn, legacy_topic):
+    bad = bytearray(legacy_message(b"value"))
+    bad[-1] ^= 1
+    assert _legacy_produce(conn, legacy_topic, bytes(bad), 2).error_code == ErrorCode.CORRUPT_MESSAGE
+    inner = [legacy_message(b"a"), legacy_message(b"b")]
+    bad = bytearray(legacy_wrapper(inner, 1))
+    bad[-3] ^= 1  # inside the gzip stream: the wrapper's CRC is wrong first
+    assert _legacy_produce(conn, legacy_topic, bytes(bad), 2).error_code == ErrorCode.CORRUPT_MESSAGE
+    zstd = legacy_message(b"x" * 20, attributes=4)
+    assert _legacy_produce(conn, legacy_topic, zstd, 2).error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    # Produce v3+ takes no legacy messages
+    assert _legacy_produce(conn, legacy_topic, legacy_message(b"x"), 3).error_code == ErrorCode.INVALID_RECORD
+    # a v2 batch in an old Produce version is stored as is
+    end = list_offset(conn, legacy_topic, -1).offset
+    r = _legacy_produce(conn, legacy_topic, batch(2), 2)
+    assert (r.error_code, r.base_offset) == (0, end)
 
 
 # -- Fetch ------------------------------------------------------------------------------------

@@ -1,9 +1,11 @@
 """Produce: validate each batch through its header, assign offsets in place,
-append. Records are not decoded."""
+append. Records are not decoded, except the magic 0/1 message sets of
+Produce v0-2, which Kafka converts to a v2 batch on append."""
 from __future__ import annotations
 
 import logging
 
+from kproto import legacy
 from kproto import records as rec
 from kproto.api import ApiKey
 from kproto.errors import ErrorCode
@@ -34,11 +36,28 @@ class BatchRejected(Exception):
         self.message = message
 
 
-def check_batch(data, max_message_bytes: int) -> rec.BatchHeader:
-    """Validate the one v2 batch a Produce v3+ partition entry may carry, in
-    the order Kafka checks it; raise BatchRejected with Kafka's error."""
+ZSTD = 4
+ZSTD_MIN_PRODUCE_VERSION = 7  # Kafka refuses zstd batches in older Produce requests
+
+
+def check_shape(data, version: int) -> rec.BatchHeader:
+    """What Kafka checks of a Produce v3+ partition entry before anything else
+    (ProduceRequest.validateRecords): exactly one complete v2 batch, and zstd
+    only from Produce v7."""
     try:
         header = rec.validate_batches(data, max_batches=1, verify_crc=False)[0]
+    except rec.CorruptRecordError as exc:
+        raise BatchRejected(ErrorCode(exc.error_code), str(exc)) from None
+    if header.compression == ZSTD and version < ZSTD_MIN_PRODUCE_VERSION:
+        raise BatchRejected(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                            f"Produce requests with version {version} are not allowed to use ZStandard compression")
+    return header
+
+
+def check_batch(data, header: rec.BatchHeader, max_message_bytes: int) -> None:
+    """The rest of Kafka's checks of a produced batch, in its order; raise
+    BatchRejected with Kafka's error."""
+    try:
         if header.size > max_message_bytes:
             raise BatchRejected(ErrorCode.MESSAGE_TOO_LARGE)
         rec.validate_batch(data)
@@ -51,13 +70,34 @@ def check_batch(data, max_message_bytes: int) -> rec.BatchHeader:
         start = bytes(data[rec.HEADER_SIZE:rec.HEADER_SIZE + 4])
         if not any(start.startswith(m) for m in magics):
             raise BatchRejected(ErrorCode.UNKNOWN_SERVER_ERROR, "compressed payload does not match its codec")
-    return header
 
 
-@handles(ApiKey.PRODUCE, 3, 11)
+def convert_legacy(data, max_message_bytes: int, now_ms: int) -> bytes | None:
+    """Produce v0-2 may carry magic 0/1 message sets: one v2 batch holding
+    their records, as Kafka converts them on append (None: nothing to append)."""
+    # Kafka checks each shallow message against max.message.bytes before converting
+    pos = 0
+    while pos + 12 <= len(data):
+        size = int.from_bytes(data[pos + 8:pos + 12], "big", signed=True)
+        if size + 12 > max_message_bytes:
+            raise BatchRejected(ErrorCode.MESSAGE_TOO_LARGE)
+        if size < 0:
+            break
+        pos += 12 + size
+    try:
+        batch, _shallow = legacy.convert(data, now_ms)
+    except rec.CorruptRecordError as exc:
+        raise BatchRejected(ErrorCode(exc.error_code), str(exc)) from None
+    if batch is not None and len(batch) > max_message_bytes:
+        raise BatchRejected(ErrorCode.MESSAGE_TOO_LARGE, "the converted batch exceeds max.message.bytes")
+    return batch
+
+
+@handles(ApiKey.PRODUCE, 0, 11)
 async def produce(ctx, req):
     broker = ctx.broker
     acks = req.acks
+    version = ctx.api_version
     topics_out = []
     acks_ok = acks in (0, 1, -1)
     for td in req.topic_data:
@@ -67,14 +107,12 @@ async def produce(ctx, req):
             resp = _PartResp(index=pd.index, error_code=0, base_offset=-1, log_append_time_ms=-1,
                              log_start_offset=-1, record_errors=[], error_message=None)
             parts_out.append(resp)
-            if not acks_ok:
-                resp.error_code = ErrorCode.INVALID_REQUIRED_ACKS
-                continue
             try:
-                _append_one(broker, req, td.name, pd, resp, ctx.received_ms)
+                _append_one(broker, req, version, acks_ok, td.name, pd, resp, ctx.received_ms)
             except BatchRejected as exc:
                 resp.error_code = exc.code
                 resp.base_offset = -1
+                resp.log_start_offset = -1
                 if exc.code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,):
                     log.debug("rejected batch for %s-%s: %s", td.name, pd.index, exc.message or exc.code.name)
     if acks == 0:
@@ -82,9 +120,9 @@ async def produce(ctx, req):
     return ProduceResponse(responses=topics_out, throttle_time_ms=0)
 
 
-def _append_one(broker, req, topic: str, pd, resp, now_ms: int) -> None:
-    if topic in INTERNAL_TOPICS and topic in broker.image.topics:
-        raise BatchRejected(ErrorCode.INVALID_TOPIC_EXCEPTION)
+def _append_one(broker, req, version: int, acks_ok: bool, topic: str, pd, resp, now_ms: int) -> None:
+    # Kafka's order: unknown partition, request-level record checks, required
+    # acks, internal topic, then the log's own checks of the batch
     partition = broker.partitions.get(topic, pd.index)
     if partition is None:
         raise BatchRejected(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -93,7 +131,18 @@ def _append_one(broker, req, topic: str, pd, resp, now_ms: int) -> None:
         # Kafka 3.9 fails with an internal error and never answers; a
         # missing record set is an invalid record here (docs/compatibility.md)
         raise BatchRejected(ErrorCode.INVALID_RECORD, "records are null")
-    header = check_batch(data, partition.max_message_bytes)
+    is_legacy = version < 3 and legacy.is_legacy(data)
+    header = None if is_legacy else check_shape(data, version)
+    if not acks_ok:
+        raise BatchRejected(ErrorCode.INVALID_REQUIRED_ACKS)
+    if topic in INTERNAL_TOPICS:
+        raise BatchRejected(ErrorCode.INVALID_TOPIC_EXCEPTION)
+    if is_legacy:
+        data = convert_legacy(data, partition.max_message_bytes, now_ms)
+        if data is None:
+            return  # no whole message: Kafka appends nothing and answers offset -1
+        header = rec.BatchHeader(data, 0)
+    check_batch(data, header, partition.max_message_bytes)
     if header.is_transactional or header.producer_id >= 0:
         code = broker.producers.check_append(req.transactional_id, partition, header)
         if code is not None:
