@@ -238,10 +238,17 @@ def test_produce_payload_not_matching_codec(conn, ten, codec):
 
 
 def test_produce_to_internal_topic(broker, conn):
-    # make __consumer_offsets exist the way Kafka's clients do (Metadata auto-creation)
-    create_topic(broker.bootstrap, "__consumer_offsets")
+    # obs: produce to __consumer_offsets partition 0 before that topic exists
+    if metadata(conn, "__consumer_offsets").error_code != 0:
+        assert produce(conn, "__consumer_offsets", batch()).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # Metadata auto-creation makes an internal topic as Kafka's AutoTopicCreationManager does:
+    # offsets.topic.num.partitions (50) partitions
+    t = create_topic(broker.bootstrap, "__consumer_offsets", 50)
+    assert t.is_internal
     # obs: produce from a client to internal topic __consumer_offsets partition 0
     assert produce(conn, "__consumer_offsets", batch()).error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert produce(conn, "__consumer_offsets", batch(), partition=50).error_code == \
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_produce_transactional_without_transactional_id(conn, ten):
@@ -471,6 +478,14 @@ def test_metadata_unknown_topic_id(conn):
     tid = uuid.uuid4()
     t = metadata(conn, None, topic_id=tid)
     assert (t.error_code, t.name, t.topic_id, t.partitions) == (ErrorCode.UNKNOWN_TOPIC_ID, None, tid, [])
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_metadata_topic_id_before_v12_is_invalid_request(conn, ten, version):
+    # Kafka 3.9 KafkaApis: "Topic IDs are not supported in requests for version 10/11"
+    t = metadata(conn, None, topic_id=ten[1], version=version)
+    assert (t.error_code, t.name, t.partitions) == (ErrorCode.INVALID_REQUEST, "", [])
+    assert api_versions_ok(conn)
 
 
 def test_metadata_known_topic_id(conn, ten):

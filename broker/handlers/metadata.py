@@ -1,13 +1,17 @@
 """Metadata: brokers, cluster id, controller, topics and partitions."""
 from __future__ import annotations
 
+import logging
+
 from kproto._codec import ZERO_UUID
 from kproto.api import ApiKey
-from kproto.errors import ErrorCode
+from kproto.errors import ErrorCode, KafkaError
 from kproto.messages.metadata_response import MetadataResponse
 
 from broker.handlers import handles
-from broker.topic_names import invalid_reason
+from broker.topic_names import INTERNAL_TOPICS, invalid_reason
+
+log = logging.getLogger("kproto.metadata")
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 # READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS:
@@ -32,11 +36,39 @@ def topic_entry(broker, topic, include_ops: bool) -> _Topic:
                   topic_authorized_operations=TOPIC_OPERATIONS_ALL if include_ops else AUTHORIZED_OPERATIONS_OMITTED)
 
 
+def internal_topic_spec(config, name: str) -> tuple[int, dict[str, str]]:
+    """Partitions and configs Kafka gives an internal topic it creates
+    (GroupCoordinator.groupMetadataTopicConfigs, TransactionStateManager.transactionTopicConfigs)."""
+    if name == "__consumer_offsets":
+        return config.get_int("offsets.topic.num.partitions"), {
+            "cleanup.policy": "compact",
+            "compression.type": "producer",
+            "segment.bytes": str(config.get_int("offsets.topic.segment.bytes")),
+        }
+    return config.get_int("transaction.state.log.num.partitions"), {
+        "cleanup.policy": "compact",
+        "min.insync.replicas": str(config.get_int("transaction.state.log.min.isr")),
+        "segment.bytes": str(config.get_int("transaction.state.log.segment.bytes")),
+        "unclean.leader.election.enable": "false",
+    }
+
+
+def _invalid_request(req) -> MetadataResponse:
+    # Kafka's MetadataRequest.getErrorResponse: every asked topic carries the error
+    return MetadataResponse(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, topics=[
+        _Topic(error_code=ErrorCode.INVALID_REQUEST, name=rt.name or "", topic_id=rt.topic_id, is_internal=False,
+               partitions=[], topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+        for rt in req.topics or []])
+
+
 @handles(ApiKey.METADATA, 0, 12)
 async def metadata(ctx, req):
     broker = ctx.broker
     image = broker.image
     v = ctx.api_version
+    if v in (10, 11) and req.topics and any(rt.name is None or rt.topic_id != ZERO_UUID for rt in req.topics):
+        # "Topic IDs are not supported in requests for version 10/11"
+        return _invalid_request(req)
     include_ops = bool(req.include_topic_authorized_operations)
     # v0: an empty list asks for every topic; v1+: null does
     all_topics = req.topics is None or (v == 0 and not req.topics)
@@ -73,7 +105,14 @@ async def metadata(ctx, req):
         if to_create:
             # Kafka answers UNKNOWN_TOPIC_OR_PARTITION for the request that
             # triggers creation; the topic is there for the client's retry.
-            await broker.controller.auto_create_topics(to_create)
+            # Internal topics get their own partition count and configs.
+            for name in [n for n in to_create if n in INTERNAL_TOPICS]:
+                partitions, configs = internal_topic_spec(broker.config, name)
+                try:
+                    broker.controller.ensure_internal_topic(name, partitions, configs)
+                except KafkaError as exc:
+                    log.warning("auto-creation of %s failed: %s", name, exc)
+            await broker.controller.auto_create_topics([n for n in to_create if n not in INTERNAL_TOPICS])
     host, port = broker.advertised_address(ctx.conn.listener if ctx.conn else None)
     return MetadataResponse(
         throttle_time_ms=0,
