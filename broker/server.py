@@ -39,11 +39,18 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
             while True:
                 frame = await transport.receive_frame()
                 out = []
-                while frame is not None:
-                    chunks = await dispatcher.handle(frame, conn)
-                    if chunks:
-                        out.extend(chunks)
-                    frame = transport.buffered_frame()
+                try:
+                    while frame is not None:
+                        chunks = await dispatcher.handle(frame, conn)
+                        if chunks:
+                            out.extend(chunks)
+                        frame = transport.buffered_frame()
+                except (CloseConnection, FrameTooLarge):
+                    # Kafka answers requests one at a time: those before the
+                    # bad one got their answers before it closed
+                    if out:
+                        await transport.send(out)
+                    raise
                 if out:
                     await transport.send(out)
     except (ConnectionClosed, trio.BrokenResourceError, trio.ClosedResourceError,

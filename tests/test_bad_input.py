@@ -19,8 +19,8 @@ from kproto import records as rec
 from kproto.api import ApiKey
 from kproto.errors import ErrorCode
 from kproto.messages.api_versions_request import ApiVersionsRequest
-from tests.wire_client import (WireClient, api_versions_ok, create_topic, delete_records, fetch, fetch_req,
-                                list_offset, metadata, produce, produce_req)
+from tests.wire_client import (FETCH_V, LIST_OFFSETS_V, PRODUCE_V, WireClient, api_versions_ok, create_topic,
+                                delete_records, fetch, fetch_req, list_offset, metadata, produce, produce_req)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -168,7 +168,38 @@ def test_pipelined_requests_answered_in_order(broker, conn):
     assert cids == list(range(100, 130))
 
 
+def test_requests_before_a_bad_frame_are_answered(broker):
+    """Kafka handles a connection's requests one at a time: the ones before a
+    broken frame are answered before the connection closes."""
+    from kproto.api import decode_response, encode_request
+    good = b"".join(encode_request(ApiVersionsRequest(client_software_name="p", client_software_version="1"),
+                                   3, cid) for cid in (1, 2))
+    bad = struct.pack(">i", 12) + struct.pack(">hhih", 1000, 0, 3, -1) + b"\x00\x00"
+    with WireClient(broker.bootstrap) as c:
+        c.send_raw(good + bad)
+        assert [decode_response(c.recv_frame(), ApiKey.API_VERSIONS, 3)[0] for _ in range(2)] == [1, 2]
+        assert c.closed_by_peer()
+
+
 # -- Produce ----------------------------------------------------------------------------------
+
+def test_produce_acks0(conn, broker):
+    name = "bad-input-acks0"
+    create_topic(broker.bootstrap, name)
+    # no answer to a good acks=0 request: the next answer on the connection is the next request's
+    conn.send(produce_req(name, batch(), acks=0), PRODUCE_V)
+    assert api_versions_ok(conn)
+    assert list_offset(conn, name, -1).offset == 1
+    # Kafka (KafkaApis.handleProduceRequest) closes the connection of an acks=0
+    # request that failed: the only signal such a producer gets
+    with WireClient(broker.bootstrap) as c:
+        c.send(produce_req("bad-input-nope", batch(), acks=0), PRODUCE_V)
+        assert c.closed_by_peer()
+    with WireClient(broker.bootstrap) as c:
+        c.send(produce_req(name, batch() + batch(), acks=0), PRODUCE_V)
+        assert c.closed_by_peer()
+    assert list_offset(conn, name, -1).offset == 1
+
 
 def test_produce_to_missing_topic_does_not_create_it(conn):
     # obs: produce to unknown topic (Produce never auto-creates; broker auto.create.topics.enable=true)
@@ -420,6 +451,46 @@ def test_fetch_sessionless(conn, ten):
     assert (resp.error_code, resp.session_id) == (0, 0)
 
 
+def test_fetch_returns_one_whole_batch_beyond_the_limits(conn, ten):
+    # KIP-74: the first batch comes whole even when larger than the limits
+    req = fetch_req(ten[0], 5)
+    req.topics[0].partitions[0].partition_max_bytes = 1
+    req.max_bytes = 1
+    p = _part(conn.call(req, FETCH_V))
+    assert [o for o, _k, _v in record_values(p.records)] == [5]
+
+
+def test_fetch_with_an_error_partition_does_not_wait(conn, ten):
+    req = fetch_req(ten[0], 10, max_wait_ms=3000)  # at the high watermark: would wait
+    req.topics.append(fetch_req("bad-input-nope", 0).topics[0])
+    started = time.monotonic()
+    resp = conn.call(req, FETCH_V)
+    assert time.monotonic() - started < 1.5
+    assert [t.partitions[0].error_code for t in resp.responses] == [0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+
+
+def test_fetch_long_poll_wakes_on_produce(broker, conn):
+    import threading
+    name = "bad-input-long-poll"
+    create_topic(broker.bootstrap, name)
+    result = {}
+
+    def poll():
+        with WireClient(broker.bootstrap) as c:
+            started = time.monotonic()
+            result["resp"] = c.call(fetch_req(name, 0, max_wait_ms=10_000), FETCH_V)
+            result["took"] = time.monotonic() - started
+
+    t = threading.Thread(target=poll)
+    t.start()
+    time.sleep(0.3)
+    assert "resp" not in result, "the fetch should wait for data"
+    assert produce(conn, name, batch()).error_code == 0
+    t.join(10)
+    assert result["took"] < 3
+    assert [o for o, _k, _v in record_values(_part(result["resp"]).records)] == [0]
+
+
 # -- ListOffsets ------------------------------------------------------------------------------
 
 def test_list_offsets_unknown(conn, ten):
@@ -462,6 +533,16 @@ def test_list_offsets_leader_epoch_too_high(conn, ten):
     # obs: list offsets with CurrentLeaderEpoch 7 (leader epoch is 0)
     p = list_offset(conn, ten[0], -1, leader_epoch=7)
     assert (p.error_code, p.offset, p.timestamp, p.leader_epoch) == (ErrorCode.UNKNOWN_LEADER_EPOCH, -1, -1, -1)
+
+
+def test_list_offsets_duplicate_partition(conn, ten):
+    from kproto.messages.list_offsets_request import ListOffsetsRequest
+    part = ListOffsetsRequest.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1)
+    req = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+        ListOffsetsRequest.ListOffsetsTopic(name=ten[0], partitions=[part, part])])
+    resp = conn.call(req, LIST_OFFSETS_V)
+    # Kafka: a partition asked twice is INVALID_REQUEST (both entries)
+    assert [p.error_code for p in resp.topics[0].partitions] == [ErrorCode.INVALID_REQUEST] * 2
 
 
 # -- Metadata ---------------------------------------------------------------------------------
@@ -522,6 +603,23 @@ def test_delete_records_errors(conn, ten):
     d = delete_records(conn, "bad-input-nope", 1)
     assert (d.error_code, d.low_watermark) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)
     assert list_offset(conn, ten[0], -2).offset == 5
+
+
+def test_delete_records_refused_on_internal_and_compacted_topics(broker, conn):
+    from kproto.messages.create_topics_request import CreateTopicsRequest
+    create_topic(broker.bootstrap, "__consumer_offsets")
+    # ReplicaManager.deleteRecordsOnLocalLog: "Cannot delete records of internal topic"
+    assert delete_records(conn, "__consumer_offsets", 0).error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    name = "bad-input-compacted"
+    req = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+        name=name, num_partitions=1, replication_factor=1, assignments=[],
+        configs=[CreateTopicsRequest.CreatableTopicConfig(name="cleanup.policy", value="compact")])])
+    assert conn.call(req, 7).topics[0].error_code == 0
+    create_topic(broker.bootstrap, name)
+    assert produce(conn, name, batch()).error_code == 0
+    # Partition.deleteRecordsOnLeader: "can not be deleted due to the configured policy"
+    d = delete_records(conn, name, 1)
+    assert (d.error_code, d.low_watermark) == (ErrorCode.POLICY_VIOLATION, -1)
 
 
 # -- and nothing was lost ---------------------------------------------------------------------

@@ -32,13 +32,15 @@ def _resolve(broker, v, ft):
     return ft.topic, t, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
-def _build(broker, v, req, isolation) -> tuple[FetchResponse, int, list]:
+def _build(broker, v, req, isolation) -> tuple[FetchResponse, int, list, bool]:
     """One pass over the requested partitions: the response, the record
-    bytes it carries, and the partitions to wait on."""
+    bytes it carries, the partitions to wait on and whether any partition
+    has an error (Kafka answers those at once, without waiting)."""
     budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
     total = 0
     watched = []
     topics = []
+    errors = False
     for ft in req.topics:
         name, timage, unknown = _resolve(broker, v, ft)
         parts = []
@@ -46,22 +48,26 @@ def _build(broker, v, req, isolation) -> tuple[FetchResponse, int, list]:
         for fp in ft.partitions:
             if timage is None:
                 parts.append(_error_part(fp.partition, unknown))
+                errors = True
                 continue
             partition = broker.partitions.get(timage.name, fp.partition)
             if partition is None:
                 parts.append(_error_part(fp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                errors = True
                 continue
             epoch = fp.current_leader_epoch
             if epoch >= 0 and epoch != partition.leader_epoch:
                 code = (ErrorCode.FENCED_LEADER_EPOCH if epoch < partition.leader_epoch
                         else ErrorCode.UNKNOWN_LEADER_EPOCH)
                 parts.append(_error_part(fp.partition, code))
+                errors = True
                 continue
             limit = min(fp.partition_max_bytes, budget - total) if total else fp.partition_max_bytes
             try:
                 region, upper = partition.read(fp.fetch_offset, max(limit, 0), isolation, must_return_one=(total == 0))
             except OffsetOutOfRange:
                 parts.append(_error_part(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE))
+                errors = True
                 continue
             size = region.length if region is not None else 0
             total += size
@@ -76,7 +82,7 @@ def _build(broker, v, req, isolation) -> tuple[FetchResponse, int, list]:
                 aborted_transactions=aborted, preferred_read_replica=-1,
                 records=region if region is not None else b""))
             watched.append(partition)
-    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics), total, watched
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics), total, watched, errors
 
 
 @handles(ApiKey.FETCH, 4, 17)
@@ -89,8 +95,8 @@ async def fetch(ctx, req):
         return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
                              session_id=0, responses=[])
     isolation = req.isolation_level if v >= 4 else READ_UNCOMMITTED
-    resp, total, watched = _build(broker, v, req, isolation)
-    if total >= req.min_bytes or req.max_wait_ms <= 0 or not watched:
+    resp, total, watched, errors = _build(broker, v, req, isolation)
+    if total >= req.min_bytes or req.max_wait_ms <= 0 or not watched or errors:
         return resp
     deadline = trio.current_time() + req.max_wait_ms / 1000
     while total < req.min_bytes:
@@ -106,5 +112,7 @@ async def fetch(ctx, req):
                 p.remove_waiter(wake)
         if not wake.is_set():
             break
-        resp, total, watched = _build(broker, v, req, isolation)
+        resp, total, watched, errors = _build(broker, v, req, isolation)
+        if errors:
+            break
     return resp

@@ -10,6 +10,7 @@ from kproto.messages.offset_for_leader_epoch_response import OffsetForLeaderEpoc
 
 from broker.handlers import handles
 from broker.partition import OffsetOutOfRange
+from broker.topic_names import INTERNAL_TOPICS
 
 LATEST = -1
 EARLIEST = -2
@@ -36,6 +37,11 @@ def _epoch_of(found, partition) -> int:
 async def list_offsets(ctx, req):
     broker = ctx.broker
     read_committed = ctx.api_version >= 2 and req.isolation_level == 1
+    seen, duplicates = set(), set()
+    for t in req.topics:
+        for p in t.partitions:
+            key = (t.name, p.partition_index)
+            (duplicates if key in seen else seen).add(key)
     topics = []
     for t in req.topics:
         parts = []
@@ -44,6 +50,9 @@ async def list_offsets(ctx, req):
             out = _LPart(partition_index=p.partition_index, error_code=0, timestamp=-1, offset=-1,
                          leader_epoch=-1)
             parts.append(out)
+            if (t.name, p.partition_index) in duplicates:
+                out.error_code = ErrorCode.INVALID_REQUEST  # Kafka refuses a partition asked twice
+                continue
             partition = broker.partitions.get(t.name, p.partition_index)
             if partition is None:
                 out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -120,6 +129,14 @@ async def delete_records(ctx, req):
             partition = broker.partitions.get(t.name, p.partition_index)
             if partition is None:
                 out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if t.name in INTERNAL_TOPICS:
+                # ReplicaManager: "Cannot delete records of internal topic"
+                out.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+                continue
+            if "delete" not in str(partition.config.get("cleanup.policy", "delete")).split(","):
+                # Partition.deleteRecordsOnLeader: "can not be deleted due to the configured policy"
+                out.error_code = ErrorCode.POLICY_VIOLATION
                 continue
             offset = p.offset
             if offset == -1:  # delete everything up to the high watermark

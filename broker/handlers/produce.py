@@ -11,6 +11,7 @@ from kproto.api import ApiKey
 from kproto.errors import ErrorCode
 from kproto.messages.produce_response import ProduceResponse
 
+from broker.dispatch import CloseConnection
 from broker.handlers import handles
 from broker.topic_names import INTERNAL_TOPICS
 
@@ -116,6 +117,12 @@ async def produce(ctx, req):
                 if exc.code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,):
                     log.debug("rejected batch for %s-%s: %s", td.name, pd.index, exc.message or exc.code.name)
     if acks == 0:
+        if any(r.error_code for t in topics_out for r in t.partition_responses):
+            # Kafka's only way to tell an acks=0 producer that something failed
+            raise CloseConnection("acks=0 produce request failed for "
+                                  + ", ".join(f"{t.name}-{r.index}: {ErrorCode(r.error_code).name}"
+                                              for t in topics_out for r in t.partition_responses
+                                              if r.error_code))
         return None
     return ProduceResponse(responses=topics_out, throttle_time_ms=0)
 
