@@ -204,7 +204,10 @@ def method(results) -> str:
 
 def markdown(results) -> str:
     info = machine()
-    info.update({f"Apache Kafka": v for k, v in results.versions.items() if k == "kafka"})
+    if "kproto" in results.versions:
+        info["kproto commit"] = results.versions["kproto"]
+    if "kafka" in results.versions:
+        info["Apache Kafka"] = results.versions["kafka"]
     date = results.started
     mach = "\n".join(f"| {k} | {v} |" for k, v in info.items())
     errors = ""

@@ -116,6 +116,7 @@ class Runner:
             res.runs[t.name] = []
             if t.name == "kafka":
                 res.versions["kafka"] = t.version
+        res.versions["kproto"] = _kproto_version()
         self.progress.total_steps = plan.reps * sum(self._steps_per_target(t) for t in targets)
         try:
             for rep in range(plan.reps):
@@ -136,7 +137,7 @@ class Runner:
 
     def _record_error(self, target: Target, rep: int, figures: dict, key_prefix: tuple, exc: Exception) -> None:
         msg = f"error: {type(exc).__name__}: {exc}".splitlines()[0][:200]
-        figures[key_prefix + ("error",)] = msg
+        figures[key_prefix + ("error",)] = "error (listed below)"
         self.results.errors.append(f"{target.name} rep {rep + 1} {' / '.join(key_prefix)}: {msg}")
         self.progress.finish(msg)
 
@@ -323,3 +324,18 @@ def _high_watermark(bootstrap: str, topic: str) -> int:
         return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1]
     finally:
         c.close()
+
+
+def _kproto_version() -> str:
+    """The commit the broker ran from (the work tree may have moved on during the run)."""
+    import os
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                                text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "broker", "kproto"],
+                               cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (commit or "unknown") + (" with local changes to broker/ or kproto/" if dirty else "")

@@ -3,7 +3,7 @@
 It answers ApiVersions, Metadata, Produce and Fetch with kproto's codecs.
 Produce succeeds without storing anything (only a per-partition record count
 and the last few batches, so an end-to-end latency probe sees its own records);
-Fetch below those returns a pre-built batch of records of the size the
+Fetch below those returns copies of a pre-built batch of records of the size the
 topic was produced with. Run in the same benchmark as the broker, its figures
 show what the client, Python's codecs and loopback TCP allow, so the broker's
 figures read as a fraction of that.
@@ -37,18 +37,19 @@ VERSIONS = {ApiKey.API_VERSIONS: (0, 3), ApiKey.METADATA: (1, 12),
             ApiKey.PRODUCE: (3, 9), ApiKey.FETCH: (4, 12)}
 _SIZE = struct.Struct(">i")
 _PARTITIONS = re.compile(r"-p(\d+)(?:-|$)")
-_PREBUILT_TARGET = 1 << 20
-RECENT_BATCHES = 64
+_PREBUILT_BATCH = 64 << 10
+RECENT_BYTES = 4 << 20
 
 
 class Partition:
-    __slots__ = ("next_offset", "recent", "value_size")
+    __slots__ = ("next_offset", "recent", "recent_bytes", "value_size")
 
     def __init__(self):
         self.next_offset = 0
         # the last few produced batches as (base offset, batch), so a consumer
         # that keeps up (the latency probe) reads real records
-        self.recent: deque = deque(maxlen=RECENT_BATCHES)
+        self.recent: deque = deque()
+        self.recent_bytes = 0
         self.value_size = None   # value size of the first produced record
 
     @property
@@ -100,13 +101,16 @@ class Sink:
                 p = self.partition(td.name, pd.index)
                 data = pd.records
                 count = rec.BatchHeader(data).record_count
-                if p.value_size is None:
+                if not p.value_size:  # (a warm-up record may be empty)
                     first = next(rec.iter_records(bytes(data)))
                     p.value_size = len(first.value or b"")
                 base = p.next_offset
                 batch = bytearray(data)
                 rec.set_base_offset(batch, 0, base)
                 p.recent.append((base, batch))
+                p.recent_bytes += len(batch)
+                while p.recent_bytes > RECENT_BYTES and len(p.recent) > 1:
+                    p.recent_bytes -= len(p.recent.popleft()[1])
                 p.next_offset = base + count
                 parts.append(ProduceResponse.PartitionProduceResponse(
                     index=pd.index, error_code=0, base_offset=base, log_append_time_ms=-1,
@@ -127,16 +131,23 @@ class Sink:
                     if len(out) >= max_bytes:
                         break
             return out
+        # copies of one pre-built batch of about the size a producer's
+        # linger makes, numbered on from `offset`, up to max_bytes
         size = p.value_size or 0
-        per_record = size + 12
-        count = max(1, min(p.recent_base - offset, min(max_bytes, _PREBUILT_TARGET) // per_record))
-        key = (size, count)
-        batch = self.prebuilt.get(key)
-        if batch is None:
-            value = b"\x00" * size
-            batch = self.prebuilt[key] = rec.build_batch((None, value) for _ in range(count))
-        out = bytearray(batch)
-        rec.set_base_offset(out, 0, offset)
+        per_batch = max(1, _PREBUILT_BATCH // (size + 12))
+        remaining = p.recent_base - offset
+        out = bytearray()
+        while remaining > 0 and len(out) < max_bytes:
+            count = min(per_batch, remaining)
+            batch = self.prebuilt.get((size, count))
+            if batch is None:
+                value = b"\x00" * size
+                batch = self.prebuilt[(size, count)] = rec.build_batch((None, value) for _ in range(count))
+            pos = len(out)
+            out += batch
+            rec.set_base_offset(out, pos, offset)
+            offset += count
+            remaining -= count
         return out
 
     def _fetch_once(self, req):

@@ -126,9 +126,17 @@ def _drain(producer: Producer, acknowledged, count: int) -> None:
             raise BenchError(f"producer stalled: {n} of {count} acknowledged")
 
 
+# librdkafka stops fetching a partition whose local queue is full and then
+# waits fetch.queue.backoff.ms (default 1000) before fetching again: a reader
+# that falls behind for a moment stalls for a whole second, which made
+# run-to-run spread several-fold. Both targets get the same setting.
+FETCH_QUEUE_BACKOFF_MS = 10
+
+
 def _consumer(bootstrap: str, group: str, extra: dict | None = None) -> Consumer:
     return Consumer(_common(bootstrap) | {"group.id": group, "enable.auto.commit": False,
-                                          "auto.offset.reset": "earliest"} | (extra or {}))
+                                          "auto.offset.reset": "earliest",
+                                          "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS} | (extra or {}))
 
 
 class _Counter:
