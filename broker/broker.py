@@ -13,6 +13,7 @@ import trio
 from broker.config import BrokerConfig, ConfigError, validate_topic_config
 from broker.controller import Controller
 from broker.dispatch import Dispatcher
+from broker.groups.coordinator import GroupCoordinator
 from broker.metadata.image import MetadataImage
 from broker.metadata.log import METADATA_TOPIC, MetadataLog
 from broker.producer_ids import ProducerIdManager
@@ -46,6 +47,7 @@ class Broker:
         self.metadata = None
         self.controller = None
         self.partitions = None
+        self.groups = None
         self.producers = ProducerStateManager()
         self.bound: list[tuple[str, str, int]] = []  # (listener name, host, port)
         self._closed = False
@@ -94,6 +96,8 @@ class Broker:
         self.logs.high_watermark_for = self._high_watermark
         self.partitions.reconcile()
         self.metadata.subscribe(self.partitions.reconcile)
+        self.groups = GroupCoordinator(self)
+        self.groups.open()
         log.info("storage open: %d metadata records, %d partitions in %.2f s",
                  count, len(self.partitions.all()), time.monotonic() - started)
 
@@ -145,6 +149,7 @@ class Broker:
                     shown = e.host or host
                     addresses.append(f"{e.name}://{shown}:{port}")
                 nursery.start_soon(self._housekeeping)
+                nursery.start_soon(self.groups.run)
                 task_status.started(addresses)
         finally:
             self.close()

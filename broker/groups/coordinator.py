@@ -1,0 +1,238 @@
+"""The trio shell around the group state machine, one per broker
+(`broker.groups`).
+
+It feeds requests to the state machine with the wall clock, appends the
+records it asks for to `__consumer_offsets` through the Partition objects,
+wakes parked JoinGroup/SyncGroup handlers when their answer comes (a
+trio.Event per request), and runs the timers from one task with
+`trio.sleep_until`. At start it replays every `__consumer_offsets` partition;
+until a partition is replayed its groups answer COORDINATOR_LOAD_IN_PROGRESS.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+import trio
+
+from kproto import records as rec
+from kproto.errors import ErrorCode, KafkaError
+from kproto.metadata.remove_topic_record import RemoveTopicRecord
+
+from broker.groups.config import GroupConfig
+from broker.groups.placement import OFFSETS_TOPIC
+from broker.groups.state import GroupStateMachine
+
+log = logging.getLogger("kproto.groups")
+
+_LOAD_CHUNK = 1 << 20
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class _Ticket:
+    """A request waiting for its answer."""
+    __slots__ = ("event", "result")
+
+    def __init__(self):
+        self.event = trio.Event()
+        self.result = None
+
+
+class GroupCoordinator:
+    def __init__(self, broker, config: GroupConfig | None = None):
+        self.broker = broker
+        self.config = config or GroupConfig.from_broker_config(broker.config)
+        self.state = GroupStateMachine(self.config)
+        self._timer_scope: trio.CancelScope | None = None
+        self._sleeping_until: int | None = None
+        self._known_topics: set[str] = set()
+
+    # ================================================================ start
+
+    def open(self) -> None:
+        """At broker start (storage open): if __consumer_offsets exists, all its
+        partitions are to be replayed by run()."""
+        image = self.broker.image
+        self._known_topics = set(image.topics)
+        topic = image.topics.get(OFFSETS_TOPIC)
+        if topic is not None:
+            self._apply(self.state.activate(len(topic.partitions), loading=sorted(topic.partitions), now_ms=_now_ms()))
+        self.broker.metadata.subscribe(self._on_metadata)
+
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._run_timers)
+            await self._load_all()
+
+    async def _load_all(self) -> None:
+        started = time.monotonic()
+        for partition in sorted(self.state.loading):
+            try:
+                await self._load_partition(partition)
+            except Exception:
+                log.exception("loading __consumer_offsets-%d failed", partition)
+            self._apply(self.state.finish_load(partition, _now_ms()))
+        if self.state.num_partitions is not None:
+            log.info("group coordinator loaded %d groups in %.2f s", len(self.state.groups),
+                     time.monotonic() - started)
+
+    async def _load_partition(self, index: int) -> None:
+        partition = self.broker.partitions.get(OFFSETS_TOPIC, index)
+        if partition is None:
+            return
+        plog = partition.log
+        offset = plog.log_start_offset
+        end = partition.high_watermark
+        while offset < end:
+            data = plog.read_bytes(offset, _LOAD_CHUNK, end)
+            if not data:
+                break
+            for pos, header in rec.iter_batch_headers(data, allow_partial_tail=True):
+                batch = memoryview(data)[pos:pos + header.size]
+                records = [(r.key, r.value) for r in rec.iter_records(batch)]
+                self.state.replay_batch(index, header.base_offset, header.producer_id, header.is_transactional,
+                                        header.is_control, records)
+                offset = header.last_offset + 1
+            await trio.sleep(0)
+
+    # ================================================================ the offsets topic
+
+    def ensure_offsets_topic(self) -> int:
+        """FindCoordinator for a group: NONE when __consumer_offsets exists;
+        otherwise create it and answer COORDINATOR_NOT_AVAILABLE, as Kafka
+        does on the first lookup (clients retry)."""
+        if self.state.num_partitions is not None:
+            return ErrorCode.NONE
+        if OFFSETS_TOPIC not in self.broker.image.topics:
+            try:
+                self.broker.controller.ensure_internal_topic(OFFSETS_TOPIC, self.config.offsets_topic_partitions, {
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(self.config.offsets_topic_segment_bytes),
+                    "compression.type": "producer",
+                })
+            except KafkaError as exc:
+                log.error("cannot create %s: %s", OFFSETS_TOPIC, exc)
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        self._activate_if_created()
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+    def _activate_if_created(self) -> None:
+        topic = self.broker.image.topics.get(OFFSETS_TOPIC)
+        if topic is not None and self.state.num_partitions is None:
+            # a new topic holds nothing to replay
+            self._apply(self.state.activate(len(topic.partitions), now_ms=_now_ms()))
+            log.info("created %s with %d partitions", OFFSETS_TOPIC, len(topic.partitions))
+
+    def _on_metadata(self, records) -> None:
+        self._activate_if_created()
+        names = set(self.broker.image.topics)
+        if any(isinstance(r, RemoveTopicRecord) for r in records):
+            gone = self._known_topics - names
+            if gone:
+                self._apply(self.state.topics_deleted(_now_ms(), gone))
+        self._known_topics = names
+
+    # ================================================================ driving the state machine
+
+    def _apply(self, fx) -> None:
+        for append in fx.appends:
+            self._write(append)
+        for ticket, result in fx.responses:
+            if isinstance(ticket, _Ticket):
+                ticket.result = result
+                ticket.event.set()
+        if fx.timers and self._timer_scope is not None:
+            earliest = min(deadline for _key, deadline in fx.timers)
+            if self._sleeping_until is None or earliest < self._sleeping_until:
+                self._timer_scope.cancel()
+
+    def _write(self, append) -> None:
+        partition = self.broker.partitions.get(OFFSETS_TOPIC, append.partition)
+        if partition is None:
+            log.error("__consumer_offsets-%d is not hosted here: %d records lost", append.partition,
+                      len(append.records))
+            return
+        batch = bytearray(rec.build_batch(
+            [(k, v, [], append.timestamp) for k, v in append.records],
+            producer_id=append.producer_id, producer_epoch=append.producer_epoch,
+            base_sequence=0 if append.transactional else -1, transactional=append.transactional))
+        try:
+            partition.append(batch, rec.BatchHeader(batch), append.timestamp)
+        except Exception:
+            log.exception("appending to __consumer_offsets-%d failed", append.partition)
+
+    async def _call(self, method, *args, **kwargs):
+        ticket = _Ticket()
+        self._apply(method(ticket, _now_ms(), *args, **kwargs))
+        if not ticket.event.is_set():
+            await ticket.event.wait()
+        return ticket.result
+
+    async def _run_timers(self) -> None:
+        while True:
+            deadline = self.state.next_deadline()
+            with trio.CancelScope() as scope:
+                self._timer_scope = scope
+                self._sleeping_until = deadline
+                if deadline is None:
+                    await trio.sleep_forever()
+                else:
+                    await trio.sleep_until(trio.current_time() + max(0, deadline - _now_ms()) / 1000)
+            self._timer_scope = None
+            self._sleeping_until = None
+            if scope.cancelled_caught and (deadline is None or deadline > _now_ms()):
+                continue   # an earlier timer was set: sleep again
+            try:
+                self._apply(self.state.tick(_now_ms()))
+            except Exception:
+                log.exception("group coordinator timers failed")
+
+    # ================================================================ requests
+
+    async def join_group(self, **kwargs):
+        return await self._call(self.state.join_group, **kwargs)
+
+    async def sync_group(self, **kwargs):
+        return await self._call(self.state.sync_group, **kwargs)
+
+    async def heartbeat(self, **kwargs):
+        return await self._call(self.state.heartbeat, **kwargs)
+
+    async def leave_group(self, **kwargs):
+        return await self._call(self.state.leave_group, **kwargs)
+
+    async def commit_offsets(self, **kwargs):
+        return await self._call(self.state.commit_offsets, **kwargs)
+
+    async def txn_commit_offsets(self, **kwargs):
+        return await self._call(self.state.txn_commit_offsets, **kwargs)
+
+    async def delete_groups(self, group_ids):
+        return await self._call(self.state.delete_groups, group_ids)
+
+    async def delete_offsets(self, group_id, partitions):
+        return await self._call(self.state.delete_offsets, group_id, partitions)
+
+    def fetch_offsets(self, group_id, partitions, require_stable=False):
+        return self.state.fetch_offsets(group_id, partitions, require_stable)
+
+    def describe_group(self, group_id):
+        return self.state.describe_group(group_id)
+
+    def list_groups(self, states=(), types=()):
+        return self.state.list_groups(states, types)
+
+    def partition_for(self, group_id: str) -> int | None:
+        if self.state.num_partitions is None:
+            return None
+        return self.state.partition_for(group_id)
+
+    def on_transaction_completed(self, producer_id: int, commit: bool, partitions=None) -> None:
+        """For the transaction coordinator: a COMMIT/ABORT marker for
+        producer_id was written to these __consumer_offsets partitions."""
+        self._apply(self.state.complete_transaction(_now_ms(), producer_id, commit,
+                                                    None if partitions is None else set(partitions)))

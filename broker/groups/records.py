@@ -1,0 +1,96 @@
+"""Keys and values of `__consumer_offsets` records, as Kafka's classic
+coordinator writes them: a big-endian int16 version, then the struct encoded
+at that version (MessageUtil.toVersionPrefixedBytes). The key version tells
+the record type: 0-1 offset commit, 2 group metadata."""
+from __future__ import annotations
+
+import struct
+
+from kproto.coordinator.group_metadata_key import GroupMetadataKey
+from kproto.coordinator.group_metadata_value import GroupMetadataValue
+from kproto.coordinator.offset_commit_key import OffsetCommitKey
+from kproto.coordinator.offset_commit_value import OffsetCommitValue
+
+_VERSION = struct.Struct(">h")
+
+OFFSET_COMMIT_KEY_VERSION = 1      # OffsetCommitKey.HIGHEST_SUPPORTED_VERSION
+GROUP_METADATA_KEY_VERSION = 2     # GroupMetadataKey.HIGHEST_SUPPORTED_VERSION
+# Kafka 3.9 writes the highest non-flexible versions (metadata.version >= 2.3)
+OFFSET_COMMIT_VALUE_VERSION = 3
+OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
+GROUP_METADATA_VALUE_VERSION = 3
+
+MemberMetadata = GroupMetadataValue.MemberMetadata
+
+
+def _prefixed(version: int, struct_obj) -> bytes:
+    out = bytearray(_VERSION.pack(version))
+    struct_obj.encode_into(out, version)
+    return bytes(out)
+
+
+def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
+    return _prefixed(OFFSET_COMMIT_KEY_VERSION, OffsetCommitKey(group=group, topic=topic, partition=partition))
+
+
+def group_metadata_key(group: str) -> bytes:
+    return _prefixed(GROUP_METADATA_KEY_VERSION, GroupMetadataKey(group=group))
+
+
+def offset_commit_value(offset: int, leader_epoch: int, metadata: str, commit_timestamp: int,
+                        expire_timestamp: int | None = None) -> bytes:
+    # version 1 is the only one that carries an explicit expiry (OffsetCommit v2-v4 retention)
+    version = OFFSET_COMMIT_VALUE_VERSION if expire_timestamp is None else OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY
+    value = OffsetCommitValue(offset=offset, leader_epoch=leader_epoch, metadata=metadata,
+                              commit_timestamp=commit_timestamp,
+                              expire_timestamp=-1 if expire_timestamp is None else expire_timestamp)
+    return _prefixed(version, value)
+
+
+def group_metadata_value(protocol_type: str, generation: int, protocol: str | None, leader: str | None,
+                         current_state_timestamp: int, members: list) -> bytes:
+    value = GroupMetadataValue(protocol_type=protocol_type, generation=generation, protocol=protocol,
+                               leader=leader, current_state_timestamp=current_state_timestamp,
+                               members=members)
+    return _prefixed(GROUP_METADATA_VALUE_VERSION, value)
+
+
+class OffsetKey:
+    __slots__ = ("group", "topic", "partition")
+
+    def __init__(self, group: str, topic: str, partition: int):
+        self.group = group
+        self.topic = topic
+        self.partition = partition
+
+
+class GroupKey:
+    __slots__ = ("group",)
+
+    def __init__(self, group: str):
+        self.group = group
+
+
+def decode_key(data) -> OffsetKey | GroupKey | None:
+    """The record's key, or None for a key version this coordinator does not
+    know (records of the KIP-848 coordinator, for one): Kafka skips those."""
+    mv = memoryview(data)
+    version, = _VERSION.unpack_from(mv, 0)
+    if OffsetCommitKey.MIN_VERSION <= version <= OffsetCommitKey.MAX_VERSION:
+        k = OffsetCommitKey.decode(mv, version, 2)
+        return OffsetKey(k.group, k.topic, k.partition)
+    if GroupMetadataKey.MIN_VERSION <= version <= GroupMetadataKey.MAX_VERSION:
+        return GroupKey(GroupMetadataKey.decode(mv, version, 2).group)
+    return None
+
+
+def decode_offset_value(data) -> tuple[int, OffsetCommitValue]:
+    mv = memoryview(data)
+    version, = _VERSION.unpack_from(mv, 0)
+    return version, OffsetCommitValue.decode(mv, version, 2)
+
+
+def decode_group_value(data) -> tuple[int, GroupMetadataValue]:
+    mv = memoryview(data)
+    version, = _VERSION.unpack_from(mv, 0)
+    return version, GroupMetadataValue.decode(mv, version, 2)
