@@ -1,9 +1,11 @@
-"""Legacy message sets (magic 0 and 1), as Produce v0-2 carries them.
+"""Legacy message sets (magic 0 and 1), as Produce v0-2 and Fetch v0-3 carry them.
 
-Kafka 3.9 stores only v2 record batches and converts what old producers send
+Kafka 3.9 stores only v2 record batches. It converts what old producers send
 on append (LogValidator): every message becomes a record of one new v2 batch,
-compressed with the wrapper's codec when the messages came compressed. This
-is per-record work, which only these old request versions need.
+compressed with the wrapper's codec when the messages came compressed. And
+it down-converts what old fetchers read (RecordsUtil.downConvert): magic 0
+for Fetch v0-1, magic 1 for Fetch v2-3. This is per-record work, which only
+these old request versions need.
 
 Layout of one message: offset int64, size int32, then crc uint32 (CRC-32 of
 the rest), magic int8, attributes int8 (codec in bits 0-2, timestamp type in
@@ -19,7 +21,7 @@ import zlib
 from . import compression as _compression
 from .records import (
     COMPRESSION_MASK, TIMESTAMP_TYPE_BIT, CorruptCompressedRecordsError, CorruptRecordError, CrcMismatchError,
-    InvalidRecordError, build_batch,
+    InvalidRecordError, build_batch, iter_batch_headers, iter_records,
 )
 
 _HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
@@ -141,15 +143,82 @@ def _decompress(codec: int, value: bytes, magic: int) -> bytes:
         raise CorruptCompressedRecordsError(str(exc)) from None
 
 
-def _fix_lz4_header_checksum(data: bytes) -> bytes:
+def _fix_lz4_header_checksum(data: bytes, broken: bool = False) -> bytes:
+    """The lz4 frame with its header checksum over the descriptor (the
+    standard), or with ``broken`` over magic and descriptor (Kafka < 0.10)."""
     if len(data) < 7:
         return data
     flg = data[4]
     desc_end = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
     if len(data) <= desc_end:
         return data
-    hc = (_xxh32(data[4:desc_end]) >> 8) & 0xFF
+    hc = (_xxh32(data[0 if broken else 4:desc_end]) >> 8) & 0xFF
     return data[:desc_end] + bytes([hc]) + data[desc_end + 1:]
+
+
+# -- down-conversion for Fetch v0-3 ------------------------------------------------------------
+
+def message(offset: int, magic: int, attributes: int, timestamp: int, key, value) -> bytes:
+    """One legacy message with its offset and size."""
+    body = bytearray(struct.pack(">bb", magic, attributes))
+    if magic == 1:
+        body += _I64.pack(timestamp)
+    for b in (key, value):
+        if b is None:
+            body += _I32.pack(-1)
+        else:
+            body += _I32.pack(len(b))
+            body += b
+    return struct.pack(">qiI", offset, len(body) + 4, zlib.crc32(body)) + bytes(body)
+
+
+def down_convert(data, to_magic: int, first_offset: int) -> bytes:
+    """The v2 batches in ``data`` as a magic-0/1 message set, as Kafka sends
+    them to Fetch v0-3: control batches are left out, headers are dropped,
+    uncompressed records before ``first_offset`` are skipped, a compressed
+    batch becomes one wrapper message with its codec. zstd cannot be
+    down-converted (UnsupportedCompressionTypeError)."""
+    data = bytes(data)
+    out = bytearray()
+    for pos, h in iter_batch_headers(data, allow_partial_tail=True):
+        if h.is_control:
+            continue
+        codec = h.compression
+        if codec == _compression.ZSTD:
+            raise UnsupportedCompressionTypeError("Down-conversion of zstandard-compressed batches is not supported")
+        records = list(iter_records(data, pos))
+        if not codec:
+            records = [r for r in records if r.offset >= first_offset]
+        if not records:
+            continue
+        log_append = h.timestamp_type == 1
+        ts_bit = TIMESTAMP_TYPE_BIT if log_append and to_magic == 1 else 0
+        if not codec:
+            for r in records:
+                out += message(r.offset, to_magic, ts_bit, r.timestamp, r.key, r.value)
+            continue
+        base = records[0].offset
+        # magic 1 wrappers hold relative inner offsets, magic 0 absolute ones
+        inner = b"".join(message(r.offset - base if to_magic == 1 else r.offset, to_magic, 0, r.timestamp,
+                                 r.key, r.value) for r in records)
+        payload = _compression.compress(codec, inner)
+        if codec == _compression.LZ4 and to_magic == 0:
+            payload = _fix_lz4_header_checksum(payload, broken=True)
+        max_ts = h.max_timestamp if log_append else max(r.timestamp for r in records)
+        out += message(records[-1].offset, to_magic, codec | ts_bit, max_ts, None, payload)
+    return bytes(out)
+
+
+def message_boundaries(data) -> list[int]:
+    """End positions of the whole messages in a legacy message set."""
+    ends, pos = [], 0
+    while pos + LOG_OVERHEAD <= len(data):
+        end = pos + LOG_OVERHEAD + _I32.unpack_from(data, pos + 8)[0]
+        if end > len(data):
+            break
+        ends.append(end)
+        pos = end
+    return ends
 
 
 _P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393

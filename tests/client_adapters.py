@@ -218,10 +218,11 @@ def _consume_aiokafka(bootstrap, topic, partitions, count, start, timeout):
 
 
 def kcat_consume(bootstrap: str, topic: str, partition: int | None, offset: str, count: int | None = None,
-                 timeout: float = 30.0) -> list[Got]:
+                 timeout: float = 30.0, extra: tuple = ()) -> list[Got]:
     """kcat -C -J from `offset` (beginning, end, N, s@ts) until the end of the
-    partitions (or `count` records)."""
-    cmd = [KCAT, "-C", "-q", "-J", "-e", "-b", bootstrap, "-t", topic, "-o", offset]
+    partitions (or `count` records); messages without a timestamp (magic 0)
+    get -1."""
+    cmd = [KCAT, "-C", "-q", "-J", "-e", "-b", bootstrap, "-t", topic, "-o", offset, *extra]
     if partition is not None:
         cmd += ["-p", str(partition)]
     if count is not None:
@@ -233,7 +234,8 @@ def kcat_consume(bootstrap: str, topic: str, partition: int | None, offset: str,
         m = json.loads(line)
         h = m.get("headers") or []
         headers = [(h[i], h[i + 1].encode()) for i in range(0, len(h), 2)]
-        out.append(Got(m["partition"], m["offset"], _enc(m.get("key")), _enc(m.get("payload")), headers, m["ts"]))
+        out.append(Got(m["partition"], m["offset"], _enc(m.get("key")), _enc(m.get("payload")), headers,
+                       m.get("ts", -1)))
     return out
 
 

@@ -15,6 +15,7 @@ import zlib
 
 import pytest
 
+from kproto import legacy
 from kproto import records as rec
 from kproto.api import ApiKey
 from kproto.errors import ErrorCode
@@ -385,6 +386,51 @@ def test_produce_legacy_errors(conn, legacy_topic):
     end = list_offset(conn, legacy_topic, -1).offset
     r = _legacy_produce(conn, legacy_topic, batch(2), 2)
     assert (r.error_code, r.base_offset) == (0, end)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_fetch_v0_to_v3_down_converts(conn, legacy_topic, version):
+    start = list_offset(conn, legacy_topic, -1).offset
+    data = rec.build_batch([(b"k%d" % i, b"new-%d" % i, [("h", b"x")], 1_000_000 + i) for i in range(4)],
+                           compression=1)
+    assert produce(conn, legacy_topic, data).error_code == 0
+    p = _part(conn.call(fetch_req(legacy_topic, start + 1), version))
+    assert (p.error_code, p.high_watermark) == (0, start + 4)
+    converted, _shallow = legacy.convert(bytes(p.records), 0)  # the magic 0/1 messages parse back
+    magic = bytes(p.records)[16]
+    assert magic == (0 if version < 2 else 1)
+    got = [(start + r.offset, r.key, r.value, r.timestamp, r.headers) for r in rec.iter_records(converted)]
+    # a compressed batch is sent whole, as one wrapper message
+    assert got == [(start + i, b"k%d" % i, b"new-%d" % i, 1_000_000 + i if magic else -1, []) for i in range(4)]
+
+
+def test_fetch_v3_cannot_down_convert_zstd(broker, conn):
+    name = "bad-input-zstd-old-fetch"
+    create_topic(broker.bootstrap, name)
+    assert produce(conn, name, batch(2, compression=4)).error_code == 0
+    # RecordsUtil.downConvert: "Down-conversion of zstandard-compressed batches is not supported"
+    p = _part(conn.call(fetch_req(name, 0), 3))
+    assert p.error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    assert _part(conn.call(fetch_req(name, 0), 4)).error_code == 0
+
+
+def test_list_offsets_v0(conn, ten):
+    from kproto.messages.list_offsets_request import ListOffsetsRequest
+
+    def old_style(ts, n):
+        req = ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsRequest.ListOffsetsTopic(
+            name=ten[0], partitions=[ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=ts,
+                                                                              max_num_offsets=n)])])
+        p = conn.call(req, 0).topics[0].partitions[0]
+        assert p.error_code == 0
+        return p.old_style_offsets
+
+    # Kafka's legacyFetchOffsetsBefore: segment starts (from the log start) and the log end, newest first
+    assert old_style(-1, 1) == [10]
+    assert old_style(-2, 1) == [5]
+    assert old_style(-1, 5) == [10, 5]
+    assert old_style(int(time.time() * 1000) + 60_000, 5) == [10, 5]
+    assert old_style(0, 5) == []
 
 
 # -- Fetch ------------------------------------------------------------------------------------

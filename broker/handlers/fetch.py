@@ -1,9 +1,12 @@
 """Fetch: record bytes go from the segment files to the socket by sendfile;
-a fetch that finds too little data waits on the partitions' append events."""
+a fetch that finds too little data waits on the partitions' append events.
+Fetch v0-3 (magic 0/1 readers) get the batches down-converted, as Kafka does."""
 from __future__ import annotations
 
 import trio
 
+from kproto import legacy
+from kproto import records as rec
 from kproto.api import ApiKey
 from kproto.errors import ErrorCode
 from kproto.messages.fetch_response import FetchResponse
@@ -69,7 +72,14 @@ def _build(broker, v, req, isolation) -> tuple[FetchResponse, int, list, bool]:
                 parts.append(_error_part(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE))
                 errors = True
                 continue
-            size = region.length if region is not None else 0
+            if v < 4 and region is not None:
+                try:
+                    region = _down_convert(region, v, fp.fetch_offset, max(limit, 0), total == 0)
+                except rec.CorruptRecordError as exc:
+                    parts.append(_error_part(fp.partition, exc.error_code))
+                    errors = True
+                    continue
+            size = len(region) if region is not None else 0
             total += size
             aborted = None
             if isolation == READ_COMMITTED:
@@ -85,7 +95,24 @@ def _build(broker, v, req, isolation) -> tuple[FetchResponse, int, list, bool]:
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics), total, watched, errors
 
 
-@handles(ApiKey.FETCH, 4, 17)
+def _down_convert(region, v: int, fetch_offset: int, limit: int, first: bool) -> bytes | None:
+    """Fetch v0-3 read magic 0/1 messages (v0-1: magic 0, v2-3: magic 1):
+    the stored batches converted, cut to whole messages within the limit
+    (the first message whole when nothing fits, as for v2 batches)."""
+    data = legacy.down_convert(region.read(), 0 if v < 2 else 1, fetch_offset)
+    if len(data) > limit:
+        bounds = legacy.message_boundaries(data)
+        fitting = [e for e in bounds if e <= limit]
+        if fitting:
+            data = data[:fitting[-1]]
+        elif first and bounds:
+            data = data[:bounds[0]]
+        else:
+            data = b""
+    return data or None
+
+
+@handles(ApiKey.FETCH, 0, 17)
 async def fetch(ctx, req):
     broker = ctx.broker
     v = ctx.api_version

@@ -2,6 +2,9 @@
 partition's log."""
 from __future__ import annotations
 
+import os
+import time
+
 from kproto.api import ApiKey
 from kproto.errors import ErrorCode
 from kproto.messages.delete_records_response import DeleteRecordsResponse
@@ -33,9 +36,35 @@ def _epoch_of(found, partition) -> int:
     return found.leader_epoch if found.leader_epoch is not None else partition.leader_epoch
 
 
-@handles(ApiKey.LIST_OFFSETS, 1, 9)
+def legacy_offsets(partition, timestamp: int, max_num: int, from_consumer: bool) -> list[int]:
+    """ListOffsets v0: up to max_num segment start offsets (and the log end)
+    whose segment file was last modified at or before timestamp, newest first
+    (Kafka's legacyFetchOffsetsBefore)."""
+    log_start = partition.log_start_offset
+    segments = partition.log.segments
+    points = [(max(seg.base_offset, log_start), int(os.stat(seg.log_path).st_mtime * 1000)) for seg in segments]
+    if segments and segments[-1].size > 0:
+        points.append((partition.log_end_offset, int(time.time() * 1000)))
+    if timestamp == LATEST:
+        start = len(points) - 1
+    elif timestamp == EARLIEST:
+        start = 0
+    else:
+        start = len(points) - 1
+        while start >= 0 and points[start][1] > timestamp:
+            start -= 1
+    offsets = sorted((points[i][0] for i in range(start, start - min(max_num, start + 1), -1)), reverse=True)
+    hw = partition.high_watermark
+    if from_consumer and any(o > hw for o in offsets):
+        offsets = [hw] + [o for o in offsets if o <= hw]
+    return offsets
+
+
+@handles(ApiKey.LIST_OFFSETS, 0, 9)
 async def list_offsets(ctx, req):
     broker = ctx.broker
+    if ctx.api_version == 0:
+        return _list_offsets_v0(broker, req)
     read_committed = ctx.api_version >= 2 and req.isolation_level == 1
     seen, duplicates = set(), set()
     for t in req.topics:
@@ -83,6 +112,26 @@ async def list_offsets(ctx, req):
                 if found is not None and found.offset < upper:
                     out.offset, out.timestamp = found.offset, found.timestamp
                     out.leader_epoch = _epoch_of(found, partition)
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+def _list_offsets_v0(broker, req) -> ListOffsetsResponse:
+    topics = []
+    for t in req.topics:
+        parts = []
+        topics.append(_LTopic(name=t.name, partitions=parts))
+        for p in t.partitions:
+            out = _LPart(partition_index=p.partition_index, error_code=0, old_style_offsets=[])
+            parts.append(out)
+            partition = broker.partitions.get(t.name, p.partition_index)
+            if partition is None:
+                out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if p.max_num_offsets < 0:
+                # Kafka fails with NegativeArraySizeException (UNKNOWN_SERVER_ERROR); refuse it plainly
+                out.error_code = ErrorCode.INVALID_REQUEST
+                continue
+            out.old_style_offsets = legacy_offsets(partition, p.timestamp, p.max_num_offsets, req.replica_id < 0)
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
 
