@@ -591,6 +591,19 @@ def test_list_offsets_duplicate_partition(conn, ten):
     assert [p.error_code for p in resp.topics[0].partitions] == [ErrorCode.INVALID_REQUEST] * 2
 
 
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_offset_for_leader_epoch(conn, ten, version):
+    from kproto.messages.offset_for_leader_epoch_request import OffsetForLeaderEpochRequest as R
+    req = R(replica_id=-1, topics=[R.OffsetForLeaderTopic(topic=ten[0], partitions=[
+        R.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=0),
+        R.OffsetForLeaderPartition(partition=7, current_leader_epoch=-1, leader_epoch=0)])])
+    parts = conn.call(req, version).topics[0].partitions
+    assert (parts[0].error_code, parts[0].end_offset) == (0, 10)
+    if version >= 1:
+        assert parts[0].leader_epoch == 0
+    assert parts[1].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
 # -- Metadata ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("auto_create", [False, True])

@@ -139,7 +139,7 @@ _ETopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 _EPart = OffsetForLeaderEpochResponse.EpochEndOffset
 
 
-@handles(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4)
+@handles(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4)
 async def offset_for_leader_epoch(ctx, req):
     broker = ctx.broker
     topics = []
