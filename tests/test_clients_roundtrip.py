@@ -31,7 +31,11 @@ pytestmark = [pytest.mark.timeout(120),
 
 
 def _kafka_python_has_snappy() -> bool:
-    import kafka.codec
+    import warnings
+    with warnings.catch_warnings():
+        # importing kafka-python loads its protocol schemas through deprecated importlib calls
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import kafka.codec
     return kafka.codec.has_snappy()
 
 
