@@ -445,3 +445,23 @@ def test_offsets_for_times_and_seeks(broker, seek_topic, client):
         pytest.skip("kcat is not on PATH")
     topic, base = seek_topic
     _SEEKERS[client](broker.bootstrap, topic, base)
+
+
+# -- LogAppendTime topics ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("consumer", ["confluent", "aiokafka"])
+def test_log_append_time_topic(broker, topic_name, consumer):
+    """message.timestamp.type=LogAppendTime: the broker's clock replaces the
+    producer's timestamps, in the ack and in what consumers read."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic_name, PARTITIONS, 1,
+                                  config={"message.timestamp.type": "LogAppendTime"})])[topic_name].result(10)
+    records = [Rec(r.key, r.value, r.headers, 12345) for r in make_records("lat", 300)]
+    before = int(time.time() * 1000)
+    produce("confluent", broker.bootstrap, topic_name, records, "gzip", -1)
+    after = int(time.time() * 1000)
+    got = consume(consumer, broker.bootstrap, topic_name, PARTITIONS, len(records))
+    assert len(got) == len(records)
+    assert all(before <= g.timestamp <= after for g in got), "records carry the broker's append time"
+    check_roundtrip([r._replace(timestamp=None) for r in records], got, [(-1, -1)] * len(records), before, after)
