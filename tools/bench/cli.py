@@ -47,6 +47,8 @@ def parser() -> argparse.ArgumentParser:
                     help="an Apache Kafka distribution (default $KAFKA_HOME)")
     ap.add_argument("--markdown", metavar="PATH", help="write method, machine and table to PATH (docs/performance.md)")
     ap.add_argument("--json", metavar="PATH", help="write every figure of every repetition to PATH")
+    ap.add_argument("--from-json", metavar="PATH",
+                    help="run nothing: print (and with --markdown write) the results saved in PATH by --json")
     ap.add_argument("--profile-seconds", type=float, default=20.0, help="profile: seconds per load (default 20)")
     ap.add_argument("--profile-out", default="profiles", help="profile: folder for py-spy's output")
     return ap
@@ -83,13 +85,15 @@ def main(argv=None) -> int:
     from tools.bench import report
     from tools.bench.progress import Progress
     from tools.bench.runner import Runner
-    plan = plan_from(args)
-    results = Runner(plan, Progress()).run()
+    if args.from_json:
+        results = report.load_json(args.from_json)
+    else:
+        results = Runner(plan_from(args), Progress()).run()
     print(report.text_table(results), flush=True)
     if args.markdown:
         report.write_markdown(args.markdown, results)
         print(f"wrote {args.markdown}")
-    if args.json:
+    if args.json and not args.from_json:
         report.write_json(args.json, results)
         print(f"wrote {args.json}")
     return 1 if results.errors else 0

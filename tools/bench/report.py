@@ -60,7 +60,9 @@ def machine() -> dict[str, str]:
         pass
     try:
         import confluent_kafka
-        info["confluent-kafka / librdkafka"] = f"{confluent_kafka.version()[0]} / {confluent_kafka.libversion()[0]}"
+        client = confluent_kafka.version()
+        client = client[0] if isinstance(client, tuple) else client
+        info["confluent-kafka / librdkafka"] = f"{client} / {confluent_kafka.libversion()[0]}"
     except ImportError:
         pass
     return info
@@ -171,7 +173,10 @@ def method(results) -> str:
   127.0.0.1 with its data in a temporary folder; within each repetition the targets take turns, and
   each repetition starts the next target first. Cells are the median and, in brackets, the
   minimum and maximum over the repetitions; ratios compare medians.
-- Client: confluent-kafka (librdkafka) in the benchmark process, default settings except those named.
+- Client: confluent-kafka (librdkafka) in the benchmark process, default settings except those
+  named. Consumers set fetch.queue.backoff.ms=10: with librdkafka's default of 1000 ms a reader that
+  falls behind for a moment stops fetching for a whole second, which made the spread between runs
+  several-fold; every target gets the same setting.
 - **produce**: one producer sends {recs} to each topic (a topic per size, acks
   and partition count: {', '.join(map(str, p.partitions))} partitions), acks=1 and acks=all,
   linger.ms={p.linger_ms}, no compression, no keys. Time runs from the first `produce()` to the last
@@ -194,7 +199,8 @@ def method(results) -> str:
   1 KiB records written to one partition, the broker killed with SIGKILL, then restarted on the
   same folder; seconds from spawn to ready (the log end offset is checked after).
 - **sink (ceiling)**: `tools/bench/sink.py`, a trio server using kproto's codecs that acknowledges
-  Produce without storing and answers Fetch with a pre-built batch. The client, Python's codecs and
+  Produce without storing (it keeps only the last 4 MiB produced per partition, so the latency
+  probe reads its own records) and answers Fetch with copies of a pre-built 64 KiB batch. The client, Python's codecs and
   loopback TCP bound every target; kproto's figures read as a fraction of the sink's. The sink is
   not a broker: cost figures do not apply to it.
 - Kafka's own `kafka-producer-perf-test.sh` / `kafka-consumer-perf-test.sh` run against each broker
@@ -263,3 +269,21 @@ def write_json(path: str, results) -> None:
     }
     with open(path, "w") as f:
         json.dump(data, f, indent=1)
+
+
+def load_json(path: str):
+    """Results saved with --json, for re-rendering the table or the Markdown."""
+    from tools.bench.runner import Plan, Results
+    with open(path) as f:
+        data = json.load(f)
+    d = data["plan"]
+    plan = Plan(workloads=set(d["workloads"]), targets=d["targets"], reps=d["reps"], sizes=tuple(d["sizes"]),
+                records={int(k): v for k, v in d["records"].items()}, acks=tuple(d["acks"]),
+                partitions=tuple(d["partitions"]), linger_ms=d["linger_ms"], group_members=d["group_members"],
+                latency_seconds=d["latency_seconds"], recovery_mib=d["recovery_mib"],
+                perf_records=d["perf_records"])
+    res = Results(plan, labels=data["labels"], errors=data["errors"], started=data["started"],
+                  seconds=data["seconds"], versions=data["versions"])
+    res.runs = {t: [{(f["section"], f["case"], f["metric"]): f["value"] for f in rep} for rep in reps]
+                for t, reps in data["runs"].items()}
+    return res

@@ -124,12 +124,17 @@ class Sink:
         if offset >= p.next_offset:
             return b""
         if offset >= p.recent_base:
+            # newest first: a reader that keeps up needs only the last few
+            found = []
+            for base, batch in reversed(p.recent):
+                found.append(batch)
+                if base <= offset:
+                    break
             out = bytearray()
-            for base, batch in p.recent:
-                if base + rec.BatchHeader(batch).last_offset_delta >= offset:
-                    out += batch
-                    if len(out) >= max_bytes:
-                        break
+            for batch in reversed(found):
+                out += batch
+                if len(out) >= max_bytes:
+                    break
             return out
         # copies of one pre-built batch of about the size a producer's
         # linger makes, numbered on from `offset`, up to max_bytes
