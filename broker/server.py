@@ -64,6 +64,8 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
         log.info("connection from %s ended: %s", peer, exc)
     except Exception:
         log.exception("closing connection from %s after an unexpected error", peer)
+    finally:
+        transport.close()
 
 
 async def run_listener(host: str, port: int, dispatcher: Dispatcher, max_frame: int, name: str,
