@@ -299,3 +299,61 @@ def test_idempotent_sequences(target, compat, topic):
         m = re.search(r"BaseOffset=(\d+)", row["notes"])
         recorded.append([case, int(row["error_code"]), int(m.group(1)) - 1 if m else None])
     compat.observe(obs, recorded=recorded)
+
+
+@pytest.mark.compat("log start offset after DeleteRecords: ListOffsets -1/-2/-3/-4/-5, Fetch below it",
+                    client="protocol")
+def test_after_delete_records(target, compat, topic):
+    """The error-cases.csv rows recorded on a partition holding 0..9 after delete-records to 5.
+
+    As there, one record per batch with rising timestamps, so the newest
+    record (offset 9) has the largest timestamp.
+    """
+    target.require("DeleteRecords", "ListOffsets", "Fetch")
+    target.create_topic(topic, 1)
+    ten = topic
+    for i in range(RECORDS):
+        assert _produce(target, ten, records=wire.record_batch([(None, b"r%d" % i)],
+                                                                timestamp=1_700_000_000_000 + i))[0] == 0
+    deleted = wire.call(target.bootstrap, "DeleteRecords", 2, timeout_ms=10000,
+                        topics=[{"name": ten, "partitions": [{"partition_index": 0, "offset": 5}]}])
+    p = deleted["topics"][0]["partitions"][0]
+    obs = {"setup: delete records before offset 5 on a partition holding offsets 0..9":
+           f"{p['error_code']} LowWatermark={p['low_watermark']}"}
+
+    def list_offsets(ts):
+        resp = wire.call(target.bootstrap, "ListOffsets", 9, replica_id=-1, isolation_level=0, timeout_ms=10000,
+                         topics=[{"name": ten, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                                                "timestamp": ts}]}])
+        r = resp["topics"][0]["partitions"][0]
+        return f"{r['error_code']} Offset={r['offset']}"
+
+    def fetch(offset):
+        resp = wire.call(target.bootstrap, "Fetch", 12, replica_id=-1, max_wait_ms=100, min_bytes=1,
+                         max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                         topics=[{"topic": ten, "partitions": [{"partition": 0, "current_leader_epoch": -1,
+                                                                 "fetch_offset": offset, "log_start_offset": -1,
+                                                                 "partition_max_bytes": 1 << 20}]}],
+                         forgotten_topics_data=[], rack_id="")
+        r = resp["responses"][0]["partitions"][0]
+        return (f"{r['error_code']} HighWatermark={r['high_watermark']} LastStableOffset={r['last_stable_offset']} "
+                f"LogStartOffset={r['log_start_offset']}")
+
+    cases = {
+        "list offsets latest (-1) after delete-records": lambda: list_offsets(-1),
+        "list offsets earliest (-2) after delete-records to 5": lambda: list_offsets(-2),
+        "list offsets max-timestamp (-3)": lambda: list_offsets(-3),
+        "list offsets earliest-local (-4)": lambda: list_offsets(-4),
+        "list offsets timestamp -5 (earliest-pending-upload, needs v9)": lambda: list_offsets(-5),
+        "fetch offset 2 (log start offset 5; before start)": lambda: fetch(2),
+        "fetch offset 5 (log start offset)": lambda: fetch(5),
+    }
+    for case, run in cases.items():
+        obs[case] = run()
+    recorded = {}
+    for case in obs:
+        row = observations.error_case(case)
+        fields = {"LowWatermark", "Offset", "HighWatermark", "LastStableOffset", "LogStartOffset"}
+        values = " ".join(f"{k}={v}" for k, v in re.findall(r"(\w+)=(-?\d+)", row["notes"]) if k in fields)
+        recorded[case] = f"{row['error_code']} {values}"
+    compat.observe(obs, recorded=recorded)
