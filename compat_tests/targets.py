@@ -1,9 +1,10 @@
 """The brokers the suite runs against: kproto always, real Apache Kafka when one can run.
 
-Kafka comes from a broker already running at KAFKA_BOOTSTRAP, a local distribution named by KAFKA_HOME (formatted and
-started single-node KRaft on free loopback ports, stopped after the session)
-or from testcontainers' Kafka module where a Docker engine answers. Without
-either, `kafka_unavailable_reason()` says why and the kafka target is skipped.
+Kafka comes from a broker already running at KAFKA_BOOTSTRAP, a local
+distribution named by KAFKA_HOME (formatted and started single-node KRaft on
+free loopback ports, stopped after the session) or testcontainers' Kafka
+module where a Docker engine answers. Without any, `kafka_broker()` returns
+the reason and the kafka target is skipped with it.
 """
 from __future__ import annotations
 
