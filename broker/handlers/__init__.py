@@ -22,6 +22,7 @@ MODULES = (
     "cluster",
     "groups",
     "transactions",
+    "security",
 )
 
 

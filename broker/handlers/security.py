@@ -1,0 +1,51 @@
+"""SASL and ACL requests on a broker with PLAINTEXT listeners and no
+authorizer: answered the way Kafka answers them in that setup, so tools such
+as kafka-acls.sh report "security disabled" instead of failing to connect."""
+from __future__ import annotations
+
+from kproto.api import ApiKey
+from kproto.errors import ErrorCode
+from kproto.messages.create_acls_response import CreateAclsResponse
+from kproto.messages.delete_acls_response import DeleteAclsResponse
+from kproto.messages.describe_acls_response import DescribeAclsResponse
+from kproto.messages.sasl_authenticate_response import SaslAuthenticateResponse
+from kproto.messages.sasl_handshake_response import SaslHandshakeResponse
+
+from broker.handlers import handles
+
+NO_AUTHORIZER = "No Authorizer is configured on the broker"
+
+
+@handles(ApiKey.SASL_HANDSHAKE, 0, 1)
+async def sasl_handshake(ctx, req):
+    # the listener is PLAINTEXT: there is no SASL exchange to start
+    return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
+
+
+@handles(ApiKey.SASL_AUTHENTICATE, 0, 2)
+async def sasl_authenticate(ctx, req):
+    return SaslAuthenticateResponse(
+        error_code=ErrorCode.ILLEGAL_SASL_STATE,
+        error_message="SaslAuthenticate request received after successful authentication",
+        auth_bytes=b"")
+
+
+@handles(ApiKey.DESCRIBE_ACLS, 0, 3)
+async def describe_acls(ctx, req):
+    return DescribeAclsResponse(throttle_time_ms=0, error_code=ErrorCode.SECURITY_DISABLED,
+                                error_message=NO_AUTHORIZER, resources=[])
+
+
+@handles(ApiKey.CREATE_ACLS, 0, 3)
+async def create_acls(ctx, req):
+    result = CreateAclsResponse.AclCreationResult
+    return CreateAclsResponse(throttle_time_ms=0, results=[
+        result(error_code=ErrorCode.SECURITY_DISABLED, error_message=NO_AUTHORIZER) for _ in req.creations])
+
+
+@handles(ApiKey.DELETE_ACLS, 0, 3)
+async def delete_acls(ctx, req):
+    result = DeleteAclsResponse.DeleteAclsFilterResult
+    return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
+        result(error_code=ErrorCode.SECURITY_DISABLED, error_message=NO_AUTHORIZER, matching_acls=[])
+        for _ in req.filters])
