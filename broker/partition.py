@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 from broker.storage.errors import OffsetOutOfRange  # noqa: F401  (re-exported for handlers)
+from broker.storage.txnindex import PartitionTxnIndex
 
 log = logging.getLogger("kproto.partition")
 
@@ -35,6 +36,8 @@ class Partition:
         self._waiters: set = set()
         # transactions in flight: producer id -> first offset (for the LSO)
         self.open_transactions: dict[int, int] = {}
+        # aborted transactions (.txnindex), for read_committed fetches
+        self.txn_index = PartitionTxnIndex(log)
         self.on_append = None  # hook for producer state / transactions
 
     # -- configuration -------------------------------------------------------
@@ -98,8 +101,11 @@ class Partition:
             return None, upper
         return sl.region(), upper
 
-    def aborted_transactions(self, start: int, upper: int) -> list:
-        return []
+    def aborted_transactions(self, start: int, upper: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions that
+        overlap [start, upper): what a read_committed fetch reports so the
+        client drops their records."""
+        return [(t.producer_id, t.first_offset) for t in self.txn_index.collect(start, upper)]
 
     def offset_for_timestamp(self, ts: int):
         return self.log.offset_for_timestamp(ts)

@@ -16,6 +16,7 @@ from broker.partition import OffsetOutOfRange
 
 _Topic = FetchResponse.FetchableTopicResponse
 _Part = FetchResponse.PartitionData
+_Aborted = FetchResponse.AbortedTransaction
 
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
@@ -83,7 +84,10 @@ def _build(broker, v, req, isolation) -> tuple[FetchResponse, int, list, bool]:
             total += size
             aborted = None
             if isolation == READ_COMMITTED:
-                aborted = partition.aborted_transactions(fp.fetch_offset, upper) if size else []
+                # Kafka lists the aborted transactions overlapping the data it
+                # returns ([] with no data); the client drops their records
+                aborted = [_Aborted(producer_id=pid, first_offset=first)
+                           for pid, first in partition.aborted_transactions(fp.fetch_offset, upper)] if size else []
             parts.append(_Part(
                 partition_index=fp.partition, error_code=0,
                 high_watermark=partition.high_watermark,
