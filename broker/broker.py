@@ -23,6 +23,7 @@ from broker.server import run_listener
 from broker.storage import LogManager
 from broker.storage.checkpoints import read_meta_properties
 from broker.storage.files import META_PROPERTIES
+from broker.transactions.coordinator import TransactionCoordinator
 from kproto.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("kproto.broker")
@@ -48,6 +49,7 @@ class Broker:
         self.controller = None
         self.partitions = None
         self.groups = None
+        self.transactions = None
         self.producers = ProducerStateManager()
         self.bound: list[tuple[str, str, int]] = []  # (listener name, host, port)
         self._closed = False
@@ -98,6 +100,8 @@ class Broker:
         self.metadata.subscribe(self.partitions.reconcile)
         self.groups = GroupCoordinator(self)
         self.groups.open()
+        self.transactions = TransactionCoordinator(self)
+        self.transactions.open()
         log.info("storage open: %d metadata records, %d partitions in %.2f s",
                  count, len(self.partitions.all()), time.monotonic() - started)
 
@@ -150,6 +154,7 @@ class Broker:
                     addresses.append(f"{e.name}://{shown}:{port}")
                 nursery.start_soon(self._housekeeping)
                 nursery.start_soon(self.groups.run)
+                nursery.start_soon(self.transactions.run)
                 task_status.started(addresses)
         finally:
             self.close()

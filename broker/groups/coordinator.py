@@ -22,6 +22,7 @@ from kproto.metadata.remove_topic_record import RemoveTopicRecord
 from broker.groups.config import GroupConfig
 from broker.groups.placement import OFFSETS_TOPIC
 from broker.groups.state import GroupStateMachine
+from broker.internal_topics import internal_topic_spec
 
 log = logging.getLogger("kproto.groups")
 
@@ -109,11 +110,8 @@ class GroupCoordinator:
             return ErrorCode.NONE
         if OFFSETS_TOPIC not in self.broker.image.topics:
             try:
-                self.broker.controller.ensure_internal_topic(OFFSETS_TOPIC, self.config.offsets_topic_partitions, {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(self.config.offsets_topic_segment_bytes),
-                    "compression.type": "producer",
-                })
+                partitions, configs = internal_topic_spec(self.broker.config, OFFSETS_TOPIC)
+                self.broker.controller.ensure_internal_topic(OFFSETS_TOPIC, partitions, configs)
             except KafkaError as exc:
                 log.error("cannot create %s: %s", OFFSETS_TOPIC, exc)
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE

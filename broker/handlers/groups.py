@@ -68,7 +68,12 @@ def _lookup(ctx, key_type: int, key: str) -> tuple[int, int, str, int]:
         error = _groups(ctx).ensure_offsets_topic()
         if error != E.NONE:
             return error, -1, "", -1
-    elif key_type != TRANSACTION_KEY:
+    elif key_type == TRANSACTION_KEY:
+        transactions = getattr(ctx.broker, "transactions", None)
+        error = transactions.ensure_state_topic() if transactions is not None else E.COORDINATOR_NOT_AVAILABLE
+        if error != E.NONE:
+            return error, -1, "", -1
+    else:
         return E.INVALID_REQUEST, -1, "", -1   # share groups are not served
     host, port = ctx.broker.advertised_address(ctx.conn.listener if ctx.conn is not None else None)
     return E.NONE, ctx.broker.node_id, host, port

@@ -9,6 +9,7 @@ from kproto.errors import ErrorCode, KafkaError
 from kproto.messages.metadata_response import MetadataResponse
 
 from broker.handlers import handles
+from broker.internal_topics import internal_topic_spec
 from broker.topic_names import INTERNAL_TOPICS, invalid_reason
 
 log = logging.getLogger("kproto.metadata")
@@ -34,23 +35,6 @@ def topic_entry(broker, topic, include_ops: bool) -> _Topic:
     return _Topic(error_code=0, name=topic.name, topic_id=topic.topic_id, is_internal=topic.internal,
                   partitions=parts,
                   topic_authorized_operations=TOPIC_OPERATIONS_ALL if include_ops else AUTHORIZED_OPERATIONS_OMITTED)
-
-
-def internal_topic_spec(config, name: str) -> tuple[int, dict[str, str]]:
-    """Partitions and configs Kafka gives an internal topic it creates
-    (GroupCoordinator.groupMetadataTopicConfigs, TransactionStateManager.transactionTopicConfigs)."""
-    if name == "__consumer_offsets":
-        return config.get_int("offsets.topic.num.partitions"), {
-            "cleanup.policy": "compact",
-            "compression.type": "producer",
-            "segment.bytes": str(config.get_int("offsets.topic.segment.bytes")),
-        }
-    return config.get_int("transaction.state.log.num.partitions"), {
-        "cleanup.policy": "compact",
-        "min.insync.replicas": str(config.get_int("transaction.state.log.min.isr")),
-        "segment.bytes": str(config.get_int("transaction.state.log.segment.bytes")),
-        "unclean.leader.election.enable": "false",
-    }
 
 
 def _invalid_request(req) -> MetadataResponse:

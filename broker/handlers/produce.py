@@ -127,6 +127,40 @@ async def produce(ctx, req):
     return ProduceResponse(responses=topics_out, throttle_time_ms=0)
 
 
+# transaction coordinator answers that a retry can fix: older producers do not
+# retry them, so Kafka reports NOT_ENOUGH_REPLICAS, which every producer retries
+_VERIFY_RETRIABLE = (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION,
+                     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                     ErrorCode.NOT_COORDINATOR)
+GENERIC_ERROR_PRODUCE_VERSION = 11   # from here clients know TRANSACTION_ABORTABLE
+
+
+def _verify_transaction(broker, transactional_id: str, version: int, partition, header, resp) -> None:
+    """KIP-890 verification (transaction.partition.verification.enable): the
+    first transactional batch of a producer in a partition is appended only
+    if the coordinator has the partition in the producer's transaction."""
+    transactions = getattr(broker, "transactions", None)
+    if transactions is None or not transactions.config.partition_verification:
+        return
+    if header.producer_id in partition.open_transactions:
+        return   # the producer's transaction already wrote here: nothing to verify
+    tp = (partition.topic, partition.index)
+    error = transactions.verify_partitions(transactional_id, header.producer_id, header.producer_epoch, [tp])[tp]
+    if error == ErrorCode.NONE:
+        return
+    if error == ErrorCode.PRODUCER_FENCED:
+        raise BatchRejected(ErrorCode.INVALID_PRODUCER_EPOCH)
+    if error == ErrorCode.TRANSACTION_ABORTABLE and version < GENERIC_ERROR_PRODUCE_VERSION:
+        error = ErrorCode.INVALID_TXN_STATE
+    if error == ErrorCode.INVALID_TXN_STATE:
+        resp.error_message = "Partition was not added to the transaction"
+    elif error in _VERIFY_RETRIABLE:
+        resp.error_message = ("Unable to verify the partition has been added to the transaction. "
+                              f"Underlying error: {ErrorCode(error).name}")
+        error = ErrorCode.NOT_ENOUGH_REPLICAS
+    raise BatchRejected(ErrorCode(error))
+
+
 def _append_one(broker, req, version: int, acks_ok: bool, topic: str, pd, resp, now_ms: int) -> None:
     # Kafka's order: unknown partition, request-level record checks, required
     # acks, internal topic, then the log's own checks of the batch
@@ -140,6 +174,8 @@ def _append_one(broker, req, version: int, acks_ok: bool, topic: str, pd, resp, 
         raise BatchRejected(ErrorCode.INVALID_RECORD, "records are null")
     is_legacy = version < 3 and legacy.is_legacy(data)
     header = None if is_legacy else check_shape(data, version)
+    if header is not None and header.is_transactional and req.transactional_id is not None:
+        _verify_transaction(broker, req.transactional_id, version, partition, header, resp)
     if not acks_ok:
         raise BatchRejected(ErrorCode.INVALID_REQUIRED_ACKS)
     if topic in INTERNAL_TOPICS:

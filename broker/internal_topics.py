@@ -1,0 +1,31 @@
+"""The internal topics Kafka creates on demand, with the partition counts and
+configs it gives them (GroupCoordinator.groupMetadataTopicConfigs,
+TransactionStateManager.transactionTopicConfigs). One definition for every
+path that creates them: Metadata auto-creation, FindCoordinator for groups
+and for transactional ids."""
+from __future__ import annotations
+
+from broker.topic_names import INTERNAL_TOPICS
+
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+
+__all__ = ["INTERNAL_TOPICS", "OFFSETS_TOPIC", "TRANSACTION_STATE_TOPIC", "internal_topic_spec"]
+
+
+def internal_topic_spec(config, name: str) -> tuple[int, dict[str, str]]:
+    """(partitions, topic configs) for the internal topic `name`."""
+    if name == OFFSETS_TOPIC:
+        return config.get_int("offsets.topic.num.partitions"), {
+            "cleanup.policy": "compact",
+            "compression.type": "producer",
+            "segment.bytes": str(config.get_int("offsets.topic.segment.bytes")),
+        }
+    if name == TRANSACTION_STATE_TOPIC:
+        return config.get_int("transaction.state.log.num.partitions"), {
+            "cleanup.policy": "compact",
+            "min.insync.replicas": str(config.get_int("transaction.state.log.min.isr")),
+            "segment.bytes": str(config.get_int("transaction.state.log.segment.bytes")),
+            "unclean.leader.election.enable": "false",
+        }
+    raise ValueError(f"{name} is not an internal topic")

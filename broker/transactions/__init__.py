@@ -1,0 +1,17 @@
+"""The transaction coordinator: transactional ids, producer epochs and the
+two-phase commit of transactions, stored in the `__transaction_state`
+topic in Kafka's record layout.
+
+- `state.TransactionStateMachine`: the pure state machine (requests and
+  timer ticks in, with an explicit `now_ms`; answers, `__transaction_state`
+  records, marker writes and timers out), after Kafka 3.9's
+  TransactionCoordinator / TransactionStateManager / TransactionMetadata.
+- `coordinator.TransactionCoordinator`: the trio shell that drives it for
+  the broker (`broker.transactions`): writes its records, writes the
+  COMMIT/ABORT markers into the partitions and tells the group
+  coordinator about transactional offset commits.
+"""
+from broker.transactions.model import STATE_NAMES, TxnState
+from broker.transactions.placement import TRANSACTION_STATE_TOPIC, partition_for
+
+__all__ = ["STATE_NAMES", "TRANSACTION_STATE_TOPIC", "TxnState", "partition_for"]

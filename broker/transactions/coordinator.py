@@ -1,0 +1,289 @@
+"""The trio shell around the transaction state machine, one per broker
+(`broker.transactions`).
+
+It feeds requests to the state machine with the wall clock and does the work
+it asks for, all from the trio thread and without awaiting in between (so
+nothing interleaves): records go to `__transaction_state` through the
+Partition objects, markers go straight into the local partitions through the
+producer state (which moves the last stable offset and indexes aborts), and
+the group coordinator hears of markers written to `__consumer_offsets`.
+Timers run from one task with `trio.sleep_until`. At start every
+`__transaction_state` partition is replayed; until one is, its transactional
+ids answer COORDINATOR_LOAD_IN_PROGRESS.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+
+import trio
+
+from kproto import records as rec
+from kproto.errors import ErrorCode, KafkaError
+
+from broker.groups.placement import OFFSETS_TOPIC
+from broker.internal_topics import internal_topic_spec
+from broker.producers import MarkerRefused
+from broker.transactions.config import TxnConfig
+from broker.transactions.placement import TRANSACTION_STATE_TOPIC
+from broker.transactions.state import ProducerIdUnavailable, TransactionStateMachine
+
+log = logging.getLogger("kproto.transactions")
+
+_LOAD_CHUNK = 1 << 20
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class _Ticket:
+    __slots__ = ("event", "result")
+
+    def __init__(self):
+        self.event = trio.Event()
+        self.result = None
+
+
+class TransactionCoordinator:
+    def __init__(self, broker, config: TxnConfig | None = None):
+        self.broker = broker
+        self.config = config or TxnConfig.from_broker_config(broker.config)
+        self.state = TransactionStateMachine(self.config, self._allocate_producer_id)
+        self._timer_scope: trio.CancelScope | None = None
+        self._sleeping_until: int | None = None
+        self._queue: deque = deque()
+        self._applying = False
+
+    def _allocate_producer_id(self) -> int:
+        try:
+            return self.broker.producer_ids.next_id()
+        except Exception as exc:
+            log.exception("producer id allocation failed")
+            raise ProducerIdUnavailable(ErrorCode.UNKNOWN_SERVER_ERROR) from exc
+
+    # ================================================================ start
+
+    def open(self) -> None:
+        """At broker start (storage open): if __transaction_state exists, all
+        its partitions are to be replayed by run()."""
+        topic = self.broker.image.topics.get(TRANSACTION_STATE_TOPIC)
+        if topic is not None:
+            self._apply(self.state.activate(len(topic.partitions), self._coordinator_epochs(topic),
+                                            loading=sorted(topic.partitions), now_ms=_now_ms()))
+        self.broker.metadata.subscribe(self._on_metadata)
+
+    @staticmethod
+    def _coordinator_epochs(topic) -> dict[int, int]:
+        # the coordinator epoch is the leader epoch of the state partition
+        return {p.partition: p.leader_epoch for p in topic.partitions.values()}
+
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._run_timers)
+            await self._load_all()
+
+    async def _load_all(self) -> None:
+        started = time.monotonic()
+        for partition in sorted(self.state.loading):
+            try:
+                await self._load_partition(partition)
+            except Exception:
+                log.exception("loading __transaction_state-%d failed", partition)
+            self._apply(self.state.finish_load(partition, _now_ms()))
+        if self.state.num_partitions is not None:
+            log.info("transaction coordinator loaded %d transactional ids in %.2f s", len(self.state.txns),
+                     time.monotonic() - started)
+
+    async def _load_partition(self, index: int) -> None:
+        partition = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, index)
+        if partition is None:
+            return
+        plog = partition.log
+        offset = plog.log_start_offset
+        end = partition.high_watermark
+        while offset < end:
+            data = plog.read_bytes(offset, _LOAD_CHUNK, end)
+            if not data:
+                break
+            for pos, header in rec.iter_batch_headers(data, allow_partial_tail=True):
+                if not header.is_control:
+                    batch = memoryview(data)[pos:pos + header.size]
+                    for r in rec.iter_records(batch):
+                        self.state.replay(index, r.key, r.value)
+                offset = header.last_offset + 1
+            await trio.sleep(0)
+
+    # ================================================================ the state topic
+
+    def ensure_state_topic(self) -> int:
+        """FindCoordinator for a transactional id: NONE when __transaction_state
+        exists; otherwise create it and answer COORDINATOR_NOT_AVAILABLE, as
+        Kafka does on the first lookup (clients retry)."""
+        if self.state.num_partitions is not None:
+            return ErrorCode.NONE
+        if TRANSACTION_STATE_TOPIC not in self.broker.image.topics:
+            partitions, configs = internal_topic_spec(self.broker.config, TRANSACTION_STATE_TOPIC)
+            try:
+                self.broker.controller.ensure_internal_topic(TRANSACTION_STATE_TOPIC, partitions, configs)
+            except KafkaError as exc:
+                log.error("cannot create %s: %s", TRANSACTION_STATE_TOPIC, exc)
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        self._activate_if_created()
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+    def _activate_if_created(self) -> None:
+        topic = self.broker.image.topics.get(TRANSACTION_STATE_TOPIC)
+        if topic is not None and self.state.num_partitions is None:
+            self._apply(self.state.activate(len(topic.partitions), self._coordinator_epochs(topic),
+                                            now_ms=_now_ms()))
+            log.info("created %s with %d partitions", TRANSACTION_STATE_TOPIC, len(topic.partitions))
+            self._wake_timers()
+
+    def _on_metadata(self, _records) -> None:
+        self._activate_if_created()
+
+    # ================================================================ driving the state machine
+
+    def _apply(self, fx) -> None:
+        """Do what the state machine asked, feeding outcomes back in, until
+        nothing is left (re-entrant calls queue behind the running one)."""
+        self._queue.append(fx)
+        if self._applying:
+            return
+        self._applying = True
+        try:
+            while self._queue:
+                fx = self._queue.popleft()
+                for ticket, result in fx.responses:
+                    if isinstance(ticket, _Ticket):
+                        ticket.result = result
+                        ticket.event.set()
+                for append in fx.appends:
+                    error = self._write_state(append)
+                    self._queue.append(self.state.append_done(append.token, error, _now_ms()))
+                for job in fx.markers:
+                    results = self._write_markers(job)
+                    self._queue.append(self.state.markers_done(job, results, _now_ms()))
+        finally:
+            self._applying = False
+        self._wake_timers()
+
+    def _write_state(self, append) -> int:
+        partition = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, append.partition)
+        if partition is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        batch = bytearray(rec.build_batch([(append.key, append.value, [], append.timestamp)]))
+        try:
+            partition.append(batch, rec.BatchHeader(batch), append.timestamp)
+        except Exception:
+            log.exception("appending to __transaction_state-%d failed", append.partition)
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.NONE
+
+    def _write_markers(self, job) -> dict:
+        """Write the job's markers; {(topic, partition): None or error}."""
+        now = _now_ms()
+        results = {}
+        offsets_partitions = []
+        for tp in job.partitions:
+            results[tp] = self.write_marker(tp[0], tp[1], job.producer_id, job.producer_epoch,
+                                            job.coordinator_epoch, job.commit, now)
+            if results[tp] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                # the topic was deleted: nothing to mark (Kafka drops the partition too)
+                log.info("no marker for %s-%d of %r: the partition is gone", tp[0], tp[1], job.transactional_id)
+                results[tp] = None
+            elif results[tp] in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED):
+                # nothing can make this marker valid: Kafka stops sending it
+                results[tp] = None
+            elif results[tp] == ErrorCode.NONE:
+                results[tp] = None
+                if tp[0] == OFFSETS_TOPIC:
+                    offsets_partitions.append(tp[1])
+        if offsets_partitions:
+            self._offsets_completed(job.producer_id, job.commit, offsets_partitions)
+        return results
+
+    def write_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                     commit: bool, now_ms: int | None = None) -> int:
+        """Write one COMMIT/ABORT marker into a local partition; Kafka's error code."""
+        partition = self.broker.partitions.get(topic, index)
+        if partition is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        try:
+            self.broker.producers.write_marker(partition, producer_id, producer_epoch, coordinator_epoch, commit,
+                                               _now_ms() if now_ms is None else now_ms)
+        except MarkerRefused as exc:
+            log.warning("marker for %s-%d refused: %s", topic, index, exc)
+            return exc.code
+        except Exception:
+            log.exception("writing a marker to %s-%d failed", topic, index)
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.NONE
+
+    def _offsets_completed(self, producer_id: int, commit: bool, partitions: list[int]) -> None:
+        groups = getattr(self.broker, "groups", None)
+        if groups is None:
+            return
+        try:
+            groups.on_transaction_completed(producer_id, commit, partitions)
+        except Exception:
+            log.exception("the group coordinator failed to complete the offsets of producer %d", producer_id)
+
+    async def _call(self, method, *args, **kwargs):
+        ticket = _Ticket()
+        self._apply(method(ticket, _now_ms(), *args, **kwargs))
+        if not ticket.event.is_set():
+            await ticket.event.wait()
+        return ticket.result
+
+    # ================================================================ timers
+
+    def _wake_timers(self) -> None:
+        if self._timer_scope is None:
+            return
+        deadline = self.state.next_deadline()
+        if deadline is not None and (self._sleeping_until is None or deadline < self._sleeping_until):
+            self._timer_scope.cancel()
+
+    async def _run_timers(self) -> None:
+        while True:
+            deadline = self.state.next_deadline()
+            with trio.CancelScope() as scope:
+                self._timer_scope = scope
+                self._sleeping_until = deadline
+                if deadline is None:
+                    await trio.sleep_forever()
+                else:
+                    await trio.sleep(max(0, deadline - _now_ms()) / 1000)
+            self._timer_scope = None
+            self._sleeping_until = None
+            if scope.cancelled_caught and (deadline is None or deadline > _now_ms()):
+                continue   # an earlier timer was set: sleep again
+            try:
+                self._apply(self.state.tick(_now_ms()))
+            except Exception:
+                log.exception("transaction coordinator timers failed")
+
+    # ================================================================ requests
+
+    async def init_producer_id(self, transactional_id, timeout_ms: int, expected=None):
+        return await self._call(self.state.init_producer_id, transactional_id, timeout_ms, expected)
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions):
+        return await self._call(self.state.add_partitions, transactional_id, producer_id, producer_epoch,
+                                partitions)
+
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool):
+        return await self._call(self.state.end_txn, transactional_id, producer_id, producer_epoch, commit)
+
+    def verify_partitions(self, transactional_id, producer_id: int, producer_epoch: int, partitions) -> dict:
+        return self.state.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
+
+    def describe(self, transactional_id):
+        return self.state.describe(transactional_id)
+
+    def list_transactions(self, producer_ids=(), states=(), duration_ms: int = -1):
+        return self.state.list_transactions(producer_ids, states, duration_ms, _now_ms())
