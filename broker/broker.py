@@ -29,6 +29,8 @@ from kproto.errors import ErrorCode, KafkaError
 log = logging.getLogger("kproto.broker")
 
 METADATA_VERSION = 21  # 3.9-IV0, what Kafka 3.9 finalizes on a fresh cluster
+# producer.id.expiration.check.interval.ms, an internal Kafka setting (default 10 minutes)
+PRODUCER_EXPIRATION_CHECK_S = 600
 
 
 def new_cluster_id() -> str:
@@ -161,12 +163,19 @@ class Broker:
 
     async def _housekeeping(self) -> None:
         """Retention, flushes and checkpoints, on Kafka's intervals."""
+        next_producer_expiry = time.monotonic() + PRODUCER_EXPIRATION_CHECK_S
         while True:
             await trio.sleep(1.0)
             try:
                 self.logs.periodic()
             except Exception:
                 log.exception("periodic log maintenance failed")
+            if time.monotonic() >= next_producer_expiry:
+                next_producer_expiry = time.monotonic() + PRODUCER_EXPIRATION_CHECK_S
+                removed = self.producers.remove_expired(int(time.time() * 1000),
+                                                        self.config.get_int("producer.id.expiration.ms"))
+                if removed:
+                    log.info("expired %d idle producer ids", removed)
 
     def close(self) -> None:
         if self._closed or self.logs is None:

@@ -258,6 +258,20 @@ class ProducerStateManager:
         lso = min(partition.open_transactions.values(), default=marker_offset + 1)
         partition.txn_index.append(AbortedTxn(producer_id, first, marker_offset, lso))
 
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """ProducerStateManager.removeExpiredProducers: forget producers idle
+        for producer.id.expiration.ms (by their last batch's timestamp) that
+        have no open transaction. Returns how many went."""
+        removed = 0
+        for state in self._by_partition.values():
+            open_txns = state.partition.open_transactions if state.partition is not None else {}
+            idle = [pid for pid, e in state.producers.items()
+                    if pid not in open_txns and now_ms - e.last_timestamp >= expiration_ms]
+            for pid in idle:
+                del state.producers[pid]
+            removed += len(idle)
+        return removed
+
     # -- inspection ----------------------------------------------------------------
 
     def producer_epoch(self, partition, producer_id: int) -> int | None:

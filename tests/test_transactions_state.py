@@ -406,3 +406,23 @@ def test_records_use_kafkas_layout():
     md = txn_records.decode_value("tx", value)
     assert (md.state, md.partitions, md.start_timestamp, md.update_timestamp) == (
         TxnState.ONGOING, {("t", 2), ("t", 0), ("u", 1)}, 7, 7)
+
+
+def test_idle_producers_expire_but_not_with_an_open_transaction():
+    from types import SimpleNamespace
+
+    from kproto import records as rec
+
+    from broker.producers import ProducerStateManager
+    part = SimpleNamespace(topic="t", index=0, open_transactions={}, log_start_offset=0)
+    mgr = ProducerStateManager()
+    state = mgr.state(part)
+    assert state.partition is part
+    for pid, ts, txn in ((1, 1_000, False), (2, 1_000, True), (3, 90_000, False)):
+        batch = rec.build_batch([(b"k", b"v", [], ts)], producer_id=pid, producer_epoch=0, base_sequence=0,
+                                transactional=txn)
+        mgr._record(part, rec.BatchHeader(batch), SimpleNamespace(base_offset=pid, last_offset=pid))
+    assert part.open_transactions == {2: 2}
+    assert mgr.remove_expired(100_000, 50_000) == 1
+    assert sorted(state.producers) == [2, 3]
+    assert mgr.producer_epoch(part, 1) is None and mgr.producer_epoch(part, 3) == 0

@@ -83,6 +83,12 @@ class TransactionCoordinator:
         task_status.started()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._run_timers)
+            # transactions found prepared are completed as they load; their
+            # markers in __consumer_offsets must reach groups already loaded
+            # (a group still replaying would miss the completion)
+            groups = getattr(self.broker, "groups", None)
+            while groups is not None and groups.state.loading:
+                await trio.sleep(0.01)
             await self._load_all()
 
     async def _load_all(self) -> None:
