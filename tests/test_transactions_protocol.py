@@ -454,3 +454,44 @@ def test_aborted_index_across_segment_rolls_is_rebuilt_from_snapshots(tmp_path, 
         assert sorted(n for n in os.listdir(pdir) if n.endswith(".txnindex")) == indexes
     finally:
         proc.stop()
+
+
+def test_every_advertised_version_answers(broker, c, topic_name):
+    """Each version of the transaction APIs, as Kafka 3.9 advertises them, in a working flow."""
+    from kproto.messages.api_versions_request import ApiVersionsRequest
+    topic, txn_id, group = topic_name, f"{topic_name}-txn", f"{topic_name}-g"
+    create_topic(broker.bootstrap, topic, 1)
+    advertised = {k.api_key: (k.min_version, k.max_version) for k in c.call(ApiVersionsRequest(), 3).api_keys}
+    assert {k: advertised.get(k) for k in (22, 24, 25, 26, 27, 28, 61, 65, 66)} == {
+        22: (0, 5), 24: (0, 5), 25: (0, 4), 26: (0, 4), 27: (0, 1), 28: (0, 4), 61: (0, 0), 65: (0, 0), 66: (0, 1)}
+    find_coordinator(c, txn_id)
+    find_coordinator(c, group, key_type=0)
+    epochs = []
+    for v in range(6):
+        r = init(c, txn_id, version=v)
+        assert r.error_code == 0, v
+        epochs.append(r.producer_epoch)
+    pid, epoch = r.producer_id, epochs[-1]
+    assert epochs == list(range(6))
+    for v in range(5):
+        if v <= 3:
+            assert add_v3(c, txn_id, pid, epoch, (topic, 0), version=v) == [(topic, [(0, 0)])], v
+        else:
+            assert add_v5(c, txn_id, pid, epoch, (topic, 0)) == (0, [(txn_id, [(topic, [(0, 0)])])])
+        assert produce(c, topic, txn_batch(pid, epoch, v, [b"v"]), transactional_id=txn_id).error_code == 0
+        assert c.call(AddOffsetsToTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch,
+                                             group_id=group), v).error_code == 0, v
+        assert txn_offset_commit(c, txn_id, group, pid, epoch, topic, 100 + v, version=v) == 0, v
+        assert end(c, txn_id, pid, epoch, True, version=v) == 0, v
+        assert offset_fetch(c, group, topic, True)[0] == 100 + v
+    for v in (0, 1):
+        res = c.call(ListTransactionsRequest(state_filters=["CompleteCommit"], producer_id_filters=[pid],
+                                             duration_filter=-1), v)
+        assert [(t.transactional_id, t.transaction_state) for t in res.transaction_states] == [
+            (txn_id, "CompleteCommit")]
+    W = WriteTxnMarkersRequest
+    for v in (0, 1):
+        req = W(markers=[W.WritableTxnMarker(producer_id=pid, producer_epoch=epoch, transaction_result=True,
+                                             coordinator_epoch=0,
+                                             topics=[W.WritableTxnMarkerTopic(name=topic, partition_indexes=[0])])])
+        assert c.call(req, v).markers[0].topics[0].partitions[0].error_code == 0
