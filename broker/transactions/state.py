@@ -209,7 +209,7 @@ class TransactionStateMachine:
             return
         try:
             self._loads[partition][txn_id] = rec.decode_value(txn_id, value)
-        except (ValueError, Exception) as exc:   # a corrupt value must not stop the load
+        except Exception as exc:   # a corrupt value must not stop the load (Kafka logs and goes on)
             log.warning("unreadable transaction state of %r in __transaction_state-%d: %s", txn_id, partition, exc)
 
     def finish_load(self, partition: int, now_ms: int) -> Effects:
