@@ -126,10 +126,16 @@ class PartitionTxnIndex:
     def __init__(self, plog):
         self.log = plog
         self._indexes: dict[int, TransactionIndex] = {}
-        for name in os.listdir(plog.dir):
+        self.reload()
+
+    def reload(self) -> None:
+        """Read the index files again (after something rewrote segments and
+        their indexes on disk, as a log cleaner does)."""
+        self._indexes = {}
+        for name in os.listdir(self.log.dir):
             if name.endswith(TXN_INDEX_SUFFIX) and name[:-len(TXN_INDEX_SUFFIX)].isdigit():
                 base = offset_from_name(name)
-                self._indexes[base] = TransactionIndex(plog.dir, base)
+                self._indexes[base] = TransactionIndex(self.log.dir, base)
 
     def _bases(self) -> list[int]:
         return [s.base_offset for s in self.log.segments]
