@@ -31,6 +31,8 @@ log = logging.getLogger("kproto.broker")
 METADATA_VERSION = 21  # 3.9-IV0, what Kafka 3.9 finalizes on a fresh cluster
 # producer.id.expiration.check.interval.ms, an internal Kafka setting (default 10 minutes)
 PRODUCER_EXPIRATION_CHECK_S = 600
+# the log cleaner works this long at a time, then lets requests run as long
+CLEANER_SLICE_S = 0.02
 
 
 def new_cluster_id() -> str:
@@ -98,6 +100,7 @@ class Broker:
         self.partitions = ReplicaManager(self.node_id, self.image, self.logs, self.config)
         self.partitions.on_partition_created.append(self.producers.attach)
         self.logs.high_watermark_for = self._high_watermark
+        self.logs.last_stable_offset_for = self._last_stable_offset
         self.partitions.reconcile()
         self.metadata.subscribe(self.partitions.reconcile)
         self.groups = GroupCoordinator(self)
@@ -110,7 +113,9 @@ class Broker:
     def _log_manager_settings(self) -> dict:
         keys = ("log.retention.check.interval.ms", "log.flush.offset.checkpoint.interval.ms",
                 "log.flush.start.offset.checkpoint.interval.ms", "log.segment.delete.delay.ms",
-                "log.flush.scheduler.interval.ms", "file.delete.delay.ms")
+                "log.flush.scheduler.interval.ms", "file.delete.delay.ms",
+                "log.cleaner.enable", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size",
+                "log.cleaner.io.buffer.load.factor", "log.cleaner.threads")
         out = {}
         for k in keys:
             try:
@@ -122,6 +127,10 @@ class Broker:
     def _high_watermark(self, topic: str, index: int):
         p = self.partitions.get(topic, index)
         return p.high_watermark if p else None
+
+    def _last_stable_offset(self, topic: str, index: int):
+        p = self.partitions.get(topic, index)
+        return p.last_stable_offset if p else None
 
     def _validate_topic_configs(self, configs: dict) -> None:
         try:
@@ -155,6 +164,7 @@ class Broker:
                     shown = e.host or host
                     addresses.append(f"{e.name}://{shown}:{port}")
                 nursery.start_soon(self._housekeeping)
+                nursery.start_soon(self._log_cleaner)
                 nursery.start_soon(self.groups.run)
                 nursery.start_soon(self.transactions.run)
                 task_status.started(addresses)
@@ -176,6 +186,16 @@ class Broker:
                                                         self.config.get_int("producer.id.expiration.ms"))
                 if removed:
                     log.info("expired %d idle producer ids", removed)
+
+    async def _log_cleaner(self) -> None:
+        """Log compaction in short slices, so requests keep flowing between them."""
+        while True:
+            try:
+                busy = self.logs.clean(budget_s=CLEANER_SLICE_S)
+            except Exception:
+                log.exception("log cleaner failed")
+                busy = False
+            await trio.sleep(CLEANER_SLICE_S if busy else 0.5)
 
     def close(self) -> None:
         if self._closed or self.logs is None:

@@ -25,12 +25,13 @@ from kproto.records import (
 )
 
 from . import checkpoints as cp
+from .cleaner import recover_interrupted_swaps
 from .epochs import LeaderEpochCache
 from .errors import InconsistentTopicId, KafkaStorageError, OffsetOutOfRange
 from .files import (
     CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX,
-    PARTITION_METADATA, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, delete_dir_name,
-    offset_from_name, parse_partition_dir,
+    PARTITION_METADATA, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, delete_dir_name,
+    offset_from_name, parse_partition_dir, segment_path,
 )
 from .index import NO_TIMESTAMP, CorruptIndexError
 from .logconfig import LogConfig
@@ -171,6 +172,8 @@ class PartitionLog:
     @staticmethod
     def _prepare_files(dir: str) -> list[int]:
         """Remove leftovers of interrupted work; return the segment base offsets."""
+        # a compaction's segment swap a crash interrupted is completed first
+        recover_interrupted_swaps(dir)
         names = os.listdir(dir)
         logs = set()
         for name in names:
@@ -668,6 +671,40 @@ class PartitionLog:
                 os.rename(snap, snap + DELETED_SUFFIX)
                 extra.append(snap + DELETED_SUFFIX)
             self._pending_deletes.append((due, seg, extra))
+
+    def replace_segments(self, base_offset: int, old: list[LogSegment], now_ms: int | None = None,
+                         sync: bool = True) -> LogSegment:
+        """Put the segment whose files wait as ``<base_offset>.*.swap`` (the log
+        cleaner's output) in place of ``old``, as Kafka's replaceSegments does:
+        the old segments go through the usual ``.deleted`` delay (a fetch
+        holding one of their files still completes), then the ``.swap`` files
+        lose their suffix. A crash in between is completed at the next open."""
+        self._check_open()
+        now_ms = _now_ms() if now_ms is None else now_ms
+        if any(seg.deleted or seg not in self._segments for seg in old):
+            raise KafkaStorageError(f"{self.topic}-{self.partition}: segments to replace are gone")
+        if old and old[-1] is self._segments[-1]:
+            raise KafkaStorageError(f"{self.topic}-{self.partition}: the active segment is never replaced")
+        due = now_ms + self.config.file_delete_delay_ms
+        for seg in old:
+            self._remove_segment(seg)
+            seg.mark_deleted()
+            extra = []
+            snap = snapshot_path(self.dir, seg.base_offset)
+            # (the snapshot at the new segment's base stays, as in Kafka)
+            if seg.base_offset != base_offset and os.path.exists(snap):
+                os.rename(snap, snap + DELETED_SUFFIX)
+                extra.append(snap + DELETED_SUFFIX)
+            self._pending_deletes.append((due, seg, extra))
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            path = segment_path(self.dir, base_offset, suffix)
+            if os.path.exists(path + SWAP_SUFFIX):
+                os.replace(path + SWAP_SUFFIX, path)
+        if sync:
+            cp.fsync_dir(self.dir)
+        new = LogSegment.load(self.dir, base_offset, self.config, now_ms)
+        self._add_segment(new)
+        return new
 
     def purge_deleted(self, now_ms: int | None = None, force: bool = False) -> int:
         """Remove ``.deleted`` files whose ``file.delete.delay.ms`` has passed."""

@@ -23,6 +23,12 @@ _KEYS = {
     "flush.ms": ("flush_ms", LONG_MAX),
     "file.delete.delay.ms": ("file_delete_delay_ms", 60000),
     "cleanup.policy": ("cleanup_policy", "delete"),
+    # the log cleaner's (cleanup.policy=compact)
+    "delete.retention.ms": ("delete_retention_ms", 86400000),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", 0),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", LONG_MAX),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", 0.5),
+    "max.message.bytes": ("max_message_bytes", 1048588),
 }
 
 
@@ -39,6 +45,11 @@ class LogConfig:
     flush_ms: int = LONG_MAX
     file_delete_delay_ms: int = 60000
     cleanup_policy: str = "delete"
+    delete_retention_ms: int = 86400000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    min_cleanable_dirty_ratio: float = 0.5
+    max_message_bytes: int = 1048588
 
     @classmethod
     def from_dict(cls, config: "dict | LogConfig | None" = None) -> "LogConfig":
@@ -53,7 +64,12 @@ class LogConfig:
             if entry is None or raw is None:
                 continue
             attr, default = entry
-            values[attr] = raw.strip() if isinstance(default, str) else int(raw)
+            if isinstance(default, str):
+                values[attr] = raw.strip()
+            elif isinstance(default, float):
+                values[attr] = float(raw)
+            else:
+                values[attr] = int(raw)
         return cls(**values)
 
     def to_dict(self) -> dict:
@@ -63,6 +79,10 @@ class LogConfig:
     @property
     def delete_enabled(self) -> bool:
         return "delete" in [p.strip() for p in self.cleanup_policy.split(",")]
+
+    @property
+    def compact_enabled(self) -> bool:
+        return "compact" in [p.strip() for p in self.cleanup_policy.split(",")]
 
     def random_segment_jitter(self) -> int:
         # Kafka: abs(random int) % min(jitter, segment.ms), 0 when no jitter

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from . import checkpoints as cp
+from .cleaner import CLEANER_DEFAULTS, LogCleaner
 from .errors import InconsistentTopicId, LogDirLocked
 from .files import (
     CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT, DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX,
@@ -37,7 +38,11 @@ BROKER_DEFAULTS = {
     "log.retention.check.interval.ms": 300000,
     "log.flush.scheduler.interval.ms": LONG_MAX,
     "log.segment.delete.delay.ms": 60000,
+    **CLEANER_DEFAULTS,
 }
+# work the cleaner may do per periodic() call (the broker also runs it from
+# a task of its own with small slices)
+CLEANER_SLICE_S = 0.05
 
 
 def _now_ms() -> int:
@@ -54,12 +59,22 @@ class LogManager:
         settings = dict(BROKER_DEFAULTS)
         for key, value in (broker_config or {}).items():
             if key in settings and value is not None:
-                settings[key] = int(value)
+                default = BROKER_DEFAULTS[key]
+                if isinstance(default, bool):
+                    settings[key] = value.strip().lower() == "true" if isinstance(value, str) else bool(value)
+                elif isinstance(default, float):
+                    settings[key] = float(value)
+                else:
+                    settings[key] = int(value)
         self.settings = settings
         self.sync = sync
         # (topic, partition) -> high watermark; retention never passes it
         self.high_watermark_for: Callable[[str, int], int | None] | None = None
         self.snapshot_provider_for: Callable[[str, int], SnapshotProvider | None] | None = None
+        # (topic, partition) -> last stable offset; the cleaner never passes it
+        # (without it: the high watermark)
+        self.last_stable_offset_for: Callable[[str, int], int | None] | None = None
+        self.cleaner: LogCleaner | None = None
         self.had_clean_shutdown = False
         self.previous_broker_epoch: int | None = None
         self._logs: dict[tuple[str, int], PartitionLog] = {}
@@ -142,6 +157,7 @@ class LogManager:
         for name in (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                      RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT):
             cp.touch(self._path(name))
+        self.cleaner = LogCleaner(self._path(CLEANER_OFFSET_CHECKPOINT), self.settings, self.sync)
         recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
         log_starts = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
 
@@ -262,6 +278,8 @@ class LogManager:
         plog = self._logs.pop((topic, partition), None)
         if plog is None:
             return False
+        if self.cleaner is not None:
+            self.cleaner.forget((topic, partition), self._logs)
         plog.rename_for_deletion()
         self._deleting.append((now_ms + self.settings["log.segment.delete.delay.ms"], plog))
         return True
@@ -340,6 +358,28 @@ class LogManager:
             self._last_start_checkpoint = now_ms
             self.checkpoint_log_start_offsets()
         self._finish_deletions(now_ms)
+        self.clean(now_ms, CLEANER_SLICE_S)
+
+    # ============================================================ compaction
+
+    def _stable_offset(self, topic: str, partition: int) -> int | None:
+        if self.last_stable_offset_for is not None:
+            return self.last_stable_offset_for(topic, partition)
+        if self.high_watermark_for is not None:
+            return self.high_watermark_for(topic, partition)
+        return None
+
+    def clean(self, now_ms: int | None = None, budget_s: float = CLEANER_SLICE_S) -> bool:
+        """Up to ``budget_s`` of log compaction (``log.cleaner.enable``); True
+        while a cleaning round is under way (call again soon)."""
+        if self.cleaner is None or self._closed:
+            return False
+        logs = {tp: plog for tp, plog in self._logs.items() if tp[0] != METADATA_TOPIC}
+        return self.cleaner.step(logs, now_ms, budget_s, self._stable_offset)
+
+    @property
+    def cleaner_busy(self) -> bool:
+        return self.cleaner is not None and self.cleaner.busy
 
     def apply_retention(self, now_ms: int | None = None) -> int:
         now_ms = _now_ms() if now_ms is None else now_ms
@@ -355,6 +395,8 @@ class LogManager:
         """Flush and close every log, write the checkpoints and the clean-shutdown marker."""
         if self._closed:
             return
+        if self.cleaner is not None:
+            self.cleaner.close()
         for plog in self._logs.values():
             plog.close()
         self.checkpoint()

@@ -433,6 +433,8 @@ class LogSegment:
         for index in (self.offset_index, self.time_index):
             if os.path.exists(index.path):
                 index.rename(index.path + DELETED_SUFFIX)
+            else:
+                index.path += DELETED_SUFFIX  # never unlink the plain name later
         txn = segment_path(self.dir, self.base_offset, TXN_INDEX_SUFFIX)
         if os.path.exists(txn):
             os.rename(txn, txn + DELETED_SUFFIX)
@@ -447,7 +449,10 @@ class LogSegment:
         self.offset_index.delete()
         self.time_index.delete()
         txn = segment_path(self.dir, self.base_offset, TXN_INDEX_SUFFIX)
-        for path in (self.log_path, txn, txn + DELETED_SUFFIX):
+        # once renamed, the plain name may already belong to a segment that
+        # replaced this one at the same base offset (the log cleaner's)
+        paths = (self.log_path, txn + DELETED_SUFFIX) if self.deleted else (self.log_path, txn)
+        for path in paths:
             try:
                 os.unlink(path)
             except FileNotFoundError:

@@ -1,0 +1,1030 @@
+"""The log cleaner: compaction of ``cleanup.policy=compact`` logs, as Kafka's
+LogCleaner / LogCleanerManager do it.
+
+A compacted log is a clean section (already compacted) followed by a dirty
+one. The cleanable part of the dirty section ends at the first uncleanable
+offset: the active segment's base, the last stable offset, or the first
+segment still within ``min.compaction.lag.ms``, rounded down to a segment
+base. A log is picked when its dirty ratio (cleanable bytes over clean plus
+cleanable bytes) exceeds ``min.cleanable.dirty.ratio``, or when
+``max.compaction.lag.ms`` forces it; the dirtiest goes first.
+
+One cleaning round: map every key of the cleanable dirty section to its
+latest offset, then recopy every segment from the log start up to where the
+map ends, in groups of consecutive segments that together fit
+``segment.bytes`` and ``segment.index.bytes``, keeping a record only if no
+later offset holds its key. Each group becomes one segment written as
+``<base>.log.cleaned`` (with its indexes), renamed to ``.swap``, then put in
+place of the group (old files go through the usual ``.deleted`` delay, so a
+fetch holding one of them still completes). The round ends by recording the
+next dirty offset in ``cleaner-offset-checkpoint``.
+
+Batches keep their offsets, producer id/epoch/base sequence, last offset
+delta, leader epoch, codec and timestamp type; a batch that loses records is
+rebuilt, one that keeps all of them is copied byte for byte. Records without
+a key are dropped. Tombstones (null values) and COMMIT markers get a delete
+horizon the first time the cleaner keeps them in a cleaned segment (the
+``hasDeleteHorizonMs`` attribute with the horizon as the batch's base
+timestamp, as in Kafka's magic-2 batches) and go in a later round once the
+horizon (``delete.retention.ms`` after that cleaning) has passed. The last
+batch of every active producer is kept, emptied if need be, so its sequence
+and epoch survive; so is the last batch of each round.
+
+Transactions: the cleaner never passes the last stable offset, so every
+transaction it sees is decided; records of aborted transactions (known from
+the ``.txnindex`` files) are removed at once. A COMMIT marker goes, as in
+Kafka, only after no batch of its transaction remains and its delete horizon
+has passed. ABORT markers are always kept (Kafka removes them the same way):
+the partition's in-memory aborted-transaction index is not told about
+rewritten segments, and a stale entry whose marker had disappeared would
+make read_committed consumers skip that producer's later committed data.
+A kept ABORT marker makes every such entry harmless.
+
+The broker is one trio thread, so a round is a generator that does a bounded
+slice of work per call (LogCleaner.step with a time budget); between slices
+the log may change: a round whose segments were deleted meanwhile (retention,
+truncation, topic deletion) is abandoned and its ``.cleaned`` files removed.
+"""
+from __future__ import annotations
+
+import hashlib
+import heapq
+import logging
+import os
+import time
+from collections.abc import Callable, Generator, Iterable, Mapping
+from typing import TYPE_CHECKING, NamedTuple
+
+from kproto.records import (
+    ABORT, COMMIT, CONTROL_BIT, DELETE_HORIZON_BIT, HEADER, HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH,
+    NO_TIMESTAMP, TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT, BatchHeader, CorruptRecordError, build_batch,
+    control_record_type, iter_records, set_crc,
+)
+
+from . import checkpoints as cp
+from .files import (
+    CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX,
+    offset_from_name, segment_path,
+)
+from .index import OffsetIndex, TimeIndex
+from .txnindex import AbortedTxn, read_entries
+
+if TYPE_CHECKING:
+    from .log import PartitionLog
+    from .segment import LogSegment
+
+log = logging.getLogger(__name__)
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+# broker settings the cleaner reads (Kafka's names and defaults)
+CLEANER_DEFAULTS = {
+    "log.cleaner.enable": True,
+    "log.cleaner.backoff.ms": 15000,
+    "log.cleaner.dedupe.buffer.size": 134217728,
+    "log.cleaner.io.buffer.load.factor": 0.9,
+    "log.cleaner.threads": 1,
+}
+
+# Kafka's offset map spends 24 bytes a key (MD5 + offset); a Python dict entry
+# with its key and int costs about this much, so the dedupe buffer buys fewer keys
+_MAP_ENTRY_BYTES = 128
+# keys longer than this are mapped by a 16-byte BLAKE2b digest (Kafka: MD5)
+_DIGEST_OVER = 16
+# source segments are read this much at a time (Kafka: log.cleaner.io.buffer.size)
+_READ_CHUNK = 1 << 20
+# cleaned data is written this much at a time
+_WRITE_CHUNK = 1 << 20
+# the generator offers to pause after about this many bytes of work
+_SLICE_BYTES = 256 * 1024
+# a long round reports its progress at most this often
+_PROGRESS_EVERY_S = 10.0
+
+_TXN_FILE_MASK = TRANSACTIONAL_BIT | CONTROL_BIT | TIMESTAMP_TYPE_BIT
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class CleaningAborted(Exception):
+    """The log changed under a cleaning round (segments deleted, log closed)."""
+
+
+# ===================================================================== recovery
+
+def recover_interrupted_swaps(dir: str) -> None:
+    """Kafka's LogLoader rules for files a crash left in the middle of a clean,
+    run before the segments are opened:
+
+    - ``.cleaned`` files are removed; so is every ``.swap`` file at or above
+      the lowest ``.cleaned`` base offset (an incomplete operation);
+    - the remaining ``.swap`` segments replace whatever they cover: every
+      other file whose base offset lies in [lowest swap base, highest swap
+      end) goes, then the ``.swap`` files lose their suffix.
+    """
+    names = os.listdir(dir)
+    cleaned = [n for n in names if n.endswith(CLEANED_SUFFIX) and _has_offset(n)]
+    swaps = [n for n in names if n.endswith(SWAP_SUFFIX) and _has_offset(n)]
+    if not cleaned and not swaps:
+        return
+    min_cleaned = min((offset_from_name(n) for n in cleaned), default=LONG_MAX)
+    valid = []
+    for name in swaps:
+        if offset_from_name(name) >= min_cleaned:
+            log.info("deleting invalid swap file %s (an unfinished clean at %d)",
+                     os.path.join(dir, name), min_cleaned)
+            _unlink(os.path.join(dir, name))
+        else:
+            valid.append(name)
+    for name in cleaned:
+        log.info("deleting stray cleaned file %s", os.path.join(dir, name))
+        _unlink(os.path.join(dir, name))
+    low, high = LONG_MAX, -1
+    for name in valid:
+        if name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+            base = offset_from_name(name)
+            low = min(low, base)
+            high = max(high, _next_offset_of_file(os.path.join(dir, name), base))
+            log.info("found log file %s from an interrupted swap; completing it", os.path.join(dir, name))
+    if high >= 0:
+        for name in os.listdir(dir):
+            path = os.path.join(dir, name)
+            if name.endswith(SWAP_SUFFIX) or not _has_offset(name) or not os.path.isfile(path):
+                continue
+            if low <= offset_from_name(name) < high:
+                log.info("deleting %s, replaced by a compacted segment", path)
+                _unlink(path)
+    for name in valid:
+        path = os.path.join(dir, name)
+        if os.path.exists(path):
+            os.replace(path, path[:-len(SWAP_SUFFIX)])
+    cp.fsync_dir(dir)
+
+
+def _has_offset(name: str) -> bool:
+    head = name.split(".", 1)[0]
+    return head.isdigit() and "." in name
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _next_offset_of_file(path: str, base: int) -> int:
+    """The offset after the last whole batch of a segment file (its base when empty)."""
+    nxt = base
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        position = 0
+        while position + HEADER_SIZE <= size:
+            head = os.pread(f.fileno(), HEADER_SIZE, position)
+            if len(head) < HEADER_SIZE:
+                break
+            fields = HEADER.unpack_from(head)
+            length = fields[1]
+            if length < MIN_BATCH_LENGTH or position + LOG_OVERHEAD + length > size:
+                break
+            nxt = fields[0] + fields[6] + 1
+            position += LOG_OVERHEAD + length
+    return nxt
+
+
+# ===================================================================== settings
+
+class CleanerSettings(NamedTuple):
+    enabled: bool = True
+    backoff_ms: int = 15000
+    dedupe_buffer_size: int = 134217728
+    load_factor: float = 0.9
+
+    @classmethod
+    def from_settings(cls, settings: Mapping) -> "CleanerSettings":
+        def get(key):
+            value = settings.get(key, CLEANER_DEFAULTS[key])
+            return CLEANER_DEFAULTS[key] if value is None else value
+        enabled = get("log.cleaner.enable")
+        if isinstance(enabled, str):
+            enabled = enabled.strip().lower() == "true"
+        return cls(bool(enabled) and int(get("log.cleaner.threads")) > 0,
+                   int(get("log.cleaner.backoff.ms")),
+                   int(get("log.cleaner.dedupe.buffer.size")),
+                   float(get("log.cleaner.io.buffer.load.factor")))
+
+    @property
+    def max_map_keys(self) -> int:
+        return max(1, int(self.dedupe_buffer_size * self.load_factor / _MAP_ENTRY_BYTES))
+
+
+# ================================================================ what to clean
+
+class LogToClean(NamedTuple):
+    """Kafka's LogToClean: the dirty range and how dirty the log is."""
+    first_dirty_offset: int
+    first_uncleanable_offset: int  # a segment base
+    clean_bytes: int
+    cleanable_bytes: int
+    need_compaction_now: bool     # max.compaction.lag.ms passed
+    reset_checkpoint: bool        # the checkpointed offset was out of range
+
+    @property
+    def total_bytes(self) -> int:
+        return self.clean_bytes + self.cleanable_bytes
+
+    @property
+    def cleanable_ratio(self) -> float:
+        return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
+
+    def should_clean(self, min_ratio: float) -> bool:
+        return ((self.need_compaction_now and self.cleanable_bytes > 0)
+                or self.cleanable_ratio > min_ratio)
+
+
+def _segments_overlapping(segments: list["LogSegment"], start: int, end: int) -> list["LogSegment"]:
+    """Kafka's logSegments(from, to): from the segment holding ``start`` to the
+    last one whose base offset is below ``end``."""
+    out = []
+    for i, seg in enumerate(segments):
+        nxt = segments[i + 1].base_offset if i + 1 < len(segments) else LONG_MAX
+        if nxt <= start:
+            continue
+        if seg.base_offset >= end:
+            break
+        out.append(seg)
+    return out
+
+
+def log_to_clean(plog: "PartitionLog", checkpoint: int | None, now_ms: int,
+                 stable_offset: int | None = None) -> LogToClean:
+    """Kafka's LogCleanerManager.cleanableOffsets + calculateCleanableBytes +
+    maxCompactionDelay for one log. ``stable_offset`` is the last stable
+    offset (default: the log end)."""
+    cfg = plog.config
+    segments = plog.segments
+    start = plog.log_start_offset
+    leo = plog.log_end_offset
+    reset = False
+    first_dirty = start if checkpoint is None else checkpoint
+    if first_dirty < start or first_dirty > leo:
+        if checkpoint is not None and not (first_dirty < start and cfg.delete_enabled):
+            log.warning("%s-%d: resetting the first dirty offset to the log start offset %d since "
+                        "the checkpointed offset %d is invalid", plog.topic, plog.partition, start,
+                        first_dirty)
+        first_dirty, reset = start, True
+    active = segments[-1]
+    bounds = [leo if stable_offset is None else stable_offset, active.base_offset]
+    dirty_closed = [s for s in _segments_overlapping(segments, first_dirty, LONG_MAX) if s is not active]
+    lag = max(cfg.min_compaction_lag_ms, 0)
+    if lag > 0:
+        for seg in dirty_closed:
+            if seg.largest_timestamp() > now_ms - lag:
+                bounds.append(seg.base_offset)
+                break
+    uncleanable = max(first_dirty, min(bounds))
+    # rounded down to the base of the segment holding it
+    holding = [s for s in segments if s.base_offset <= uncleanable]
+    first_uncleanable = holding[-1].base_offset if holding else segments[0].base_offset
+    clean_bytes = sum(s.size for s in _segments_overlapping(segments, -1, first_dirty))
+    cleanable_bytes = sum(s.size for s in _segments_overlapping(
+        segments, min(first_dirty, first_uncleanable), first_uncleanable))
+    need_now = False
+    max_lag = max(cfg.max_compaction_lag_ms, 0)
+    if max_lag < LONG_MAX:
+        firsts = [ts for ts in (s._first_batch_timestamp() for s in dirty_closed) if ts is not None and ts > 0]
+        if firsts and min(firsts) < now_ms - max_lag:
+            need_now = True
+    return LogToClean(first_dirty, first_uncleanable, clean_bytes, cleanable_bytes, need_now, reset)
+
+
+# ============================================================ round state
+
+class _OffsetMap:
+    """key -> latest offset over the dirty section (Kafka's SkimpyOffsetMap,
+    exact for short keys)."""
+
+    __slots__ = ("offsets", "capacity", "latest_offset")
+
+    def __init__(self, capacity: int):
+        self.offsets: dict[bytes, int] = {}
+        self.capacity = capacity
+        self.latest_offset = -1
+
+    @staticmethod
+    def key_of(key: bytes) -> bytes:
+        if len(key) <= _DIGEST_OVER:
+            return key
+        return b"\x00" + hashlib.blake2b(key, digest_size=16).digest()
+
+    def update_latest(self, offset: int) -> None:
+        if offset > self.latest_offset:
+            self.latest_offset = offset
+
+
+class _AbortedMeta:
+    __slots__ = ("txn", "observed")
+
+    def __init__(self, txn: AbortedTxn):
+        self.txn = txn
+        self.observed = False
+
+
+class _TxnTracker:
+    """Kafka's CleanedTransactionMetadata: which batches belong to aborted
+    transactions, and which markers may go."""
+
+    def __init__(self, aborted: Iterable[AbortedTxn]):
+        self._pending = [(t.first_offset, t.producer_id, t.last_offset, t) for t in set(aborted)]
+        heapq.heapify(self._pending)
+        self._ongoing_aborted: dict[int, _AbortedMeta] = {}
+        self._ongoing_committed: set[int] = set()
+        self.retained_aborted: list[AbortedTxn] = []
+
+    def _consume_upto(self, offset: int) -> None:
+        pending = self._pending
+        while pending and pending[0][0] <= offset:
+            txn = heapq.heappop(pending)[3]
+            self._ongoing_aborted.setdefault(txn.producer_id, _AbortedMeta(txn))
+
+    def on_batch(self, header: BatchHeader) -> bool:
+        """A data batch: True when it belongs to an aborted transaction."""
+        self._consume_upto(header.base_offset + header.last_offset_delta)
+        if not header.attributes & TRANSACTIONAL_BIT:
+            return False
+        meta = self._ongoing_aborted.get(header.producer_id)
+        if meta is not None:
+            meta.observed = True
+            return True
+        self._ongoing_committed.add(header.producer_id)
+        return False
+
+    def on_control(self, header: BatchHeader, marker: int | None) -> bool:
+        """A control batch (``marker``: its record type, None when empty):
+        True when it may be discarded."""
+        self._consume_upto(header.base_offset + header.last_offset_delta)
+        if marker is None:
+            return True  # emptied by an earlier round
+        pid = header.producer_id
+        if marker == ABORT:
+            meta = self._ongoing_aborted.pop(pid, None)
+            if meta is not None and meta.observed:
+                self.retained_aborted.append(meta.txn)
+            # kept in any case: see the module docstring
+            return False
+        if marker == COMMIT:
+            if pid in self._ongoing_committed:
+                self._ongoing_committed.discard(pid)
+                return False
+            return True
+        return False
+
+
+class _LastRecord(NamedTuple):
+    last_data_offset: int | None
+    producer_epoch: int
+
+
+def _active_producers(plog: "PartitionLog") -> dict[int, _LastRecord] | None:
+    """The producers whose last batch must stay (Kafka's
+    lastRecordsOfActiveProducers), from the producer state when the log has a
+    snapshot provider; None to derive them from the log itself."""
+    if plog.snapshot_provider is None:
+        return None
+    out = {}
+    for e in plog.snapshot_provider(plog.log_end_offset):
+        out[e.producer_id] = _LastRecord(e.last_offset if e.last_offset >= 0 else None, e.producer_epoch)
+    return out
+
+
+class CleanerStats:
+    def __init__(self):
+        self.started = time.monotonic()
+        self.map_done: float | None = None
+        self.ended: float | None = None
+        self.map_bytes_read = 0
+        self.map_messages_read = 0
+        self.bytes_read = 0
+        self.bytes_written = 0
+        self.messages_read = 0
+        self.messages_written = 0
+        self.invalid_messages = 0
+        self.groups = 0
+
+    def __repr__(self) -> str:
+        return (f"CleanerStats(read={self.bytes_read}B/{self.messages_read} msgs, "
+                f"written={self.bytes_written}B/{self.messages_written} msgs)")
+
+
+# ==================================================================== writing
+
+class _CleanedSegmentWriter:
+    """``<base>.log.cleaned`` with its ``.index.cleaned`` / ``.timeindex.cleaned``
+    (and ``.txnindex.cleaned`` when it has aborted transactions), indexed as
+    LogSegment.append indexes."""
+
+    def __init__(self, dir: str, base_offset: int, config, sync: bool):
+        self.dir = dir
+        self.base_offset = base_offset
+        self.config = config
+        self.sync = sync
+        self.paths = {s: segment_path(dir, base_offset, s) + CLEANED_SUFFIX
+                      for s in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)}
+        for path in self.paths.values():
+            _unlink(path)
+        self.fd = os.open(self.paths[LOG_SUFFIX], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.offset_index = OffsetIndex(self.paths[INDEX_SUFFIX], base_offset)
+        self.time_index = TimeIndex(self.paths[TIME_INDEX_SUFFIX], base_offset)
+        self.offset_index.activate(config.segment_index_bytes)
+        self.time_index.activate(config.segment_index_bytes)
+        self.size = 0
+        self._buffer = bytearray()
+        self._bytes_since_index = 0
+        self._max = (NO_TIMESTAMP, base_offset)
+        self.closed = False
+
+    def append(self, batch, last_offset: int, max_timestamp: int) -> None:
+        position = self.size
+        n = len(batch)
+        if max_timestamp > self._max[0]:
+            self._max = (max_timestamp, last_offset)
+        if self._bytes_since_index > self.config.index_interval_bytes and not self.offset_index.is_full():
+            if self.offset_index.can_append_offset(last_offset):
+                self.offset_index.append(last_offset, position)
+                if not self.time_index.is_full():
+                    self.time_index.maybe_append(*self._max)
+            self._bytes_since_index = 0
+        self._bytes_since_index += n
+        self._buffer += batch
+        self.size += n
+        if len(self._buffer) >= _WRITE_CHUNK:
+            self._flush_buffer()
+
+    def _flush_buffer(self) -> None:
+        view = memoryview(self._buffer)
+        while view:
+            view = view[os.write(self.fd, view):]
+        self._buffer = bytearray()
+
+    def finish(self, aborted: list[AbortedTxn], mtime: float | None) -> None:
+        """Write out, close the indexes as an inactive segment's, fsync."""
+        self._flush_buffer()
+        self.time_index.maybe_append(*self._max, skip_full_check=True)
+        self.offset_index.trim()
+        self.time_index.trim()
+        if aborted:
+            with open(self.paths[TXN_INDEX_SUFFIX], "wb") as f:
+                f.write(b"".join(t.encode() for t in sorted(aborted, key=lambda t: t.last_offset)))
+                if self.sync:
+                    os.fsync(f.fileno())
+        if self.sync:
+            os.fsync(self.fd)
+            self.offset_index.flush()
+            self.time_index.flush()
+        os.close(self.fd)
+        self.closed = True
+        if mtime is not None:
+            os.utime(self.paths[LOG_SUFFIX], (mtime, mtime))
+
+    def rename_to_swap(self) -> None:
+        """``.cleaned`` -> ``.swap``, the log first (Kafka's changeFileSuffixes)."""
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            path = self.paths[suffix]
+            if os.path.exists(path):
+                os.rename(path, path[:-len(CLEANED_SUFFIX)] + SWAP_SUFFIX)
+        if self.sync:
+            cp.fsync_dir(self.dir)
+
+    def discard(self) -> None:
+        if not self.closed:
+            self.offset_index._release()
+            self.time_index._release()
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.closed = True
+        for path in self.paths.values():
+            _unlink(path)
+
+
+def _empty_batch(header: BatchHeader) -> bytes:
+    """Kafka's DefaultRecordBatch.writeEmptyHeader: the batch's offsets,
+    producer fields and max timestamp, no records, no codec."""
+    out = bytearray(HEADER_SIZE)
+    HEADER.pack_into(out, 0, header.base_offset, HEADER_SIZE - LOG_OVERHEAD, header.partition_leader_epoch,
+                     2, 0, header.attributes & _TXN_FILE_MASK, header.last_offset_delta, NO_TIMESTAMP,
+                     header.max_timestamp, header.producer_id, header.producer_epoch, header.base_sequence, 0)
+    set_crc(out)
+    return bytes(out)
+
+
+def _rebuild(header: BatchHeader, records: list, horizon: int | None) -> bytes:
+    """The batch with only ``records``, everything else as it was (Kafka's
+    buildRetainedRecordsInto); with a delete horizon as its base timestamp."""
+    out = bytearray(build_batch(
+        records, base_offset=header.base_offset, compression=header.compression,
+        producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence, transactional=header.is_transactional,
+        control=header.is_control, partition_leader_epoch=header.partition_leader_epoch,
+        timestamp_type=header.timestamp_type, base_timestamp=horizon, preserve_offsets=True,
+        last_offset_delta=header.last_offset_delta))
+    if horizon is not None:
+        attributes = int.from_bytes(out[21:23], "big") | DELETE_HORIZON_BIT
+        out[21:23] = attributes.to_bytes(2, "big")
+        set_crc(out)
+    return bytes(out)
+
+
+def _delete_horizon(header: BatchHeader) -> int | None:
+    return header.base_timestamp if header.attributes & DELETE_HORIZON_BIT else None
+
+
+def _iter_segment_batches(seg: "LogSegment", position: int = 0) -> Iterable[tuple[int, BatchHeader, memoryview]]:
+    """(position, header, whole batch) for the batches of a closed segment,
+    read a chunk at a time."""
+    fd = seg.fd
+    end = seg.size
+    while position + HEADER_SIZE <= end:
+        chunk = os.pread(fd, min(_READ_CHUNK, end - position), position)
+        view = memoryview(chunk)
+        off = 0
+        while off + HEADER_SIZE <= len(chunk):
+            header = BatchHeader(chunk, off)
+            size = header.batch_length + LOG_OVERHEAD
+            if header.batch_length < MIN_BATCH_LENGTH:
+                raise CorruptRecordError(f"{seg.log_path}: invalid batch length at {position + off}")
+            if off + size > len(chunk):
+                break
+            yield position + off, header, view[off:off + size]
+            off += size
+        if off == 0:
+            # one batch larger than the chunk
+            header = BatchHeader(chunk, 0)
+            size = header.batch_length + LOG_OVERHEAD
+            if position + size > end:
+                return
+            data = os.pread(fd, size, position)
+            yield position, header, memoryview(data)
+            off = size
+        position += off
+
+
+# ================================================================= the round
+
+class CleaningRound:
+    """One round of cleaning one log, run a slice at a time (run(deadline))."""
+
+    def __init__(self, plog: "PartitionLog", to_clean: LogToClean, now_ms: int,
+                 settings: CleanerSettings, sync: bool):
+        self.plog = plog
+        self.to_clean = to_clean
+        self.now_ms = now_ms
+        self.settings = settings
+        self.sync = sync
+        self.stats = CleanerStats()
+        self.end_offset: int | None = None  # the next first dirty offset, once done
+        self.done = False
+        self._writer: _CleanedSegmentWriter | None = None
+        self._gen = self._work()
+        self._last_progress = time.monotonic()
+        self._total = 0
+        self._progress = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.plog.topic}-{self.plog.partition}"
+
+    def run(self, deadline: float) -> bool:
+        """Work until ``deadline`` (time.monotonic()) or the end; True when done.
+        Raises CleaningAborted when the log changed underneath."""
+        try:
+            while True:
+                next(self._gen)
+                if time.monotonic() >= deadline:
+                    return False
+        except StopIteration:
+            self.done = True
+            return True
+        except BaseException:
+            self.abort()
+            raise
+
+    def run_to_end(self) -> int:
+        self.run(float("inf"))
+        return self.end_offset
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            self._writer.discard()
+            self._writer = None
+        self._gen.close()
+
+    def _check(self, segments: Iterable["LogSegment"]) -> None:
+        if self.plog.closed:
+            raise CleaningAborted(f"{self.name} was closed")
+        for seg in segments:
+            if seg.deleted:
+                raise CleaningAborted(f"segment {seg.base_offset} of {self.name} was deleted")
+
+    def _report(self, done_bytes: int) -> None:
+        self._progress += done_bytes
+        now = time.monotonic()
+        if now - self._last_progress >= _PROGRESS_EVERY_S and self._total:
+            self._last_progress = now
+            log.info("cleaning %s: %d%% (%d of %d MiB)", self.name, self._progress * 100 // self._total,
+                     self._progress >> 20, self._total >> 20)
+
+    # ------------------------------------------------------------ the work
+
+    def _work(self) -> Generator[None, None, None]:
+        plog = self.plog
+        cfg = plog.config
+        start, upper = self.to_clean.first_dirty_offset, self.to_clean.first_uncleanable_offset
+        log.info("cleaning %s: dirty section [%d, %d)", self.name, start, upper)
+        aborted = self._aborted_txns()
+        dirty = _segments_overlapping(plog.segments, start, upper)
+        self._total = sum(s.size for s in dirty) + sum(
+            s.size for s in _segments_overlapping(plog.segments, -1, upper))
+        offset_map = _OffsetMap(self.settings.max_map_keys)
+        yield from self._build_offset_map(dirty, start, upper, offset_map, aborted)
+        self.stats.map_done = time.monotonic()
+        end_offset = offset_map.latest_offset + 1
+        if end_offset <= start:
+            end_offset = upper
+        active = yield from self._active_producer_batches()
+        txns = _TxnTracker(aborted)
+        groups = _group_by_size(_segments_overlapping(plog.segments, -1, end_offset), cfg.segment_bytes,
+                                cfg.segment_index_bytes, upper)
+        for group in groups:
+            self._check(group)
+            yield from self._clean_group(group, offset_map, txns, active, upper)
+            self.stats.groups += 1
+            yield
+        self.end_offset = end_offset
+        self.stats.ended = time.monotonic()
+
+    def _aborted_txns(self) -> list[AbortedTxn]:
+        """Every aborted transaction the log's ``.txnindex`` files list."""
+        out = []
+        for seg in self.plog.segments:
+            out.extend(read_entries(segment_path(self.plog.dir, seg.base_offset, TXN_INDEX_SUFFIX)))
+        return out
+
+    def _build_offset_map(self, dirty, start: int, upper: int, offset_map: _OffsetMap,
+                          aborted) -> Generator[None, None, None]:
+        """Kafka's buildOffsetMap: the latest offset of each key in [start, upper)."""
+        txns = _TxnTracker(aborted)
+        offsets = offset_map.offsets
+        key_of = offset_map.key_of
+        capacity = offset_map.capacity
+        stats = self.stats
+        for i, seg in enumerate(dirty):
+            self._check([seg])
+            next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else upper
+            _, position = seg.offset_index.lookup(start)
+            since_yield = 0
+            for _pos, header, batch in _iter_segment_batches(seg, position):
+                if header.base_offset >= upper:
+                    break
+                if header.attributes & CONTROL_BIT:
+                    txns.on_control(header, _marker_type(batch, header))
+                    stats.map_messages_read += 1
+                elif txns.on_batch(header):
+                    stats.map_messages_read += header.record_count
+                else:
+                    for record in iter_records(batch):
+                        key = record.key
+                        if key is not None and record.offset >= start:
+                            mapped = key_of(key)
+                            if len(offsets) >= capacity and mapped not in offsets:
+                                # full: the map ends before this record
+                                log.info("%s: offset map full (%d keys); this round ends at %d", self.name,
+                                         len(offsets), offset_map.latest_offset + 1)
+                                return
+                            offsets[mapped] = record.offset
+                        stats.map_messages_read += 1
+                last = header.base_offset + header.last_offset_delta
+                if last >= start:
+                    offset_map.update_latest(last)
+                stats.map_bytes_read += len(batch)
+                since_yield += len(batch)
+                if since_yield >= _SLICE_BYTES:
+                    self._report(since_yield)
+                    since_yield = 0
+                    yield
+                    self._check([seg])
+            self._report(since_yield)
+            offset_map.update_latest(next_start - 1)
+            yield
+
+    def _active_producer_batches(self) -> Generator[None, None, dict[int, _LastRecord]]:
+        """Without producer state, each producer's last batch in the log."""
+        active = _active_producers(self.plog)
+        if active is not None:
+            return active
+        active = {}
+        for seg in self.plog.segments:
+            self._check([seg])
+            for _pos, header in seg.iter_batches():
+                pid = header.producer_id
+                if pid < 0:
+                    continue
+                last = header.base_offset + header.last_offset_delta
+                prev = active.get(pid)
+                if header.attributes & CONTROL_BIT:
+                    data_offset = prev.last_data_offset if prev and prev.producer_epoch == header.producer_epoch else None
+                    active[pid] = _LastRecord(data_offset, header.producer_epoch)
+                else:
+                    active[pid] = _LastRecord(last, header.producer_epoch)
+            yield
+        return active
+
+    def _clean_group(self, group, offset_map: _OffsetMap, txns: _TxnTracker,
+                     active: dict[int, _LastRecord], upper: int) -> Generator[None, None, None]:
+        """Kafka's cleanSegments: the group into one ``.cleaned`` segment, swapped in."""
+        plog = self.plog
+        cfg = plog.config
+        base = group[0].base_offset
+        writer = self._writer = _CleanedSegmentWriter(plog.dir, base, cfg, self.sync)
+        txns.retained_aborted = []
+        now = self.now_ms
+        retention = cfg.delete_retention_ms
+        offsets = offset_map.offsets
+        key_of = offset_map.key_of
+        latest_offset = offset_map.latest_offset
+        stats = self.stats
+        for seg in group:
+            log.debug("cleaning segment %d of %s into %d", seg.base_offset, self.name, base)
+            since_yield = 0
+            for _pos, header, batch in _iter_segment_batches(seg):
+                size = len(batch)
+                stats.bytes_read += size
+                since_yield += size
+                attributes = header.attributes
+                is_control = bool(attributes & CONTROL_BIT)
+                last = header.base_offset + header.last_offset_delta
+                horizon = _delete_horizon(header)
+                # checkBatchRetention
+                if is_control:
+                    can_discard = txns.on_control(header, _marker_type(batch, header))
+                    discard_records = can_discard and horizon is not None and horizon <= now
+                else:
+                    can_discard = txns.on_batch(header)
+                    discard_records = can_discard
+                pid = header.producer_id
+                last_of_producer = False
+                if pid >= 0:
+                    lr = active.get(pid)
+                    if lr is not None:
+                        if lr.last_data_offset is not None:
+                            last_of_producer = last == lr.last_data_offset
+                        else:
+                            last_of_producer = is_control and header.producer_epoch == lr.producer_epoch
+                retain_empty = last_of_producer or last + 1 == upper
+                if discard_records and not retain_empty:
+                    stats.messages_read += header.record_count
+                    continue
+                # the records
+                retained = []
+                all_kept = True
+                tombstones = False
+                for record in iter_records(batch):
+                    stats.messages_read += 1
+                    if discard_records:
+                        keep = False
+                    elif is_control:
+                        keep = True
+                    elif record.offset > latest_offset:
+                        keep = True
+                    elif record.key is None:
+                        stats.invalid_messages += 1
+                        keep = False
+                    else:
+                        keep = record.offset >= offsets.get(key_of(record.key), -1) and (
+                            record.value is not None or horizon is None or now < horizon)
+                    if keep:
+                        retained.append(record)
+                        if record.value is None:
+                            tombstones = True
+                    else:
+                        all_kept = False
+                if retained:
+                    need_horizon = (tombstones or (can_discard and is_control)) and horizon is None
+                    if all_kept and not need_horizon:
+                        out = batch
+                        max_ts = header.max_timestamp
+                    else:
+                        out = _rebuild(header, retained, now + retention if need_horizon else horizon)
+                        max_ts = BatchHeader(out).max_timestamp
+                    stats.messages_written += len(retained)
+                elif retain_empty:
+                    out = _empty_batch(header)
+                    max_ts = header.max_timestamp
+                else:
+                    continue
+                writer.append(out, last, max_ts)
+                stats.bytes_written += len(out)
+                if since_yield >= _SLICE_BYTES:
+                    self._report(since_yield)
+                    since_yield = 0
+                    yield
+                    self._check(group)
+            self._report(since_yield)
+            yield
+            self._check(group)
+        mtime = None
+        try:
+            mtime = os.stat(group[-1].log_path).st_mtime
+        except OSError:
+            pass
+        writer.finish(txns.retained_aborted, mtime)
+        writer.rename_to_swap()
+        self._writer = None
+        plog.replace_segments(base, group, sync=self.sync)
+
+
+def _marker_type(batch, header: BatchHeader) -> int | None:
+    """Type of a control batch's record; None when the batch is empty."""
+    if header.record_count == 0:
+        return None
+    for record in iter_records(batch):
+        try:
+            return control_record_type(record)
+        except CorruptRecordError:
+            return None
+    return None
+
+
+def _group_by_size(segments: list["LogSegment"], max_size: int, max_index_size: int,
+                   first_uncleanable: int) -> list[list["LogSegment"]]:
+    """Kafka's groupSegmentsBySize: consecutive segments whose logs and indexes
+    together stay within the limits and whose offsets fit one segment."""
+    groups = []
+    segs = list(segments)
+    while segs:
+        head = segs.pop(0)
+        group = [head]
+        log_size = head.size
+        index_size = head.offset_index.size_bytes
+        time_size = head.time_index.size_bytes
+        while segs:
+            nxt = segs[0]
+            last_estimate = segs[1].base_offset - 1 if len(segs) > 1 else first_uncleanable - 1
+            if not (log_size + nxt.size <= max_size
+                    and index_size + nxt.offset_index.size_bytes <= max_index_size
+                    and time_size + nxt.time_index.size_bytes <= max_index_size
+                    and (nxt.size == 0 or last_estimate - group[0].base_offset <= INT_MAX)):
+                break
+            group.append(segs.pop(0))
+            log_size += nxt.size
+            index_size += nxt.offset_index.size_bytes
+            time_size += nxt.time_index.size_bytes
+        groups.append(group)
+    return groups
+
+
+# ================================================================= the cleaner
+
+def clean_log(plog: "PartitionLog", first_dirty_offset: int | None = None, *, now_ms: int | None = None,
+              stable_offset: int | None = None, settings: CleanerSettings | None = None,
+              sync: bool = False, force: bool = True) -> int | None:
+    """Run one whole cleaning round on ``plog`` now (tools, tests). Returns
+    the next first dirty offset, or None when there was nothing to clean (or
+    the dirty ratio was too low and not ``force``)."""
+    now_ms = _now_ms() if now_ms is None else now_ms
+    settings = settings or CleanerSettings()
+    to_clean = log_to_clean(plog, first_dirty_offset, now_ms, stable_offset)
+    if to_clean.cleanable_bytes == 0 or not (force or to_clean.should_clean(plog.config.min_cleanable_dirty_ratio)):
+        return None
+    return CleaningRound(plog, to_clean, now_ms, settings, sync).run_to_end()
+
+
+class LogCleaner:
+    """The cleaner of one log directory: picks the dirtiest compacted log,
+    cleans it a slice at a time, keeps ``cleaner-offset-checkpoint``."""
+
+    def __init__(self, checkpoint_path: str, settings: Mapping, sync: bool = True):
+        self.checkpoint_path = checkpoint_path
+        self.settings = CleanerSettings.from_settings(settings)
+        self.sync = sync
+        self._round: CleaningRound | None = None
+        self._round_tp: tuple[str, int] | None = None
+        self._next_check_ms = 0
+        self.checkpoints: dict[tuple[str, int], int] = {}
+        try:
+            self.checkpoints = cp.read_offsets_checkpoint(checkpoint_path)
+        except cp.CorruptCheckpointError as exc:
+            log.warning("ignoring %s: %s", checkpoint_path, exc)
+        self.last_stats: CleanerStats | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.settings.enabled
+
+    @property
+    def busy(self) -> bool:
+        return self._round is not None
+
+    def _write_checkpoint(self, logs: Mapping) -> None:
+        self.checkpoints = {tp: o for tp, o in self.checkpoints.items() if tp in logs}
+        cp.write_offsets_checkpoint(self.checkpoint_path, self.checkpoints, self.sync)
+
+    def forget(self, tp: tuple[str, int], logs: Mapping | None = None) -> None:
+        """A log went away (deleted): stop cleaning it, drop its checkpoint."""
+        if self._round_tp == tp:
+            self._abandon()
+        if tp in self.checkpoints:
+            del self.checkpoints[tp]
+            if logs is not None:
+                self._write_checkpoint(logs)
+
+    def _abandon(self) -> None:
+        if self._round is not None:
+            self._round.abort()
+        self._round = None
+        self._round_tp = None
+
+    def close(self) -> None:
+        self._abandon()
+
+    def _choose(self, logs: Mapping, now_ms: int, stable_offset_for: Callable) -> None:
+        best = None
+        for tp, plog in logs.items():
+            if plog.closed or not plog.config.compact_enabled:
+                continue
+            try:
+                to_clean = log_to_clean(plog, self.checkpoints.get(tp), now_ms, stable_offset_for(*tp))
+            except Exception:
+                log.exception("cannot compute the cleanable range of %s-%d", *tp)
+                continue
+            if to_clean.reset_checkpoint:
+                self.checkpoints[tp] = to_clean.first_dirty_offset
+            if to_clean.total_bytes == 0 or not to_clean.should_clean(plog.config.min_cleanable_dirty_ratio):
+                continue
+            if best is None or to_clean.cleanable_ratio > best[1].cleanable_ratio:
+                best = (tp, to_clean, plog)
+        if best is not None:
+            tp, to_clean, plog = best
+            self._round = CleaningRound(plog, to_clean, now_ms, self.settings, self.sync)
+            self._round_tp = tp
+
+    def step(self, logs: Mapping, now_ms: int | None = None, budget_s: float = 0.05,
+             stable_offset_for: Callable[[str, int], int | None] | None = None) -> bool:
+        """Do up to ``budget_s`` of cleaning; True when a round is still under way.
+
+        ``logs`` maps (topic, partition) to PartitionLog; ``stable_offset_for``
+        gives a partition's last stable offset (none: its log end)."""
+        if not self.enabled:
+            return False
+        now_ms = _now_ms() if now_ms is None else now_ms
+        deadline = time.monotonic() + budget_s
+        stable_offset_for = stable_offset_for or (lambda topic, partition: None)
+        while time.monotonic() < deadline:
+            if self._round is None:
+                if now_ms < self._next_check_ms:
+                    return False
+                self._choose(logs, now_ms, stable_offset_for)
+                if self._round is None:
+                    # Kafka's cleaner thread backs off only when it found nothing to clean
+                    self._next_check_ms = now_ms + self.settings.backoff_ms
+                    return False
+            rnd, tp = self._round, self._round_tp
+            if logs.get(tp) is not rnd.plog:
+                self._abandon()
+                continue
+            try:
+                finished = rnd.run(deadline)
+            except CleaningAborted as exc:
+                log.info("cleaning of %s-%d abandoned: %s", tp[0], tp[1], exc)
+                self._round = self._round_tp = None
+                continue
+            except Exception:
+                log.exception("cleaning %s-%d failed; it waits for the next backoff", *tp)
+                self._round = self._round_tp = None
+                self._next_check_ms = now_ms + self.settings.backoff_ms
+                return False
+            if not finished:
+                return True
+            self._round = self._round_tp = None
+            self.last_stats = rnd.stats
+            self.checkpoints[tp] = rnd.end_offset
+            self._write_checkpoint(logs)
+            _log_stats(rnd)
+        return self._round is not None
+
+
+def _log_stats(rnd: CleaningRound) -> None:
+    s = rnd.stats
+    elapsed = max((s.ended or time.monotonic()) - s.started, 1e-9)
+    mapping = max((s.map_done or s.started) - s.started, 0.0)
+    reduction = 100.0 * (1 - s.bytes_written / s.bytes_read) if s.bytes_read else 0.0
+    fewer = 100.0 * (1 - s.messages_written / s.messages_read) if s.messages_read else 0.0
+    log.info("cleaned log %s (dirty section = [%d, %d)): %.1f MB processed in %.1f s (offset map %.1f s); "
+             "%.1f MB, %d messages -> %.1f MB, %d messages in %d segment(s): %.1f%% size reduction "
+             "(%.1f%% fewer messages)",
+             rnd.name, rnd.to_clean.first_dirty_offset, rnd.end_offset, s.bytes_read / 2**20, elapsed, mapping,
+             s.bytes_read / 2**20, s.messages_read, s.bytes_written / 2**20, s.messages_written, s.groups,
+             reduction, fewer)
