@@ -5,7 +5,9 @@ rolling, fetch reads for sendfile, timestamp lookups, the leader epoch cache,
 producer snapshots on roll, retention and DeleteRecords, crash recovery.
 Synchronous plain file I/O: appends land in the page cache, fsync happens in
 flush() (explicitly, by ``flush.messages``/``flush.ms``, or for rolled
-segments in flush_rolled()).
+segments in flush_rolled()). With ``on_flush_due`` set (the broker's
+flusher), due flushes are handed over instead and run in another thread
+through flush_targets() / FlushTargets.sync() / flushed().
 """
 from __future__ import annotations
 
@@ -93,6 +95,42 @@ SnapshotProvider = Callable[[int], Iterable[ProducerSnapshotEntry]]
 ProgressCallback = Callable[[int, int], None]
 
 
+class FlushTargets:
+    """The files one flush of a log fsyncs (PartitionLog.flush_targets())."""
+    __slots__ = ("upto", "generation", "dir", "fds", "paths")
+
+    def __init__(self, upto: int, generation: int, dir: str | None):
+        self.upto = upto
+        self.generation = generation
+        self.dir = dir
+        self.fds: list[int] = []
+        self.paths: list[str] = []
+
+    def sync(self) -> None:
+        """fdatasync every file (any thread), then close the descriptors.
+        Index files and directories gone meanwhile (renamed for deletion)
+        are skipped: they hold nothing the log still needs."""
+        try:
+            for fd in self.fds:
+                os.fdatasync(fd)
+            for path in self.paths + ([self.dir] if self.dir is not None else []):
+                try:
+                    fd = os.open(path, os.O_RDONLY)
+                except FileNotFoundError:
+                    continue
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        fds, self.fds = self.fds, []
+        for fd in fds:
+            os.close(fd)
+
+
 class PartitionLog:
     """The log of one partition. Use PartitionLog.open(); not thread-safe."""
 
@@ -121,6 +159,11 @@ class PartitionLog:
         self._last_snap_offset = 0
         self._pending_deletes: list[tuple[int, LogSegment, list[str]]] = []
         self._closed = False
+        # set by the broker's flusher: called with (log, flush up to or None for
+        # the log end) when a flush is due, instead of fsyncing on this thread
+        self.on_flush_due: Callable[["PartitionLog", int | None], None] | None = None
+        # a flush planned before a truncation must not move the recovery point
+        self._truncations = 0
 
     # ================================================================ opening
 
@@ -425,7 +468,10 @@ class PartitionLog:
             self.epochs.assign(epoch, base)
         self._leo = next_offset
         if self._leo - self._recovery_point >= self.config.flush_messages:
-            self.flush()
+            if self.on_flush_due is not None:
+                self.on_flush_due(self, None)
+            else:
+                self.flush()
         return AppendInfo(first_offset, last_offset, now_ms if log_append_time else -1,
                           self._log_start)
 
@@ -776,6 +822,7 @@ class PartitionLog:
         active.truncate_to(offset, now_ms)
         self._leo = active.read_next_offset()
         self._recovery_point = min(self._recovery_point, self._leo)
+        self._truncations += 1
         self.epochs.truncate_from_end(self._leo)
         self._drop_snapshots_after(self._leo)
         return True
@@ -794,6 +841,7 @@ class PartitionLog:
         self._leo = new_offset
         self._log_start = new_offset
         self._recovery_point = new_offset
+        self._truncations += 1
         self.epochs.clear()
         self._drop_snapshots_after(-1)
         if self.on_log_start_offset_change is not None:
@@ -832,16 +880,62 @@ class PartitionLog:
         a roll, in the background); True if anything was flushed."""
         if self._pending_flush_upto is None or self._closed:
             return False
-        self.flush(self._pending_flush_upto)
+        if self.on_flush_due is not None:
+            self.on_flush_due(self, self._pending_flush_upto)
+        else:
+            self.flush(self._pending_flush_upto)
         return True
 
     def maybe_flush(self, now_ms: int | None = None) -> bool:
         """Flush if ``flush.ms`` has passed since the last flush."""
         now_ms = _now_ms() if now_ms is None else now_ms
         if not self._closed and now_ms - self._last_flush_ms >= self.config.flush_ms:
-            self.flush()
+            if self.on_flush_due is not None:
+                self.on_flush_due(self, None)
+            else:
+                self.flush()
             return True
         return False
+
+    def flush_targets(self, upto: int | None = None) -> "FlushTargets | None":
+        """What flush(``upto``) would fsync, for another thread: duplicated
+        descriptors of the segment files (a segment may roll, close or be
+        deleted while the fsync runs), the index paths, the directory if it
+        gained a segment. None when nothing needs flushing. Run
+        ``FlushTargets.sync()`` anywhere, then pass the targets to flushed()."""
+        if self._closed:
+            return None
+        upto = self._leo if upto is None else min(upto, self._leo)
+        if upto <= self._recovery_point and not self._dir_dirty:
+            return None
+        targets = FlushTargets(upto, self._truncations, self.dir if self._dir_dirty else None)
+        try:
+            start = max(0, self._floor_segment_index(self._recovery_point))
+            for seg in self._segments[start:]:
+                if seg.base_offset >= upto:
+                    break
+                targets.fds.append(os.dup(seg.fd))
+                targets.paths += (seg.offset_index.path, seg.time_index.path,
+                                  segment_path(self.dir, seg.base_offset, TXN_INDEX_SUFFIX))
+        except BaseException:
+            targets.close()
+            raise
+        self._dir_dirty = False
+        return targets
+
+    def flushed(self, targets: "FlushTargets", ok: bool = True) -> None:
+        """The fsyncs of ``targets`` are done (``ok``) or failed: move the
+        recovery point, never past what they covered."""
+        if not ok:
+            if targets.dir is not None:
+                self._dir_dirty = True
+            return
+        if self._closed or targets.generation != self._truncations:
+            return
+        self._recovery_point = max(self._recovery_point, min(targets.upto, self._leo))
+        self._last_flush_ms = _now_ms()
+        if self._pending_flush_upto is not None and self._pending_flush_upto <= self._recovery_point:
+            self._pending_flush_upto = None
 
     # ============================================================ lifecycle
 

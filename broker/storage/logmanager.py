@@ -75,6 +75,8 @@ class LogManager:
         # (without it: the high watermark)
         self.last_stable_offset_for: Callable[[str, int], int | None] | None = None
         self.cleaner: LogCleaner | None = None
+        # where due flushes go instead of an fsync in the caller's thread
+        self._on_flush_due: Callable[[PartitionLog, int | None], None] | None = None
         self.had_clean_shutdown = False
         self.previous_broker_epoch: int | None = None
         self._logs: dict[tuple[str, int], PartitionLog] = {}
@@ -255,8 +257,17 @@ class LogManager:
                                  snapshot_provider=self._provider((topic, partition)))
         if self.sync:
             cp.fsync_dir(self.log_dir)
+        plog.on_flush_due = self._on_flush_due
         self._logs[(topic, partition)] = plog
         return plog
+
+    def set_flush_scheduler(self, on_flush_due: Callable[[PartitionLog, int | None], None] | None) -> None:
+        """Hand the due flushes of every log (``flush.messages``, ``flush.ms``,
+        rolled segments) to ``on_flush_due(log, upto)`` (the broker's flusher,
+        which fsyncs in a worker thread), for open logs and those created later."""
+        self._on_flush_due = on_flush_due
+        for plog in self._logs.values():
+            plog.on_flush_due = on_flush_due
 
     def update_topic_config(self, topic: str, config: Mapping) -> None:
         for plog in self.partitions(topic):
