@@ -10,14 +10,14 @@ import pytest
 
 from kproto.records import (
     DELETE_HORIZON_BIT, BatchHeader, build_batch, build_control_batch, iter_batch_headers, iter_records,
-    validate_batch,
+    set_crc, validate_batch,
 )
 from broker.storage import LogManager, PartitionLog, ProducerSnapshotEntry
 from broker.storage import checkpoints as cp
 from broker.storage.cleaner import (
     CleanerSettings, CleaningRound, clean_log, log_to_clean, recover_interrupted_swaps,
 )
-from broker.storage.txnindex import AbortedTxn, TransactionIndex
+from broker.storage.txnindex import AbortedTxn, TransactionIndex, read_entries
 
 T0 = 1_700_000_000_000
 DAY = 86_400_000
@@ -53,6 +53,10 @@ def headers_of(plog: PartitionLog) -> list[BatchHeader]:
         data = seg.read_bytes(0, seg.size)
         out += [h for _, h in iter_batch_headers(data, validate=True)]
     return out
+
+
+def aborted_entries(plog: PartitionLog) -> list[AbortedTxn]:
+    return [e for s in plog.segments for e in read_entries(os.path.join(plog.dir, f"{s.base_offset:020d}.txnindex"))]
 
 
 def latest_by_key(plog: PartitionLog) -> dict:
@@ -280,6 +284,9 @@ def test_aborted_data_goes_commit_markers_go_after_horizon_abort_markers_stay(tm
     assert commit.base_offset in heads and abort.base_offset in heads
     # the COMMIT marker's transaction still has data: no horizon for it
     assert not heads[commit.base_offset].attributes & DELETE_HORIZON_BIT
+    # the cleaned segment holding the ABORT marker lists the transaction whose data it removed
+    txn = AbortedTxn(5, first, abort.base_offset, abort.base_offset + 1)
+    assert aborted_entries(plog) == [txn]
 
     # the producer expires; the committed keys get overwritten: their transaction's batches go ...
     plog.snapshot_provider = lambda offset: []
@@ -289,6 +296,7 @@ def test_aborted_data_goes_commit_markers_go_after_horizon_abort_markers_stay(tm
     clean_log(plog, 0, now_ms=T0 + 10)
     heads = {h.base_offset: h for h in headers_of(plog)}
     assert not any(h.producer_id == 5 and not h.is_control for h in heads.values())
+    assert aborted_entries(plog) == []  # no data of it is left to skip (Kafka drops the entry)
     assert not heads[commit.base_offset].attributes & DELETE_HORIZON_BIT
     # ... the next round finds no batch of the transaction: the marker gets a horizon ...
     updates(plog, keys=2, rounds=30)
@@ -471,6 +479,34 @@ def test_round_is_abandoned_when_its_segments_go(tmp_path, caplog):
     mgr.close()
 
 
+def test_a_log_that_fails_to_clean_is_left_alone(tmp_path, caplog):
+    mgr = LogManager.open(str(tmp_path / "logs"), broker_config={"log.cleaner.backoff.ms": 0}, sync=False)
+    bad = mgr.get_or_create("bad", 0, uuid.uuid4(), COMPACT)
+    # a batch whose record count lies (its CRC is right): the cleaner cannot decode it
+    batch = bytearray(build_batch([(b"k", b"v", [], T0)] * 3))
+    batch[57:61] = (4).to_bytes(4, "big")
+    set_crc(batch)
+    bad.append(batch, 0, now_ms=T0)
+    updates(bad, keys=3, rounds=30)
+    good = mgr.get_or_create("good", 0, uuid.uuid4(), COMPACT)
+    expected = updates(good, keys=3, rounds=30)
+    size = good.size
+    bad_before = records_of_raw(bad)
+    with caplog.at_level("ERROR", logger="broker.storage.cleaner"):
+        while mgr.clean(budget_s=1.0):
+            pass
+    assert "marked uncleanable" in caplog.text
+    assert mgr.cleaner.uncleanable == {("bad", 0)}
+    assert records_of_raw(bad) == bad_before  # untouched
+    assert not any(n.endswith((".cleaned", ".swap")) for n in os.listdir(bad.dir))
+    assert good.size < size and latest_by_key(good) == expected
+    mgr.close()
+
+
+def records_of_raw(plog: PartitionLog) -> list[bytes]:
+    return [s.read_bytes(0, s.size) for s in plog.segments]
+
+
 # ============================================================== a real broker
 
 def _wait(predicate, timeout=30.0, interval=0.2):
@@ -568,3 +604,64 @@ def test_broker_compacts_a_topic_and_the_offsets_topic(compacting_broker, topic_
     committed = consumer.committed([TopicPartition(topic_name, 0)], timeout=10)
     assert committed[0].offset == 400
     consumer.close()
+
+
+def test_broker_compacts_transactional_data(compacting_broker, topic_name):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+    bootstrap = compacting_broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic_name, 1, 1, config={
+        "cleanup.policy": "compact", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"})]
+    )[topic_name].result(timeout=30)
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": "tx-" + topic_name,
+                                         "linger.ms": 0})
+    producer.init_transactions(30)
+    expected = {}
+    for round_ in range(30):
+        producer.begin_transaction()
+        for k in range(4):
+            producer.produce(topic_name, key=f"k{k}", value=f"aborted-{round_}")
+        producer.flush()
+        producer.abort_transaction(30)
+        producer.begin_transaction()
+        for k in range(4):
+            producer.produce(topic_name, key=f"k{k}", value=f"committed-{round_}")
+            expected[f"k{k}"] = f"committed-{round_}"
+        producer.commit_transaction(30)
+    data_dir = os.path.join(compacting_broker.data_dir, f"{topic_name}-0")
+
+    def values_on_disk():
+        out = []
+        for name in sorted(os.listdir(data_dir)):
+            if name.endswith(".log"):
+                data = open(os.path.join(data_dir, name), "rb").read()
+                for pos, h in iter_batch_headers(data, allow_partial_tail=True):
+                    if not h.is_control:
+                        out += [r.value for r in iter_records(memoryview(data)[pos:pos + h.size])]
+        return out
+
+    # aborted records are removed from the cleaned part at once
+    assert _wait(lambda: sum(v.startswith(b"aborted") for v in values_on_disk()) < 20)
+
+    def consume(isolation):
+        consumer = confluent_kafka.Consumer({
+            "bootstrap.servers": bootstrap, "group.id": f"g-{isolation}-{topic_name}",
+            "auto.offset.reset": "earliest", "isolation.level": isolation, "enable.partition.eof": True})
+        consumer.subscribe([topic_name])
+        seen = {}
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                    break
+                raise AssertionError(msg.error())
+            seen[msg.key().decode()] = msg.value().decode()
+        consumer.close()
+        return seen
+
+    # read_committed sees exactly the last committed value of each key
+    assert consume("read_committed") == expected

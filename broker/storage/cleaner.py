@@ -913,6 +913,8 @@ class LogCleaner:
         self._round: CleaningRound | None = None
         self._round_tp: tuple[str, int] | None = None
         self._next_check_ms = 0
+        # logs whose cleaning failed: left alone until they are deleted (Kafka's uncleanable partitions)
+        self.uncleanable: set[tuple[str, int]] = set()
         self.checkpoints: dict[tuple[str, int], int] = {}
         try:
             self.checkpoints = cp.read_offsets_checkpoint(checkpoint_path)
@@ -936,6 +938,7 @@ class LogCleaner:
         """A log went away (deleted): stop cleaning it, drop its checkpoint."""
         if self._round_tp == tp:
             self._abandon()
+        self.uncleanable.discard(tp)
         if tp in self.checkpoints:
             del self.checkpoints[tp]
             if logs is not None:
@@ -953,7 +956,7 @@ class LogCleaner:
     def _choose(self, logs: Mapping, now_ms: int, stable_offset_for: Callable) -> None:
         best = None
         for tp, plog in logs.items():
-            if plog.closed or not plog.config.compact_enabled:
+            if plog.closed or not plog.config.compact_enabled or tp in self.uncleanable:
                 continue
             try:
                 to_clean = log_to_clean(plog, self.checkpoints.get(tp), now_ms, stable_offset_for(*tp))
@@ -1002,10 +1005,10 @@ class LogCleaner:
                 self._round = self._round_tp = None
                 continue
             except Exception:
-                log.exception("cleaning %s-%d failed; it waits for the next backoff", *tp)
+                log.exception("cleaning %s-%d failed; the partition is marked uncleanable", *tp)
+                self.uncleanable.add(tp)
                 self._round = self._round_tp = None
-                self._next_check_ms = now_ms + self.settings.backoff_ms
-                return False
+                continue
             if not finished:
                 return True
             self._round = self._round_tp = None
