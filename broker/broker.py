@@ -13,6 +13,7 @@ import trio
 from broker.config import BrokerConfig, ConfigError, validate_topic_config
 from broker.controller import Controller
 from broker.dispatch import Dispatcher
+from broker.flusher import Flusher
 from broker.groups.coordinator import GroupCoordinator
 from broker.metadata.image import MetadataImage
 from broker.metadata.log import METADATA_TOPIC, MetadataLog
@@ -55,6 +56,7 @@ class Broker:
         self.groups = None
         self.transactions = None
         self.producers = ProducerStateManager()
+        self.flusher = Flusher()  # fsyncs in worker threads, group commit
         self.bound: list[tuple[str, str, int]] = []  # (listener name, host, port)
         self._closed = False
 
@@ -86,6 +88,7 @@ class Broker:
 
         self.logs = LogManager.open(self.log_dir, None, broker_config=self._log_manager_settings(),
                                     progress=recovery_progress, snapshot_provider_for=snapshot_provider_for)
+        self.logs.set_flush_scheduler(self.flusher.request)
         # a formatted directory keeps its cluster id; only a fresh one gets a new id
         existing = read_meta_properties(os.path.join(self.log_dir, META_PROPERTIES)) or {}
         meta = self.logs.ensure_meta_properties(self.node_id, existing.get("cluster.id") or new_cluster_id())
@@ -156,6 +159,7 @@ class Broker:
         max_frame = self.config.get_int("socket.request.max.bytes")
         try:
             async with trio.open_nursery() as nursery:
+                await nursery.start(self.flusher.run)
                 addresses = []
                 for e in self.config.broker_listeners:
                     host, port = await nursery.start(run_listener, e.bind_host, e.port, dispatcher,

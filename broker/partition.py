@@ -39,6 +39,8 @@ class Partition:
         # aborted transactions (.txnindex), for read_committed fetches
         self.txn_index = PartitionTxnIndex(log)
         self.on_append = None  # hook for producer state / transactions
+        self.fsync_before_ack = False
+        self._read_flush_config()
 
     # -- configuration -------------------------------------------------------
 
@@ -53,6 +55,12 @@ class Partition:
     def update_config(self, config: dict) -> None:
         self.config = config
         self.log.update_config(config)
+        self._read_flush_config()
+
+    def _read_flush_config(self) -> None:
+        # flush.messages=1 is how Kafka users ask for an fsync before the ack:
+        # an acks=-1 produce then waits for the flusher (broker/flusher.py)
+        self.fsync_before_ack = self.log.config.flush_messages <= 1
 
     # -- offsets ---------------------------------------------------------------
 

@@ -101,6 +101,8 @@ async def produce(ctx, req):
     version = ctx.api_version
     topics_out = []
     acks_ok = acks in (0, 1, -1)
+    # (partition, offset, response) to answer only once an fsync covered them
+    durable = [] if acks == -1 else None
     for td in req.topic_data:
         parts_out = []
         topics_out.append(_TopicResp(name=td.name, partition_responses=parts_out))
@@ -109,7 +111,7 @@ async def produce(ctx, req):
                              log_start_offset=-1, record_errors=[], error_message=None)
             parts_out.append(resp)
             try:
-                _append_one(broker, req, version, acks_ok, td.name, pd, resp, ctx.received_ms)
+                _append_one(broker, req, version, acks_ok, td.name, pd, resp, ctx.received_ms, durable)
             except BatchRejected as exc:
                 resp.error_code = exc.code
                 resp.base_offset = -1
@@ -124,7 +126,21 @@ async def produce(ctx, req):
                                               for t in topics_out for r in t.partition_responses
                                               if r.error_code))
         return None
+    if durable:
+        await _await_fsync(broker.flusher, durable)
     return ProduceResponse(responses=topics_out, throttle_time_ms=0)
+
+
+async def _await_fsync(flusher, durable) -> None:
+    """fsync before ack (acks=-1, flush.messages=1): answer once the flusher
+    covered each partition's last offset; a failed fsync is Kafka's
+    KAFKA_STORAGE_ERROR (its log directory would be offline)."""
+    for partition, offset, resp in durable:
+        if not await flusher.wait_flushed(partition.log, offset):
+            resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+            resp.base_offset = -1
+            resp.log_append_time_ms = -1
+            resp.log_start_offset = -1
 
 
 # transaction coordinator answers that a retry can fix: older producers do not
@@ -161,7 +177,8 @@ def _verify_transaction(broker, transactional_id: str, version: int, partition, 
     raise BatchRejected(ErrorCode(error))
 
 
-def _append_one(broker, req, version: int, acks_ok: bool, topic: str, pd, resp, now_ms: int) -> None:
+def _append_one(broker, req, version: int, acks_ok: bool, topic: str, pd, resp, now_ms: int,
+                durable: list | None) -> None:
     # Kafka's order: unknown partition, request-level record checks, required
     # acks, internal topic, then the log's own checks of the batch
     partition = broker.partitions.get(topic, pd.index)
@@ -191,9 +208,14 @@ def _append_one(broker, req, version: int, acks_ok: bool, topic: str, pd, resp, 
         if code is not None:
             if isinstance(code, tuple):  # duplicate of an appended batch
                 resp.base_offset, resp.log_start_offset = code
+                if durable is not None and partition.fsync_before_ack:
+                    # (its first attempt may still be waiting for its fsync)
+                    durable.append((partition, resp.base_offset, resp))
                 return
             raise BatchRejected(code)
     info = partition.append(data, header, now_ms)
     resp.base_offset = info.base_offset
     resp.log_append_time_ms = info.log_append_time
     resp.log_start_offset = info.log_start_offset
+    if durable is not None and partition.fsync_before_ack:
+        durable.append((partition, info.last_offset, resp))
