@@ -96,8 +96,13 @@ _DIGEST_OVER = 16
 _READ_CHUNK = 1 << 20
 # cleaned data is written this much at a time
 _WRITE_CHUNK = 1 << 20
+# cleaned data is fsynced as it goes, so the fsync before the swap (on the
+# broker's one thread) has little left to write
+_SYNC_EVERY = 8 << 20
 # the generator offers to pause after about this many bytes of work
 _SLICE_BYTES = 256 * 1024
+# ... or this many records (compressed batches hold many in few bytes)
+_SLICE_RECORDS = 2000
 # a long round reports its progress at most this often
 _PROGRESS_EVERY_S = 10.0
 
@@ -441,6 +446,7 @@ class _CleanedSegmentWriter:
         self.time_index.activate(config.segment_index_bytes)
         self.size = 0
         self._buffer = bytearray()
+        self._unsynced = 0
         self._bytes_since_index = 0
         self._max = (NO_TIMESTAMP, base_offset)
         self.closed = False
@@ -464,9 +470,13 @@ class _CleanedSegmentWriter:
 
     def _flush_buffer(self) -> None:
         view = memoryview(self._buffer)
+        self._unsynced += len(view)
         while view:
             view = view[os.write(self.fd, view):]
         self._buffer = bytearray()
+        if self.sync and self._unsynced >= _SYNC_EVERY:
+            os.fdatasync(self.fd)
+            self._unsynced = 0
 
     def finish(self, aborted: list[AbortedTxn], mtime: float | None) -> None:
         """Write out, close the indexes as an inactive segment's, fsync."""
@@ -685,7 +695,7 @@ class CleaningRound:
             self._check([seg])
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else upper
             _, position = seg.offset_index.lookup(start)
-            since_yield = 0
+            since_yield = records = 0
             for _pos, header, batch in _iter_segment_batches(seg, position):
                 if header.base_offset >= upper:
                     break
@@ -711,9 +721,10 @@ class CleaningRound:
                     offset_map.update_latest(last)
                 stats.map_bytes_read += len(batch)
                 since_yield += len(batch)
-                if since_yield >= _SLICE_BYTES:
+                records += header.record_count
+                if since_yield >= _SLICE_BYTES or records >= _SLICE_RECORDS:
                     self._report(since_yield)
-                    since_yield = 0
+                    since_yield = records = 0
                     yield
                     self._check([seg])
             self._report(since_yield)
@@ -728,7 +739,10 @@ class CleaningRound:
         active = {}
         for seg in self.plog.segments:
             self._check([seg])
-            for _pos, header in seg.iter_batches():
+            for i, (_pos, header) in enumerate(seg.iter_batches()):
+                if i and i % _SLICE_RECORDS == 0:
+                    yield
+                    self._check([seg])
                 pid = header.producer_id
                 if pid < 0:
                     continue
@@ -746,93 +760,30 @@ class CleaningRound:
                      active: dict[int, _LastRecord], upper: int) -> Generator[None, None, None]:
         """Kafka's cleanSegments: the group into one ``.cleaned`` segment, swapped in."""
         plog = self.plog
-        cfg = plog.config
         base = group[0].base_offset
-        writer = self._writer = _CleanedSegmentWriter(plog.dir, base, cfg, self.sync)
+        writer = self._writer = _CleanedSegmentWriter(plog.dir, base, plog.config, self.sync)
         txns.retained_aborted = []
-        now = self.now_ms
-        retention = cfg.delete_retention_ms
-        offsets = offset_map.offsets
-        key_of = offset_map.key_of
-        latest_offset = offset_map.latest_offset
+        keep = _BatchFilter(offset_map, txns, active, upper, self.now_ms, plog.config.delete_retention_ms,
+                            self.stats)
         stats = self.stats
         for seg in group:
             log.debug("cleaning segment %d of %s into %d", seg.base_offset, self.name, base)
-            since_yield = 0
+            work_bytes = work_records = 0
             for _pos, header, batch in _iter_segment_batches(seg):
                 size = len(batch)
                 stats.bytes_read += size
-                since_yield += size
-                attributes = header.attributes
-                is_control = bool(attributes & CONTROL_BIT)
-                last = header.base_offset + header.last_offset_delta
-                horizon = _delete_horizon(header)
-                # checkBatchRetention
-                if is_control:
-                    can_discard = txns.on_control(header, _marker_type(batch, header))
-                    discard_records = can_discard and horizon is not None and horizon <= now
-                else:
-                    can_discard = txns.on_batch(header)
-                    discard_records = can_discard
-                pid = header.producer_id
-                last_of_producer = False
-                if pid >= 0:
-                    lr = active.get(pid)
-                    if lr is not None:
-                        if lr.last_data_offset is not None:
-                            last_of_producer = last == lr.last_data_offset
-                        else:
-                            last_of_producer = is_control and header.producer_epoch == lr.producer_epoch
-                retain_empty = last_of_producer or last + 1 == upper
-                if discard_records and not retain_empty:
-                    stats.messages_read += header.record_count
-                    continue
-                # the records
-                retained = []
-                all_kept = True
-                tombstones = False
-                for record in iter_records(batch):
-                    stats.messages_read += 1
-                    if discard_records:
-                        keep = False
-                    elif is_control:
-                        keep = True
-                    elif record.offset > latest_offset:
-                        keep = True
-                    elif record.key is None:
-                        stats.invalid_messages += 1
-                        keep = False
-                    else:
-                        keep = record.offset >= offsets.get(key_of(record.key), -1) and (
-                            record.value is not None or horizon is None or now < horizon)
-                    if keep:
-                        retained.append(record)
-                        if record.value is None:
-                            tombstones = True
-                    else:
-                        all_kept = False
-                if retained:
-                    need_horizon = (tombstones or (can_discard and is_control)) and horizon is None
-                    if all_kept and not need_horizon:
-                        out = batch
-                        max_ts = header.max_timestamp
-                    else:
-                        out = _rebuild(header, retained, now + retention if need_horizon else horizon)
-                        max_ts = BatchHeader(out).max_timestamp
-                    stats.messages_written += len(retained)
-                elif retain_empty:
-                    out = _empty_batch(header)
-                    max_ts = header.max_timestamp
-                else:
-                    continue
-                writer.append(out, last, max_ts)
-                stats.bytes_written += len(out)
-                if since_yield >= _SLICE_BYTES:
-                    self._report(since_yield)
-                    since_yield = 0
+                out = keep.filter(header, batch)
+                if out is not None:
+                    writer.append(*out)
+                    stats.bytes_written += len(out[0])
+                work_bytes += size
+                work_records += header.record_count
+                if work_bytes >= _SLICE_BYTES or work_records >= _SLICE_RECORDS:
+                    self._report(work_bytes)
+                    work_bytes = work_records = 0
                     yield
                     self._check(group)
-            self._report(since_yield)
+            self._report(work_bytes)
             yield
             self._check(group)
         mtime = None
@@ -844,6 +795,85 @@ class CleaningRound:
         writer.rename_to_swap()
         self._writer = None
         plog.replace_segments(base, group, sync=self.sync)
+
+
+class _BatchFilter:
+    """Kafka's cleanInto filter (checkBatchRetention + shouldRetainRecord) over
+    one batch at a time."""
+
+    def __init__(self, offset_map: _OffsetMap, txns: _TxnTracker, active: dict[int, _LastRecord],
+                 upper: int, now_ms: int, delete_retention_ms: int, stats: CleanerStats):
+        self.offsets = offset_map.offsets
+        self.key_of = offset_map.key_of
+        self.latest_offset = offset_map.latest_offset
+        self.txns = txns
+        self.active = active
+        self.upper = upper
+        self.now = now_ms
+        self.retention = delete_retention_ms
+        self.stats = stats
+
+    def filter(self, header: BatchHeader, batch) -> tuple[bytes, int, int] | None:
+        """(batch to write, its last offset, its max timestamp), or None to drop it."""
+        now = self.now
+        stats = self.stats
+        is_control = bool(header.attributes & CONTROL_BIT)
+        last = header.base_offset + header.last_offset_delta
+        horizon = _delete_horizon(header)
+        # checkBatchRetention
+        if is_control:
+            can_discard = self.txns.on_control(header, _marker_type(batch, header))
+            discard_records = can_discard and horizon is not None and horizon <= now
+        else:
+            can_discard = self.txns.on_batch(header)
+            discard_records = can_discard
+        last_of_producer = False
+        if header.producer_id >= 0:
+            lr = self.active.get(header.producer_id)
+            if lr is not None:
+                if lr.last_data_offset is not None:
+                    last_of_producer = last == lr.last_data_offset
+                else:
+                    last_of_producer = is_control and header.producer_epoch == lr.producer_epoch
+        retain_empty = last_of_producer or last + 1 == self.upper
+        if discard_records and not retain_empty:
+            stats.messages_read += header.record_count
+            return None
+        # shouldRetainRecord, record by record
+        retained = []
+        all_kept = True
+        tombstones = False
+        offsets = self.offsets
+        key_of = self.key_of
+        latest_offset = self.latest_offset
+        for record in iter_records(batch):
+            stats.messages_read += 1
+            if discard_records:
+                keep = False
+            elif is_control or record.offset > latest_offset:
+                keep = True
+            elif record.key is None:
+                stats.invalid_messages += 1
+                keep = False
+            else:
+                keep = record.offset >= offsets.get(key_of(record.key), -1) and (
+                    record.value is not None or horizon is None or now < horizon)
+            if keep:
+                retained.append(record)
+                if record.value is None:
+                    tombstones = True
+            else:
+                all_kept = False
+        if retained:
+            stats.messages_written += len(retained)
+            need_horizon = (tombstones or (can_discard and is_control)) and horizon is None
+            if all_kept and not need_horizon:
+                return batch, last, header.max_timestamp
+            out = _rebuild(header, retained, now + self.retention if need_horizon else horizon)
+            return out, last, BatchHeader(out).max_timestamp
+        if retain_empty:
+            return _empty_batch(header), last, header.max_timestamp
+        return None
 
 
 def _marker_type(batch, header: BatchHeader) -> int | None:
