@@ -1,4 +1,4 @@
-"""python -m tools.bench {produce,consume,latency,cost,all} [options]
+"""python -m tools.bench {produce,consume,latency,cost,all,durability} [options]
 
 Drives kproto (and Apache Kafka when KAFKA_HOME names a distribution, and the
 sink ceiling) with librdkafka clients; prints a results table.
@@ -8,7 +8,13 @@ sink ceiling) with librdkafka clients; prints a results table.
   latency   one record per ms: produce-ack and end-to-end latency
   cost      start to ready, recovery after kill -9, peak RSS
   all       everything above (and Kafka's perf tools when KAFKA_HOME is set)
+  durability  fsync before ack: 1 KiB acks=all producers against kproto and
+            kproto-fsync (log.flush.interval.messages=1), and a write+fdatasync
+            loop next to the data (the device's limit)
   profile   py-spy profiles of kproto under the produce and consume loads
+
+Targets: kproto, kproto-fsync, sink, kafka, kafka-fsync (the -fsync ones with
+log.flush.interval.messages=1); --broker-set applies to every broker target.
 """
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ import argparse
 import os
 import sys
 
-COMMANDS = ("produce", "consume", "latency", "cost", "all", "profile")
+COMMANDS = ("produce", "consume", "latency", "cost", "all", "durability", "profile")
 
 _WORKLOADS = {
     "produce": {"produce"},
@@ -24,7 +30,24 @@ _WORKLOADS = {
     "latency": {"latency"},
     "cost": {"produce", "consume", "cost"},
     "all": {"produce", "consume", "latency", "cost", "perf"},
+    "durability": {"produce", "fsync"},
 }
+# what `durability` runs unless told otherwise
+_DURABILITY = {"targets": "kproto,kproto-fsync", "sizes": "1024", "acks": "all", "partitions": "1,6"}
+
+
+def _setting(arg: str) -> tuple[str, str]:
+    key, sep, value = arg.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {arg!r}")
+    return key.strip(), value.strip()
+
+
+def _ints(arg: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in arg.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {arg!r}") from None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -34,8 +57,16 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("command", choices=COMMANDS)
     ap.add_argument("--quick", action="store_true",
                     help="smoke mode: kproto only, small counts, one repetition (seconds)")
-    ap.add_argument("--targets", help="comma-separated: kproto, sink, kafka "
-                    "(default kproto,sink plus kafka when KAFKA_HOME is set; --quick: kproto)")
+    ap.add_argument("--targets", help="comma-separated: kproto, kproto-fsync, sink, kafka, kafka-fsync "
+                    "(default kproto,sink plus kafka when KAFKA_HOME is set; --quick: kproto; "
+                    "durability: kproto,kproto-fsync)")
+    ap.add_argument("--broker-set", action="append", type=_setting, default=[], metavar="KEY=VALUE",
+                    help="a broker setting for every broker target (kproto's --set, a line of Kafka's "
+                    "server.properties); repeatable")
+    ap.add_argument("--sizes", type=_ints, help="record sizes in bytes, comma-separated (default 100,1024)")
+    ap.add_argument("--acks", help="producer acks to run, comma-separated (default 1,all)")
+    ap.add_argument("--partitions", type=_ints, help="partition counts, comma-separated (default 1,6)")
+    ap.add_argument("--fsync-seconds", type=float, help="length of the write+fdatasync loop (default 3)")
     ap.add_argument("--reps", type=int, help="repetitions (default 3; --quick 1)")
     ap.add_argument("--records-100", type=int, dest="records_small",
                     help="records per produce run at 100 B (default 1,000,000; --quick 20,000)")
@@ -57,23 +88,42 @@ def parser() -> argparse.ArgumentParser:
 def plan_from(args):
     from tools.bench.runner import Plan
     quick = args.quick
+    durability = args.command == "durability"
     if args.targets:
         targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    elif durability:
+        targets = _DURABILITY["targets"].split(",")
     elif quick:
         targets = ["kproto"]
     else:
         targets = ["kproto"] + (["kafka"] if args.kafka_home else []) + ["sink"]
     small = args.records_small or (20_000 if quick else 1_000_000)
     large = args.records_large or (5_000 if quick else 250_000)
+    shape = {}
+    sizes = args.sizes or (_ints(_DURABILITY["sizes"]) if durability else None)
+    if sizes:
+        shape["sizes"] = sizes
+    acks = args.acks or (_DURABILITY["acks"] if durability else None)
+    if acks:
+        shape["acks"] = tuple(a.strip() for a in acks.split(",") if a.strip())
+    partitions = args.partitions or (_ints(_DURABILITY["partitions"]) if durability else None)
+    if partitions:
+        shape["partitions"] = partitions
+    records = {100: small, 1024: large}
+    for size in shape.get("sizes", ()):
+        records.setdefault(size, max(1, large * 1024 // size))  # as many bytes as the 1 KiB runs
     return Plan(
         workloads=set(_WORKLOADS[args.command]),
         targets=targets,
         reps=args.reps or (1 if quick else 3),
-        records={100: small, 1024: large},
+        records=records,
         latency_seconds=args.latency_seconds or (1.0 if quick else 10.0),
         recovery_mib=args.recovery_mib or (16 if quick else 1024),
         perf_records=large,
-        kafka_home=args.kafka_home if "kafka" in targets or not quick else None,
+        kafka_home=args.kafka_home if any(t.startswith("kafka") for t in targets) or not quick else None,
+        broker_settings=dict(args.broker_set),
+        fsync_seconds=args.fsync_seconds or (1.0 if quick else 3.0),
+        **shape,
     )
 
 
@@ -85,6 +135,10 @@ def main(argv=None) -> int:
     from tools.bench import report
     from tools.bench.progress import Progress
     from tools.bench.runner import Runner
+    if args.markdown and args.command == "durability":
+        # the generated part of docs/performance.md holds the main benchmark;
+        # durability figures go into its hand-written part
+        raise SystemExit("durability writes no Markdown: use --json and quote the figures by hand")
     if args.from_json:
         results = report.load_json(args.from_json)
     else:

@@ -23,7 +23,7 @@ REFERENCE = """\
 | loopback TCP on this machine type | about 1.5 GiB/s |
 """
 
-SECTION_ORDER = ("produce", "consume", "latency", "Kafka's perf tools", "broker cost")
+SECTION_ORDER = ("produce", "fsync loop", "consume", "latency", "Kafka's perf tools", "broker cost")
 
 MARKER = "<!-- Everything below this line is hand-written; python -m tools.bench --markdown keeps it. -->"
 
@@ -281,7 +281,8 @@ def load_json(path: str):
                 records={int(k): v for k, v in d["records"].items()}, acks=tuple(d["acks"]),
                 partitions=tuple(d["partitions"]), linger_ms=d["linger_ms"], group_members=d["group_members"],
                 latency_seconds=d["latency_seconds"], recovery_mib=d["recovery_mib"],
-                perf_records=d["perf_records"])
+                perf_records=d["perf_records"], broker_settings=d.get("broker_settings", {}),
+                fsync_seconds=d.get("fsync_seconds", 3.0))
     res = Results(plan, labels=data["labels"], errors=data["errors"], started=data["started"],
                   seconds=data["seconds"], versions=data["versions"])
     res.runs = {t: [{(f["section"], f["case"], f["metric"]): f["value"] for f in rep} for rep in reps]

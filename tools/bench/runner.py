@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, TopicPartition
 
-from tools.bench import perftools, workloads
+from tools.bench import fsyncloop, perftools, workloads
 from tools.bench.progress import Progress
 from tools.bench.targets import Target, make_targets
 
@@ -35,13 +35,16 @@ class Plan:
     recovery_mib: int = 1024
     perf_records: int = 250_000
     kafka_home: str | None = None
+    broker_settings: dict[str, str] = field(default_factory=dict)  # --broker-set
+    fsync_seconds: float = 3.0
 
     def describe(self) -> dict:
         return {"workloads": sorted(self.workloads), "targets": self.targets, "reps": self.reps,
                 "sizes": list(self.sizes), "records": {str(k): v for k, v in self.records.items()},
                 "acks": list(self.acks), "partitions": list(self.partitions), "linger_ms": self.linger_ms,
                 "group_members": self.group_members, "latency_seconds": self.latency_seconds,
-                "recovery_mib": self.recovery_mib, "perf_records": self.perf_records}
+                "recovery_mib": self.recovery_mib, "perf_records": self.perf_records,
+                "broker_settings": self.broker_settings, "fsync_seconds": self.fsync_seconds}
 
 
 @dataclass
@@ -103,11 +106,13 @@ class Runner:
             n += 2
         if "cost" in w and target.recoverable:
             n += 1
+        if "fsync" in w and target.is_broker:
+            n += 1
         return n
 
     def run(self) -> Results:
         plan = self.plan
-        targets = make_targets(plan.targets, plan.kafka_home)
+        targets = make_targets(plan.targets, plan.kafka_home, plan.broker_settings)
         res = self.results
         res.started = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
         t0 = time.monotonic()
@@ -181,6 +186,8 @@ class Runner:
                     self._latency(target, tag, figures, acks)
             if "perf" in w and plan.kafka_home and target.name != "sink":
                 self._perf_tools(target, tag, figures)
+            if "fsync" in w and target.is_broker:
+                self._fsync_loop(target, tag, figures)
             if target.is_broker:
                 self._cost_figures(target, figures, cost)
         finally:
@@ -212,6 +219,21 @@ class Runner:
         for m in ("records/s", "MiB/s", "ack p50 ms", "ack p99 ms", "ack p999 ms"):
             figures[("produce", case, m)] = out[m]
         prog.finish(f"{out['MiB/s']:.1f} MiB/s, ack p99 {out['ack p99 ms']:.1f} ms")
+
+    def _fsync_loop(self, target, tag, figures) -> None:
+        """The device's limit for fsync before ack, measured next to the
+        target's data (same file system) right after its produce runs."""
+        prog = self.progress
+        case = "write + fdatasync of 1 KiB, one file, one thread"
+        prog.step(f"{tag}: {case}")
+        try:
+            out = fsyncloop.write_fdatasync_loop(target.workdir, 1024, self.plan.fsync_seconds)
+        except Exception as exc:
+            self._record_error(target, self._rep, figures, ("fsync loop", case), exc)
+            return
+        for m in ("fsyncs/s", "MiB/s", "p50 ms", "p99 ms"):
+            figures[("fsync loop", case, m)] = out[m]
+        prog.finish(f"{out['fsyncs/s']:,.0f} fsyncs/s, p99 {out['p99 ms']:.2f} ms")
 
     def _consume(self, target, tag, figures, cost, size, parts, groups: bool) -> None:
         plan, prog = self.plan, self.progress

@@ -83,10 +83,16 @@ class KprotoTarget(Target):
     name = "kproto"
     label = "kproto"
 
-    def __init__(self, workdir: str):
+    def __init__(self, workdir: str, settings: dict[str, str] | None = None, name: str | None = None,
+                 label: str | None = None):
         super().__init__(workdir)
         self.proc: BrokerProcess | None = None
         self.port = free_port()
+        self.settings = dict(settings or {})  # --set KEY=VALUE for `kproto serve`
+        if name:
+            self.name = name
+        if label:
+            self.label = label
 
     @property
     def bootstrap(self) -> str:
@@ -102,7 +108,7 @@ class KprotoTarget(Target):
             shutil.rmtree(data, ignore_errors=True)
         os.makedirs(data, exist_ok=True)
         self._versions = None
-        self.proc = BrokerProcess(data, self.port)
+        self.proc = BrokerProcess(data, self.port, settings=self.settings)
         started = time.perf_counter()
         self.proc.start(timeout=600)
         self.ready_seconds = time.perf_counter() - started
@@ -171,9 +177,15 @@ class KafkaTarget(Target):
     label = "Apache Kafka"
     READY = "Kafka Server started"
 
-    def __init__(self, workdir: str, home: str):
+    def __init__(self, workdir: str, home: str, settings: dict[str, str] | None = None,
+                 name: str | None = None, label: str | None = None):
         super().__init__(workdir)
         self.home = home
+        self.settings = dict(settings or {})  # extra server.properties lines
+        if name:
+            self.name = name
+        if label:
+            self.label = label
         self.port = free_port()
         self.controller_port = free_port()
         self.proc: subprocess.Popen | None = None
@@ -214,8 +226,7 @@ class KafkaTarget(Target):
                 "offsets.topic.replication.factor=1",
                 "transaction.state.log.replication.factor=1",
                 "transaction.state.log.min.isr=1",
-                "",
-            ]))
+            ] + [f"{k}={v}" for k, v in self.settings.items()] + [""]))
         return path
 
     def start(self, fresh: bool = True) -> float:
@@ -271,18 +282,34 @@ def _kafka_version(home: str) -> str:
     return "unknown"
 
 
-def make_targets(names: list[str], kafka_home: str | None) -> list[Target]:
+# fsync before ack, Kafka's way: flush after every message (topic flush.messages=1)
+FSYNC_SETTINGS = {"log.flush.interval.messages": "1"}
+TARGET_NAMES = ("kproto", "kproto-fsync", "sink", "kafka", "kafka-fsync")
+
+
+def make_targets(names: list[str], kafka_home: str | None,
+                 broker_settings: dict[str, str] | None = None) -> list[Target]:
+    """``broker_settings`` (--broker-set) apply to every broker target; the
+    ``-fsync`` variants add log.flush.interval.messages=1."""
+    settings = dict(broker_settings or {})
+    fsync = settings | FSYNC_SETTINGS
+    fsync_label = "log.flush.interval.messages=1"
     out = []
     for name in names:
         workdir = tempfile.mkdtemp(prefix=f"kproto-bench-{name}-")
         if name == "kproto":
-            out.append(KprotoTarget(workdir))
+            out.append(KprotoTarget(workdir, settings))
+        elif name == "kproto-fsync":
+            out.append(KprotoTarget(workdir, fsync, name, f"kproto-fsync ({fsync_label})"))
         elif name == "sink":
             out.append(SinkTarget(workdir))
-        elif name == "kafka":
+        elif name in ("kafka", "kafka-fsync"):
             if not kafka_home:
-                raise SystemExit("target kafka needs KAFKA_HOME (an Apache Kafka distribution)")
-            out.append(KafkaTarget(workdir, kafka_home))
+                raise SystemExit(f"target {name} needs KAFKA_HOME (an Apache Kafka distribution)")
+            if name == "kafka":
+                out.append(KafkaTarget(workdir, kafka_home, settings))
+            else:
+                out.append(KafkaTarget(workdir, kafka_home, fsync, name, f"Apache Kafka ({fsync_label})"))
         else:
-            raise SystemExit(f"unknown target {name!r} (kproto, kafka, sink)")
+            raise SystemExit(f"unknown target {name!r} ({', '.join(TARGET_NAMES)})")
     return out
