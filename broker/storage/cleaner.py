@@ -663,7 +663,8 @@ class CleaningRound:
         self.stats.map_done = time.monotonic()
         end_offset = offset_map.latest_offset + 1
         if end_offset <= start:
-            end_offset = upper
+            raise ValueError(f"the offset map ({offset_map.capacity} keys, log.cleaner.dedupe.buffer.size) "
+                             f"is too small to make progress in {self.name}")
         active = yield from self._active_producer_batches()
         txns = _TxnTracker(aborted)
         groups = _group_by_size(_segments_overlapping(plog.segments, -1, end_offset), cfg.segment_bytes,
