@@ -1,12 +1,20 @@
 """Group commit: the broker's fsyncs, off the trio thread.
 
 Partition logs hand their due flushes (``flush.messages``, ``flush.ms``,
-rolled segments) to the Flusher through ``PartitionLog.on_flush_due``. Per
-log, one flush runs at a time, in a worker thread: fdatasync of the segment
-files and their indexes, then the recovery point moves up to the log end the
-flush started from (never further). Appends that arrive meanwhile are covered
-by the next flush, which takes them all at once: concurrent producers share
-fsyncs instead of queueing one each.
+rolled segments) to the Flusher through ``PartitionLog.on_flush_due``. The
+flusher works in rounds: a round takes every log that asked since the last
+one, fdatasyncs their segment files and indexes in one worker thread, then
+moves each recovery point up to the log end the round started from (never
+further). Appends that arrive meanwhile wait for the next round, which covers
+them all: concurrent producers, and the partitions of one request, share a
+round instead of queueing one fsync each, and the trio thread hands over to
+a thread once per round (on a busy two-core machine every hand-over costs
+a scheduling delay).
+
+Two lanes, each one round at a time: ``ack`` for the flushes producers may
+be waiting on (flush.messages, flush.ms) and ``background`` for segments a
+roll left behind, so that a large rolled segment of one topic does not hold
+up the acknowledgements of another.
 
 Produce with acks=-1 on a topic with ``flush.messages=1`` (Kafka's fsync
 before ack) awaits wait_flushed() before answering. Kafka fsyncs in the
@@ -27,10 +35,6 @@ import trio
 
 log = logging.getLogger("kproto.flusher")
 
-# fsyncs of different logs may run side by side (each is mostly waiting on
-# the device); more threads than this only queue inside the kernel
-MAX_FLUSH_THREADS = 4
-
 
 class _Waiter:
     __slots__ = ("event", "ok")
@@ -40,19 +44,39 @@ class _Waiter:
         self.ok = True
 
 
+class _Lane:
+    __slots__ = ("name", "wanted", "kick")
+
+    def __init__(self, name: str):
+        self.name = name
+        self.wanted: dict = {}  # log -> flush up to (None: its end), until its round starts
+        self.kick = trio.Event()
+
+
+def _sync_all(targets: list) -> list[OSError | None]:
+    """The worker thread's part of a round: every log's fsyncs, one error
+    (or None) per log."""
+    errors = []
+    for t in targets:
+        try:
+            t.sync()
+            errors.append(None)
+        except OSError as exc:
+            errors.append(exc)
+    return errors
+
+
 class Flusher:
-    def __init__(self, max_threads: int = MAX_FLUSH_THREADS):
-        self._nursery: trio.Nursery | None = None
-        self._limiter = trio.CapacityLimiter(max_threads)
-        # log -> flush wanted up to (None: its end); a log is here until its flush starts
-        self._wanted: dict = {}
-        self._running: set = set()
+    def __init__(self):
+        self._ack = _Lane("ack")
+        self._background = _Lane("background")
         self._failed: set = set()
         # log -> heap of (offset, seq, waiter): wake when the recovery point passes offset
         self._waiters: dict = {}
         self._seq = itertools.count()
         # counters (tests, diagnostics)
-        self.flushes = 0          # completed flushes, each one fdatasync per file it covered
+        self.rounds = 0           # worker-thread hand-overs
+        self.flushes = 0          # logs flushed (one fdatasync per file each)
         self.records_covered = 0  # offsets the recovery points moved over through them
         self.failures = 0
         # called with (log, new recovery point) after each completed flush (tests)
@@ -63,16 +87,15 @@ class Flusher:
     def request(self, plog, upto: int | None = None) -> None:
         """Flush ``plog`` up to ``upto`` (None: its end) soon. Cheap; called
         from appends (PartitionLog.on_flush_due) on the trio thread."""
-        wanted = self._wanted
-        if plog in wanted:
-            current = wanted[plog]
-            if current is not None and (upto is None or upto > current):
-                wanted[plog] = upto
+        if upto is None:
+            lane = self._ack
+            lane.wanted[plog] = None
         else:
-            wanted[plog] = upto
-        if plog not in self._running and self._nursery is not None:
-            self._running.add(plog)
-            self._nursery.start_soon(self._flush_log, plog)
+            lane = self._background
+            current = lane.wanted.get(plog)
+            if current is None or upto > current:
+                lane.wanted[plog] = upto
+        lane.kick.set()
 
     async def wait_flushed(self, plog, offset: int) -> bool:
         """Return once a flush covered ``offset`` of ``plog`` (True), or once
@@ -87,26 +110,23 @@ class Flusher:
         await waiter.event.wait()
         return waiter.ok
 
-    # -- the flushing ----------------------------------------------------------
+    # -- the rounds ------------------------------------------------------------
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Serve flush requests until cancelled (a task of the broker's nursery)."""
         async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            for plog in list(self._wanted):  # asked for before the broker ran
-                if plog not in self._running:
-                    self._running.add(plog)
-                    nursery.start_soon(self._flush_log, plog)
+            nursery.start_soon(self._serve, self._ack)
+            nursery.start_soon(self._serve, self._background)
             task_status.started()
-            try:
-                await trio.sleep_forever()
-            finally:
-                self._nursery = None
 
-    async def _flush_log(self, plog) -> None:
-        try:
-            while plog in self._wanted:
-                upto = self._wanted.pop(plog)
+    async def _serve(self, lane: _Lane) -> None:
+        while True:
+            if not lane.wanted:
+                await lane.kick.wait()
+            lane.kick = trio.Event()
+            wanted, lane.wanted = lane.wanted, {}
+            jobs = []
+            for plog, upto in wanted.items():
                 if plog in self._failed:
                     self._wake(plog, failed=True)
                     continue
@@ -120,44 +140,47 @@ class Flusher:
                 if targets is None:
                     self._wake(plog, failed=plog.closed)
                     continue
-                before = plog.recovery_point
-                try:
-                    # not cancellable: the descriptors are the thread's until it returns
-                    await trio.to_thread.run_sync(targets.sync, limiter=self._limiter)
-                except OSError as exc:
+                jobs.append((plog, targets, plog.recovery_point))
+            if not jobs:
+                continue
+            try:
+                # not cancellable: the descriptors are the thread's until it returns
+                errors = await trio.to_thread.run_sync(_sync_all, [t for _, t, _ in jobs])
+            except BaseException:
+                # cancelled before the thread started (shutdown): nothing was synced
+                for plog, targets, _ in jobs:
+                    targets.close()
+                    plog.flushed(targets, ok=False)
+                raise
+            self.rounds += 1
+            for (plog, targets, before), error in zip(jobs, errors):
+                if error is not None:
                     plog.flushed(targets, ok=False)
                     self.failures += 1
                     self._failed.add(plog)
                     log.error("fsync of %s failed; its appends are no longer acknowledged as durable: %s",
-                              plog, exc)
+                              plog, error)
                     self._wake(plog, failed=True)
                     continue
-                except BaseException:
-                    # cancelled before the thread started (shutdown): nothing was synced
-                    targets.close()
-                    plog.flushed(targets, ok=False)
-                    raise
                 plog.flushed(targets)
                 self.flushes += 1
                 self.records_covered += max(0, plog.recovery_point - before)
                 if self.on_flushed is not None:
                     self.on_flushed(plog, plog.recovery_point)
                 self._wake(plog, failed=plog.closed)
-        finally:
-            self._running.discard(plog)
-            if not self._waiters.get(plog, True):
-                del self._waiters[plog]
 
     def _wake(self, plog, failed: bool = False) -> None:
         heap = self._waiters.get(plog)
-        if not heap:
+        if heap is None:
             return
         if failed:
             for _offset, _seq, waiter in heap:
                 waiter.ok = False
                 waiter.event.set()
             heap.clear()
-            return
-        point = plog.recovery_point
-        while heap and heap[0][0] < point:
-            heapq.heappop(heap)[2].event.set()
+        else:
+            point = plog.recovery_point
+            while heap and heap[0][0] < point:
+                heapq.heappop(heap)[2].event.set()
+        if not heap:
+            del self._waiters[plog]

@@ -113,15 +113,11 @@ class FlushTargets:
         try:
             for fd in self.fds:
                 os.fdatasync(fd)
-            for path in self.paths + ([self.dir] if self.dir is not None else []):
-                try:
-                    fd = os.open(path, os.O_RDONLY)
-                except FileNotFoundError:
-                    continue
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+            # (fdatasync, as msync of an index mapping does: its mtime is not worth a journal commit)
+            for path in self.paths:
+                _sync_path(path, os.fdatasync)
+            if self.dir is not None:
+                _sync_path(self.dir, os.fsync)
         finally:
             self.close()
 
@@ -129,6 +125,17 @@ class FlushTargets:
         fds, self.fds = self.fds, []
         for fd in fds:
             os.close(fd)
+
+
+def _sync_path(path: str, sync) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        sync(fd)
+    finally:
+        os.close(fd)
 
 
 class PartitionLog:
