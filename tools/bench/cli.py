@@ -67,6 +67,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--acks", help="producer acks to run, comma-separated (default 1,all)")
     ap.add_argument("--partitions", type=_ints, help="partition counts, comma-separated (default 1,6)")
     ap.add_argument("--fsync-seconds", type=float, help="length of the write+fdatasync loop (default 3)")
+    ap.add_argument("--producers", type=int, default=1,
+                    help="producers per produce run, each its own connection, sharing the records (default 1)")
     ap.add_argument("--reps", type=int, help="repetitions (default 3; --quick 1)")
     ap.add_argument("--records-100", type=int, dest="records_small",
                     help="records per produce run at 100 B (default 1,000,000; --quick 20,000)")
@@ -122,6 +124,7 @@ def plan_from(args):
         perf_records=large,
         kafka_home=args.kafka_home if any(t.startswith("kafka") for t in targets) or not quick else None,
         broker_settings=dict(args.broker_set),
+        producers=max(1, args.producers),
         fsync_seconds=args.fsync_seconds or (1.0 if quick else 3.0),
         **shape,
     )

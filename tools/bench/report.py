@@ -282,7 +282,7 @@ def load_json(path: str):
                 partitions=tuple(d["partitions"]), linger_ms=d["linger_ms"], group_members=d["group_members"],
                 latency_seconds=d["latency_seconds"], recovery_mib=d["recovery_mib"],
                 perf_records=d["perf_records"], broker_settings=d.get("broker_settings", {}),
-                fsync_seconds=d.get("fsync_seconds", 3.0))
+                fsync_seconds=d.get("fsync_seconds", 3.0), producers=d.get("producers", 1))
     res = Results(plan, labels=data["labels"], errors=data["errors"], started=data["started"],
                   seconds=data["seconds"], versions=data["versions"])
     res.runs = {t: [{(f["section"], f["case"], f["metric"]): f["value"] for f in rep} for rep in reps]

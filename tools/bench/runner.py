@@ -36,6 +36,7 @@ class Plan:
     perf_records: int = 250_000
     kafka_home: str | None = None
     broker_settings: dict[str, str] = field(default_factory=dict)  # --broker-set
+    producers: int = 1  # producer connections per produce run
     fsync_seconds: float = 3.0
 
     def describe(self) -> dict:
@@ -44,7 +45,8 @@ class Plan:
                 "acks": list(self.acks), "partitions": list(self.partitions), "linger_ms": self.linger_ms,
                 "group_members": self.group_members, "latency_seconds": self.latency_seconds,
                 "recovery_mib": self.recovery_mib, "perf_records": self.perf_records,
-                "broker_settings": self.broker_settings, "fsync_seconds": self.fsync_seconds}
+                "broker_settings": self.broker_settings, "fsync_seconds": self.fsync_seconds,
+                "producers": self.producers}
 
 
 @dataclass
@@ -71,8 +73,9 @@ def size_label(size: int) -> str:
     return f"{size // 1024} KiB" if size % 1024 == 0 else f"{size} B"
 
 
-def produce_case(size: int, acks: str, parts: int) -> str:
-    return f"{size_label(size)}, acks={acks}, {parts} partition{'s' if parts > 1 else ''}"
+def produce_case(size: int, acks: str, parts: int, producers: int = 1) -> str:
+    many = f", {producers} producers" if producers > 1 else ""
+    return f"{size_label(size)}, acks={acks}, {parts} partition{'s' if parts > 1 else ''}{many}"
 
 
 def consume_case(size: int, parts: int, mode: str) -> str:
@@ -207,12 +210,12 @@ class Runner:
 
     def _produce(self, target, tag, figures, cost, size, parts, acks) -> None:
         plan, prog = self.plan, self.progress
-        case = produce_case(size, acks, parts)
+        case = produce_case(size, acks, parts, plan.producers)
         prog.step(f"{tag}: produce {case}")
         try:
             out = self._measured(target, cost, "produce", lambda: workloads.produce(
                 target.bootstrap, topic_name(size, parts, acks), plan.records[size], size, acks,
-                plan.linger_ms, progress=prog.update))
+                plan.linger_ms, progress=prog.update, producers=plan.producers))
         except Exception as exc:
             self._record_error(target, self._rep, figures, ("produce", case), exc)
             return

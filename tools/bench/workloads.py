@@ -54,10 +54,12 @@ class _Poller:
 
 
 def produce(bootstrap: str, topic: str, count: int, size: int, acks: str, linger_ms: int = 5,
-            progress=None, extra: dict | None = None) -> dict:
-    """Send `count` records of `size` bytes as fast as the producer takes them."""
+            progress=None, extra: dict | None = None, producers: int = 1) -> dict:
+    """Send `count` records of `size` bytes as fast as the producer takes them
+    (with `producers` > 1: that many producers, each its own connection, in
+    threads of this process, sharing the records)."""
     conf = _common(bootstrap) | {"acks": acks, "linger.ms": linger_ms} | (extra or {})
-    producer = Producer(conf)
+    clients = [Producer(conf) for _ in range(producers)]
     latencies: list[float] = []
     errors: list = []
     lat_append = latencies.append
@@ -68,22 +70,44 @@ def produce(bootstrap: str, topic: str, count: int, size: int, acks: str, linger
         else:
             lat_append(msg.latency())
 
-    _warm_up(producer, topic)
+    _warm_up(clients[0], topic)
+    for other in clients[1:]:
+        other.list_topics(topic, timeout=STALL_SECONDS)  # connected, without a record more to read back
     value = b"\x5a" * size
-    send = producer.produce
-    with _Poller(producer):
-        started = time.perf_counter()
-        for i in range(count):
+    shares = [count // producers + (1 if i < count % producers else 0) for i in range(producers)]
+
+    def send_all(producer: Producer, n: int, report) -> None:
+        send = producer.produce
+        for i in range(n):
             while True:
                 try:
                     send(topic, value, on_delivery=delivered)
                     break
                 except BufferError:
                     time.sleep(0.0002)
-            if progress is not None and not i & 0x3FFF:
-                progress(i, count)
-        _drain(producer, lambda: len(latencies) + len(errors), count)
+            if report is not None and not i & 0x3FFF:
+                report(i * producers, count)
+
+    pollers = [_Poller(p) for p in clients]
+    for poller in pollers:
+        poller.__enter__()
+    try:
+        started = time.perf_counter()
+        if producers == 1:
+            send_all(clients[0], count, progress)
+        else:
+            threads = [threading.Thread(target=send_all, args=(p, n, progress if i == 0 else None))
+                       for i, (p, n) in enumerate(zip(clients, shares))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        for producer in clients:
+            _drain(producer, lambda: len(latencies) + len(errors), count)
         elapsed = time.perf_counter() - started
+    finally:
+        for poller in pollers:
+            poller.__exit__(None, None, None)
     if errors:
         raise BenchError(f"{len(errors)} of {count} records failed, first: {errors[0]}")
     latencies.sort()
