@@ -605,6 +605,22 @@ def test_broker_compacts_a_topic_and_the_offsets_topic(compacting_broker, topic_
     assert committed[0].offset == 400
     consumer.close()
 
+    # after a crash the compacted logs load: the group's offset and every key's value are there
+    compacting_broker.restart(clean=False)
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "g-" + topic_name,
+                                         "enable.auto.commit": False})
+    committed = consumer.committed([TopicPartition(topic_name, 0)], timeout=30)
+    assert committed[0].offset == 400
+    consumer.assign([TopicPartition(topic_name, 0, 0)])
+    again = {}
+    deadline = time.monotonic() + 30
+    while len(again) < len(latest) or again != latest:
+        assert time.monotonic() < deadline, again
+        msg = consumer.poll(0.5)
+        if msg is not None and not msg.error():
+            again[msg.key().decode()] = msg.value().decode()
+    consumer.close()
+
 
 def test_broker_compacts_transactional_data(compacting_broker, topic_name):
     confluent_kafka = pytest.importorskip("confluent_kafka")
