@@ -9,8 +9,9 @@ sink ceiling) with librdkafka clients; prints a results table.
   cost      start to ready, recovery after kill -9, peak RSS
   all       everything above (and Kafka's perf tools when KAFKA_HOME is set)
   durability  fsync before ack: 1 KiB acks=all producers against kproto and
-            kproto-fsync (log.flush.interval.messages=1), and a write+fdatasync
-            loop next to the data (the device's limit)
+            kproto-fsync (log.flush.interval.messages=1), a write+fdatasync
+            loop next to the data (the device's limit), and the latency of
+            acks=1 records beside producers to a flush.messages=1 topic
   profile   py-spy profiles of kproto under the produce and consume loads
 
 Targets: kproto, kproto-fsync, sink, kafka, kafka-fsync (the -fsync ones with
@@ -30,7 +31,7 @@ _WORKLOADS = {
     "latency": {"latency"},
     "cost": {"produce", "consume", "cost"},
     "all": {"produce", "consume", "latency", "cost", "perf"},
-    "durability": {"produce", "fsync"},
+    "durability": {"produce", "fsync", "beside"},
 }
 # what `durability` runs unless told otherwise
 _DURABILITY = {"targets": "kproto,kproto-fsync", "sizes": "1024", "acks": "all", "partitions": "1,6"}

@@ -23,7 +23,8 @@ REFERENCE = """\
 | loopback TCP on this machine type | about 1.5 GiB/s |
 """
 
-SECTION_ORDER = ("produce", "fsync loop", "consume", "latency", "Kafka's perf tools", "broker cost")
+SECTION_ORDER = ("produce", "fsync loop", "latency beside fsync", "consume", "latency", "Kafka's perf tools",
+                 "broker cost")
 
 MARKER = "<!-- Everything below this line is hand-written; python -m tools.bench --markdown keeps it. -->"
 

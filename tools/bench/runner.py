@@ -6,6 +6,7 @@ saying why there is none ("n/a ...", "error: ...")."""
 from __future__ import annotations
 
 import datetime
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -82,6 +83,10 @@ def consume_case(size: int, parts: int, mode: str) -> str:
     return f"{size_label(size)}, {parts} partition{'s' if parts > 1 else ''}, {mode}"
 
 
+BESIDE_FSYNC_TOPIC = "beside-fsync-p1"
+BESIDE_PROBE_TOPIC = "beside-probe-p1"
+
+
 def topic_name(size: int, parts: int, acks: str) -> str:
     # the sink reads the partition count from "-p<N>-"
     return f"bench-s{size}-p{parts}-a{acks}"
@@ -110,6 +115,8 @@ class Runner:
         if "cost" in w and target.recoverable:
             n += 1
         if "fsync" in w and target.is_broker:
+            n += 1
+        if "beside" in w and target.is_broker:
             n += 1
         return n
 
@@ -172,7 +179,11 @@ class Runner:
                 topics.update({f"latency-a{a}-p1": 1 for a in plan.acks})
             if "perf" in w and plan.kafka_home:
                 topics[f"perf-s1024-p1-a1"] = 1
-            target.create_topics(topics)
+            configs = {}
+            if "beside" in w and target.is_broker:
+                topics.update({BESIDE_FSYNC_TOPIC: 1, BESIDE_PROBE_TOPIC: 1})
+                configs[BESIDE_FSYNC_TOPIC] = {"flush.messages": "1"}
+            target.create_topics(topics, configs)
 
             if w & {"produce", "consume"}:
                 for size in plan.sizes:
@@ -191,6 +202,8 @@ class Runner:
                 self._perf_tools(target, tag, figures)
             if "fsync" in w and target.is_broker:
                 self._fsync_loop(target, tag, figures)
+            if "beside" in w and target.is_broker:
+                self._beside_fsync(target, tag, figures)
             if target.is_broker:
                 self._cost_figures(target, figures, cost)
         finally:
@@ -237,6 +250,48 @@ class Runner:
         for m in ("fsyncs/s", "MiB/s", "p50 ms", "p99 ms"):
             figures[("fsync loop", case, m)] = out[m]
         prog.finish(f"{out['fsyncs/s']:,.0f} fsyncs/s, p99 {out['p99 ms']:.2f} ms")
+
+    def _beside_fsync(self, target, tag, figures) -> None:
+        """What fsyncs cost everyone else: the latency probe (one record per
+        ms, acks=1) on a default topic while producers send 1 KiB acks=all
+        records as fast as they can to a topic that fsyncs every message."""
+        plan, prog = self.plan, self.progress
+        who = f"{plan.producers} producers" if plan.producers > 1 else "a producer"
+        case = (f"1 record/ms, acks=1, default topic, beside {who} of 1 KiB acks=all "
+                f"to a flush.messages=1 topic")
+        prog.step(f"{tag}: latency beside fsync load")
+        stop, errors, load = threading.Event(), [], {"bytes": 0, "seconds": 0.0}
+
+        def fsync_load():
+            try:
+                while not stop.is_set():
+                    out = workloads.produce(target.bootstrap, BESIDE_FSYNC_TOPIC, 50_000, 1024, "all",
+                                            plan.linger_ms, producers=plan.producers)
+                    load["bytes"] += out["bytes"]
+                    load["seconds"] += out["seconds"]
+            except Exception as exc:
+                errors.append(exc)
+
+        loader = threading.Thread(target=fsync_load, daemon=True)
+        loader.start()
+        try:
+            time.sleep(1.0)  # the load under way
+            out = workloads.latency(target.bootstrap, BESIDE_PROBE_TOPIC, plan.latency_seconds, "1",
+                                    progress=prog.update)
+        except Exception as exc:
+            self._record_error(target, self._rep, figures, ("latency beside fsync", case), exc)
+            return
+        finally:
+            stop.set()
+            loader.join()
+        if errors:
+            self._record_error(target, self._rep, figures, ("latency beside fsync", case), errors[0])
+            return
+        for m in ("ack p50 ms", "ack p99 ms", "ack p999 ms", "e2e p50 ms", "e2e p99 ms"):
+            figures[("latency beside fsync", case, m)] = out[m]
+        if load["seconds"]:
+            figures[("latency beside fsync", case, "fsync load MiB/s")] = load["bytes"] / load["seconds"] / MiB
+        prog.finish(f"ack p99 {out['ack p99 ms']:.2f} ms beside the fsync load")
 
     def _consume(self, target, tag, figures, cost, size, parts, groups: bool) -> None:
         plan, prog = self.plan, self.progress

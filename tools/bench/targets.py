@@ -64,11 +64,14 @@ class Target:
     def supports_groups(self) -> bool:
         return JOIN_GROUP in self.versions()
 
-    def create_topics(self, topics: dict[str, int]) -> None:
+    def create_topics(self, topics: dict[str, int], configs: dict[str, dict[str, str]] | None = None) -> None:
+        """Create ``topics`` (name -> partitions), some with topic configs."""
         if CREATE_TOPICS not in self.versions():
             raise RuntimeError(f"{self.label} does not serve CreateTopics")
+        configs = configs or {}
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        futures = admin.create_topics([NewTopic(t, n, 1) for t, n in topics.items()], operation_timeout=30)
+        futures = admin.create_topics([NewTopic(t, n, 1, config=configs.get(t, {})) for t, n in topics.items()],
+                                      operation_timeout=30)
         for f in futures.values():
             f.result(60)
 
@@ -155,7 +158,7 @@ class SinkTarget(Target):
         self.ready_seconds = time.perf_counter() - started
         return self.ready_seconds
 
-    def create_topics(self, topics: dict[str, int]) -> None:
+    def create_topics(self, topics: dict[str, int], configs: dict[str, dict[str, str]] | None = None) -> None:
         pass  # the sink knows every topic; names carry the partition count
 
     def stop(self) -> None:
