@@ -134,10 +134,12 @@ async def produce(ctx, req):
 async def _await_fsync(flusher, durable) -> None:
     """fsync before ack (acks=-1, flush.messages=1): answer once the flusher
     covered each partition's last offset; a failed fsync is Kafka's
-    KAFKA_STORAGE_ERROR (its log directory would be offline)."""
+    KAFKA_STORAGE_ERROR (its log directory would be offline), a partition
+    deleted meanwhile NOT_LEADER_OR_FOLLOWER (the client looks it up again)."""
     for partition, offset, resp in durable:
         if not await flusher.wait_flushed(partition.log, offset):
-            resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+            resp.error_code = (ErrorCode.NOT_LEADER_OR_FOLLOWER if partition.log.closed
+                               else ErrorCode.KAFKA_STORAGE_ERROR)
             resp.base_offset = -1
             resp.log_append_time_ms = -1
             resp.log_start_offset = -1
