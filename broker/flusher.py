@@ -55,11 +55,11 @@ class _Lane:
 
 def _sync_all(targets: list) -> list[OSError | None]:
     """The worker thread's part of a round: every log's fsyncs, one error
-    (or None) per log."""
+    (or None) per log. The descriptors are closed back on the trio thread."""
     errors = []
     for t in targets:
         try:
-            t.sync()
+            t.sync(close=False)
             errors.append(None)
         except OSError as exc:
             errors.append(exc)
@@ -154,6 +154,7 @@ class Flusher:
                 raise
             self.rounds += 1
             for (plog, targets, before), error in zip(jobs, errors):
+                targets.close()
                 if error is not None:
                     plog.flushed(targets, ok=False)
                     self.failures += 1

@@ -96,46 +96,50 @@ ProgressCallback = Callable[[int, int], None]
 
 
 class FlushTargets:
-    """The files one flush of a log fsyncs (PartitionLog.flush_targets())."""
-    __slots__ = ("upto", "generation", "dir", "fds", "paths")
+    """The files one flush of a log fsyncs (PartitionLog.flush_targets()):
+    descriptors opened on the log's thread, so that the thread doing the
+    fsyncs makes no other system call (each one it returns from has to win
+    the GIL back from the busy server thread)."""
+    __slots__ = ("upto", "generation", "dir", "fds")
 
     def __init__(self, upto: int, generation: int, dir: str | None):
         self.upto = upto
         self.generation = generation
-        self.dir = dir
+        self.dir = dir  # the partition directory, when it gained a segment
         self.fds: list[int] = []
-        self.paths: list[str] = []
 
-    def sync(self) -> None:
-        """fdatasync every file (any thread), then close the descriptors.
-        Index files and directories gone meanwhile (renamed for deletion)
-        are skipped: they hold nothing the log still needs."""
+    def open(self, path: str) -> None:
         try:
+            self.fds.append(os.open(path, os.O_RDONLY))
+        except FileNotFoundError:
+            pass  # (an index a segment does not have)
+
+    def sync(self, close: bool = True) -> None:
+        """fdatasync every file (any thread; the directory is fsynced), then
+        close the descriptors unless told not to (close() them later).
+        A directory renamed for deletion meanwhile is skipped."""
+        try:
+            # (fdatasync for the indexes too, as msync of their mappings does)
             for fd in self.fds:
                 os.fdatasync(fd)
-            # (fdatasync, as msync of an index mapping does: its mtime is not worth a journal commit)
-            for path in self.paths:
-                _sync_path(path, os.fdatasync)
             if self.dir is not None:
-                _sync_path(self.dir, os.fsync)
+                try:
+                    fd = os.open(self.dir, os.O_RDONLY)
+                except FileNotFoundError:
+                    pass
+                else:
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
         finally:
-            self.close()
+            if close:
+                self.close()
 
     def close(self) -> None:
         fds, self.fds = self.fds, []
         for fd in fds:
             os.close(fd)
-
-
-def _sync_path(path: str, sync) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    try:
-        sync(fd)
-    finally:
-        os.close(fd)
 
 
 class PartitionLog:
@@ -905,10 +909,10 @@ class PartitionLog:
         return False
 
     def flush_targets(self, upto: int | None = None) -> "FlushTargets | None":
-        """What flush(``upto``) would fsync, for another thread: duplicated
-        descriptors of the segment files (a segment may roll, close or be
-        deleted while the fsync runs), the index paths, the directory if it
-        gained a segment. None when nothing needs flushing. Run
+        """What flush(``upto``) would fsync, for another thread: descriptors
+        of the segment files and their indexes of its own (a segment may roll,
+        close or be deleted while the fsync runs), the directory if it gained
+        a segment. None when nothing needs flushing. Run
         ``FlushTargets.sync()`` anywhere, then pass the targets to flushed()."""
         if self._closed:
             return None
@@ -922,8 +926,9 @@ class PartitionLog:
                 if seg.base_offset >= upto:
                     break
                 targets.fds.append(os.dup(seg.fd))
-                targets.paths += (seg.offset_index.path, seg.time_index.path,
-                                  segment_path(self.dir, seg.base_offset, TXN_INDEX_SUFFIX))
+                targets.open(seg.offset_index.path)
+                targets.open(seg.time_index.path)
+                targets.open(segment_path(self.dir, seg.base_offset, TXN_INDEX_SUFFIX))
         except BaseException:
             targets.close()
             raise
