@@ -23,10 +23,10 @@ from broker.groups.config import GroupConfig
 from broker.groups.placement import OFFSETS_TOPIC
 from broker.groups.state import GroupStateMachine
 from broker.internal_topics import internal_topic_spec
+from broker.storage.replay import stored_batches
 
 log = logging.getLogger("kproto.groups")
 
-_LOAD_CHUNK = 1 << 20
 
 
 def _now_ms() -> int:
@@ -85,19 +85,11 @@ class GroupCoordinator:
         partition = self.broker.partitions.get(OFFSETS_TOPIC, index)
         if partition is None:
             return
-        plog = partition.log
-        offset = plog.log_start_offset
-        end = partition.high_watermark
-        while offset < end:
-            data = plog.read_bytes(offset, _LOAD_CHUNK, end)
-            if not data:
-                break
-            for pos, header in rec.iter_batch_headers(data, allow_partial_tail=True):
-                batch = memoryview(data)[pos:pos + header.size]
+        for chunk in stored_batches(partition.log, partition.high_watermark):
+            for header, batch in chunk:
                 records = [(r.key, r.value) for r in rec.iter_records(batch)]
                 self.state.replay_batch(index, header.base_offset, header.producer_id, header.is_transactional,
                                         header.is_control, records)
-                offset = header.last_offset + 1
             await trio.sleep(0)
 
     # ================================================================ the offsets topic

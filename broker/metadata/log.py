@@ -13,6 +13,7 @@ import time
 from kproto import records as rec
 
 from broker.metadata import serde
+from broker.storage.replay import stored_batches
 
 log = logging.getLogger("kproto.metadata")
 
@@ -32,18 +33,11 @@ class MetadataLog:
     def replay(self) -> int:
         """Apply every stored record to the image; returns the record count."""
         count = 0
-        offset = self.plog.log_start_offset
-        end = self.plog.log_end_offset
-        while offset < end:
-            data = self.plog.read_bytes(offset, 1 << 20, end)
-            if not data:
-                break
-            for _pos, header in rec.iter_batch_headers(data, allow_partial_tail=True):
-                batch = memoryview(data)[_pos:_pos + header.size]
+        for chunk in stored_batches(self.plog):
+            for header, batch in chunk:
                 for r in rec.iter_records(batch):
                     self.image.apply(serde.decode(r.value))
                     count += 1
-                offset = header.last_offset + 1
                 self.image.offset = header.last_offset
         return count
 

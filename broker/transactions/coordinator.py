@@ -25,13 +25,13 @@ from kproto.errors import ErrorCode, KafkaError
 from broker.groups.placement import OFFSETS_TOPIC
 from broker.internal_topics import internal_topic_spec
 from broker.producers import MarkerRefused
+from broker.storage.replay import stored_batches
 from broker.transactions.config import TxnConfig
 from broker.transactions.placement import TRANSACTION_STATE_TOPIC
 from broker.transactions.state import ProducerIdUnavailable, TransactionStateMachine
 
 log = logging.getLogger("kproto.transactions")
 
-_LOAD_CHUNK = 1 << 20
 
 
 def _now_ms() -> int:
@@ -107,19 +107,11 @@ class TransactionCoordinator:
         partition = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, index)
         if partition is None:
             return
-        plog = partition.log
-        offset = plog.log_start_offset
-        end = partition.high_watermark
-        while offset < end:
-            data = plog.read_bytes(offset, _LOAD_CHUNK, end)
-            if not data:
-                break
-            for pos, header in rec.iter_batch_headers(data, allow_partial_tail=True):
+        for chunk in stored_batches(partition.log, partition.high_watermark):
+            for header, batch in chunk:
                 if not header.is_control:
-                    batch = memoryview(data)[pos:pos + header.size]
                     for r in rec.iter_records(batch):
                         self.state.replay(index, r.key, r.value)
-                offset = header.last_offset + 1
             await trio.sleep(0)
 
     # ================================================================ the state topic
