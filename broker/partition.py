@@ -45,6 +45,10 @@ class Partition:
     # -- configuration -------------------------------------------------------
 
     @property
+    def compacted(self) -> bool:
+        return "compact" in str(self.config.get("cleanup.policy", "delete"))
+
+    @property
     def max_message_bytes(self) -> int:
         return int(self.config.get("max.message.bytes", 1048588))
 

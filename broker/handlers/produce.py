@@ -19,6 +19,7 @@ log = logging.getLogger("kproto.produce")
 
 _TopicResp = ProduceResponse.TopicProduceResponse
 _PartResp = ProduceResponse.PartitionProduceResponse
+_RecordError = ProduceResponse.BatchIndexAndErrorMessage
 
 # First bytes of each codec's stream. Kafka decompresses every compressed
 # batch on append and answers UNKNOWN_SERVER_ERROR for one that is not what
@@ -179,6 +180,27 @@ def _verify_transaction(broker, transactional_id: str, version: int, partition, 
     raise BatchRejected(ErrorCode(error))
 
 
+def _check_keys(data, topic: str, index: int, resp) -> None:
+    """A compacted topic keeps the latest record per key, so Kafka refuses
+    records without one (LogValidator.validateKey). The only produce check
+    that decodes records, and only for compacted topics."""
+    try:
+        missing = [i for i, r in enumerate(rec.iter_records(data)) if r.key is None]
+    except rec.CorruptRecordError as exc:
+        raise BatchRejected(ErrorCode(exc.error_code), str(exc)) from None
+    if not missing:
+        return
+    errors = [_RecordError(batch_index=i, batch_index_error_message=(
+        f"Compacted topic cannot accept message without key in topic partition {topic}-{index}"))
+        for i in missing]
+    shown = ", ".join(f"(batchIndex={e.batch_index}, message={e.batch_index_error_message})"
+                      for e in errors[:3])
+    resp.record_errors = errors
+    resp.error_message = (f"One or more records have been rejected due to {len(errors)} record errors in total, "
+                          f"and only showing the first three errors at most: [{shown}]")
+    raise BatchRejected(ErrorCode.INVALID_RECORD, resp.error_message)
+
+
 def _append_one(broker, req, version: int, acks_ok: bool, topic: str, pd, resp, now_ms: int,
                 durable: list | None) -> None:
     # Kafka's order: unknown partition, request-level record checks, required
@@ -205,6 +227,8 @@ def _append_one(broker, req, version: int, acks_ok: bool, topic: str, pd, resp, 
             return  # no whole message: Kafka appends nothing and answers offset -1
         header = rec.BatchHeader(data, 0)
     check_batch(data, header, partition.max_message_bytes)
+    if partition.compacted:
+        _check_keys(data, topic, pd.index, resp)
     if header.is_transactional or header.producer_id >= 0:
         code = broker.producers.check_append(req.transactional_id, partition, header)
         if code is not None:
