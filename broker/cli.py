@@ -37,8 +37,13 @@ def main(argv=None) -> None:
     try:
         config = BrokerConfig.load(args.config, _parse_set(args.set))
     except ConfigError as exc:
+        # a user's config mistake: one line naming it, exit code 1 as Kafka's start-up failures
         print(f"kproto: {exc}", file=sys.stderr)
-        raise SystemExit(2)
+        raise SystemExit(1)
+    if config.kraft is None:
+        from broker.config.kraft import ZOOKEEPER_REFUSAL
+        print(f"kproto: {ZOOKEEPER_REFUSAL}", file=sys.stderr)
+        raise SystemExit(1)
 
     from broker.broker import Broker
     broker = Broker(config)
