@@ -30,7 +30,11 @@ def main(argv=None) -> None:
     serve.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
                        help="override one property (repeatable)")
     serve.add_argument("--log-level", default="WARNING", help="WARNING (default), INFO or DEBUG")
+    from broker import storage_tool
+    storage_tool.add_parser(sub)
     args = ap.parse_args(argv)
+    if args.command == "storage":
+        raise SystemExit(storage_tool.run(args))
     logging_setup.setup(args.log_level)
 
     from broker.config import BrokerConfig, ConfigError

@@ -26,6 +26,7 @@ class KRaftSettings:
     bootstrap_servers: list    # controller.quorum.bootstrap.servers entries (dynamic quorum)
     controller_listener_names: list
     controller_endpoints: list  # the controller listeners this node binds (controller role)
+    advertised_controller_endpoints: list  # KafkaConfig.effectiveAdvertisedControllerListeners
     metadata_log_dir: str
     election_timeout_ms: int
     fetch_timeout_ms: int
@@ -170,6 +171,7 @@ def validate(values, static, listeners: list[Endpoint], advertised: list[Endpoin
         roles=roles, node_id=node_id, voters=voters, bootstrap_servers=bootstrap,
         controller_listener_names=list(controller_names),
         controller_endpoints=controller_listeners if CONTROLLER_ROLE in roles else [],
+        advertised_controller_endpoints=advertised_controller,
         metadata_log_dir=values["metadata.log.dir"] or log_dirs[0],
         election_timeout_ms=values["controller.quorum.election.timeout.ms"],
         fetch_timeout_ms=values["controller.quorum.fetch.timeout.ms"],
