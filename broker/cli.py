@@ -49,6 +49,13 @@ def main(argv=None) -> None:
         print(f"kproto: {ZOOKEEPER_REFUSAL}", file=sys.stderr)
         raise SystemExit(1)
 
+    from broker.quorum.startup import StartupError, prepare_storage
+    try:
+        prepare_storage(config)
+    except StartupError as exc:
+        print(f"kproto: {exc}", file=sys.stderr)
+        raise SystemExit(1)
+
     from broker.broker import Broker
     broker = Broker(config)
     try:

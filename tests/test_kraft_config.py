@@ -209,3 +209,43 @@ def test_serve_refuses_a_config_without_roles(tmp_path):
     p = run_cli("serve", "--set", "process.roles=", "--set", f"log.dirs={tmp_path}")
     assert p.returncode == 1
     assert p.stderr.strip().splitlines() == [f"kproto: {ZOOKEEPER_REFUSAL}"]
+
+
+def test_unformatted_multi_voter_node_refuses_to_start(tmp_path):
+    data = tmp_path / "data"
+    props = tmp_path / "server.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in {**COMBINED, "log.dirs": str(data)}.items()))
+    p = run_cli("serve", "--config", str(props))
+    assert p.returncode == 1
+    assert p.stderr.strip().splitlines() == [
+        f"kproto: No `meta.properties` found in {data} (have you run `kproto storage format` to format "
+        "the directory?)"]
+    assert not data.exists()
+    # once formatted, the configuration is accepted (formatting is what was missing)
+    f = run_cli("storage", "format", "-t", "K_iKt0NETNuvBO7rTe6QYg", "-c", str(props))
+    assert f.returncode == 0, f.stderr
+    from broker.quorum.startup import prepare_storage
+    assert prepare_storage(BrokerConfig.load(props, embedded_defaults=False)) == "K_iKt0NETNuvBO7rTe6QYg"
+
+
+def test_formatted_for_another_node_refuses_to_start(tmp_path):
+    data = tmp_path / "data"
+    props = tmp_path / "server.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in {**COMBINED, "log.dirs": str(data)}.items()))
+    assert run_cli("storage", "format", "-t", "K_iKt0NETNuvBO7rTe6QYg", "-c", str(props)).returncode == 0
+    p = run_cli("serve", "--config", str(props), "--set", "node.id=2")
+    assert p.returncode == 1
+    assert p.stderr.startswith(f"kproto: Stored node id 1 doesn't match previous node id 2 in {data}/meta.properties.")
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_single_node_formats_itself_on_first_start(tmp_path):
+    from broker.quorum import snapshots
+    from broker.quorum.startup import prepare_storage
+    from broker.storage.checkpoints import read_meta_properties
+    c = BrokerConfig.load(overrides=[f"log.dirs={tmp_path / 'data'}", "listeners=PLAINTEXT://127.0.0.1:0"])
+    cluster = prepare_storage(c)
+    meta = read_meta_properties(str(tmp_path / "data" / "meta.properties"))
+    assert (meta["cluster.id"], meta["node.id"], meta["version"]) == (cluster, "1", "1")
+    assert snapshots.read(str(tmp_path / "data" / "bootstrap.checkpoint")).records[0].feature_level == 21
+    assert prepare_storage(c) == cluster     # the second start keeps the cluster

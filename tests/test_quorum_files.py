@@ -173,3 +173,37 @@ def test_dynamic_voter_strings():
                          ("1@h:1:nope", "Failed to parse directory ID")]:
         with pytest.raises(ValueError, match=message):
             dynamic_voters.parse(bad)
+
+
+# ---------------------------------------------------------------- the metadata log of a running node
+
+def _batches(path):
+    data = Path(path).read_bytes()
+    out = []
+    for pos, h in rec.iter_batch_headers(data, validate=True):
+        rs = list(rec.iter_records(memoryview(data)[pos:pos + h.size]))
+        out.append((h, rs))
+    return out
+
+
+def test_each_start_leads_a_new_epoch_with_a_leader_change_record(tmp_path):
+    from tools.broker_process import BrokerProcess
+    data = tmp_path / "data"
+    meta = tmp_path / "meta"
+    for _ in range(2):
+        b = BrokerProcess(data_dir=str(data), settings={"metadata.log.dir": str(meta)}).start()
+        assert b.stop() in (0, -15)   # -15: SIGTERM came before the signal handler was installed
+    part = meta / "__cluster_metadata-0"
+    assert not (data / "__cluster_metadata-0").exists()      # the metadata log lives in metadata.log.dir
+    assert (meta / "meta.properties").exists() and (meta / "bootstrap.checkpoint").exists()
+    assert (part / "quorum-state").read_bytes() == (
+        b'{"clusterId":"","leaderId":1,"leaderEpoch":2,"votedId":-1,"appliedOffset":0,'
+        b'"currentVoters":[{"voterId":1}],"data_version":0}')
+    assert (part / "leader-epoch-checkpoint").read_text() == "0\n2\n1 0\n2 1\n"
+    assert (part / "partition.metadata").read_text() == "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ"
+    batches = _batches(part / "00000000000000000000.log")
+    assert [(h.base_offset, h.partition_leader_epoch, h.is_control, h.size) for h, _ in batches] == [
+        (0, 1, True, 91), (1, 2, True, 91)]      # 91 bytes: the size of Kafka's first batch
+    for epoch, (_h, (r,)) in enumerate(batches, start=1):
+        assert control.decode_control(r) == (control.LEADER_CHANGE, LeaderChangeMessage(
+            version=0, leader_id=1, voters=[Voter(voter_id=1)], granting_voters=[Voter(voter_id=1)]))
