@@ -218,9 +218,21 @@ def test_unformatted_multi_voter_node_refuses_to_start(tmp_path):
     p = run_cli("serve", "--config", str(props))
     assert p.returncode == 1
     assert p.stderr.strip().splitlines() == [
+        "kproto: No readable meta.properties files found. Format the log directories first: "
+        "kproto storage format -t <cluster id> -c <server.properties>"]
+    assert not data.exists()
+    # one of two directories formatted: Kafka's message naming the other one
+    meta = tmp_path / "meta"
+    props2 = tmp_path / "two.properties"
+    props2.write_text(props.read_text() + f"metadata.log.dir={meta}\n")
+    assert run_cli("storage", "format", "-t", "K_iKt0NETNuvBO7rTe6QYg", "-c", str(props2)).returncode == 0
+    import shutil
+    shutil.rmtree(data)
+    p = run_cli("serve", "--config", str(props2))
+    assert p.returncode == 1
+    assert p.stderr.strip().splitlines() == [
         f"kproto: No `meta.properties` found in {data} (have you run `kproto storage format` to format "
         "the directory?)"]
-    assert not data.exists()
     # once formatted, the configuration is accepted (formatting is what was missing)
     f = run_cli("storage", "format", "-t", "K_iKt0NETNuvBO7rTe6QYg", "-c", str(props))
     assert f.returncode == 0, f.stderr

@@ -43,6 +43,10 @@ def prepare_storage(config, sync: bool = True) -> str:
         if not missing:
             return cluster_id
         if not k.single_node_quorum:
+            if len(missing) == len(dirs):
+                # Kafka's words, then what to do about it
+                raise StartupError("No readable meta.properties files found. Format the log directories "
+                                   "first: kproto storage format -t <cluster id> -c <server.properties>")
             raise StartupError(f"No `meta.properties` found in {missing[0]} (have you run `kproto storage "
                                "format` to format the directory?)")
         cluster_id = cluster_id or uuid_to_str(formatter.random_uuid())
