@@ -45,6 +45,10 @@ async def describe_quorum(ctx, req):
     end = broker.metadata.plog.log_end_offset
     me = ReplicaState(replica_id=broker.node_id, log_end_offset=end,
                       last_fetch_timestamp=now, last_caught_up_timestamp=now)
+    # other configured voters have not fetched from this node (no replication before raft/):
+    # Kafka's leader reports such voters with unknown (-1) offsets and times
+    others = [ReplicaState(replica_id=v, log_end_offset=-1) for v in sorted(k.voters) if v != broker.node_id] \
+        if k is not None else []
     nodes = []
     if ctx.api_version >= 2 and k is not None:
         name = k.controller_listener_names[0] if k.controller_listener_names else "CONTROLLER"
@@ -55,4 +59,4 @@ async def describe_quorum(ctx, req):
     return DescribeQuorumResponse(error_code=0, topics=[TopicData(topic_name=METADATA_TOPIC, partitions=[
         PartitionData(partition_index=0, error_code=0, leader_id=broker.node_id,
                       leader_epoch=broker.metadata.leader_epoch, high_watermark=end,
-                      current_voters=[me], observers=[])])], nodes=nodes)
+                      current_voters=[me] + others, observers=[])])], nodes=nodes)

@@ -7,6 +7,7 @@ snapshot with the initial voters in the metadata log directory. Messages and the
 from __future__ import annotations
 
 import os
+import time
 import uuid
 
 from kproto.metadata.feature_level_record import FeatureLevelRecord
@@ -49,7 +50,7 @@ def bootstrap_records(level: int) -> list:
     return [FeatureLevelRecord(name="metadata.version", feature_level=level)]
 
 
-def _load(directory: str):
+def load_directory(directory: str):
     """('empty' | 'error' | 'formatted', meta.properties or None) for one directory."""
     if os.path.exists(directory) and not os.path.isdir(directory):
         return "error", None
@@ -98,7 +99,7 @@ def format_directories(*, node_id: int, cluster_id: str, directories: list[str],
 
     empty, formatted, errors = [], [], []
     for d in sorted(set(directories)):
-        state, props = _load(d)
+        state, props = load_directory(d)
         if state == "formatted":
             verify(d, props, cluster_id, node_id)
             formatted.append(d)
@@ -143,7 +144,6 @@ def format_directories(*, node_id: int, cluster_id: str, directories: list[str],
 
 
 def _now_ms() -> int:
-    import time
     return int(time.time() * 1000)
 
 

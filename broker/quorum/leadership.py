@@ -26,14 +26,16 @@ def leader_change_batch(leader_id: int, voters: list[int], granting: list[int], 
     return control.control_batch([msg], base_offset=0, leader_epoch=epoch, timestamp=timestamp)
 
 
-def become_sole_leader(plog, node_id: int, sync: bool = True) -> int:
-    """Elect this node in a new epoch of its one-voter quorum; returns the epoch."""
+def become_sole_leader(plog, node_id: int, voters: list[int] | None = None, sync: bool = True) -> int:
+    """Elect this node in a new epoch (alone: it is the only voter, or the only one running until
+    raft/ replicates the log); `voters` are the configured voter ids. Returns the epoch."""
     partition_dir = plog.dir
+    voters = sorted(voters or [node_id])
     epoch = next_epoch(partition_dir, plog)
     state_file.write(partition_dir, QuorumState(leader_id=node_id, leader_epoch=epoch,
-                                                current_voters=[node_id]), sync)
+                                                current_voters=voters), sync)
     now = int(time.time() * 1000)
-    plog.append(bytearray(leader_change_batch(node_id, [node_id], [node_id], epoch, now)), epoch, now)
+    plog.append(bytearray(leader_change_batch(node_id, voters, [node_id], epoch, now)), epoch, now)
     if sync:
         plog.flush()
     return epoch
