@@ -44,6 +44,9 @@ def main(argv=None) -> None:
         # a user's config mistake: one line naming it, exit code 1 as Kafka's start-up failures
         print(f"kproto: {exc}", file=sys.stderr)
         raise SystemExit(1)
+    except OSError as exc:
+        print(f"kproto: cannot read {exc.filename or args.config}: {exc.strerror or exc}", file=sys.stderr)
+        raise SystemExit(1)
     if config.kraft is None:
         from broker.config.kraft import ZOOKEEPER_REFUSAL
         print(f"kproto: {ZOOKEEPER_REFUSAL}", file=sys.stderr)

@@ -56,7 +56,10 @@ def run(args, out=print) -> int:
             return info(config, out)
         format_command(args, config, out)
         return 0
-    except (ConfigError, FormatError, ValueError, OSError) as exc:
+    except OSError as exc:
+        print(f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc), file=sys.stderr)
+        return 1
+    except (ConfigError, FormatError, ValueError) as exc:
         print(str(exc), file=sys.stderr)
         return 1
 
