@@ -18,7 +18,7 @@ from broker.groups.coordinator import GroupCoordinator
 from broker.metadata.image import MetadataImage
 from broker.metadata.log import METADATA_TOPIC, MetadataLog
 from broker.producer_ids import ProducerIdManager
-from broker.quorum.leadership import become_sole_leader
+from broker.quorum.leadership import become_sole_leader, bootstrap_voters
 from broker.quorum.startup import prepare_storage
 from broker.producers import ProducerStateManager
 from broker.replicas import ReplicaManager
@@ -50,6 +50,7 @@ class Broker:
         self.log_dir = os.path.abspath(config.log_dirs[0])
         self.metadata_log_dir = os.path.abspath(config.kraft.metadata_log_dir) if config.kraft else self.log_dir
         self._metadata_logs_manager = None
+        self.quorum_voter_set = None
         self.cluster_id = None
         self.metadata_version = METADATA_VERSION
         self.features_epoch = 0
@@ -114,7 +115,9 @@ class Broker:
         count = self.metadata.replay()
         # a one-voter quorum elects itself in a new epoch: quorum-state + LeaderChange record
         voters = list(self.config.kraft.voters) if self.config.kraft else []
-        self.metadata.leader_epoch = become_sole_leader(plog, self.node_id, voters, self.logs.sync)
+        self.quorum_voter_set = bootstrap_voters(plog.dir)   # a dynamic quorum's VotersRecord, or None
+        self.metadata.leader_epoch = become_sole_leader(plog, self.node_id, voters, self.logs.sync,
+                                                        self.quorum_voter_set)
         self.features_epoch = max(self.image.offset, 0)
         self.controller = Controller(self.node_id, self.metadata, self.image, self.config,
                                      self._validate_topic_configs)

@@ -207,3 +207,20 @@ def test_each_start_leads_a_new_epoch_with_a_leader_change_record(tmp_path):
     for epoch, (_h, (r,)) in enumerate(batches, start=1):
         assert control.decode_control(r) == (control.LEADER_CHANGE, LeaderChangeMessage(
             version=0, leader_id=1, voters=[Voter(voter_id=1)], granting_voters=[Voter(voter_id=1)]))
+
+
+@pytest.mark.parametrize("name", ["kafka-static-epoch-start.batch", "kafka-dynamic-epoch-start.batch"])
+def test_epoch_start_batch_is_byte_identical_to_kafkas(name):
+    from broker.quorum import leadership
+    kafka = (FIXTURES / name).read_bytes()
+    h = rec.BatchHeader(kafka)
+    records = list(rec.iter_records(kafka))
+    voter_set = control.decode_control(records[2])[1] if len(records) == 3 else None
+    ours = leadership.leader_change_batch(1, [1], [1], h.partition_leader_epoch, h.base_timestamp, voter_set)
+    assert ours == kafka
+    assert leadership.leader_change_batch(1, [1], [1], 2, h.base_timestamp, voter_set) != kafka
+
+
+def test_dynamic_quorum_state_is_byte_identical_to_kafkas():
+    kafka = (FIXTURES / "kafka-dynamic-quorum-state").read_bytes()
+    assert QuorumState(leader_id=1, leader_epoch=1, data_version=1).to_json() == kafka

@@ -43,6 +43,9 @@ async def describe_quorum(ctx, req):
     k = broker.config.kraft
     now = int(time.time() * 1000)
     end = broker.metadata.plog.log_end_offset
+    voter_set = getattr(broker, "quorum_voter_set", None)
+    if voter_set is not None:   # a dynamic quorum (KIP-853): voters with directory ids and endpoints
+        return _describe_dynamic(ctx, broker, voter_set, end, now)
     me = ReplicaState(replica_id=broker.node_id, log_end_offset=end,
                       last_fetch_timestamp=now, last_caught_up_timestamp=now)
     # other configured voters have not fetched from this node (no replication before raft/):
@@ -60,3 +63,21 @@ async def describe_quorum(ctx, req):
         PartitionData(partition_index=0, error_code=0, leader_id=broker.node_id,
                       leader_epoch=broker.metadata.leader_epoch, high_watermark=end,
                       current_voters=[me] + others, observers=[])])], nodes=nodes)
+
+
+def _describe_dynamic(ctx, broker, voter_set, end: int, now: int):
+    voters = []
+    for v in sorted(voter_set.voters, key=lambda v: v.voter_id):
+        if v.voter_id == broker.node_id:
+            voters.append(ReplicaState(replica_id=v.voter_id, replica_directory_id=v.voter_directory_id,
+                                       log_end_offset=end, last_fetch_timestamp=now, last_caught_up_timestamp=now))
+        else:
+            voters.append(ReplicaState(replica_id=v.voter_id, replica_directory_id=v.voter_directory_id,
+                                       log_end_offset=-1))
+    nodes = [Node(node_id=v.voter_id, listeners=[Listener(name=e.name, host=e.host, port=e.port)
+                                                 for e in v.endpoints])
+             for v in sorted(voter_set.voters, key=lambda v: v.voter_id)] if ctx.api_version >= 2 else []
+    return DescribeQuorumResponse(error_code=0, topics=[TopicData(topic_name=METADATA_TOPIC, partitions=[
+        PartitionData(partition_index=0, error_code=0, leader_id=broker.node_id,
+                      leader_epoch=broker.metadata.leader_epoch, high_watermark=end,
+                      current_voters=voters, observers=[])])], nodes=nodes)
