@@ -19,6 +19,7 @@ from broker.metadata.image import MetadataImage
 from broker.metadata.log import METADATA_TOPIC, MetadataLog
 from broker.producer_ids import ProducerIdManager
 from broker.quorum.leadership import become_sole_leader, bootstrap_voters
+from broker.quorum.metadata_snapshots import Snapshotter
 from broker.quorum.startup import prepare_storage
 from broker.producers import ProducerStateManager
 from broker.replicas import ReplicaManager
@@ -118,6 +119,11 @@ class Broker:
         self.quorum_voter_set = bootstrap_voters(plog.dir)   # a dynamic quorum's VotersRecord, or None
         self.metadata.leader_epoch = become_sole_leader(plog, self.node_id, voters, self.logs.sync,
                                                         self.quorum_voter_set)
+        self.metadata.snapshotter = Snapshotter(
+            plog, self.image, max_bytes=self.config.get_long("metadata.log.max.record.bytes.between.snapshots"),
+            max_interval_ms=self.config.get_long("metadata.log.max.snapshot.interval.ms"),
+            metadata_version=self.metadata_version, node_id=self.node_id, voter_set=self.quorum_voter_set,
+            sync=self.logs.sync)
         self.features_epoch = max(self.image.offset, 0)
         self.controller = Controller(self.node_id, self.metadata, self.image, self.config,
                                      self._validate_topic_configs)
