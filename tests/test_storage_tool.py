@@ -303,3 +303,24 @@ def test_same_as_kafka_storage_sh(tmp_path, capsys):
         kcode, kout = kafka("info", "-c", kafka_cfg)
         scrub = lambda s: re.sub(r"directory\.id=[\w-]+", "directory.id=X", s.replace("ours-", "kafka-"))
         assert (code, scrub(out)) == (kcode, scrub(kout))
+
+
+@pytest.mark.parametrize("release, message", [
+    ("3.9-IV9", "Version 3.9-IV9 is not a valid version"),
+    ("2.8", "metadata.version 2.8-IV1 is too old to be supported."),
+    ("4.0-IV0", "metadata.version 4.0-IV0 is not yet stable."),
+])
+def test_release_version_refusals(tmp_path, capsys, release, message):
+    # what kafka-storage.sh 3.9 prints for these (checked against it)
+    code, out, err = storage(capsys, "format", "-t", CLUSTER, "-c", properties(tmp_path), "-r", release)
+    assert (code, out, err) == (1, "", message + "\n")
+    assert not (tmp_path / "data").exists()
+
+
+def test_feature_flags_are_accepted_and_not_applied(tmp_path, capsys):
+    # Kafka 3.9.0's StorageTool parses --feature but never applies it: same bootstrap either way
+    code, out, _ = storage(capsys, "format", "-t", CLUSTER, "-c", properties(tmp_path), "-f", "group.version=1",
+                           "--feature", "kraft.version=1")
+    assert code == 0 and out.endswith("with metadata.version 3.9-IV0.\n")
+    snap = snapshots.read(str(tmp_path / "data" / "bootstrap.checkpoint"))
+    assert [(r.name, r.feature_level) for r in snap.records] == [("metadata.version", 21)]

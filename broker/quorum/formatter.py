@@ -33,17 +33,23 @@ class FormatError(Exception):
 
 
 def release_version(text: str) -> tuple[str, int]:
-    """(name, feature level) of a --release-version / inter.broker.protocol.version value."""
+    """(name, feature level) of a --release-version / inter.broker.protocol.version value, with
+    MetadataVersion.fromVersionString's parsing and the Formatter's refusals."""
+    from broker.config.validators import _METADATA_VERSIONS, _RELEASE_IVS
     text = text.strip()
-    if text in _LEVELS:
-        return text, _LEVELS[text]
-    ivs = [name for name in _LEVELS if name.split("-")[0] == text]
-    if ivs:
-        return ivs[-1], _LEVELS[ivs[-1]]
-    if text.startswith(("0.", "1.", "2.", "3.0")):
-        raise FormatError(f"metadata.version {text} is too old to be supported.")
-    raise FormatError(f"Unknown metadata.version '{text}'. Supported metadata.version are "
-                      + ", ".join(_LEVELS) + ", 4.0-IV0, 4.0-IV1")
+    segments = [s for s in text.split(".")]
+    while segments and segments[-1] == "":
+        segments.pop()
+    key = text if (3 if text.startswith("0.") else 2) >= len(segments) else \
+        ".".join(segments[:3 if text.startswith("0.") else 2])
+    if key not in _METADATA_VERSIONS:
+        raise FormatError(f"Version {text} is not a valid version")
+    name = key if "-IV" in key or key.startswith(("0.8", "0.9")) else f"{key}-IV{_RELEASE_IVS[key] - 1}"
+    if name in _LEVELS:
+        return name, _LEVELS[name]
+    if name.startswith("4."):
+        raise FormatError(f"metadata.version {name} is not yet stable.")
+    raise FormatError(f"metadata.version {name} is too old to be supported.")
 
 
 def bootstrap_records(level: int) -> list:
