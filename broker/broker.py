@@ -18,7 +18,7 @@ from broker.groups.coordinator import GroupCoordinator
 from broker.metadata.image import MetadataImage
 from broker.metadata.log import METADATA_TOPIC, MetadataLog
 from broker.producer_ids import ProducerIdManager
-from broker.quorum.leadership import become_sole_leader, bootstrap_voters
+from broker.quorum.leadership import become_sole_leader, bootstrap_batch_records, bootstrap_voters
 from broker.quorum.metadata_snapshots import Snapshotter
 from broker.quorum.startup import prepare_storage
 from broker.producers import ProducerStateManager
@@ -119,6 +119,10 @@ class Broker:
         self.quorum_voter_set = bootstrap_voters(plog.dir)   # a dynamic quorum's VotersRecord, or None
         self.metadata.leader_epoch = become_sole_leader(plog, self.node_id, voters, self.logs.sync,
                                                         self.quorum_voter_set)
+        if "metadata.version" not in self.image.features:
+            # a new cluster: the bootstrap records (metadata.version from `storage format`) come first
+            self.metadata.append(bootstrap_batch_records(self.metadata_log_dir, METADATA_VERSION))
+        self.metadata_version = self.image.features.get("metadata.version", METADATA_VERSION)
         self.metadata.snapshotter = Snapshotter(
             plog, self.image, max_bytes=self.config.get_long("metadata.log.max.record.bytes.between.snapshots"),
             max_interval_ms=self.config.get_long("metadata.log.max.snapshot.interval.ms"),

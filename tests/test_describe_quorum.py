@@ -52,10 +52,11 @@ def test_describe_quorum_versions(node, version):
     (p,) = t.partitions
     assert (t.topic_name, p.partition_index, p.error_code, p.leader_id, p.leader_epoch) == (
         "__cluster_metadata", 0, 0, 1, 2)
-    # two LeaderChange records (epochs 1 and 2): the log end is 2 and everything is committed
-    assert p.high_watermark == 2
+    # LeaderChange (epoch 1), 4 bootstrap records, LeaderChange (epoch 2): the log end is 6 and
+    # everything is committed
+    assert p.high_watermark == 6
     (v,) = p.current_voters
-    assert (v.replica_id, v.log_end_offset, p.observers) == (1, 2, [])
+    assert (v.replica_id, v.log_end_offset, p.observers) == (1, 6, [])
     if version >= 1:
         assert v.last_fetch_timestamp == v.last_caught_up_timestamp >= before
     if version >= 2:
@@ -99,7 +100,7 @@ def test_kafka_metadata_quorum_status(node):
         f"ClusterId:              {cluster}",
         "LeaderId:               1",
         "LeaderEpoch:            2",
-        "HighWatermark:          2",
+        "HighWatermark:          6",
         "MaxFollowerLag:         0",
         "MaxFollowerLagTimeMs:   0",
         f'CurrentVoters:          [{{"id": 1, "directoryId": null, "endpoints": ["CONTROLLER://127.0.0.1:{node.cport}"]}}]',
@@ -113,7 +114,7 @@ def test_kafka_metadata_quorum_replication(node):
     assert re.split(r"\s+", lines[0].strip()) == [
         "NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status"]
     row = re.split(r"\s+", lines[1].strip())
-    assert row[:4] == ["1", "AAAAAAAAAAAAAAAAAAAAAA", "2", "0"] and row[6] == "Leader"
+    assert row[:4] == ["1", "AAAAAAAAAAAAAAAAAAAAAA", "6", "0"] and row[6] == "Leader"
     assert row[4] == row[5] and int(row[4]) > 1.7e12
     assert len(lines) == 2
 
@@ -156,5 +157,5 @@ def test_dynamic_quorum_formatted_standalone(tmp_path):
         b'{"leaderId":1,"leaderEpoch":2,"votedId":-1,"votedDirectoryId":"AAAAAAAAAAAAAAAAAAAAAA","data_version":1}')
     log = (part / "00000000000000000000.log").read_bytes()
     types = [[control.decode_control(x)[0] for x in rec.iter_records(log[pos:pos + h.size])]
-             for pos, h in rec.iter_batch_headers(log)]
+             for pos, h in rec.iter_batch_headers(log) if h.is_control]
     assert types == [[control.LEADER_CHANGE, control.KRAFT_VERSION, control.KRAFT_VOTERS], [control.LEADER_CHANGE]]

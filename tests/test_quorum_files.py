@@ -10,6 +10,7 @@ import pytest
 
 from broker.quorum import control, snapshots, state_file, voters as dynamic_voters
 from broker.quorum.state_file import QuorumState, QuorumStateError
+from broker.metadata import serde
 from kproto import records as rec
 from kproto.messages.leader_change_message import LeaderChangeMessage, Voter
 from kproto.metadata.feature_level_record import FeatureLevelRecord
@@ -199,12 +200,15 @@ def test_each_start_leads_a_new_epoch_with_a_leader_change_record(tmp_path):
     assert (part / "quorum-state").read_bytes() == (
         b'{"clusterId":"","leaderId":1,"leaderEpoch":2,"votedId":-1,"appliedOffset":0,'
         b'"currentVoters":[{"voterId":1}],"data_version":0}')
-    assert (part / "leader-epoch-checkpoint").read_text() == "0\n2\n1 0\n2 1\n"
+    assert (part / "leader-epoch-checkpoint").read_text() == "0\n2\n1 0\n2 5\n"
     assert (part / "partition.metadata").read_text() == "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ"
     batches = _batches(part / "00000000000000000000.log")
+    # 91 bytes: the size of Kafka's first batch; then the bootstrap records, as Kafka's controller writes them
     assert [(h.base_offset, h.partition_leader_epoch, h.is_control, h.size) for h, _ in batches] == [
-        (0, 1, True, 91), (1, 2, True, 91)]      # 91 bytes: the size of Kafka's first batch
-    for epoch, (_h, (r,)) in enumerate(batches, start=1):
+        (0, 1, True, 91), (1, 1, False, 145), (5, 2, True, 91)]   # 145: as Kafka's
+    assert [type(serde.decode(r.value)).__name__ for r in batches[1][1]] == [
+        "BeginTransactionRecord", "FeatureLevelRecord", "ZkMigrationStateRecord", "EndTransactionRecord"]
+    for epoch, (_h, (r,)) in enumerate([batches[0], batches[2]], start=1):
         assert control.decode_control(r) == (control.LEADER_CHANGE, LeaderChangeMessage(
             version=0, leader_id=1, voters=[Voter(voter_id=1)], granting_voters=[Voter(voter_id=1)]))
 
@@ -289,3 +293,13 @@ def test_metadata_snapshots_are_taken_and_loaded(tmp_path):
     mgr, plog, ml, _ = _open_metadata(tmp_path)
     assert "only-in-snapshot" in ml.image.topics
     mgr.close()
+
+
+def test_bootstrap_records_batch_is_byte_identical_to_kafkas():
+    from broker.quorum.leadership import bootstrap_batch_records
+    kafka = (FIXTURES / "kafka-bootstrap-records.batch").read_bytes()
+    h = rec.BatchHeader(kafka)
+    records = bootstrap_batch_records(str(FIXTURES / "no-such-dir"), 21)
+    ours = rec.build_batch([(None, serde.encode(r), [], h.base_timestamp) for r in records],
+                           base_offset=h.base_offset, partition_leader_epoch=h.partition_leader_epoch)
+    assert ours == kafka

@@ -66,3 +66,20 @@ def become_sole_leader(plog, node_id: int, voters: list[int] | None = None, sync
 
 def quorum_state_path(plog) -> str:
     return os.path.join(plog.dir, state_file.FILE_NAME)
+
+
+def bootstrap_batch_records(metadata_log_dir: str, default_level: int) -> list:
+    """What Kafka's controller writes as the first metadata of a new cluster: the bootstrap records
+    of bootstrap.checkpoint (metadata.version) between BeginTransaction("Bootstrap records") and
+    EndTransaction, with a ZkMigrationStateRecord (NONE)."""
+    from kproto.metadata.begin_transaction_record import BeginTransactionRecord
+    from kproto.metadata.end_transaction_record import EndTransactionRecord
+    from kproto.metadata.feature_level_record import FeatureLevelRecord
+    from kproto.metadata.zk_migration_state_record import ZkMigrationStateRecord
+    path = os.path.join(metadata_log_dir, snapshots.BOOTSTRAP_FILE)
+    try:
+        records = snapshots.read(path).records
+    except FileNotFoundError:
+        records = [FeatureLevelRecord(name="metadata.version", feature_level=default_level)]
+    return ([BeginTransactionRecord(name="Bootstrap records")] + list(records)
+            + [ZkMigrationStateRecord(zk_migration_state=0), EndTransactionRecord()])
