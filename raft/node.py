@@ -350,10 +350,10 @@ class RaftNode:
         self.leader_id = leader_id
         self.fetch_target = leader_id
         self.fetch_deadline = self.now + self.config.fetch_timeout_ms
-        self.fetch_retry_at = self.now
         if persist:
             self._persist()
         self._notify_leader()
+        self._send_fetch()
 
     def _become_candidate(self):
         self._clear_role_state()

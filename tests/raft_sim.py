@@ -50,7 +50,7 @@ class Faults:
 
     def __init__(self, drop=0.05, duplicate=0.03, max_delay_ms=40, crash=True,
                  partition=True, one_way=True, clock_jump=True, fault_every_ms=400,
-                 max_fsync_ms=15):
+                 max_fsync_ms=15, crash_new_leader=0.15):
         self.drop = drop
         self.duplicate = duplicate
         self.max_delay_ms = max_delay_ms
@@ -60,10 +60,13 @@ class Faults:
         self.clock_jump = clock_jump
         self.fault_every_ms = fault_every_ms
         self.max_fsync_ms = max_fsync_ms
+        # probability that a new leader crashes within 60 ms of its election
+        # (before its LeaderChange entry is everywhere: the classic traps)
+        self.crash_new_leader = crash_new_leader
 
 
 NO_FAULTS = Faults(drop=0, duplicate=0, max_delay_ms=2, crash=False, partition=False,
-                   one_way=False, clock_jump=False)
+                   one_way=False, clock_jump=False, crash_new_leader=0)
 
 
 class Disk:
@@ -303,6 +306,9 @@ class Sim:
             e = node.entry(off)
             if (e.epoch, e.data, e.control) != self.committed[off]:
                 self.fail(f"leader completeness: node {i} epoch {epoch} offset {off} differs")
+        if not self.healed and self.rng.random() < self.faults.crash_new_leader:
+            self.stats["faults"] += 1
+            self._schedule(self.now + self.rng.randrange(60), "crash", (i, self.incarnation[i]))
 
     def _check_hwm(self, i, node, hwm):
         # everything below the node's high watermark is committed: it must
@@ -435,6 +441,11 @@ class Sim:
                 d.durable = new
             self.nodes[i].durable(off, gen)
             self._process(i)
+        elif kind == "crash":
+            i, inc = payload
+            if self.nodes[i] is not None and self.incarnation[i] == inc:
+                self._crash(i)
+                self._schedule(self.now + self.rng.randrange(50, 1500), "restart", i)
         elif kind == "restart":
             if self.nodes[payload] is None:
                 self._start(payload)
@@ -496,8 +507,8 @@ MUTATIONS = {
     "vote_twice_in_an_epoch": (
         "_on_vote_request", "and self.voted_id in (NO_LEADER, req.candidate_id)", ""),
     "commit_older_epoch": ("_update_hwm", "and majority > self.epoch_start_offset", ""),
-    "fetch_before_fsync": ("_send_fetch", "elif self.durable_end < self.end_offset:",
-                           "elif False:"),
+    "fetch_before_fsync": ("_on_fetch_response", "if self.durable_end == self.end_offset:",
+                           "if True:"),
     "ignore_diverging_epoch": ("_on_fetch_response",
                                "self._truncate(max(target, self.log_start))", "pass"),
 }
