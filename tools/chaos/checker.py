@@ -63,7 +63,14 @@ class Index:
             elif f == "txn-commit" and ty == "invoke":
                 self.commit_at.setdefault(op["txn"], op["ts"])
             elif f == "final":
-                self.final = op
+                # one per target cluster: merged
+                if self.final is None:
+                    self.final = {"end_offsets": {}, "committed": {}, "copiers": []}
+                self.final["end_offsets"].update(op.get("end_offsets", {}))
+                for g, offs in op.get("committed", {}).items():
+                    self.final["committed"].setdefault(g, {}).update(offs)
+                if op.get("copier"):
+                    self.final["copiers"].append(op["copier"])
             elif f == "run" and ty == "stop":
                 self.completed = bool(op.get("completed"))
 
@@ -253,9 +260,13 @@ def copier(ix: Index) -> list[dict]:
     exactly its input below the offsets it committed: each input value copied
     once (copier-duplicate), none missing (copier-lost), nothing copied from
     beyond its committed offsets (copier-uncommitted-output)."""
-    if ix.final is None or not ix.final.get("copier"):
-        return []
-    spec = ix.final["copier"]
+    out = []
+    for spec in (ix.final or {}).get("copiers", []):
+        out += _copier(ix, spec)
+    return out
+
+
+def _copier(ix: Index, spec: dict) -> list[dict]:
     src, dst, group = spec["input"], spec["output"], spec["group"]
     committed = ix.final.get("committed", {}).get(group, {})
     out = []
@@ -323,7 +334,7 @@ def offset_regressions(ix: Index) -> list[dict]:
             final = ix.final.get("committed", {}).get(g, {}).get(key)
             if final is not None and final < off:
                 out.append(_anomaly("offset-regression", f"group {g} {key}: committed offset is {final} "
-                                    f"after the run, but {off} was acknowledged", op, ix.final))
+                                    f"after the run, but {off} was acknowledged", op))
     return out
 
 
