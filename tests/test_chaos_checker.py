@@ -40,8 +40,15 @@ class H:
 
 def test_clean_queue_history_is_valid():
     h = H().send("p0", 0, 0, "a").send("p0", 0, 1, "b").poll("c0", (0, 0, "a"), (0, 1, "b"))
-    h.final(end_offsets={"q/0": 2})
+    h.poll("final", (0, 0, "a"), (0, 1, "b")).final(end_offsets={"q/0": 2})
     assert check(h.ops)["valid"]
+
+
+def test_lost_write_read_once_then_gone_from_the_final_read():
+    h = H().send("p0", 0, 0, "a").send("p0", 0, 1, "b").poll("c0", (0, 0, "a"), (0, 1, "b"))
+    h.send("p1", 0, 1, "c").send("p1", 0, 2, "d")
+    h.poll("final", (0, 0, "a"), (0, 1, "c"), (0, 2, "d")).final(end_offsets={"q/0": 3})
+    assert h.kinds() == {"lost-write": 1, "inconsistent-offsets": 1}
 
 
 def test_lost_write_when_reads_went_past_it():

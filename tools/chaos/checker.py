@@ -78,40 +78,57 @@ class Index:
         return op.get("ts", self.t0) - self.t0
 
 
+def _final_reads(ix: Index) -> tuple[set, dict]:
+    values, top = set(), {}
+    for value, places in ix.reads.items():
+        for key, off, op in places:
+            if op.get("proc") == "final":
+                values.add(value)
+                top[key] = max(top.get(key, -1), off)
+    return values, top
+
+
 def lost_writes(ix: Index) -> list[dict]:
-    """lost-write: an acknowledged value no consumer ever read, although reads
-    of its partition went past its offset (or the final read ended below it)."""
+    """lost-write: an acknowledged value that is not there: no consumer ever
+    read it although reads of its partition went past its offset, or the
+    final read (after the faults) went past its offset without it, or the
+    partition ends below it."""
     out = []
     ends = (ix.final or {}).get("end_offsets", {})
+    final_values, final_top = _final_reads(ix)
     for value, ack in ix.acked.items():
-        if value in ix.reads:
-            continue
         key = tp_key(ack["topic"], ack["partition"])
         off = ack["offset"]
-        past = ix.max_read.get(key, -1) > off
         end = ends.get(key)
-        truncated = end is not None and end <= off
-        if past or truncated:
-            why = (f"reads of {key} reached offset {ix.max_read.get(key)}" if past
-                   else f"{key} ends at {end} after the run")
-            out.append(_anomaly("lost-write",
-                                f"{value!r} acknowledged at {key}@{off} but never read; {why}", ack))
+        why = None
+        if end is not None and end <= off:
+            why = f"{key} ends at {end} after the run"
+        elif end is not None and value not in final_values and final_top.get(key, -1) > off:
+            why = f"the final read of {key} reached offset {final_top[key]} without it"
+            if value in ix.reads:
+                why += " (it had been read before: " + ", ".join(
+                    f"{op['proc']} at t={ix.rel(op):.3f}s" for _k, _o, op in ix.reads[value][:2]) + ")"
+        elif value not in ix.reads and ix.max_read.get(key, -1) > off:
+            why = f"never read, though reads of {key} reached offset {ix.max_read[key]}"
+        if why:
+            out.append(_anomaly("lost-write", f"{value!r} acknowledged at {key}@{off}: {why}", ack))
     return out
 
 
 def unseen_writes(ix: Index) -> list[dict]:
-    """unseen: acknowledged, never read, and no read went past it. Only an
-    anomaly when the final read completed (it reads every partition to its end)."""
+    """unseen: acknowledged, not found by the final read of its partition,
+    which stopped before its offset although the partition goes beyond it."""
     if ix.final is None:
         return []
     out = []
+    ends = ix.final.get("end_offsets", {})
+    final_values, final_top = _final_reads(ix)
     for value, ack in ix.acked.items():
-        if value not in ix.reads:
-            key = tp_key(ack["topic"], ack["partition"])
-            if ix.max_read.get(key, -1) <= ack["offset"] and key in ix.final.get("end_offsets", {}) \
-                    and ix.final["end_offsets"][key] > ack["offset"]:
-                out.append(_anomaly("unseen", f"{value!r} acknowledged at {key}@{ack['offset']} "
-                                    "was not read by the final read of its partition", ack))
+        key = tp_key(ack["topic"], ack["partition"])
+        end = ends.get(key)
+        if end is not None and value not in final_values and final_top.get(key, -1) <= ack["offset"] < end:
+            out.append(_anomaly("unseen", f"{value!r} acknowledged at {key}@{ack['offset']} "
+                                "was not read by the final read of its partition", ack))
     return out
 
 

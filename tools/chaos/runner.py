@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import sys
 import threading
@@ -31,8 +32,10 @@ def run(args) -> int:
     out = os.path.abspath(args.out or f"chaos-run-{int(time.time())}")
     os.makedirs(out, exist_ok=True)
     hist_path = os.path.join(out, "history.jsonl")
+    # a fresh run: no history, node data or member logs of an earlier one
     if os.path.exists(hist_path):
         os.unlink(hist_path)
+    shutil.rmtree(os.path.join(out, "nodes"), ignore_errors=True)
     wanted = [k for k in args.nemesis.split(",") if k] if args.nemesis else []
     workloads = [w for w in args.workload.split(",") if w]
     env = {}

@@ -64,7 +64,7 @@ class ProducerLoop:
 
     def __init__(self, h: HistoryWriter, bootstrap: str, proc: str, topic: str, partitions: int,
                  rate: float, stop: threading.Event):
-        self.h, self.bootstrap, self.proc, self.topic = h, bootstrap, proc, topic
+        self.h, self.bootstrap, self.base, self.topic = h, bootstrap, proc, topic
         self.partitions, self.rate, self.stop = partitions, rate, stop
         self.outstanding = 0
         self.gen = 0
@@ -76,54 +76,81 @@ class ProducerLoop:
                          **QUIET})
 
     def run(self) -> None:
-        prod = self._producer()
-        proc = f"{self.proc}.{self.gen}"
-        n = 0
+        self.prod = self._producer()
+        self.proc = f"{self.base}.{self.gen}"
+        self.n = 0
         interval = 1.0 / self.rate
         next_at = time.monotonic()
         while not self.stop.is_set():
-            prod.poll(0)
-            if self.outstanding >= 200:
-                prod.poll(0.05)
-                continue
-            value = f"{proc}-{n}"
-            p = n % self.partitions
-            n += 1
-            inv = self.h.write(f="send", type="invoke", proc=proc, topic=self.topic, partition=p, value=value)
-            self.outstanding += 1
-
-            def done(err, msg, inv=inv, proc=proc):
-                self.outstanding -= 1
-                lat = time.time() - inv["ts"]
-                if err is None:
-                    self.h.write(f="send", type="ok", proc=proc, topic=self.topic, partition=msg.partition(),
-                                 offset=msg.offset(), value=inv["value"], lat=round(lat, 4))
-                else:
-                    self.h.write(f="send", type="info", proc=proc, topic=self.topic, partition=inv["partition"],
-                                 value=inv["value"], error=_err_name(err), fatal=err.fatal(), lat=round(lat, 4))
             try:
-                prod.produce(self.topic, value=value.encode(), partition=p, on_delivery=done)
-            except (BufferError, KafkaException) as e:
-                self.outstanding -= 1
-                self.h.write(f="send", type="fail", proc=proc, topic=self.topic, partition=p, value=value,
-                             error=_err_name(e))
-                if isinstance(e, KafkaException) and e.args[0].fatal():
-                    # a fatal idempotence error: a new producer (a new producer id)
-                    prod.flush(5)
-                    self.gen += 1
-                    proc = f"{self.proc}.{self.gen}"
-                    prod = self._producer()
+                self.prod.poll(0)
+                if self.outstanding >= 200:
+                    self.prod.poll(0.05)
+                    continue
+                self.send_one()
+                next_at += interval
+                delay = next_at - time.monotonic()
+                if delay > 0:
+                    self.prod.poll(delay)
                 else:
+                    next_at = time.monotonic()
+            except KafkaException as e:
+                if not e.args[0].fatal():
                     time.sleep(0.1)
-            next_at += interval
-            delay = next_at - time.monotonic()
-            if delay > 0:
-                prod.poll(delay)
-            else:
-                next_at = time.monotonic()
-        left = prod.flush(60)
+                    continue
+                self.replace(e)
+        try:
+            left = self.prod.flush(60)
+        except KafkaException as e:
+            left = len(self.prod)
+            self.h.write(f="note", type="info", proc=self.proc, msg=f"final flush: {_err_name(e)}")
         if left:
-            self.h.write(f="note", type="info", proc=proc, msg=f"{left} sends unacknowledged at the end")
+            self.h.write(f="note", type="info", proc=self.proc, msg=f"{left} sends unacknowledged at the end")
+
+    def replace(self, e: KafkaException) -> None:
+        """A fatal idempotence error (e.g. OUT_OF_ORDER_SEQUENCE_NUMBER when
+        the broker lost data): what is in flight fails, a new producer (new
+        producer id, new proc name) takes over."""
+        self.h.write(f="producer-fatal", type="info", proc=self.proc, error=_err_name(e))
+        try:
+            self.prod.purge()
+            self.prod.poll(0)
+        except KafkaException:
+            pass
+        self.gen += 1
+        self.proc = f"{self.base}.{self.gen}"
+        self.outstanding = 0
+        self.prod = self._producer()
+
+    def send_one(self) -> None:
+        proc, n = self.proc, self.n
+        self.n += 1
+        value = f"{proc}-{n}"
+        p = n % self.partitions
+        inv = self.h.write(f="send", type="invoke", proc=proc, topic=self.topic, partition=p, value=value)
+        self.outstanding += 1
+
+        def done(err, msg):
+            self.outstanding -= 1
+            lat = time.time() - inv["ts"]
+            if err is None:
+                self.h.write(f="send", type="ok", proc=proc, topic=self.topic, partition=msg.partition(),
+                             offset=msg.offset(), value=value, lat=round(lat, 4))
+            else:
+                self.h.write(f="send", type="info", proc=proc, topic=self.topic, partition=p,
+                             value=value, error=_err_name(err), lat=round(lat, 4))
+        try:
+            self.prod.produce(self.topic, value=value.encode(), partition=p, on_delivery=done)
+        except BufferError as e:
+            self.outstanding -= 1
+            self.h.write(f="send", type="fail", proc=proc, topic=self.topic, partition=p, value=value,
+                         error=_err_name(e))
+            self.prod.poll(0.1)
+        except KafkaException as e:
+            self.outstanding -= 1
+            self.h.write(f="send", type="fail", proc=proc, topic=self.topic, partition=p, value=value,
+                         error=_err_name(e))
+            raise
 
 
 class ConsumerLoop:
