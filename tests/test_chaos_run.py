@@ -25,10 +25,11 @@ def chaos(tmp_path, *args, timeout=180):
 
 @pytest.mark.timeout(200)
 def test_kill_and_pause_on_a_healthy_node_lose_nothing(tmp_path):
-    p, (ops, faults, anomalies) = chaos(tmp_path, "--time", "10", "--seed", "4", "--nemesis", "kill,pause",
+    p, (ops, faults, anomalies) = chaos(tmp_path, "--time", "10", "--seed", "28", "--nemesis", "kill,pause",
                                         "--workload", "queue,copier,groups", "--rate", "60")
     assert (anomalies, p.returncode) == (0, 0), p.stdout[-3000:]
     assert faults >= 2 and ops > 500
+    assert re.search(r"faults\s+\d+\s+\(kill \d+, pause \d+\)", p.stdout), p.stdout[-2000:]
     assert "run completed         yes" in p.stdout
     assert re.search(r"transactions\s+.*commit/ok \d+", p.stdout)
     hist = (tmp_path / "run" / "history.jsonl").read_text()
