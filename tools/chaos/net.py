@@ -18,6 +18,7 @@ close() (and names carry the pid, so runs never collide).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 
 
@@ -32,6 +33,9 @@ def namespaces_available() -> tuple[bool, str]:
     """Can this process make namespaces and links? (root, iproute2)."""
     if os.geteuid() != 0:
         return False, "not root"
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            return False, f"no `{tool}` (iproute2)"
     name = f"kcprobe{os.getpid() % 100000}"
     p = _run("ip", "netns", "add", name, check=False)
     if p.returncode != 0:
