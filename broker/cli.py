@@ -25,6 +25,8 @@ def _parse_set(values: list[str]) -> dict[str, str]:
 def main(argv=None) -> None:
     started = time.monotonic()
     ap = argparse.ArgumentParser(prog="kproto", description="A Kafka-compatible broker.")
+    from broker.version import KAFKA_VERSION, VERSION
+    ap.add_argument("--version", action="version", version=f"kproto {VERSION} (Kafka {KAFKA_VERSION} protocol)")
     sub = ap.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="start a single-node broker (broker and controller)")
     serve.add_argument("--config", help="a server.properties file with Kafka's property names")
@@ -73,7 +75,8 @@ async def _serve(broker, started: float) -> None:
 
         addresses = await nursery.start(broker.run, progress)
         listing = ", ".join(addresses)
-        print(f"kproto ready: {listing} (node {broker.node_id}, cluster {broker.cluster_id}, "
+        from broker.version import VERSION
+        print(f"kproto ready: {listing} (kproto {VERSION}, node {broker.node_id}, cluster {broker.cluster_id}, "
               f"data {broker.log_dir}) in {time.monotonic() - started:.2f} s", flush=True)
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for _sig in signals:
