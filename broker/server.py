@@ -12,6 +12,7 @@ import logging
 import trio
 
 from broker.dispatch import CloseConnection, Dispatcher
+from broker.startup_errors import listen_failed
 from broker.transport import ConnectionClosed, FrameTooLarge, Transport, tune
 
 log = logging.getLogger("kproto.server")
@@ -70,7 +71,10 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
 
 async def run_listener(host: str, port: int, dispatcher: Dispatcher, max_frame: int, name: str,
                        task_status=trio.TASK_STATUS_IGNORED) -> None:
-    listeners = await trio.open_tcp_listeners(port, host=host or None, backlog=1024)
+    try:
+        listeners = await trio.open_tcp_listeners(port, host=host or None, backlog=1024)
+    except OSError as exc:
+        raise listen_failed(f"{name}://{host}:{port}", exc) from None
     bound = listeners[0].socket.getsockname()
     async with trio.open_nursery() as nursery:
         task_status.started(bound)

@@ -36,11 +36,11 @@ KPROTO_CONTROLLER_PORT = 9093
 EMBEDDED_CONFIG: dict[str, str] = {
     "process.roles": "broker,controller",
     "node.id": "1",
-    "controller.quorum.voters": f"1@127.0.0.1:{KPROTO_CONTROLLER_PORT}",
-    "listeners": f"PLAINTEXT://127.0.0.1:{KPROTO_DEFAULT_PORT},CONTROLLER://127.0.0.1:{KPROTO_CONTROLLER_PORT}",
+    # no CONTROLLER listener nor quorum voters: nothing would listen there
+    # (a user's `listeners` with a controller listener derives the voters)
+    "listeners": f"PLAINTEXT://127.0.0.1:{KPROTO_DEFAULT_PORT}",
     "inter.broker.listener.name": "PLAINTEXT",
-    "advertised.listeners":
-        f"PLAINTEXT://127.0.0.1:{KPROTO_DEFAULT_PORT},CONTROLLER://127.0.0.1:{KPROTO_CONTROLLER_PORT}",
+    "advertised.listeners": f"PLAINTEXT://127.0.0.1:{KPROTO_DEFAULT_PORT}",
     "controller.listener.names": "CONTROLLER",
     "listener.security.protocol.map":
         "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",

@@ -619,6 +619,48 @@ class PartitionLog:
             return FetchSlice(seg.file, position, end - position)
         return EMPTY_SLICE
 
+    def fetch_slice(self, offset: int, max_bytes: int, upper_bound_offset: int, *,
+                    min_one_batch: bool) -> tuple[FetchSlice, bool]:
+        """(slice, first batch incomplete) as Kafka's LogSegment.read cuts it
+        for a fetch: the bytes from the start of the batch holding ``offset``,
+        ``max_bytes`` of them (raised to the first batch's size when
+        ``min_one_batch``), never past ``upper_bound_offset``'s batch nor the
+        end of the segment. The cut is a byte count, not a batch boundary:
+        a trailing partial batch is sent as Kafka sends it (clients drop
+        it); "incomplete" says the first batch itself was cut."""
+        self._check_open()
+        leo = self._leo
+        if offset < self._log_start or offset > leo:
+            raise OffsetOutOfRange(
+                f"offset {offset} is out of range for {self.topic}-{self.partition}: "
+                f"log start {self._log_start}, log end {leo}", self._log_start, leo)
+        bound = min(upper_bound_offset, leo)
+        if offset >= bound:
+            return EMPTY_SLICE, False
+        i = self._floor_segment_index(offset)
+        segments = self._segments
+        while 0 <= i < len(segments):
+            seg = segments[i]
+            found = seg.translate_offset(offset)
+            if found is None:
+                i += 1
+                continue
+            if max_bytes < 0:
+                # (Kafka's LogSegment.read refuses it: the partition's error)
+                raise ValueError(f"invalid max size {max_bytes}")
+            position, header = found
+            first_size = header.batch_length + LOG_OVERHEAD
+            adjusted = max(max_bytes, first_size) if min_one_batch else max_bytes
+            if adjusted == 0:
+                return EMPTY_SLICE, False
+            next_base = segments[i + 1].base_offset if i + 1 < len(segments) else leo
+            max_position = seg.size
+            if bound < next_base:
+                max_position = seg.position_of_bound(bound, position)
+            length = max(min(max_position - position, adjusted), 0)
+            return FetchSlice(seg.file, position, length), adjusted < first_size
+        return EMPTY_SLICE, False
+
     def read_bytes(self, offset: int, max_bytes: int = 2**31 - 1,
                    upper_bound_offset: int | None = None, *, min_one_batch: bool = True) -> bytes:
         """read() as bytes (tools, tests)."""
