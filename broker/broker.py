@@ -18,6 +18,8 @@ from broker.groups.coordinator import GroupCoordinator
 from broker.metadata.image import MetadataImage
 from broker.metadata.log import METADATA_TOPIC, MetadataLog
 from broker.producer_ids import ProducerIdManager
+from broker.quorum.leadership import become_sole_leader
+from broker.quorum.startup import prepare_storage
 from broker.producers import ProducerStateManager
 from broker.replicas import ReplicaManager
 from broker.server import run_listener
@@ -29,6 +31,7 @@ from kproto.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("kproto.broker")
 
+METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's fixed __cluster_metadata topic id (AAAAAAAAAAAAAAAAAAAAAQ)
 METADATA_VERSION = 21  # 3.9-IV0, what Kafka 3.9 finalizes on a fresh cluster
 # producer.id.expiration.check.interval.ms, an internal Kafka setting (default 10 minutes)
 PRODUCER_EXPIRATION_CHECK_S = 600
@@ -45,6 +48,8 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         self.log_dir = os.path.abspath(config.log_dirs[0])
+        self.metadata_log_dir = os.path.abspath(config.kraft.metadata_log_dir) if config.kraft else self.log_dir
+        self._metadata_logs_manager = None
         self.cluster_id = None
         self.metadata_version = METADATA_VERSION
         self.features_epoch = 0
@@ -62,8 +67,18 @@ class Broker:
 
     # -- start -------------------------------------------------------------------
 
+    def _metadata_logs(self):
+        """The LogManager of metadata.log.dir (the first log dir's unless set elsewhere)."""
+        if self.metadata_log_dir == self.log_dir:
+            return self.logs
+        if self._metadata_logs_manager is None:
+            self._metadata_logs_manager = LogManager.open(self.metadata_log_dir, None,
+                                                          broker_config=self._log_manager_settings())
+        return self._metadata_logs_manager
+
     def open_storage(self, progress=None) -> None:
         started = time.monotonic()
+        prepare_storage(self.config)   # formatted for this node and cluster (or a single node formats itself)
 
         shown = {"percent": -1, "at": 0.0}
 
@@ -93,9 +108,12 @@ class Broker:
         existing = read_meta_properties(os.path.join(self.log_dir, META_PROPERTIES)) or {}
         meta = self.logs.ensure_meta_properties(self.node_id, existing.get("cluster.id") or new_cluster_id())
         self.cluster_id = meta["cluster.id"]
-        plog = self.logs.get_or_create(METADATA_TOPIC, 0, None, {"segment.bytes": 1 << 30})
+        plog = self._metadata_logs().get_or_create(METADATA_TOPIC, 0, METADATA_TOPIC_ID,
+                                                   {"segment.bytes": 1 << 30})
         self.metadata = MetadataLog(plog, self.image)
         count = self.metadata.replay()
+        # a one-voter quorum elects itself in a new epoch: quorum-state + LeaderChange record
+        self.metadata.leader_epoch = become_sole_leader(plog, self.node_id, self.logs.sync)
         self.features_epoch = max(self.image.offset, 0)
         self.controller = Controller(self.node_id, self.metadata, self.image, self.config,
                                      self._validate_topic_configs)
@@ -206,4 +224,6 @@ class Broker:
             return
         self._closed = True
         self.logs.close()
+        if self._metadata_logs_manager is not None:
+            self._metadata_logs_manager.close()
         log.info("clean shutdown")

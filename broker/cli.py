@@ -33,7 +33,11 @@ def main(argv=None) -> None:
     serve.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
                        help="override one property (repeatable)")
     serve.add_argument("--log-level", default="WARNING", help="WARNING (default), INFO or DEBUG")
+    from broker import storage_tool
+    storage_tool.add_parser(sub)
     args = ap.parse_args(argv)
+    if args.command == "storage":
+        raise SystemExit(storage_tool.run(args))
     from broker.startup_errors import LOG_LEVELS, explain
     if args.log_level.upper() not in LOG_LEVELS:
         _fail(f"unknown --log-level {args.log_level!r}: use WARNING (default), INFO or DEBUG")
@@ -48,6 +52,15 @@ def main(argv=None) -> None:
         _fail(str(exc))
     except OSError as exc:
         _fail(f"--config {args.config}: cannot read it: {exc.strerror or exc}")
+    if config.kraft is None:
+        from broker.config.kraft import ZOOKEEPER_REFUSAL
+        _fail(ZOOKEEPER_REFUSAL)
+
+    from broker.quorum.startup import StartupError, prepare_storage
+    try:
+        prepare_storage(config)
+    except StartupError as exc:
+        _fail(str(exc))
 
     from broker.broker import Broker
     broker = Broker(config)

@@ -19,6 +19,7 @@ import os
 import re
 from typing import Iterable, Mapping
 
+from broker.config import kraft
 from broker.config.catalog import BROKER_CONFIGS, TOPIC_CONFIGS, broker_config_type
 from broker.config.listeners import (
     Endpoint, canonical_local_host, parse_listeners, parse_security_protocol_map)
@@ -144,6 +145,7 @@ class BrokerConfig:
         static = {k: v for k, v in EMBEDDED_CONFIG.items()
                   if k in user or not any(t in user for t in _EMBEDDED_YIELDS_TO.get(k, ()))}
         static.update(user)
+        _complete_single_node_quorum(static, user)
         if "controller.quorum.voters" not in static:
             voters = _single_node_voters(static)
             if voters:
@@ -179,6 +181,9 @@ class BrokerConfig:
         if not _log_dirs(values):
             raise ConfigError("requirement failed: At least one log directory must be defined via "
                               "log.dirs or log.dir.")
+        # Kafka's KRaft start-up refusals (broker/config/kraft.py); None without process.roles
+        self._kraft = kraft.validate(values, self._static, listeners, advertised, controller_names,
+                                     protocol_map, _log_dirs(values))
         self._protocol_map = protocol_map
         self._controller_names = controller_names
         self._listeners = listeners
@@ -287,6 +292,11 @@ class BrokerConfig:
         return self._values["node.id"]
 
     @property
+    def kraft(self) -> "kraft.KRaftSettings | None":
+        """Roles, quorum and metadata log settings; None when process.roles is empty."""
+        return self._kraft
+
+    @property
     def log_dirs(self) -> list[str]:
         """log.dirs if set, else log.dir (comma-separated either way)."""
         return _log_dirs(self._values)
@@ -366,6 +376,26 @@ def _log_dirs(values) -> list[str]:
 
 _DEFAULT_STRINGS = {name: key.default for name, key in BROKER_CONFIGS.items() if key.default is not None}
 _TOPIC_DEFAULTS = {key.name: parse_value(key.name, key.type, key.default) for key in TOPIC_CONFIGS.values()}
+
+
+# the keys that say a user configures the quorum themselves (then no embedded quorum is completed)
+_QUORUM_KEYS = ("process.roles", "controller.listener.names", "controller.quorum.voters",
+                "controller.quorum.bootstrap.servers")
+
+
+def _complete_single_node_quorum(static: dict, user: Mapping[str, str]) -> None:
+    """Keep the embedded single-node quorum when the user replaced `listeners` with client listeners
+    only and configured nothing about the quorum: a controller listener on an ephemeral loopback
+    port is added (nothing connects to a one-voter quorum), so the node stays a combined
+    broker+controller as Kafka's sample server.properties makes it."""
+    if "listeners" not in user or any(k in user for k in _QUORUM_KEYS):
+        return
+    names = {n.strip().upper() for n in static.get("controller.listener.names", "").split(",") if n.strip()}
+    entries = [e.strip() for e in static["listeners"].split(",") if e.strip()]
+    if not names or any(e.split("://", 1)[0].strip().upper() in names for e in entries):
+        return
+    name = static["controller.listener.names"].split(",")[0].strip()
+    static["listeners"] = ",".join(entries + [f"{name}://127.0.0.1:0"])
 
 
 def _single_node_voters(static: Mapping[str, str]) -> str | None:
