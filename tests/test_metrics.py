@@ -248,3 +248,38 @@ def test_ready_flips_only_after_recovery_of_a_large_log(tmp_path):
         assert value(s, "kafka_log_log_logendoffset", topic="big", partition="0") == 4097 * 16
     finally:
         b2.stop()
+
+
+def _referenced_metrics(text: str) -> set[str]:
+    import re
+    return set(re.findall(r"\b((?:kafka|kproto|process)_[a-z0-9_]+)\b", text))
+
+
+def _exported(url: str) -> set[str]:
+    status, text = get(url)
+    names = set()
+    for fam in text_string_to_metric_families(text):
+        names |= {fam.name + sfx for sfx in ("", "_total", "_bucket", "_count", "_sum")}
+        names |= {s.name for s in fam.samples}
+    return names
+
+
+def test_dashboard_and_alert_rules_use_exported_metrics(mbroker):
+    import json
+    import os
+
+    import yaml
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "monitoring")
+    with open(os.path.join(root, "kproto-grafana-dashboard.json")) as f:
+        dashboard = json.load(f)
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    exprs += [v["definition"] for v in dashboard["templating"]["list"] if "definition" in v]
+    with open(os.path.join(root, "kproto-alerts.yml")) as f:
+        rules = yaml.safe_load(f)
+    exprs += [r["expr"] for g in rules["groups"] for r in g["rules"]]
+    exported = _exported(mbroker.metrics_url)
+    used = _referenced_metrics("\n".join(exprs))
+    assert len(used) > 20
+    assert sorted(used - exported) == []
+    # the check catches a name the broker does not export
+    assert _referenced_metrics("rate(kafka_server_brokertopicmetrics_messagesin_totl[1m])") - exported
