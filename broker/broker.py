@@ -17,6 +17,7 @@ from broker.flusher import Flusher
 from broker.groups.coordinator import GroupCoordinator
 from broker.metadata.image import MetadataImage
 from broker.metadata.log import METADATA_TOPIC, MetadataLog
+from broker.metrics import LISTENER_KEY, BrokerMetrics, parse_listener, watch_event_loop
 from broker.producer_ids import ProducerIdManager
 from broker.quorum.leadership import become_sole_leader
 from broker.quorum.startup import prepare_storage
@@ -64,6 +65,15 @@ class Broker:
         self.flusher = Flusher()  # fsyncs in worker threads, group commit
         self.bound: list[tuple[str, str, int]] = []  # (listener name, host, port)
         self._closed = False
+        # Prometheus metrics (broker/metrics): None when kproto.metrics.listener is off;
+        # ready: listeners bound and storage open (the /ready endpoint)
+        self.ready = False
+        try:
+            self.metrics_listener = parse_listener(config.static_configs.get(LISTENER_KEY))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        self.metrics = BrokerMetrics() if self.metrics_listener else None
+        self.metrics_server = None
 
     # -- start -------------------------------------------------------------------
 
@@ -171,6 +181,7 @@ class Broker:
         return host, port
 
     async def run(self, progress=None, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        self._start_metrics_listener()
         if self.logs is None:
             self.open_storage(progress)
         dispatcher = Dispatcher(self)
@@ -189,9 +200,33 @@ class Broker:
                 nursery.start_soon(self._log_cleaner)
                 nursery.start_soon(self.groups.run)
                 nursery.start_soon(self.transactions.run)
+                if self.metrics is not None:
+                    nursery.start_soon(watch_event_loop, self.metrics)
+                self.ready = True
                 task_status.started(addresses)
         finally:
+            self.ready = False
             self.close()
+
+    @property
+    def metrics_url(self) -> str | None:
+        return self.metrics_server.url if self.metrics_server is not None else None
+
+    def _start_metrics_listener(self) -> None:
+        """Bound first, so /ready and /health answer while storage opens. A
+        port in use costs the metrics, not the broker: one line, and on."""
+        if self.metrics_listener is None or self.metrics_server is not None:
+            return
+        from broker.metrics.http import MetricsServer
+        host, port = self.metrics_listener
+        try:
+            self.metrics_server = MetricsServer(self, host, port)
+        except OSError as exc:
+            log.warning("metrics listener http://%s:%d not started (%s): running without metrics",
+                        host, port, exc.strerror or exc)
+            self.metrics = None
+            return
+        self.metrics_server.trio_token = trio.lowlevel.current_trio_token()
 
     async def _housekeeping(self) -> None:
         """Retention, flushes and checkpoints, on Kafka's intervals."""
@@ -220,6 +255,8 @@ class Broker:
             await trio.sleep(CLEANER_SLICE_S if busy else 0.5)
 
     def close(self) -> None:
+        if self.metrics_server is not None:
+            self.metrics_server.close()
         if self._closed or self.logs is None:
             return
         self._closed = True

@@ -63,7 +63,10 @@ def main(argv=None) -> None:
         _fail(str(exc))
 
     from broker.broker import Broker
-    broker = Broker(config)
+    try:
+        broker = Broker(config)
+    except ConfigError as exc:   # kproto.metrics.listener is checked here
+        _fail(str(exc))
     try:
         trio.run(_serve, broker, started)
     except KeyboardInterrupt:
@@ -89,8 +92,9 @@ async def _serve(broker, started: float) -> None:
         addresses = await nursery.start(broker.run, progress)
         listing = ", ".join(addresses)
         from broker.version import VERSION
+        metrics = f" metrics {broker.metrics_url}" if getattr(broker, "metrics_url", None) else ""
         print(f"kproto ready: {listing} (kproto {VERSION}, node {broker.node_id}, cluster {broker.cluster_id}, "
-              f"data {broker.log_dir}) in {time.monotonic() - started:.2f} s", flush=True)
+              f"data {broker.log_dir}){metrics} in {time.monotonic() - started:.2f} s", flush=True)
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for _sig in signals:
                 break

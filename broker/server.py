@@ -8,6 +8,7 @@ their responses go out in one send.
 from __future__ import annotations
 
 import logging
+from time import perf_counter
 
 import trio
 
@@ -35,14 +36,23 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
         peer = None
     transport = Transport(sock, max_frame)
     conn = ClientConnection(transport, peer, listener)
+    # RequestMetrics (broker/metrics): (frame, received, started, finished) per request
+    metrics = getattr(dispatcher.broker, "metrics", None)
+    done = [] if metrics is not None else None
+    if metrics is not None:
+        metrics.connection_opened(listener)
     try:
         with sock:
             while True:
                 frame = await transport.receive_frame()
+                received = perf_counter() if done is not None else 0.0
                 out = []
                 try:
                     while frame is not None:
+                        started = perf_counter() if done is not None else 0.0
                         chunks = await dispatcher.handle(frame, conn)
+                        if done is not None:
+                            done.append((frame, received, started, perf_counter()))
                         if chunks:
                             out.extend(chunks)
                         frame = transport.buffered_frame()
@@ -54,6 +64,9 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
                     raise
                 if out:
                     await transport.send(out)
+                if done:
+                    metrics.requests_answered(done, perf_counter())
+                    done.clear()
     except (ConnectionClosed, trio.BrokenResourceError, trio.ClosedResourceError,
             ConnectionResetError, BrokenPipeError):
         pass
@@ -67,6 +80,8 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
         log.exception("closing connection from %s after an unexpected error", peer)
     finally:
         transport.close()
+        if metrics is not None:
+            metrics.connection_closed(listener)
 
 
 async def run_listener(host: str, port: int, dispatcher: Dispatcher, max_frame: int, name: str,

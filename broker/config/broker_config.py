@@ -120,7 +120,9 @@ class BrokerConfig:
         self._static = static
         self._dynamic_default: dict[str, str] = {}
         self._dynamic_broker: dict[str, str] = {}
-        self.unknown_keys: list[str] = [k for k in static if _known_type(k) is None]
+        # kproto.* keys are kproto's own settings (kproto.metrics.listener), not unknown ones
+        self.unknown_keys: list[str] = [k for k in static if _known_type(k) is None
+                                        and not k.startswith("kproto.")]
         self.warnings: list[str] = [
             f"The configuration '{k}' was supplied but isn't a known config." for k in self.unknown_keys]
         for w in self.warnings:
