@@ -23,6 +23,7 @@ MODULES = (
     "groups",
     "transactions",
     "security",
+    "describe_topic_partitions",
 )
 
 
