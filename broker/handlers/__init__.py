@@ -34,6 +34,15 @@ def handles(api_key: int, min_version: int, max_version: int):
     return register
 
 
+# APIs served always but advertised in ApiVersions only while predicate(broker)
+# holds (client telemetry: Kafka advertises it only with a telemetry receiver)
+ADVERTISED_WHEN: dict[int, object] = {}
+
+
+def advertised_when(api_key: int, predicate) -> None:
+    ADVERTISED_WHEN[int(api_key)] = predicate
+
+
 def load_all() -> dict:
     for name in MODULES:
         try:

@@ -5,14 +5,15 @@ from kproto.api import ApiKey
 from kproto.errors import ErrorCode
 from kproto.messages.api_versions_response import ApiVersionsResponse
 
-from broker.handlers import HANDLERS, handles
+from broker.handlers import ADVERTISED_WHEN, HANDLERS, handles
 
 API_VERSIONS_RANGE = (0, 4)
 
 
-def advertised() -> list:
+def advertised(broker=None) -> list:
     return [ApiVersionsResponse.ApiVersion(api_key=key, min_version=lo, max_version=hi)
-            for key, (lo, hi, _fn) in sorted(HANDLERS.items())]
+            for key, (lo, hi, _fn) in sorted(HANDLERS.items())
+            if key not in ADVERTISED_WHEN or (broker is not None and ADVERTISED_WHEN[key](broker))]
 
 
 def unsupported_version_response() -> ApiVersionsResponse:
@@ -26,7 +27,7 @@ def unsupported_version_response() -> ApiVersionsResponse:
 
 @handles(ApiKey.API_VERSIONS, *API_VERSIONS_RANGE)
 async def api_versions(ctx, req):
-    resp = ApiVersionsResponse(error_code=0, api_keys=advertised(), throttle_time_ms=0)
+    resp = ApiVersionsResponse(error_code=0, api_keys=advertised(ctx.broker), throttle_time_ms=0)
     if ctx.api_version >= 3:
         if not _valid_software(req.client_software_name) or not _valid_software(req.client_software_version):
             resp.error_code = ErrorCode.INVALID_REQUEST
