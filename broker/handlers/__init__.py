@@ -24,6 +24,7 @@ MODULES = (
     "transactions",
     "security",
     "describe_topic_partitions",
+    "features",
 )
 
 
