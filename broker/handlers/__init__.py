@@ -25,6 +25,7 @@ MODULES = (
     "security",
     "describe_topic_partitions",
     "features",
+    "registration",
 )
 
 
