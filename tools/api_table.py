@@ -58,7 +58,6 @@ REASONS: dict[str, str] = {
     "ConsumerGroupDescribe": "#16 (KIP-848 consumer groups)",
     # the rest of issue #16
     "AlterReplicaLogDirs": "#16: not yet served",
-    "ListClientMetricsResources": "#16: not yet served",
     # client telemetry (KIP-714)
     "GetTelemetrySubscriptions": ("advertised while a client-metrics subscription exists (Kafka advertises it "
                                   "when a telemetry receiver is configured, which a default Kafka is not)"),

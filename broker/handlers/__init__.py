@@ -26,6 +26,7 @@ MODULES = (
     "describe_topic_partitions",
     "features",
     "registration",
+    "telemetry",
 )
 
 

@@ -32,6 +32,8 @@ async def api_versions(ctx, req):
     if ctx.api_version >= 3:
         if not _valid_software(req.client_software_name) or not _valid_software(req.client_software_version):
             resp.error_code = ErrorCode.INVALID_REQUEST
+        elif ctx.conn is not None:
+            ctx.conn.client_software = (req.client_software_name, req.client_software_version)
         image = ctx.broker.image
         resp.supported_features = [
             ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=lo, max_version=hi)
