@@ -24,6 +24,7 @@ from broker.server import run_listener
 from broker.storage import LogManager
 from broker.storage.checkpoints import read_meta_properties
 from broker.storage.files import META_PROPERTIES
+from broker.storage.jbod import existing_meta_properties, open_log_dirs
 from broker.transactions.coordinator import TransactionCoordinator
 from kproto.errors import ErrorCode, KafkaError
 
@@ -45,6 +46,7 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         self.log_dir = os.path.abspath(config.log_dirs[0])
+        self.log_dirs = [os.path.abspath(d) for d in config.log_dirs]   # JBOD: partitions spread over them
         self.cluster_id = None
         self.metadata_version = METADATA_VERSION
         self.features_epoch = 0
@@ -86,11 +88,11 @@ class Broker:
             # what the log writes into <offset>.snapshot at rolls and at close
             return lambda offset: producers.snapshot_entries(topic, index, offset)
 
-        self.logs = LogManager.open(self.log_dir, None, broker_config=self._log_manager_settings(),
+        self.logs = open_log_dirs(self.log_dirs, None, broker_config=self._log_manager_settings(),
                                     progress=recovery_progress, snapshot_provider_for=snapshot_provider_for)
         self.logs.set_flush_scheduler(self.flusher.request)
         # a formatted directory keeps its cluster id; only a fresh one gets a new id
-        existing = read_meta_properties(os.path.join(self.log_dir, META_PROPERTIES)) or {}
+        existing = existing_meta_properties(self.log_dirs)
         meta = self.logs.ensure_meta_properties(self.node_id, existing.get("cluster.id") or new_cluster_id())
         self.cluster_id = meta["cluster.id"]
         plog = self.logs.get_or_create(METADATA_TOPIC, 0, None, {"segment.bytes": 1 << 30})

@@ -56,8 +56,6 @@ REASONS: dict[str, str] = {
     # KIP-848 (issue #16, its own branch)
     "ConsumerGroupHeartbeat": "#16 (KIP-848 consumer groups)",
     "ConsumerGroupDescribe": "#16 (KIP-848 consumer groups)",
-    # the rest of issue #16
-    "AlterReplicaLogDirs": "#16: not yet served",
     # client telemetry (KIP-714)
     "GetTelemetrySubscriptions": ("advertised while a client-metrics subscription exists (Kafka advertises it "
                                   "when a telemetry receiver is configured, which a default Kafka is not)"),

@@ -27,6 +27,7 @@ MODULES = (
     "features",
     "registration",
     "telemetry",
+    "log_dirs",
 )
 
 
