@@ -27,6 +27,7 @@ from broker.server import run_listener
 from broker.storage import LogManager
 from broker.storage.checkpoints import read_meta_properties
 from broker.storage.files import META_PROPERTIES
+from broker.storage.jbod import existing_meta_properties, managers, open_log_dirs
 from broker.transactions.coordinator import TransactionCoordinator
 from kproto.errors import ErrorCode, KafkaError
 
@@ -51,6 +52,7 @@ class Broker:
         self.log_dir = os.path.abspath(config.log_dirs[0])
         self.metadata_log_dir = os.path.abspath(config.kraft.metadata_log_dir) if config.kraft else self.log_dir
         self._metadata_logs_manager = None
+        self.log_dirs = [os.path.abspath(d) for d in config.log_dirs]   # JBOD: partitions spread over them
         self.cluster_id = None
         self.metadata_version = METADATA_VERSION
         self.features_epoch = 0
@@ -79,8 +81,9 @@ class Broker:
 
     def _metadata_logs(self):
         """The LogManager of metadata.log.dir (the first log dir's unless set elsewhere)."""
-        if self.metadata_log_dir == self.log_dir:
-            return self.logs
+        for directory, manager in managers(self.logs):   # metadata.log.dir may be one of log.dirs
+            if directory == self.metadata_log_dir:
+                return manager
         if self._metadata_logs_manager is None:
             self._metadata_logs_manager = LogManager.open(self.metadata_log_dir, None,
                                                           broker_config=self._log_manager_settings())
@@ -111,11 +114,11 @@ class Broker:
             # what the log writes into <offset>.snapshot at rolls and at close
             return lambda offset: producers.snapshot_entries(topic, index, offset)
 
-        self.logs = LogManager.open(self.log_dir, None, broker_config=self._log_manager_settings(),
+        self.logs = open_log_dirs(self.log_dirs, None, broker_config=self._log_manager_settings(),
                                     progress=recovery_progress, snapshot_provider_for=snapshot_provider_for)
         self.logs.set_flush_scheduler(self.flusher.request)
         # a formatted directory keeps its cluster id; only a fresh one gets a new id
-        existing = read_meta_properties(os.path.join(self.log_dir, META_PROPERTIES)) or {}
+        existing = existing_meta_properties(self.log_dirs)
         meta = self.logs.ensure_meta_properties(self.node_id, existing.get("cluster.id") or new_cluster_id())
         self.cluster_id = meta["cluster.id"]
         plog = self._metadata_logs().get_or_create(METADATA_TOPIC, 0, METADATA_TOPIC_ID,

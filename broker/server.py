@@ -20,12 +20,14 @@ log = logging.getLogger("kproto.server")
 
 
 class ClientConnection:
-    __slots__ = ("transport", "peer", "listener")
+    __slots__ = ("transport", "peer", "listener", "client_software")
 
     def __init__(self, transport, peer, listener):
         self.transport = transport
         self.peer = peer
         self.listener = listener
+        # (name, version) the client gave in ApiVersions v3+ (client metrics match on it)
+        self.client_software = None
 
 
 async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listener: str) -> None:
