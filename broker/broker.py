@@ -126,7 +126,7 @@ class Broker:
         self.metadata = MetadataLog(plog, self.image)
         count = self.metadata.replay()
         # a one-voter quorum elects itself in a new epoch: quorum-state + LeaderChange record
-        self.metadata.leader_epoch = become_sole_leader(plog, self.node_id, self.logs.sync)
+        self.metadata.leader_epoch = become_sole_leader(plog, self.node_id, self._metadata_logs().sync)
         self.features_epoch = max(self.image.offset, 0)
         self.controller = Controller(self.node_id, self.metadata, self.image, self.config,
                                      self._validate_topic_configs)
