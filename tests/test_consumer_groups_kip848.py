@@ -66,11 +66,12 @@ out(ev="closed")
 
 
 class ConsumerProc:
-    def __init__(self, bootstrap, group, topics, instance=""):
-        env = dict(os.environ)
-        self.proc = subprocess.Popen([sys.executable, "-c", CONSUMER, bootstrap, group, json.dumps(topics),
-                                      instance], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True, env=env)
+    def __init__(self, bootstrap, group, topics, instance="", command=None):
+        """command: another consumer program with the same output (the Java one)."""
+        if command is None:
+            command = [sys.executable, "-c", CONSUMER, bootstrap, group, json.dumps(topics), instance]
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True, env=dict(os.environ))
         self.records: list[tuple] = []
         self.assignment: set = set()
         self.events: list[dict] = []
