@@ -246,3 +246,40 @@ def test_static_members_restart_and_group_survives_broker_kill(kbroker):
         for c in cs:
             if c.proc.poll() is None:
                 c.kill()
+
+
+KAFKA_HOME = os.environ.get("KAFKA_HOME")
+
+
+@pytest.mark.skipif(not KAFKA_HOME, reason="KAFKA_HOME is not set: runs Kafka's bin/kafka-consumer-groups.sh")
+@pytest.mark.timeout(150)
+def test_kafka_consumer_groups_sh_describes_a_consumer_protocol_group(kbroker):
+    b = kbroker.bootstrap
+    topic, group = "kip848-cli", "kip848-cli-g"
+    create(b, topic, partitions=4)
+    produce(b, topic, 40, 4)
+    cs = [ConsumerProc(b, group, [topic]) for _ in range(2)]
+
+    def tool(*args):
+        proc = subprocess.run([os.path.join(KAFKA_HOME, "bin", "kafka-consumer-groups.sh"), "--bootstrap-server",
+                               b, *args], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+        return proc.stdout
+
+    try:
+        wait_until(lambda: all(len(c.assignment) == 2 for c in cs), 30, "2 partitions each")
+        wait_until(lambda: len({r for c in cs for r in c.records}) >= 40, 30, "40 records")
+        time.sleep(1)   # auto-commit
+        assert group in tool("--list").split()
+        out = tool("--describe", "--group", group)
+        rows = [ln.split() for ln in out.splitlines() if ln.startswith(group)]
+        assert sorted(int(r[2]) for r in rows) == [0, 1, 2, 3], out
+        assert all(int(r[3]) == 10 and int(r[5]) == 0 for r in rows), out   # committed 10 each, no lag
+        members = tool("--describe", "--group", group, "--members")
+        assert len([ln for ln in members.splitlines() if ln.startswith(group)]) == 2, members
+        state = tool("--describe", "--group", group, "--state")
+        assert "Stable" in state, state
+    finally:
+        for c in cs:
+            if c.proc.poll() is None:
+                c.kill()

@@ -40,39 +40,47 @@ def java_command(tmp_path_factory):
     return command
 
 
-@pytest.mark.timeout(150)
-def test_java_consumers_three_members_leave_kill(tmp_path, java_command):
-    b = BrokerProcess(str(tmp_path / "data"), settings=SETTINGS).start()
-    topic, group = "kip848-java", "kip848-java-g"
+def scenario(bootstrap: str, command, topic: str, group: str) -> tuple[int, int, int]:
+    """3 members, one leaves, one is killed -9 while records flow, a newcomer
+    joins: (records, delivered, duplicates). Also run against real Kafka
+    (see docs/compatibility.md)."""
     cs = []
     try:
-        create(b.bootstrap, topic)
-        cs = [ConsumerProc(b.bootstrap, group, [topic], command=java_command(b.bootstrap, group, topic))
-              for _ in range(3)]
+        create(bootstrap, topic)
+        cs = [ConsumerProc(bootstrap, group, [topic], command=command(bootstrap, group, topic)) for _ in range(3)]
         wait_until(lambda: sorted(p for c in cs for p in c.assignment) == [(topic, p) for p in range(6)]
                    and all(len(c.assignment) == 2 for c in cs), 60, "2 partitions each")
-        d = describe(b.bootstrap, group)
+        d = describe(bootstrap, group)
         assert d.group_state == "Stable" and len(d.members) == 3
-        produce(b.bootstrap, topic, 200, 6)
+        produce(bootstrap, topic, 200, 6)
         wait_until(lambda: len({r for c in cs for r in c.records}) >= 200, 30, "first 200")
         cs[2].close(30)
         wait_until(lambda: sorted(p for c in cs[:2] for p in c.assignment) == [(topic, p) for p in range(6)],
                    30, "the leaver's partitions taken over")
-        produce(b.bootstrap, topic, 200, 6, start=200)
+        produce(bootstrap, topic, 200, 6, start=200)
         # kill -9 while records flow: the next owner re-reads from the last commit
         wait_until(lambda: len({r for c in cs for r in c.records}) >= 300, 30, "records flowing")
         cs[1].kill()
         wait_until(lambda: len(cs[0].assignment) == 6, 30, "the killed member's partitions taken over")
-        cs.append(ConsumerProc(b.bootstrap, group, [topic], command=java_command(b.bootstrap, group, topic)))
+        cs.append(ConsumerProc(bootstrap, group, [topic], command=command(bootstrap, group, topic)))
         wait_until(lambda: len(cs[3].assignment) == 3 and len(cs[0].assignment) == 3, 60, "newcomer gets 3")
-        produce(b.bootstrap, topic, 200, 6, start=400)
+        produce(bootstrap, topic, 200, 6, start=400)
         expected = all_records(topic, 600)
         wait_until(lambda: expected <= {r for c in cs for r in c.records}, 30, "all 600 records")
         total, dups = check_delivery(cs, expected)
-        print(f"KIP-848 Java {java_command.version}: {total} delivered for {len(expected)} records, "
-              f"0 skipped, {dups} duplicates")
+        return len(expected), total, dups
     finally:
         for c in cs:
             if c.proc.poll() is None:
                 c.kill()
+
+
+@pytest.mark.timeout(150)
+def test_java_consumers_three_members_leave_kill(tmp_path, java_command):
+    b = BrokerProcess(str(tmp_path / "data"), settings=SETTINGS).start()
+    try:
+        n, total, dups = scenario(b.bootstrap, java_command, "kip848-java", "kip848-java-g")
+        print(f"KIP-848 Java {java_command.version}: {total} delivered for {n} records, 0 skipped, "
+              f"{dups} duplicates")
+    finally:
         b.stop()
