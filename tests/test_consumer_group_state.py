@@ -209,7 +209,7 @@ def test_fenced_member_rejoins_with_epoch_zero_and_same_id():
 
 def test_unknown_member_and_group():
     h = Harness()
-    assert h.hb("nobody", 3).error == E.UNKNOWN_MEMBER_ID
+    assert h.hb("nobody", 3).error == E.GROUP_ID_NOT_FOUND
     h.hb()
     assert h.hb("nobody", 1).error == E.UNKNOWN_MEMBER_ID
     assert h.hb("nobody", -1).error == E.UNKNOWN_MEMBER_ID
@@ -411,13 +411,15 @@ def test_offset_commit_member_epochs():
     h = Harness()
     h.hb()
 
-    def commit(member_id, epoch):
+    def commit(member_id, epoch, version=9):
         t = object()
-        fx = h.apply(h.sm.commit_offsets(t, 0, "g", member_id, epoch, [("orders", 0, 7, -1, "", -1)]))
+        fx = h.apply(h.sm.commit_offsets(t, 0, "g", member_id, epoch, [("orders", 0, 7, -1, "", -1)],
+                                         api_version=version))
         return fx.result_for(t).errors[("orders", 0)]
 
     assert commit("m1", 1) == E.NONE
     assert commit("m1", 0) == E.STALE_MEMBER_EPOCH
+    assert commit("m1", 1, version=8) == E.UNSUPPORTED_VERSION   # as Kafka 3.9 answers
     assert commit("zz", 1) == E.UNKNOWN_MEMBER_ID
     assert commit("", -1) == E.UNKNOWN_MEMBER_ID         # only members commit into an active group
     h.hb("m1", -1)

@@ -283,3 +283,40 @@ def test_kafka_consumer_groups_sh_describes_a_consumer_protocol_group(kbroker):
         for c in cs:
             if c.proc.poll() is None:
                 c.kill()
+
+
+def test_wire_answers_as_kafka_39(kbroker):
+    """ConsumerGroupHeartbeat/Describe answers Kafka 3.9 gave to the same requests
+    (probed on a Kafka 3.9.0 broker with the consumer protocol enabled)."""
+    from kproto.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest as H
+    from kproto.messages.find_coordinator_request import FindCoordinatorRequest
+    b = kbroker.bootstrap
+    create(b, "kip848-wire", partitions=3)
+    with WireClient(b) as c:
+        wait_until(lambda: c.call(FindCoordinatorRequest(key_type=0, coordinator_keys=["x"]), 4)
+                   .coordinators[0].error_code == 0, 15, "the coordinator")
+
+        def hb(**kw):
+            kw.setdefault("group_id", "kip848-wire-g")
+            r = c.call(H(**kw), 0)
+            return r.error_code, r.error_message
+
+        assert hb(member_id="", member_epoch=0, subscribed_topic_names=["kip848-wire"], topic_partitions=[]) == (
+            42, "RebalanceTimeoutMs must be provided in first request.")
+        assert hb(member_id="x", member_epoch=-5) == (42, "MemberEpoch is invalid.")
+        assert hb(group_id="nope", member_id="abc", member_epoch=3) == (69, "Consumer group nope not found.")
+        r = c.call(H(group_id="kip848-wire-g", member_id="", member_epoch=0, rebalance_timeout_ms=1000,
+                     subscribed_topic_names=["kip848-wire"], topic_partitions=[]), 0)
+        assert r.error_code == 0 and r.member_epoch == 1 and r.heartbeat_interval_ms == 500 and r.member_id
+        assert [len(t.partitions) for t in r.assignment.topic_partitions] == [3]
+        assert hb(member_id=r.member_id, member_epoch=7)[0] == 110
+        d = c.call(ConsumerGroupDescribeRequest(group_ids=["kip848-wire-g", "nope"],
+                                                include_authorized_operations=True), 0)
+        g, missing = d.groups
+        assert (g.error_code, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name,
+                g.authorized_operations) == (0, "Stable", 1, 1, "uniform", 328)
+        assert g.members[0].assignment.topic_partitions[0].topic_name == "kip848-wire"
+        assert (missing.error_code, missing.error_message) == (69, None)
+        r = c.call(H(group_id="kip848-wire-g", member_id=r.member_id, member_epoch=-1), 0)
+        assert (r.error_code, r.member_epoch, r.heartbeat_interval_ms) == (0, -1, 0)
+        assert describe(b, "kip848-wire-g").group_state == "Empty"

@@ -196,8 +196,8 @@ class ConsumerGroupsMixin:
             if owned is None or owned:
                 raise _Reject(E.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
             if names is None and regex is None:
-                raise _Reject(E.INVALID_REQUEST,
-                              "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+                # (Kafka 4.0 names the regex too; 3.9, without it, says this)
+                raise _Reject(E.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
         elif member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             if not member_id:
                 raise _Reject(E.INVALID_REQUEST, "MemberId can't be empty.")
@@ -229,7 +229,7 @@ class ConsumerGroupsMixin:
             raise _Reject(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if group is None or group.is_(DEAD):
             if member_epoch != 0:
-                raise _Reject(E.UNKNOWN_MEMBER_ID, f"Group {group_id} does not exist: rejoin.")
+                raise _Reject(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
             group = self.groups[group_id] = ConsumerGroup(group_id, self._now)
         return group
 
@@ -325,11 +325,10 @@ class ConsumerGroupsMixin:
                          [crec.current_assignment_record(group.group_id, member)])
             self._cancel_timer(("consumer-rebalance", group.group_id, member_id))
             self._schedule_consumer_session(group, member)
-            return HeartbeatResult(E.NONE, None, member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-                                   self.config.consumer_heartbeat_interval_ms)
+            return HeartbeatResult(E.NONE, None, member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH, 0)
         self._remove_consumer_member(group, member, "left the group")
-        return HeartbeatResult(E.NONE, None, member_id, LEAVE_GROUP_MEMBER_EPOCH,
-                               self.config.consumer_heartbeat_interval_ms)
+        # Kafka answers a leave without a heartbeat interval
+        return HeartbeatResult(E.NONE, None, member_id, LEAVE_GROUP_MEMBER_EPOCH, 0)
 
     def _remove_consumer_member(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> None:
         records = crec.member_tombstones(group.group_id, member.member_id)
@@ -406,7 +405,7 @@ class ConsumerGroupsMixin:
             return DescribedConsumerGroup(group_id, err)
         group = self.groups.get(group_id)
         if group is None or group.is_(DEAD):
-            return DescribedConsumerGroup(group_id, E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+            return DescribedConsumerGroup(group_id, E.GROUP_ID_NOT_FOUND)
         if not isinstance(group, ConsumerGroup):
             return DescribedConsumerGroup(group_id, E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         members = [DescribedMember(m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,

@@ -763,8 +763,8 @@ class GroupStateMachine(ConsumerGroupsMixin):
     # ================================================================ offsets
 
     def commit_offsets(self, ticket, now_ms: int, group_id: str, member_id: str, generation_id: int,
-                       offsets: list, instance_id: str | None = None, expire_timestamp: int | None = None
-                       ) -> Effects:
+                       offsets: list, instance_id: str | None = None, expire_timestamp: int | None = None,
+                       api_version: int = 9) -> Effects:
         """offsets: (topic, partition, offset, leader epoch, metadata, commit timestamp or -1)."""
         self._begin(now_ms)
         tps = [(o[0], o[1]) for o in offsets]
@@ -780,7 +780,8 @@ class GroupStateMachine(ConsumerGroupsMixin):
                 return self._end()
             log.info("creating simple consumer group %s through an offset commit", group_id)
             group = self.groups[group_id] = Group(group_id, EMPTY, now_ms)
-        err = self._validate_offset_commit(group, generation_id, member_id, instance_id, transactional=False)
+        err = self._validate_offset_commit(group, generation_id, member_id, instance_id, transactional=False,
+                                           api_version=api_version)
         if err is None and group.is_(COMPLETING_REBALANCE):
             err = E.REBALANCE_IN_PROGRESS
         if err is not None:
@@ -835,11 +836,11 @@ class GroupStateMachine(ConsumerGroupsMixin):
                         group.offsets[tp] = entry
         return self._end()
 
-    def _validate_offset_commit(self, group, generation_id, member_id, instance_id, transactional):
+    def _validate_offset_commit(self, group, generation_id, member_id, instance_id, transactional, api_version=9):
         if group.is_(DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
         if isinstance(group, ConsumerGroup):
-            return self._validate_consumer_commit(group, generation_id, member_id, transactional)
+            return self._validate_consumer_commit(group, generation_id, member_id, transactional, api_version)
         if generation_id < 0 and group.is_(EMPTY):
             return None   # admin clients and consumers without group management
         if generation_id >= 0 or member_id != _UNKNOWN_MEMBER_ID or instance_id is not None:
@@ -852,7 +853,7 @@ class GroupStateMachine(ConsumerGroupsMixin):
         return None
 
     @staticmethod
-    def _validate_consumer_commit(group, member_epoch, member_id, transactional):
+    def _validate_consumer_commit(group, member_epoch, member_id, transactional, api_version=9):
         """ConsumerGroup.validateOffsetCommit: without a member epoch (admin
         clients, manual assignment) only into an empty group; a member
         commits with its current epoch."""
@@ -861,6 +862,8 @@ class GroupStateMachine(ConsumerGroupsMixin):
         member = group.members.get(member_id)
         if member is None:
             return E.UNKNOWN_MEMBER_ID
+        if not transactional and api_version < 9:
+            return E.UNSUPPORTED_VERSION   # a consumer-protocol member commits with OffsetCommit v9+
         if member_epoch != member.member_epoch:
             return E.ILLEGAL_GENERATION if transactional else E.STALE_MEMBER_EPOCH
         return None

@@ -9,7 +9,10 @@ from kproto.messages.consumer_group_describe_response import ConsumerGroupDescri
 from kproto.messages.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
 
 from broker.handlers import handles
-from broker.handlers.groups import _GROUP_OPERATIONS, _NOT_REQUESTED, _client_host
+from broker.handlers.groups import _NOT_REQUESTED, _client_host
+
+# What Kafka 3.9 answers for a consumer group: READ, DELETE, DESCRIBE (bits 3, 6, 8)
+_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 _HbAssignment = ConsumerGroupHeartbeatResponse.Assignment
 _HbTopicPartitions = ConsumerGroupHeartbeatResponse.TopicPartitions
