@@ -21,6 +21,7 @@ MODULES = (
     "configs",
     "cluster",
     "groups",
+    "consumer_groups",
     "transactions",
     "security",
     "quorum",
