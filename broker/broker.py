@@ -36,6 +36,17 @@ PRODUCER_EXPIRATION_CHECK_S = 600
 CLEANER_SLICE_S = 0.02
 
 
+def _security_manager(broker):
+    """TLS, SASL and principals of client connections; bad TLS or JAAS settings stop start-up."""
+    from broker.security.manager import SecurityManager
+    try:
+        return SecurityManager(broker)
+    except ConfigError as exc:
+        import sys
+        print(f"kproto: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
@@ -57,6 +68,7 @@ class Broker:
         self.transactions = None
         self.producers = ProducerStateManager()
         self.flusher = Flusher()  # fsyncs in worker threads, group commit
+        self.security = None  # broker.security.manager.SecurityManager, set in run()
         self.bound: list[tuple[str, str, int]] = []  # (listener name, host, port)
         self._closed = False
 
@@ -155,6 +167,7 @@ class Broker:
     async def run(self, progress=None, task_status=trio.TASK_STATUS_IGNORED) -> None:
         if self.logs is None:
             self.open_storage(progress)
+        self.security = _security_manager(self)
         dispatcher = Dispatcher(self)
         max_frame = self.config.get_int("socket.request.max.bytes")
         try:

@@ -11,12 +11,16 @@ from kproto.api import ApiKey
 
 from broker.handlers import HANDLERS, load_all
 from broker.handlers.api_versions import unsupported_version_response
+from broker.security import gate as security_gate
+from broker.security.authenticate import RespondThenClose
 
 log = logging.getLogger("kproto.dispatch")
 
 
 class CloseConnection(Exception):
     """The request cannot be answered; Kafka closes the connection."""
+    chunks = None   # a last response to send first (failed logins)
+    delay_s = 0.0   # and how long to wait before it (connection.failed.authentication.delay.ms)
 
 
 class RequestContext:
@@ -61,6 +65,10 @@ class Dispatcher:
     async def handle(self, frame, conn) -> list | None:
         """Response chunks for one request frame, or None when the request
         gets no answer (Produce with acks=0)."""
+        session = getattr(conn, "session", None)
+        if session is not None and session.raw_tokens:
+            # after SaslHandshake v0 the client sends bare SASL tokens
+            return security_gate.raw_token(session, frame, CloseConnection)
         try:
             api_key, version, correlation_id = api.peek_header(frame)
         except DecodeError as exc:
@@ -69,6 +77,8 @@ class Dispatcher:
         if entry is None:
             raise CloseConnection(f"unknown or unsupported API key {api_key}")
         lo, hi, handler = entry
+        if session is not None and session.sasl:
+            security_gate.check(session, api_key, len(frame), CloseConnection)
         if not lo <= version <= hi:
             if api_key == ApiKey.API_VERSIONS and version > hi:
                 return self._frame(api_key, 0, correlation_id, unsupported_version_response())
@@ -78,7 +88,13 @@ class Dispatcher:
         except (DecodeError, UnsupportedVersionError) as exc:
             raise CloseConnection(f"malformed request (api {api_key} v{version}): {exc}") from None
         ctx = RequestContext(self.broker, conn, header, version)
-        response = await handler(ctx, request)
+        try:
+            response = await handler(ctx, request)
+        except RespondThenClose as exc:
+            close = CloseConnection(str(exc))
+            close.chunks = self._frame(api_key, version, correlation_id, exc.response)
+            close.delay_s = exc.delay_s
+            raise close from None
         if response is None:
             return None
         return self._frame(api_key, version, correlation_id, response)

@@ -18,12 +18,13 @@ log = logging.getLogger("kproto.server")
 
 
 class ClientConnection:
-    __slots__ = ("transport", "peer", "listener")
+    __slots__ = ("transport", "peer", "listener", "session")
 
-    def __init__(self, transport, peer, listener):
+    def __init__(self, transport, peer, listener, session=None):
         self.transport = transport
         self.peer = peer
         self.listener = listener
+        self.session = session  # broker.security.session.Session: principal, SASL state
 
 
 async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listener: str) -> None:
@@ -32,8 +33,20 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
         peer = sock.getpeername()
     except OSError:
         peer = None
-    transport = Transport(sock, max_frame)
-    conn = ClientConnection(transport, peer, listener)
+    security = getattr(dispatcher.broker, "security", None)
+    if security is not None:
+        # TLS handshake and the connection's security session
+        try:
+            transport, session = await security.accept(sock, max_frame, listener, peer)
+        except Exception:
+            log.exception("closing connection from %s: its security set-up failed", peer)
+            transport = None
+        if transport is None:
+            sock.close()
+            return
+    else:
+        transport, session = Transport(sock, max_frame), None
+    conn = ClientConnection(transport, peer, listener, session)
     try:
         with sock:
             while True:
@@ -45,9 +58,13 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
                         if chunks:
                             out.extend(chunks)
                         frame = transport.buffered_frame()
-                except (CloseConnection, FrameTooLarge):
+                except (CloseConnection, FrameTooLarge) as exc:
                     # Kafka answers requests one at a time: those before the
                     # bad one got their answers before it closed
+                    if getattr(exc, "chunks", None):
+                        if exc.delay_s:
+                            await trio.sleep(exc.delay_s)
+                        out.extend(exc.chunks)
                     if out:
                         await transport.send(out)
                     raise

@@ -23,6 +23,7 @@ MODULES = (
     "groups",
     "transactions",
     "security",
+    "scram",
 )
 
 

@@ -12,18 +12,30 @@ from kproto.messages.sasl_authenticate_response import SaslAuthenticateResponse
 from kproto.messages.sasl_handshake_response import SaslHandshakeResponse
 
 from broker.handlers import handles
+from broker.security import authenticate
 
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
 
 
+def _sasl_session(ctx):
+    session = getattr(ctx.conn, "session", None)
+    return session if session is not None and session.sasl else None
+
+
 @handles(ApiKey.SASL_HANDSHAKE, 0, 1)
 async def sasl_handshake(ctx, req):
+    session = _sasl_session(ctx)
+    if session is not None:
+        return authenticate.handshake(ctx, req, session)
     # the listener is PLAINTEXT: there is no SASL exchange to start
     return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
 
 
 @handles(ApiKey.SASL_AUTHENTICATE, 0, 2)
 async def sasl_authenticate(ctx, req):
+    session = _sasl_session(ctx)
+    if session is not None:
+        return authenticate.authenticate(ctx, req, session)
     return SaslAuthenticateResponse(
         error_code=ErrorCode.ILLEGAL_SASL_STATE,
         error_message="SaslAuthenticate request received after successful authentication",

@@ -41,6 +41,8 @@ class MetadataImage:
         self.next_producer_id = 0
         self.features: dict[str, int] = {}
         self.offset = -1  # offset of the last applied record batch
+        # SCRAM credentials: (user, mechanism id) -> (salt, stored key, server key, iterations)
+        self.scram: dict[tuple[str, int], tuple[bytes, bytes, bytes, int]] = {}
 
     def apply(self, record) -> None:
         handler = getattr(self, "_apply_" + type(record).__name__, None)
@@ -96,3 +98,10 @@ class MetadataImage:
 
     def _apply_FeatureLevelRecord(self, r):
         self.features[r.name] = r.feature_level
+
+    def _apply_UserScramCredentialRecord(self, r):
+        self.scram[(r.name, r.mechanism)] = (bytes(r.salt), bytes(r.stored_key), bytes(r.server_key),
+                                             r.iterations)
+
+    def _apply_RemoveUserScramCredentialRecord(self, r):
+        self.scram.pop((r.name, r.mechanism), None)
