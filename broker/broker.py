@@ -69,6 +69,7 @@ class Broker:
         self.producers = ProducerStateManager()
         self.flusher = Flusher()  # fsyncs in worker threads, group commit
         self.security = None  # broker.security.manager.SecurityManager, set in run()
+        self.authorizer = None  # broker.security.acls.Authorizer when authorizer.class.name is set
         self.bound: list[tuple[str, str, int]] = []  # (listener name, host, port)
         self._closed = False
 
@@ -168,6 +169,7 @@ class Broker:
         if self.logs is None:
             self.open_storage(progress)
         self.security = _security_manager(self)
+        self.authorizer = self.security.authorizer
         dispatcher = Dispatcher(self)
         max_frame = self.config.get_int("socket.request.max.bytes")
         try:

@@ -11,6 +11,7 @@ from kproto.api import ApiKey
 
 from broker.handlers import HANDLERS, load_all
 from broker.handlers.api_versions import unsupported_version_response
+from broker.security import authz as security_authz
 from broker.security import gate as security_gate
 from broker.security.authenticate import RespondThenClose
 
@@ -89,7 +90,12 @@ class Dispatcher:
             raise CloseConnection(f"malformed request (api {api_key} v{version}): {exc}") from None
         ctx = RequestContext(self.broker, conn, header, version)
         try:
-            response = await handler(ctx, request)
+            authorizer = getattr(self.broker, "authorizer", None)
+            if authorizer is not None:
+                # ACLs: the parts of the request the principal may not touch get Kafka's errors
+                response = await security_authz.run(authorizer, ctx, request, handler)
+            else:
+                response = await handler(ctx, request)
         except RespondThenClose as exc:
             close = CloseConnection(str(exc))
             close.chunks = self._frame(api_key, version, correlation_id, exc.response)

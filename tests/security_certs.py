@@ -15,10 +15,11 @@ from cryptography.x509.oid import NameOID
 
 
 def _name(cn: str, ou: str | None = None) -> x509.Name:
-    attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
+    # the usual order, most general first: its RFC 2253 string reads CN=...,OU=...,O=...
+    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "kproto-tests")]
     if ou:
         attrs.append(x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, ou))
-    attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, "kproto-tests"))
+    attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, cn))
     return x509.Name(attrs)
 
 

@@ -12,7 +12,7 @@ from kproto.messages.sasl_authenticate_response import SaslAuthenticateResponse
 from kproto.messages.sasl_handshake_response import SaslHandshakeResponse
 
 from broker.handlers import handles
-from broker.security import authenticate
+from broker.security import acl_admin, authenticate
 
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
 
@@ -44,12 +44,16 @@ async def sasl_authenticate(ctx, req):
 
 @handles(ApiKey.DESCRIBE_ACLS, 0, 3)
 async def describe_acls(ctx, req):
+    if getattr(ctx.broker, "authorizer", None) is not None:
+        return acl_admin.describe_acls(ctx.broker, req, ctx.api_version)
     return DescribeAclsResponse(throttle_time_ms=0, error_code=ErrorCode.SECURITY_DISABLED,
                                 error_message=NO_AUTHORIZER, resources=[])
 
 
 @handles(ApiKey.CREATE_ACLS, 0, 3)
 async def create_acls(ctx, req):
+    if getattr(ctx.broker, "authorizer", None) is not None:
+        return acl_admin.create_acls(ctx.broker, req, ctx.api_version)
     result = CreateAclsResponse.AclCreationResult
     return CreateAclsResponse(throttle_time_ms=0, results=[
         result(error_code=ErrorCode.SECURITY_DISABLED, error_message=NO_AUTHORIZER) for _ in req.creations])
@@ -57,6 +61,8 @@ async def create_acls(ctx, req):
 
 @handles(ApiKey.DELETE_ACLS, 0, 3)
 async def delete_acls(ctx, req):
+    if getattr(ctx.broker, "authorizer", None) is not None:
+        return acl_admin.delete_acls(ctx.broker, req, ctx.api_version)
     result = DeleteAclsResponse.DeleteAclsFilterResult
     return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
         result(error_code=ErrorCode.SECURITY_DISABLED, error_message=NO_AUTHORIZER, matching_acls=[])

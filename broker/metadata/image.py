@@ -43,6 +43,7 @@ class MetadataImage:
         self.offset = -1  # offset of the last applied record batch
         # SCRAM credentials: (user, mechanism id) -> (salt, stored key, server key, iterations)
         self.scram: dict[tuple[str, int], tuple[bytes, bytes, bytes, int]] = {}
+        self.acls: dict = {}  # ACL id (uuid) -> broker.security.acls.Acl
 
     def apply(self, record) -> None:
         handler = getattr(self, "_apply_" + type(record).__name__, None)
@@ -105,3 +106,10 @@ class MetadataImage:
 
     def _apply_RemoveUserScramCredentialRecord(self, r):
         self.scram.pop((r.name, r.mechanism), None)
+
+    def _apply_AccessControlEntryRecord(self, r):
+        from broker.security.acls import Acl
+        self.acls[r.id] = Acl.from_record(r)
+
+    def _apply_RemoveAccessControlEntryRecord(self, r):
+        self.acls.pop(r.id, None)

@@ -28,6 +28,8 @@ class SecurityManager:
         self.mapper = SslPrincipalMapper(self.config.get("ssl.principal.mapping.rules"))
         self._jaas: dict[tuple[str, str], list] = {}
         self._validators = {}
+        from broker.security.acls import authorizer_for
+        self.authorizer = authorizer_for(self.config, broker.image)
         for name, protocol in self.protocols.items():
             if protocol in ("SSL", "SASL_SSL"):
                 self.tls[name] = ListenerTls(self.config, name, protocol)
