@@ -70,6 +70,7 @@ class Broker:
         self.flusher = Flusher()  # fsyncs in worker threads, group commit
         self.security = None  # broker.security.manager.SecurityManager, set in run()
         self.authorizer = None  # broker.security.acls.Authorizer when authorizer.class.name is set
+        self.quotas = None  # broker.security.quotas.QuotaManager
         self.bound: list[tuple[str, str, int]] = []  # (listener name, host, port)
         self._closed = False
 
@@ -170,6 +171,7 @@ class Broker:
             self.open_storage(progress)
         self.security = _security_manager(self)
         self.authorizer = self.security.authorizer
+        self.quotas = self.security.quotas
         dispatcher = Dispatcher(self)
         max_frame = self.config.get_int("socket.request.max.bytes")
         try:

@@ -13,6 +13,7 @@ from broker.handlers import HANDLERS, load_all
 from broker.handlers.api_versions import unsupported_version_response
 from broker.security import authz as security_authz
 from broker.security import gate as security_gate
+from broker.security import throttle as security_throttle
 from broker.security.authenticate import RespondThenClose
 
 log = logging.getLogger("kproto.dispatch")
@@ -89,6 +90,7 @@ class Dispatcher:
         except (DecodeError, UnsupportedVersionError) as exc:
             raise CloseConnection(f"malformed request (api {api_key} v{version}): {exc}") from None
         ctx = RequestContext(self.broker, conn, header, version)
+        started = time.perf_counter()
         try:
             authorizer = getattr(self.broker, "authorizer", None)
             if authorizer is not None:
@@ -101,6 +103,20 @@ class Dispatcher:
             close.chunks = self._frame(api_key, version, correlation_id, exc.response)
             close.delay_s = exc.delay_s
             raise close from None
+        quotas = getattr(self.broker, "quotas", None)
+        if quotas is not None and quotas.active:
+            return self._throttled(quotas, ctx, frame, response, started)
         if response is None:
             return None
         return self._frame(api_key, version, correlation_id, response)
+
+    def _throttled(self, quotas, ctx, frame, response, started):
+        """Client quotas: account the request, put the throttle time in the response."""
+        chunks = None if response is None else self._frame(ctx.api_key, ctx.api_version,
+                                                           ctx.correlation_id, response)
+        size = sum(len(c) for c in chunks) if chunks and ctx.api_key == ApiKey.FETCH else 0
+        throttle = security_throttle.account(quotas, ctx, len(frame), size, time.perf_counter() - started)
+        if throttle and chunks is not None and hasattr(response, "throttle_time_ms"):
+            response.throttle_time_ms = throttle
+            chunks = self._frame(ctx.api_key, ctx.api_version, ctx.correlation_id, response)
+        return chunks

@@ -12,6 +12,7 @@ import logging
 import trio
 
 from broker.dispatch import CloseConnection, Dispatcher
+from broker.security.throttle import mute_if_throttled
 from broker.transport import ConnectionClosed, FrameTooLarge, Transport, tune
 
 log = logging.getLogger("kproto.server")
@@ -70,6 +71,8 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
                     raise
                 if out:
                     await transport.send(out)
+                if session is not None and session.throttle_until:
+                    await mute_if_throttled(session)
     except (ConnectionClosed, trio.BrokenResourceError, trio.ClosedResourceError,
             ConnectionResetError, BrokenPipeError):
         pass
@@ -83,6 +86,8 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
         log.exception("closing connection from %s after an unexpected error", peer)
     finally:
         transport.close()
+        if session is not None:
+            security.closed(session)
 
 
 async def run_listener(host: str, port: int, dispatcher: Dispatcher, max_frame: int, name: str,
@@ -96,8 +101,11 @@ async def run_listener(host: str, port: int, dispatcher: Dispatcher, max_frame: 
 
 
 async def _accept_loop(listener, dispatcher, max_frame, name, nursery) -> None:
+    security = getattr(dispatcher.broker, "security", None)
     async with listener:
         while True:
+            if security is not None:
+                await security.limits.wait_for_slot()   # max.connections: stop accepting
             try:
                 stream = await listener.accept()
             except OSError as exc:
@@ -112,4 +120,14 @@ async def _accept_loop(listener, dispatcher, max_frame, name, nursery) -> None:
                 sock.setsockopt(_s.IPPROTO_TCP, getattr(_s, "TCP_NOTSENT_LOWAT", 25), 0xFFFFFFFF >> 1)
             except OSError:
                 pass
+            if security is not None and not security.limits.opened(_peer_ip(sock)):
+                sock.close()    # max.connections.per.ip
+                continue
             nursery.start_soon(serve_connection, sock, dispatcher, max_frame, name)
+
+
+def _peer_ip(sock) -> str:
+    try:
+        return sock.getpeername()[0]
+    except OSError:
+        return ""

@@ -24,6 +24,7 @@ MODULES = (
     "transactions",
     "security",
     "scram",
+    "quotas",
 )
 
 

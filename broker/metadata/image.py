@@ -44,6 +44,8 @@ class MetadataImage:
         # SCRAM credentials: (user, mechanism id) -> (salt, stored key, server key, iterations)
         self.scram: dict[tuple[str, int], tuple[bytes, bytes, bytes, int]] = {}
         self.acls: dict = {}  # ACL id (uuid) -> broker.security.acls.Acl
+        # client quotas: frozenset of (entity type, name or None for the default) -> {key: value}
+        self.client_quotas: dict[frozenset, dict[str, float]] = {}
 
     def apply(self, record) -> None:
         handler = getattr(self, "_apply_" + type(record).__name__, None)
@@ -113,3 +115,13 @@ class MetadataImage:
 
     def _apply_RemoveAccessControlEntryRecord(self, r):
         self.acls.pop(r.id, None)
+
+    def _apply_ClientQuotaRecord(self, r):
+        entity = frozenset((e.entity_type, e.entity_name) for e in r.entity)
+        values = self.client_quotas.setdefault(entity, {})
+        if r.remove:
+            values.pop(r.key, None)
+            if not values:
+                del self.client_quotas[entity]
+        else:
+            values[r.key] = r.value

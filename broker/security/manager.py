@@ -30,6 +30,10 @@ class SecurityManager:
         self._validators = {}
         from broker.security.acls import authorizer_for
         self.authorizer = authorizer_for(self.config, broker.image)
+        from broker.security.quotas import QuotaManager
+        self.quotas = QuotaManager(self.config, broker.image)
+        from broker.security.connections import ConnectionLimits
+        self.limits = ConnectionLimits(self.config)
         for name, protocol in self.protocols.items():
             if protocol in ("SSL", "SASL_SSL"):
                 self.tls[name] = ListenerTls(self.config, name, protocol)
@@ -47,9 +51,20 @@ class SecurityManager:
         """(transport, session) for a new connection; (None, None) when its TLS handshake failed."""
         protocol = self.protocols.get(listener, "PLAINTEXT")
         session = Session(self, listener, protocol, peer[0] if peer else "")
+        # counted by the accept loop (limits.opened); every way out of here uncounts it
+        try:
+            return await self._secure(sock, max_frame, listener, peer, protocol, session)
+        except BaseException:
+            self.limits.closed(session.peer_host)
+            raise
+
+    def closed(self, session) -> None:
+        self.limits.closed(session.peer_host)
+
+    async def _secure(self, sock, max_frame, listener, peer, protocol, session):
+        from broker.security.tls_transport import TlsHandshakeFailed, TlsTransport
         if listener not in self.tls:
             return Transport(sock, max_frame), session
-        from broker.security.tls_transport import TlsHandshakeFailed, TlsTransport
         transport = TlsTransport(sock, max_frame, self.tls[listener].context())
         try:
             await transport.handshake()
@@ -57,6 +72,7 @@ class SecurityManager:
             log.warning("Failed authentication with %s (SSL handshake failed: %s)",
                         peer[0] if peer else peer, exc)
             transport.close()
+            self.limits.closed(session.peer_host)
             return None, None
         der = transport.peer_certificate()
         if der:
@@ -65,6 +81,7 @@ class SecurityManager:
             except (NoMatchingRule, ValueError) as exc:
                 log.warning("Failed authentication with %s (%s)", session.peer_host, exc)
                 transport.close()
+                self.limits.closed(session.peer_host)
                 return None, None
             session.cert_principal = "User:" + name
             if protocol == "SSL":

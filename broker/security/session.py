@@ -19,7 +19,7 @@ PRE_LOGIN_APIS = frozenset((ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.S
 class Session:
     __slots__ = ("listener", "protocol", "peer_host", "principal", "sasl", "authenticated",
                  "mechanism_name", "mechanism", "handshake_version", "raw_tokens", "expires_at",
-                 "reauthenticating", "security", "cert_principal")
+                 "reauthenticating", "security", "cert_principal", "throttle_until")
 
     def __init__(self, security, listener: str, protocol: str, peer_host: str):
         self.security = security
@@ -36,6 +36,7 @@ class Session:
         self.raw_tokens = False     # after SaslHandshake v0: bare SASL tokens, no request headers
         self.expires_at = None      # monotonic seconds; KIP-368 session end
         self.reauthenticating = False
+        self.throttle_until = 0.0   # monotonic seconds: muted for a quota until then
 
     def expired(self) -> bool:
         return self.expires_at is not None and time.monotonic() >= self.expires_at
