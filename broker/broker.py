@@ -41,6 +41,17 @@ PRODUCER_EXPIRATION_CHECK_S = 600
 CLEANER_SLICE_S = 0.02
 
 
+def _security_manager(broker):
+    """TLS, SASL and principals of client connections; bad TLS or JAAS settings stop start-up."""
+    from broker.security.manager import SecurityManager
+    try:
+        return SecurityManager(broker)
+    except ConfigError as exc:
+        import sys
+        print(f"kproto: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
@@ -65,6 +76,9 @@ class Broker:
         self.transactions = None
         self.producers = ProducerStateManager()
         self.flusher = Flusher()  # fsyncs in worker threads, group commit
+        self.security = None  # broker.security.manager.SecurityManager, set in run()
+        self.authorizer = None  # broker.security.acls.Authorizer when authorizer.class.name is set
+        self.quotas = None  # broker.security.quotas.QuotaManager
         self.bound: list[tuple[str, str, int]] = []  # (listener name, host, port)
         self._closed = False
         # Prometheus metrics (broker/metrics): None when kproto.metrics.listener is off;
@@ -187,6 +201,9 @@ class Broker:
         self._start_metrics_listener()
         if self.logs is None:
             self.open_storage(progress)
+        self.security = _security_manager(self)
+        self.authorizer = self.security.authorizer
+        self.quotas = self.security.quotas
         dispatcher = Dispatcher(self)
         max_frame = self.config.get_int("socket.request.max.bytes")
         try:

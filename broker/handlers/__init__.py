@@ -30,6 +30,8 @@ MODULES = (
     "registration",
     "telemetry",
     "log_dirs",
+    "scram",
+    "quotas",
 )
 
 
