@@ -66,7 +66,8 @@ def parse_roles(roles: list[str]) -> frozenset:
 
 
 def validate(values, static, listeners: list[Endpoint], advertised: list[Endpoint],
-             controller_names: list[str], protocol_map: dict, log_dirs: list[str]) -> KRaftSettings | None:
+             controller_names: list[str], protocol_map: dict, log_dirs: list[str], *,
+             embedded_quorum: bool = False) -> KRaftSettings | None:
     """Kafka's KRaft start-up refusals, in Kafka's order. None when process.roles is empty."""
     if "node.id" in static and "broker.id" in static and values["node.id"] != values["broker.id"]:
         raise ConfigError("You must set `node.id` to the same value as `broker.id`.")
@@ -80,6 +81,11 @@ def validate(values, static, listeners: list[Endpoint], advertised: list[Endpoin
     voters = parse_quorum_voters(values["controller.quorum.voters"])
     bootstrap = list(values["controller.quorum.bootstrap.servers"])
     controller_listeners = [e for e in listeners if e.name in controller_names]
+    embedded = embedded_quorum and roles == {BROKER_ROLE, CONTROLLER_ROLE} and not voters \
+        and not bootstrap and not controller_listeners
+    if embedded:
+        # kproto's embedded single-node quorum (no controller listener): this node is the one voter
+        voters = {node_id: ("127.0.0.1", 0)}
     advertised_controller = []
     for name in controller_names:
         e = next((a for a in advertised if a.name == name), None) or \
@@ -149,8 +155,9 @@ def validate(values, static, listeners: list[Endpoint], advertised: list[Endpoin
         quorum_defined()
         no_control_plane_listener()
         controller_is_voter()
-        controller_listener_present()
-        controller_names_in_listeners()
+        if not embedded:
+            controller_listener_present()
+            controller_names_in_listeners()
 
     if BROKER_ROLE in roles:
         need(bool(advertised_broker_names),

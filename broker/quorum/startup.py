@@ -34,7 +34,9 @@ def prepare_storage(config, sync: bool = True) -> str:
         for d in dirs:
             state, props = formatter.load_directory(d)
             if state == "error":
-                raise StartupError(f"Encountered I/O error in log directory {d}. Cannot continue.")
+                raise StartupError(f"Encountered I/O error in log directory {d} (log.dirs): {_why(d)}. "
+                                   "Cannot continue; choose a directory kproto can create and write with "
+                                   "--set log.dirs=PATH")
             if state == "empty":
                 missing.append(d)
                 continue
@@ -59,3 +61,19 @@ def prepare_storage(config, sync: bool = True) -> str:
     except OSError as exc:
         raise StartupError(f"Unable to format {os.path.commonpath(dirs) or dirs[0]}: {exc}") from None
     return cluster_id
+
+
+def _why(directory: str) -> str:
+    """The OS's reason a log directory cannot be used, for the one-line start-up error."""
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        return "Not a directory"
+    try:
+        os.listdir(directory)
+    except FileNotFoundError:
+        parent = os.path.dirname(os.path.abspath(directory))
+        while parent and not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        return "Not a directory" if os.path.exists(parent) and not os.path.isdir(parent) else "No such file or directory"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return "unreadable meta.properties"
