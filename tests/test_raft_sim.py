@@ -18,17 +18,17 @@ def _run_many(seeds, voters, observers=1):
     return totals
 
 
-def test_600_seeds_three_voters_every_fault():
-    totals = _run_many(range(600), voters=3)
+def test_400_seeds_three_voters_every_fault():
+    totals = _run_many(range(400), voters=3)
     # the runs did exercise what they claim to
-    assert totals["crashes"] > 300 and totals["faults"] > 5000
-    assert totals["elections"] > 600 and totals["snapshot_installs"] > 100
-    assert totals["committed"] > 30000
+    assert totals["crashes"] > 200 and totals["faults"] > 3000
+    assert totals["elections"] > 400 and totals["snapshot_installs"] > 100
+    assert totals["committed"] > 20000
 
 
-def test_300_seeds_five_voters_every_fault():
-    totals = _run_many(range(10000, 10300), voters=5)
-    assert totals["crashes"] > 150 and totals["elections"] > 300
+def test_200_seeds_five_voters_every_fault():
+    totals = _run_many(range(10000, 10200), voters=5)
+    assert totals["crashes"] > 100 and totals["elections"] > 200
 
 
 def test_a_seed_replays_exactly():
@@ -134,3 +134,12 @@ def test_long_run_command_prints_the_seed_of_a_violation(capsys):
     assert "replay: python3 -m tests.raft_sim --seed 0" in out
     # the command put the real rule back
     assert raft_sim.main(["--count", "2"]) == 0
+
+
+def test_150_seeds_with_pre_vote():
+    totals = {}
+    for seed in range(20000, 20150):
+        stats = run_seed(seed, voters=3 if seed % 2 else 5, observers=1,
+                         config={"pre_vote": True})
+        totals["elections"] = totals.get("elections", 0) + stats["elections"]
+    assert totals["elections"] > 150
