@@ -1,0 +1,104 @@
+"""broker/quorum_shell.py: three RaftNodes over real loopback sockets with
+Kafka's framing and codecs elect a leader, commit writes everywhere, and
+survive the loss of the leader."""
+import random
+
+import trio
+
+from broker.quorum_shell import MemoryStorage, NotLeaderError, QuorumShell
+from raft.node import LEADER, Persisted, RaftConfig, RaftNode
+
+TIMEOUTS = dict(election_timeout_ms=300, fetch_timeout_ms=600, election_backoff_max_ms=300,
+                request_timeout_ms=500, fetch_max_wait_ms=100)
+
+
+class Member:
+    def __init__(self, node_id, voters, listeners, peers, storage=None):
+        self.id = node_id
+        self.applied = []
+        self.storage = storage or MemoryStorage()
+        st = self.storage
+        persisted = Persisted(st.quorum_state, st.snapshot[0] if st.snapshot else None,
+                              st.snapshot[1] if st.snapshot else b"", tuple(st.entries))
+        node = RaftNode(RaftConfig(node_id, voters, **TIMEOUTS), random.Random(node_id),
+                        QuorumShell.now_ms(), persisted)
+        self.shell = QuorumShell(node, peers, self.storage, cluster_id="test-cluster",
+                                 on_commit=lambda es: self.applied.extend(e.data for e in es))
+        self.listeners = listeners
+        self.scope = None
+
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED):
+        with trio.CancelScope() as self.scope:
+            await self.shell.run(self.listeners, task_status=task_status)
+
+
+async def _cluster(nursery, n=3):
+    listeners = {}
+    for i in range(1, n + 1):
+        listeners[i] = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    peers = {i: ("127.0.0.1", ls[0].socket.getsockname()[1]) for i, ls in listeners.items()}
+    voters = tuple(listeners)
+    members = {i: Member(i, voters, listeners[i], peers) for i in voters}
+    for mem in members.values():
+        await nursery.start(mem.run)
+    return members
+
+
+async def _wait_leader(members, exclude=()):
+    while True:
+        for mem in members.values():
+            if mem.id not in exclude and mem.shell.node.role == LEADER:
+                return mem
+        await trio.sleep(0.01)
+
+
+async def _propose(members, data, exclude=()):
+    while True:
+        leader = await _wait_leader(members, exclude)
+        try:
+            return leader, await leader.shell.propose([data])
+        except NotLeaderError:
+            await trio.sleep(0.01)
+
+
+def test_three_nodes_over_sockets_elect_commit_and_survive_the_leader():
+    async def main():
+        async with trio.open_nursery() as nursery:
+            members = await _cluster(nursery)
+            with trio.fail_after(5):
+                leader, off = await _propose(members, b"topic-a")
+            with trio.fail_after(5):
+                while not all(b"topic-a" in mem.applied for mem in members.values()):
+                    await trio.sleep(0.01)
+            # lose the leader (its tasks and sockets go, as with kill -9)
+            t0 = trio.current_time()
+            leader.scope.cancel()
+            with trio.fail_after(5):
+                new, _ = await _propose(members, b"topic-b", exclude=(leader.id,))
+            took = trio.current_time() - t0
+            assert new.id != leader.id and new.shell.node.epoch > leader.shell.node.epoch
+            # well within 3 s with a 300 ms election timeout
+            assert took < 3
+            assert new.applied[:1] == [b"topic-a"] or b"topic-a" in new.applied
+            nursery.cancel_scope.cancel()
+    trio.run(main)
+
+
+def test_a_follower_answers_not_leader_with_the_leader_hint():
+    async def main():
+        async with trio.open_nursery() as nursery:
+            members = await _cluster(nursery)
+            with trio.fail_after(5):
+                leader, _ = await _propose(members, b"x")
+            follower = next(mem for mem in members.values() if mem is not leader)
+            with trio.fail_after(5):
+                while follower.shell.node.leader_id != leader.id:
+                    await trio.sleep(0.01)
+            try:
+                await follower.shell.propose([b"y"])
+            except NotLeaderError as exc:
+                assert exc.leader_id == leader.id
+            else:
+                raise AssertionError("a follower accepted a proposal")
+            nursery.cancel_scope.cancel()
+    trio.run(main)
