@@ -102,3 +102,12 @@ def test_a_follower_answers_not_leader_with_the_leader_hint():
                 raise AssertionError("a follower accepted a proposal")
             nursery.cancel_scope.cancel()
     trio.run(main)
+
+
+def test_the_quorum_bench_reports_latency_and_failover(capsys):
+    from tools.bench import quorum
+    quorum.main(["--writes", "20", "--kills", "1", "--election-timeout-ms", "200",
+                 "--fetch-timeout-ms", "400", "--backoff-max-ms", "200", "--settle-s", "0.2"])
+    out = capsys.readouterr().out
+    assert "commit latency (3 nodes, 20 writes" in out
+    assert "leader kill -> next committed write (1 kills)" in out
