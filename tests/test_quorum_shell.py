@@ -1,6 +1,7 @@
 """broker/quorum_shell.py: three RaftNodes over real loopback sockets with
 Kafka's framing and codecs elect a leader, commit writes everywhere, and
 survive the loss of the leader."""
+import json
 import random
 
 import trio
@@ -13,32 +14,40 @@ TIMEOUTS = dict(election_timeout_ms=300, fetch_timeout_ms=600, election_backoff_
 
 
 class Member:
-    def __init__(self, node_id, voters, listeners, peers, storage=None):
+    def __init__(self, node_id, voters, listeners, peers, storage=None, **cfg):
         self.id = node_id
         self.applied = []
         self.storage = storage or MemoryStorage()
         st = self.storage
         persisted = Persisted(st.quorum_state, st.snapshot[0] if st.snapshot else None,
                               st.snapshot[1] if st.snapshot else b"", tuple(st.entries))
-        node = RaftNode(RaftConfig(node_id, voters, **TIMEOUTS), random.Random(node_id),
+        node = RaftNode(RaftConfig(node_id, voters, **TIMEOUTS, **cfg), random.Random(node_id),
                         QuorumShell.now_ms(), persisted)
         self.shell = QuorumShell(node, peers, self.storage, cluster_id="test-cluster",
-                                 on_commit=lambda es: self.applied.extend(e.data for e in es))
+                                 on_commit=lambda es: self.applied.extend(e.data for e in es),
+                                 on_load_snapshot=self._load, take_snapshot=self._snapshot)
         self.listeners = listeners
         self.scope = None
+
+    def _load(self, sid, data):
+        self.applied = json.loads(data) if data else []
+        self.applied = [x.encode() for x in self.applied]
+
+    def _snapshot(self, sid):
+        return json.dumps([x.decode() for x in self.applied]).encode()
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED):
         with trio.CancelScope() as self.scope:
             await self.shell.run(self.listeners, task_status=task_status)
 
 
-async def _cluster(nursery, n=3):
+async def _cluster(nursery, n=3, **cfg):
     listeners = {}
     for i in range(1, n + 1):
         listeners[i] = await trio.open_tcp_listeners(0, host="127.0.0.1")
     peers = {i: ("127.0.0.1", ls[0].socket.getsockname()[1]) for i, ls in listeners.items()}
     voters = tuple(listeners)
-    members = {i: Member(i, voters, listeners[i], peers) for i in voters}
+    members = {i: Member(i, voters, listeners[i], peers, **cfg) for i in voters}
     for mem in members.values():
         await nursery.start(mem.run)
     return members
@@ -111,3 +120,36 @@ def test_the_quorum_bench_reports_latency_and_failover(capsys):
     out = capsys.readouterr().out
     assert "commit latency (3 nodes, 20 writes" in out
     assert "leader kill -> next committed write (1 kills)" in out
+
+
+def test_a_node_that_comes_back_far_behind_catches_up_by_fetch_snapshot():
+    async def main():
+        async with trio.open_nursery() as nursery:
+            members = await _cluster(nursery, max_bytes_between_snapshots=40,
+                                     snapshot_chunk_bytes=64)
+            with trio.fail_after(5):
+                leader, _ = await _propose(members, b"first")
+            lagger = next(mem for mem in members.values() if mem is not leader)
+            with trio.fail_after(5):
+                while b"first" not in lagger.applied:
+                    await trio.sleep(0.01)
+            lagger.scope.cancel()
+            with trio.fail_after(10):
+                for k in range(40):
+                    await _propose(members, b"record-%02d" % k, exclude=(lagger.id,))
+            lead = await _wait_leader(members, exclude=(lagger.id,))
+            assert lead.shell.node.log_start > lagger.shell.node.end_offset  # snapshotted past it
+            # restart it from its storage on the same port
+            port = lagger.shell.peers[lagger.id][1]
+            again = Member(lagger.id, tuple(members), await trio.open_tcp_listeners(
+                port, host="127.0.0.1"), lagger.shell.peers, storage=lagger.storage,
+                max_bytes_between_snapshots=40, snapshot_chunk_bytes=64)
+            members[lagger.id] = again
+            await nursery.start(again.run)
+            with trio.fail_after(10):
+                while again.applied[-1:] != [b"record-39"]:
+                    await trio.sleep(0.01)
+            assert again.storage.snapshot is not None
+            assert again.applied == lead.applied
+            nursery.cancel_scope.cancel()
+    trio.run(main)
