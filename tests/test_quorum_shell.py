@@ -153,3 +153,32 @@ def test_a_node_that_comes_back_far_behind_catches_up_by_fetch_snapshot():
             assert again.applied == lead.applied
             nursery.cancel_scope.cancel()
     trio.run(main)
+
+
+def test_without_a_majority_writes_do_not_commit_and_the_leader_steps_down():
+    async def main():
+        async with trio.open_nursery() as nursery:
+            members = await _cluster(nursery)
+            with trio.fail_after(5):
+                leader, _ = await _propose(members, b"before")
+            for mem in members.values():
+                if mem is not leader:
+                    mem.scope.cancel()
+            # a write waits (no majority) and the caller's timeout ends it
+            with trio.move_on_after(0.5) as cs:
+                await leader.shell.propose([b"never"])
+            assert cs.cancelled_caught
+            # after 1.5 x fetch timeout without fetches it resigns: writes are refused
+            with trio.fail_after(3):
+                while leader.shell.node.role == LEADER:
+                    await trio.sleep(0.01)
+            try:
+                await leader.shell.propose([b"refused"])
+            except NotLeaderError:
+                pass
+            else:
+                raise AssertionError("a write was accepted without a leader")
+            # what was committed is still readable
+            assert b"before" in leader.applied and b"never" not in leader.applied
+            nursery.cancel_scope.cancel()
+    trio.run(main)
