@@ -76,9 +76,12 @@ async def _serve(broker, started: float) -> None:
         addresses = await nursery.start(broker.run, progress)
         listing = ", ".join(addresses)
         from broker.version import VERSION
-        print(f"kproto ready: {listing} (kproto {VERSION}, node {broker.node_id}, cluster {broker.cluster_id}, "
-              f"data {broker.log_dir}) in {time.monotonic() - started:.2f} s", flush=True)
+        # the handlers are in place before the ready line: a SIGTERM right
+        # after it is a clean shutdown, not a kill
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            print(f"kproto ready: {listing} (kproto {VERSION}, node {broker.node_id}, "
+                  f"cluster {broker.cluster_id}, data {broker.log_dir}) in {time.monotonic() - started:.2f} s",
+                  flush=True)
             async for _sig in signals:
                 break
         nursery.cancel_scope.cancel()
