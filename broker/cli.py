@@ -51,12 +51,13 @@ def main(argv=None) -> None:
 
     from broker.broker import Broker
     broker = Broker(config)
+    state = {"ready": False}
     try:
-        trio.run(_serve, broker, started)
+        trio.run(_serve, broker, started, state)
     except KeyboardInterrupt:
         pass
     except BaseException as exc:  # (trio wraps task errors in exception groups)
-        message = explain(exc, getattr(broker, "log_dir", None))
+        message = None if state["ready"] else explain(exc, getattr(broker, "log_dir", None))
         if message is None:
             raise
         _fail(message)
@@ -68,7 +69,7 @@ def _fail(message: str) -> None:
     raise SystemExit(1)
 
 
-async def _serve(broker, started: float) -> None:
+async def _serve(broker, started: float, state: dict) -> None:
     async with trio.open_nursery() as nursery:
         def progress(line: str) -> None:
             print(line, file=sys.stderr, flush=True)
@@ -82,6 +83,7 @@ async def _serve(broker, started: float) -> None:
             print(f"kproto ready: {listing} (kproto {VERSION}, node {broker.node_id}, "
                   f"cluster {broker.cluster_id}, data {broker.log_dir}) in {time.monotonic() - started:.2f} s",
                   flush=True)
+            state["ready"] = True  # (errors from here on are not start-up mistakes)
             async for _sig in signals:
                 break
         nursery.cancel_scope.cancel()
