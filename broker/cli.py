@@ -33,7 +33,11 @@ def main(argv=None) -> None:
     serve.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
                        help="override one property (repeatable)")
     serve.add_argument("--log-level", default="WARNING", help="WARNING (default), INFO or DEBUG")
+    from broker import storage_tool
+    storage_tool.add_parser(sub)
     args = ap.parse_args(argv)
+    if args.command == "storage":
+        raise SystemExit(storage_tool.run(args))
     from broker.startup_errors import LOG_LEVELS, explain
     if args.log_level.upper() not in LOG_LEVELS:
         _fail(f"unknown --log-level {args.log_level!r}: use WARNING (default), INFO or DEBUG")
@@ -48,9 +52,21 @@ def main(argv=None) -> None:
         _fail(str(exc))
     except OSError as exc:
         _fail(f"--config {args.config}: cannot read it: {exc.strerror or exc}")
+    if config.kraft is None:
+        from broker.config.kraft import ZOOKEEPER_REFUSAL
+        _fail(ZOOKEEPER_REFUSAL)
+
+    from broker.quorum.startup import StartupError, prepare_storage
+    try:
+        prepare_storage(config)
+    except StartupError as exc:
+        _fail(str(exc))
 
     from broker.broker import Broker
-    broker = Broker(config)
+    try:
+        broker = Broker(config)
+    except ConfigError as exc:   # kproto.metrics.listener is checked here
+        _fail(str(exc))
     state = {"ready": False}
     try:
         trio.run(_serve, broker, started, state)
@@ -77,12 +93,13 @@ async def _serve(broker, started: float, state: dict) -> None:
         addresses = await nursery.start(broker.run, progress)
         listing = ", ".join(addresses)
         from broker.version import VERSION
+        metrics = f" metrics {broker.metrics_url}" if getattr(broker, "metrics_url", None) else ""
         # the handlers are in place before the ready line: a SIGTERM right
         # after it is a clean shutdown, not a kill
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             print(f"kproto ready: {listing} (kproto {VERSION}, node {broker.node_id}, "
-                  f"cluster {broker.cluster_id}, data {broker.log_dir}) in {time.monotonic() - started:.2f} s",
-                  flush=True)
+                  f"cluster {broker.cluster_id}, data {broker.log_dir}){metrics} "
+                  f"in {time.monotonic() - started:.2f} s", flush=True)
             state["ready"] = True  # (errors from here on are not start-up mistakes)
             async for _sig in signals:
                 break

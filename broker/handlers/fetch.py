@@ -192,6 +192,14 @@ def _down_convert(raw: bytes, v: int, fetch_offset: int) -> bytes:
 
 @handles(ApiKey.FETCH, 0, 17)
 async def fetch(ctx, req):
+    resp = await _fetch(ctx, req)
+    metrics = getattr(ctx.broker, "metrics", None)
+    if metrics is not None:
+        metrics.fetched(resp)   # BrokerTopicMetrics: bytes out, failed fetches
+    return resp
+
+
+async def _fetch(ctx, req):
     broker = ctx.broker
     v = ctx.api_version
     if v >= 7 and (req.session_id != 0 or req.session_epoch not in (0, -1)):

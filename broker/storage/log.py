@@ -215,6 +215,8 @@ class PartitionLog:
         plog = cls(dir, cfg, topic_id, epochs, segments, snapshot_provider)
         try:
             plog._load(clean_shutdown, recovery_point, log_start_offset, progress, now_ms)
+            if os.environ.get("KPROTO_TEST_FAULT") == "drop-last-acked-batch-on-restart":
+                plog._test_drop_last_batch(now_ms)
         except BaseException:
             for seg in plog._segments:
                 seg.offset_index._release()
@@ -222,6 +224,21 @@ class PartitionLog:
                 seg.file.close()
             raise
         return plog
+
+    def _test_drop_last_batch(self, now_ms: int) -> None:
+        """A deliberately broken broker for the chaos suite's own test
+        (KPROTO_TEST_FAULT=drop-last-acked-batch-on-restart): every reopened
+        user partition loses its last batch, acknowledged or not. Never set
+        outside tests; the fault-injection checkers must report the loss."""
+        if self.topic.startswith("__") or self._leo <= self._log_start:
+            return
+        last = None
+        for header in self.iter_batches(self._segments[-1].base_offset):
+            last = header
+        if last is not None and not last.is_control:
+            log.warning("KPROTO_TEST_FAULT: dropping the last batch of %s-%d at offset %d",
+                        self.topic, self.partition, last.base_offset)
+            self.truncate_to(last.base_offset, now_ms)
 
     @staticmethod
     def _prepare_files(dir: str) -> list[int]:

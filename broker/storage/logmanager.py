@@ -106,8 +106,10 @@ class LogManager:
         now_ms = _now_ms() if now_ms is None else now_ms
         mgr = cls(log_dir, config_for, broker_config, sync)
         mgr.snapshot_provider_for = snapshot_provider_for
-        # a directory that did not exist or was empty: nothing shut down before
-        mgr.new_directory = not os.path.isdir(log_dir) or not os.listdir(log_dir)
+        # no broker loaded it before (every load writes the checkpoints; a
+        # formatted directory has only meta.properties): nothing shut down
+        mgr.new_directory = not any(os.path.exists(os.path.join(log_dir, name))
+                                    for name in (RECOVERY_POINT_CHECKPOINT, CLEAN_SHUTDOWN_FILE))
         os.makedirs(log_dir, exist_ok=True)
         mgr._lock()
         try:
