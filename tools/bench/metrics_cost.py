@@ -1,0 +1,132 @@
+"""What the Prometheus metrics cost: kproto with the metrics listener on
+and off, alternating, on the same workloads.
+
+    python -m tools.bench metrics_cost [--reps 3] [--records 200000] [--requests 20000]
+
+  cpu/produce  broker CPU per Produce request (one 100 B record each, 100
+               requests in flight on one connection), scraped every second
+  cpu/fetch    broker CPU per Fetch request (a few records each)
+  produce      librdkafka producer, 100 B records, acks=1: records/s
+  consume      one librdkafka consumer reading them back: records/s
+  start        process start to the ready line, s
+  idle RSS     resident set 1 s after ready, MiB (with one scrape when on)
+
+Ratios are on/off of the medians (CPU: >1 means metrics cost more; records/s:
+<1 means slower).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import threading
+import time
+import urllib.request
+
+from tools.bench import procstat, workloads
+from tools.broker_process import BrokerProcess
+
+
+def _wire():
+    from tests.wire_client import WireClient, create_topic, fetch_req, produce_req
+    return WireClient, create_topic, fetch_req, produce_req
+
+
+def _pipelined(client, requests, version: int, depth: int = 100) -> None:
+    sent = 0
+    pending = 0
+    for req in requests:
+        client.send(req, version)
+        sent += 1
+        pending += 1
+        if pending >= depth:
+            for _ in range(pending):
+                client.recv_frame()
+            pending = 0
+    for _ in range(pending):
+        client.recv_frame()
+
+
+def _small_fetch(req):
+    req.topics[0].partitions[0].partition_max_bytes = 1024   # a few batches, not a MiB
+    return req
+
+
+class _Scraper:
+    """Scrapes /metrics once a second, as Prometheus would (only when on)."""
+
+    def __init__(self, url: str | None):
+        self.url = url
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.wait(1.0):
+            with urllib.request.urlopen(self.url, timeout=5) as r:
+                r.read()
+
+    def __enter__(self):
+        if self.url:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        if self.url:
+            self.thread.join()
+
+
+def one_run(metrics: bool, records: int, requests: int) -> dict:
+    from kproto import records as rec
+    WireClient, create_topic, fetch_req, produce_req = _wire()
+    out = {}
+    b = BrokerProcess(tempfile.mkdtemp(prefix="kproto-mcost-"), metrics=metrics)
+    t0 = time.monotonic()
+    b.start()
+    out["start s"] = time.monotonic() - t0
+    pid = b.proc.pid
+    try:
+        time.sleep(1.0)
+        if metrics:
+            with urllib.request.urlopen(b.metrics_url, timeout=5) as r:
+                r.read()
+        out["idle RSS MiB"] = procstat.status_kib(pid, "VmRSS") / 1024
+        create_topic(b.bootstrap, "wire")
+        batch = rec.build_batch([(None, b"x" * 100, [], 1_700_000_000_000)])
+        with _Scraper(b.metrics_url), WireClient(b.bootstrap) as c:
+            cpu = procstat.cpu_seconds(pid)
+            _pipelined(c, (produce_req("wire", bytearray(batch), acks=1) for _ in range(requests)), 9)
+            out["cpu/produce us"] = (procstat.cpu_seconds(pid) - cpu) / requests * 1e6
+            cpu = procstat.cpu_seconds(pid)
+            _pipelined(c, (_small_fetch(fetch_req("wire", (i * 37) % requests)) for i in range(requests)), 12)
+            out["cpu/fetch us"] = (procstat.cpu_seconds(pid) - cpu) / requests * 1e6
+            create_topic(b.bootstrap, "bulk")
+            out["produce rec/s"] = workloads.produce(b.bootstrap, "bulk", records, 100, "1")["records/s"]
+            out["consume rec/s"] = workloads.consume_assigned(b.bootstrap, "bulk", 1, records, 100)["records/s"]
+    finally:
+        b.stop()
+    return out
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m tools.bench metrics_cost", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--requests", type=int, default=20_000)
+    args = ap.parse_args(argv)
+    runs = {False: [], True: []}
+    for rep in range(args.reps):
+        for metrics in ((False, True) if rep % 2 == 0 else (True, False)):
+            r = one_run(metrics, args.records, args.requests)
+            runs[metrics].append(r)
+            print(f"rep {rep + 1} metrics {'on ' if metrics else 'off'}: "
+                  + ", ".join(f"{k} {v:,.2f}" for k, v in r.items()), flush=True)
+    print(f"\n{'':16}{'off':>14}{'on':>14}{'on/off':>9}")
+    for key in runs[False][0]:
+        off = statistics.median(r[key] for r in runs[False])
+        on = statistics.median(r[key] for r in runs[True])
+        print(f"{key:16}{off:>14,.2f}{on:>14,.2f}{on / off:>9.3f}")
+
+
+if __name__ == "__main__":
+    main()
