@@ -4,7 +4,10 @@ and off, alternating, on the same workloads.
     python -m tools.bench metrics_cost [--reps 3] [--records 200000] [--requests 20000]
 
   cpu/produce  broker CPU per Produce request (one 100 B record each, 100
-               requests in flight on one connection), scraped every second
+               requests in flight on one connection): the worst case, the
+               smallest request
+  cpu/rec produced, cpu/rec consumed: broker CPU per record of the bulk runs, us
+  (with metrics on, /metrics is scraped every --scrape-interval seconds)
   cpu/fetch    broker CPU per Fetch request (a few records each)
   produce      librdkafka producer, 100 B records, acks=1: records/s
   consume      one librdkafka consumer reading them back: records/s
@@ -55,13 +58,14 @@ def _small_fetch(req):
 class _Scraper:
     """Scrapes /metrics once a second, as Prometheus would (only when on)."""
 
-    def __init__(self, url: str | None):
+    def __init__(self, url: str | None, interval: float):
         self.url = url
+        self.interval = interval
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        while not self.stop.wait(1.0):
+        while not self.stop.wait(self.interval):
             with urllib.request.urlopen(self.url, timeout=5) as r:
                 r.read()
 
@@ -76,7 +80,7 @@ class _Scraper:
             self.thread.join()
 
 
-def one_run(metrics: bool, records: int, requests: int) -> dict:
+def one_run(metrics: bool, records: int, requests: int, scrape_interval: float = 15.0) -> dict:
     from kproto import records as rec
     WireClient, create_topic, fetch_req, produce_req = _wire()
     out = {}
@@ -93,7 +97,7 @@ def one_run(metrics: bool, records: int, requests: int) -> dict:
         out["idle RSS MiB"] = procstat.status_kib(pid, "VmRSS") / 1024
         create_topic(b.bootstrap, "wire")
         batch = rec.build_batch([(None, b"x" * 100, [], 1_700_000_000_000)])
-        with _Scraper(b.metrics_url), WireClient(b.bootstrap) as c:
+        with _Scraper(b.metrics_url, scrape_interval), WireClient(b.bootstrap) as c:
             cpu = procstat.cpu_seconds(pid)
             _pipelined(c, (produce_req("wire", bytearray(batch), acks=1) for _ in range(requests)), 9)
             out["cpu/produce us"] = (procstat.cpu_seconds(pid) - cpu) / requests * 1e6
@@ -101,8 +105,12 @@ def one_run(metrics: bool, records: int, requests: int) -> dict:
             _pipelined(c, (_small_fetch(fetch_req("wire", (i * 37) % requests)) for i in range(requests)), 12)
             out["cpu/fetch us"] = (procstat.cpu_seconds(pid) - cpu) / requests * 1e6
             create_topic(b.bootstrap, "bulk")
+            cpu = procstat.cpu_seconds(pid)
             out["produce rec/s"] = workloads.produce(b.bootstrap, "bulk", records, 100, "1")["records/s"]
+            out["cpu/rec produced us"] = (procstat.cpu_seconds(pid) - cpu) / records * 1e6
+            cpu = procstat.cpu_seconds(pid)
             out["consume rec/s"] = workloads.consume_assigned(b.bootstrap, "bulk", 1, records, 100)["records/s"]
+            out["cpu/rec consumed us"] = (procstat.cpu_seconds(pid) - cpu) / records * 1e6
     finally:
         b.stop()
     return out
@@ -111,13 +119,15 @@ def one_run(metrics: bool, records: int, requests: int) -> dict:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m tools.bench metrics_cost", description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--records", type=int, default=200_000)
-    ap.add_argument("--requests", type=int, default=20_000)
+    ap.add_argument("--records", type=int, default=300_000)
+    ap.add_argument("--requests", type=int, default=60_000)
+    ap.add_argument("--scrape-interval", type=float, default=15.0,
+                    help="seconds between scrapes while metrics are on (default 15, a usual Prometheus setting)")
     args = ap.parse_args(argv)
     runs = {False: [], True: []}
     for rep in range(args.reps):
         for metrics in ((False, True) if rep % 2 == 0 else (True, False)):
-            r = one_run(metrics, args.records, args.requests)
+            r = one_run(metrics, args.records, args.requests, args.scrape_interval)
             runs[metrics].append(r)
             print(f"rep {rep + 1} metrics {'on ' if metrics else 'off'}: "
                   + ", ".join(f"{k} {v:,.2f}" for k, v in r.items()), flush=True)
