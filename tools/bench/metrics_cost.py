@@ -146,12 +146,17 @@ def main(argv=None) -> None:
             r = one_run(metrics, args.records, args.requests, args.scrape_interval)
             runs[metrics].append(r)
             print(f"rep {rep + 1} metrics {'on ' if metrics else 'off'}: "
-                  + ", ".join(f"{k} {v:,.2f}" for k, v in r.items()), flush=True)
-    print(f"\n{'':16}{'off':>14}{'on':>14}{'on/off':>9}")
+                  + ", ".join(f"{k} {v:,.3f}" for k, v in r.items()), flush=True)
+    # medians, and the best run of each (on a shared machine the best run is
+    # the one least disturbed by other load)
+    print(f"\n{'':22}{'off':>12}{'on':>12}{'on/off':>8}{'best off':>12}{'best on':>12}{'on/off':>8}")
     for key in runs[False][0]:
-        off = statistics.median(r[key] for r in runs[False])
-        on = statistics.median(r[key] for r in runs[True])
-        print(f"{key:16}{off:>14,.2f}{on:>14,.2f}{on / off:>9.3f}")
+        offs = [r[key] for r in runs[False]]
+        ons = [r[key] for r in runs[True]]
+        off, on = statistics.median(offs), statistics.median(ons)
+        pick = max if key.endswith("rec/s") else min
+        boff, bon = pick(offs), pick(ons)
+        print(f"{key:22}{off:>12,.3f}{on:>12,.3f}{on / off:>8.3f}{boff:>12,.3f}{bon:>12,.3f}{bon / boff:>8.3f}")
 
 
 if __name__ == "__main__":
