@@ -200,6 +200,10 @@ def test_health_ready_and_unknown_paths(mbroker):
     assert value(s, "kproto_broker_ready") == 1
     assert value(s, "process_resident_memory_bytes") > 1 << 20
     assert value(s, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+    # single node: this node leads the metadata quorum, in an epoch of at least 1
+    assert value(s, "kafka_server_raft_metrics_current_leader") == 1
+    assert value(s, "kafka_server_raft_metrics_current_epoch") >= 1
+    assert value(s, "kafka_server_raft_metrics_high_watermark") >= 1
 
 
 def test_metrics_off_by_default_in_tests_and_a_taken_port_costs_only_the_metrics(tmp_path):

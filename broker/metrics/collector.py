@@ -185,6 +185,8 @@ class BrokerCollector:
         yield _gauge("kafka_server_raft_metrics_current_leader", "Leader of the metadata quorum", b.node_id)
         yield _gauge("kafka_server_raft_metrics_high_watermark", "Metadata log high watermark",
                      b.metadata.plog.log_end_offset if b.metadata is not None else 0)
+        yield _gauge("kafka_server_raft_metrics_current_epoch", "Epoch of the metadata quorum's leader",
+                     getattr(b.metadata, "leader_epoch", None) or 0)
 
     # -- groups and lag --------------------------------------------------------------------
 
