@@ -10,7 +10,7 @@ import sys
 
 from tools.bench.cli import COMMANDS
 
-MODULE_COMMANDS = ("codec", "sink")
+MODULE_COMMANDS = ("codec", "sink", "metrics_cost")
 
 
 def usage() -> str:
