@@ -54,7 +54,8 @@ REASONS: dict[str, str] = {
     "DescribeClientQuotas": "#14 (security): client quotas",
     "AlterClientQuotas": "#14 (security): client quotas",
     # KIP-848 (issue #16, its own branch)
-    "ConsumerGroupHeartbeat": "#16 (KIP-848 consumer groups)",
+    "ConsumerGroupHeartbeat": ("v1 as Kafka 4.0 (librdkafka's regex subscriptions need it); "
+                               "v0 as Kafka 3.9"),
     "ConsumerGroupDescribe": "#16 (KIP-848 consumer groups)",
     # client telemetry (KIP-714)
     "GetTelemetrySubscriptions": ("advertised while a client-metrics subscription exists (Kafka advertises it "

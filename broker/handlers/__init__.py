@@ -21,13 +21,17 @@ MODULES = (
     "configs",
     "cluster",
     "groups",
+    "consumer_groups",
     "transactions",
     "security",
+    "quorum",
     "describe_topic_partitions",
     "features",
     "registration",
     "telemetry",
     "log_dirs",
+    "scram",
+    "quotas",
 )
 
 
