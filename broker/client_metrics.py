@@ -157,6 +157,8 @@ class ClientMetricsManager:
         self.instances: OrderedDict[uuid.UUID, ClientInstance] = OrderedDict()
         self.pushes = 0
         self.bytes = 0
+        self.throttled = 0
+        self.unknown_subscription = 0
 
     def _version(self) -> tuple:
         # subscriptions as they stand: an instance computed from older ones is recomputed
@@ -200,6 +202,7 @@ class ClientMetricsManager:
         if now - max(inst.last_get_ms, inst.last_push_ms) >= inst.interval_ms or inst.last_get_ms == 0 == inst.last_push_ms:
             inst.last_get_ms = now
         elif inst.last_error not in (ErrorCode.UNKNOWN_SUBSCRIPTION_ID, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE):
+            self.throttled += 1
             raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED,
                              "The request from the client instance has been throttled")
         inst.last_error = 0
@@ -215,6 +218,10 @@ class ClientMetricsManager:
             self._validate_push(inst, sub_id, terminating, codec, data)
         except KafkaError as exc:
             inst.last_error = exc.code
+            if exc.code == ErrorCode.THROTTLING_QUOTA_EXCEEDED:
+                self.throttled += 1
+            elif exc.code == ErrorCode.UNKNOWN_SUBSCRIPTION_ID:
+                self.unknown_subscription += 1
             raise
         inst.last_error = 0
         if terminating:

@@ -29,7 +29,7 @@ SET, DELETE, APPEND = 0, 1, 2
 
 @pytest.fixture(scope="module")
 def info_broker(tmp_path_factory):
-    proc = BrokerProcess(str(tmp_path_factory.mktemp("kproto-data")), log_level="INFO")
+    proc = BrokerProcess(str(tmp_path_factory.mktemp("kproto-data")), log_level="INFO", metrics=True)
     proc.start()
     yield proc
     proc.stop()
@@ -115,10 +115,26 @@ def test_push_rules(info_broker):
         assert _push(c, inst, sid) == ErrorCode.THROTTLING_QUOTA_EXCEEDED        # before the interval
         time.sleep(0.12)
         assert _push(c, inst, sid, b"x" * (1048576 + 1)) == ErrorCode.TELEMETRY_TOO_LARGE
-        assert _push(c, inst, sid, terminating=True) == 0
+        assert _push(c, inst, sid, _otlp("m.a", "m.b", "m.c"), terminating=True) == 0
         assert _push(c, inst, sid, terminating=True) == ErrorCode.INVALID_REQUEST  # after termination
         assert _alter(c, "rules", ("metrics", DELETE, ""), ("interval.ms", DELETE, ""), ("match", DELETE, "")) == (0, None)
     assert _wait_for_log(info_broker, f"client telemetry from {inst}", "2 metrics")
+    # the broker's own metrics expose them (Kafka's client-metrics group)
+    samples = _scrape(info_broker.metrics_url)
+    assert samples[("kproto_client_telemetry_metrics", (("client_id", "kproto-tests"),
+                                                       ("client_instance_id", str(inst))))] == 3
+    assert samples[("kafka_server_client_metrics_plugin_export_total", ())] >= 2
+    assert samples[("kafka_server_client_metrics_throttle_total", ())] >= 2
+    assert samples[("kafka_server_client_metrics_unknown_subscription_request_total", ())] >= 1
+
+
+def _scrape(url: str) -> dict:
+    import urllib.request
+    from prometheus_client.parser import text_string_to_metric_families
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples}
 
 
 def test_librdkafka_pushes_its_metrics(info_broker):
