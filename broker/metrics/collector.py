@@ -100,6 +100,7 @@ class BrokerCollector:
         yield from self._transactions(b)
         yield from self._lag(b)
         yield from self._connections(m)
+        yield from client_telemetry_metrics(b)
         yield _gauge("kproto_event_loop_lag_seconds",
                      "How late the event loop ran a 1 s timer, last measurement", m.loop_lag_s)
         yield _gauge("kproto_event_loop_lag_max_seconds", "Largest event-loop lag measured", m.loop_lag_max_s)
@@ -250,3 +251,21 @@ class BrokerCollector:
 
 def _lag_labels(r) -> dict:
     return {"group": r.group, "topic": r.topic, "partition": str(r.partition)}
+
+
+def client_telemetry_metrics(b):
+    """KIP-714 client telemetry: Kafka's client-metrics group (instance count, pushes handed
+    to the receiver, throttled and unknown-subscription requests) plus what was pushed."""
+    m = getattr(b, "client_metrics", None)
+    if m is None:
+        return
+    prefix = "kafka_server_client_metrics_"
+    yield _gauge(prefix + "instance_count", "Client instances known to the telemetry manager", len(m.instances))
+    yield _counter(prefix + "plugin_export", "Telemetry pushes accepted", [({}, m.pushes)])
+    yield _counter(prefix + "throttle", "Telemetry requests throttled", [({}, m.throttled)])
+    yield _counter(prefix + "unknown_subscription_request", "Pushes with an unknown subscription id",
+                   [({}, m.unknown_subscription)])
+    yield _counter("kproto_client_telemetry_bytes", "Bytes of telemetry pushed (uncompressed)", [({}, m.bytes)])
+    yield _gauge("kproto_client_telemetry_metrics", "Metrics in each client's latest push",
+                 samples=[({"client_instance_id": str(i.instance_id), "client_id": i.client_id or ""},
+                           len(i.metric_names)) for i in m.instances.values() if i.pushes])
