@@ -26,6 +26,7 @@ class GroupConfig:
     consumer_heartbeat_interval_ms: int = 5000       # group.consumer.heartbeat.interval.ms
     consumer_max_size: int = 2147483647              # group.consumer.max.size
     consumer_assignors: list = field(default_factory=lambda: ["uniform", "range"])  # group.consumer.assignors
+    consumer_migration_policy: str = "bidirectional"  # group.consumer.migration.policy
 
     @classmethod
     def from_broker_config(cls, config) -> "GroupConfig":
@@ -50,6 +51,18 @@ class GroupConfig:
             max_batch_bytes=get("message.max.bytes", cls.max_batch_bytes),
             **_consumer_settings(config, get),
         )
+
+
+def _migration_policy(config) -> str:
+    try:
+        value = config.get("group.consumer.migration.policy")
+    except KeyError:
+        return "bidirectional"
+    value = str(value or "bidirectional").strip().lower()
+    if value not in ("disabled", "upgrade", "downgrade", "bidirectional"):
+        raise ValueError(f"Invalid value {value} for configuration group.consumer.migration.policy: "
+                         f"String must be one of (case insensitive): DISABLED, DOWNGRADE, UPGRADE, BIDIRECTIONAL")
+    return value
 
 
 def _consumer_settings(config, get) -> dict:
@@ -90,4 +103,5 @@ def _consumer_settings(config, get) -> dict:
         consumer_heartbeat_interval_ms=interval,
         consumer_max_size=get("group.consumer.max.size", 2147483647),
         consumer_assignors=assignor_names(names("group.consumer.assignors", None)),
+        consumer_migration_policy=_migration_policy(config),
     )
