@@ -360,3 +360,16 @@ def test_online_upgrade_with_classic_members(kbroker):
         for c in cs:
             if c.proc.poll() is None:
                 c.kill()
+
+
+def test_metadata_by_topic_id_with_empty_name(kbroker):
+    """The Java consumer resolves the topic ids of its KIP-848 assignment with
+    Metadata v12 topics {topic_id: id, name: ""}: the id decides."""
+    from kproto.messages.metadata_request import MetadataRequest
+    b = kbroker.bootstrap
+    create(b, "kip848-byid", partitions=2)
+    with WireClient(b) as c:
+        tid = next(t.topic_id for t in c.call(MetadataRequest(topics=None), 12).topics if t.name == "kip848-byid")
+        T = MetadataRequest.MetadataRequestTopic
+        res = c.call(MetadataRequest(topics=[T(topic_id=tid, name="")], allow_auto_topic_creation=False), 12)
+        assert [(t.error_code, t.name, len(t.partitions)) for t in res.topics] == [(0, "kip848-byid", 2)]
