@@ -28,12 +28,16 @@ from tools.broker_process import BrokerProcess  # noqa: E402
 
 # shorter than Kafka's defaults (45 s session, 5 s heartbeat) so a killed member goes quickly
 SETTINGS = {
-    "group.consumer.session.timeout.ms": "6000",
-    "group.consumer.min.session.timeout.ms": "6000",
+    "group.consumer.session.timeout.ms": "3000",
+    "group.consumer.min.session.timeout.ms": "3000",
+    "group.initial.rebalance.delay.ms": "0",
     "group.consumer.heartbeat.interval.ms": "500",
     "group.consumer.min.heartbeat.interval.ms": "500",
     "offsets.topic.num.partitions": "3",
 }
+
+# static members restart within the session timeout: give them room on a loaded machine
+STATIC_SETTINGS = {**SETTINGS, "group.consumer.session.timeout.ms": "15000"}
 
 CONSUMER = r"""
 import json, sys
@@ -213,7 +217,8 @@ def test_regex_subscription_picks_up_new_topic(kbroker):
 
 
 @pytest.mark.timeout(90)
-def test_static_members_restart_and_group_survives_broker_kill(kbroker):
+def test_static_members_restart_and_group_survives_broker_kill(tmp_path):
+    kbroker = BrokerProcess(str(tmp_path / "data"), settings=STATIC_SETTINGS).start()
     b = kbroker.bootstrap
     topic, group = "kip848-static", "kip848-static-g"
     create(b, topic)
@@ -246,6 +251,7 @@ def test_static_members_restart_and_group_survives_broker_kill(kbroker):
         for c in cs:
             if c.proc.poll() is None:
                 c.kill()
+        kbroker.stop()
 
 
 KAFKA_HOME = os.environ.get("KAFKA_HOME")

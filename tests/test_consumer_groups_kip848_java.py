@@ -11,7 +11,7 @@ import pytest
 
 from compat_tests.java_client import JavaUnavailable, classpath_jars, find_libs
 from tests.test_consumer_groups_kip848 import (
-    SETTINGS, ConsumerProc, all_records, check_delivery, create, describe, produce, wait_until,
+    SETTINGS, STATIC_SETTINGS, ConsumerProc, all_records, check_delivery, create, describe, produce, wait_until,
 )
 from tools.broker_process import BrokerProcess
 
@@ -91,7 +91,7 @@ def test_java_static_member_with_regex_restarts(tmp_path, java_command):
     """A static member (group.instance.id) subscribed by a broker-side regex:
     it picks up a new matching topic, closes (epoch -2), restarts under the
     same instance id and gets its partitions back without a new group epoch."""
-    b = BrokerProcess(str(tmp_path / "data"), settings=SETTINGS).start()
+    b = BrokerProcess(str(tmp_path / "data"), settings=STATIC_SETTINGS).start()
     group, pattern = "kip848-java-static", "re:kip848-jrx-.*"
     cs = []
     try:
