@@ -680,3 +680,24 @@ def churn_many(seeds: int = 1000) -> None:
     """The long version: `python3 -c 'from tests.test_consumer_group_state import churn_many; churn_many()'`."""
     for seed in range(seeds):
         churn(seed)
+
+
+# ------------------------------------------------------------------ config
+
+def test_consumer_group_config_bounds_checked_at_start():
+    from broker.config.broker_config import BrokerConfig
+    from broker.config.types import ConfigError
+    with pytest.raises(ConfigError, match="group.consumer.session.timeout.ms must be greater than or equals to "
+                                          "group.consumer.min.session.timeout.ms"):
+        BrokerConfig({"group.consumer.session.timeout.ms": "6000"})
+    with pytest.raises(ConfigError, match="heartbeat.interval.ms must be less than"):
+        BrokerConfig({"group.consumer.session.timeout.ms": "6000", "group.consumer.min.session.timeout.ms": "6000",
+                      "group.consumer.heartbeat.interval.ms": "6000", "group.consumer.max.heartbeat.interval.ms":
+                      "15000", "group.consumer.min.heartbeat.interval.ms": "5000"})
+    cfg = GroupConfig.from_broker_config(BrokerConfig({
+        "group.consumer.session.timeout.ms": "6000", "group.consumer.min.session.timeout.ms": "6000",
+        "group.consumer.assignors": "range"}))
+    assert (cfg.consumer_session_timeout_ms, cfg.consumer_assignors, cfg.consumer_protocol_enabled) == (
+        6000, ["range"], True)
+    assert not GroupConfig.from_broker_config(BrokerConfig(
+        {"group.coordinator.rebalance.protocols": "classic"})).consumer_protocol_enabled

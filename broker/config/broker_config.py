@@ -179,6 +179,9 @@ class BrokerConfig:
         if not _log_dirs(values):
             raise ConfigError("requirement failed: At least one log directory must be defined via "
                               "log.dirs or log.dir.")
+        # group.consumer.* bounds (KIP-848 consumer groups), checked at start-up as Kafka does
+        from broker.groups.config import check_consumer_bounds
+        check_consumer_bounds(lambda key, default: default if values.get(key) is None else int(values[key]))
         self._protocol_map = protocol_map
         self._controller_names = controller_names
         self._listeners = listeners
