@@ -306,3 +306,28 @@ def test_librdkafka_reauthenticates_on_a_long_connection(reauth_broker, topic_na
     assert hi - lo == sent
     # librdkafka re-authenticated before each session ended: no connection was closed for it
     assert sum("session expired" in line for line in reauth_broker.stderr_lines) == expired_before
+
+
+def test_kafka_python_and_aiokafka_with_scram_over_sasl_ssl(sasl_broker, pki, topic_name):
+    import asyncio
+    from aiokafka import AIOKafkaConsumer
+    from kafka import KafkaProducer
+    from tests.security_helpers import tls_context
+    _set_scram(_admin(sasl_broker, pki), "py-user", "py-pw", ScramMechanism.SCRAM_SHA_512)
+    p = KafkaProducer(bootstrap_servers=sasl_broker.address("SASL_SSL"), security_protocol="SASL_SSL",
+                      ssl_context=tls_context(pki), sasl_mechanism="SCRAM-SHA-512",
+                      sasl_plain_username="py-user", sasl_plain_password="py-pw")
+    p.send(topic_name, b"kafka-python").get(timeout=20)
+    p.close()
+
+    async def consume():
+        c = AIOKafkaConsumer(topic_name, bootstrap_servers=sasl_broker.address("SASL_PLAINTEXT"),
+                             security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                             sasl_plain_username="bob", sasl_plain_password="bob-secret",
+                             auto_offset_reset="earliest")
+        await c.start()
+        try:
+            return (await asyncio.wait_for(c.getone(), 20)).value
+        finally:
+            await c.stop()
+    assert asyncio.run(consume()) == b"kafka-python"
