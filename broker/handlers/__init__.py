@@ -25,6 +25,7 @@ MODULES = (
     "security",
     "scram",
     "quotas",
+    "delegation_tokens",
 )
 
 

@@ -99,7 +99,10 @@ def wraps(*api_keys):
 
 # no authorization at all (Kafka checks none for these)
 UNCHECKED = {int(ApiKey.API_VERSIONS), int(ApiKey.SASL_HANDSHAKE), int(ApiKey.SASL_AUTHENTICATE),
-             int(ApiKey.ALTER_USER_SCRAM_CREDENTIALS), int(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)}
+             int(ApiKey.ALTER_USER_SCRAM_CREDENTIALS), int(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS),
+             # the delegation token APIs check owners, renewers and CREATE_TOKENS/DESCRIBE themselves
+             int(ApiKey.CREATE_DELEGATION_TOKEN), int(ApiKey.RENEW_DELEGATION_TOKEN),
+             int(ApiKey.EXPIRE_DELEGATION_TOKEN), int(ApiKey.DESCRIBE_DELEGATION_TOKEN)}
 
 
 async def run(authorizer, ctx, req, handler):

@@ -32,6 +32,8 @@ class SecurityManager:
         self.authorizer = authorizer_for(self.config, broker.image)
         from broker.security.quotas import QuotaManager
         self.quotas = QuotaManager(self.config, broker.image)
+        from broker.security.tokens import TokenCredentials
+        self.token_credentials = TokenCredentials(self.config, broker.image)
         from broker.security.connections import ConnectionLimits
         self.limits = ConnectionLimits(self.config)
         for name, protocol in self.protocols.items():
@@ -138,12 +140,23 @@ class SecurityManager:
             return getattr(self.broker.image, "scram", {}).get((user, mech_id))
         return lookup
 
+    def _token_credential(self, mechanism: str):
+        def lookup(token_id: str):
+            import time
+            now = int(time.time() * 1000)
+            cred = self.token_credentials.lookup(token_id, mechanism, now)
+            if cred is None:
+                return None
+            token = self.broker.image.delegation_tokens[token_id]
+            return cred, token.owner, token.expiration_timestamp
+        return lookup
+
     def new_mechanism(self, listener: str, name: str):
         if name == "PLAIN":
             users = self._plain_users(listener)
             return sasl.Plain(lambda u, p: u in users and _equal(users[u], p))
         if name in sasl.SCRAM_MECHANISMS:
-            return sasl.Scram(name, self._scram_credential(name))
+            return sasl.Scram(name, self._scram_credential(name), self._token_credential(name))
         if name == "OAUTHBEARER":
             return sasl.OAuthBearer(self._oauth_validator(listener))
         return None
