@@ -174,7 +174,7 @@ def test_scram_credentials_from_the_admin_api_log_in(sasl_broker, pki, mech, nam
     assert roundtrip(conf, topic_name, 3) == [b"v0", b"v1", b"v2"]
     bad = AdminClient(client_config(sasl_broker, "SASL_SSL", pki, name, user, "wrong"))
     with pytest.raises(KafkaException):
-        bad.list_topics(timeout=5)
+        bad.list_topics(timeout=1.5)
 
 
 def test_scram_wrong_password_gets_kafkas_generic_message(sasl_broker, pki):
@@ -331,3 +331,16 @@ def test_kafka_python_and_aiokafka_with_scram_over_sasl_ssl(sasl_broker, pki, to
         finally:
             await c.stop()
     assert asyncio.run(consume()) == b"kafka-python"
+
+
+def test_plain_with_an_external_verification_callback(tmp_path):
+    b = SecureBroker(str(tmp_path / "data"), None, listeners=("SASL_PLAINTEXT",), settings={
+        "listener.name.sasl_plaintext.plain.sasl.server.callback.handler.class": "tests.plain_callback.verify"})
+    b.start()
+    try:
+        with WireClient(b.address("SASL_PLAINTEXT")) as c:
+            assert plain_login(c, "zoe", "eoz").error_code == 0
+        with WireClient(b.address("SASL_PLAINTEXT")) as c:
+            assert plain_login(c, "alice", "alice-secret").error_code == 58   # the JAAS users no longer count
+    finally:
+        b.stop()
