@@ -87,3 +87,52 @@ def test_kafka_configs_acls_and_console_clients_over_sasl_ssl(setup):
          "--allow-principal", "User:carol", "--operation", "Write", "--topic", "cli-t")
     out = tool("kafka-acls.sh", "--bootstrap-server", bs, "--command-config", admin, "--list", "--topic", "cli-t")
     assert "WRITE" not in out and "READ" in out
+
+
+@pytest.fixture(scope="module")
+def open_broker(tmp_path_factory):
+    """No authorizer; SSL with client certificates required, SASL_SSL with every mechanism."""
+    d = tmp_path_factory.mktemp("cli-open")
+    pki = Pki(str(d / "pki"))
+    b = SecureBroker(str(d / "data"), pki, listeners=("SSL", "SASL_SSL"), settings={
+        "listener.name.ssl.ssl.client.auth": "required"})
+    b.start()
+    yield b, pki, d
+    b.stop()
+
+
+def test_java_client_over_ssl_with_a_client_certificate(open_broker):
+    b, pki, d = open_broker
+    cert = pki.pem_files("java-client", "java-client")
+    props = d / "ssl.properties"
+    props.write_text("\n".join(["security.protocol=SSL", "ssl.keystore.type=PEM",
+                                f"ssl.keystore.location={cert['combined']}",
+                                "ssl.truststore.type=PEM", f"ssl.truststore.location={pki.ca_path}", ""]))
+    tool("kafka-topics.sh", "--bootstrap-server", b.address("SSL"), "--command-config", str(props), "--create",
+         "--topic", "java-ssl", "--partitions", "1")
+    assert "java-ssl" in tool("kafka-topics.sh", "--bootstrap-server", b.address("SSL"), "--command-config",
+                              str(props), "--list")
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "OAUTHBEARER"])
+def test_java_client_over_sasl_ssl(open_broker, mechanism):
+    b, pki, d = open_broker
+    bs = b.address("SASL_SSL")
+    if mechanism == "OAUTHBEARER":
+        jaas = ('org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
+                'unsecuredLoginStringClaim_sub="java-oauth";')
+    else:
+        admin = client_properties(d / "admin.properties", pki, "PLAIN", "admin", "admin-secret")
+        tool("kafka-configs.sh", "--bootstrap-server", bs, "--command-config", admin, "--alter",
+             "--add-config", "SCRAM-SHA-512=[password=java-pw]", "--entity-type", "users", "--entity-name", "java")
+        jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="java" password="java-pw";'
+    props = d / f"{mechanism}.properties"
+    props.write_text("\n".join(["security.protocol=SASL_SSL", f"sasl.mechanism={mechanism}",
+                                f"sasl.jaas.config={jaas}", "ssl.truststore.type=PEM",
+                                f"ssl.truststore.location={pki.ca_path}", ""]))
+    topic = "java-" + mechanism.lower()
+    tool("kafka-console-producer.sh", "--bootstrap-server", bs, "--producer.config", str(props), "--topic", topic,
+         stdin="one\ntwo\n")
+    out = tool("kafka-console-consumer.sh", "--bootstrap-server", bs, "--consumer.config", str(props), "--topic",
+               topic, "--from-beginning", "--max-messages", "2", "--timeout-ms", "30000")
+    assert out.split() == ["one", "two"]
