@@ -189,3 +189,22 @@ def test_connection_limits_per_ip_and_per_broker(tmp_path):
         third.close()
     finally:
         b.stop()
+
+
+def test_controller_mutation_rate_refuses_topic_creation_past_the_burst(fresh_broker):
+    from kproto.messages.create_topics_request import CreateTopicsRequest as CT
+    bs = fresh_broker.bootstrap
+    assert alter(bs, {"client-id": "kproto-tests"}, {"controller_mutation_rate": 2}) == (0, None)
+
+    def create(name, partitions, version):
+        with WireClient(bs) as c:
+            return c.call(CT(topics=[CT.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1)],
+                             timeout_ms=5000), version)
+    first = create("mut-big", 25, 7)           # the burst is 2/s x 11 windows = 22 partitions
+    assert first.topics[0].error_code == 0 and first.throttle_time_ms > 0
+    second = create("mut-next", 1, 7)
+    assert second.topics[0].error_code == 89   # THROTTLING_QUOTA_EXCEEDED
+    assert second.topics[0].error_message == "The throttling quota has been exceeded."
+    assert second.throttle_time_ms > 0
+    old = create("mut-old-version", 1, 5)      # before v6 the request is served, only throttled
+    assert old.topics[0].error_code == 0 and old.throttle_time_ms > 0
