@@ -208,3 +208,39 @@ def test_controller_mutation_rate_refuses_topic_creation_past_the_burst(fresh_br
     assert second.throttle_time_ms > 0
     old = create("mut-old-version", 1, 5)      # before v6 the request is served, only throttled
     assert old.topics[0].error_code == 0 and old.throttle_time_ms > 0
+
+
+def test_connection_creation_rate_of_an_address_closes_extra_connections(tmp_path):
+    from tests.wire_client import api_versions_ok
+    b = BrokerProcess(str(tmp_path / "data"), settings={"quota.window.num": "2", "quota.window.size.seconds": "1"})
+    b.start()
+    try:
+        assert alter(b.bootstrap, {"ip": "127.0.0.1"}, {"connection_creation_rate": 5}) == (0, None)
+        served = 0
+        for _ in range(40):
+            with WireClient(b.bootstrap, timeout=10) as c:
+                try:
+                    api_versions_ok(c)
+                    served += 1
+                except (ConnectionError, OSError):
+                    break      # held for the throttle time, then closed unanswered
+        else:
+            raise AssertionError("40 connections in a row were served at 5 per second")
+        assert served >= 3, served
+    finally:
+        b.stop()
+
+
+def test_max_connection_creation_rate_paces_accepting(tmp_path):
+    from tests.wire_client import api_versions_ok
+    b = BrokerProcess(str(tmp_path / "data"), settings={"max.connection.creation.rate": "5",
+                                                        "quota.window.num": "2", "quota.window.size.seconds": "1"})
+    b.start()
+    try:
+        started = time.monotonic()
+        for _ in range(12):
+            with WireClient(b.bootstrap, timeout=15) as c:
+                assert api_versions_ok(c)      # every connection is served, later
+        assert time.monotonic() - started >= 1.0
+    finally:
+        b.stop()

@@ -36,6 +36,7 @@ class SecurityManager:
         self.token_credentials = TokenCredentials(self.config, broker.image)
         from broker.security.connections import ConnectionLimits
         self.limits = ConnectionLimits(self.config)
+        self.limits.image = broker.image
         for name, protocol in self.protocols.items():
             if protocol in ("SSL", "SASL_SSL"):
                 self.tls[name] = ListenerTls(self.config, name, protocol)
