@@ -449,20 +449,3 @@ def test_principal_from_the_client_certificate(acl_broker, pki):
     grant(acl_broker, T, "cert-topic", "User:eve@payments", "DESCRIBE")   # the mapping rule's result
     with TlsWireClient(acl_broker.address("SSL"), tls_context(pki, cert)) as c:
         assert metadata(c, "cert-topic").error_code == 0
-
-
-def test_acls_survive_a_restart(tmp_path):
-    b = SecureBroker(str(tmp_path / "data"), None, listeners=("SASL_PLAINTEXT",), settings={
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:ANONYMOUS"})
-    b.start()
-    try:
-        create_topic(b.bootstrap, "kept")
-        grant(b, T, "kept", "User:alice", "DESCRIBE")
-        b.restart()
-        with login(b, "alice") as c:
-            assert metadata(c, "kept").error_code == 0
-        with login(b, "bob") as c:
-            assert metadata(c, "kept").error_code == TOPIC_AUTH
-    finally:
-        b.stop()

@@ -215,18 +215,6 @@ def test_scram_admin_errors_and_deletion(sasl_broker, pki):
     assert exc.value.args[0].code() == 91
 
 
-def test_scram_credentials_survive_a_restart(tmp_path, pki):
-    b = SecureBroker(str(tmp_path / "data"), pki, listeners=("SASL_SSL",))
-    b.start()
-    try:
-        _set_scram(_admin(b, pki), "persistent", "pw", ScramMechanism.SCRAM_SHA_512)
-        b.restart()
-        conf = client_config(b, "SASL_SSL", pki, "SCRAM-SHA-512", "persistent", "pw")
-        assert AdminClient(conf).list_topics(timeout=10).brokers
-    finally:
-        b.stop()
-
-
 def _unsecured_jwt(sub: str, exp_s: float, **claims) -> str:
     enc = lambda d: base64.urlsafe_b64encode(json.dumps(d).encode()).rstrip(b"=").decode()  # noqa: E731
     return f"{enc({'alg': 'none'})}.{enc({'sub': sub, 'exp': exp_s, 'iat': time.time(), **claims})}."
@@ -293,7 +281,7 @@ def test_librdkafka_reauthenticates_on_a_long_connection(reauth_broker, topic_na
             "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret"}
     expired_before = sum("session expired" in line for line in reauth_broker.stderr_lines)
     p = Producer(conf)
-    deadline = time.monotonic() + 4.5
+    deadline = time.monotonic() + 3.5
     sent = 0
     while time.monotonic() < deadline:
         p.produce(topic_name, value=b"x")
