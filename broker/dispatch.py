@@ -1,5 +1,6 @@
 """Turns a request frame into response chunks: header parsing, the
-UNSUPPORTED_VERSION answer for ApiVersions, handler lookup and encoding."""
+UNSUPPORTED_VERSION answer for ApiVersions, handler lookup and encoding,
+UNKNOWN_SERVER_ERROR when a handler fails."""
 from __future__ import annotations
 
 import functools
@@ -9,7 +10,9 @@ import time
 from kproto import api
 from kproto._codec import DecodeError, UnsupportedVersionError, i32
 from kproto.api import ApiKey
+from kproto.errors import ErrorCode
 
+from broker.error_response import error_response
 from broker.handlers import HANDLERS, load_all
 from broker.handlers.api_versions import unsupported_version_response
 from broker.security import authz as security_authz
@@ -108,15 +111,31 @@ class Dispatcher:
                 response = await security_authz.run(authorizer, ctx, request, handler)
             else:
                 response = await handler(ctx, request)
+        except CloseConnection:
+            raise
         except RespondThenClose as exc:
             close = CloseConnection(str(exc))
             close.chunks = self._frame(api_key, version, correlation_id, exc.response)
             close.delay_s = exc.delay_s
             raise close from None
+        except Exception:
+            # Kafka answers UNKNOWN_SERVER_ERROR and keeps the connection
+            return self._internal_error(api_key, version, correlation_id, header, request)
         if quotas is not None and quotas.active:
             return self._throttled(quotas, ctx, frame, response, started)
         if response is None:
             return None
+        return self._frame(api_key, version, correlation_id, response)
+
+    def _internal_error(self, api_key, version, correlation_id, header, request) -> list:
+        name = api.request_class(api_key).NAME.removesuffix("Request")
+        log.exception("unexpected error handling %s v%d (correlation id %d, client %s)",
+                      name, version, correlation_id, header.client_id)
+        if api_key == ApiKey.PRODUCE and getattr(request, "acks", None) == 0:
+            raise CloseConnection(f"acks=0 {name} failed") from None  # (no answer to send)
+        response = error_response(api_key, version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+        if response is None:
+            raise CloseConnection(f"{name} failed and has no error field to answer with") from None
         return self._frame(api_key, version, correlation_id, response)
 
     def _throttled(self, quotas, ctx, frame, response, started):

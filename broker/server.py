@@ -8,23 +8,27 @@ their responses go out in one send.
 from __future__ import annotations
 
 import logging
+from time import perf_counter
 
 import trio
 
 from broker.dispatch import CloseConnection, Dispatcher
 from broker.security.throttle import mute_if_throttled
+from broker.startup_errors import listen_failed
 from broker.transport import ConnectionClosed, FrameTooLarge, Transport, tune
 
 log = logging.getLogger("kproto.server")
 
 
 class ClientConnection:
-    __slots__ = ("transport", "peer", "listener", "session")
+    __slots__ = ("transport", "peer", "listener", "client_software", "session")
 
     def __init__(self, transport, peer, listener, session=None):
         self.transport = transport
         self.peer = peer
         self.listener = listener
+        # (name, version) the client gave in ApiVersions v3+ (client metrics match on it)
+        self.client_software = None
         self.session = session  # broker.security.session.Session: principal, SASL state
 
 
@@ -48,14 +52,23 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
     else:
         transport, session = Transport(sock, max_frame), None
     conn = ClientConnection(transport, peer, listener, session)
+    # RequestMetrics (broker/metrics): (frame, received, started, finished) per request
+    metrics = getattr(dispatcher.broker, "metrics", None)
+    done = [] if metrics is not None else None
+    if metrics is not None:
+        metrics.connection_opened(listener)
     try:
         with sock:
             while True:
                 frame = await transport.receive_frame()
+                received = perf_counter() if done is not None else 0.0
                 out = []
                 try:
                     while frame is not None:
+                        started = perf_counter() if done is not None else 0.0
                         chunks = await dispatcher.handle(frame, conn)
+                        if done is not None:
+                            done.append((frame, received, started, perf_counter()))
                         if chunks:
                             out.extend(chunks)
                         frame = transport.buffered_frame()
@@ -71,6 +84,9 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
                     raise
                 if out:
                     await transport.send(out)
+                if done:
+                    metrics.requests_answered(done, perf_counter())
+                    done.clear()
                 if session is not None and session.throttle_until:
                     await mute_if_throttled(session)
     except (ConnectionClosed, trio.BrokenResourceError, trio.ClosedResourceError,
@@ -86,13 +102,18 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
         log.exception("closing connection from %s after an unexpected error", peer)
     finally:
         transport.close()
+        if metrics is not None:
+            metrics.connection_closed(listener)
         if session is not None:
             security.closed(session)
 
 
 async def run_listener(host: str, port: int, dispatcher: Dispatcher, max_frame: int, name: str,
                        task_status=trio.TASK_STATUS_IGNORED) -> None:
-    listeners = await trio.open_tcp_listeners(port, host=host or None, backlog=1024)
+    try:
+        listeners = await trio.open_tcp_listeners(port, host=host or None, backlog=1024)
+    except OSError as exc:
+        raise listen_failed(f"{name}://{host}:{port}", exc) from None
     bound = listeners[0].socket.getsockname()
     async with trio.open_nursery() as nursery:
         task_status.started(bound)

@@ -2,7 +2,7 @@
 Kafka's names."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -20,6 +20,12 @@ class GroupConfig:
     # GroupCoordinator.NewMemberJoinTimeoutMs: a new member that never gets its
     # JoinGroup answer (its client went away) is dropped after this long
     new_member_join_timeout_ms: int = 5 * 60 * 1000
+    # KIP-848 consumer groups (group.consumer.*)
+    consumer_protocol_enabled: bool = True           # "consumer" in group.coordinator.rebalance.protocols
+    consumer_session_timeout_ms: int = 45000         # group.consumer.session.timeout.ms
+    consumer_heartbeat_interval_ms: int = 5000       # group.consumer.heartbeat.interval.ms
+    consumer_max_size: int = 2147483647              # group.consumer.max.size
+    consumer_assignors: list = field(default_factory=lambda: ["uniform", "range"])  # group.consumer.assignors
 
     @classmethod
     def from_broker_config(cls, config) -> "GroupConfig":
@@ -42,4 +48,46 @@ class GroupConfig:
             offsets_topic_partitions=get("offsets.topic.num.partitions", cls.offsets_topic_partitions),
             offsets_topic_segment_bytes=get("offsets.topic.segment.bytes", cls.offsets_topic_segment_bytes),
             max_batch_bytes=get("message.max.bytes", cls.max_batch_bytes),
+            **_consumer_settings(config, get),
         )
+
+
+def _consumer_settings(config, get) -> dict:
+    """group.consumer.*, checked as Kafka's GroupCoordinatorConfig does: the
+    session timeout and heartbeat interval within their min and max."""
+    from broker.groups.assignors import assignor_names
+
+    def names(key, default):
+        try:
+            value = config.get(key)
+        except KeyError:
+            return default
+        return default if value is None else list(value)
+
+    session = get("group.consumer.session.timeout.ms", 45000)
+    interval = get("group.consumer.heartbeat.interval.ms", 5000)
+    for key, value, lo_key, lo, hi_key, hi in (
+            ("group.consumer.session.timeout.ms", session, "group.consumer.min.session.timeout.ms", 45000,
+             "group.consumer.max.session.timeout.ms", 60000),
+            ("group.consumer.heartbeat.interval.ms", interval, "group.consumer.min.heartbeat.interval.ms", 5000,
+             "group.consumer.max.heartbeat.interval.ms", 15000)):
+        low, high = get(lo_key, lo), get(hi_key, hi)
+        if value < low:
+            raise ValueError(f"{key} must be greater than or equals to {lo_key}")
+        if value > high:
+            raise ValueError(f"{key} must be less than or equals to {hi_key}")
+    if interval >= session:
+        raise ValueError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
+    # Kafka 3.9's default is "classic" (the consumer protocol was a preview); kproto serves
+    # it by default as Kafka 4.0 does, unless the key is set without "consumer"
+    source = getattr(config, "source_of", None)
+    explicit = source is not None and int(source("group.coordinator.rebalance.protocols")) != 5
+    protocols = ([p.strip().lower() for p in names("group.coordinator.rebalance.protocols", [])]
+                 if explicit else ["classic", "consumer"])
+    return dict(
+        consumer_protocol_enabled="consumer" in protocols,
+        consumer_session_timeout_ms=session,
+        consumer_heartbeat_interval_ms=interval,
+        consumer_max_size=get("group.consumer.max.size", 2147483647),
+        consumer_assignors=assignor_names(names("group.consumer.assignors", None)),
+    )

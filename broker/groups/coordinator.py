@@ -207,6 +207,16 @@ class GroupCoordinator:
     async def delete_offsets(self, group_id, partitions):
         return await self._call(self.state.delete_offsets, group_id, partitions)
 
+    async def consumer_group_heartbeat(self, **kwargs):
+        return await self._call(self.state.consumer_group_heartbeat, topics=self._topic_table(), **kwargs)
+
+    def consumer_group_describe(self, group_id):
+        return self.state.consumer_group_describe(group_id)
+
+    def _topic_table(self) -> dict:
+        """name -> (topic id, partition count), what consumer groups subscribe to."""
+        return {name: (t.topic_id, len(t.partitions)) for name, t in self.broker.image.topics.items()}
+
     def fetch_offsets(self, group_id, partitions, require_stable=False):
         return self.state.fetch_offsets(group_id, partitions, require_stable)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import struct
 
+from broker.groups import consumer_records as crec
 from broker.groups.model import EMPTY, STABLE, Group, Member, OffsetEntry
 from broker.groups.records import GroupKey, OffsetKey, decode_group_value, decode_key, decode_offset_value
 
@@ -25,6 +26,7 @@ class PartitionLoad:
         self.pending: dict[int, dict[tuple[str, str, int], OffsetEntry]] = {}
         self.groups: dict[str, object] = {}          # group id -> (value version, GroupMetadataValue)
         self.removed_groups: set[str] = set()
+        self.consumer_groups: dict[str, crec.ConsumerGroupLoad] = {}
         self.records = 0
 
     def replay_batch(self, base_offset: int, producer_id: int, transactional: bool, control: bool,
@@ -66,6 +68,11 @@ class PartitionLoad:
                 else:
                     self.groups[k.group] = decode_group_value(value)
                     self.removed_groups.discard(k.group)
+            elif (ck := crec.decode_key(key)) is not None:
+                load = self.consumer_groups.get(ck.group)
+                if load is None:
+                    load = self.consumer_groups[ck.group] = crec.ConsumerGroupLoad()
+                load.apply(ck, None if value is None else crec.decode_value(ck.kind, value))
             else:
                 log.warning("unknown record key version in __consumer_offsets-%d at %d: ignored",
                             self.partition, base_offset)
@@ -75,6 +82,10 @@ class PartitionLoad:
         out: dict[str, Group] = {}
         for group_id, (version, value) in self.groups.items():
             out[group_id] = _group_from_value(group_id, version, value)
+        for group_id, load in self.consumer_groups.items():
+            group = load.build(group_id)
+            if group is not None:
+                out[group_id] = group   # a group is of one kind: the conversion wrote the other's tombstones
         for (group_id, topic, partition), entry in self.offsets.items():
             group = out.get(group_id)
             if group is None:

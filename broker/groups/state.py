@@ -23,6 +23,9 @@ from kproto.errors import ErrorCode as E
 
 from broker.groups import records as rec
 from broker.groups.config import GroupConfig
+from broker.groups.consumer_model import ConsumerGroup
+from broker.groups.consumer_records import group_tombstones as consumer_group_tombstones
+from broker.groups.consumer_state import ConsumerGroupsMixin
 from broker.groups.loading import PartitionLoad
 from broker.groups.model import (
     COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, Group, Member, OffsetEntry,
@@ -51,7 +54,7 @@ def _new_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
 
-class GroupStateMachine:
+class GroupStateMachine(ConsumerGroupsMixin):
     def __init__(self, config: GroupConfig | None = None, member_id_factory=_new_member_id):
         self.config = config or GroupConfig()
         self.new_member_id = member_id_factory
@@ -132,7 +135,9 @@ class GroupStateMachine:
         group = self.groups.get(key[1])
         if group is None or group.is_(DEAD):
             return
-        if kind == "heartbeat":
+        if kind in ("consumer-session", "consumer-rebalance"):
+            self._on_consumer_timer(group, key)
+        elif kind == "heartbeat":
             self._on_heartbeat_expired(group, key[2])
         elif kind == "pending-member":
             self._on_pending_member_expired(group, key[2])
@@ -181,6 +186,9 @@ class GroupStateMachine:
         return self._end()
 
     def _on_group_loaded(self, group: Group) -> None:
+        if isinstance(group, ConsumerGroup):
+            self._on_consumer_group_loaded(group)
+            return
         if group.size > self.config.max_size:
             self._prepare_rebalance(group, "freshly-loaded group is over capacity")
         for member in group.members.values():
@@ -215,6 +223,12 @@ class GroupStateMachine:
             return self._end()
         unknown = member_id == _UNKNOWN_MEMBER_ID
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            if group.members:
+                # Kafka without classic members in a consumer group (migration policy not served)
+                self._respond(ticket, JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id))
+                return self._end()
+            group = self._convert_to_classic(group, now_ms)
         if group is None:
             if not unknown:
                 self._respond(ticket, JoinResult(E.UNKNOWN_MEMBER_ID, member_id))
@@ -235,6 +249,16 @@ class GroupStateMachine:
         if group.is_(PREPARING_REBALANCE):
             self._try_complete_join(group)
         return self._end()
+
+    def _convert_to_classic(self, group: ConsumerGroup, now_ms: int) -> Group:
+        """An empty consumer group becomes a classic group on a JoinGroup; its offsets stay."""
+        classic = Group(group.group_id, EMPTY, now_ms)
+        classic.offsets, classic.pending_txn = group.offsets, group.pending_txn
+        self._drop_group(group)
+        self._append(self.partition_for(group.group_id), consumer_group_tombstones(group))
+        self.groups[group.group_id] = classic
+        log.info("empty consumer group %s converted to a classic group", group.group_id)
+        return classic
 
     def _accept_joining_member(self, group: Group, member_id: str) -> bool:
         if group.state in (EMPTY, DEAD):
@@ -551,7 +575,7 @@ class GroupStateMachine:
             self._respond(ticket, SyncResult(err))
             return self._end()
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or isinstance(group, ConsumerGroup):
             self._respond(ticket, SyncResult(E.UNKNOWN_MEMBER_ID))
             return self._end()
         err = self._validate_sync(group, generation_id, member_id, instance_id, protocol_type, protocol_name)
@@ -677,7 +701,7 @@ class GroupStateMachine:
             self._respond(ticket, err)
             return self._end()
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or isinstance(group, ConsumerGroup):
             self._respond(ticket, E.UNKNOWN_MEMBER_ID)
             return self._end()
         if group.is_(DEAD):
@@ -705,7 +729,7 @@ class GroupStateMachine:
         group = self.groups.get(group_id) if err is None else None
         if err is not None:
             self._respond(ticket, LeaveResult(err))
-        elif group is None:
+        elif group is None or isinstance(group, ConsumerGroup):
             self._respond(ticket, LeaveResult(E.NONE, [(mid, iid, E.UNKNOWN_MEMBER_ID) for mid, iid, _ in members]))
         elif group.is_(DEAD):
             self._respond(ticket, LeaveResult(E.COORDINATOR_NOT_AVAILABLE))
@@ -739,8 +763,8 @@ class GroupStateMachine:
     # ================================================================ offsets
 
     def commit_offsets(self, ticket, now_ms: int, group_id: str, member_id: str, generation_id: int,
-                       offsets: list, instance_id: str | None = None, expire_timestamp: int | None = None
-                       ) -> Effects:
+                       offsets: list, instance_id: str | None = None, expire_timestamp: int | None = None,
+                       api_version: int = 9) -> Effects:
         """offsets: (topic, partition, offset, leader epoch, metadata, commit timestamp or -1)."""
         self._begin(now_ms)
         tps = [(o[0], o[1]) for o in offsets]
@@ -756,13 +780,16 @@ class GroupStateMachine:
                 return self._end()
             log.info("creating simple consumer group %s through an offset commit", group_id)
             group = self.groups[group_id] = Group(group_id, EMPTY, now_ms)
-        err = self._validate_offset_commit(group, generation_id, member_id, instance_id, transactional=False)
+        err = self._validate_offset_commit(group, generation_id, member_id, instance_id, transactional=False,
+                                           api_version=api_version)
         if err is None and group.is_(COMPLETING_REBALANCE):
             err = E.REBALANCE_IN_PROGRESS
         if err is not None:
             self._respond(ticket, OffsetCommitResult({tp: err for tp in tps}))
             return self._end()
-        if group.state in (STABLE, PREPARING_REBALANCE):
+        if isinstance(group, ConsumerGroup):
+            pass
+        elif group.state in (STABLE, PREPARING_REBALANCE):
             member = group.members[member_id]
             self._schedule_heartbeat(group, member, member.session_timeout_ms)
         self._respond(ticket, OffsetCommitResult(self._store_offsets(group, offsets, expire_timestamp)))
@@ -809,9 +836,11 @@ class GroupStateMachine:
                         group.offsets[tp] = entry
         return self._end()
 
-    def _validate_offset_commit(self, group, generation_id, member_id, instance_id, transactional):
+    def _validate_offset_commit(self, group, generation_id, member_id, instance_id, transactional, api_version=9):
         if group.is_(DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
+        if isinstance(group, ConsumerGroup):
+            return self._validate_consumer_commit(group, generation_id, member_id, transactional, api_version)
         if generation_id < 0 and group.is_(EMPTY):
             return None   # admin clients and consumers without group management
         if generation_id >= 0 or member_id != _UNKNOWN_MEMBER_ID or instance_id is not None:
@@ -821,6 +850,22 @@ class GroupStateMachine:
             return err
         if not transactional and not group.is_(EMPTY):
             return E.UNKNOWN_MEMBER_ID   # only members commit to an active group
+        return None
+
+    @staticmethod
+    def _validate_consumer_commit(group, member_epoch, member_id, transactional, api_version=9):
+        """ConsumerGroup.validateOffsetCommit: without a member epoch (admin
+        clients, manual assignment) only into an empty group; a member
+        commits with its current epoch."""
+        if member_epoch < 0 and not member_id:
+            return None if not group.members or transactional else E.UNKNOWN_MEMBER_ID
+        member = group.members.get(member_id)
+        if member is None:
+            return E.UNKNOWN_MEMBER_ID
+        if not transactional and api_version < 9:
+            return E.UNSUPPORTED_VERSION   # a consumer-protocol member commits with OffsetCommit v9+
+        if member_epoch != member.member_epoch:
+            return E.ILLEGAL_GENERATION if transactional else E.STALE_MEMBER_EPOCH
         return None
 
     def _store_offsets(self, group: Group, offsets: list, expire_timestamp: int | None,
@@ -894,7 +939,8 @@ class GroupStateMachine:
         if err is not None:
             return err, EMPTY_SUMMARY
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or isinstance(group, ConsumerGroup):
+            # Kafka 3.9: DescribeGroups knows classic groups only (ConsumerGroupDescribe the others)
             return E.NONE, DEAD_SUMMARY
         if group.is_(STABLE):
             members = [MemberSummary(m.member_id, m.instance_id, m.client_id, m.client_host,
@@ -909,11 +955,13 @@ class GroupStateMachine:
         error = E.COORDINATOR_LOAD_IN_PROGRESS if self.loading else E.NONE
         wanted_states = {s.lower() for s in states or ()}
         wanted_types = {t.lower() for t in types or ()}
-        if wanted_types and "classic" not in wanted_types:
-            return error, []   # every group of this coordinator is a classic group
-        out = [GroupOverview(g.group_id, g.protocol_type or "", g.state)
-               for g in self.groups.values()
-               if not wanted_states or g.state.lower() in wanted_states]
+        out = []
+        for g in self.groups.values():
+            kind = "consumer" if isinstance(g, ConsumerGroup) else "classic"
+            if wanted_types and kind not in wanted_types:
+                continue
+            if not wanted_states or g.state.lower() in wanted_states:
+                out.append(GroupOverview(g.group_id, g.protocol_type or "", g.state, kind))
         return error, out
 
     def delete_groups(self, ticket, now_ms: int, group_ids: list[str]) -> Effects:
@@ -998,7 +1046,9 @@ class GroupStateMachine:
             if group.is_(DEAD) and self.groups.get(group.group_id) is group:
                 self._drop_group(group)
                 # a group that only ever stored offsets has no metadata record to delete
-                if group.generation > 0:
+                if isinstance(group, ConsumerGroup):
+                    tombstones.extend(consumer_group_tombstones(group))
+                elif group.generation > 0:
                     tombstones.append((rec.group_metadata_key(group.group_id), None))
             if tombstones:
                 self._append(self.partition_for(group.group_id), tombstones)
@@ -1011,6 +1061,7 @@ class GroupStateMachine:
         self._cancel_timer(("sync", group.group_id))
         for member_id in list(group.members):
             self._cancel_timer(("heartbeat", group.group_id, member_id))
+            self._cancel_consumer_timers(group.group_id, member_id)
         for member_id in group.pending_members:
             self._cancel_timer(("pending-member", group.group_id, member_id))
 

@@ -200,7 +200,7 @@ async def offset_commit(ctx, req):
         res = await _groups(ctx).commit_offsets(
             group_id=req.group_id, member_id=req.member_id, generation_id=req.generation_id_or_member_epoch,
             offsets=valid, instance_id=req.group_instance_id if v >= 7 else None,
-            expire_timestamp=None if retention == -1 else _now_ms() + retention)
+            expire_timestamp=None if retention == -1 else _now_ms() + retention, api_version=v)
         for (topic, partition), error in sorted(res.errors.items(), key=lambda kv: kv[0][1]):
             errors[topic][partition] = error
     return OffsetCommitResponse(throttle_time_ms=0, topics=[

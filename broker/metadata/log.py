@@ -25,6 +25,8 @@ class MetadataLog:
         self.plog = partition_log
         self.image = image
         self._listeners = []
+        # the quorum epoch this node leads: stamped on every batch it appends
+        self.leader_epoch = 0
 
     def subscribe(self, listener) -> None:
         """listener(records) is called after each append, once applied."""
@@ -35,6 +37,8 @@ class MetadataLog:
         count = 0
         for chunk in stored_batches(self.plog):
             for header, batch in chunk:
+                if header.is_control:   # LeaderChange and other KRaft control records: no metadata
+                    continue
                 for r in rec.iter_records(batch):
                     self.image.apply(serde.decode(r.value))
                     count += 1
@@ -46,7 +50,7 @@ class MetadataLog:
         them and tell the listeners. Returns the batch's last offset."""
         now = int(time.time() * 1000)
         batch = bytearray(rec.build_batch([(None, serde.encode(r), [], now) for r in records]))
-        info = self.plog.append(batch, 0, now)
+        info = self.plog.append(batch, self.leader_epoch, now)
         self.plog.flush()
         for r in records:
             self.image.apply(r)
