@@ -140,10 +140,30 @@ async def _accept_loop(listener, dispatcher, max_frame, name, nursery) -> None:
                 sock.setsockopt(_s.IPPROTO_TCP, getattr(_s, "TCP_NOTSENT_LOWAT", 25), 0xFFFFFFFF >> 1)
             except OSError:
                 pass
-            if security is not None and not security.limits.opened(_peer_ip(sock)):
-                sock.close()    # max.connections.per.ip
-                continue
+            if security is not None:
+                ip = _peer_ip(sock)
+                if not security.limits.opened(ip):
+                    sock.close()    # max.connections.per.ip
+                    continue
+                hold = security.limits.ip_throttle(ip)
+                if hold:
+                    # over the address's connection_creation_rate: closed after the throttle time
+                    nursery.start_soon(_close_later, sock, hold, security, ip)
+                    continue
+                delay = security.limits.accept_delay()
+                if delay:
+                    nursery.start_soon(serve_connection, sock, dispatcher, max_frame, name)
+                    await trio.sleep(delay)   # max.connection.creation.rate: accepting pauses
+                    continue
             nursery.start_soon(serve_connection, sock, dispatcher, max_frame, name)
+
+
+async def _close_later(sock, delay: float, security, ip: str) -> None:
+    try:
+        await trio.sleep(delay)
+    finally:
+        sock.close()
+        security.limits.closed(ip)
 
 
 def _peer_ip(sock) -> str:
