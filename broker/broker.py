@@ -64,8 +64,8 @@ class Broker:
         self.log_dir = os.path.abspath(config.log_dirs[0])
         self.metadata_log_dir = os.path.abspath(config.kraft.metadata_log_dir) if config.kraft else self.log_dir
         self._metadata_logs_manager = None
-        self.quorum_voter_set = None
         self.log_dirs = [os.path.abspath(d) for d in config.log_dirs]   # JBOD: partitions spread over them
+        self.quorum_voter_set = None
         self.cluster_id = None
         self.metadata_version = METADATA_VERSION
         self.features_epoch = 0
