@@ -16,6 +16,8 @@ from kproto.metadata.topic_record import TopicRecord
 
 from broker.config import ConfigError
 from broker.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
+from broker.replication import placement
+from broker.replication.brokers import brokers_from_image
 from broker.topic_names import collision_key, invalid_reason
 
 log = logging.getLogger("kproto.controller")
@@ -90,7 +92,7 @@ class Controller:
                 n = self.config.get_int("num.partitions")
             if rf == -1:
                 rf = self.config.get_int("default.replication.factor")
-            replicas = [self._place(rf)] * n
+            replicas = self._place_partitions(n, rf)
         topic_id = uuid.uuid4()
         records = [TopicRecord(name=spec.name, topic_id=topic_id)]
         for k, v in configs.items():
@@ -99,8 +101,16 @@ class Controller:
             records.append(self._partition_record(topic_id, i, r))
         return CreatedTopic(spec.name, topic_id, len(replicas), len(replicas[0]), configs), records
 
+    def brokers(self):
+        """Registered brokers (broker/replication/brokers.py), for placement and elections."""
+        return brokers_from_image(self.image, self.node_id, self.config.get("broker.rack") or None)
+
     def _registered_brokers(self) -> set[int]:
-        return {self.node_id}
+        return set(self.brokers())
+
+    def _place_partitions(self, n: int, rf: int) -> list[list[int]]:
+        """Replicas of n new partitions, spread over brokers and racks as Kafka's StripedReplicaPlacer."""
+        return placement.place(self.brokers(), n, rf)
 
     def _place(self, rf: int) -> list[int]:
         """Replicas for one partition (the single registered broker)."""
@@ -181,7 +191,7 @@ class Controller:
 
     def ensure_internal_topic(self, name: str, partitions: int, configs: dict[str, str]) -> None:
         if name not in self.image.topics:
-            self.create_topic(TopicSpec(name, partitions, 1, dict(configs)))
+            self.create_topic(TopicSpec(name, partitions, _internal_rf(self.config, name), dict(configs)))
 
     def delete_topic(self, name: str) -> uuid.UUID:
         t = self.image.topics.get(name)
@@ -226,7 +236,7 @@ class Controller:
                 self._check_assignment(broker_ids, rf)
             replicas = [list(a) for a in assignments]
         else:
-            replicas = [self._place(rf)] * additional
+            replicas = self._place_partitions(additional, rf)
         if validate_only:
             return
         self.log.append([self._partition_record(t.topic_id, current + i, r) for i, r in enumerate(replicas)])
@@ -290,6 +300,13 @@ class Controller:
             self.config.set_dynamic(per_broker=old_broker, cluster_default=old_default)
             raise
         self.apply_broker_configs()
+
+
+def _internal_rf(config, name: str) -> int:
+    """offsets.topic.replication.factor / transaction.state.log.replication.factor for the internal topics."""
+    key = {"__consumer_offsets": "offsets.topic.replication.factor",
+           "__transaction_state": "transaction.state.log.replication.factor"}.get(name)
+    return config.get_int(key) if key else 1
 
 
 # Dynamic broker configs that only make sense per broker (Kafka's DynamicBrokerConfig.PerBrokerConfigs):
