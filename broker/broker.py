@@ -24,6 +24,7 @@ from broker.quorum.metadata_snapshots import Snapshotter
 from broker.quorum.startup import prepare_storage
 from broker.producers import ProducerStateManager
 from broker.replicas import ReplicaManager
+from broker.replication.manager import ReplicationManager
 from broker.server import run_listener
 from broker.storage import LogManager
 from broker.storage.checkpoints import read_meta_properties
@@ -165,6 +166,9 @@ class Broker:
         self.logs.last_stable_offset_for = self._last_stable_offset
         self.partitions.reconcile()
         self.metadata.subscribe(self.partitions.reconcile)
+        self.replication = ReplicationManager(self)   # leader/follower roles (broker/replication)
+        self.replication.reconcile()
+        self.metadata.subscribe(self.replication.reconcile)
         self.groups = GroupCoordinator(self)
         self.groups.open()
         self.transactions = TransactionCoordinator(self)
@@ -231,6 +235,7 @@ class Broker:
                     shown = e.host or host
                     addresses.append(f"{e.name}://{shown}:{port}")
                 nursery.start_soon(self._housekeeping)
+                await nursery.start(self.replication.run)
                 nursery.start_soon(self._log_cleaner)
                 nursery.start_soon(self.groups.run)
                 nursery.start_soon(self.transactions.run)

@@ -41,6 +41,11 @@ class Partition:
         self.on_append = None  # hook for producer state / transactions
         self.fsync_before_ack = False
         self._read_flush_config()
+        # replication (broker/replication/manager.py): whether this broker leads the partition,
+        # and the high watermark when replicas other than this one must have the records first
+        self.is_leader = True
+        self.replication = None
+        self.replicated_hw: int | None = None
 
     # -- configuration -------------------------------------------------------
 
@@ -78,7 +83,8 @@ class Partition:
 
     @property
     def high_watermark(self) -> int:
-        return self.log.log_end_offset
+        hw = self.replicated_hw
+        return self.log.log_end_offset if hw is None else min(hw, self.log.log_end_offset)
 
     @property
     def last_stable_offset(self) -> int:
@@ -97,6 +103,8 @@ class Partition:
                               self.log.log_start_offset)
         if self.on_append is not None:
             self.on_append(self, header, result)
+        if self.replication is not None:
+            self.replication.appended(self)
         self.notify()
         return result
 

@@ -55,12 +55,14 @@ class ReplicaManager:
                 if existing is not None:
                     if existing.leader_epoch != p.leader_epoch:
                         existing.leader_epoch = p.leader_epoch
-                        existing.log.assign_epoch(p.leader_epoch)
+                        if p.leader == self.node_id:   # a follower's epochs come from its leader's batches
+                            existing.log.assign_epoch(p.leader_epoch)
                     continue
                 if topic_cfg is None:
                     topic_cfg = self.topic_config(t.name)
                 plog = self.logs.get_or_create(t.name, p.partition, t.topic_id, topic_cfg)
-                plog.assign_epoch(p.leader_epoch)
+                if p.leader == self.node_id:
+                    plog.assign_epoch(p.leader_epoch)
                 part = Partition(t.name, p.partition, t.topic_id, plog, p.leader_epoch, topic_cfg)
                 self._partitions[key] = part
                 for cb in self.on_partition_created:

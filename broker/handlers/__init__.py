@@ -33,6 +33,7 @@ MODULES = (
     "scram",
     "quotas",
     "delegation_tokens",
+    "replication",
 )
 
 

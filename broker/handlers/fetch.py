@@ -17,6 +17,9 @@ from kproto.messages.fetch_response import FetchResponse
 
 from broker.handlers import handles
 from broker.partition import OffsetOutOfRange
+from broker.replication import replica_fetch
+from broker.replication.leader_hint import current_leader
+from broker.replication.replica_fetch import replica_id_of
 
 _Topic = FetchResponse.FetchableTopicResponse
 _Part = FetchResponse.PartitionData
@@ -79,6 +82,14 @@ def _build(broker, v, req, isolation) -> tuple[FetchResponse, int, list, bool]:
             partition = broker.partitions.get(timage.name, fp.partition)
             if partition is None:
                 parts.append(_error_part(fp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                errors = True
+                continue
+            if not partition.is_leader:
+                # a follower here: KIP-951 tells the consumer who leads now
+                part = _error_part(fp.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                leader, leader_epoch = current_leader(broker, timage.name, fp.partition)
+                part.current_leader = FetchResponse.LeaderIdAndEpoch(leader_id=leader, leader_epoch=leader_epoch)
+                parts.append(part)
                 errors = True
                 continue
             epoch = fp.current_leader_epoch
@@ -236,6 +247,8 @@ async def _fetch(ctx, req):
         # returns session id 0, which tells the client no session was made
         return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
                              session_id=0, responses=[])
+    if replica_id_of(req, v) >= 0 and getattr(broker, "replication", None) is not None:
+        return await replica_fetch.serve(ctx, req, v)   # a follower's fetch (broker/replication)
     isolation = req.isolation_level if v >= 4 else READ_UNCOMMITTED
     resp, total, watched, errors = _build(broker, v, req, isolation)
     if total >= req.min_bytes or req.max_wait_ms <= 0 or not watched or errors:

@@ -13,6 +13,7 @@ from kproto.messages.produce_response import ProduceResponse
 
 from broker.dispatch import CloseConnection
 from broker.handlers import handles
+from broker.replication.leader_hint import current_leader, node_endpoint
 from broker.topic_names import INTERNAL_TOPICS
 
 log = logging.getLogger("kproto.produce")
@@ -104,6 +105,7 @@ async def produce(ctx, req):
     acks_ok = acks in (0, 1, -1)
     # (partition, offset, response) to answer only once an fsync covered them
     durable = [] if acks == -1 else None
+    replicated = [] if acks == -1 else None   # (partition, offset, response): acks=all waits (broker/replication)
     metrics = getattr(broker, "metrics", None)   # broker/metrics: BrokerTopicMetrics
     for td in req.topic_data:
         parts_out = []
@@ -113,7 +115,7 @@ async def produce(ctx, req):
                              log_start_offset=-1, record_errors=[], error_message=None)
             parts_out.append(resp)
             try:
-                _append_one(broker, req, version, acks_ok, td.name, pd, resp, ctx.received_ms, durable)
+                _append_one(broker, req, version, acks_ok, td.name, pd, resp, ctx.received_ms, durable, replicated)
             except BatchRejected as exc:
                 if metrics is not None:
                     metrics.produce_failed(td.name)
@@ -132,7 +134,33 @@ async def produce(ctx, req):
         return None
     if durable:
         await _await_fsync(broker.flusher, durable)
-    return ProduceResponse(responses=topics_out, throttle_time_ms=0)
+    if replicated:
+        await _await_replication(broker, replicated, req.timeout_ms)
+    node_endpoints = []
+    if version >= 10:
+        node_endpoints = _leader_endpoints(broker, ctx, topics_out)
+    return ProduceResponse(responses=topics_out, throttle_time_ms=0, node_endpoints=node_endpoints)
+
+
+async def _await_replication(broker, replicated, timeout_ms: int) -> None:
+    """acks=all on a replicated partition: answer once every ISR member has the batch
+    (broker/replication/manager.py), each partition with its own error otherwise."""
+    for partition, offset, resp in replicated:
+        code = await broker.replication.wait_replicated(partition, offset, timeout_ms)
+        if code != ErrorCode.NONE:
+            resp.error_code = code
+            resp.base_offset = -1
+            resp.log_append_time_ms = -1
+            resp.log_start_offset = -1
+
+
+def _leader_endpoints(broker, ctx, topics_out) -> list:
+    """KIP-951: the endpoints of the leaders named in NOT_LEADER_OR_FOLLOWER answers."""
+    ids = {r.current_leader.leader_id for t in topics_out for r in t.partition_responses
+           if r.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and r.current_leader.leader_id >= 0}
+    listener = ctx.conn.listener if ctx.conn else None
+    out = [node_endpoint(broker, i, listener, ProduceResponse.NodeEndpoint) for i in sorted(ids)]
+    return [e for e in out if e is not None]
 
 
 async def _await_fsync(flusher, durable) -> None:
@@ -205,7 +233,7 @@ def _check_keys(data, topic: str, index: int, resp) -> None:
 
 
 def _append_one(broker, req, version: int, acks_ok: bool, topic: str, pd, resp, now_ms: int,
-                durable: list | None) -> None:
+                durable: list | None, replicated: list | None = None) -> None:
     # Kafka's order: unknown partition, request-level record checks, required
     # acks, internal topic, then the log's own checks of the batch
     partition = broker.partitions.get(topic, pd.index)
@@ -224,6 +252,14 @@ def _append_one(broker, req, version: int, acks_ok: bool, topic: str, pd, resp, 
         raise BatchRejected(ErrorCode.INVALID_REQUIRED_ACKS)
     if topic in INTERNAL_TOPICS:
         raise BatchRejected(ErrorCode.INVALID_TOPIC_EXCEPTION)
+    if not partition.is_leader:
+        leader, leader_epoch = current_leader(broker, topic, pd.index)
+        resp.current_leader = ProduceResponse.LeaderIdAndEpoch(leader_id=leader, leader_epoch=leader_epoch)
+        raise BatchRejected(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    if replicated is not None and partition.replication is not None:
+        code = partition.replication.check_min_isr(partition)   # Kafka checks before appending
+        if code is not None:
+            raise BatchRejected(code)
     if is_legacy:
         data = convert_legacy(data, partition.max_message_bytes, now_ms)
         if data is None:
@@ -240,6 +276,8 @@ def _append_one(broker, req, version: int, acks_ok: bool, topic: str, pd, resp, 
                 if durable is not None and partition.fsync_before_ack:
                     # (its first attempt may still be waiting for its fsync)
                     durable.append((partition, resp.base_offset, resp))
+                if replicated is not None and partition.replication is not None:
+                    replicated.append((partition, resp.base_offset, resp))   # batches replicate whole
                 return
             raise BatchRejected(code)
     info = partition.append(data, header, now_ms)
@@ -251,3 +289,5 @@ def _append_one(broker, req, version: int, acks_ok: bool, topic: str, pd, resp, 
     resp.log_start_offset = info.log_start_offset
     if durable is not None and partition.fsync_before_ack:
         durable.append((partition, info.last_offset, resp))
+    if replicated is not None and partition.replication is not None:
+        replicated.append((partition, info.last_offset, resp))

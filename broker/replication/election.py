@@ -112,3 +112,26 @@ def preferred_elections(image, brokers: dict[int, BrokerInfo], partitions=None) 
             if r is not None:
                 out.append(r)
     return out
+
+
+def sweep(image, brokers: dict[int, BrokerInfo], unclean_default: bool = False) -> list:
+    """What the active controller writes to bring every partition in line
+    with the broker registrations: replicas that cannot lead (fenced, in
+    controlled shutdown, unregistered) leave the ISR, partitions whose leader
+    is one of them or that have none get a new leader. Run after every
+    registration change and periodically, so nothing is missed across
+    controller failovers."""
+    out = []
+    for t in image.topics.values():
+        unclean = _unclean_enabled(t, unclean_default)
+        for p in t.partitions.values():
+            isr = [b for b in p.isr if _acceptable(brokers, b)]
+            if not isr:
+                # Kafka keeps the last member in the ISR of a partition that lost them all
+                isr = [p.leader] if p.leader in p.isr else list(p.isr[:1])
+            if isr == list(p.isr) and p.leader != NO_LEADER and _acceptable(brokers, p.leader):
+                continue
+            r = change(t.topic_id, p, brokers, target_isr=isr, unclean=unclean)
+            if r is not None:
+                out.append(r)
+    return out

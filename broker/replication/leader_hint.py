@@ -1,0 +1,22 @@
+"""KIP-951: a NOT_LEADER_OR_FOLLOWER answer (Produce v10+, Fetch v12+)
+carries the partition's current leader and epoch, and the response lists
+that leader's endpoint, so clients move on without a metadata round trip."""
+from __future__ import annotations
+
+
+def current_leader(broker, topic: str, index: int) -> tuple[int, int]:
+    t = broker.image.topics.get(topic)
+    p = t.partitions.get(index) if t else None
+    return (p.leader, p.leader_epoch) if p is not None else (-1, -1)
+
+
+def node_endpoint(broker, node_id: int, listener: str | None, cls):
+    """cls(node_id, host, port, rack) for a registered broker, or None."""
+    reg = getattr(broker.image, "brokers", {}).get(node_id)
+    if reg is None:
+        return None
+    eps = list(getattr(reg, "end_points", []) or [])
+    ep = next((e for e in eps if e.name == listener), eps[0] if eps else None)
+    if ep is None:
+        return None
+    return cls(node_id=node_id, host=ep.host, port=ep.port, rack=getattr(reg, "rack", None))

@@ -1,0 +1,482 @@
+"""The broker side of replication: after every metadata change this broker
+becomes leader or follower of each partition it hosts (by leader epoch).
+
+- A leader keeps a LeaderState per partition (followers' log end offsets, the
+  high watermark, ISR shrink/expand through AlterPartition to the controller)
+  and completes acks=all produces when the high watermark covers them.
+- A follower fetches from its leader's broker listener (one fetcher task per
+  leader broker, Fetch v16 with ReplicaState) and truncates its divergent tail
+  from the diverging epoch of the answer before appending.
+- On the active controller (or a lone node) it also writes the elections that
+  broker fencing / controlled shutdown require (election.sweep).
+
+Partitions with a single replica are left alone: their high watermark is
+their log end offset, as before."""
+from __future__ import annotations
+
+import logging
+import time
+
+import trio
+
+from kproto import records as rec
+from kproto.errors import ErrorCode, KafkaError
+from kproto.messages.alter_partition_request import AlterPartitionRequest
+from kproto.messages.fetch_request import FetchRequest
+
+from broker.replication import alter_partition, election
+from broker.replication.client import BrokerConnection
+from broker.replication.leader_state import LeaderState
+
+log = logging.getLogger("kproto.replication")
+
+FETCH_VERSION = 16
+ALTER_PARTITION_VERSION = 2
+_NO_LEADER_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
+                     ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                     ErrorCode.UNKNOWN_TOPIC_ID)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def endpoint_from_image(image, broker_id: int, listener: str | None = None):
+    """(host, port) of a registered broker's listener (the named one, else its first)."""
+    reg = getattr(image, "brokers", {}).get(broker_id)
+    if reg is None:
+        return None
+    eps = list(getattr(reg, "end_points", []) or [])
+    for e in eps:
+        if listener is None or e.name == listener:
+            return e.host, e.port
+    return (eps[0].host, eps[0].port) if eps else None
+
+
+class ReplicationManager:
+    def __init__(self, broker):
+        self.broker = broker
+        self.node_id = broker.node_id
+        self.leaders: dict[tuple[str, int], LeaderState] = {}
+        self._ack_waiters: dict[tuple[str, int], list] = {}   # [(offset needed, event, result)]
+        self.fetchers: dict[int, "Fetcher"] = {}
+        self._nursery = None
+        self._alter_send, self._alter_recv = trio.open_memory_channel(1000)
+        self._sweep_needed = True
+        self.endpoint_of = lambda broker_id: endpoint_from_image(
+            broker.image, broker_id, broker.config.get("inter.broker.listener.name") or None)
+
+    def _cfg_int(self, key: str, default: int) -> int:
+        try:
+            return int(self.broker.config.get(key))
+        except (KeyError, TypeError, ValueError):
+            return default
+
+    @property
+    def lag_max_ms(self) -> int:
+        return self._cfg_int("replica.lag.time.max.ms", 30000)
+
+    # -- roles ---------------------------------------------------------------------------
+
+    def reconcile(self, _records=None) -> None:
+        """Metadata listener (after ReplicaManager.reconcile): apply leader/follower roles."""
+        self._sweep_needed = True
+        image = self.broker.image
+        seen = set()
+        for part in list(self.broker.partitions.all()):
+            t = image.topics.get(part.topic)
+            p = t.partitions.get(part.index) if t else None
+            if p is None:
+                continue
+            key = (part.topic, part.index)
+            seen.add(key)
+            if len(p.replicas) <= 1 and p.leader == self.node_id:
+                continue   # not replicated: nothing changes for it
+            if p.leader == self.node_id:
+                self._become_leader(part, p)
+            else:
+                self._become_follower(part, p)
+        for key in [k for k in self.leaders if k not in seen]:
+            self._drop_leader(key)
+        for f in self.fetchers.values():
+            f.partitions = {k: v for k, v in f.partitions.items() if k in seen}
+
+    def _become_leader(self, part, p) -> None:
+        key = (part.topic, part.index)
+        state = self.leaders.get(key)
+        if state is not None and state.leader_epoch == p.leader_epoch:
+            if state.partition_epoch != p.partition_epoch or state.isr != list(p.isr):
+                state.update_isr(p.isr, p.partition_epoch)
+                self._advance(part, state)
+            return
+        for f in self.fetchers.values():
+            f.partitions.pop(key, None)
+        part.is_leader = True
+        part.leader_epoch = p.leader_epoch
+        part.log.assign_epoch(p.leader_epoch)
+        hw = part.replicated_hw if part.replicated_hw is not None else part.log.log_start_offset
+        state = LeaderState(self.node_id, p.replicas, p.isr, p.leader_epoch, p.partition_epoch,
+                            part.log.log_end_offset, min(hw, part.log.log_end_offset), _now_ms())
+        self.leaders[key] = state
+        part.replicated_hw = state.hw
+        part.replication = self
+        log.info("%s-%d: leader at epoch %d (isr %s, hw %d, leo %d)", part.topic, part.index,
+                 p.leader_epoch, p.isr, state.hw, part.log.log_end_offset)
+        self._advance(part, state)
+
+    def _become_follower(self, part, p) -> None:
+        key = (part.topic, part.index)
+        if key in self.leaders:
+            self._drop_leader(key)
+        part.is_leader = False
+        part.replication = self
+        part.leader_epoch = p.leader_epoch
+        if part.replicated_hw is None:
+            part.replicated_hw = part.log.log_start_offset
+        for lid, f in self.fetchers.items():
+            if lid != p.leader:
+                f.partitions.pop(key, None)
+        if p.leader < 0:
+            return
+        f = self.fetchers.get(p.leader)
+        if f is None or f.done:
+            f = self.fetchers[p.leader] = Fetcher(self, p.leader)
+            if self._nursery is not None:
+                self._nursery.start_soon(f.run)
+        f.partitions[key] = part
+
+    def _drop_leader(self, key) -> None:
+        self.leaders.pop(key, None)
+        for _off, ev, result in self._ack_waiters.pop(key, []):
+            result["error"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            ev.set()
+
+    # -- the leader's bookkeeping --------------------------------------------------------
+
+    def appended(self, part) -> None:
+        """Partition.append hook: a leader whose ISR is itself moves its high watermark now."""
+        state = self.leaders.get((part.topic, part.index))
+        if state is not None:
+            self._advance(part, state)
+
+    def follower_fetched(self, part, replica: int, fetch_offset: int, now_ms: int) -> None:
+        state = self.leaders.get((part.topic, part.index))
+        if state is None:
+            return
+        leo = part.log.log_end_offset
+        state.follower_fetched(replica, fetch_offset, leo, now_ms)
+        self._advance(part, state)
+        new_isr = state.isr_to_expand(leo)
+        if new_isr is not None:
+            # Kafka adds only replicas whose broker may join: registered, unfenced, not shutting down
+            brokers = self.broker.controller.brokers()
+            new_isr = [b for b in new_isr if b in state.isr or (b in brokers and brokers[b].acceptable_leader)]
+            if new_isr != state.isr:
+                self._alter_isr(part, state, new_isr)
+
+    def _advance(self, part, state) -> None:
+        if state.advance_high_watermark(part.log.log_end_offset):
+            part.replicated_hw = state.hw
+            waiters = self._ack_waiters.get((part.topic, part.index))
+            if waiters:
+                keep = []
+                for item in waiters:
+                    if item[0] <= state.hw:
+                        item[1].set()
+                    else:
+                        keep.append(item)
+                waiters[:] = keep
+            part.notify()   # consumers waiting for the high watermark
+
+    def min_isr(self, part) -> int:
+        try:
+            return int(part.config.get("min.insync.replicas", 1))
+        except (TypeError, ValueError):
+            return 1
+
+    def check_min_isr(self, part) -> ErrorCode | None:
+        """Before an acks=all append: NOT_ENOUGH_REPLICAS if the ISR is smaller than min.insync.replicas."""
+        state = self.leaders.get((part.topic, part.index))
+        if state is not None and len(state.isr) < self.min_isr(part):
+            return ErrorCode.NOT_ENOUGH_REPLICAS
+        return None
+
+    async def wait_replicated(self, part, last_offset: int, timeout_ms: int) -> ErrorCode:
+        """acks=all: wait until the high watermark passes last_offset (every
+        ISR member has the batch). REQUEST_TIMED_OUT after timeout_ms;
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below
+        min.insync.replicas meanwhile; NOT_LEADER_OR_FOLLOWER if leadership moved."""
+        key = (part.topic, part.index)
+        state = self.leaders.get(key)
+        if state is None:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if state.hw <= last_offset:
+            ev, result = trio.Event(), {}
+            self._ack_waiters.setdefault(key, []).append((last_offset + 1, ev, result))
+            with trio.move_on_after(max(0, timeout_ms) / 1000):
+                await ev.wait()
+            if "error" in result:
+                return result["error"]
+            if not ev.is_set():
+                return ErrorCode.REQUEST_TIMED_OUT
+            state = self.leaders.get(key)
+            if state is None:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if len(state.isr) < self.min_isr(part):
+            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return ErrorCode.NONE
+
+    def _alter_isr(self, part, state, new_isr: list[int]) -> None:
+        state.pending_isr = list(new_isr)
+        state.pending_since = _now_ms()
+        try:
+            self._alter_send.send_nowait((part, state, list(new_isr)))
+        except trio.WouldBlock:
+            state.pending_isr = None
+
+    # -- tasks ---------------------------------------------------------------------------
+
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            for f in self.fetchers.values():
+                if not f.done:
+                    nursery.start_soon(f.run)
+            nursery.start_soon(self._alter_partition_loop)
+            nursery.start_soon(self._isr_shrink_loop)
+            nursery.start_soon(self._controller_loop)
+            task_status.started()
+
+    async def _isr_shrink_loop(self) -> None:
+        while True:
+            lag = self.lag_max_ms
+            await trio.sleep(max(0.05, lag / 2000))
+            now = _now_ms()
+            for key, state in list(self.leaders.items()):
+                part = self.broker.partitions.get(*key)
+                if part is None:
+                    continue
+                if state.pending_isr is not None and now - getattr(state, "pending_since", now) > 5000:
+                    state.pending_isr = None   # the answer never came: ask again
+                    self._advance(part, state)
+                new_isr = state.isr_to_shrink(now, lag, part.log.log_end_offset)
+                if new_isr is not None:
+                    log.info("%s-%d: shrinking isr %s -> %s", key[0], key[1], state.isr, new_isr)
+                    self._alter_isr(part, state, new_isr)
+
+    def _is_controller(self) -> bool:
+        q = getattr(self.broker, "quorum", None)
+        return q is None or bool(q.is_active_controller)
+
+    async def _alter_partition_loop(self) -> None:
+        conn = None
+        async for part, state, new_isr in self._alter_recv:
+            t = self.broker.image.topics.get(part.topic)
+            if t is None or self.leaders.get((part.topic, part.index)) is not state:
+                continue
+            req = AlterPartitionRequest(broker_id=self.node_id, broker_epoch=-1, topics=[
+                AlterPartitionRequest.TopicData(topic_id=t.topic_id, partitions=[
+                    AlterPartitionRequest.PartitionData(
+                        partition_index=part.index, leader_epoch=state.leader_epoch, new_isr=new_isr,
+                        leader_recovery_state=0, partition_epoch=state.partition_epoch)])])
+            code = ErrorCode.NONE
+            try:
+                if self._is_controller():
+                    code = self.handle_alter_partition(req, ALTER_PARTITION_VERSION)[0]
+                else:
+                    cid = self.broker.quorum.active_controller_id
+                    ep = self.endpoint_of(cid)
+                    if ep is None:
+                        code = ErrorCode.NOT_CONTROLLER
+                    else:
+                        if conn is None or (conn.host, conn.port) != ep:
+                            if conn is not None:
+                                await conn.aclose()
+                            conn = BrokerConnection(ep[0], ep[1], f"alter-partition-{self.node_id}")
+                        with trio.fail_after(5):
+                            resp = await conn.request(req, ALTER_PARTITION_VERSION)
+                        code = ErrorCode(resp.error_code or resp.topics[0].partitions[0].error_code)
+            except (OSError, EOFError, trio.TooSlowError, trio.BrokenResourceError, KafkaError) as exc:
+                log.info("AlterPartition for %s-%d failed: %s", part.topic, part.index, exc)
+                code = ErrorCode.NOT_CONTROLLER
+            if code != ErrorCode.NONE:
+                log.info("AlterPartition %s-%d isr %s: %s", part.topic, part.index, new_isr, code.name)
+                state.pending_isr = None
+                self._advance(part, state)   # the maximal ISR is the ISR again
+                if code == ErrorCode.NOT_CONTROLLER:
+                    await trio.sleep(0.1)
+
+    def handle_alter_partition(self, req, version: int):
+        """Controller side (this node is the active controller): validate, write the records."""
+        resp, records = alter_partition.handle(self.broker.image, req, version, self.broker.controller.brokers())
+        if records:
+            self.broker.controller.log.append(records)
+        return ErrorCode(resp.error_code or resp.topics[0].partitions[0].error_code), resp
+
+    async def _controller_loop(self) -> None:
+        """Elections after broker fencing / shutdown, written by the active controller."""
+        while True:
+            await trio.sleep(0.1)
+            if not self._is_controller():
+                continue
+            if not self._sweep_needed and int(time.monotonic() * 10) % 10:
+                continue   # otherwise once a second anyway
+            self._sweep_needed = False
+            try:
+                unclean = str(self.broker.config.get("unclean.leader.election.enable")).lower() == "true"
+            except KeyError:
+                unclean = False
+            records = election.sweep(self.broker.image, self.broker.controller.brokers(), unclean)
+            if records:
+                try:
+                    self.broker.controller.log.append(records)
+                    log.info("elections: %s", ", ".join(
+                        f"{r.partition_id}:leader={r.leader},isr={r.isr}" for r in records))
+                except KafkaError as exc:
+                    log.info("elections not written: %s", exc)
+
+
+class Fetcher:
+    """Fetches the partitions this broker follows from one leader broker."""
+
+    def __init__(self, manager: ReplicationManager, leader_id: int):
+        self.manager = manager
+        self.leader_id = leader_id
+        self.partitions: dict[tuple[str, int], object] = {}
+        self.done = False
+
+    async def run(self) -> None:
+        m = self.manager
+        conn = None
+        backoff = m._cfg_int("replica.fetch.backoff.ms", 1000) / 1000
+        try:
+            while self.partitions:
+                ep = m.endpoint_of(self.leader_id)
+                if ep is None:
+                    await trio.sleep(0.1)
+                    continue
+                if conn is None or (conn.host, conn.port) != ep:
+                    if conn is not None:
+                        await conn.aclose()
+                    conn = BrokerConnection(ep[0], ep[1], f"replica-fetcher-{m.node_id}")
+                req, parts = self._request()
+                if not parts:
+                    await trio.sleep(0.05)
+                    continue
+                try:
+                    with trio.fail_after(m._cfg_int("replica.socket.timeout.ms", 30000) / 1000):
+                        resp = await conn.request(req, FETCH_VERSION)
+                except (OSError, EOFError, trio.TooSlowError, trio.BrokenResourceError) as exc:
+                    log.debug("fetch from %d: %s", self.leader_id, exc)
+                    await conn.aclose()
+                    await trio.sleep(min(backoff, 0.2))
+                    continue
+                if self._handle(resp, parts):
+                    await trio.sleep(min(backoff, 0.1))
+        finally:
+            self.done = True
+            if conn is not None:
+                await conn.aclose()
+
+    def _request(self):
+        m = self.manager
+        image = m.broker.image
+        topics: dict = {}
+        parts = {}
+        for key, part in self.partitions.items():
+            t = image.topics.get(key[0])
+            if t is None:
+                continue
+            latest = part.log.latest_epoch
+            topics.setdefault(t.topic_id, []).append(FetchRequest.FetchPartition(
+                partition=key[1], current_leader_epoch=part.leader_epoch, fetch_offset=part.log.log_end_offset,
+                last_fetched_epoch=latest if latest is not None else -1,
+                log_start_offset=part.log.log_start_offset,
+                partition_max_bytes=m._cfg_int("replica.fetch.max.bytes", 1048576)))
+            parts[(t.topic_id, key[1])] = part
+        req = FetchRequest(
+            replica_state=FetchRequest.ReplicaState(replica_id=m.node_id, replica_epoch=-1),
+            max_wait_ms=m._cfg_int("replica.fetch.wait.max.ms", 500),
+            min_bytes=m._cfg_int("replica.fetch.min.bytes", 1),
+            max_bytes=m._cfg_int("replica.fetch.response.max.bytes", 10485760), isolation_level=0,
+            session_id=0, session_epoch=-1,
+            topics=[FetchRequest.FetchTopic(topic_id=tid, partitions=ps) for tid, ps in topics.items()],
+            forgotten_topics_data=[], rack_id="")
+        return req, parts
+
+    def _handle(self, resp, parts) -> bool:
+        """Apply a fetch answer; True if the leader answered errors (back off)."""
+        errors = bool(resp.error_code)
+        for tr in resp.responses:
+            for pr in tr.partitions:
+                part = parts.get((tr.topic_id, pr.partition_index))
+                if part is None or self.partitions.get((part.topic, part.index)) is not part:
+                    continue
+                try:
+                    errors |= self._apply(part, pr)
+                except Exception:
+                    log.exception("%s-%d: applying fetched data failed", part.topic, part.index)
+                    errors = True
+        return errors
+
+    def _apply(self, part, pr) -> bool:
+        plog = part.log
+        if pr.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if pr.log_start_offset > plog.log_end_offset or pr.log_start_offset < 0:
+                plog.truncate_fully_and_start_at(max(0, pr.log_start_offset))
+            elif pr.high_watermark >= 0 and pr.high_watermark < plog.log_end_offset:
+                plog.truncate_to(max(pr.high_watermark, plog.log_start_offset))
+            self._rebuild(part)
+            return True
+        if pr.error_code:
+            return True
+        div = pr.diverging_epoch
+        if div is not None and div.end_offset >= 0:
+            _e, local_end = plog.end_offset_for_epoch(div.epoch)
+            target = min(div.end_offset, local_end if local_end >= 0 else div.end_offset)
+            if target < plog.log_end_offset:
+                log.info("%s-%d: truncating %d -> %d (leader epoch %d ends at %d)", part.topic, part.index,
+                         plog.log_end_offset, target, div.epoch, div.end_offset)
+                plog.truncate_to(max(target, plog.log_start_offset))
+                self._rebuild(part)
+            return False
+        data = pr.records
+        if data:
+            self._append(part, bytes(data))
+        leo = plog.log_end_offset
+        if pr.high_watermark >= 0:
+            part.replicated_hw = min(pr.high_watermark, leo)
+        return False
+
+    def _append(self, part, data: bytes) -> None:
+        plog = part.log
+        view = memoryview(data)
+        pos, end, start = 0, len(data), None
+        headers = []
+        while pos + rec.HEADER_SIZE <= end:
+            length = int.from_bytes(view[pos + 8:pos + 12], "big")
+            size = 12 + length
+            if pos + size > end:
+                break   # a trailing partial batch
+            header = rec.BatchHeader(data, pos)
+            if header.base_offset + header.last_offset_delta >= plog.log_end_offset:
+                if start is None:
+                    start = pos
+                headers.append(header)
+            pos += size
+        if start is None:
+            return
+        chunk = bytearray(view[start:pos])
+        plog.append(chunk, None, assign_offsets=False)
+        producers = self.manager.broker.producers
+        state = producers.state(part)
+        for header in headers:
+            if header.producer_id >= 0:
+                producers._replay(part, state, header)
+
+    def _rebuild(self, part) -> None:
+        """After a truncation the producer state and open transactions are rebuilt from the log."""
+        part.open_transactions.clear()
+        self.manager.broker.producers.attach(part)
+        if part.replicated_hw is not None:
+            part.replicated_hw = min(part.replicated_hw, part.log.log_end_offset)

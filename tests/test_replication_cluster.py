@@ -1,0 +1,126 @@
+"""Replication with three brokers (and a fourth as controller) in one process (tests/replication_harness.py:
+real sockets between the brokers, the metadata quorum stood in for by copying
+the controller's records): RF=3, min.insync.replicas=2, acks=all, the high
+watermark, ISR shrink/expand through AlterPartition, leader failover with the
+old leader's unacknowledged tail truncated when it returns."""
+from __future__ import annotations
+
+import trio
+
+from kproto.errors import ErrorCode
+
+from broker.controller import TopicSpec
+from tests.replication_harness import Cluster, RawClient
+
+FAST = {"replica.lag.time.max.ms": "1500", "replica.fetch.wait.max.ms": "100",
+        "replica.fetch.backoff.ms": "100"}
+
+
+def _run(fn, settings=None):
+    async def main():
+        cluster = Cluster(4, {**FAST, **(settings or {})}, controller=4)   # node 4: the controller only
+        client = RawClient(cluster)
+        try:
+            async with trio.open_nursery() as nursery:
+                await cluster.start(nursery)
+                with trio.fail_after(60):
+                    await fn(cluster, client)
+                nursery.cancel_scope.cancel()
+        finally:
+            await client.aclose()
+            cluster.close()
+    trio.run(main)
+
+
+def _create(cluster, name="t", replicas=(2, 3, 1), configs=None):
+    c = cluster.brokers[cluster.controller].controller
+    return c.create_topic(TopicSpec(name, -1, -1, {"min.insync.replicas": "2", **(configs or {})},
+                                    assignments=[(0, list(replicas))])).topic_id
+
+
+def test_acks_all_waits_for_the_isr_and_consumers_never_read_above_the_high_watermark():
+    async def body(cluster, client):
+        tid = _create(cluster)
+        p = cluster.partition("t")
+        assert (p.leader, p.replicas, p.isr) == (2, [2, 3, 1], [2, 3, 1])
+        await cluster.wait_for(lambda: ("t", 0) in cluster.brokers[2].replication.leaders, what="leadership")
+        for i in range(20):
+            r = await client.produce(2, "t", [b"v%d" % i])
+            assert r.error_code == 0 and r.base_offset == i, r
+        # acknowledged: every replica has the records
+        for n in (1, 3):
+            await cluster.wait_for(lambda n=n: cluster.brokers[n].partitions.get("t", 0).log.log_end_offset == 20)
+        values, hw = await client.read_all(2, tid)
+        assert values == [b"v%d" % i for i in range(20)] and hw == 20
+        # a follower answers NOT_LEADER_OR_FOLLOWER naming the leader (KIP-951)
+        r = await client.produce(3, "t", [b"x"])
+        assert r.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert (r.current_leader.leader_id, r.current_leader.leader_epoch) == (2, 0)
+        # with two followers gone the ISR shrinks to the leader: acks=all is refused
+        # (min.insync.replicas=2) and the high watermark stops where the ISR was
+        cluster.kill(3)
+        cluster.kill(1)
+        await cluster.wait_for(lambda: cluster.partition("t").isr == [2], what="isr shrink")
+        r = await client.produce(2, "t", [b"refused"])
+        assert r.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+        r = await client.produce(2, "t", [b"acks1"], acks=1)
+        assert r.error_code == 0 and r.base_offset == 20
+        values, hw = await client.read_all(2, tid)
+        assert hw == 21 and values[-1] == b"acks1"     # the ISR is {2}: the leader alone moves it
+        # a follower comes back, catches up and rejoins the ISR; acks=all works again
+        await cluster.start_node(3)
+        await cluster.wait_for(lambda: cluster.partition("t").isr == [2, 3], what="isr expand")
+        r = await client.produce(2, "t", [b"again"])
+        assert r.error_code == 0 and r.base_offset == 21, r
+    _run(body)
+
+
+def test_leader_failover_keeps_every_acknowledged_record_and_truncates_the_old_tail():
+    async def body(cluster, client):
+        tid = _create(cluster)
+        acked = []
+        for i in range(10):
+            r = await client.produce(2, "t", [b"a%d" % i], producer_id=7, seq=i)
+            assert r.error_code == 0
+            acked.append(b"a%d" % i)
+        # the followers stop fetching (killed); the leader appends records nobody else has
+        for n in (3, 1):
+            await cluster.wait_for(lambda n=n: cluster.brokers[n].partitions.get("t", 0).log.log_end_offset == 10)
+        cluster.kill(3)
+        cluster.kill(1)
+        await cluster.wait_for(lambda: cluster.partition("t").isr == [2], what="isr shrink")
+        for i in range(10, 13):
+            r = await client.produce(2, "t", [b"unacked%d" % i], producer_id=7, seq=i, acks=1)
+            assert r.error_code == 0
+        assert cluster.brokers[2].partitions.get("t", 0).log.log_end_offset == 13
+        # the leader dies; 3 comes back. Unclean election is off: no leader until an ISR member returns
+        cluster.kill(2)
+        await cluster.start_node(3)
+        await trio.sleep(0.5)
+        assert cluster.partition("t").leader == -1
+        # with unclean election enabled for the topic, 3 (out of sync) takes over, alone in the ISR
+        cluster.brokers[cluster.controller].controller.set_configs(2, "t", {"unclean.leader.election.enable": "true"})
+        cluster.poke()
+        await cluster.wait_for(lambda: cluster.partition("t").leader == 3, what="unclean election")
+        assert cluster.partition("t").isr == [3]
+        await cluster.wait_for(lambda: cluster.brokers[3].partitions.get("t", 0).is_leader)
+        r = await client.produce(3, "t", [b"b0"], producer_id=7, seq=10)
+        assert r.error_code == ErrorCode.NOT_ENOUGH_REPLICAS     # an ISR of one, min.insync.replicas=2
+        r = await client.produce(3, "t", [b"b0"], producer_id=7, seq=10, acks=1)
+        assert r.error_code == 0 and r.base_offset == 10, r
+        # the old leader returns as a follower: its unacknowledged tail (10..12) is truncated
+        await cluster.start_node(2)
+        await cluster.start_node(1)
+        await cluster.wait_for(lambda: cluster.partition("t").isr == [3, 2, 1] or
+                               sorted(cluster.partition("t").isr) == [1, 2, 3], what="isr expand")
+        for n in (1, 2, 3):
+            values, _hw = await _read_local(cluster, n)
+            assert values == acked + [b"b0"], (n, values)
+    _run(body)
+
+
+async def _read_local(cluster, n):
+    from tests.replication_harness import _values
+    plog = cluster.brokers[n].partitions.get("t", 0).log
+    data = plog.read_bytes(0)
+    return [v for _o, v in _values(bytes(data))], plog.log_end_offset
