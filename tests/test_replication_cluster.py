@@ -124,3 +124,26 @@ async def _read_local(cluster, n):
     plog = cluster.brokers[n].partitions.get("t", 0).log
     data = plog.read_bytes(0)
     return [v for _o, v in _values(bytes(data))], plog.log_end_offset
+
+
+def test_metadata_reports_offline_replicas_and_a_partition_without_leader():
+    from kproto.messages.metadata_request import MetadataRequest
+
+    async def body(cluster, client):
+        _create(cluster)
+        req = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="t")],
+                              allow_auto_topic_creation=False)
+
+        async def describe(node):
+            resp = await client.conn(node).request(req, 12)
+            p = resp.topics[0].partitions[0]
+            return p.error_code, p.leader_id, p.leader_epoch, p.isr_nodes, p.offline_replicas
+        assert await describe(4) == (0, 2, 0, [2, 3, 1], [])
+        cluster.kill(2)
+        await cluster.wait_for(lambda: cluster.partition("t").leader == 3, what="election")
+        assert await describe(4) == (0, 3, 1, [3, 1], [2])
+        cluster.kill(3)
+        cluster.kill(1)
+        await cluster.wait_for(lambda: cluster.partition("t").leader == -1, what="offline")
+        assert await describe(4) == (ErrorCode.LEADER_NOT_AVAILABLE, -1, 2, [3], [2, 3, 1])
+    _run(body)

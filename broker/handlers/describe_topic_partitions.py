@@ -18,6 +18,7 @@ from kproto.messages.describe_topic_partitions_response import (
 
 from broker.handlers import handles
 from broker.handlers.metadata import TOPIC_OPERATIONS_ALL
+from broker.replication.leader_hint import partition_error
 from broker.topic_names import INTERNAL_TOPICS, invalid_reason
 
 
@@ -39,7 +40,7 @@ def _partitions(topic, start: int, limit: int) -> tuple[list, int]:
         if p is None:
             continue
         out.append(DescribeTopicPartitionsResponsePartition(
-            error_code=0, partition_index=index, leader_id=p.leader, leader_epoch=p.leader_epoch,
+            error_code=partition_error(p), partition_index=index, leader_id=p.leader, leader_epoch=p.leader_epoch,
             replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
             eligible_leader_replicas=[], last_known_elr=[], offline_replicas=[]))
     return out, (upper if upper < count else -1)

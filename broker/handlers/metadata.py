@@ -10,6 +10,7 @@ from kproto.messages.metadata_response import MetadataResponse
 
 from broker.handlers import handles
 from broker.internal_topics import internal_topic_spec
+from broker.replication.leader_hint import offline_replicas, partition_error
 from broker.topic_names import INTERNAL_TOPICS, invalid_reason
 
 log = logging.getLogger("kproto.metadata")
@@ -29,9 +30,9 @@ def topic_entry(broker, topic, include_ops: bool) -> _Topic:
     parts = []
     for p in topic.partitions.values():
         parts.append(_Partition(
-            error_code=0, partition_index=p.partition, leader_id=p.leader,
+            error_code=partition_error(p), partition_index=p.partition, leader_id=p.leader,
             leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
-            offline_replicas=[]))
+            offline_replicas=offline_replicas(broker, p)))
     return _Topic(error_code=0, name=topic.name, topic_id=topic.topic_id, is_internal=topic.internal,
                   partitions=parts,
                   topic_authorized_operations=TOPIC_OPERATIONS_ALL if include_ops else AUTHORIZED_OPERATIONS_OMITTED)

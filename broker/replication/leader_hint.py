@@ -20,3 +20,20 @@ def node_endpoint(broker, node_id: int, listener: str | None, cls):
     if ep is None:
         return None
     return cls(node_id=node_id, host=ep.host, port=ep.port, rack=getattr(reg, "rack", None))
+
+
+LEADER_NOT_AVAILABLE = 5
+
+
+def offline_replicas(broker, p) -> list[int]:
+    """Replicas on brokers that are not registered or are fenced (as Kafka's
+    metadata cache reports them); none while the image has no registrations."""
+    regs = getattr(broker.image, "brokers", None)
+    if not regs:
+        return []
+    return [r for r in p.replicas if r not in regs or getattr(regs[r], "fenced", False)]
+
+
+def partition_error(p) -> int:
+    """Metadata's partition error: LEADER_NOT_AVAILABLE while it has no leader."""
+    return LEADER_NOT_AVAILABLE if p.leader < 0 else 0
