@@ -1,4 +1,4 @@
-"""Replication with three brokers (and a fourth as controller) in one process (tests/replication_harness.py:
+"""Replication with three brokers (and a fourth as controller) in one process (tools/replication_cluster.py:
 real sockets between the brokers, the metadata quorum stood in for by copying
 the controller's records): RF=3, min.insync.replicas=2, acks=all, the high
 watermark, ISR shrink/expand through AlterPartition, leader failover with the
@@ -10,7 +10,7 @@ import trio
 from kproto.errors import ErrorCode
 
 from broker.controller import TopicSpec
-from tests.replication_harness import Cluster, RawClient
+from tools.replication_cluster import Cluster, RawClient
 
 FAST = {"replica.lag.time.max.ms": "1500", "replica.fetch.wait.max.ms": "100",
         "replica.fetch.backoff.ms": "100"}
@@ -120,7 +120,7 @@ def test_leader_failover_keeps_every_acknowledged_record_and_truncates_the_old_t
 
 
 async def _read_local(cluster, n):
-    from tests.replication_harness import _values
+    from tools.replication_cluster import _values
     plog = cluster.brokers[n].partitions.get("t", 0).log
     data = plog.read_bytes(0)
     return [v for _o, v in _values(bytes(data))], plog.log_end_offset

@@ -1,5 +1,5 @@
 """Leader failover under an idempotent acks=all producer (three brokers and a
-controller in one process, tests/replication_harness.py): the partition
+controller in one process, tools/replication_cluster.py): the partition
 leader is killed repeatedly while the producer sends at full speed, then
 comes back as a follower. Every acknowledged record is read back exactly
 once and in order from every replica.
@@ -14,7 +14,7 @@ import time
 import trio
 
 from broker.controller import TopicSpec
-from tests.replication_harness import Cluster, RawClient, _values
+from tools.replication_cluster import Cluster, RawClient, _values
 
 KILLS = int(os.environ.get("KPROTO_REPLICATION_KILLS", "3"))
 FAST = {"replica.lag.time.max.ms": "1500", "replica.fetch.wait.max.ms": "50",

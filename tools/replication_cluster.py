@@ -1,4 +1,4 @@
-"""An in-process cluster of kproto brokers for replication tests, until every
+"""An in-process cluster of kproto brokers for replication tests and benchmarks, until every
 node runs the KRaft quorum: node `controller` plays the active controller and
 its metadata appends are copied to every live node's metadata log (what the
 quorum does for committed records); a node that restarts first catches up on
