@@ -45,6 +45,26 @@ class _Quorum:
     def active_controller_id(self) -> int:
         return self.cluster.controller
 
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED):
+        task_status.started()   # (a real quorum runs its raft shell here)
+
+    def wrap(self, api_key: int, handler):
+        """Metadata-changing requests run on the controller node, as the quorum forwards them."""
+        from broker.quorum.replicated import FORWARDED
+        if api_key not in FORWARDED:
+            return handler
+
+        async def run(ctx, request):
+            if self.is_active_controller:
+                return await handler(ctx, request)
+            own = ctx.broker
+            ctx.broker = self.cluster.brokers[self.cluster.controller]
+            try:
+                return await handler(ctx, request)
+            finally:
+                ctx.broker = own
+        return run
+
 
 class Cluster:
     def __init__(self, n: int = 3, settings: dict | None = None, controller: int = 1):
