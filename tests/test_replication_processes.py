@@ -1,0 +1,132 @@
+"""Replication across three real `kproto serve` processes (a KRaft cluster of
+combined broker,controller nodes, tools/quorum_cluster.py): a topic with
+replication factor 3 and min.insync.replicas=2, an idempotent acks=all
+confluent-kafka producer (a few thousand records a second, to keep the read-back short), and kill -9 of the partition leader
+(KPROTO_REPLICATION_KILLS times, 2 in CI). Every acknowledged record is read
+back exactly once, in order, by a second client library (kafka-python)."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+kafka = pytest.importorskip("kafka")
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from tools.quorum_cluster import QuorumCluster  # noqa: E402
+
+KILLS = int(os.environ.get("KPROTO_REPLICATION_KILLS", "2"))
+SETTINGS = {"broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": "2000",
+            "replica.lag.time.max.ms": "3000", "replica.fetch.wait.max.ms": "100",
+            "replica.fetch.backoff.ms": "100", "offsets.topic.replication.factor": "3",
+            "default.replication.factor": "3", "min.insync.replicas": "2"}
+QUIET = {"log_level": 0, "logger": lambda *a, **k: None}
+
+
+def _partition(admin, topic):
+    md = admin.list_topics(topic, timeout=5)
+    p = md.topics[topic].partitions[0]
+    return p.leader, list(p.replicas), list(p.isrs)
+
+
+def _create(admin, topic):
+    try:
+        admin.create_topics([NewTopic(topic, 1, 3)], request_timeout=15)[topic].result(20)
+    except confluent_kafka.KafkaException as exc:
+        if exc.args[0].code() != confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+    return True
+
+
+def _wait(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            if predicate():
+                return
+        except Exception as exc:   # noqa: BLE001  (a node may be down meanwhile)
+            last = exc
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what} (last error: {last})")
+
+
+@pytest.fixture
+def cluster():
+    c = QuorumCluster(3, settings=SETTINGS)
+    c.format()
+    c.start()
+    yield c
+    c.cleanup()
+
+
+def test_leader_kill_loses_no_acknowledged_record(cluster):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
+    topic = "replicated"
+    _wait(lambda: _create(admin, topic), 60, "the topic created")
+    _wait(lambda: len(_partition(admin, topic)[2]) == 3, 20, "an ISR of 3")
+    leader, replicas, _isr = _partition(admin, topic)
+    assert sorted(replicas) == [1, 2, 3]
+
+    acked, errors, ack_times = [], [], []
+    stop = threading.Event()
+
+    def on_delivery(err, msg):
+        if err is None:
+            acked.append(msg.value())
+            ack_times.append(time.monotonic())
+        else:
+            errors.append(err)
+
+    def produce():
+        p = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True,
+                                      "acks": "all", "linger.ms": 5, "message.timeout.ms": 60000, **QUIET})
+        seq = 0
+        while not stop.is_set():
+            try:
+                p.produce(topic, b"m%07d" % seq, partition=0, on_delivery=on_delivery)
+                seq += 1
+            except BufferError:
+                p.poll(0.05)
+            p.poll(0)
+            if seq % 50 == 0:
+                time.sleep(0.01)   # bounded to a few thousand a second: reading back stays short
+        p.flush(60)
+    t = threading.Thread(target=produce)
+    t.start()
+    kill_times = []
+    try:
+        for _ in range(KILLS):
+            target = len(acked) + 1000
+            _wait(lambda: len(acked) >= target, 30, f"acks ({len(acked)} acked, {len(errors)} errors, producer alive {t.is_alive()})")
+            leader = _partition(admin, topic)[0]
+            kill_times.append((time.monotonic(), len(acked)))
+            cluster.nodes[leader].kill()
+            _wait(lambda: _partition(admin, topic)[0] not in (leader, -1), 30, "a new leader")
+            target = len(acked) + 500
+            _wait(lambda: len(acked) >= target, 30, "acks after the failover")
+            cluster.nodes[leader].start()
+            _wait(lambda: len(_partition(admin, topic)[2]) == 3, 30, "the old leader back in the ISR")
+    finally:
+        stop.set()
+        t.join(90)
+    assert not errors, errors[:3]
+
+    consumer = kafka.KafkaConsumer(bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest",
+                                   enable_auto_commit=False, consumer_timeout_ms=5000)
+    tp = kafka.TopicPartition(topic, 0)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    values = [m.value for m in consumer]
+    consumer.close()
+    assert len(values) == len(set(values)), "duplicates"
+    assert values == sorted(values), "out of order"
+    assert values == acked, (len(values), len(acked))
+    # failover: last ack before the kill -> first ack after it
+    gaps = sorted(next((t for t in ack_times[n:] if t > k), k) - max([t for t in ack_times[:n] if t <= k] or [k])
+                  for k, n in kill_times)
+    print(f"\n{KILLS} leader kills, {len(acked)} records acknowledged and read back once, in order; "
+          f"failover p50 {gaps[len(gaps) // 2]:.2f} s, p99 {gaps[min(len(gaps) - 1, int(len(gaps) * .99))]:.2f} s")
