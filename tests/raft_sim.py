@@ -507,19 +507,30 @@ MUTATIONS = {
     "vote_twice_in_an_epoch": (
         "_on_vote_request", "and self.voted_id in (NO_LEADER, req.candidate_id)", ""),
     "commit_older_epoch": ("_update_hwm", "and majority > self.epoch_start_offset", ""),
-    "fetch_before_fsync": ("_on_fetch_response", "if self.durable_end == self.end_offset:",
-                           "if True:"),
+    "fetch_before_fsync": [("_on_fetch_response", "if self.durable_end == self.end_offset:",
+                            "if True:"),
+                           ("_send_fetch", "elif self.durable_end < self.end_offset:",
+                            "elif False:")],
     "ignore_diverging_epoch": ("_on_fetch_response",
                                "self._truncate(max(target, self.log_start))", "pass"),
 }
 
 
 def mutate(name):
-    """Replace one method of RaftNode by a broken copy; returns an undo."""
+    """Replace methods of RaftNode by broken copies; returns an undo."""
+    spec = MUTATIONS[name]
+    undos = [_mutate_one(name, *one) for one in (spec if isinstance(spec, list) else [spec])]
+
+    def undo():
+        for u in reversed(undos):
+            u()
+    return undo
+
+
+def _mutate_one(name, method, old, new):
     import inspect
     import textwrap
     import raft.node as node_mod
-    method, old, new = MUTATIONS[name]
     orig = getattr(RaftNode, method)
     src = textwrap.dedent(inspect.getsource(orig))
     if src.count(old) != 1:
