@@ -182,3 +182,30 @@ def test_without_a_majority_writes_do_not_commit_and_the_leader_steps_down():
             assert b"before" in leader.applied and b"never" not in leader.applied
             nursery.cancel_scope.cancel()
     trio.run(main)
+
+
+def test_restarting_the_whole_quorum_brings_the_same_log_back():
+    async def main():
+        async with trio.open_nursery() as nursery:
+            members = await _cluster(nursery)
+            with trio.fail_after(5):
+                for k in range(10):
+                    await _propose(members, b"topic-%d" % k)
+            storages = {i: mem.storage for i, mem in members.items()}
+            peers = next(iter(members.values())).shell.peers
+            for mem in members.values():
+                mem.scope.cancel()
+            await trio.sleep(0.1)
+            again = {}
+            for i in members:
+                ls = await trio.open_tcp_listeners(peers[i][1], host="127.0.0.1")
+                again[i] = Member(i, tuple(members), ls, peers, storage=storages[i])
+                await nursery.start(again[i].run)
+            want = [b"topic-%d" % k for k in range(10)]
+            with trio.fail_after(10):
+                while not all(mem.applied[:10] == want for mem in again.values()):
+                    await trio.sleep(0.01)
+            with trio.fail_after(5):
+                await _propose(again, b"after-restart")
+            nursery.cancel_scope.cancel()
+    trio.run(main)
