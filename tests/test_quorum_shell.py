@@ -6,7 +6,7 @@ import random
 
 import trio
 
-from broker.quorum_shell import MemoryStorage, NotLeaderError, QuorumShell
+from broker.quorum_shell import MemoryStorage, NotLeaderError, ProposalLostError, QuorumShell
 from raft.node import LEADER, Persisted, RaftConfig, RaftNode
 
 TIMEOUTS = dict(election_timeout_ms=300, fetch_timeout_ms=600, election_backoff_max_ms=300,
@@ -164,14 +164,27 @@ def test_without_a_majority_writes_do_not_commit_and_the_leader_steps_down():
             for mem in members.values():
                 if mem is not leader:
                     mem.scope.cancel()
-            # a write waits (no majority) and the caller's timeout ends it
-            with trio.move_on_after(0.5) as cs:
-                await leader.shell.propose([b"never"])
-            assert cs.cancelled_caught
-            # after 1.5 x fetch timeout without fetches it resigns: writes are refused
+            # a write waits (no majority) ...
+            outcome = []
+
+            async def write():
+                try:
+                    await leader.shell.propose([b"never"])
+                    outcome.append("committed")
+                except ProposalLostError:
+                    outcome.append("lost")
+            nursery.start_soon(write)
+            await trio.sleep(0.3)
+            assert outcome == []
+            # ... until, after 1.5 x fetch timeout without fetches, the leader
+            # resigns: the waiting write fails, new writes are refused
             with trio.fail_after(3):
                 while leader.shell.node.role == LEADER:
                     await trio.sleep(0.01)
+            with trio.fail_after(1):
+                while not outcome:
+                    await trio.sleep(0.01)
+            assert outcome == ["lost"]
             try:
                 await leader.shell.propose([b"refused"])
             except NotLeaderError:
