@@ -31,10 +31,7 @@ import random
 import sys
 import time
 
-from raft.messages import (
-    Append, DeleteBefore, InstallSnapshot, NO_LEADER, QuorumState, REQUESTS,
-    SnapshotId, Truncate,
-)
+from raft.messages import Append, DeleteBefore, InstallSnapshot, QuorumState, Truncate
 from raft.node import LEADER, Persisted, RaftConfig, RaftNode, SafetyError
 
 

@@ -3,10 +3,9 @@ many seeded runs with every fault on, exact replay, and proof that the
 invariant checks catch a node that breaks a rule."""
 import pytest
 
-from raft.messages import NO_LEADER
 from raft.node import LEADER
 from tests import raft_sim
-from tests.raft_sim import NO_FAULTS, Faults, MUTATIONS, Sim, Violation, mutate, run_seed
+from tests.raft_sim import NO_FAULTS, Faults, Sim, Violation, mutate, run_seed
 
 
 def _run_many(seeds, voters, observers=1):
