@@ -305,6 +305,21 @@ class QuorumShell:
         finally:
             send.close()
 
+    # ------------------------------------------------------------- queries
+
+    def describe_quorum_response(self):
+        """DescribeQuorum's answer (kproto DescribeQuorumResponse), with the
+        node's monotonic times turned into wall-clock milliseconds as Kafka
+        reports them."""
+        import time
+        q = self.node.describe_quorum()
+        shift = int(time.time() * 1000) - self.now_ms()
+        for row in q["current_voters"] + q["observers"]:
+            for key in ("last_fetch_timestamp", "last_caught_up_timestamp"):
+                if row[key] >= 0:
+                    row[key] += shift
+        return convert.describe_quorum_response(q)
+
     # ----------------------------------------------------------- proposals
 
     async def propose(self, datas) -> int:

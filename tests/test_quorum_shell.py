@@ -103,6 +103,13 @@ def test_a_follower_answers_not_leader_with_the_leader_hint():
             with trio.fail_after(5):
                 while follower.shell.node.leader_id != leader.id:
                     await trio.sleep(0.01)
+            # DescribeQuorum as the leader answers it: wall-clock fetch times
+            import time
+            p = leader.shell.describe_quorum_response().topics[0].partitions[0]
+            assert p.leader_id == leader.id and p.high_watermark >= 2
+            assert sorted(r.replica_id for r in p.current_voters) == [1, 2, 3]
+            now_ms = time.time() * 1000
+            assert all(abs(r.last_fetch_timestamp - now_ms) < 5000 for r in p.current_voters)
             try:
                 await follower.shell.propose([b"y"])
             except NotLeaderError as exc:
