@@ -93,7 +93,7 @@ def decode_state(data: bytes):
 class Sim:
     def __init__(self, seed, voters=3, observers=0, faults=None, config=None,
                  duration_ms=6000, heal_bound_ms=10000, snapshot_bytes=60,
-                 propose_every_ms=60):
+                 propose_every_ms=60, disks=None, blocked=()):
         self.seed = seed
         self.rng = random.Random(seed)
         self.faults = faults or Faults()
@@ -109,6 +109,11 @@ class Sim:
         self.queue = []
         self.nodes = {}
         self.disks = {i: Disk() for i in self.ids}
+        # a scripted start: {node: (QuorumState, entries)} already on disk
+        for i, (qs, entries) in (disks or {}).items():
+            self.disks[i].qs = qs
+            self.disks[i].log = list(entries)
+            self.disks[i].durable = list(entries)
         self.incarnation = {i: 0 for i in self.ids}
         self.skew = {i: 0 for i in self.ids}
         self.apps = {}                # node -> list of applied data
@@ -123,6 +128,7 @@ class Sim:
         self.proposed = 0
         self.stats = dict(events=0, faults=0, elections=0, crashes=0, messages=0,
                           committed=0, snapshots=0, snapshot_installs=0)
+        self.blocked = set(blocked)
         for i in self.ids:
             self._start(i)
         self._schedule(self.rng.randrange(self.faults.fault_every_ms + 1), "fault", None)

@@ -186,3 +186,49 @@ def test_an_isolated_leader_steps_down_and_its_uncommitted_writes_are_replaced(p
     assert [a.entry(o) for o in range(a.log_start, upto)] == \
         [b.entry(o) for o in range(a.log_start, upto)]
     assert stale > 0 and upto > len(committed_before)
+
+
+def _figure8(stop_at_hwm):
+    """Raft's "figure 8" trap, scripted. Node 1 holds e1 (epoch 1) at offset
+    1; node 2 holds x1 (epoch 2) there, never committed; node 3 only e0.
+    Node 2 is cut off while node 1 wins epoch 4 with node 3's vote and
+    replicates one entry per fetch. As soon as node 1's high watermark
+    passes e1, node 1 crashes and node 2 comes back. A correct leader only
+    commits e1 together with its own LeaderChange entry, which then blocks
+    node 2; one that commits e1 on its own lets node 2 win and overwrite it."""
+    from raft.messages import Entry, QuorumState
+    e0, e1, x1 = Entry(0, 1, b"e0"), Entry(1, 1, b"e1"), Entry(1, 2, b"x1")
+    disks = {1: (QuorumState(-1, 3), [e0, e1]), 2: (QuorumState(-1, 3), [e0, x1]),
+             3: (QuorumState(-1, 3), [e0])}
+    cut = {(2, 1), (1, 2), (2, 3), (3, 2)}
+    sim = Sim(1, voters=3, faults=NO_FAULTS, duration_ms=10 ** 9, snapshot_bytes=10 ** 9,
+              propose_every_ms=10 ** 9, disks=disks, blocked=cut,
+              config={"max_fetch_entries": 1, "election_timeout_ms": 100})
+    # node 3 must not stand first: give node 1 the earliest timer
+    while sim.queue and sim.now < 5000:
+        sim.step()
+        n1 = sim.nodes[1]
+        if n1 is not None and n1.role == LEADER and n1.hwm >= stop_at_hwm:
+            break
+    assert sim.nodes[1].role == LEADER and sim.nodes[1].epoch >= 4
+    sim._crash(1)
+    sim.blocked = {(1, 2), (2, 1), (1, 3), (3, 1)}
+    while sim.queue and sim.now < 10000:
+        sim.step()
+    return sim
+
+
+def test_figure8_a_leader_commits_older_entries_only_with_its_own():
+    sim = _figure8(stop_at_hwm=2)
+    # e1 was committed with the LeaderChange entry; node 3 (which has it) leads
+    assert sim.committed[1] == (1, b"e1", False)
+    assert sim._leader() == 3
+
+
+def test_figure8_is_caught_when_the_rule_is_broken():
+    undo = mutate("commit_older_epoch")
+    try:
+        with pytest.raises(Violation, match="leader completeness|committed entry 1 changed"):
+            _figure8(stop_at_hwm=2)
+    finally:
+        undo()
