@@ -320,14 +320,7 @@ class ReplicatedMetadata:
         """DescribeQuorum from the leader's raft node (the request is forwarded to the leader): voters
         and observers with their log end offsets and wall-clock fetch / caught-up times."""
         from kproto.messages.describe_quorum_response import Listener, Node
-        from raft.convert import describe_quorum_response
-        q = self.node.describe_quorum()
-        shift = int(time.time() * 1000) - QuorumShell.now_ms()   # the node's clock is trio's
-        for row in q["current_voters"] + q["observers"]:
-            for key in ("last_fetch_timestamp", "last_caught_up_timestamp"):
-                if row[key] >= 0:
-                    row[key] += shift
-        resp = describe_quorum_response(q)
+        resp = self.shell.describe_quorum_response()
         if api_version >= 2:
             name = self.k.controller_listener_names[0] if self.k.controller_listener_names else "CONTROLLER"
             resp.nodes = [Node(node_id=i, listeners=[Listener(name=name, host=h, port=p)])
@@ -343,43 +336,51 @@ class ReplicatedMetadata:
 
         async def run(ctx, request):
             timeout_ms = getattr(request, "timeout_ms", None) or DEFAULT_TIMEOUT_MS
+            deadline = trio.current_time() + timeout_ms / 1000
             forwarded = getattr(ctx.conn, "forwarded", False)
-            if not self.is_active_controller:
+            while True:
+                if self.is_active_controller:
+                    return await self._handle_here(handler, ctx, request, deadline)
                 if forwarded:
                     return _error(ctx, request, ErrorCode.NOT_CONTROLLER)
-                return await self._forward(ctx, request, timeout_ms)
-            token = _pending.set([])
-            try:
-                response = await handler(ctx, request)
-                try:
-                    await self._await_pending(timeout_ms)
-                except KafkaError as exc:
-                    return _error(ctx, request, exc.code)
-                return response
-            finally:
-                _pending.reset(token)
+                leader = self.active_controller_id
+                if leader >= 0 and leader != self.node_id and leader in self.voters:
+                    resp = await self._forward(leader, ctx, request, deadline)
+                    if resp is not None:
+                        return resp
+                if trio.current_time() >= deadline:
+                    return _error(ctx, request, ErrorCode.REQUEST_TIMED_OUT)
+                await trio.sleep(0.05)   # no leader yet (an election), or it just changed
         return run
 
-    async def _forward(self, ctx, request, timeout_ms: int):
-        deadline = trio.current_time() + timeout_ms / 1000
+    async def _handle_here(self, handler, ctx, request, deadline):
+        token = _pending.set([])
+        try:
+            response = await handler(ctx, request)
+            try:
+                await self._await_pending(max(0.0, deadline - trio.current_time()) * 1000)
+            except KafkaError as exc:
+                return _error(ctx, request, exc.code)
+            return response
+        finally:
+            _pending.reset(token)
+
+    async def _forward(self, leader, ctx, request, deadline):
+        """The request in an Envelope to the leader; its answer, or None to try again (the leader
+        went away or is no longer the active controller)."""
         inner = api.encode_request(request, ctx.api_version, ctx.correlation_id, ctx.client_id)[4:]
-        while trio.current_time() < deadline:
-            leader = self.active_controller_id
-            if leader >= 0 and leader != self.node_id and leader in self.voters:
-                try:
-                    answer = await self._call_while_leader(leader, deadline, EnvelopeRequest(
-                        request_data=inner, request_principal=b"", client_host_address=b"\x7f\x00\x00\x01"))
-                    if answer is not None and answer.error_code == 0:
-                        _corr, resp = api.decode_response(answer.response_data, ctx.api_key,
-                                                          ctx.api_version)
-                        if _not_controller(resp):
-                            await trio.sleep(0.05)   # that node lost its leadership: find the new one
-                            continue
-                        return resp
-                except _CONN_ERRORS as exc:
-                    log.debug("forwarding to controller %d: %s", leader, exc)
-            await trio.sleep(0.05)
-        return _error(ctx, request, ErrorCode.REQUEST_TIMED_OUT)
+        try:
+            answer = await self._call_while_leader(leader, deadline, EnvelopeRequest(
+                request_data=inner, request_principal=b"", client_host_address=b"\x7f\x00\x00\x01"))
+        except _CONN_ERRORS as exc:
+            log.debug("forwarding to controller %d: %s", leader, exc)
+            return None
+        if answer is None or answer.error_code != 0:
+            return None
+        _corr, resp = api.decode_response(answer.response_data, ctx.api_key, ctx.api_version)
+        if _not_controller(resp):
+            return None   # that node lost its leadership: find the new one
+        return resp
 
     async def _call_while_leader(self, leader: int, deadline: float, request):
         """_call, given up (None) at the deadline or once this node sees another leader (the old one
