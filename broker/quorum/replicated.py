@@ -42,6 +42,7 @@ from broker.metadata import serde
 from broker.metadata.image import MetadataImage
 from broker.metadata.log import MetadataLog
 from broker.quorum import metadata_snapshots, snapshots
+from broker.quorum.liveness import ALLOCATE_PRODUCER_IDS, BROKER_HEARTBEAT, Liveness, QuorumProducerIds
 from broker.quorum.raft_storage import LogStorage
 from broker.quorum_shell import _CONN_ERRORS, QuorumShell, _read_frame
 from raft import messages as m
@@ -131,7 +132,33 @@ class ReplicatedMetadata:
                                  take_snapshot=self._take_snapshot, on_leader=self._on_leader)
         self.shell.other_requests = self._serve_other
         self.metadata = ReplicatedMetadataLog(plog, self.image, self)
+        self.liveness = Liveness(self)
         return self.metadata
+
+    def producer_ids(self):
+        """The broker's producer-id source: blocks allocated by the active controller."""
+        return QuorumProducerIds(self)
+
+    async def to_controller(self, request, timeout_s: float = 5.0):
+        """A controller RPC (BrokerRegistration, BrokerHeartbeat, AllocateProducerIds) to the active
+        controller: handled here when this node is it. None when there is no leader."""
+        if self.is_active_controller:
+            return await self._controller_rpc(request.API_KEY, request)
+        leader = self.active_controller_id
+        if leader < 0 or leader == self.node_id or leader not in self.voters:
+            return None
+        with trio.move_on_after(timeout_s):
+            return await self._call(leader, request)
+        return None
+
+    async def _controller_rpc(self, key: int, request):
+        if key == BROKER_REGISTRATION:
+            return await self._register(request)
+        if key == BROKER_HEARTBEAT:
+            return await self.liveness.handle_heartbeat(request)
+        if key == ALLOCATE_PRODUCER_IDS:
+            return await self.liveness.handle_allocate(request)
+        raise ValueError(f"API {key} on the controller listener")
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED):
         """Bind the controller listener (controller role) and run the quorum until cancelled."""
@@ -150,8 +177,13 @@ class ReplicatedMetadata:
         async with trio.open_nursery() as nursery:
             await nursery.start(self.shell.run, listeners)
             nursery.start_soon(self._bootstrap_loop)
+            if self.k.is_controller:
+                nursery.start_soon(self.liveness.fence_loop)
             if self.k.is_broker:
                 nursery.start_soon(self._registration_loop)
+                nursery.start_soon(self.liveness.heartbeat_loop)
+                if isinstance(self.broker.producer_ids, QuorumProducerIds):
+                    nursery.start_soon(self.broker.producer_ids.run)
             task_status.started()
 
     # ------------------------------------------------------------ state
@@ -419,10 +451,8 @@ class ReplicatedMetadata:
             chunks = await self.dispatcher.handle(bytes(request.request_data), conn)
             data = b"".join(bytes(c) for c in chunks)[4:] if chunks else b""
             response = EnvelopeResponse(response_data=data, error_code=0)
-        elif key == BROKER_REGISTRATION:
-            response = await self._register(request)
         else:
-            raise ValueError(f"API {key} on the controller listener")
+            response = await self._controller_rpc(key, request)
         return self.dispatcher._frame(key, version, header.correlation_id, response)
 
     # ---------------------------------------------------- registration
@@ -449,11 +479,7 @@ class ReplicatedMetadata:
                                             rack=None, is_migrating_zk_broker=False, log_dirs=[],
                                             previous_broker_epoch=-1)
             try:
-                if leader == self.node_id:
-                    await self._register(req)
-                elif leader in self.voters:
-                    with trio.move_on_after(5):
-                        await self._call(leader, req)
+                await self.to_controller(req)
             except Exception as exc:
                 log.debug("broker registration: %s", exc)
 
