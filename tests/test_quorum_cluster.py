@@ -166,3 +166,26 @@ def test_three_node_quorum_survives_leader_loss_restart_and_refuses_writes_witho
     assert "after-restart" in md.topics
     time.sleep(3.5)   # the leader resigns (no fetch from a majority): nothing uncommitted remains
     assert "no-majority" not in metadata(address).topics
+
+
+def test_three_controllers_and_two_brokers_brokers_follow_as_observers():
+    c = QuorumCluster(5, controllers=3)
+    try:
+        c.format()
+        c.start()
+        create_until_ok(c, "on-broker", [4], 15)
+        t0 = time.monotonic()
+        while True:
+            md = metadata(f"127.0.0.1:{c.ports[5]}")
+            if sorted(md.brokers) == [4, 5] and "on-broker" in md.topics:
+                break
+            assert time.monotonic() - t0 < 10, (sorted(md.brokers), sorted(md.topics))
+            time.sleep(0.1)
+        q = describe_quorum(f"127.0.0.1:{c.ports[4]}")
+        assert q.leader_id in (1, 2, 3)
+        assert sorted(v.replica_id for v in q.current_voters) == [1, 2, 3]
+        assert sorted(o.replica_id for o in q.observers) == [4, 5]
+        assert all(v.log_end_offset > 0 for v in q.current_voters) and q.high_watermark > 0
+        assert all(o.last_fetch_timestamp > 1_000_000_000_000 for o in q.observers)   # wall-clock ms
+    finally:
+        c.cleanup()
