@@ -555,5 +555,10 @@ def registered_brokers(broker, listener):
 def controller_id(broker) -> int:
     """The controller id Kafka reports to clients. A KRaft broker reports a random alive broker,
     since clients cannot reach the controllers and any broker forwards; kproto reports the node
-    that answers (it forwards to the active controller), so a client never waits on a dead one."""
-    return broker.node_id
+    that answers (it forwards to the active controller), so a client never waits on a dead one;
+    before this node's registration is committed, a registered broker (one the answer lists)."""
+    q = getattr(broker, "quorum", None)
+    if q is None or broker.node_id in broker.image.brokers:
+        return broker.node_id
+    live = sorted(b for b, r in broker.image.brokers.items() if not r.fenced)
+    return live[0] if live else broker.node_id
