@@ -64,7 +64,7 @@ def run(args) -> int:
         if "broker" in props["process.roles"].split(","):
             brokers.append(f"{args.host}:{args.base_port + i - 1}")
         if not os.path.exists(os.path.join(data, "meta.properties")):
-            subprocess.run([sys.executable, "-m", "broker.cli", "storage", "format", "-t", cluster_id,
+            subprocess.run([sys.executable, "-m", "broker.cli", "storage", "format", f"--cluster-id={cluster_id}",
                             "-c", path], check=True, stdout=subprocess.DEVNULL)
     procs = []
     for i, path, data in configs:
