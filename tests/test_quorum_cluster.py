@@ -84,7 +84,8 @@ def leader_of(cluster, nodes):
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = QuorumCluster(3)
+    # Kafka's quorum timeouts; a shorter broker session so fencing shows within the test
+    c = QuorumCluster(3, settings={"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"})
     c.format()
     c.start()
     yield c
@@ -129,8 +130,17 @@ def test_three_node_quorum_survives_leader_loss_restart_and_refuses_writes_witho
     assert took < 5.0
     want = ["before-1", "before-2", "before-3", "while-stopped", "after-cont", "after-kill"]
     assert set(want) <= topics_seen(f"127.0.0.1:{cluster.ports[survivors[0]]}", want)
+    # the dead broker is fenced after broker.session.timeout.ms: Metadata stops listing it
+    t0 = time.monotonic()
+    while victim in metadata(f"127.0.0.1:{cluster.ports[survivors[0]]}").brokers:
+        assert time.monotonic() - t0 < 10, "the dead broker was never fenced"
+        time.sleep(0.2)
     cluster.nodes[victim].start()
     create_until_ok(cluster, "rejoined", [victim], 10)
+    t0 = time.monotonic()
+    while sorted(metadata(f"127.0.0.1:{cluster.ports[survivors[0]]}").brokers) != everyone:
+        assert time.monotonic() - t0 < 10, "the restarted broker did not come back"
+        time.sleep(0.2)
 
     # (d) restart the whole cluster (kill -9 all): the same metadata comes back on every node
     cluster.stop()
@@ -156,3 +166,26 @@ def test_three_node_quorum_survives_leader_loss_restart_and_refuses_writes_witho
     assert "after-restart" in md.topics
     time.sleep(3.5)   # the leader resigns (no fetch from a majority): nothing uncommitted remains
     assert "no-majority" not in metadata(address).topics
+
+
+def test_three_controllers_and_two_brokers_brokers_follow_as_observers():
+    c = QuorumCluster(5, controllers=3)
+    try:
+        c.format()
+        c.start()
+        create_until_ok(c, "on-broker", [4], 15)
+        t0 = time.monotonic()
+        while True:
+            md = metadata(f"127.0.0.1:{c.ports[5]}")
+            if sorted(md.brokers) == [4, 5] and "on-broker" in md.topics:
+                break
+            assert time.monotonic() - t0 < 10, (sorted(md.brokers), sorted(md.topics))
+            time.sleep(0.1)
+        q = describe_quorum(f"127.0.0.1:{c.ports[4]}")
+        assert q.leader_id in (1, 2, 3)
+        assert sorted(v.replica_id for v in q.current_voters) == [1, 2, 3]
+        assert sorted(o.replica_id for o in q.observers) == [4, 5]
+        assert all(v.log_end_offset > 0 for v in q.current_voters) and q.high_watermark > 0
+        assert all(o.last_fetch_timestamp > 1_000_000_000_000 for o in q.observers)   # wall-clock ms
+    finally:
+        c.cleanup()

@@ -84,7 +84,7 @@ class QuorumCluster:
         env = dict(os.environ)
         env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
         for n in self.nodes.values():
-            subprocess.run([sys.executable, "-m", "broker.cli", "storage", "format", "-t", self.cluster_id,
+            subprocess.run([sys.executable, "-m", "broker.cli", "storage", "format", f"--cluster-id={self.cluster_id}",
                             "-c", n.properties], check=True, capture_output=True, env=env)
 
     def start(self, timeout: float = 60.0) -> "QuorumCluster":

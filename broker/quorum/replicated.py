@@ -42,6 +42,7 @@ from broker.metadata import serde
 from broker.metadata.image import MetadataImage
 from broker.metadata.log import MetadataLog
 from broker.quorum import metadata_snapshots, snapshots
+from broker.quorum.liveness import ALLOCATE_PRODUCER_IDS, BROKER_HEARTBEAT, Liveness, QuorumProducerIds
 from broker.quorum.raft_storage import LogStorage
 from broker.quorum_shell import _CONN_ERRORS, QuorumShell, _read_frame
 from raft import messages as m
@@ -53,7 +54,8 @@ log = logging.getLogger("kproto.quorum")
 FORWARDED = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
              ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.CREATE_ACLS,
              ApiKey.DELETE_ACLS, ApiKey.ALTER_CLIENT_QUOTAS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
-             ApiKey.DESCRIBE_QUORUM}
+             ApiKey.CREATE_DELEGATION_TOKEN, ApiKey.RENEW_DELEGATION_TOKEN,
+             ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.UPDATE_FEATURES, ApiKey.DESCRIBE_QUORUM}
 ENVELOPE = 58
 BROKER_REGISTRATION = 62
 DEFAULT_TIMEOUT_MS = 30000
@@ -131,7 +133,33 @@ class ReplicatedMetadata:
                                  take_snapshot=self._take_snapshot, on_leader=self._on_leader)
         self.shell.other_requests = self._serve_other
         self.metadata = ReplicatedMetadataLog(plog, self.image, self)
+        self.liveness = Liveness(self)
         return self.metadata
+
+    def producer_ids(self):
+        """The broker's producer-id source: blocks allocated by the active controller."""
+        return QuorumProducerIds(self)
+
+    async def to_controller(self, request, timeout_s: float = 5.0):
+        """A controller RPC (BrokerRegistration, BrokerHeartbeat, AllocateProducerIds) to the active
+        controller: handled here when this node is it. None when there is no leader."""
+        if self.is_active_controller:
+            return await self._controller_rpc(request.API_KEY, request)
+        leader = self.active_controller_id
+        if leader < 0 or leader == self.node_id or leader not in self.voters:
+            return None
+        with trio.move_on_after(timeout_s):
+            return await self._call(leader, request)
+        return None
+
+    async def _controller_rpc(self, key: int, request):
+        if key == BROKER_REGISTRATION:
+            return await self._register(request)
+        if key == BROKER_HEARTBEAT:
+            return await self.liveness.handle_heartbeat(request)
+        if key == ALLOCATE_PRODUCER_IDS:
+            return await self.liveness.handle_allocate(request)
+        raise ValueError(f"API {key} on the controller listener")
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED):
         """Bind the controller listener (controller role) and run the quorum until cancelled."""
@@ -150,8 +178,13 @@ class ReplicatedMetadata:
         async with trio.open_nursery() as nursery:
             await nursery.start(self.shell.run, listeners)
             nursery.start_soon(self._bootstrap_loop)
+            if self.k.is_controller:
+                nursery.start_soon(self.liveness.fence_loop)
             if self.k.is_broker:
                 nursery.start_soon(self._registration_loop)
+                nursery.start_soon(self.liveness.heartbeat_loop)
+                if isinstance(self.broker.producer_ids, QuorumProducerIds):
+                    nursery.start_soon(self.broker.producer_ids.run)
             task_status.started()
 
     # ------------------------------------------------------------ state
@@ -320,14 +353,7 @@ class ReplicatedMetadata:
         """DescribeQuorum from the leader's raft node (the request is forwarded to the leader): voters
         and observers with their log end offsets and wall-clock fetch / caught-up times."""
         from kproto.messages.describe_quorum_response import Listener, Node
-        from raft.convert import describe_quorum_response
-        q = self.node.describe_quorum()
-        shift = int(time.time() * 1000) - QuorumShell.now_ms()   # the node's clock is trio's
-        for row in q["current_voters"] + q["observers"]:
-            for key in ("last_fetch_timestamp", "last_caught_up_timestamp"):
-                if row[key] >= 0:
-                    row[key] += shift
-        resp = describe_quorum_response(q)
+        resp = self.shell.describe_quorum_response()
         if api_version >= 2:
             name = self.k.controller_listener_names[0] if self.k.controller_listener_names else "CONTROLLER"
             resp.nodes = [Node(node_id=i, listeners=[Listener(name=name, host=h, port=p)])
@@ -343,43 +369,51 @@ class ReplicatedMetadata:
 
         async def run(ctx, request):
             timeout_ms = getattr(request, "timeout_ms", None) or DEFAULT_TIMEOUT_MS
+            deadline = trio.current_time() + timeout_ms / 1000
             forwarded = getattr(ctx.conn, "forwarded", False)
-            if not self.is_active_controller:
+            while True:
+                if self.is_active_controller:
+                    return await self._handle_here(handler, ctx, request, deadline)
                 if forwarded:
                     return _error(ctx, request, ErrorCode.NOT_CONTROLLER)
-                return await self._forward(ctx, request, timeout_ms)
-            token = _pending.set([])
-            try:
-                response = await handler(ctx, request)
-                try:
-                    await self._await_pending(timeout_ms)
-                except KafkaError as exc:
-                    return _error(ctx, request, exc.code)
-                return response
-            finally:
-                _pending.reset(token)
+                leader = self.active_controller_id
+                if leader >= 0 and leader != self.node_id and leader in self.voters:
+                    resp = await self._forward(leader, ctx, request, deadline)
+                    if resp is not None:
+                        return resp
+                if trio.current_time() >= deadline:
+                    return _error(ctx, request, ErrorCode.REQUEST_TIMED_OUT)
+                await trio.sleep(0.05)   # no leader yet (an election), or it just changed
         return run
 
-    async def _forward(self, ctx, request, timeout_ms: int):
-        deadline = trio.current_time() + timeout_ms / 1000
+    async def _handle_here(self, handler, ctx, request, deadline):
+        token = _pending.set([])
+        try:
+            response = await handler(ctx, request)
+            try:
+                await self._await_pending(max(0.0, deadline - trio.current_time()) * 1000)
+            except KafkaError as exc:
+                return _error(ctx, request, exc.code)
+            return response
+        finally:
+            _pending.reset(token)
+
+    async def _forward(self, leader, ctx, request, deadline):
+        """The request in an Envelope to the leader; its answer, or None to try again (the leader
+        went away or is no longer the active controller)."""
         inner = api.encode_request(request, ctx.api_version, ctx.correlation_id, ctx.client_id)[4:]
-        while trio.current_time() < deadline:
-            leader = self.active_controller_id
-            if leader >= 0 and leader != self.node_id and leader in self.voters:
-                try:
-                    answer = await self._call_while_leader(leader, deadline, EnvelopeRequest(
-                        request_data=inner, request_principal=b"", client_host_address=b"\x7f\x00\x00\x01"))
-                    if answer is not None and answer.error_code == 0:
-                        _corr, resp = api.decode_response(answer.response_data, ctx.api_key,
-                                                          ctx.api_version)
-                        if _not_controller(resp):
-                            await trio.sleep(0.05)   # that node lost its leadership: find the new one
-                            continue
-                        return resp
-                except _CONN_ERRORS as exc:
-                    log.debug("forwarding to controller %d: %s", leader, exc)
-            await trio.sleep(0.05)
-        return _error(ctx, request, ErrorCode.REQUEST_TIMED_OUT)
+        try:
+            answer = await self._call_while_leader(leader, deadline, EnvelopeRequest(
+                request_data=inner, request_principal=b"", client_host_address=b"\x7f\x00\x00\x01"))
+        except _CONN_ERRORS as exc:
+            log.debug("forwarding to controller %d: %s", leader, exc)
+            return None
+        if answer is None or answer.error_code != 0:
+            return None
+        _corr, resp = api.decode_response(answer.response_data, ctx.api_key, ctx.api_version)
+        if _not_controller(resp):
+            return None   # that node lost its leadership: find the new one
+        return resp
 
     async def _call_while_leader(self, leader: int, deadline: float, request):
         """_call, given up (None) at the deadline or once this node sees another leader (the old one
@@ -418,10 +452,8 @@ class ReplicatedMetadata:
             chunks = await self.dispatcher.handle(bytes(request.request_data), conn)
             data = b"".join(bytes(c) for c in chunks)[4:] if chunks else b""
             response = EnvelopeResponse(response_data=data, error_code=0)
-        elif key == BROKER_REGISTRATION:
-            response = await self._register(request)
         else:
-            raise ValueError(f"API {key} on the controller listener")
+            response = await self._controller_rpc(key, request)
         return self.dispatcher._frame(key, version, header.correlation_id, response)
 
     # ---------------------------------------------------- registration
@@ -448,11 +480,7 @@ class ReplicatedMetadata:
                                             rack=None, is_migrating_zk_broker=False, log_dirs=[],
                                             previous_broker_epoch=-1)
             try:
-                if leader == self.node_id:
-                    await self._register(req)
-                elif leader in self.voters:
-                    with trio.move_on_after(5):
-                        await self._call(leader, req)
+                await self.to_controller(req)
             except Exception as exc:
                 log.debug("broker registration: %s", exc)
 
@@ -528,5 +556,10 @@ def registered_brokers(broker, listener):
 def controller_id(broker) -> int:
     """The controller id Kafka reports to clients. A KRaft broker reports a random alive broker,
     since clients cannot reach the controllers and any broker forwards; kproto reports the node
-    that answers (it forwards to the active controller), so a client never waits on a dead one."""
-    return broker.node_id
+    that answers (it forwards to the active controller), so a client never waits on a dead one;
+    before this node's registration is committed, a registered broker (one the answer lists)."""
+    q = getattr(broker, "quorum", None)
+    if q is None or broker.node_id in broker.image.brokers:
+        return broker.node_id
+    live = sorted(b for b, r in broker.image.brokers.items() if not r.fenced)
+    return live[0] if live else broker.node_id
