@@ -44,12 +44,11 @@ CLEANER_SLICE_S = 0.02
 def _security_manager(broker):
     """TLS, SASL and principals of client connections; bad TLS or JAAS settings stop start-up."""
     from broker.security.manager import SecurityManager
+    from broker.startup_errors import StartupError
     try:
         return SecurityManager(broker)
     except ConfigError as exc:
-        import sys
-        print(f"kproto: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise StartupError(str(exc)) from None
 
 
 def new_cluster_id() -> str:

@@ -332,3 +332,15 @@ def test_plain_with_an_external_verification_callback(tmp_path):
             assert plain_login(c, "alice", "alice-secret").error_code == 58   # the JAAS users no longer count
     finally:
         b.stop()
+
+
+def test_a_sasl_listener_left_at_the_gssapi_default_stops_start_up(tmp_path):
+    import os
+    import subprocess
+    import sys
+    cmd = [sys.executable, "-m", "broker.cli", "serve", "--set", f"log.dirs={tmp_path / 'd'}",
+           "--set", "listeners=SASL_PLAINTEXT://127.0.0.1:0", "--set", "inter.broker.listener.name=SASL_PLAINTEXT"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=30,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.returncode == 1
+    assert "GSSAPI" in out.stderr and "sasl.enabled.mechanisms" in out.stderr and "Traceback" not in out.stderr
