@@ -225,3 +225,31 @@ def test_renewed_certificate_is_picked_up_without_restart(tmp_path, pki):
             TlsWireClient(b.address("SSL"), tls_context(pki))
     finally:
         b.stop()
+
+
+def test_listener_keystore_changed_with_kafka_configs_alter(tmp_path, pki):
+    """kafka-configs.sh --entity-type brokers --alter --add-config listener.name.ssl.ssl.keystore.location=..."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    b = _start(tmp_path, {"ssl.keystore.type": "PEM",
+                          "ssl.keystore.location": pki.pem_files("old", "localhost", server=True)["combined"]})
+    try:
+        other = Pki(str(tmp_path / "other"), ca_cn="other-ca")
+        new_store = other.pem_files("new", "localhost", server=True)["combined"]
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        res = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+            ConfigEntry("listener.name.ssl.ssl.keystore.location", new_store,
+                        incremental_operation=AlterConfigOpType.SET)])
+        for fut in admin.incremental_alter_configs([res]).values():
+            fut.result(timeout=15)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with TlsWireClient(b.address("SSL"), tls_context(other)) as c:
+                    assert api_versions_ok(c)
+                break
+            except ssl.SSLError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
+    finally:
+        b.stop()
