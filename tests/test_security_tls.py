@@ -253,3 +253,23 @@ def test_listener_keystore_changed_with_kafka_configs_alter(tmp_path, pki):
                 time.sleep(0.3)
     finally:
         b.stop()
+
+
+def test_cipher_suites_in_java_names_restrict_tls12(tmp_path, pki):
+    b = _start(tmp_path, {"ssl.keystore.type": "PEM",
+                          "ssl.keystore.location": pki.pem_files("c", "localhost", server=True)["combined"],
+                          "ssl.enabled.protocols": "TLSv1.2",
+                          "ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"})
+    try:
+        other = tls_context(pki)
+        other.set_ciphers("ECDHE-ECDSA-AES128-GCM-SHA256")
+        other.maximum_version = ssl.TLSVersion.TLSv1_2
+        with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+            with TlsWireClient(b.address("SSL"), other) as c:
+                api_versions_ok(c)
+        with TlsWireClient(b.address("SSL"), tls_context(pki)) as c:
+            assert c.sock.version() == "TLSv1.2"
+            assert c.sock.cipher()[0] == "ECDHE-ECDSA-AES256-GCM-SHA384"
+            assert api_versions_ok(c)
+    finally:
+        b.stop()
