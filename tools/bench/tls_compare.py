@@ -46,7 +46,8 @@ def client_conf(protocol: str, port: int, pki) -> dict:
 def run_once(conf: dict, topic: str, mib: int, size: int) -> tuple[float, float]:
     count = mib * (1 << 20) // size
     value = os.urandom(size)
-    p = Producer({**conf, "acks": 1, "linger.ms": 5, "batch.size": 1 << 20, "queue.buffering.max.kbytes": 1 << 20,
+    # batches under Kafka's default message.max.bytes (1048588), or Kafka refuses them
+    p = Producer({**conf, "acks": 1, "linger.ms": 5, "batch.size": 512 << 10, "queue.buffering.max.kbytes": 1 << 20,
                   "compression.type": "none"})
     started = time.perf_counter()
     for _ in range(count):
