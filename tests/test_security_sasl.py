@@ -288,12 +288,15 @@ def test_librdkafka_reauthenticates_on_a_long_connection(reauth_broker, topic_na
         sent += 1
         p.poll(0.2)
     assert p.flush(20) == 0
+    expired = sum("session expired" in line for line in reauth_broker.stderr_lines) - expired_before
     c = Consumer({**conf, "group.id": "reauth"})
     lo, hi = c.get_watermark_offsets(TopicPartition(topic_name, 0), timeout=10)
     c.close()
     assert hi - lo == sent
-    # librdkafka re-authenticated before each session ended: no connection was closed for it
-    assert sum("session expired" in line for line in reauth_broker.stderr_lines) == expired_before
+    # librdkafka re-authenticated before its sessions ended (at 85-95% of 1.5 s: one late
+    # re-authentication on a loaded machine is tolerated); without it the connection the
+    # producer sends on would have been closed at least twice in 3.5 s
+    assert expired <= 1, expired
 
 
 def test_kafka_python_and_aiokafka_with_scram_over_sasl_ssl(sasl_broker, pki, topic_name):
