@@ -128,6 +128,10 @@ class LogDirs:
         return all(m.had_clean_shutdown for m in self.managers.values())
 
     @property
+    def sync(self) -> bool:
+        return self.managers[self.log_dir].sync
+
+    @property
     def settings(self) -> dict:
         return self.managers[self.log_dir].settings
 
