@@ -3,6 +3,7 @@ UNSUPPORTED_VERSION answer for ApiVersions, handler lookup and encoding,
 UNKNOWN_SERVER_ERROR when a handler fails."""
 from __future__ import annotations
 
+import functools
 import logging
 import time
 
@@ -16,6 +17,7 @@ from broker.handlers import HANDLERS, load_all
 from broker.handlers.api_versions import unsupported_version_response
 from broker.security import authz as security_authz
 from broker.security import gate as security_gate
+from broker.security import mutations as security_mutations
 from broker.security import throttle as security_throttle
 from broker.security.authenticate import RespondThenClose
 
@@ -41,6 +43,10 @@ class RequestContext:
         self.correlation_id = header.correlation_id
         self.client_id = header.client_id
         self.received_ms = int(time.time() * 1000)
+
+
+async def _mutation_limited(mutation_quotas, handler, ctx, request):
+    return await security_mutations.run(mutation_quotas, ctx, request, handler)
 
 
 class Dispatcher:
@@ -94,6 +100,10 @@ class Dispatcher:
             raise CloseConnection(f"malformed request (api {api_key} v{version}): {exc}") from None
         ctx = RequestContext(self.broker, conn, header, version)
         started = time.perf_counter()
+        quotas = getattr(self.broker, "quotas", None)
+        if quotas is not None and quotas.active and api_key in security_mutations.STRICT_FROM:
+            # controller_mutation_rate: topics over the quota are refused before the handler runs
+            handler = functools.partial(_mutation_limited, quotas.mutations, handler)
         try:
             authorizer = getattr(self.broker, "authorizer", None)
             if authorizer is not None:
@@ -111,7 +121,6 @@ class Dispatcher:
         except Exception:
             # Kafka answers UNKNOWN_SERVER_ERROR and keeps the connection
             return self._internal_error(api_key, version, correlation_id, header, request)
-        quotas = getattr(self.broker, "quotas", None)
         if quotas is not None and quotas.active:
             return self._throttled(quotas, ctx, frame, response, started)
         if response is None:

@@ -52,7 +52,7 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
     else:
         transport, session = Transport(sock, max_frame), None
     conn = ClientConnection(transport, peer, listener, session)
-    # RequestMetrics (broker/metrics): (frame, received, started, finished) per request
+    # RequestMetrics (broker/metrics): (frame, finished) of each request of a batch
     metrics = getattr(dispatcher.broker, "metrics", None)
     done = [] if metrics is not None else None
     if metrics is not None:
@@ -65,10 +65,9 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
                 out = []
                 try:
                     while frame is not None:
-                        started = perf_counter() if done is not None else 0.0
                         chunks = await dispatcher.handle(frame, conn)
                         if done is not None:
-                            done.append((frame, received, started, perf_counter()))
+                            done.append((frame, perf_counter()))
                         if chunks:
                             out.extend(chunks)
                         frame = transport.buffered_frame()
@@ -85,7 +84,7 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
                 if out:
                     await transport.send(out)
                 if done:
-                    metrics.requests_answered(done, perf_counter())
+                    metrics.requests_answered(done, received, perf_counter())
                     done.clear()
                 if session is not None and session.throttle_until:
                     await mute_if_throttled(session)
@@ -141,10 +140,30 @@ async def _accept_loop(listener, dispatcher, max_frame, name, nursery) -> None:
                 sock.setsockopt(_s.IPPROTO_TCP, getattr(_s, "TCP_NOTSENT_LOWAT", 25), 0xFFFFFFFF >> 1)
             except OSError:
                 pass
-            if security is not None and not security.limits.opened(_peer_ip(sock)):
-                sock.close()    # max.connections.per.ip
-                continue
+            if security is not None:
+                ip = _peer_ip(sock)
+                if not security.limits.opened(ip):
+                    sock.close()    # max.connections.per.ip
+                    continue
+                hold = security.limits.ip_throttle(ip)
+                if hold:
+                    # over the address's connection_creation_rate: closed after the throttle time
+                    nursery.start_soon(_close_later, sock, hold, security, ip)
+                    continue
+                delay = security.limits.accept_delay()
+                if delay:
+                    nursery.start_soon(serve_connection, sock, dispatcher, max_frame, name)
+                    await trio.sleep(delay)   # max.connection.creation.rate: accepting pauses
+                    continue
             nursery.start_soon(serve_connection, sock, dispatcher, max_frame, name)
+
+
+async def _close_later(sock, delay: float, security, ip: str) -> None:
+    try:
+        await trio.sleep(delay)
+    finally:
+        sock.close()
+        security.limits.closed(ip)
 
 
 def _peer_ip(sock) -> str:

@@ -550,6 +550,10 @@ def main(argv=None):
     ap.add_argument("--minutes", type=float, default=None)
     ap.add_argument("--voters", type=int, default=None, help="default: 3 and 5 alternately")
     ap.add_argument("--observers", type=int, default=1)
+    ap.add_argument("--pre-vote", choices=("on", "off", "mixed"), default="mixed",
+                    help="KIP-996 pre-vote (mixed: every other pair of seeds)")
+    ap.add_argument("--churn", action="store_true",
+                    help="leader churn: half the new leaders crash at once, writes every 20 ms")
     ap.add_argument("--mutate", choices=sorted(MUTATIONS),
                     help="break one rule of the node first (the run must then find violations)")
     args = ap.parse_args(argv)
@@ -561,11 +565,24 @@ def main(argv=None):
             undo()
 
 
+def _profile(args):
+    if args.churn:
+        return {"faults": Faults(crash_new_leader=0.5), "propose_every_ms": 20}
+    return {}
+
+
+def _pre_vote(args, seed):
+    if args.pre_vote == "mixed":
+        return {"pre_vote": (seed // 2) % 2 == 1}
+    return {"pre_vote": args.pre_vote == "on"}
+
+
 def _main(args):
     if args.seed is not None:
         v = args.voters or 3
         try:
-            stats = run_seed(args.seed, voters=v, observers=args.observers)
+            stats = run_seed(args.seed, voters=v, observers=args.observers,
+                             config=_pre_vote(args, args.seed), **_profile(args))
         except Violation as exc:
             print(f"VIOLATION {exc}")
             return 1
@@ -581,13 +598,17 @@ def _main(args):
     while (count is None or runs < count) and (stop is None or time.monotonic() < stop):
         v = args.voters or (3 if seed % 2 == 0 else 5)
         try:
-            stats = run_seed(seed, voters=v, observers=args.observers)
+            stats = run_seed(seed, voters=v, observers=args.observers,
+                             config=_pre_vote(args, seed), **_profile(args))
             for k, val in stats.items():
                 totals[k] = totals.get(k, 0) + val
         except Exception as exc:  # a crash of the node code is a finding too
             violations += 1
-            print(f"VIOLATION {type(exc).__name__} {exc} (replay: python3 -m tests.raft_sim --seed {seed} "
-                  f"--voters {v} --observers {args.observers})", flush=True)
+            pv = "on" if _pre_vote(args, seed)["pre_vote"] else "off"
+            print(f"VIOLATION {type(exc).__name__} {exc} (replay: python3 -m tests.raft_sim "
+                  f"--seed {seed} --voters {v} --observers {args.observers} --pre-vote {pv}"
+                  f"{' --churn' if args.churn else ''})",
+                  flush=True)
         runs += 1
         seed += 1
         if time.monotonic() - last_print > 30:

@@ -437,3 +437,45 @@ def test_describe_quorum_on_the_leader():
     rows = {v["replica_id"]: v for v in q["current_voters"]}
     assert rows[2]["log_end_offset"] == 1 and rows[2]["last_fetch_timestamp"] == n.now
     assert rows[3]["log_end_offset"] == -1
+
+
+# ------------------------------------------------------------ pre-vote
+
+def test_pre_vote_asks_without_bumping_the_epoch_and_then_stands():
+    n = mk(pre_vote=True, persisted=Persisted(QuorumState(NO_LEADER, 4)))
+    n.tick(n.next_deadline_ms())
+    r = n.ready()
+    assert n.role == "prospective" and n.epoch == 4 and r.quorum_state is None
+    (req, _) = sent(r, VoteRequest)
+    assert req.msg.pre_vote and req.msg.candidate_epoch == 5
+    r = deliver(n, req.dst, VoteResponse(0, 4, NO_LEADER, True, pre_vote=True), now=n.now,
+                corr=req.correlation_id)
+    assert n.role == CANDIDATE and n.epoch == 5
+    assert r.quorum_state == QuorumState(NO_LEADER, 5, 1)
+
+
+def test_a_voter_answers_a_pre_vote_without_changing_state():
+    n = mk(2, persisted=Persisted(QuorumState(NO_LEADER, 4)))
+    r = deliver(n, 1, VoteRequest(5, 1, 0, 0, pre_vote=True))
+    assert sent(r)[0].msg.vote_granted and sent(r)[0].msg.pre_vote
+    assert n.epoch == 4 and n.voted_id == NO_LEADER and r.quorum_state is None
+    # a follower that hears from its leader refuses
+    deliver(n, 3, BeginQuorumEpochRequest(4, 3))
+    r = deliver(n, 1, VoteRequest(5, 1, 0, 0, pre_vote=True))
+    assert not sent(r, VoteResponse)[0].msg.vote_granted and n.leader_id == 3
+
+
+def test_a_failed_pre_vote_does_not_disturb_the_quorum():
+    n = mk(pre_vote=True, persisted=Persisted(QuorumState(NO_LEADER, 4)))
+    n.tick(n.next_deadline_ms())
+    r = n.ready()
+    for m in sent(r, VoteRequest):
+        n.step(Envelope(m.dst, 1, m.correlation_id,
+                        VoteResponse(0, 4, NO_LEADER, False, pre_vote=True)), n.now)
+    assert n.role == UNATTACHED and n.epoch == 4
+
+
+def test_pre_vote_cannot_go_through_kafkas_vote_v1():
+    from raft import convert
+    with pytest.raises(ValueError, match="pre_vote=False"):
+        convert.to_request(VoteRequest(5, 1, 0, 0, pre_vote=True))

@@ -32,6 +32,7 @@ MODULES = (
     "log_dirs",
     "scram",
     "quotas",
+    "delegation_tokens",
 )
 
 

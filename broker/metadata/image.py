@@ -46,6 +46,7 @@ class MetadataImage:
         self.acls: dict = {}  # ACL id (uuid) -> broker.security.acls.Acl
         # client quotas: frozenset of (entity type, name or None for the default) -> {key: value}
         self.client_quotas: dict[frozenset, dict[str, float]] = {}
+        self.delegation_tokens: dict = {}  # token id -> DelegationTokenRecord (the latest for it)
 
     def apply(self, record) -> None:
         handler = getattr(self, "_apply_" + type(record).__name__, None)
@@ -125,3 +126,9 @@ class MetadataImage:
                 del self.client_quotas[entity]
         else:
             values[r.key] = r.value
+
+    def _apply_DelegationTokenRecord(self, r):
+        self.delegation_tokens[r.token_id] = r
+
+    def _apply_RemoveDelegationTokenRecord(self, r):
+        self.delegation_tokens.pop(r.token_id, None)

@@ -71,11 +71,12 @@ def evaluate(session, token: bytes) -> tuple[bytes, int]:
         raise sasl.AuthFailed(sasl.generic_failure(session.mechanism_name)) from None
     if not mechanism.complete:
         return challenge, 0
-    principal = "User:" + mechanism.principal
+    principal = getattr(mechanism, "full_principal", None) or "User:" + mechanism.principal
     if session.reauthenticating and principal != session.principal:
         raise sasl.AuthFailed(f"Cannot change principals during re-authentication from "
                               f"{session.principal}: {principal}")
     session.principal = principal
+    session.token_authenticated = getattr(mechanism, "token_authenticated", False)
     session.authenticated = True
     session.reauthenticating = False
     session.mechanism = None

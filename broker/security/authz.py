@@ -99,7 +99,10 @@ def wraps(*api_keys):
 
 # no authorization at all (Kafka checks none for these)
 UNCHECKED = {int(ApiKey.API_VERSIONS), int(ApiKey.SASL_HANDSHAKE), int(ApiKey.SASL_AUTHENTICATE),
-             int(ApiKey.ALTER_USER_SCRAM_CREDENTIALS), int(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)}
+             int(ApiKey.ALTER_USER_SCRAM_CREDENTIALS), int(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS),
+             # the delegation token APIs check owners, renewers and CREATE_TOKENS/DESCRIBE themselves
+             int(ApiKey.CREATE_DELEGATION_TOKEN), int(ApiKey.RENEW_DELEGATION_TOKEN),
+             int(ApiKey.EXPIRE_DELEGATION_TOKEN), int(ApiKey.DESCRIBE_DELEGATION_TOKEN)}
 
 
 async def run(authorizer, ctx, req, handler):
@@ -704,3 +707,83 @@ async def alter_client_quotas(ck, ctx, req, handler):
             entity=[R.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
             for entry in req.entries])
     return await handler(ctx, req)
+
+
+# -- APIs other parts of kproto may serve (KIP-848 groups, partition admin, quorum) -------------------
+
+@wraps(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+async def consumer_group_heartbeat(ck, ctx, req, handler):
+    from kproto.messages.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse as R
+    code, message = 0, None
+    if not ck.group(READ, req.group_id):
+        code = E.GROUP_AUTHORIZATION_FAILED
+    elif req.subscribed_topic_names and not all(ck.topic(DESCRIBE, t) for t in req.subscribed_topic_names):
+        code, message = E.TOPIC_AUTHORIZATION_FAILED, "The group has subscribed to topics that are not authorized."
+    if code:
+        return R(throttle_time_ms=0, error_code=code, error_message=message, member_id=None, member_epoch=-1,
+                 heartbeat_interval_ms=0, assignment=None)
+    return await handler(ctx, req)
+
+
+@wraps(ApiKey.CONSUMER_GROUP_DESCRIBE)
+async def consumer_group_describe(ck, ctx, req, handler):
+    from kproto.messages.consumer_group_describe_response import ConsumerGroupDescribeResponse as R
+    req.group_ids, denied = _split(req.group_ids, lambda g: ck.group(DESCRIBE, g))
+    resp = await handler(ctx, req)
+    for g in resp.groups:
+        if req.include_authorized_operations and g.error_code == 0:
+            g.authorized_operations = ck.ops(GROUP, g.group_id)
+    resp.groups = list(resp.groups) + [R.DescribedGroup(
+        error_code=E.GROUP_AUTHORIZATION_FAILED, error_message=MESSAGES[E.GROUP_AUTHORIZATION_FAILED], group_id=g,
+        group_state="", group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[],
+        authorized_operations=OMITTED) for g in denied]
+    return resp
+
+
+@wraps(ApiKey.DESCRIBE_TOPIC_PARTITIONS)
+async def describe_topic_partitions(ck, ctx, req, handler):
+    from kproto.messages.describe_topic_partitions_response import DescribeTopicPartitionsResponse as R
+    denied = []
+    if req.topics:
+        req.topics, denied = _split(req.topics, lambda t: ck.topic(DESCRIBE, t.name))
+        if not req.topics:
+            return R(throttle_time_ms=0, next_cursor=None, topics=[R.DescribeTopicPartitionsResponseTopic(
+                error_code=E.TOPIC_AUTHORIZATION_FAILED, name=t.name, topic_id=ZERO_UUID, is_internal=False,
+                partitions=[], topic_authorized_operations=OMITTED) for t in denied])
+    resp = await handler(ctx, req)
+    topics = []
+    for t in resp.topics:
+        if t.error_code == 0 and t.name and not ck.topic(DESCRIBE, t.name):
+            continue
+        if t.error_code == 0 and t.name:
+            t.topic_authorized_operations = ck.ops(TOPIC, t.name)
+        topics.append(t)
+    resp.topics = topics + [R.DescribeTopicPartitionsResponseTopic(
+        error_code=E.TOPIC_AUTHORIZATION_FAILED, name=t.name, topic_id=ZERO_UUID, is_internal=False, partitions=[],
+        topic_authorized_operations=OMITTED) for t in denied]
+    return resp
+
+
+def _cluster_wrapper(op):
+    async def check(ck, ctx, req, handler):
+        if ck.cluster(op):
+            return await handler(ctx, req)
+        from kproto import api
+        resp = api.response_class(ctx.api_key)()
+        if not hasattr(resp, "error_code"):
+            raise _close(f"API {ctx.api_key} refused: CLUSTER_AUTHORIZATION_FAILED")
+        resp.error_code = E.CLUSTER_AUTHORIZATION_FAILED
+        if hasattr(resp, "error_message"):
+            resp.error_message = MESSAGES[E.CLUSTER_AUTHORIZATION_FAILED]
+        return resp
+    return check
+
+
+for _key, _op in ((ApiKey.ELECT_LEADERS, ALTER), (ApiKey.ALTER_PARTITION_REASSIGNMENTS, ALTER),
+                  (ApiKey.LIST_PARTITION_REASSIGNMENTS, DESCRIBE), (ApiKey.DESCRIBE_QUORUM, DESCRIBE),
+                  (ApiKey.UPDATE_FEATURES, ALTER), (ApiKey.ALTER_REPLICA_LOG_DIRS, ALTER),
+                  (ApiKey.UNREGISTER_BROKER, ALTER)):
+    WRAPPERS[int(_key)] = _cluster_wrapper(_op)
+for _key in ("GET_TELEMETRY_SUBSCRIPTIONS", "PUSH_TELEMETRY"):
+    if hasattr(ApiKey, _key):
+        UNCHECKED.add(int(getattr(ApiKey, _key)))   # Kafka authorizes neither (KIP-714)

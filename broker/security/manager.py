@@ -32,8 +32,11 @@ class SecurityManager:
         self.authorizer = authorizer_for(self.config, broker.image)
         from broker.security.quotas import QuotaManager
         self.quotas = QuotaManager(self.config, broker.image)
+        from broker.security.tokens import TokenCredentials
+        self.token_credentials = TokenCredentials(self.config, broker.image)
         from broker.security.connections import ConnectionLimits
         self.limits = ConnectionLimits(self.config)
+        self.limits.image = broker.image
         for name, protocol in self.protocols.items():
             if protocol in ("SSL", "SASL_SSL"):
                 self.tls[name] = ListenerTls(self.config, name, protocol)
@@ -41,7 +44,8 @@ class SecurityManager:
             if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
                 for mech in self.enabled_mechanisms(name):
                     if mech == "PLAIN":
-                        self._plain_users(name)
+                        if self._plain_callback(name) is None:
+                            self._plain_users(name)
                     elif mech == "OAUTHBEARER":
                         self._oauth_validator(name)
 
@@ -115,6 +119,31 @@ class SecurityManager:
             users.update({k[5:]: v for k, v in options.items() if k.startswith("user_")})
         return users
 
+    def _plain_callback(self, listener: str):
+        """listener.name.<l>.plain.sasl.server.callback.handler.class naming a Python callable
+        `package.module.function(username, password) -> bool`: external verification of PLAIN
+        logins (Kafka's custom AuthenticateCallbackHandler, in kproto's language)."""
+        path = listener_value(self.config, listener, "sasl.server.callback.handler.class", "PLAIN")
+        if not path:
+            return None
+        module, _, attr = path.rpartition(".")
+        try:
+            import importlib
+            fn = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise ConfigError(f"Invalid value {path} for configuration sasl.server.callback.handler.class: "
+                              f"no Python callable by that name ({exc})") from None
+        if not callable(fn):
+            raise ConfigError(f"sasl.server.callback.handler.class {path} is not callable")
+
+        def verify(user: str, password: str) -> bool:
+            try:
+                return bool(fn(user, password))
+            except Exception:
+                log.exception("PLAIN callback %s failed for user %s", path, user)
+                return False
+        return verify
+
     def _oauth_validator(self, listener: str):
         if listener in self._validators:
             return self._validators[listener]
@@ -138,12 +167,26 @@ class SecurityManager:
             return getattr(self.broker.image, "scram", {}).get((user, mech_id))
         return lookup
 
+    def _token_credential(self, mechanism: str):
+        def lookup(token_id: str):
+            import time
+            now = int(time.time() * 1000)
+            cred = self.token_credentials.lookup(token_id, mechanism, now)
+            if cred is None:
+                return None
+            token = self.broker.image.delegation_tokens[token_id]
+            return cred, token.owner, token.expiration_timestamp
+        return lookup
+
     def new_mechanism(self, listener: str, name: str):
         if name == "PLAIN":
-            users = self._plain_users(listener)
-            return sasl.Plain(lambda u, p: u in users and _equal(users[u], p))
+            verify = self._plain_callback(listener)
+            if verify is None:
+                users = self._plain_users(listener)
+                verify = lambda u, p: u in users and _equal(users[u], p)  # noqa: E731
+            return sasl.Plain(verify)
         if name in sasl.SCRAM_MECHANISMS:
-            return sasl.Scram(name, self._scram_credential(name))
+            return sasl.Scram(name, self._scram_credential(name), self._token_credential(name))
         if name == "OAUTHBEARER":
             return sasl.OAuthBearer(self._oauth_validator(listener))
         return None

@@ -59,6 +59,7 @@ class QuotaManager:
         self.size = config.get_int("quota.window.size.seconds")
         self.max_throttle_ms = self.num * self.size * 1000
         self.sensors: dict[tuple, Rate] = {}
+        self.mutations = MutationQuotas(config, self)
 
     @property
     def active(self) -> bool:
@@ -110,3 +111,45 @@ class QuotaManager:
 def user_name(principal: str) -> str:
     """The quota entity of a principal: its name (`User:alice` -> alice)."""
     return principal.split(":", 1)[1] if ":" in principal else principal
+
+
+class TokenBucket:
+    """KIP-599's token bucket: `burst` = rate x window.num x window.size tokens, refilled at the quota
+    rate; each mutation takes tokens; a request is refused while the bucket is below zero."""
+
+    __slots__ = ("tokens", "last")
+
+    def __init__(self, burst: float, now: float):
+        self.tokens, self.last = burst, now
+
+    def refill(self, rate: float, burst: float, now: float) -> float:
+        self.tokens = min(burst, self.tokens + (now - self.last) * rate)
+        self.last = now
+        return self.tokens
+
+
+class MutationQuotas:
+    """controller_mutation_rate: partitions created or deleted per second."""
+
+    def __init__(self, config, quotas: QuotaManager):
+        self.quotas = quotas
+        self.samples = config.get_int("controller.quota.window.num")
+        self.size = config.get_int("controller.quota.window.size.seconds")
+        self.buckets: dict[tuple, TokenBucket] = {}
+
+    def bucket(self, user: str, client_id: str):
+        """(bucket, rate, burst) of the entity's quota; None without a quota."""
+        rate, tags = self.quotas.quota(CONTROLLER_MUTATION_RATE, user, client_id)
+        if rate is None:
+            return None
+        burst = rate * self.samples * self.size
+        now = time.monotonic()
+        b = self.buckets.get(tags)
+        if b is None:
+            b = self.buckets[tags] = TokenBucket(burst, now)
+        b.refill(rate, burst, now)
+        return b, rate, burst
+
+    @staticmethod
+    def throttle_ms(b: TokenBucket, rate: float) -> int:
+        return int(-b.tokens / rate * 1000) if b.tokens < 0 and rate > 0 else 0

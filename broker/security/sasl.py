@@ -75,12 +75,16 @@ def _saslname(s: str) -> str:
 
 
 class Scram:
-    def __init__(self, name: str, lookup):
+    def __init__(self, name: str, lookup, token_lookup=None):
         self.name = name
         self.hash = SCRAM_MECHANISMS[name][1]
         self.lookup = lookup  # username -> (salt, stored_key, server_key, iterations) | None
+        # token id -> ((salt, stored_key, server_key, iterations), owner principal, expiry ms) | None
+        self.token_lookup = token_lookup
         self.complete = False
         self.principal = None
+        self.full_principal = None   # set for delegation tokens: the token owner's principal
+        self.token_authenticated = False
         self.lifetime_ms = None
         self._state = "first"
 
@@ -108,7 +112,15 @@ class Scram:
         if authz and authz != user:
             raise AuthFailed("Authentication failed: Client requested an authorization id that is "
                              "different from username")
-        cred = self.lookup(user)
+        extensions = dict(p.split("=", 1) for p in parts[4:] if "=" in p)
+        if extensions.get("tokenauth", "").lower() == "true":
+            found = self.token_lookup(user) if self.token_lookup else None
+            cred = None
+            if found is not None:
+                cred, self.full_principal, self.lifetime_ms = found
+                self.token_authenticated = True
+        else:
+            cred = self.lookup(user)
         if cred is None:
             raise InvalidCredentials("Authentication failed: Invalid user credentials")
         self._user = user

@@ -19,7 +19,8 @@ PRE_LOGIN_APIS = frozenset((ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.S
 class Session:
     __slots__ = ("listener", "protocol", "peer_host", "principal", "sasl", "authenticated",
                  "mechanism_name", "mechanism", "handshake_version", "raw_tokens", "expires_at",
-                 "reauthenticating", "security", "cert_principal", "throttle_until")
+                 "reauthenticating", "security", "cert_principal", "throttle_until",
+                 "token_authenticated")
 
     def __init__(self, security, listener: str, protocol: str, peer_host: str):
         self.security = security
@@ -37,6 +38,7 @@ class Session:
         self.expires_at = None      # monotonic seconds; KIP-368 session end
         self.reauthenticating = False
         self.throttle_until = 0.0   # monotonic seconds: muted for a quota until then
+        self.token_authenticated = False   # logged in with a delegation token
 
     def expired(self) -> bool:
         return self.expires_at is not None and time.monotonic() >= self.expires_at
