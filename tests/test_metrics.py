@@ -324,3 +324,23 @@ def test_transactions_by_state(mbroker, topic_name):
     s = scrape(mbroker.metrics_url)
     assert value(s, "kproto_transactions", state="CompleteCommit") >= 1
     assert value(s, "kproto_transaction_coordinator_partitions_loading") == 0
+
+
+def test_lag_counts_records_deleted_below_the_committed_offset(mbroker, topic_name):
+    from tests.wire_client import delete_records
+    create_topic(mbroker.bootstrap, topic_name)
+    now = int(time.time() * 1000)
+    with WireClient(mbroker.bootstrap) as c:
+        for i in range(10):   # ten batches of ten, the first ones older
+            batch = rec.build_batch([(None, b"x", [], now - (10 - i) * 60_000)] * 10)
+            assert produce(c, topic_name, bytearray(batch)).error_code == 0
+        assert delete_records(c, topic_name, 50).error_code == 0
+    group = "deleted-" + topic_name
+    cons = confluent_kafka.Consumer({"bootstrap.servers": mbroker.bootstrap, "group.id": group})
+    cons.commit(offsets=[confluent_kafka.TopicPartition(topic_name, 0, 10)], asynchronous=False)
+    cons.close()
+    s = scrape(mbroker.metrics_url)
+    labels = {"group": group, "topic": topic_name, "partition": "0"}
+    assert value(s, "kafka_consumergroup_group_lag", **labels) == 90
+    # the oldest record left (offset 50) was written five minutes ago
+    assert 295 <= value(s, "kafka_consumergroup_group_lag_seconds", **labels) <= 330
