@@ -344,3 +344,16 @@ def test_lag_counts_records_deleted_below_the_committed_offset(mbroker, topic_na
     assert value(s, "kafka_consumergroup_group_lag", **labels) == 90
     # the oldest record left (offset 50) was written five minutes ago
     assert 295 <= value(s, "kafka_consumergroup_group_lag_seconds", **labels) <= 330
+
+
+def test_a_failed_start_says_only_why_even_with_the_metrics_port_taken(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "broker.cli", "serve", "--set", f"log.dirs={tmp_path}",
+                            "--set", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                            "--set", f"kproto.metrics.listener=http://127.0.0.1:{port}"],
+                           capture_output=True, text=True, timeout=30)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and len(lines) == 1 and "listeners" in lines[0], r.stderr
