@@ -237,6 +237,8 @@ class Broker:
                 if self.metrics is not None:
                     nursery.start_soon(watch_event_loop, self.metrics)
                 self.ready = True
+                if getattr(self, "metrics_warning", None):
+                    log.warning(self.metrics_warning)
                 task_status.started(addresses)
         finally:
             self.ready = False
@@ -248,7 +250,8 @@ class Broker:
 
     def _start_metrics_listener(self) -> None:
         """Bound first, so /ready and /health answer while storage opens. A
-        port in use costs the metrics, not the broker: one line, and on."""
+        port in use costs the metrics, not the broker: one line once the
+        broker is ready (a start-up that fails says only why it failed)."""
         if self.metrics_listener is None or self.metrics_server is not None:
             return
         from broker.metrics.http import MetricsServer
@@ -256,8 +259,8 @@ class Broker:
         try:
             self.metrics_server = MetricsServer(self, host, port)
         except OSError as exc:
-            log.warning("metrics listener http://%s:%d not started (%s): running without metrics",
-                        host, port, exc.strerror or exc)
+            self.metrics_warning = (f"metrics listener http://{host}:{port} not started "
+                                    f"({exc.strerror or exc}): running without metrics")
             self.metrics = None
             return
         self.metrics_server.trio_token = trio.lowlevel.current_trio_token()
