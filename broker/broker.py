@@ -17,23 +17,40 @@ from broker.flusher import Flusher
 from broker.groups.coordinator import GroupCoordinator
 from broker.metadata.image import MetadataImage
 from broker.metadata.log import METADATA_TOPIC, MetadataLog
+from broker.metrics import LISTENER_KEY, BrokerMetrics, parse_listener, watch_event_loop
 from broker.producer_ids import ProducerIdManager
+from broker.quorum.leadership import become_sole_leader, bootstrap_batch_records, bootstrap_voters
+from broker.quorum.metadata_snapshots import Snapshotter
+from broker.quorum.startup import prepare_storage
 from broker.producers import ProducerStateManager
 from broker.replicas import ReplicaManager
 from broker.server import run_listener
 from broker.storage import LogManager
 from broker.storage.checkpoints import read_meta_properties
 from broker.storage.files import META_PROPERTIES
+from broker.storage.jbod import existing_meta_properties, managers, open_log_dirs
 from broker.transactions.coordinator import TransactionCoordinator
 from kproto.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("kproto.broker")
 
+METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's fixed __cluster_metadata topic id (AAAAAAAAAAAAAAAAAAAAAQ)
 METADATA_VERSION = 21  # 3.9-IV0, what Kafka 3.9 finalizes on a fresh cluster
 # producer.id.expiration.check.interval.ms, an internal Kafka setting (default 10 minutes)
 PRODUCER_EXPIRATION_CHECK_S = 600
 # the log cleaner works this long at a time, then lets requests run as long
 CLEANER_SLICE_S = 0.02
+
+
+def _security_manager(broker):
+    """TLS, SASL and principals of client connections; bad TLS or JAAS settings stop start-up."""
+    from broker.security.manager import SecurityManager
+    try:
+        return SecurityManager(broker)
+    except ConfigError as exc:
+        import sys
+        print(f"kproto: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def new_cluster_id() -> str:
@@ -45,6 +62,10 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         self.log_dir = os.path.abspath(config.log_dirs[0])
+        self.metadata_log_dir = os.path.abspath(config.kraft.metadata_log_dir) if config.kraft else self.log_dir
+        self._metadata_logs_manager = None
+        self.log_dirs = [os.path.abspath(d) for d in config.log_dirs]   # JBOD: partitions spread over them
+        self.quorum_voter_set = None
         self.cluster_id = None
         self.metadata_version = METADATA_VERSION
         self.features_epoch = 0
@@ -57,13 +78,36 @@ class Broker:
         self.transactions = None
         self.producers = ProducerStateManager()
         self.flusher = Flusher()  # fsyncs in worker threads, group commit
+        self.security = None  # broker.security.manager.SecurityManager, set in run()
+        self.authorizer = None  # broker.security.acls.Authorizer when authorizer.class.name is set
+        self.quotas = None  # broker.security.quotas.QuotaManager
         self.bound: list[tuple[str, str, int]] = []  # (listener name, host, port)
         self._closed = False
+        # Prometheus metrics (broker/metrics): None when kproto.metrics.listener is off;
+        # ready: listeners bound and storage open (the /ready endpoint)
+        self.ready = False
+        try:
+            self.metrics_listener = parse_listener(config.static_configs.get(LISTENER_KEY))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        self.metrics = BrokerMetrics() if self.metrics_listener else None
+        self.metrics_server = None
 
     # -- start -------------------------------------------------------------------
 
+    def _metadata_logs(self):
+        """The LogManager of metadata.log.dir (the first log dir's unless set elsewhere)."""
+        for directory, manager in managers(self.logs):   # metadata.log.dir may be one of log.dirs
+            if directory == self.metadata_log_dir:
+                return manager
+        if self._metadata_logs_manager is None:
+            self._metadata_logs_manager = LogManager.open(self.metadata_log_dir, None,
+                                                          broker_config=self._log_manager_settings())
+        return self._metadata_logs_manager
+
     def open_storage(self, progress=None) -> None:
         started = time.monotonic()
+        prepare_storage(self.config)   # formatted for this node and cluster (or a single node formats itself)
 
         shown = {"percent": -1, "at": 0.0}
 
@@ -86,16 +130,31 @@ class Broker:
             # what the log writes into <offset>.snapshot at rolls and at close
             return lambda offset: producers.snapshot_entries(topic, index, offset)
 
-        self.logs = LogManager.open(self.log_dir, None, broker_config=self._log_manager_settings(),
+        self.logs = open_log_dirs(self.log_dirs, None, broker_config=self._log_manager_settings(),
                                     progress=recovery_progress, snapshot_provider_for=snapshot_provider_for)
         self.logs.set_flush_scheduler(self.flusher.request)
         # a formatted directory keeps its cluster id; only a fresh one gets a new id
-        existing = read_meta_properties(os.path.join(self.log_dir, META_PROPERTIES)) or {}
+        existing = existing_meta_properties(self.log_dirs)
         meta = self.logs.ensure_meta_properties(self.node_id, existing.get("cluster.id") or new_cluster_id())
         self.cluster_id = meta["cluster.id"]
-        plog = self.logs.get_or_create(METADATA_TOPIC, 0, None, {"segment.bytes": 1 << 30})
+        plog = self._metadata_logs().get_or_create(METADATA_TOPIC, 0, METADATA_TOPIC_ID,
+                                                   {"segment.bytes": 1 << 30})
         self.metadata = MetadataLog(plog, self.image)
         count = self.metadata.replay()
+        # a one-voter quorum elects itself in a new epoch: quorum-state + LeaderChange record
+        voters = list(self.config.kraft.voters) if self.config.kraft else []
+        self.quorum_voter_set = bootstrap_voters(plog.dir)   # a dynamic quorum's VotersRecord, or None
+        self.metadata.leader_epoch = become_sole_leader(plog, self.node_id, voters, self._metadata_logs().sync,
+                                                        self.quorum_voter_set)
+        if "metadata.version" not in self.image.features:
+            # a new cluster: the bootstrap records (metadata.version from `storage format`) come first
+            self.metadata.append(bootstrap_batch_records(self.metadata_log_dir, METADATA_VERSION))
+        self.metadata_version = self.image.features.get("metadata.version", METADATA_VERSION)
+        self.metadata.snapshotter = Snapshotter(
+            plog, self.image, max_bytes=self.config.get_long("metadata.log.max.record.bytes.between.snapshots"),
+            max_interval_ms=self.config.get_long("metadata.log.max.snapshot.interval.ms"),
+            metadata_version=self.metadata_version, node_id=self.node_id, voter_set=self.quorum_voter_set,
+            sync=self._metadata_logs().sync)
         self.features_epoch = max(self.image.offset, 0)
         self.controller = Controller(self.node_id, self.metadata, self.image, self.config,
                                      self._validate_topic_configs)
@@ -153,8 +212,12 @@ class Broker:
         return host, port
 
     async def run(self, progress=None, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        self._start_metrics_listener()
         if self.logs is None:
             self.open_storage(progress)
+        self.security = _security_manager(self)
+        self.authorizer = self.security.authorizer
+        self.quotas = self.security.quotas
         dispatcher = Dispatcher(self)
         max_frame = self.config.get_int("socket.request.max.bytes")
         try:
@@ -171,9 +234,33 @@ class Broker:
                 nursery.start_soon(self._log_cleaner)
                 nursery.start_soon(self.groups.run)
                 nursery.start_soon(self.transactions.run)
+                if self.metrics is not None:
+                    nursery.start_soon(watch_event_loop, self.metrics)
+                self.ready = True
                 task_status.started(addresses)
         finally:
+            self.ready = False
             self.close()
+
+    @property
+    def metrics_url(self) -> str | None:
+        return self.metrics_server.url if self.metrics_server is not None else None
+
+    def _start_metrics_listener(self) -> None:
+        """Bound first, so /ready and /health answer while storage opens. A
+        port in use costs the metrics, not the broker: one line, and on."""
+        if self.metrics_listener is None or self.metrics_server is not None:
+            return
+        from broker.metrics.http import MetricsServer
+        host, port = self.metrics_listener
+        try:
+            self.metrics_server = MetricsServer(self, host, port)
+        except OSError as exc:
+            log.warning("metrics listener http://%s:%d not started (%s): running without metrics",
+                        host, port, exc.strerror or exc)
+            self.metrics = None
+            return
+        self.metrics_server.trio_token = trio.lowlevel.current_trio_token()
 
     async def _housekeeping(self) -> None:
         """Retention, flushes and checkpoints, on Kafka's intervals."""
@@ -202,8 +289,12 @@ class Broker:
             await trio.sleep(CLEANER_SLICE_S if busy else 0.5)
 
     def close(self) -> None:
+        if self.metrics_server is not None:
+            self.metrics_server.close()
         if self._closed or self.logs is None:
             return
         self._closed = True
         self.logs.close()
+        if self._metadata_logs_manager is not None:
+            self._metadata_logs_manager.close()
         log.info("clean shutdown")

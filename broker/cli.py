@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -15,7 +16,7 @@ def _parse_set(values: list[str]) -> dict[str, str]:
     out = {}
     for item in values or []:
         if "=" not in item:
-            raise SystemExit(f"--set expects key=value, got {item!r}")
+            _fail(f"--set expects key=value, got {item!r}")
         k, v = item.split("=", 1)
         out[k.strip()] = v.strip()
     return out
@@ -24,40 +25,82 @@ def _parse_set(values: list[str]) -> dict[str, str]:
 def main(argv=None) -> None:
     started = time.monotonic()
     ap = argparse.ArgumentParser(prog="kproto", description="A Kafka-compatible broker.")
+    from broker.version import KAFKA_VERSION, VERSION
+    ap.add_argument("--version", action="version", version=f"kproto {VERSION} (Kafka {KAFKA_VERSION} protocol)")
     sub = ap.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="start a single-node broker (broker and controller)")
     serve.add_argument("--config", help="a server.properties file with Kafka's property names")
     serve.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
                        help="override one property (repeatable)")
     serve.add_argument("--log-level", default="WARNING", help="WARNING (default), INFO or DEBUG")
+    from broker import storage_tool
+    storage_tool.add_parser(sub)
     args = ap.parse_args(argv)
+    if args.command == "storage":
+        raise SystemExit(storage_tool.run(args))
+    from broker.startup_errors import LOG_LEVELS, explain
+    if args.log_level.upper() not in LOG_LEVELS:
+        _fail(f"unknown --log-level {args.log_level!r}: use WARNING (default), INFO or DEBUG")
     logging_setup.setup(args.log_level)
 
     from broker.config import BrokerConfig, ConfigError
+    if args.config is not None and not os.path.isfile(args.config):
+        _fail(f"--config {args.config}: no such file (give the path of a server.properties file)")
     try:
         config = BrokerConfig.load(args.config, _parse_set(args.set))
     except ConfigError as exc:
-        print(f"kproto: {exc}", file=sys.stderr)
-        raise SystemExit(2)
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"--config {args.config}: cannot read it: {exc.strerror or exc}")
+    if config.kraft is None:
+        from broker.config.kraft import ZOOKEEPER_REFUSAL
+        _fail(ZOOKEEPER_REFUSAL)
+
+    from broker.quorum.startup import StartupError, prepare_storage
+    try:
+        prepare_storage(config)
+    except StartupError as exc:
+        _fail(str(exc))
 
     from broker.broker import Broker
-    broker = Broker(config)
     try:
-        trio.run(_serve, broker, started)
+        broker = Broker(config)
+    except ConfigError as exc:   # kproto.metrics.listener is checked here
+        _fail(str(exc))
+    state = {"ready": False}
+    try:
+        trio.run(_serve, broker, started, state)
     except KeyboardInterrupt:
         pass
+    except BaseException as exc:  # (trio wraps task errors in exception groups)
+        message = None if state["ready"] else explain(exc, getattr(broker, "log_dir", None))
+        if message is None:
+            raise
+        _fail(message)
 
 
-async def _serve(broker, started: float) -> None:
+def _fail(message: str) -> None:
+    """A start-up mistake: one line, exit code 1, no traceback."""
+    print(f"kproto: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(1)
+
+
+async def _serve(broker, started: float, state: dict) -> None:
     async with trio.open_nursery() as nursery:
         def progress(line: str) -> None:
             print(line, file=sys.stderr, flush=True)
 
         addresses = await nursery.start(broker.run, progress)
         listing = ", ".join(addresses)
-        print(f"kproto ready: {listing} (node {broker.node_id}, cluster {broker.cluster_id}, "
-              f"data {broker.log_dir}) in {time.monotonic() - started:.2f} s", flush=True)
+        from broker.version import VERSION
+        metrics = f" metrics {broker.metrics_url}" if getattr(broker, "metrics_url", None) else ""
+        # the handlers are in place before the ready line: a SIGTERM right
+        # after it is a clean shutdown, not a kill
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            print(f"kproto ready: {listing} (kproto {VERSION}, node {broker.node_id}, "
+                  f"cluster {broker.cluster_id}, data {broker.log_dir}){metrics} "
+                  f"in {time.monotonic() - started:.2f} s", flush=True)
+            state["ready"] = True  # (errors from here on are not start-up mistakes)
             async for _sig in signals:
                 break
         nursery.cancel_scope.cancel()

@@ -1,22 +1,33 @@
 """Turns a request frame into response chunks: header parsing, the
-UNSUPPORTED_VERSION answer for ApiVersions, handler lookup and encoding."""
+UNSUPPORTED_VERSION answer for ApiVersions, handler lookup and encoding,
+UNKNOWN_SERVER_ERROR when a handler fails."""
 from __future__ import annotations
 
+import functools
 import logging
 import time
 
 from kproto import api
 from kproto._codec import DecodeError, UnsupportedVersionError, i32
 from kproto.api import ApiKey
+from kproto.errors import ErrorCode
 
+from broker.error_response import error_response
 from broker.handlers import HANDLERS, load_all
 from broker.handlers.api_versions import unsupported_version_response
+from broker.security import authz as security_authz
+from broker.security import gate as security_gate
+from broker.security import mutations as security_mutations
+from broker.security import throttle as security_throttle
+from broker.security.authenticate import RespondThenClose
 
 log = logging.getLogger("kproto.dispatch")
 
 
 class CloseConnection(Exception):
     """The request cannot be answered; Kafka closes the connection."""
+    chunks = None   # a last response to send first (failed logins)
+    delay_s = 0.0   # and how long to wait before it (connection.failed.authentication.delay.ms)
 
 
 class RequestContext:
@@ -32,6 +43,10 @@ class RequestContext:
         self.correlation_id = header.correlation_id
         self.client_id = header.client_id
         self.received_ms = int(time.time() * 1000)
+
+
+async def _mutation_limited(mutation_quotas, handler, ctx, request):
+    return await security_mutations.run(mutation_quotas, ctx, request, handler)
 
 
 class Dispatcher:
@@ -61,6 +76,10 @@ class Dispatcher:
     async def handle(self, frame, conn) -> list | None:
         """Response chunks for one request frame, or None when the request
         gets no answer (Produce with acks=0)."""
+        session = getattr(conn, "session", None)
+        if session is not None and session.raw_tokens:
+            # after SaslHandshake v0 the client sends bare SASL tokens
+            return security_gate.raw_token(session, frame, CloseConnection)
         try:
             api_key, version, correlation_id = api.peek_header(frame)
         except DecodeError as exc:
@@ -69,6 +88,8 @@ class Dispatcher:
         if entry is None:
             raise CloseConnection(f"unknown or unsupported API key {api_key}")
         lo, hi, handler = entry
+        if session is not None and session.sasl:
+            security_gate.check(session, api_key, len(frame), CloseConnection)
         if not lo <= version <= hi:
             if api_key == ApiKey.API_VERSIONS and version > hi:
                 return self._frame(api_key, 0, correlation_id, unsupported_version_response())
@@ -78,7 +99,52 @@ class Dispatcher:
         except (DecodeError, UnsupportedVersionError) as exc:
             raise CloseConnection(f"malformed request (api {api_key} v{version}): {exc}") from None
         ctx = RequestContext(self.broker, conn, header, version)
-        response = await handler(ctx, request)
+        started = time.perf_counter()
+        quotas = getattr(self.broker, "quotas", None)
+        if quotas is not None and quotas.active and api_key in security_mutations.STRICT_FROM:
+            # controller_mutation_rate: topics over the quota are refused before the handler runs
+            handler = functools.partial(_mutation_limited, quotas.mutations, handler)
+        try:
+            authorizer = getattr(self.broker, "authorizer", None)
+            if authorizer is not None:
+                # ACLs: the parts of the request the principal may not touch get Kafka's errors
+                response = await security_authz.run(authorizer, ctx, request, handler)
+            else:
+                response = await handler(ctx, request)
+        except CloseConnection:
+            raise
+        except RespondThenClose as exc:
+            close = CloseConnection(str(exc))
+            close.chunks = self._frame(api_key, version, correlation_id, exc.response)
+            close.delay_s = exc.delay_s
+            raise close from None
+        except Exception:
+            # Kafka answers UNKNOWN_SERVER_ERROR and keeps the connection
+            return self._internal_error(api_key, version, correlation_id, header, request)
+        if quotas is not None and quotas.active:
+            return self._throttled(quotas, ctx, frame, response, started)
         if response is None:
             return None
         return self._frame(api_key, version, correlation_id, response)
+
+    def _internal_error(self, api_key, version, correlation_id, header, request) -> list:
+        name = api.request_class(api_key).NAME.removesuffix("Request")
+        log.exception("unexpected error handling %s v%d (correlation id %d, client %s)",
+                      name, version, correlation_id, header.client_id)
+        if api_key == ApiKey.PRODUCE and getattr(request, "acks", None) == 0:
+            raise CloseConnection(f"acks=0 {name} failed") from None  # (no answer to send)
+        response = error_response(api_key, version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+        if response is None:
+            raise CloseConnection(f"{name} failed and has no error field to answer with") from None
+        return self._frame(api_key, version, correlation_id, response)
+
+    def _throttled(self, quotas, ctx, frame, response, started):
+        """Client quotas: account the request, put the throttle time in the response."""
+        chunks = None if response is None else self._frame(ctx.api_key, ctx.api_version,
+                                                           ctx.correlation_id, response)
+        size = sum(len(c) for c in chunks) if chunks and ctx.api_key == ApiKey.FETCH else 0
+        throttle = security_throttle.account(quotas, ctx, len(frame), size, time.perf_counter() - started)
+        if throttle and chunks is not None and hasattr(response, "throttle_time_ms"):
+            response.throttle_time_ms = throttle
+            chunks = self._frame(ctx.api_key, ctx.api_version, ctx.correlation_id, response)
+        return chunks

@@ -113,6 +113,13 @@ class Partition:
             return None, upper
         return sl.region(), upper
 
+    def fetch_read(self, offset: int, max_bytes: int, isolation: int, min_one_batch: bool):
+        """(record bytes or None, upper bound offset, first batch incomplete)
+        for a Fetch, cut as Kafka cuts it (PartitionLog.fetch_slice)."""
+        upper = self.last_stable_offset if isolation == 1 else self.high_watermark
+        sl, incomplete = self.log.fetch_slice(offset, max_bytes, upper, min_one_batch=min_one_batch)
+        return (sl.region() if sl.length else None), upper, incomplete
+
     def aborted_transactions(self, start: int, upper: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of the aborted transactions that
         overlap [start, upper): what a read_committed fetch reports so the

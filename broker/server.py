@@ -8,22 +8,28 @@ their responses go out in one send.
 from __future__ import annotations
 
 import logging
+from time import perf_counter
 
 import trio
 
 from broker.dispatch import CloseConnection, Dispatcher
+from broker.security.throttle import mute_if_throttled
+from broker.startup_errors import listen_failed
 from broker.transport import ConnectionClosed, FrameTooLarge, Transport, tune
 
 log = logging.getLogger("kproto.server")
 
 
 class ClientConnection:
-    __slots__ = ("transport", "peer", "listener")
+    __slots__ = ("transport", "peer", "listener", "client_software", "session")
 
-    def __init__(self, transport, peer, listener):
+    def __init__(self, transport, peer, listener, session=None):
         self.transport = transport
         self.peer = peer
         self.listener = listener
+        # (name, version) the client gave in ApiVersions v3+ (client metrics match on it)
+        self.client_software = None
+        self.session = session  # broker.security.session.Session: principal, SASL state
 
 
 async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listener: str) -> None:
@@ -32,27 +38,56 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
         peer = sock.getpeername()
     except OSError:
         peer = None
-    transport = Transport(sock, max_frame)
-    conn = ClientConnection(transport, peer, listener)
+    security = getattr(dispatcher.broker, "security", None)
+    if security is not None:
+        # TLS handshake and the connection's security session
+        try:
+            transport, session = await security.accept(sock, max_frame, listener, peer)
+        except Exception:
+            log.exception("closing connection from %s: its security set-up failed", peer)
+            transport = None
+        if transport is None:
+            sock.close()
+            return
+    else:
+        transport, session = Transport(sock, max_frame), None
+    conn = ClientConnection(transport, peer, listener, session)
+    # RequestMetrics (broker/metrics): (frame, finished) of each request of a batch
+    metrics = getattr(dispatcher.broker, "metrics", None)
+    done = [] if metrics is not None else None
+    if metrics is not None:
+        metrics.connection_opened(listener)
     try:
         with sock:
             while True:
                 frame = await transport.receive_frame()
+                received = perf_counter() if done is not None else 0.0
                 out = []
                 try:
                     while frame is not None:
                         chunks = await dispatcher.handle(frame, conn)
+                        if done is not None:
+                            done.append((frame, perf_counter()))
                         if chunks:
                             out.extend(chunks)
                         frame = transport.buffered_frame()
-                except (CloseConnection, FrameTooLarge):
+                except (CloseConnection, FrameTooLarge) as exc:
                     # Kafka answers requests one at a time: those before the
                     # bad one got their answers before it closed
+                    if getattr(exc, "chunks", None):
+                        if exc.delay_s:
+                            await trio.sleep(exc.delay_s)
+                        out.extend(exc.chunks)
                     if out:
                         await transport.send(out)
                     raise
                 if out:
                     await transport.send(out)
+                if done:
+                    metrics.requests_answered(done, received, perf_counter())
+                    done.clear()
+                if session is not None and session.throttle_until:
+                    await mute_if_throttled(session)
     except (ConnectionClosed, trio.BrokenResourceError, trio.ClosedResourceError,
             ConnectionResetError, BrokenPipeError):
         pass
@@ -66,11 +101,18 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
         log.exception("closing connection from %s after an unexpected error", peer)
     finally:
         transport.close()
+        if metrics is not None:
+            metrics.connection_closed(listener)
+        if session is not None:
+            security.closed(session)
 
 
 async def run_listener(host: str, port: int, dispatcher: Dispatcher, max_frame: int, name: str,
                        task_status=trio.TASK_STATUS_IGNORED) -> None:
-    listeners = await trio.open_tcp_listeners(port, host=host or None, backlog=1024)
+    try:
+        listeners = await trio.open_tcp_listeners(port, host=host or None, backlog=1024)
+    except OSError as exc:
+        raise listen_failed(f"{name}://{host}:{port}", exc) from None
     bound = listeners[0].socket.getsockname()
     async with trio.open_nursery() as nursery:
         task_status.started(bound)
@@ -79,8 +121,11 @@ async def run_listener(host: str, port: int, dispatcher: Dispatcher, max_frame: 
 
 
 async def _accept_loop(listener, dispatcher, max_frame, name, nursery) -> None:
+    security = getattr(dispatcher.broker, "security", None)
     async with listener:
         while True:
+            if security is not None:
+                await security.limits.wait_for_slot()   # max.connections: stop accepting
             try:
                 stream = await listener.accept()
             except OSError as exc:
@@ -95,4 +140,34 @@ async def _accept_loop(listener, dispatcher, max_frame, name, nursery) -> None:
                 sock.setsockopt(_s.IPPROTO_TCP, getattr(_s, "TCP_NOTSENT_LOWAT", 25), 0xFFFFFFFF >> 1)
             except OSError:
                 pass
+            if security is not None:
+                ip = _peer_ip(sock)
+                if not security.limits.opened(ip):
+                    sock.close()    # max.connections.per.ip
+                    continue
+                hold = security.limits.ip_throttle(ip)
+                if hold:
+                    # over the address's connection_creation_rate: closed after the throttle time
+                    nursery.start_soon(_close_later, sock, hold, security, ip)
+                    continue
+                delay = security.limits.accept_delay()
+                if delay:
+                    nursery.start_soon(serve_connection, sock, dispatcher, max_frame, name)
+                    await trio.sleep(delay)   # max.connection.creation.rate: accepting pauses
+                    continue
             nursery.start_soon(serve_connection, sock, dispatcher, max_frame, name)
+
+
+async def _close_later(sock, delay: float, security, ip: str) -> None:
+    try:
+        await trio.sleep(delay)
+    finally:
+        sock.close()
+        security.limits.closed(ip)
+
+
+def _peer_ip(sock) -> str:
+    try:
+        return sock.getpeername()[0]
+    except OSError:
+        return ""

@@ -49,9 +49,19 @@ def adapt(value):
     return value
 
 
+# The observed broker had a controller listener; kproto's embedded settings have
+# none (nothing would listen there), hence no CONTROLLER endpoint and no voters.
+NO_CONTROLLER_LISTENER = ",CONTROLLER://127.0.0.1:9093"
+
+
 def observed_entry(c: dict) -> tuple:
-    return (c["name"], adapt(c["value"]), c["read_only"], c["config_source"], c["is_sensitive"],
-            c["config_type"], [(s["name"], adapt(s["value"]), s["source"]) for s in c["synonyms"]])
+    if c["name"] == "controller.quorum.voters":
+        return (c["name"], "", True, 5, False, 7, [(c["name"], "", 5)])  # (not set: Kafka's default)
+    def value(v):
+        v = adapt(v)
+        return v.replace(NO_CONTROLLER_LISTENER, "") if v is not None else v
+    return (c["name"], value(c["value"]), c["read_only"], c["config_source"], c["is_sensitive"],
+            c["config_type"], [(s["name"], value(s["value"]), s["source"]) for s in c["synonyms"]])
 
 
 def our_entry(e) -> tuple:
@@ -77,12 +87,19 @@ def test_describe_broker_matches_kafka_for_every_config(cfg):
     assert [e.name for e in ours] == [c["name"] for c in obs]
 
 
+def test_embedded_defaults_name_no_controller_listener(cfg):
+    # nothing listens on a controller port: DescribeConfigs must not claim one
+    by_name = {e.name: e.value for e in describe_broker(cfg)}
+    assert "CONTROLLER://" not in by_name["listeners"] and "CONTROLLER://" not in by_name["advertised.listeners"]
+    assert by_name["controller.quorum.voters"] == ""
+
+
 def test_static_set_is_the_one_kafka_reported(cfg):
     obs = observed("broker-configs.json")["result"]["configs"]
     kafka_static = {c["name"] for c in obs if c["config_source_name"] == "STATIC_BROKER_CONFIG"}
     ours = {e.name for e in describe_broker(cfg) if e.source is ConfigSource.STATIC_BROKER_CONFIG}
     assert len(kafka_static) == 23
-    assert ours == kafka_static
+    assert ours == kafka_static - {"controller.quorum.voters"}  # (no controller listener)
 
 
 def test_describe_broker_selected_keys_in_kafka_order(cfg):
@@ -402,7 +419,7 @@ def test_bad_listeners(override, message):
 
 
 def test_node_id_and_broker_id_are_one_setting():
-    c = BrokerConfig.load(overrides=["broker.id=4"])
+    c = BrokerConfig.load(overrides=["broker.id=4", "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"])
     assert c.node_id == 4 and c.get_int("broker.id") == 4
     assert c.get_list("controller.quorum.voters") == ["4@127.0.0.1:9093"]
     by_name = {e.name: e for e in describe_broker(c)}

@@ -22,7 +22,8 @@ class BrokerProcess:
     """A kproto broker in its own process. `bootstrap` is host:port."""
 
     def __init__(self, data_dir: str | None = None, port: int | None = None,
-                 settings: dict[str, str] | None = None, log_level: str = "WARNING"):
+                 settings: dict[str, str] | None = None, log_level: str = "WARNING",
+                 metrics: bool = False):
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="kproto-")
         self.port = port or free_port()
         self.settings = dict(settings or {})
@@ -30,6 +31,10 @@ class BrokerProcess:
         self.proc: subprocess.Popen | None = None
         self.stderr_lines: list[str] = []
         self.ready_line = ""
+        # the metrics listener is off unless asked for (then on a free port), so
+        # brokers started side by side do not fight over 9644
+        self.metrics = metrics
+        self.metrics_url: str | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -39,6 +44,8 @@ class BrokerProcess:
         cmd = [sys.executable, "-m", "broker.cli", "serve", "--log-level", self.log_level,
                "--set", f"log.dirs={self.data_dir}",
                "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port}"]
+        if "kproto.metrics.listener" not in self.settings:
+            cmd += ["--set", "kproto.metrics.listener=" + ("http://127.0.0.1:0" if self.metrics else "off")]
         for k, v in self.settings.items():
             cmd += ["--set", f"{k}={v}"]
         return cmd
@@ -58,6 +65,9 @@ class BrokerProcess:
                 break
             if line.startswith("kproto ready"):
                 self.ready_line = line.strip()
+                words = self.ready_line.split()
+                if "metrics" in words:
+                    self.metrics_url = words[words.index("metrics") + 1]
                 threading.Thread(target=self._drain_stdout, daemon=True).start()
                 return self
         self.kill()

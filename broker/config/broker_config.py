@@ -19,6 +19,7 @@ import os
 import re
 from typing import Iterable, Mapping
 
+from broker.config import kraft
 from broker.config.catalog import BROKER_CONFIGS, TOPIC_CONFIGS, broker_config_type
 from broker.config.listeners import (
     Endpoint, canonical_local_host, parse_listeners, parse_security_protocol_map)
@@ -36,11 +37,11 @@ KPROTO_CONTROLLER_PORT = 9093
 EMBEDDED_CONFIG: dict[str, str] = {
     "process.roles": "broker,controller",
     "node.id": "1",
-    "controller.quorum.voters": f"1@127.0.0.1:{KPROTO_CONTROLLER_PORT}",
-    "listeners": f"PLAINTEXT://127.0.0.1:{KPROTO_DEFAULT_PORT},CONTROLLER://127.0.0.1:{KPROTO_CONTROLLER_PORT}",
+    # no CONTROLLER listener nor quorum voters: nothing would listen there
+    # (a user's `listeners` with a controller listener derives the voters)
+    "listeners": f"PLAINTEXT://127.0.0.1:{KPROTO_DEFAULT_PORT}",
     "inter.broker.listener.name": "PLAINTEXT",
-    "advertised.listeners":
-        f"PLAINTEXT://127.0.0.1:{KPROTO_DEFAULT_PORT},CONTROLLER://127.0.0.1:{KPROTO_CONTROLLER_PORT}",
+    "advertised.listeners": f"PLAINTEXT://127.0.0.1:{KPROTO_DEFAULT_PORT}",
     "controller.listener.names": "CONTROLLER",
     "listener.security.protocol.map":
         "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
@@ -106,8 +107,11 @@ class BrokerConfig:
 
     def __init__(self, static: Mapping[str, str] | None = None, *,
                  dynamic_broker: Mapping[str, str] | None = None,
-                 dynamic_default: Mapping[str, str] | None = None):
+                 dynamic_default: Mapping[str, str] | None = None, embedded_quorum: bool = False):
         static = dict(static or {})
+        # kproto's embedded single-node quorum: the user configured nothing about the quorum and
+        # there is no controller listener (nothing would listen on one: a one-voter quorum has no peers)
+        self._embedded_quorum = embedded_quorum
         # broker.id and node.id are one setting in KRaft (KafkaConfig.populateSynonyms)
         if "broker.id" in static and "node.id" not in static:
             static["node.id"] = static["broker.id"]
@@ -116,7 +120,9 @@ class BrokerConfig:
         self._static = static
         self._dynamic_default: dict[str, str] = {}
         self._dynamic_broker: dict[str, str] = {}
-        self.unknown_keys: list[str] = [k for k in static if _known_type(k) is None]
+        # kproto.* keys are kproto's own settings (kproto.metrics.listener), not unknown ones
+        self.unknown_keys: list[str] = [k for k in static if _known_type(k) is None
+                                        and not k.startswith("kproto.")]
         self.warnings: list[str] = [
             f"The configuration '{k}' was supplied but isn't a known config." for k in self.unknown_keys]
         for w in self.warnings:
@@ -144,11 +150,12 @@ class BrokerConfig:
         static = {k: v for k, v in EMBEDDED_CONFIG.items()
                   if k in user or not any(t in user for t in _EMBEDDED_YIELDS_TO.get(k, ()))}
         static.update(user)
-        if "controller.quorum.voters" not in static:
+        embedded_quorum = _embedded_single_node_quorum(static, user)
+        if "controller.quorum.voters" not in static and not embedded_quorum:
             voters = _single_node_voters(static)
             if voters:
                 static["controller.quorum.voters"] = voters
-        return cls(static)
+        return cls(static, embedded_quorum=embedded_quorum)
 
     # -- layers --------------------------------------------------------------------------------
 
@@ -179,6 +186,9 @@ class BrokerConfig:
         if not _log_dirs(values):
             raise ConfigError("requirement failed: At least one log directory must be defined via "
                               "log.dirs or log.dir.")
+        # Kafka's KRaft start-up refusals (broker/config/kraft.py); None without process.roles
+        self._kraft = kraft.validate(values, self._static, listeners, advertised, controller_names,
+                                     protocol_map, _log_dirs(values), embedded_quorum=self._embedded_quorum)
         # group.consumer.* bounds (KIP-848 consumer groups), checked at start-up as Kafka does
         from broker.groups.config import check_consumer_bounds
         check_consumer_bounds(lambda key, default: default if values.get(key) is None else int(values[key]))
@@ -290,6 +300,11 @@ class BrokerConfig:
         return self._values["node.id"]
 
     @property
+    def kraft(self) -> "kraft.KRaftSettings | None":
+        """Roles, quorum and metadata log settings; None when process.roles is empty."""
+        return self._kraft
+
+    @property
     def log_dirs(self) -> list[str]:
         """log.dirs if set, else log.dir (comma-separated either way)."""
         return _log_dirs(self._values)
@@ -369,6 +384,23 @@ def _log_dirs(values) -> list[str]:
 
 _DEFAULT_STRINGS = {name: key.default for name, key in BROKER_CONFIGS.items() if key.default is not None}
 _TOPIC_DEFAULTS = {key.name: parse_value(key.name, key.type, key.default) for key in TOPIC_CONFIGS.values()}
+
+
+# the keys that say a user configures the quorum themselves (then no embedded quorum is completed)
+_QUORUM_KEYS = ("process.roles", "controller.listener.names", "controller.quorum.voters",
+                "controller.quorum.bootstrap.servers")
+
+
+def _embedded_single_node_quorum(static: Mapping[str, str], user: Mapping[str, str]) -> bool:
+    """True when the node is kproto's embedded single-node quorum: the user configured nothing
+    about the quorum and no listener is a controller listener. Such a node is its own one voter and
+    binds no controller listener (no peer would connect to it); Kafka has no such mode, so a
+    server.properties that names the quorum gets all of Kafka's refusals."""
+    if any(k in user for k in _QUORUM_KEYS):
+        return False
+    names = {n.strip().upper() for n in static.get("controller.listener.names", "").split(",") if n.strip()}
+    entries = [e.strip() for e in static.get("listeners", "").split(",") if e.strip()]
+    return bool(names) and not any(e.split("://", 1)[0].strip().upper() in names for e in entries)
 
 
 def _single_node_voters(static: Mapping[str, str]) -> str | None:

@@ -24,6 +24,15 @@ MODULES = (
     "consumer_groups",
     "transactions",
     "security",
+    "quorum",
+    "describe_topic_partitions",
+    "features",
+    "registration",
+    "telemetry",
+    "log_dirs",
+    "scram",
+    "quotas",
+    "delegation_tokens",
 )
 
 
@@ -32,6 +41,15 @@ def handles(api_key: int, min_version: int, max_version: int):
         HANDLERS[int(api_key)] = (min_version, max_version, fn)
         return fn
     return register
+
+
+# APIs served always but advertised in ApiVersions only while predicate(broker)
+# holds (client telemetry: Kafka advertises it only with a telemetry receiver)
+ADVERTISED_WHEN: dict[int, object] = {}
+
+
+def advertised_when(api_key: int, predicate) -> None:
+    ADVERTISED_WHEN[int(api_key)] = predicate
 
 
 def load_all() -> dict:

@@ -5,14 +5,16 @@ from kproto.api import ApiKey
 from kproto.errors import ErrorCode
 from kproto.messages.api_versions_response import ApiVersionsResponse
 
-from broker.handlers import HANDLERS, handles
+from broker import features
+from broker.handlers import ADVERTISED_WHEN, HANDLERS, handles
 
 API_VERSIONS_RANGE = (0, 4)
 
 
-def advertised() -> list:
+def advertised(broker=None) -> list:
     return [ApiVersionsResponse.ApiVersion(api_key=key, min_version=lo, max_version=hi)
-            for key, (lo, hi, _fn) in sorted(HANDLERS.items())]
+            for key, (lo, hi, _fn) in sorted(HANDLERS.items())
+            if key not in ADVERTISED_WHEN or (broker is not None and ADVERTISED_WHEN[key](broker))]
 
 
 def unsupported_version_response() -> ApiVersionsResponse:
@@ -26,16 +28,23 @@ def unsupported_version_response() -> ApiVersionsResponse:
 
 @handles(ApiKey.API_VERSIONS, *API_VERSIONS_RANGE)
 async def api_versions(ctx, req):
-    resp = ApiVersionsResponse(error_code=0, api_keys=advertised(), throttle_time_ms=0)
+    resp = ApiVersionsResponse(error_code=0, api_keys=advertised(ctx.broker), throttle_time_ms=0)
     if ctx.api_version >= 3:
         if not _valid_software(req.client_software_name) or not _valid_software(req.client_software_version):
             resp.error_code = ErrorCode.INVALID_REQUEST
-        level = ctx.broker.metadata_version
-        resp.supported_features = [ApiVersionsResponse.SupportedFeatureKey(
-            name="metadata.version", min_version=1, max_version=level)]
-        resp.finalized_features_epoch = ctx.broker.features_epoch
-        resp.finalized_features = [ApiVersionsResponse.FinalizedFeatureKey(
-            name="metadata.version", max_version_level=level, min_version_level=level)]
+        elif ctx.conn is not None:
+            ctx.conn.client_software = (req.client_software_name, req.client_software_version)
+        image = ctx.broker.image
+        resp.supported_features = [
+            ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=lo, max_version=hi)
+            for name, (lo, hi) in sorted(features.SUPPORTED.items())
+            # before v4 a feature with minimum 0 is left out (older clients reject it)
+            if lo > 0 or ctx.api_version >= 4]
+        # the offset of the metadata the levels were read from, as Kafka's image
+        resp.finalized_features_epoch = max(image.offset, 0)
+        resp.finalized_features = [
+            ApiVersionsResponse.FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
+            for name, level in sorted(features.finalized(image).items())]
     return resp
 
 

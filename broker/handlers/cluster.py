@@ -13,6 +13,7 @@ from kproto.messages.describe_log_dirs_response import (
 from broker.handlers import handles
 from broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS_ALL
 from broker.metadata.log import METADATA_TOPIC
+from broker.storage.jbod import managers
 
 ENDPOINT_TYPES = {1: "BROKER", 2: "CONTROLLER"}
 BROKER_ENDPOINT = 1
@@ -54,19 +55,25 @@ async def describe_log_dirs(ctx, req):
         wanted = None
     else:
         wanted = {(t.topic, p) for t in req.topics for p in t.partitions}
+    # one result per log directory (JBOD: log.dirs names several), as Kafka's
+    return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=[
+        _log_dir_result(path, mgr.logs, wanted) for path, mgr in managers(broker.logs)])
+
+
+def _log_dir_result(path: str, logs: dict, wanted) -> DescribeLogDirsResult:
     by_topic: dict[str, list] = {}
-    for (topic, index), plog in sorted(broker.logs.logs.items()):
+    for (topic, index), plog in sorted(logs.items()):
         # the metadata log belongs to the quorum, not the log manager Kafka reports on
         if topic == METADATA_TOPIC or (wanted is not None and (topic, index) not in wanted):
             continue
         by_topic.setdefault(topic, []).append(DescribeLogDirsPartition(
             partition_index=index, partition_size=plog.size, offset_lag=0, is_future_key=False))
     result = DescribeLogDirsResult(
-        error_code=0, log_dir=broker.log_dir,
+        error_code=0, log_dir=path,
         topics=[DescribeLogDirsTopic(name=t, partitions=parts) for t, parts in by_topic.items()])
     try:
-        result.total_bytes, result.usable_bytes = _disk_space(broker.log_dir)
+        result.total_bytes, result.usable_bytes = _disk_space(path)
     except OSError:
         result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
         result.topics = []
-    return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=[result])
+    return result

@@ -254,8 +254,22 @@ def _incremental_one(broker, r, validate_only: bool) -> None:
         current = dict(t.configs) if t else {}
         new = incremental_alter_topic_configs(broker.config, current, ops)
         _apply_topic_overrides(broker, r.resource_name, current, new, validate_only)
+    elif r.resource_type == CLIENT_METRICS_RESOURCE:
+        _incremental_client_metrics(broker, r.resource_name, ops, validate_only)
     else:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {r.resource_type}")
+
+
+def _incremental_client_metrics(broker, name: str, ops, validate_only: bool) -> None:
+    """A client-metrics subscription (KIP-714), validated as Kafka's controller does."""
+    from broker import client_metrics
+    current = dict(broker.image.configs.get((CLIENT_METRICS_RESOURCE, name), {}))
+    new = client_metrics.incremental(current, ops)
+    client_metrics.validate(name, new)
+    changes: dict[str, str | None] = {k: None for k in current if k not in new}
+    changes.update({k: v for k, v in new.items() if current.get(k) != v})
+    if changes and not validate_only:
+        broker.controller.set_configs(CLIENT_METRICS_RESOURCE, name, changes)
 
 
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)

@@ -3,9 +3,13 @@ a fetch that finds too little data waits on the partitions' append events.
 Fetch v0-3 (magic 0/1 readers) get the batches down-converted, as Kafka does."""
 from __future__ import annotations
 
+import os
+import struct
+
 import trio
 
 from kproto import legacy
+from kproto._codec import FileRegion
 from kproto import records as rec
 from kproto.api import ApiKey
 from kproto.errors import ErrorCode
@@ -36,11 +40,25 @@ def _resolve(broker, v, ft):
     return ft.topic, t, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
+# Kafka's limits (ReplicaManager.readFromLocalLog): the response budget
+# starts at min(max_bytes, the broker's fetch.max.bytes); each partition may
+# take min(partition_max_bytes, what is left). Until one partition returned
+# bytes, the first batch is returned whole even when larger (KIP-74, so a
+# consumer always makes progress); after that a batch that does not fit is
+# left out. Fetch v0-2 have a hard limit: never more than the limits, the
+# first batch cut if need be. The cut is a byte count: a trailing partial
+# batch is sent, as Kafka sends it.
+MAX_READ_SIZE = 128 * 1024  # Kafka's LazyDownConversionRecordsSend.MAX_READ_SIZE
+_OVERFLOW = struct.Struct(">qi")
+
+
 def _build(broker, v, req, isolation) -> tuple[FetchResponse, int, list, bool]:
     """One pass over the requested partitions: the response, the record
-    bytes it carries, the partitions to wait on and whether any partition
-    has an error (Kafka answers those at once, without waiting)."""
-    budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+    bytes read from the logs, the partitions to wait on and whether any
+    partition has an error (Kafka answers those at once, without waiting)."""
+    max_bytes = req.max_bytes if v >= 3 else 0x7FFFFFFF
+    limit = min(max_bytes, broker.config.get_int("fetch.max.bytes"))
+    min_one = v >= 3
     total = 0
     watched = []
     topics = []
@@ -54,6 +72,10 @@ def _build(broker, v, req, isolation) -> tuple[FetchResponse, int, list, bool]:
                 parts.append(_error_part(fp.partition, unknown))
                 errors = True
                 continue
+            # this partition's limit; the response's stops at 0 after any
+            # partition the log read saw (a negative max_bytes fails one)
+            part_limit = min(fp.partition_max_bytes, limit)
+            limit = max(0, limit)
             partition = broker.partitions.get(timage.name, fp.partition)
             if partition is None:
                 parts.append(_error_part(fp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
@@ -66,58 +88,147 @@ def _build(broker, v, req, isolation) -> tuple[FetchResponse, int, list, bool]:
                 parts.append(_error_part(fp.partition, code))
                 errors = True
                 continue
-            limit = min(fp.partition_max_bytes, budget - total) if total else fp.partition_max_bytes
             try:
-                region, upper = partition.read(fp.fetch_offset, max(limit, 0), isolation, must_return_one=(total == 0))
+                region, upper, incomplete = partition.fetch_read(
+                    fp.fetch_offset, part_limit, isolation, min_one)
             except OffsetOutOfRange:
                 parts.append(_error_part(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE))
                 errors = True
                 continue
-            if v < 4 and region is not None:
+            except ValueError:
+                # a negative limit: Kafka's log read throws, the partition
+                # gets UNKNOWN_SERVER_ERROR
+                parts.append(_error_part(fp.partition, ErrorCode.UNKNOWN_SERVER_ERROR))
+                errors = True
+                continue
+            left_out = incomplete and v >= 3
+            if left_out:
+                region = None  # a batch that does not fit is left out (v3+)
+            size = len(region) if region is not None else 0
+            if size:
+                min_one = False
+            limit = max(0, limit - size)
+            total += size
+            records = region
+            if v < 4:
                 try:
-                    region = _down_convert(region, v, fp.fetch_offset, max(limit, 0), total == 0)
+                    records = _down_convert(region.read() if size else b"", v, fp.fetch_offset)
                 except rec.CorruptRecordError as exc:
                     parts.append(_error_part(fp.partition, exc.error_code))
                     errors = True
                     continue
-            size = len(region) if region is not None else 0
-            total += size
             aborted = None
-            if isolation == READ_COMMITTED:
+            if isolation == READ_COMMITTED and not left_out:
                 # Kafka lists the aborted transactions overlapping the data it
-                # returns ([] with no data); the client drops their records
+                # returns ([] with no data, null for a batch left out); the
+                # client drops their records
                 aborted = [_Aborted(producer_id=pid, first_offset=first)
-                           for pid, first in partition.aborted_transactions(fp.fetch_offset, upper)] if size else []
+                           for pid, first in partition.aborted_transactions(
+                               fp.fetch_offset, _data_upper_bound(region, upper))] if size else []
             parts.append(_Part(
                 partition_index=fp.partition, error_code=0,
                 high_watermark=partition.high_watermark,
                 last_stable_offset=partition.last_stable_offset,
                 log_start_offset=partition.log_start_offset,
                 aborted_transactions=aborted, preferred_read_replica=-1,
-                records=region if region is not None else b""))
+                records=records if records else b""))
             watched.append(partition)
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics), total, watched, errors
 
 
-def _down_convert(region, v: int, fetch_offset: int, limit: int, first: bool) -> bytes | None:
-    """Fetch v0-3 read magic 0/1 messages (v0-1: magic 0, v2-3: magic 1):
-    the stored batches converted, cut to whole messages within the limit
-    (the first message whole when nothing fits, as for v2 batches)."""
-    data = legacy.down_convert(region.read(), 0 if v < 2 else 1, fetch_offset)
-    if len(data) > limit:
-        bounds = legacy.message_boundaries(data)
-        fitting = [e for e in bounds if e <= limit]
-        if fitting:
-            data = data[:fitting[-1]]
-        elif first and bounds:
-            data = data[:bounds[0]]
-        else:
-            data = b""
-    return data or None
+def _data_upper_bound(region, upper: int) -> int:
+    """Kafka's upper bound for the aborted transactions of a fetch: the
+    offset of the first batch starting at or after the end of the returned
+    bytes (the end of the segment: the offset after its last batch), never
+    beyond ``upper`` (the last stable offset)."""
+    if not isinstance(region, FileRegion):
+        return upper
+    pos, end, next_offset = region.offset, region.offset + region.length, None
+    while True:
+        head = os.pread(region.fd, rec.HEADER_SIZE, pos)
+        if len(head) < rec.HEADER_SIZE:
+            break  # the end of the segment
+        base = int.from_bytes(head[0:8], "big", signed=True)
+        if pos >= end:
+            return min(base, upper)
+        next_offset = base + int.from_bytes(head[23:27], "big", signed=True) + 1
+        pos += rec.LOG_OVERHEAD + int.from_bytes(head[8:12], "big", signed=True)
+    return upper if next_offset is None else min(next_offset, upper)
+
+
+def _batches(raw: bytes) -> list[bytes]:
+    """The whole v2 batches in ``raw`` (a trailing partial one is left out)."""
+    out, pos = [], 0
+    while pos + rec.LOG_OVERHEAD <= len(raw):
+        end = pos + rec.LOG_OVERHEAD + int.from_bytes(raw[pos + 8:pos + 12], "big", signed=True)
+        if end > len(raw) or end <= pos + rec.LOG_OVERHEAD:
+            break
+        out.append(raw[pos:end])
+        pos = end
+    return out
+
+
+def _overflow(remaining: int) -> bytes:
+    """Kafka's filler after the converted messages: a message header with
+    offset -1 and a length past the response, which the client ignores."""
+    out = bytearray()
+    while remaining > 0:
+        size = max(rec.LOG_OVERHEAD, min(remaining + 1, MAX_READ_SIZE))
+        chunk = _OVERFLOW.pack(-1, max(remaining + 1, rec.HEADER_SIZE)) + bytes(size - rec.LOG_OVERHEAD)
+        chunk = chunk[:remaining]
+        out += chunk
+        remaining -= len(chunk)
+    return bytes(out)
+
+
+def _down_convert(raw: bytes, v: int, fetch_offset: int) -> bytes:
+    """Fetch v0-3 read magic 0/1 messages (v0-1: magic 0, v2-3: magic 1),
+    as Kafka's LazyDownConversionRecords sends them: the response carries
+    max(bytes read, the first converted batch) bytes; the converted
+    messages fill them (the last one possibly cut), overflow filler pads
+    what the conversion left short. No whole batch read: no bytes."""
+    magic = 0 if v < 2 else 1
+    batches = _batches(raw)
+    first = b""
+    for batch in batches:  # (raises for zstd: the partition's error)
+        first = legacy.down_convert(batch, magic, fetch_offset)
+        if first:
+            break
+    if not first:
+        return _overflow(rec.LOG_OVERHEAD) if batches else b""
+    size = max(len(raw), len(first))
+    # Kafka sends its cached first converted batch, then converts on from
+    # the second batch read: when the first batch converted to nothing (a
+    # transaction marker), the first messages come twice (clients skip
+    # offsets below their position)
+    out = bytearray(first)
+    i = 1
+    while i < len(batches) and len(out) < size:
+        # chunks of batches up to MAX_READ_SIZE, as Kafka converts them
+        chunk, chunk_size = [batches[i]], len(batches[i])
+        i += 1
+        while i < len(batches) and chunk_size + len(batches[i]) <= MAX_READ_SIZE:
+            chunk.append(batches[i])
+            chunk_size += len(batches[i])
+            i += 1
+        try:
+            out += b"".join(legacy.down_convert(b, magic, fetch_offset) for b in chunk)
+        except rec.CorruptRecordError:
+            break  # zstd after the first batch: the rest is filler
+    out = out[:size]
+    return bytes(out) + _overflow(size - len(out))
 
 
 @handles(ApiKey.FETCH, 0, 17)
 async def fetch(ctx, req):
+    resp = await _fetch(ctx, req)
+    metrics = getattr(ctx.broker, "metrics", None)
+    if metrics is not None:
+        metrics.fetched(resp)   # BrokerTopicMetrics: bytes out, failed fetches
+    return resp
+
+
+async def _fetch(ctx, req):
     broker = ctx.broker
     v = ctx.api_version
     if v >= 7 and (req.session_id != 0 or req.session_epoch not in (0, -1)):

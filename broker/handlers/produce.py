@@ -104,6 +104,7 @@ async def produce(ctx, req):
     acks_ok = acks in (0, 1, -1)
     # (partition, offset, response) to answer only once an fsync covered them
     durable = [] if acks == -1 else None
+    metrics = getattr(broker, "metrics", None)   # broker/metrics: BrokerTopicMetrics
     for td in req.topic_data:
         parts_out = []
         topics_out.append(_TopicResp(name=td.name, partition_responses=parts_out))
@@ -114,6 +115,8 @@ async def produce(ctx, req):
             try:
                 _append_one(broker, req, version, acks_ok, td.name, pd, resp, ctx.received_ms, durable)
             except BatchRejected as exc:
+                if metrics is not None:
+                    metrics.produce_failed(td.name)
                 resp.error_code = exc.code
                 resp.base_offset = -1
                 resp.log_start_offset = -1
@@ -240,6 +243,9 @@ def _append_one(broker, req, version: int, acks_ok: bool, topic: str, pd, resp, 
                 return
             raise BatchRejected(code)
     info = partition.append(data, header, now_ms)
+    metrics = getattr(broker, "metrics", None)
+    if metrics is not None:
+        metrics.produced(topic, header.record_count, header.size)
     resp.base_offset = info.base_offset
     resp.log_append_time_ms = info.log_append_time
     resp.log_start_offset = info.log_start_offset

@@ -41,6 +41,12 @@ class MetadataImage:
         self.next_producer_id = 0
         self.features: dict[str, int] = {}
         self.offset = -1  # offset of the last applied record batch
+        # SCRAM credentials: (user, mechanism id) -> (salt, stored key, server key, iterations)
+        self.scram: dict[tuple[str, int], tuple[bytes, bytes, bytes, int]] = {}
+        self.acls: dict = {}  # ACL id (uuid) -> broker.security.acls.Acl
+        # client quotas: frozenset of (entity type, name or None for the default) -> {key: value}
+        self.client_quotas: dict[frozenset, dict[str, float]] = {}
+        self.delegation_tokens: dict = {}  # token id -> DelegationTokenRecord (the latest for it)
 
     def apply(self, record) -> None:
         handler = getattr(self, "_apply_" + type(record).__name__, None)
@@ -96,3 +102,33 @@ class MetadataImage:
 
     def _apply_FeatureLevelRecord(self, r):
         self.features[r.name] = r.feature_level
+
+    def _apply_UserScramCredentialRecord(self, r):
+        self.scram[(r.name, r.mechanism)] = (bytes(r.salt), bytes(r.stored_key), bytes(r.server_key),
+                                             r.iterations)
+
+    def _apply_RemoveUserScramCredentialRecord(self, r):
+        self.scram.pop((r.name, r.mechanism), None)
+
+    def _apply_AccessControlEntryRecord(self, r):
+        from broker.security.acls import Acl
+        self.acls[r.id] = Acl.from_record(r)
+
+    def _apply_RemoveAccessControlEntryRecord(self, r):
+        self.acls.pop(r.id, None)
+
+    def _apply_ClientQuotaRecord(self, r):
+        entity = frozenset((e.entity_type, e.entity_name) for e in r.entity)
+        values = self.client_quotas.setdefault(entity, {})
+        if r.remove:
+            values.pop(r.key, None)
+            if not values:
+                del self.client_quotas[entity]
+        else:
+            values[r.key] = r.value
+
+    def _apply_DelegationTokenRecord(self, r):
+        self.delegation_tokens[r.token_id] = r
+
+    def _apply_RemoveDelegationTokenRecord(self, r):
+        self.delegation_tokens.pop(r.token_id, None)

@@ -215,6 +215,8 @@ class PartitionLog:
         plog = cls(dir, cfg, topic_id, epochs, segments, snapshot_provider)
         try:
             plog._load(clean_shutdown, recovery_point, log_start_offset, progress, now_ms)
+            if os.environ.get("KPROTO_TEST_FAULT") == "drop-last-acked-batch-on-restart":
+                plog._test_drop_last_batch(now_ms)
         except BaseException:
             for seg in plog._segments:
                 seg.offset_index._release()
@@ -222,6 +224,21 @@ class PartitionLog:
                 seg.file.close()
             raise
         return plog
+
+    def _test_drop_last_batch(self, now_ms: int) -> None:
+        """A deliberately broken broker for the chaos suite's own test
+        (KPROTO_TEST_FAULT=drop-last-acked-batch-on-restart): every reopened
+        user partition loses its last batch, acknowledged or not. Never set
+        outside tests; the fault-injection checkers must report the loss."""
+        if self.topic.startswith("__") or self._leo <= self._log_start:
+            return
+        last = None
+        for header in self.iter_batches(self._segments[-1].base_offset):
+            last = header
+        if last is not None and not last.is_control:
+            log.warning("KPROTO_TEST_FAULT: dropping the last batch of %s-%d at offset %d",
+                        self.topic, self.partition, last.base_offset)
+            self.truncate_to(last.base_offset, now_ms)
 
     @staticmethod
     def _prepare_files(dir: str) -> list[int]:
@@ -601,6 +618,48 @@ class PartitionLog:
                 end = seg.last_boundary_before(want_end, position)
             return FetchSlice(seg.file, position, end - position)
         return EMPTY_SLICE
+
+    def fetch_slice(self, offset: int, max_bytes: int, upper_bound_offset: int, *,
+                    min_one_batch: bool) -> tuple[FetchSlice, bool]:
+        """(slice, first batch incomplete) as Kafka's LogSegment.read cuts it
+        for a fetch: the bytes from the start of the batch holding ``offset``,
+        ``max_bytes`` of them (raised to the first batch's size when
+        ``min_one_batch``), never past ``upper_bound_offset``'s batch nor the
+        end of the segment. The cut is a byte count, not a batch boundary:
+        a trailing partial batch is sent as Kafka sends it (clients drop
+        it); "incomplete" says the first batch itself was cut."""
+        self._check_open()
+        leo = self._leo
+        if offset < self._log_start or offset > leo:
+            raise OffsetOutOfRange(
+                f"offset {offset} is out of range for {self.topic}-{self.partition}: "
+                f"log start {self._log_start}, log end {leo}", self._log_start, leo)
+        bound = min(upper_bound_offset, leo)
+        if offset >= bound:
+            return EMPTY_SLICE, False
+        i = self._floor_segment_index(offset)
+        segments = self._segments
+        while 0 <= i < len(segments):
+            seg = segments[i]
+            found = seg.translate_offset(offset)
+            if found is None:
+                i += 1
+                continue
+            if max_bytes < 0:
+                # (Kafka's LogSegment.read refuses it: the partition's error)
+                raise ValueError(f"invalid max size {max_bytes}")
+            position, header = found
+            first_size = header.batch_length + LOG_OVERHEAD
+            adjusted = max(max_bytes, first_size) if min_one_batch else max_bytes
+            if adjusted == 0:
+                return EMPTY_SLICE, False
+            next_base = segments[i + 1].base_offset if i + 1 < len(segments) else leo
+            max_position = seg.size
+            if bound < next_base:
+                max_position = seg.position_of_bound(bound, position)
+            length = max(min(max_position - position, adjusted), 0)
+            return FetchSlice(seg.file, position, length), adjusted < first_size
+        return EMPTY_SLICE, False
 
     def read_bytes(self, offset: int, max_bytes: int = 2**31 - 1,
                    upper_bound_offset: int | None = None, *, min_one_batch: bool = True) -> bytes:

@@ -1,0 +1,80 @@
+"""Client telemetry (KIP-714): GetTelemetrySubscriptions, PushTelemetry and
+ListClientMetricsResources (broker/client_metrics.py has the rules).
+
+Kafka advertises the two telemetry APIs only when a telemetry receiver is
+configured; kproto has one built in and advertises them while a client-metrics
+subscription exists, so clients of a broker without subscriptions see the
+same ApiVersions as from a default Kafka and never push.
+"""
+from __future__ import annotations
+
+from kproto.api import ApiKey
+from kproto.errors import KafkaError
+from kproto.messages.get_telemetry_subscriptions_response import GetTelemetrySubscriptionsResponse
+from kproto.messages.list_client_metrics_resources_response import (
+    ClientMetricsResource, ListClientMetricsResourcesResponse)
+from kproto.messages.push_telemetry_response import PushTelemetryResponse
+
+from broker import client_metrics as cm
+from broker.handlers import advertised_when, handles
+
+
+def manager(broker) -> cm.ClientMetricsManager:
+    m = getattr(broker, "client_metrics", None)
+    if m is None:
+        max_bytes = broker.config.get_int("telemetry.max.bytes") or 1048576
+        m = broker.client_metrics = cm.ClientMetricsManager(broker.image, max_bytes)
+    return m
+
+
+def _client(ctx) -> dict:
+    conn = ctx.conn
+    software = getattr(conn, "client_software", None) or (None, None)
+    peer = getattr(conn, "peer", None) or (None, None)
+    return {"client_id": ctx.client_id, "client_software_name": software[0],
+            "client_software_version": software[1],
+            "client_source_address": str(peer[0]) if peer[0] is not None else None,
+            "client_source_port": str(peer[1]) if len(peer) > 1 and peer[1] is not None else None}
+
+
+@handles(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, 0)
+async def get_telemetry_subscriptions(ctx, req):
+    m = manager(ctx.broker)
+    try:
+        inst = m.get_subscriptions(req.client_instance_id, _client(ctx))
+    except KafkaError as exc:
+        return GetTelemetrySubscriptionsResponse(throttle_time_ms=0, error_code=exc.code,
+                                                 client_instance_id=req.client_instance_id,
+                                                 accepted_compression_types=[], requested_metrics=[])
+    # "*" subscribes to everything; on the wire that is one empty prefix
+    requested = [""] if inst.metrics == [cm.ALL_SUBSCRIBED_METRICS] else list(inst.metrics)
+    return GetTelemetrySubscriptionsResponse(
+        throttle_time_ms=0, error_code=0, client_instance_id=inst.instance_id,
+        subscription_id=inst.subscription_id, accepted_compression_types=list(cm.ACCEPTED_COMPRESSION),
+        push_interval_ms=inst.interval_ms, telemetry_max_bytes=m.max_bytes, delta_temporality=True,
+        requested_metrics=requested)
+
+
+@handles(ApiKey.PUSH_TELEMETRY, 0, 0)
+async def push_telemetry(ctx, req):
+    try:
+        manager(ctx.broker).push(req.client_instance_id, req.subscription_id, req.terminating,
+                                 req.compression_type, req.metrics, _client(ctx))
+    except KafkaError as exc:
+        return PushTelemetryResponse(throttle_time_ms=0, error_code=exc.code)
+    return PushTelemetryResponse(throttle_time_ms=0, error_code=0)
+
+
+def _subscribed(broker) -> bool:
+    return cm.has_subscriptions(broker.image)
+
+
+advertised_when(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, _subscribed)
+advertised_when(ApiKey.PUSH_TELEMETRY, _subscribed)
+
+
+@handles(ApiKey.LIST_CLIENT_METRICS_RESOURCES, 0, 0)
+async def list_client_metrics_resources(ctx, req):
+    return ListClientMetricsResourcesResponse(
+        throttle_time_ms=0, error_code=0,
+        client_metrics_resources=[ClientMetricsResource(name=n) for n in cm.resource_names(ctx.broker.image)])

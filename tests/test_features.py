@@ -1,0 +1,114 @@
+"""Cluster features: ApiVersions' supported and finalized features as Kafka 3.9
+reports them, and UpdateFeatures with Kafka's controller rules."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from broker import features
+from broker.metadata.image import MetadataImage
+from kproto.errors import ErrorCode
+from kproto.messages.api_versions_request import ApiVersionsRequest
+from kproto.messages.update_features_request import FeatureUpdateKey, UpdateFeaturesRequest
+from tests.wire_client import WireClient
+
+pytestmark = pytest.mark.timeout(60)
+
+OBSERVATIONS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "kafka-observations",
+                            "api-versions.json")
+
+
+def _api_versions(c: WireClient, version: int):
+    return c.call(ApiVersionsRequest(client_software_name="t", client_software_version="1"), version)
+
+
+def _update(c: WireClient, version=1, validate_only=False, **levels):
+    ups = []
+    for name, (level, kind) in levels.items():
+        if version == 0:
+            u = FeatureUpdateKey(feature=name.replace("_", "."), max_version_level=level,
+                                 allow_downgrade=kind != features.UPGRADE)
+        else:
+            u = FeatureUpdateKey(feature=name.replace("_", "."), max_version_level=level, upgrade_type=kind)
+        ups.append(u)
+    resp = c.call(UpdateFeaturesRequest(timeout_ms=1000, feature_updates=ups, validate_only=validate_only),
+                  version)
+    assert resp.error_code == 0
+    return {r.feature: (r.error_code, r.error_message) for r in resp.results}
+
+
+def _finalized(c: WireClient) -> dict:
+    return {f.name: f.max_version_level for f in _api_versions(c, 3).finalized_features}
+
+
+def test_api_versions_features_as_kafka(broker):
+    with WireClient(broker.bootstrap) as c:
+        v3, v4 = _api_versions(c, 3), _api_versions(c, 4)
+    got = {
+        3: [(f.name, f.min_version, f.max_version) for f in v3.supported_features],
+        4: [(f.name, f.min_version, f.max_version) for f in v4.supported_features],
+        "finalized": [(f.name, f.min_version_level, f.max_version_level) for f in v3.finalized_features],
+    }
+    expected = {3: [("metadata.version", 1, 21)],
+                4: [("kraft.version", 0, 1), ("metadata.version", 1, 21)],
+                "finalized": [("metadata.version", 21, 21)]}
+    if os.path.exists(OBSERVATIONS):
+        with open(OBSERVATIONS) as f:
+            obs = json.load(f)
+        expected = {3: [(f["name"], f["min_version"], f["max_version"]) for f in obs["supported_features"]],
+                    4: [(f["name"], f["min_version"], f["max_version"])
+                        for f in obs["v4_response"]["supported_features"]],
+                    "finalized": [(f["name"], f["min_version_level"], f["max_version_level"])
+                                  for f in obs["finalized_features"]]}
+    assert got == expected
+
+
+def test_update_metadata_version(fresh_broker):
+    mv = "metadata_version"
+    with WireClient(fresh_broker.bootstrap) as c:
+        epoch = _api_versions(c, 3).finalized_features_epoch
+        # a downgrade needs a downgrade type
+        code, msg = _update(c, **{mv: (20, features.UPGRADE)})["metadata.version"]
+        assert code == ErrorCode.INVALID_UPDATE_VERSION and "Can't downgrade" in msg
+        # 3.9-IV0 -> 3.8-IV0 changes no metadata: allowed; validate_only changes nothing
+        assert _update(c, validate_only=True, **{mv: (20, features.SAFE_DOWNGRADE)}) == {"metadata.version": (0, None)}
+        assert _finalized(c) == {"metadata.version": 21}
+        assert _update(c, **{mv: (20, features.SAFE_DOWNGRADE)}) == {"metadata.version": (0, None)}
+        assert _finalized(c) == {"metadata.version": 20}
+        # 3.7-IV2 changed the metadata format: no safe downgrade below it (as a Kafka 3.9 answered)
+        assert _update(c, **{mv: (17, features.SAFE_DOWNGRADE)}) == {"metadata.version": (0, None)}
+        code, msg = _update(c, **{mv: (16, features.SAFE_DOWNGRADE)})["metadata.version"]
+        assert (code, msg) == (ErrorCode.INVALID_UPDATE_VERSION, "Invalid metadata.version 16. Refusing to "
+                               "perform the requested downgrade because it might delete metadata information.")
+        # v0: allow_downgrade=false is an upgrade; unknown features and levels out of range fail alone
+        results = _update(c, version=0, **{mv: (21, features.UPGRADE), "no_such": (1, features.UPGRADE)})
+        assert results["metadata.version"] == (0, None)
+        # the epoch is the offset of the metadata the levels come from: it moves with each change
+        assert _api_versions(c, 3).finalized_features_epoch > epoch
+        assert results["no.such"] == (ErrorCode.INVALID_UPDATE_VERSION, "Invalid update version 1 for feature "
+                                      "no.such. Local controller 1 does not support this feature.")
+        assert _update(c, **{mv: (22, features.UPGRADE)})["metadata.version"] == (
+            ErrorCode.INVALID_UPDATE_VERSION,
+            "Invalid update version 22 for feature metadata.version. Local controller 1 only supports versions 1-21")
+        assert _update(c, **{mv: (20, features.SAFE_DOWNGRADE)}) == {"metadata.version": (0, None)}
+    fresh_broker.stop()
+    fresh_broker.start()
+    with WireClient(fresh_broker.bootstrap) as c:
+        assert _finalized(c) == {"metadata.version": 20}   # kept in the metadata log
+
+
+def test_plan_update_rules():
+    image = MetadataImage()
+    ok, recs = features.plan_update(image, 1, "metadata.version", 21, features.UPGRADE)
+    assert ok.error_code == 0 and recs[0].feature_level == 21
+    bad, recs = features.plan_update(image, 1, "metadata.version", 3, features.SAFE_DOWNGRADE)
+    assert bad.message == "Invalid metadata.version 3. Unable to set a metadata.version less than 3.3-IV0"
+    assert recs == []
+    bad, _ = features.plan_update(image, 1, "metadata.version", 5, features.UNSAFE_DOWNGRADE)
+    assert bad.message.endswith("Unsafe metadata downgrade is not supported in this version.")
+    ok, recs = features.plan_update(image, 1, "kraft.version", 1, features.UPGRADE)
+    assert ok.error_code == 0 and recs == []          # Kafka 3.9: success, the level stays 0
+    bad, _ = features.plan_update(image, 1, "metadata.version", 21, 0)
+    assert bad.message.endswith("The controller does not support the given upgrade type.")

@@ -1,0 +1,326 @@
+"""Prometheus metrics, consumer lag and health checks (broker/metrics),
+scraped from a real broker process while real clients use it."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from broker.metrics import parse_listener
+from broker.metrics.registry import Histogram
+from kproto import records as rec
+from tests.wire_client import WireClient, create_topic, produce, produce_req
+from tools.broker_process import BrokerProcess, free_port
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+
+def get(url: str, timeout: float = 5.0) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def scrape(url: str) -> dict[tuple, float]:
+    """{(sample name, sorted labels): value}; the parser rejects a malformed exposition."""
+    status, text = get(url)
+    assert status == 200
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(samples, name: str, **labels) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def scrape_until(url: str, ready, timeout: float = 5.0) -> dict:
+    """Request metrics are recorded once the response has been sent, as
+    Kafka's are: a client may see its answer a moment before they move."""
+    deadline = time.monotonic() + timeout
+    while True:
+        s = scrape(url)
+        if ready(s) or time.monotonic() > deadline:
+            return s
+        time.sleep(0.02)
+
+
+def _produce_requests(s) -> float:
+    return sum(v for (name, labels), v in s.items()
+               if name == "kafka_network_requestmetrics_requests_total" and dict(labels)["request"] == "Produce")
+
+
+@pytest.fixture(scope="module")
+def mbroker(tmp_path_factory):
+    proc = BrokerProcess(str(tmp_path_factory.mktemp("kproto-metrics")), metrics=True)
+    proc.start()
+    yield proc
+    proc.stop()
+
+
+def test_scrape_parser_rejects_a_broken_exposition():
+    # the checker every test below relies on fails on a malformed exposition
+    with pytest.raises(ValueError):
+        list(text_string_to_metric_families("kafka_x{topic=\"a\" 1\n"))
+
+
+def test_listener_setting_and_latency_quantiles():
+    assert parse_listener(None) == ("127.0.0.1", 9644)
+    assert parse_listener("http://0.0.0.0:23005/") == ("0.0.0.0", 23005)
+    assert parse_listener("off") is None and parse_listener("") is None
+    for bad in ("https://127.0.0.1:1", "127.0.0.1", "http://h:99999"):
+        with pytest.raises(ValueError):
+            parse_listener(bad)
+    h = Histogram()
+    for ms in [0.3] * 90 + [40.0] * 10:
+        h.observe(ms)
+    # buckets are powers of two of microseconds: 0.3 ms in [0.256, 0.512), 40 ms in [32.8, 65.5)
+    assert 0.256 <= h.quantile(0.5) <= 0.512
+    assert 32.768 <= h.quantile(0.99) <= 65.536
+    assert h.count == 100 and abs(h.sum - 427.0) < 1e-6
+
+
+def test_counters_move_by_what_was_produced_and_consumed(mbroker, topic_name):
+    url = mbroker.metrics_url
+    assert url and url.startswith("http://127.0.0.1:") and url.endswith("/metrics")
+    create_topic(mbroker.bootstrap, topic_name)
+    before = scrape(url)
+    n = 500
+    p = confluent_kafka.Producer({"bootstrap.servers": mbroker.bootstrap, "linger.ms": 5})
+    for i in range(n):
+        p.produce(topic_name, key=b"k%d" % i, value=b"v" * (i % 50))
+    assert p.flush(15) == 0
+    after = scrape_until(url, lambda s: _produce_requests(s) >= 1 and _produce_requests(s) == value(
+        s, "kafka_network_requestmetrics_totaltimems_count", request="Produce"))
+    t = {"topic": topic_name}
+    assert value(after, "kafka_server_brokertopicmetrics_messagesin_total", **t) == n
+    size = value(after, "kafka_log_log_size", topic=topic_name, partition="0")
+    assert size > n * 10
+    assert value(after, "kafka_server_brokertopicmetrics_bytesin_total", **t) == size
+    assert value(after, "kafka_log_log_logendoffset", topic=topic_name, partition="0") == n
+    # the totals without a topic label moved by the same amounts
+    assert (value(after, "kafka_server_brokertopicmetrics_messagesin_total")
+            - value(before, "kafka_server_brokertopicmetrics_messagesin_total")) == n
+    produce_requests = _produce_requests(after)
+    assert produce_requests >= 1
+    assert value(after, "kafka_network_requestmetrics_totaltimems_count", request="Produce") == produce_requests
+    assert value(after, "kafka_network_requestmetrics_totaltimems", request="Produce", quantile="0.99") > 0
+
+    c = confluent_kafka.Consumer({"bootstrap.servers": mbroker.bootstrap, "group.id": "g-" + topic_name,
+                                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic_name])
+    got = 0
+    deadline = time.monotonic() + 20
+    while got < n and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got += 1
+    c.close()
+    assert got == n
+    consumed = scrape(url)
+    # one pass over the log: every byte appended went out once
+    assert value(consumed, "kafka_server_brokertopicmetrics_bytesout_total", **t) == size
+    assert value(consumed, "kafka_server_brokertopicmetrics_failedproducerequests_total", **t) == 0
+
+
+def test_request_counts_are_exact_per_api_and_version(mbroker, topic_name):
+    create_topic(mbroker.bootstrap, topic_name)
+    before = scrape(mbroker.metrics_url)
+    batch = rec.build_batch([(b"k", b"v", [], 1_700_000_000_000)])
+    with WireClient(mbroker.bootstrap) as c:
+        for _ in range(7):
+            assert produce(c, topic_name, bytearray(batch)).error_code == 0
+        # a failed produce counts as failed for its topic
+        assert produce(c, topic_name, bytearray(batch), acks=5).error_code != 0
+    key = ("kafka_network_requestmetrics_requests_total", (("request", "Produce"), ("version", "9")))
+    after = scrape_until(mbroker.metrics_url, lambda s: s.get(key, 0) - before.get(key, 0) >= 8)
+    assert after[key] - before.get(key, 0) == 8
+    t = {"topic": topic_name}
+    assert value(after, "kafka_server_brokertopicmetrics_messagesin_total", **t) == 7
+    assert value(after, "kafka_server_brokertopicmetrics_bytesin_total", **t) == 7 * len(batch)
+    assert value(after, "kafka_server_brokertopicmetrics_failedproducerequests_total", **t) == 1
+    assert value(after, "kafka_server_brokertopicmetrics_totalproducerequests_total", **t) == 8
+    assert value(after, "kafka_server_socket_server_metrics_connection_creation_total",
+                 listener="PLAINTEXT") >= 1
+
+
+def test_consumer_lag_goes_to_zero_when_the_group_catches_up(mbroker, topic_name):
+    create_topic(mbroker.bootstrap, topic_name)
+    old = int(time.time() * 1000) - 120_000   # records written two minutes "ago"
+    p = confluent_kafka.Producer({"bootstrap.servers": mbroker.bootstrap})
+    for i in range(100):
+        p.produce(topic_name, value=b"x", timestamp=old)
+    assert p.flush(15) == 0
+    group = "lag-" + topic_name
+    c = confluent_kafka.Consumer({"bootstrap.servers": mbroker.bootstrap, "group.id": group,
+                                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.assign([confluent_kafka.TopicPartition(topic_name, 0, 0)])
+    c.commit(offsets=[confluent_kafka.TopicPartition(topic_name, 0, 40)], asynchronous=False)
+    labels = {"group": group, "topic": topic_name, "partition": "0"}
+    s = scrape(mbroker.metrics_url)
+    assert value(s, "kafka_consumergroup_group_offset", **labels) == 40
+    assert value(s, "kafka_consumergroup_group_lag", **labels) == 60
+    assert value(s, "kafka_consumergroup_group_sum_lag", group=group) == 60
+    assert 110 <= value(s, "kafka_consumergroup_group_lag_seconds", **labels) <= 600
+    # the group reads the rest and commits what it consumed
+    c.assign([confluent_kafka.TopicPartition(topic_name, 0, 40)])
+    got = 0
+    deadline = time.monotonic() + 15
+    while got < 60 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got += 1
+    assert got == 60
+    c.commit(asynchronous=False)
+    c.close()
+    s = scrape(mbroker.metrics_url)
+    assert value(s, "kafka_consumergroup_group_lag", **labels) == 0
+    assert ("kafka_consumergroup_group_lag_seconds", tuple(sorted(labels.items()))) in s
+    assert value(s, "kafka_consumergroup_group_lag_seconds", **labels) == 0
+    assert value(s, "kafka_coordinator_group_groupmetadatamanager_numgroups") >= 1
+
+
+def test_health_ready_and_unknown_paths(mbroker):
+    base = mbroker.metrics_url.rsplit("/", 1)[0]
+    assert get(base + "/ready") == (200, "ready\n")
+    assert get(base + "/health") == (200, "ok\n")
+    assert get(base + "/nope")[0] == 404
+    s = scrape(mbroker.metrics_url)
+    assert value(s, "kproto_broker_ready") == 1
+    assert value(s, "process_resident_memory_bytes") > 1 << 20
+    assert value(s, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+    # single node: this node leads the metadata quorum, in an epoch of at least 1
+    assert value(s, "kafka_server_raft_metrics_current_leader") == 1
+    assert value(s, "kafka_server_raft_metrics_current_epoch") >= 1
+    assert value(s, "kafka_server_raft_metrics_high_watermark") >= 1
+
+
+def test_metrics_off_by_default_in_tests_and_a_taken_port_costs_only_the_metrics(tmp_path):
+    plain = BrokerProcess(str(tmp_path / "a"))
+    with plain:
+        assert plain.metrics_url is None and " metrics " not in plain.ready_line
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        b = BrokerProcess(str(tmp_path / "b"), settings={"kproto.metrics.listener": f"http://127.0.0.1:{port}"})
+        with b:
+            assert b.metrics_url is None
+            with WireClient(b.bootstrap) as c:
+                assert produce(c, "t-port", bytearray(rec.build_batch([(b"k", b"v", [], 1)]))).error_code in (0, 3)
+        assert any("metrics listener" in line and "not started" in line for line in b.stderr_lines)
+
+
+def test_bad_listener_setting_stops_startup(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "broker.cli", "serve", "--set", f"log.dirs={tmp_path}",
+                        "--set", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}",
+                        "--set", "kproto.metrics.listener=https://x:1"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1
+    assert "kproto.metrics.listener" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_ready_flips_only_after_recovery_of_a_large_log(tmp_path):
+    data = str(tmp_path / "data")
+    b = BrokerProcess(data)
+    b.start()
+    create_topic(b.bootstrap, "big")
+    # ~64 MiB in many small batches, then kill -9: the restart scans it all
+    value_ = b"r" * 1000
+    with WireClient(b.bootstrap) as c:
+        batch = bytearray(rec.build_batch([(None, value_, [], 1)] * 16))
+        for _ in range(4096):
+            c.send(produce_req("big", bytearray(batch), acks=0), 9)
+        produce(c, "big", bytearray(batch))   # acked: the earlier ones were appended
+    b.kill()
+    mport = free_port()
+    b2 = BrokerProcess(data, port=b.port,
+                       settings={"kproto.metrics.listener": f"http://127.0.0.1:{mport}"})
+    seen = []
+    stop = threading.Event()
+
+    def poll():
+        while not stop.is_set():
+            try:
+                seen.append(get(f"http://127.0.0.1:{mport}/ready", timeout=2))
+            except OSError:
+                pass   # not bound yet
+            time.sleep(0.002)
+
+    t = threading.Thread(target=poll, daemon=True)
+    t.start()
+    try:
+        b2.start()
+        time.sleep(0.2)
+    finally:
+        stop.set()
+        t.join()
+    try:
+        codes = [code for code, _ in seen]
+        assert 503 in codes and codes[-1] == 200, seen[:3]
+        first_ok = codes.index(200)
+        assert all(c == 503 for c in codes[:first_ok])
+        assert all(c == 200 for c in codes[first_ok:])
+        assert any("recovering logs" in text for code, text in seen if code == 503)
+        s = scrape(b2.metrics_url)
+        assert value(s, "kafka_log_log_logendoffset", topic="big", partition="0") == 4097 * 16
+    finally:
+        b2.stop()
+
+
+def _referenced_metrics(text: str) -> set[str]:
+    import re
+    return set(re.findall(r"\b((?:kafka|kproto|process)_[a-z0-9_]+)\b", text))
+
+
+def _exported(url: str) -> set[str]:
+    status, text = get(url)
+    names = set()
+    for fam in text_string_to_metric_families(text):
+        names |= {fam.name + sfx for sfx in ("", "_total", "_bucket", "_count", "_sum")}
+        names |= {s.name for s in fam.samples}
+    return names
+
+
+def test_dashboard_and_alert_rules_use_exported_metrics(mbroker):
+    import json
+    import os
+
+    import yaml
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "monitoring")
+    with open(os.path.join(root, "kproto-grafana-dashboard.json")) as f:
+        dashboard = json.load(f)
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    exprs += [v["definition"] for v in dashboard["templating"]["list"] if "definition" in v]
+    with open(os.path.join(root, "kproto-alerts.yml")) as f:
+        rules = yaml.safe_load(f)
+    exprs += [r["expr"] for g in rules["groups"] for r in g["rules"]]
+    exported = _exported(mbroker.metrics_url)
+    used = _referenced_metrics("\n".join(exprs))
+    assert len(used) > 20
+    assert sorted(used - exported) == []
+    # the check catches a name the broker does not export
+    assert _referenced_metrics("rate(kafka_server_brokertopicmetrics_messagesin_totl[1m])") - exported
+
+
+def test_transactions_by_state(mbroker, topic_name):
+    create_topic(mbroker.bootstrap, topic_name)
+    p = confluent_kafka.Producer({"bootstrap.servers": mbroker.bootstrap, "transactional.id": "tx-" + topic_name})
+    p.init_transactions(15)
+    p.begin_transaction()
+    p.produce(topic_name, b"in a transaction")
+    p.commit_transaction(15)
+    s = scrape(mbroker.metrics_url)
+    assert value(s, "kproto_transactions", state="CompleteCommit") >= 1
+    assert value(s, "kproto_transaction_coordinator_partitions_loading") == 0
