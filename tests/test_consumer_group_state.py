@@ -427,7 +427,14 @@ def test_classic_group_of_another_protocol_type_is_not_a_consumer_group():
 def test_migration_disabled():
     h = Harness(consumer_migration_policy="disabled")
     classic_stable_group(h)
-    assert h.hb().error == E.GROUP_ID_NOT_FOUND
+    assert h.hb().error == E.GROUP_ID_NOT_FOUND          # no upgrade
+    h.sm.groups.clear()
+    h.hb()
+    # a classic member may still join a consumer group (Kafka 3.9 with the policy disabled: MEMBER_ID_REQUIRED)
+    t = object()
+    h.apply(h.sm.join_group(t, h.now, "g", "", None, "consumer", [("range", sub("orders"))], 10000, 10000,
+                            require_known_member_id=True, topics=h.topics))
+    assert h.answers[t].error == E.MEMBER_ID_REQUIRED
 
 
 def test_online_upgrade_then_downgrade():
