@@ -41,7 +41,9 @@ class NotLeaderError(Exception):
 
 
 class ProposalLostError(Exception):
-    """The leader changed before the entries committed: they are gone."""
+    """This node stopped leading before the entries were known to be
+    committed: they may be lost or may still commit under the next leader
+    (Kafka's controller answers NOT_CONTROLLER; the client retries)."""
 
 
 class MemoryStorage:
@@ -179,6 +181,8 @@ class QuorumShell:
             if r.leader is not None:
                 self.leader = r.leader
                 self.on_leader(r.leader)
+                if r.leader.leader_id != node.id:
+                    self._fail_waiters()
             if r.load_snapshot is not None:
                 self.on_load_snapshot(*r.load_snapshot)
             if r.committed:
@@ -301,6 +305,21 @@ class QuorumShell:
         finally:
             send.close()
 
+    # ------------------------------------------------------------- queries
+
+    def describe_quorum_response(self):
+        """DescribeQuorum's answer (kproto DescribeQuorumResponse), with the
+        node's monotonic times turned into wall-clock milliseconds as Kafka
+        reports them."""
+        import time
+        q = self.node.describe_quorum()
+        shift = int(time.time() * 1000) - self.now_ms()
+        for row in q["current_voters"] + q["observers"]:
+            for key in ("last_fetch_timestamp", "last_caught_up_timestamp"):
+                if row[key] >= 0:
+                    row[key] += shift
+        return convert.describe_quorum_response(q)
+
     # ----------------------------------------------------------- proposals
 
     async def propose(self, datas) -> int:
@@ -316,8 +335,16 @@ class QuorumShell:
         self._pump()
         await done.wait()
         if not result.get("ok"):
-            raise ProposalLostError(f"entries at {p.base_offset}-{p.last_offset} were lost")
+            raise ProposalLostError(f"entries at {p.base_offset}-{p.last_offset}: leadership "
+                                    f"lost before they were known committed")
         return p.last_offset
+
+    def _fail_waiters(self):
+        for waiters in self._waiters.values():
+            for _, done, result in waiters:
+                result["ok"] = False
+                done.set()
+        self._waiters.clear()
 
     def _resolve_waiters(self, hwm):
         for off in [o for o in self._waiters if o < hwm]:

@@ -578,7 +578,9 @@ class RaftNode:
 
     def propose(self, datas) -> Proposal | NotLeader:
         if self.role != LEADER:
-            return NotLeader(self.leader_id, self.epoch)
+            # a hint only when another node leads (quorum-state names a
+            # resigned leader itself)
+            return NotLeader(self.leader_id if self.role == FOLLOWER else NO_LEADER, self.epoch)
         base = self.end_offset
         self._append_local([Entry(base + i, self.epoch, bytes(d)) for i, d in enumerate(datas)])
         self._wake_fetches()

@@ -6,7 +6,7 @@ import random
 
 import trio
 
-from broker.quorum_shell import MemoryStorage, NotLeaderError, QuorumShell
+from broker.quorum_shell import MemoryStorage, NotLeaderError, ProposalLostError, QuorumShell
 from raft.node import LEADER, Persisted, RaftConfig, RaftNode
 
 TIMEOUTS = dict(election_timeout_ms=300, fetch_timeout_ms=600, election_backoff_max_ms=300,
@@ -103,6 +103,13 @@ def test_a_follower_answers_not_leader_with_the_leader_hint():
             with trio.fail_after(5):
                 while follower.shell.node.leader_id != leader.id:
                     await trio.sleep(0.01)
+            # DescribeQuorum as the leader answers it: wall-clock fetch times
+            import time
+            p = leader.shell.describe_quorum_response().topics[0].partitions[0]
+            assert p.leader_id == leader.id and p.high_watermark >= 2
+            assert sorted(r.replica_id for r in p.current_voters) == [1, 2, 3]
+            now_ms = time.time() * 1000
+            assert all(abs(r.last_fetch_timestamp - now_ms) < 5000 for r in p.current_voters)
             try:
                 await follower.shell.propose([b"y"])
             except NotLeaderError as exc:
@@ -164,14 +171,27 @@ def test_without_a_majority_writes_do_not_commit_and_the_leader_steps_down():
             for mem in members.values():
                 if mem is not leader:
                     mem.scope.cancel()
-            # a write waits (no majority) and the caller's timeout ends it
-            with trio.move_on_after(0.5) as cs:
-                await leader.shell.propose([b"never"])
-            assert cs.cancelled_caught
-            # after 1.5 x fetch timeout without fetches it resigns: writes are refused
+            # a write waits (no majority) ...
+            outcome = []
+
+            async def write():
+                try:
+                    await leader.shell.propose([b"never"])
+                    outcome.append("committed")
+                except ProposalLostError:
+                    outcome.append("lost")
+            nursery.start_soon(write)
+            await trio.sleep(0.3)
+            assert outcome == []
+            # ... until, after 1.5 x fetch timeout without fetches, the leader
+            # resigns: the waiting write fails, new writes are refused
             with trio.fail_after(3):
                 while leader.shell.node.role == LEADER:
                     await trio.sleep(0.01)
+            with trio.fail_after(1):
+                while not outcome:
+                    await trio.sleep(0.01)
+            assert outcome == ["lost"]
             try:
                 await leader.shell.propose([b"refused"])
             except NotLeaderError:
@@ -180,5 +200,32 @@ def test_without_a_majority_writes_do_not_commit_and_the_leader_steps_down():
                 raise AssertionError("a write was accepted without a leader")
             # what was committed is still readable
             assert b"before" in leader.applied and b"never" not in leader.applied
+            nursery.cancel_scope.cancel()
+    trio.run(main)
+
+
+def test_restarting_the_whole_quorum_brings_the_same_log_back():
+    async def main():
+        async with trio.open_nursery() as nursery:
+            members = await _cluster(nursery)
+            with trio.fail_after(5):
+                for k in range(10):
+                    await _propose(members, b"topic-%d" % k)
+            storages = {i: mem.storage for i, mem in members.items()}
+            peers = next(iter(members.values())).shell.peers
+            for mem in members.values():
+                mem.scope.cancel()
+            await trio.sleep(0.1)
+            again = {}
+            for i in members:
+                ls = await trio.open_tcp_listeners(peers[i][1], host="127.0.0.1")
+                again[i] = Member(i, tuple(members), ls, peers, storage=storages[i])
+                await nursery.start(again[i].run)
+            want = [b"topic-%d" % k for k in range(10)]
+            with trio.fail_after(10):
+                while not all(mem.applied[:10] == want for mem in again.values()):
+                    await trio.sleep(0.01)
+            with trio.fail_after(5):
+                await _propose(again, b"after-restart")
             nursery.cancel_scope.cancel()
     trio.run(main)
