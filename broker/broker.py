@@ -19,7 +19,8 @@ from broker.metadata.image import MetadataImage
 from broker.metadata.log import METADATA_TOPIC, MetadataLog
 from broker.metrics import LISTENER_KEY, BrokerMetrics, parse_listener, watch_event_loop
 from broker.producer_ids import ProducerIdManager
-from broker.quorum.leadership import become_sole_leader
+from broker.quorum.leadership import become_sole_leader, bootstrap_batch_records, bootstrap_voters
+from broker.quorum.metadata_snapshots import Snapshotter
 from broker.quorum.startup import prepare_storage
 from broker.producers import ProducerStateManager
 from broker.replicas import ReplicaManager
@@ -63,6 +64,7 @@ class Broker:
         self.metadata_log_dir = os.path.abspath(config.kraft.metadata_log_dir) if config.kraft else self.log_dir
         self._metadata_logs_manager = None
         self.log_dirs = [os.path.abspath(d) for d in config.log_dirs]   # JBOD: partitions spread over them
+        self.quorum_voter_set = None
         self.cluster_id = None
         self.metadata_version = METADATA_VERSION
         self.features_epoch = 0
@@ -139,7 +141,19 @@ class Broker:
         self.metadata = MetadataLog(plog, self.image)
         count = self.metadata.replay()
         # a one-voter quorum elects itself in a new epoch: quorum-state + LeaderChange record
-        self.metadata.leader_epoch = become_sole_leader(plog, self.node_id, self._metadata_logs().sync)
+        voters = list(self.config.kraft.voters) if self.config.kraft else []
+        self.quorum_voter_set = bootstrap_voters(plog.dir)   # a dynamic quorum's VotersRecord, or None
+        self.metadata.leader_epoch = become_sole_leader(plog, self.node_id, voters, self._metadata_logs().sync,
+                                                        self.quorum_voter_set)
+        if "metadata.version" not in self.image.features:
+            # a new cluster: the bootstrap records (metadata.version from `storage format`) come first
+            self.metadata.append(bootstrap_batch_records(self.metadata_log_dir, METADATA_VERSION))
+        self.metadata_version = self.image.features.get("metadata.version", METADATA_VERSION)
+        self.metadata.snapshotter = Snapshotter(
+            plog, self.image, max_bytes=self.config.get_long("metadata.log.max.record.bytes.between.snapshots"),
+            max_interval_ms=self.config.get_long("metadata.log.max.snapshot.interval.ms"),
+            metadata_version=self.metadata_version, node_id=self.node_id, voter_set=self.quorum_voter_set,
+            sync=self._metadata_logs().sync)
         self.features_epoch = max(self.image.offset, 0)
         self.controller = Controller(self.node_id, self.metadata, self.image, self.config,
                                      self._validate_topic_configs)
@@ -222,6 +236,8 @@ class Broker:
                 if self.metrics is not None:
                     nursery.start_soon(watch_event_loop, self.metrics)
                 self.ready = True
+                if getattr(self, "metrics_warning", None):
+                    log.warning(self.metrics_warning)
                 task_status.started(addresses)
         finally:
             self.ready = False
@@ -233,7 +249,8 @@ class Broker:
 
     def _start_metrics_listener(self) -> None:
         """Bound first, so /ready and /health answer while storage opens. A
-        port in use costs the metrics, not the broker: one line, and on."""
+        port in use costs the metrics, not the broker: one line once the
+        broker is ready (a start-up that fails says only why it failed)."""
         if self.metrics_listener is None or self.metrics_server is not None:
             return
         from broker.metrics.http import MetricsServer
@@ -241,8 +258,8 @@ class Broker:
         try:
             self.metrics_server = MetricsServer(self, host, port)
         except OSError as exc:
-            log.warning("metrics listener http://%s:%d not started (%s): running without metrics",
-                        host, port, exc.strerror or exc)
+            self.metrics_warning = (f"metrics listener http://{host}:{port} not started "
+                                    f"({exc.strerror or exc}): running without metrics")
             self.metrics = None
             return
         self.metrics_server.trio_token = trio.lowlevel.current_trio_token()

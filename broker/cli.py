@@ -67,12 +67,13 @@ def main(argv=None) -> None:
         broker = Broker(config)
     except ConfigError as exc:   # kproto.metrics.listener is checked here
         _fail(str(exc))
+    state = {"ready": False}
     try:
-        trio.run(_serve, broker, started)
+        trio.run(_serve, broker, started, state)
     except KeyboardInterrupt:
         pass
     except BaseException as exc:  # (trio wraps task errors in exception groups)
-        message = explain(exc, getattr(broker, "log_dir", None))
+        message = None if state["ready"] else explain(exc, getattr(broker, "log_dir", None))
         if message is None:
             raise
         _fail(message)
@@ -84,7 +85,7 @@ def _fail(message: str) -> None:
     raise SystemExit(1)
 
 
-async def _serve(broker, started: float) -> None:
+async def _serve(broker, started: float, state: dict) -> None:
     async with trio.open_nursery() as nursery:
         def progress(line: str) -> None:
             print(line, file=sys.stderr, flush=True)
@@ -93,9 +94,13 @@ async def _serve(broker, started: float) -> None:
         listing = ", ".join(addresses)
         from broker.version import VERSION
         metrics = f" metrics {broker.metrics_url}" if getattr(broker, "metrics_url", None) else ""
-        print(f"kproto ready: {listing} (kproto {VERSION}, node {broker.node_id}, cluster {broker.cluster_id}, "
-              f"data {broker.log_dir}){metrics} in {time.monotonic() - started:.2f} s", flush=True)
+        # the handlers are in place before the ready line: a SIGTERM right
+        # after it is a clean shutdown, not a kill
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            print(f"kproto ready: {listing} (kproto {VERSION}, node {broker.node_id}, "
+                  f"cluster {broker.cluster_id}, data {broker.log_dir}){metrics} "
+                  f"in {time.monotonic() - started:.2f} s", flush=True)
+            state["ready"] = True  # (errors from here on are not start-up mistakes)
             async for _sig in signals:
                 break
         nursery.cancel_scope.cancel()

@@ -27,7 +27,6 @@ log = logging.getLogger("kproto.client_metrics")
 CLIENT_METRICS_RESOURCE = 16
 METRICS, INTERVAL_MS, MATCH = "metrics", "interval.ms", "match"
 ALL_CONFIGS = (METRICS, INTERVAL_MS, MATCH)
-LIST_CONFIGS = (METRICS, MATCH)
 DEFAULT_INTERVAL_MS = 300_000
 MIN_INTERVAL_MS, MAX_INTERVAL_MS = 100, 3_600_000
 ALL_SUBSCRIBED_METRICS = "*"
@@ -43,19 +42,18 @@ def _split(value: str | None) -> list[str]:
 
 
 def parse_match(patterns: list[str]) -> dict[str, re.Pattern]:
-    """ClientMetricsConfigs.parseMatchingPatterns, with its errors (INVALID_CONFIG)."""
+    """ClientMetricsConfigs.parseMatchingPatterns: `selector=regex` pairs (INVALID_CONFIG
+    "Illegal client matching pattern" for anything else, as a Kafka 3.9 answered)."""
     out = {}
     for pattern in patterns:
         pair = pattern.split("=")
-        if len(pair) != 2:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Illegal client matching pattern: {pattern}")
-        key, regex = pair[0].strip(), pair[1].strip()
-        if key not in MATCH_SELECTORS:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid client matching criteria: {key}")
+        key = pair[0].strip() if len(pair) == 2 else None
         try:
-            out[key] = re.compile(regex)
-        except re.error:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Illegal regex pattern: {regex}") from None
+            if key not in MATCH_SELECTORS:
+                raise ValueError(pattern)
+            out[key] = re.compile(pair[1].strip())
+        except (ValueError, re.error):
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Illegal client matching pattern: {pattern}") from None
     return out
 
 
@@ -67,11 +65,12 @@ def validate(name: str, configs: dict[str, str]) -> None:
         if key not in ALL_CONFIGS:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown client metrics configuration: {key}")
     if INTERVAL_MS in configs:
-        try:
-            interval = int(configs[INTERVAL_MS].strip())
-        except ValueError:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {configs[INTERVAL_MS]} for configuration "
-                             f"{INTERVAL_MS}: Not a number of type INT") from None
+        text = configs[INTERVAL_MS]
+        # Kafka parses it with Integer.parseInt and lets the NumberFormatException escape:
+        # UNKNOWN_SERVER_ERROR without a message is what a Kafka 3.9 answers
+        if not re.fullmatch(r"[+-]?[0-9]+", text or "") or not -(1 << 31) <= int(text) < (1 << 31):
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, None)
+        interval = int(text)
         if not MIN_INTERVAL_MS <= interval <= MAX_INTERVAL_MS:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid value {interval} for {INTERVAL_MS}, interval "
                              "must be between 100 and 3600000 (1 hour)")
@@ -89,16 +88,9 @@ def incremental(current: dict[str, str], ops) -> dict[str, str]:
         elif op == 1:
             new.pop(name, None)
         elif op in (2, 3):
+            # Kafka 3.9's controller knows no client-metrics key as a LIST: both always fail
             verb = "APPEND" if op == 2 else "SUBTRACT"
-            if name not in LIST_CONFIGS:
-                raise KafkaError(ErrorCode.INVALID_CONFIG,
-                                 f"Can't {verb} to key {name} because its type is not LIST.")
-            parts = _split(new.get(name))
-            if op == 2:
-                parts += [p for p in _split(value) if p not in parts]
-            else:
-                parts = [p for p in parts if p not in _split(value)]
-            new[name] = ",".join(parts)
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Can't {verb} to key {name} because its type is not LIST.")
         else:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op}")
     return new
@@ -165,6 +157,8 @@ class ClientMetricsManager:
         self.instances: OrderedDict[uuid.UUID, ClientInstance] = OrderedDict()
         self.pushes = 0
         self.bytes = 0
+        self.throttled = 0
+        self.unknown_subscription = 0
 
     def _version(self) -> tuple:
         # subscriptions as they stand: an instance computed from older ones is recomputed
@@ -208,6 +202,7 @@ class ClientMetricsManager:
         if now - max(inst.last_get_ms, inst.last_push_ms) >= inst.interval_ms or inst.last_get_ms == 0 == inst.last_push_ms:
             inst.last_get_ms = now
         elif inst.last_error not in (ErrorCode.UNKNOWN_SUBSCRIPTION_ID, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE):
+            self.throttled += 1
             raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED,
                              "The request from the client instance has been throttled")
         inst.last_error = 0
@@ -223,6 +218,10 @@ class ClientMetricsManager:
             self._validate_push(inst, sub_id, terminating, codec, data)
         except KafkaError as exc:
             inst.last_error = exc.code
+            if exc.code == ErrorCode.THROTTLING_QUOTA_EXCEEDED:
+                self.throttled += 1
+            elif exc.code == ErrorCode.UNKNOWN_SUBSCRIPTION_ID:
+                self.unknown_subscription += 1
             raise
         inst.last_error = 0
         if terminating:

@@ -22,7 +22,7 @@ METADATA_VERSIONS = (
     (5, "3.3-IV1", True), (6, "3.3-IV2", True), (7, "3.3-IV3", True), (8, "3.4-IV0", True),
     (9, "3.5-IV0", False), (10, "3.5-IV1", True), (11, "3.5-IV2", True), (12, "3.6-IV0", False),
     (13, "3.6-IV1", True), (14, "3.6-IV2", True), (15, "3.7-IV0", True), (16, "3.7-IV1", False),
-    (17, "3.7-IV2", True), (18, "3.7-IV3", False), (19, "3.7-IV4", False), (20, "3.8-IV0", True),
+    (17, "3.7-IV2", True), (18, "3.7-IV3", False), (19, "3.7-IV4", False), (20, "3.8-IV0", False),
     (21, "3.9-IV0", False),
 )
 _MV = {level: (name, changed) for level, name, changed in METADATA_VERSIONS}
@@ -63,7 +63,7 @@ def _invalid(feature: str, level: int, message: str) -> UpdateResult:
 
 
 def _range_text(lo: int, hi: int) -> str:
-    return f"SupportedVersionRange[min_version:{lo}, max_version:{hi}]"
+    return f"{lo}-{hi}"
 
 
 def plan_update(image, node_id: int, feature: str, level: int, upgrade_type: int) -> tuple[UpdateResult, list]:
@@ -90,9 +90,9 @@ def plan_update(image, node_id: int, feature: str, level: int, upgrade_type: int
         if problem:
             return UpdateResult(ErrorCode.INVALID_UPDATE_VERSION,
                                 f"Invalid metadata.version {level}. {problem}"), []
-    elif feature == KRAFT_VERSION and level != current:
-        # the quorum's own version changes through the quorum, not UpdateFeatures
-        return _invalid(feature, level, "Cannot update kraft.version with UpdateFeatures."), []
+    elif feature == KRAFT_VERSION:
+        # Kafka 3.9 answers success but the level stays (the quorum keeps its own version)
+        return UpdateResult(), []
     return UpdateResult(), [FeatureLevelRecord(name=feature, feature_level=level)]
 
 

@@ -52,7 +52,7 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
     else:
         transport, session = Transport(sock, max_frame), None
     conn = ClientConnection(transport, peer, listener, session)
-    # RequestMetrics (broker/metrics): (frame, received, started, finished) per request
+    # RequestMetrics (broker/metrics): (frame, finished) of each request of a batch
     metrics = getattr(dispatcher.broker, "metrics", None)
     done = [] if metrics is not None else None
     if metrics is not None:
@@ -65,10 +65,9 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
                 out = []
                 try:
                     while frame is not None:
-                        started = perf_counter() if done is not None else 0.0
                         chunks = await dispatcher.handle(frame, conn)
                         if done is not None:
-                            done.append((frame, received, started, perf_counter()))
+                            done.append((frame, perf_counter()))
                         if chunks:
                             out.extend(chunks)
                         frame = transport.buffered_frame()
@@ -85,7 +84,7 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
                 if out:
                     await transport.send(out)
                 if done:
-                    metrics.requests_answered(done, perf_counter())
+                    metrics.requests_answered(done, received, perf_counter())
                     done.clear()
                 if session is not None and session.throttle_until:
                     await mute_if_throttled(session)

@@ -35,6 +35,10 @@ def add_parser(sub) -> None:
     fmt.add_argument("--release-version", "-r",
                      help="The release version to use for the initial feature settings. The minimum is "
                           f"3.0-IV1; the default is {formatter.LATEST_PRODUCTION}")
+    # accepted and, as by Kafka 3.9.0's StorageTool, not applied
+    fmt.add_argument("--feature", "-f", action="append",
+                     help="The setting to use for a specific feature, in feature=level format. For "
+                          "example: `kraft.version=1`.")
     group = fmt.add_mutually_exclusive_group()
     group.add_argument("--standalone", "-s", action="store_true",
                        help="Used to initialize a controller as a single-node dynamic quorum.")
@@ -56,7 +60,10 @@ def run(args, out=print) -> int:
             return info(config, out)
         format_command(args, config, out)
         return 0
-    except (ConfigError, FormatError, ValueError, OSError) as exc:
+    except OSError as exc:
+        print(f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc), file=sys.stderr)
+        return 1
+    except (ConfigError, FormatError, ValueError) as exc:
         print(str(exc), file=sys.stderr)
         return 1
 

@@ -261,3 +261,43 @@ def pytest_sessionfinish(session, exitstatus):
     }
     with open(RESULTS_FILE, "w") as f:
         json.dump(data, f, indent=1)
+    _write_matrix(session, data)
+
+
+_DESELECTED = []
+
+
+def pytest_collection_finish(session):
+    """With KPROTO_COMPAT_LABELS=path (tests/test_docs_current.py), write the
+    (feature, client) row of every collected scenario there."""
+    path = os.environ.get("KPROTO_COMPAT_LABELS")
+    if path:
+        with open(path, "w") as f:
+            json.dump(sorted({_matrix_labels(i) for i in session.items}), f)
+
+
+def pytest_deselected(items):
+    _DESELECTED.extend(items)
+
+
+def _write_matrix(session, data: dict) -> None:
+    """Every full run rewrites the matrix in docs/compatibility.md, so the
+    committed matrix is the last full run's (tests/test_docs_current.py
+    checks it still describes the suite). A partial run (-k, -m, a file,
+    -x stopping early) leaves it alone."""
+    if os.environ.get("KPROTO_COMPAT_KEEP_DOC") or _DESELECTED or session.shouldstop or session.shouldfail:
+        return
+    compat_dir = os.path.dirname(os.path.abspath(__file__))
+    ran = {o["test"] for o in STATE.outcomes}
+    all_compat = [i for i in session.items if os.path.abspath(str(i.fspath)).startswith(compat_dir)]
+    if len(all_compat) != session.testscollected or len(ran) < len(all_compat):
+        return
+    if any(os.path.abspath(a.split("::")[0]) not in (compat_dir, os.path.dirname(compat_dir))
+           for a in session.config.args):
+        return
+    from compat_tests import report
+    with open(report.DOC) as f:
+        text = f.read()
+    with open(report.DOC, "w") as f:
+        f.write(report.render(text, data))
+    session.config.get_terminal_writer().line(f"compatibility matrix written to {report.DOC}")

@@ -43,6 +43,7 @@ from raft.messages import (
 
 UNATTACHED = "unattached"   # knows the epoch, no leader; may have voted
 CANDIDATE = "candidate"
+PROSPECTIVE = "prospective"  # pre-vote (KIP-996): asks before bumping the epoch
 LEADER = "leader"
 FOLLOWER = "follower"
 RESIGNED = "resigned"       # was leader of this epoch; waits for the next
@@ -143,6 +144,7 @@ class RaftNode:
         self.pending_fetches: dict = {}   # replica -> (src, corr, req, deadline)
         self.epoch_start_offset = 0
         self.retries = 0          # elections lost in a row (sets the backoff)
+        self.left_leader = NO_LEADER
         self.snapshot_fetch: Optional[tuple] = None   # (SnapshotId, bytearray, corr)
 
         if self.snapshot_id is not None:
@@ -319,7 +321,8 @@ class RaftNode:
         # unattached) keeps its running election timer when it moves to a
         # later epoch, so a candidate that cannot win (stale log) does not
         # keep the others from standing by bumping the epoch
-        keep = self.election_deadline if self.role in (UNATTACHED, CANDIDATE) else None
+        keep = self.election_deadline if self.role in (UNATTACHED, CANDIDATE, PROSPECTIVE) \
+            else None
         self._clear_role_state()
         self.role = UNATTACHED
         self.leader_id = NO_LEADER
@@ -355,6 +358,34 @@ class RaftNode:
         self._notify_leader()
         self._send_fetch()
 
+    def _stand(self):
+        """The election timer fired: stand for election, after a pre-vote
+        round when pre_vote is on."""
+        if self.config.pre_vote and len(self.voters) > 1:
+            self._become_prospective()
+        else:
+            self._become_candidate()
+
+    def _become_prospective(self):
+        was_following = self.role == FOLLOWER
+        # the leader it stopped hearing from: other followers may still
+        # name it; that must not pull this node back to it (KIP-996)
+        self.left_leader = self.leader_id if self.role in (FOLLOWER, RESIGNED) else NO_LEADER
+        self._clear_role_state()
+        self.role = PROSPECTIVE
+        self.leader_id = NO_LEADER
+        self.votes = {self.id}
+        if was_following:
+            self._notify_leader()
+        self.election_deadline = self.now + self._election_timeout()
+        self._send_votes()
+
+    def _pre_vote_failed(self):
+        self.retries += 1
+        self._clear_role_state()
+        self.role = UNATTACHED
+        self.election_deadline = self.now + self._election_timeout() + self._backoff_ms()
+
     def _become_candidate(self):
         self._clear_role_state()
         self.role = CANDIDATE
@@ -372,7 +403,11 @@ class RaftNode:
         self._send_votes()
 
     def _send_votes(self):
-        req = VoteRequest(self.epoch, self.id, self.last_epoch, self.end_offset)
+        if self.role == PROSPECTIVE:
+            req = VoteRequest(self.epoch + 1, self.id, self.last_epoch, self.end_offset,
+                              pre_vote=True)
+        else:
+            req = VoteRequest(self.epoch, self.id, self.last_epoch, self.end_offset)
         for v in self.voters:
             if v != self.id and v not in self.votes and v not in self.rejections:
                 self._send(v, req)
@@ -470,12 +505,18 @@ class RaftNode:
             if self.end_retry_at is not None and now >= self.end_retry_at:
                 self._send_end()
             if now >= self.election_deadline:
-                self._become_candidate()
+                self._stand()
+            return
+        if self.role == PROSPECTIVE:
+            if now >= self.election_deadline:
+                self._pre_vote_failed()
+            elif self.vote_retry_at is not None and now >= self.vote_retry_at:
+                self._send_votes()
             return
         if self.role == CANDIDATE:
             if self.backoff_until is not None:
                 if now >= self.backoff_until:
-                    self._become_candidate()
+                    self._stand()
                 return
             if now >= self.election_deadline:
                 self.election_deadline = None
@@ -487,12 +528,12 @@ class RaftNode:
             return
         if self.role == FOLLOWER and now >= self.fetch_deadline:
             if self.is_voter:
-                self._become_candidate()
+                self._stand()
             else:
                 self._become_unattached()
             return
         if self.role == UNATTACHED and self.is_voter and now >= self.election_deadline:
-            self._become_candidate()
+            self._stand()
             return
         if self.fetch_retry_at is not None and now >= self.fetch_retry_at:
             self._send_fetch()
@@ -537,7 +578,9 @@ class RaftNode:
 
     def propose(self, datas) -> Proposal | NotLeader:
         if self.role != LEADER:
-            return NotLeader(self.leader_id, self.epoch)
+            # a hint only when another node leads (quorum-state names a
+            # resigned leader itself)
+            return NotLeader(self.leader_id if self.role == FOLLOWER else NO_LEADER, self.epoch)
         base = self.end_offset
         self._append_local([Entry(base + i, self.epoch, bytes(d)) for i, d in enumerate(datas)])
         self._wake_fetches()
@@ -580,6 +623,8 @@ class RaftNode:
         if epoch > self.epoch:
             self._new_epoch(epoch, leader_id)
         elif epoch == self.epoch and leader_id not in (NO_LEADER, self.id):
+            if self.role == PROSPECTIVE and leader_id == self.left_leader:
+                return
             if self.role == LEADER or (self.role == RESIGNED):
                 raise SafetyError(f"epoch {epoch}: node {leader_id} claims to lead, "
                                   f"and so does {self.id}")
@@ -593,6 +638,17 @@ class RaftNode:
 
     # Vote
     def _on_vote_request(self, env, req: VoteRequest):
+        if req.pre_vote:
+            # a pre-vote changes nothing here: no epoch bump, no vote kept.
+            # Granted only if we would vote and have no live leader.
+            granted = (self.is_voter and req.candidate_epoch > self.epoch
+                       and self.role != LEADER
+                       and not (self.role == FOLLOWER and self.now < self.fetch_deadline)
+                       and (req.last_offset_epoch, req.last_offset)
+                       >= (self.last_epoch, self.end_offset))
+            self._send(env.src, VoteResponse(NONE, self.epoch, self.leader_id, granted,
+                                             pre_vote=True), env.correlation_id)
+            return
         if req.candidate_epoch < self.epoch:
             self._reject(env, VoteResponse, FENCED_LEADER_EPOCH, vote_granted=False)
             return
@@ -614,6 +670,18 @@ class RaftNode:
         if resp.leader_epoch > self.epoch or (resp.leader_epoch == self.epoch
                                               and resp.leader_id not in (NO_LEADER, self.id)):
             self._observe_epoch(resp.leader_epoch, resp.leader_id)
+            return
+        if resp.pre_vote:
+            if self.role != PROSPECTIVE or resp.leader_epoch != self.epoch or resp.error:
+                return
+            if resp.vote_granted:
+                self.votes.add(env.src)
+                if self._has_majority(self.votes):
+                    self._become_candidate()
+            else:
+                self.rejections.add(env.src)
+                if len(self.rejections & set(self.voters)) * 2 >= len(self.voters):
+                    self._pre_vote_failed()
             return
         if self.role != CANDIDATE or resp.leader_epoch != self.epoch or resp.error:
             return

@@ -31,10 +31,7 @@ import random
 import sys
 import time
 
-from raft.messages import (
-    Append, DeleteBefore, InstallSnapshot, NO_LEADER, QuorumState, REQUESTS,
-    SnapshotId, Truncate,
-)
+from raft.messages import Append, DeleteBefore, InstallSnapshot, QuorumState, Truncate
 from raft.node import LEADER, Persisted, RaftConfig, RaftNode, SafetyError
 
 
@@ -96,7 +93,7 @@ def decode_state(data: bytes):
 class Sim:
     def __init__(self, seed, voters=3, observers=0, faults=None, config=None,
                  duration_ms=6000, heal_bound_ms=10000, snapshot_bytes=60,
-                 propose_every_ms=60):
+                 propose_every_ms=60, disks=None, blocked=()):
         self.seed = seed
         self.rng = random.Random(seed)
         self.faults = faults or Faults()
@@ -112,6 +109,11 @@ class Sim:
         self.queue = []
         self.nodes = {}
         self.disks = {i: Disk() for i in self.ids}
+        # a scripted start: {node: (QuorumState, entries)} already on disk
+        for i, (qs, entries) in (disks or {}).items():
+            self.disks[i].qs = qs
+            self.disks[i].log = list(entries)
+            self.disks[i].durable = list(entries)
         self.incarnation = {i: 0 for i in self.ids}
         self.skew = {i: 0 for i in self.ids}
         self.apps = {}                # node -> list of applied data
@@ -126,6 +128,7 @@ class Sim:
         self.proposed = 0
         self.stats = dict(events=0, faults=0, elections=0, crashes=0, messages=0,
                           committed=0, snapshots=0, snapshot_installs=0)
+        self.blocked = set(blocked)
         for i in self.ids:
             self._start(i)
         self._schedule(self.rng.randrange(self.faults.fault_every_ms + 1), "fault", None)
@@ -507,19 +510,30 @@ MUTATIONS = {
     "vote_twice_in_an_epoch": (
         "_on_vote_request", "and self.voted_id in (NO_LEADER, req.candidate_id)", ""),
     "commit_older_epoch": ("_update_hwm", "and majority > self.epoch_start_offset", ""),
-    "fetch_before_fsync": ("_on_fetch_response", "if self.durable_end == self.end_offset:",
-                           "if True:"),
+    "fetch_before_fsync": [("_on_fetch_response", "if self.durable_end == self.end_offset:",
+                            "if True:"),
+                           ("_send_fetch", "elif self.durable_end < self.end_offset:",
+                            "elif False:")],
     "ignore_diverging_epoch": ("_on_fetch_response",
                                "self._truncate(max(target, self.log_start))", "pass"),
 }
 
 
 def mutate(name):
-    """Replace one method of RaftNode by a broken copy; returns an undo."""
+    """Replace methods of RaftNode by broken copies; returns an undo."""
+    spec = MUTATIONS[name]
+    undos = [_mutate_one(name, *one) for one in (spec if isinstance(spec, list) else [spec])]
+
+    def undo():
+        for u in reversed(undos):
+            u()
+    return undo
+
+
+def _mutate_one(name, method, old, new):
     import inspect
     import textwrap
     import raft.node as node_mod
-    method, old, new = MUTATIONS[name]
     orig = getattr(RaftNode, method)
     src = textwrap.dedent(inspect.getsource(orig))
     if src.count(old) != 1:
@@ -550,6 +564,10 @@ def main(argv=None):
     ap.add_argument("--minutes", type=float, default=None)
     ap.add_argument("--voters", type=int, default=None, help="default: 3 and 5 alternately")
     ap.add_argument("--observers", type=int, default=1)
+    ap.add_argument("--pre-vote", choices=("on", "off", "mixed"), default="mixed",
+                    help="KIP-996 pre-vote (mixed: every other pair of seeds)")
+    ap.add_argument("--churn", action="store_true",
+                    help="leader churn: half the new leaders crash at once, writes every 20 ms")
     ap.add_argument("--mutate", choices=sorted(MUTATIONS),
                     help="break one rule of the node first (the run must then find violations)")
     args = ap.parse_args(argv)
@@ -561,11 +579,24 @@ def main(argv=None):
             undo()
 
 
+def _profile(args):
+    if args.churn:
+        return {"faults": Faults(crash_new_leader=0.5), "propose_every_ms": 20}
+    return {}
+
+
+def _pre_vote(args, seed):
+    if args.pre_vote == "mixed":
+        return {"pre_vote": (seed // 2) % 2 == 1}
+    return {"pre_vote": args.pre_vote == "on"}
+
+
 def _main(args):
     if args.seed is not None:
         v = args.voters or 3
         try:
-            stats = run_seed(args.seed, voters=v, observers=args.observers)
+            stats = run_seed(args.seed, voters=v, observers=args.observers,
+                             config=_pre_vote(args, args.seed), **_profile(args))
         except Violation as exc:
             print(f"VIOLATION {exc}")
             return 1
@@ -581,13 +612,17 @@ def _main(args):
     while (count is None or runs < count) and (stop is None or time.monotonic() < stop):
         v = args.voters or (3 if seed % 2 == 0 else 5)
         try:
-            stats = run_seed(seed, voters=v, observers=args.observers)
+            stats = run_seed(seed, voters=v, observers=args.observers,
+                             config=_pre_vote(args, seed), **_profile(args))
             for k, val in stats.items():
                 totals[k] = totals.get(k, 0) + val
         except Exception as exc:  # a crash of the node code is a finding too
             violations += 1
-            print(f"VIOLATION {type(exc).__name__} {exc} (replay: python3 -m tests.raft_sim --seed {seed} "
-                  f"--voters {v} --observers {args.observers})", flush=True)
+            pv = "on" if _pre_vote(args, seed)["pre_vote"] else "off"
+            print(f"VIOLATION {type(exc).__name__} {exc} (replay: python3 -m tests.raft_sim "
+                  f"--seed {seed} --voters {v} --observers {args.observers} --pre-vote {pv}"
+                  f"{' --churn' if args.churn else ''})",
+                  flush=True)
         runs += 1
         seed += 1
         if time.monotonic() - last_print > 30:

@@ -73,7 +73,7 @@ def _error_codes(obj, path="response"):
             yield from _error_codes(value, f"{path}.{field}")
 
 
-def probe(bootstrap: str, api_key: int, version: int) -> str | None:
+def probe(bootstrap: str, api_key: int, version: int, timeout: float = 10.0) -> str | None:
     """None if (api_key, version) is answered well; else what went wrong."""
     req = api.request_class(api_key)()
     _adjust(api_key, version, req)
@@ -81,9 +81,12 @@ def probe(bootstrap: str, api_key: int, version: int) -> str | None:
         frame = api.encode_request(req, version, 99, "probe")
     except Exception as exc:   # the probe's own request cannot be built: a probe bug
         return f"request not encodable: {exc!r}"
-    with WireClient(bootstrap, timeout=10) as c:
+    with WireClient(bootstrap, timeout=timeout) as c:
         c.send_raw(frame)
-        body = c.recv_frame()
+        try:
+            body = c.recv_frame()
+        except TimeoutError:
+            return f"no answer within {timeout} s"
     if body is None:
         return "connection closed instead of an answer"
     try:

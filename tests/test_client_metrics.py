@@ -29,7 +29,7 @@ SET, DELETE, APPEND = 0, 1, 2
 
 @pytest.fixture(scope="module")
 def info_broker(tmp_path_factory):
-    proc = BrokerProcess(str(tmp_path_factory.mktemp("kproto-data")), log_level="INFO")
+    proc = BrokerProcess(str(tmp_path_factory.mktemp("kproto-data")), log_level="INFO", metrics=True)
     proc.start()
     yield proc
     proc.stop()
@@ -71,14 +71,18 @@ def test_subscriptions_and_advertising(info_broker):
             ErrorCode.INVALID_REQUEST, "Invalid value 50 for interval.ms, interval must be between 100 and "
             "3600000 (1 hour)")
         assert _alter(c, "s", ("match", SET, "client_idd=x")) == (
-            ErrorCode.INVALID_CONFIG, "Invalid client matching criteria: client_idd")
-        assert _alter(c, "s", ("match", SET, "client_id=(")) == (ErrorCode.INVALID_CONFIG, "Illegal regex pattern: (")
-        assert _alter(c, "s", ("interval.ms", APPEND, "1"))[0] == ErrorCode.INVALID_CONFIG
+            ErrorCode.INVALID_CONFIG, "Illegal client matching pattern: client_idd=x")
+        assert _alter(c, "s", ("match", SET, "client_id=(")) == (
+            ErrorCode.INVALID_CONFIG, "Illegal client matching pattern: client_id=(")
+        # Kafka 3.9 lets Integer.parseInt's exception escape, and treats no key as a list
+        assert _alter(c, "s", ("interval.ms", SET, " 200")) == (ErrorCode.UNKNOWN_SERVER_ERROR, None)
+        assert _alter(c, "s", ("metrics", APPEND, "a")) == (
+            ErrorCode.INVALID_CONFIG, "Can't APPEND to key metrics because its type is not LIST.")
         assert _alter(c, "", ("metrics", SET, "org.apache"))[0] == ErrorCode.INVALID_REQUEST
         assert _alter(c, "s", ("metrics", SET, "org.apache"), validate_only=True) == (0, None)
         assert _listed(c) == []
         assert _alter(c, "s", ("metrics", SET, "org.apache.kafka.producer"), ("interval.ms", SET, "1000")) == (0, None)
-        assert _alter(c, "s", ("metrics", APPEND, "org.apache.kafka.consumer")) == (0, None)
+        assert _alter(c, "s", ("metrics", SET, "org.apache.kafka.producer,org.apache.kafka.consumer")) == (0, None)
         assert _listed(c) == ["s"]
         assert telemetry <= _advertised(c)
         desc = c.call(DescribeConfigsRequest(resources=[DescribeConfigsResource(
@@ -111,10 +115,26 @@ def test_push_rules(info_broker):
         assert _push(c, inst, sid) == ErrorCode.THROTTLING_QUOTA_EXCEEDED        # before the interval
         time.sleep(0.12)
         assert _push(c, inst, sid, b"x" * (1048576 + 1)) == ErrorCode.TELEMETRY_TOO_LARGE
-        assert _push(c, inst, sid, terminating=True) == 0
+        assert _push(c, inst, sid, _otlp("m.a", "m.b", "m.c"), terminating=True) == 0
         assert _push(c, inst, sid, terminating=True) == ErrorCode.INVALID_REQUEST  # after termination
         assert _alter(c, "rules", ("metrics", DELETE, ""), ("interval.ms", DELETE, ""), ("match", DELETE, "")) == (0, None)
     assert _wait_for_log(info_broker, f"client telemetry from {inst}", "2 metrics")
+    # the broker's own metrics expose them (Kafka's client-metrics group)
+    samples = _scrape(info_broker.metrics_url)
+    assert samples[("kproto_client_telemetry_metrics", (("client_id", "kproto-tests"),
+                                                       ("client_instance_id", str(inst))))] == 3
+    assert samples[("kafka_server_client_metrics_plugin_export_total", ())] >= 2
+    assert samples[("kafka_server_client_metrics_throttle_total", ())] >= 2
+    assert samples[("kafka_server_client_metrics_unknown_subscription_request_total", ())] >= 1
+
+
+def _scrape(url: str) -> dict:
+    import urllib.request
+    from prometheus_client.parser import text_string_to_metric_families
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples}
 
 
 def test_librdkafka_pushes_its_metrics(info_broker):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import struct
 import uuid
 
 import pytest
@@ -15,6 +16,7 @@ from kproto.errors import ErrorCode as E
 
 from broker.groups import assignors
 from broker.groups.config import GroupConfig
+from broker.groups.consumer_classic import decode_assignment, encode_assignment
 from broker.groups.consumer_model import (
     MEMBER_STABLE, MEMBER_UNRELEASED_PARTITIONS, MEMBER_UNREVOKED_PARTITIONS, ConsumerGroup, compile_regex,
     InvalidRegex,
@@ -36,10 +38,12 @@ class Harness:
         self.now = 0
         self.topics = dict(TOPICS if topics is None else topics)
         self.appends = []
+        self.answers = {}
         self.apply(self.sm.activate(1, now_ms=0))
 
     def apply(self, fx):
         self.appends.extend(fx.appends)
+        self.answers.update({t: r for t, r in fx.responses})
         return fx
 
     def hb(self, member_id="", epoch=0, group="g", names=None, regex=None, owned=None, instance_id=None,
@@ -374,13 +378,134 @@ def test_static_member_session_expires_after_temporary_leave():
 
 # ------------------------------------------------------------------ mixing with the classic protocol, offsets
 
-def test_classic_group_with_members_is_not_a_consumer_group():
+def sub(*topics, owned=()):
+    """A ConsumerProtocolSubscription v1, as a classic consumer sends it."""
+    from kproto.messages.consumer_protocol_subscription import ConsumerProtocolSubscription, TopicPartition
+    value = ConsumerProtocolSubscription(topics=list(topics), user_data=None, owned_partitions=[
+        TopicPartition(topic=t, partitions=list(ps)) for t, ps in owned])
+    out = bytearray(struct.pack(">h", 1))
+    value.encode_into(out, 1)
+    return bytes(out)
+
+
+def classic_join(h, member_id="", owned=(), group="g"):
+    t = object()
+    h.apply(h.sm.join_group(t, h.now, group, member_id, None, "consumer", [("range", sub("orders", owned=owned))],
+                            10000, 10000, require_known_member_id=False, topics=h.topics))
+    return t
+
+
+def classic_stable_group(h):
+    """Two classic members with orders 0-2 and 3-5."""
+    t1, t2 = classic_join(h), classic_join(h)
+    for _ in range(20):                    # group.initial.rebalance.delay.ms, extended by each join
+        if t2 in h.answers:
+            break
+        h.advance(1000)
+    j1, j2 = h.answers[t1], h.answers[t2]
+    assert j1.error == j2.error == E.NONE and j1.generation_id == 1
+    leader = j1 if j1.leader == j1.member_id else j2
+    other = j2 if leader is j1 else j1
+    plan = {leader.member_id: encode_assignment(1, {"orders": {0, 1, 2}}),
+            other.member_id: encode_assignment(1, {"orders": {3, 4, 5}})}
+    s1, s2 = object(), object()
+    h.apply(h.sm.sync_group(s1, h.now, "g", 1, leader.member_id, assignments=plan))
+    h.apply(h.sm.sync_group(s2, h.now, "g", 1, other.member_id))
+    assert h.answers[s1].error == h.answers[s2].error == E.NONE
+    return leader.member_id, other.member_id
+
+
+def test_classic_group_of_another_protocol_type_is_not_a_consumer_group():
     h = Harness()
     t = object()
-    h.apply(h.sm.join_group(t, 0, "g", "", None, "consumer", [("range", b"")], 10000, 10000,
+    h.apply(h.sm.join_group(t, 0, "g", "", None, "connect", [("v0", b"")], 10000, 10000,
                             require_known_member_id=False))
     r = h.hb()
     assert r.error == E.GROUP_ID_NOT_FOUND and "not a consumer group" in r.message
+
+
+def test_migration_disabled():
+    h = Harness(consumer_migration_policy="disabled")
+    classic_stable_group(h)
+    assert h.hb().error == E.GROUP_ID_NOT_FOUND          # no upgrade
+    h.sm.groups.clear()
+    h.hb()
+    # a classic member may still join a consumer group (Kafka 3.9 with the policy disabled: MEMBER_ID_REQUIRED)
+    t = object()
+    h.apply(h.sm.join_group(t, h.now, "g", "", None, "consumer", [("range", sub("orders"))], 10000, 10000,
+                            require_known_member_id=True, topics=h.topics))
+    assert h.answers[t].error == E.MEMBER_ID_REQUIRED
+
+
+def test_online_upgrade_then_downgrade():
+    h = Harness()
+    c1, c2 = classic_stable_group(h)
+    r = h.hb()                             # a consumer-protocol member joins the classic group
+    assert r.error == E.NONE and isinstance(h.group(), ConsumerGroup)
+    group = h.group()
+    assert group.members[c1].assigned == {T1: {0, 1, 2}} and group.members[c1].member_epoch == 1
+    assert r.member_epoch == 2 and parts(r) == []          # everything is still owned by the classic members
+    assert_single_owner(group)
+    # the classic members are told to rejoin; eager clients give up everything first
+    for cid in (c1, c2):
+        t = object()
+        h.apply(h.sm.heartbeat(t, h.now, "g", cid, 1))
+        assert h.answers[t] == E.REBALANCE_IN_PROGRESS
+        j = h.answers[classic_join(h, cid, owned=())]
+        assert j.error == E.NONE and j.generation_id == 2 and j.leader == "" and j.members == []
+        s1 = object()
+        h.apply(h.sm.sync_group(s1, h.now, "g", 2, cid))
+        got = decode_assignment(h.answers[s1].assignment)
+        assert sum(len(ps) for ps in got.values()) == 2, got
+        assert_single_owner(group)
+    r = h.hb(r.member_id, 2, owned=[])
+    assert len(parts(r)) == 2 and h.group().state == "Stable"
+    for cid in (c1, c2):
+        t = object()
+        h.apply(h.sm.heartbeat(t, h.now, "g", cid, 2))
+        assert h.answers[t] == E.NONE
+    # classic members commit with their generation (= member epoch)
+    t = object()
+    h.apply(h.sm.commit_offsets(t, h.now, "g", c1, 2, [("orders", 0, 5, -1, "", -1)], api_version=7))
+    assert h.answers[t].errors[("orders", 0)] == E.NONE
+    # the last consumer-protocol member leaves: back to a classic group that rebalances
+    h.hb(r.member_id, -1)
+    group = h.sm.groups["g"]
+    assert not isinstance(group, ConsumerGroup) and group.state == "PreparingRebalance"
+    assert set(group.members) == {c1, c2} and group.generation == 3
+    t = object()
+    h.apply(h.sm.heartbeat(t, h.now, "g", c1, 3))
+    assert h.answers[t] == E.REBALANCE_IN_PROGRESS
+    assert h.sm.fetch_offsets("g", [("orders", 0)])[1][0][2].offset == 5
+
+
+def test_classic_member_joins_consumer_group():
+    h = Harness()
+    h.hb()
+    t = object()
+    h.apply(h.sm.join_group(t, h.now, "g", "", None, "consumer", [("range", sub("orders"))], 10000, 10000,
+                            require_known_member_id=True, topics=h.topics))
+    assert h.answers[t].error == E.MEMBER_ID_REQUIRED
+    mid = h.answers[t].member_id
+    j = h.answers[classic_join(h, mid)]
+    assert j.error == E.NONE and j.generation_id == 2
+    s1 = object()
+    h.apply(h.sm.sync_group(s1, h.now, "g", 2, mid))
+    assert decode_assignment(h.answers[s1].assignment) == {}    # m1 still owns them
+    h.hb("m1", 1)                                               # told to revoke 3
+    h.hb("m1", 1, owned=h.owned("m1"))                          # revoked
+    assert h.member("m1").member_epoch == 2
+    t = object()
+    h.apply(h.sm.heartbeat(t, h.now, "g", mid, 2))
+    assert h.answers[t] == E.REBALANCE_IN_PROGRESS              # now it can have them
+    j = h.answers[classic_join(h, mid)]
+    s1 = object()
+    h.apply(h.sm.sync_group(s1, h.now, "g", j.generation_id, mid))
+    assert sum(len(p) for p in decode_assignment(h.answers[s1].assignment).values()) == 3
+    assert_single_owner(h.group())
+    # a classic member's session is its own session timeout (10 s here)
+    h.advance(10001)
+    assert mid not in h.group().members or h.group().members[mid].classic is None
 
 
 def test_empty_classic_group_converts_and_keeps_offsets():
@@ -399,7 +524,7 @@ def test_join_group_into_consumer_group():
     t = object()
     fx = h.apply(h.sm.join_group(t, 0, "g", "", None, "consumer", [("range", b"")], 10000, 10000,
                                  require_known_member_id=False))
-    assert fx.result_for(t).error == E.INCONSISTENT_GROUP_PROTOCOL
+    assert fx.result_for(t).error == E.INCONSISTENT_GROUP_PROTOCOL   # an unreadable subscription
     h.hb("m1", -1)
     t = object()
     fx = h.apply(h.sm.join_group(t, 0, "g", "", None, "consumer", [("range", b"")], 10000, 10000,
@@ -562,3 +687,124 @@ def churn_many(seeds: int = 1000) -> None:
     """The long version: `python3 -c 'from tests.test_consumer_group_state import churn_many; churn_many()'`."""
     for seed in range(seeds):
         churn(seed)
+
+
+# ------------------------------------------------------------------ config
+
+def test_consumer_group_config_bounds_checked_at_start():
+    from broker.config.broker_config import BrokerConfig
+    from broker.config.types import ConfigError
+    with pytest.raises(ConfigError, match="group.consumer.session.timeout.ms must be greater than or equals to "
+                                          "group.consumer.min.session.timeout.ms"):
+        BrokerConfig({"group.consumer.session.timeout.ms": "6000"})
+    with pytest.raises(ConfigError, match="heartbeat.interval.ms must be less than"):
+        BrokerConfig({"group.consumer.session.timeout.ms": "6000", "group.consumer.min.session.timeout.ms": "6000",
+                      "group.consumer.heartbeat.interval.ms": "6000", "group.consumer.max.heartbeat.interval.ms":
+                      "15000", "group.consumer.min.heartbeat.interval.ms": "5000"})
+    cfg = GroupConfig.from_broker_config(BrokerConfig({
+        "group.consumer.session.timeout.ms": "6000", "group.consumer.min.session.timeout.ms": "6000",
+        "group.consumer.assignors": "range"}))
+    assert (cfg.consumer_session_timeout_ms, cfg.consumer_assignors, cfg.consumer_protocol_enabled) == (
+        6000, ["range"], True)
+    assert not GroupConfig.from_broker_config(BrokerConfig(
+        {"group.coordinator.rebalance.protocols": "classic"})).consumer_protocol_enabled
+
+
+# ------------------------------------------------------------------ churn with classic members
+
+def churn_mixed(seed: int, steps: int = 150) -> None:
+    """Consumer-protocol and classic (eager) members in one group, through
+    upgrades and downgrades: neither the coordinator nor the clients ever
+    have a partition in two members' hands."""
+    rng = random.Random(seed)
+    h = Harness(topics={"orders": (T1, rng.randint(2, 8))}, initial_rebalance_delay_ms=0)
+    consumers: dict[str, list] = {}     # consumer-protocol member -> what it consumes
+    epochs: dict[str, int] = {}
+    classics: dict[str, list] = {}      # classic member -> what it consumes
+    generations: dict[str, int] = {}
+
+    def classic_rejoin(mid):
+        classics[mid] = []              # eager: revoke everything, then rejoin
+        t = classic_join(h, mid)
+        if t not in h.answers:          # an empty consumer group became a classic group: its join waits
+            generations[mid] = None
+            return
+        j = h.answers[t]
+        if j.error != E.NONE:
+            classics.pop(mid)
+            return
+        if not isinstance(h.sm.groups.get("g"), ConsumerGroup):
+            generations[mid] = None     # a classic group: the classic protocol's own tests cover it
+            return
+        s1 = object()
+        h.apply(h.sm.sync_group(s1, h.now, "g", j.generation_id, mid))
+        r = h.answers[s1]
+        if r.error == E.NONE:
+            generations[mid] = j.generation_id
+            classics[mid] = [(T1, p) for p in decode_assignment(r.assignment).get("orders", ())]
+
+    for _ in range(steps):
+        group = h.sm.groups.get("g")
+        a = rng.random()
+        if a < 0.12 or (not consumers and not classics):
+            r = h.hb()
+            if r.error == E.NONE:
+                consumers[r.member_id] = [(t, p) for t, ps in (r.assignment or {}).items() for p in ps]
+                epochs[r.member_id] = r.member_epoch
+        elif a < 0.2 and isinstance(group, ConsumerGroup):
+            t = object()
+            h.apply(h.sm.join_group(t, h.now, "g", "", None, "consumer", [("range", sub("orders"))], 10000,
+                                    10000, require_known_member_id=True, topics=h.topics))
+            if h.answers[t].error == E.MEMBER_ID_REQUIRED:
+                classic_rejoin(h.answers[t].member_id)
+        elif a < 0.27 and consumers:
+            mid = rng.choice(sorted(consumers))
+            h.hb(mid, -1)
+            consumers.pop(mid)
+        elif a < 0.32 and classics:
+            mid = rng.choice(sorted(classics))
+            t = object()
+            h.apply(h.sm.leave_group(t, h.now, "g", [(mid, None, None)]))
+            classics.pop(mid)
+        elif a < 0.35:
+            h.advance(rng.choice([500, 4000, 12000]))
+        elif a < 0.7 and consumers:
+            mid = rng.choice(sorted(consumers))
+            r = h.hb(mid, epochs[mid], owned=list(consumers[mid]))
+            if r.error != E.NONE:
+                consumers.pop(mid)
+                continue
+            epochs[mid] = r.member_epoch
+            if r.assignment is not None:
+                consumers[mid] = [(t, p) for t, ps in r.assignment.items() for p in ps]
+        elif classics:
+            mid = rng.choice(sorted(classics))
+            if generations.get(mid) is None:
+                continue
+            t = object()
+            h.apply(h.sm.heartbeat(t, h.now, "g", mid, generations[mid]))
+            if h.answers[t] == E.REBALANCE_IN_PROGRESS:
+                classic_rejoin(mid)
+            elif h.answers[t] != E.NONE:
+                classics.pop(mid)
+        group = h.sm.groups.get("g")
+        if isinstance(group, ConsumerGroup):
+            assert_single_owner(group)
+            live = [tp for mid, tps in list(consumers.items()) + list(classics.items())
+                    if mid in group.members for tp in tps]
+            assert len(live) == len(set(live)), (seed, consumers, classics)
+        else:
+            for mid in list(consumers):
+                consumers.pop(mid)      # fenced by the downgrade: they rejoin as new members
+            for mid in list(classics):
+                generations[mid] = None
+
+
+def test_churn_with_classic_members_never_double_ownership():
+    for seed in range(40):
+        churn_mixed(seed)
+
+
+def churn_mixed_many(seeds: int = 1000) -> None:
+    for seed in range(seeds):
+        churn_mixed(seed)

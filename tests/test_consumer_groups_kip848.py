@@ -28,18 +28,22 @@ from tools.broker_process import BrokerProcess  # noqa: E402
 
 # shorter than Kafka's defaults (45 s session, 5 s heartbeat) so a killed member goes quickly
 SETTINGS = {
-    "group.consumer.session.timeout.ms": "6000",
-    "group.consumer.min.session.timeout.ms": "6000",
+    "group.consumer.session.timeout.ms": "3000",
+    "group.consumer.min.session.timeout.ms": "3000",
+    "group.initial.rebalance.delay.ms": "0",
     "group.consumer.heartbeat.interval.ms": "500",
     "group.consumer.min.heartbeat.interval.ms": "500",
     "offsets.topic.num.partitions": "3",
 }
 
+# static members restart within the session timeout: give them room on a loaded machine
+STATIC_SETTINGS = {**SETTINGS, "group.consumer.session.timeout.ms": "15000"}
+
 CONSUMER = r"""
 import json, sys
 from confluent_kafka import Consumer
-bootstrap, group, topics, instance = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
-conf = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+bootstrap, group, topics, instance, protocol = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4], sys.argv[5]
+conf = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol,
         "auto.offset.reset": "earliest", "enable.auto.commit": True, "auto.commit.interval.ms": 200}
 if instance:
     conf["group.instance.id"] = instance
@@ -66,10 +70,10 @@ out(ev="closed")
 
 
 class ConsumerProc:
-    def __init__(self, bootstrap, group, topics, instance="", command=None):
+    def __init__(self, bootstrap, group, topics, instance="", command=None, protocol="consumer"):
         """command: another consumer program with the same output (the Java one)."""
         if command is None:
-            command = [sys.executable, "-c", CONSUMER, bootstrap, group, json.dumps(topics), instance]
+            command = [sys.executable, "-c", CONSUMER, bootstrap, group, json.dumps(topics), instance, protocol]
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True, env=dict(os.environ))
         self.records: list[tuple] = []
@@ -213,7 +217,8 @@ def test_regex_subscription_picks_up_new_topic(kbroker):
 
 
 @pytest.mark.timeout(90)
-def test_static_members_restart_and_group_survives_broker_kill(kbroker):
+def test_static_members_restart_and_group_survives_broker_kill(tmp_path):
+    kbroker = BrokerProcess(str(tmp_path / "data"), settings=STATIC_SETTINGS).start()
     b = kbroker.bootstrap
     topic, group = "kip848-static", "kip848-static-g"
     create(b, topic)
@@ -246,6 +251,7 @@ def test_static_members_restart_and_group_survives_broker_kill(kbroker):
         for c in cs:
             if c.proc.poll() is None:
                 c.kill()
+        kbroker.stop()
 
 
 KAFKA_HOME = os.environ.get("KAFKA_HOME")
@@ -320,3 +326,64 @@ def test_wire_answers_as_kafka_39(kbroker):
         r = c.call(H(group_id="kip848-wire-g", member_id=r.member_id, member_epoch=-1), 0)
         assert (r.error_code, r.member_epoch, r.heartbeat_interval_ms) == (0, -1, 0)
         assert describe(b, "kip848-wire-g").group_state == "Empty"
+
+
+@pytest.mark.timeout(150)
+def test_online_upgrade_and_downgrade_with_classic_members(kbroker):
+    """Two classic-protocol members (librdkafka, eager range) own the group; a
+    consumer-protocol member joins (the group is upgraded in place, the
+    classic members stay and rejoin); a classic member leaves; then the
+    consumer-protocol member leaves and the group is classic again. No record
+    skipped."""
+    b = kbroker.bootstrap
+    topic, group = "kip848-upgrade", "kip848-upgrade-g"
+    everything = [(topic, p) for p in range(6)]
+    create(b, topic)
+    cs = [ConsumerProc(b, group, [topic], protocol="classic") for _ in range(2)]
+    try:
+        wait_until(lambda: sorted(p for c in cs for p in c.assignment) == everything
+                   and all(c.assignment for c in cs), 40, "the classic group assigned")
+        produce(b, topic, 300, 6)
+        wait_until(lambda: len({r for c in cs for r in c.records}) >= 300, 30, "first 300")
+        time.sleep(0.5)
+        cs.append(ConsumerProc(b, group, [topic]))             # group.protocol=consumer
+        wait_until(lambda: len(cs[2].assignment) == 2 and sorted(p for c in cs for p in c.assignment)
+                   == everything, 40, "2 partitions each after the upgrade")
+        wait_until(lambda: describe(b, group).group_state == "Stable", 20, "a stable consumer group")
+        assert len(describe(b, group).members) == 3
+        produce(b, topic, 300, 6, start=300)
+        wait_until(lambda: len({r for c in cs for r in c.records}) >= 600, 30, "next 300")
+        time.sleep(0.5)
+        cs[0].close()                                           # a classic member leaves the consumer group
+        wait_until(lambda: sorted(p for c in cs[1:] for p in c.assignment) == everything
+                   and len(cs[2].assignment) == 3, 40, "3 partitions each")
+        produce(b, topic, 300, 6, start=600)
+        wait_until(lambda: len({r for c in cs for r in c.records}) >= 900, 30, "next 300")
+        time.sleep(0.5)
+        cs[2].close()                                           # the last consumer-protocol member: downgrade
+        wait_until(lambda: len(cs[1].assignment) == 6, 40, "the classic member takes all")
+        assert describe(b, group).error_code == 69              # a classic group again
+        produce(b, topic, 300, 6, start=900)
+        expected = all_records(topic, 1200)
+        wait_until(lambda: expected <= {r for c in cs for r in c.records}, 30, "all 1200 records")
+        total, dups = check_delivery(cs, expected)
+        print(f"KIP-848 upgrade+downgrade (confluent classic + consumer): {total} delivered for "
+              f"{len(expected)} records, 0 skipped, {dups} duplicates")
+        cs[1].close()
+    finally:
+        for c in cs:
+            if c.proc.poll() is None:
+                c.kill()
+
+
+def test_metadata_by_topic_id_with_empty_name(kbroker):
+    """The Java consumer resolves the topic ids of its KIP-848 assignment with
+    Metadata v12 topics {topic_id: id, name: ""}: the id decides."""
+    from kproto.messages.metadata_request import MetadataRequest
+    b = kbroker.bootstrap
+    create(b, "kip848-byid", partitions=2)
+    with WireClient(b) as c:
+        tid = next(t.topic_id for t in c.call(MetadataRequest(topics=None), 12).topics if t.name == "kip848-byid")
+        T = MetadataRequest.MetadataRequestTopic
+        res = c.call(MetadataRequest(topics=[T(topic_id=tid, name="")], allow_auto_topic_creation=False), 12)
+        assert [(t.error_code, t.name, len(t.partitions)) for t in res.topics] == [(0, "kip848-byid", 2)]

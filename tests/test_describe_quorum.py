@@ -4,6 +4,7 @@ KAFKA_HOME)."""
 from __future__ import annotations
 
 import os
+import sys
 import re
 import subprocess
 import time
@@ -51,10 +52,11 @@ def test_describe_quorum_versions(node, version):
     (p,) = t.partitions
     assert (t.topic_name, p.partition_index, p.error_code, p.leader_id, p.leader_epoch) == (
         "__cluster_metadata", 0, 0, 1, 2)
-    # two LeaderChange records (epochs 1 and 2): the log end is 2 and everything is committed
-    assert p.high_watermark == 2
+    # LeaderChange (epoch 1), 4 bootstrap records, LeaderChange (epoch 2): the log end is 6 and
+    # everything is committed
+    assert p.high_watermark == 6
     (v,) = p.current_voters
-    assert (v.replica_id, v.log_end_offset, p.observers) == (1, 2, [])
+    assert (v.replica_id, v.log_end_offset, p.observers) == (1, 6, [])
     if version >= 1:
         assert v.last_fetch_timestamp == v.last_caught_up_timestamp >= before
     if version >= 2:
@@ -98,7 +100,7 @@ def test_kafka_metadata_quorum_status(node):
         f"ClusterId:              {cluster}",
         "LeaderId:               1",
         "LeaderEpoch:            2",
-        "HighWatermark:          2",
+        "HighWatermark:          6",
         "MaxFollowerLag:         0",
         "MaxFollowerLagTimeMs:   0",
         f'CurrentVoters:          [{{"id": 1, "directoryId": null, "endpoints": ["CONTROLLER://127.0.0.1:{node.cport}"]}}]',
@@ -112,6 +114,48 @@ def test_kafka_metadata_quorum_replication(node):
     assert re.split(r"\s+", lines[0].strip()) == [
         "NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status"]
     row = re.split(r"\s+", lines[1].strip())
-    assert row[:4] == ["1", "AAAAAAAAAAAAAAAAAAAAAA", "2", "0"] and row[6] == "Leader"
+    assert row[:4] == ["1", "AAAAAAAAAAAAAAAAAAAAAA", "6", "0"] and row[6] == "Leader"
     assert row[4] == row[5] and int(row[4]) > 1.7e12
     assert len(lines) == 2
+
+
+def test_dynamic_quorum_formatted_standalone(tmp_path):
+    """`storage format --standalone` then two starts: quorum-state version 1, the voter set written
+    to the log in the first epoch (as Kafka's leader does), DescribeQuorum with the directory id."""
+    from broker.quorum import control, state_file
+    from broker.storage.checkpoints import read_meta_properties, uuid_from_str
+    from kproto import records as rec
+    data = tmp_path / "data"
+    port, cport = free_port(), free_port()
+    settings = {"log.dirs": str(data), "controller.quorum.voters": "",
+                "controller.quorum.bootstrap.servers": f"127.0.0.1:{cport}",
+                "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}"}
+    props = tmp_path / "server.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in {
+        **settings, "process.roles": "broker,controller", "node.id": "1", "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"}.items()))
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    f = subprocess.run([sys.executable, "-m", "broker.cli", "storage", "format", "-t", "K_iKt0NETNuvBO7rTe6QYg",
+                        "-c", str(props), "--standalone"], capture_output=True, text=True, env=env, timeout=60)
+    assert f.returncode == 0, f.stderr
+    directory_id = read_meta_properties(str(data / "meta.properties"))["directory.id"]
+    BrokerProcess(str(data), port=port, settings=settings).start().stop()
+    proc = BrokerProcess(str(data), port=port, settings=settings).start()
+    try:
+        with WireClient(proc.bootstrap) as c:
+            r = c.call(request(), 2)
+    finally:
+        proc.stop()
+    p = r.topics[0].partitions[0]
+    (v,) = p.current_voters
+    assert (p.leader_id, p.leader_epoch, v.replica_id, v.replica_directory_id) == (
+        1, 2, 1, uuid_from_str(directory_id))
+    assert [(n.node_id, [(l.name, l.host, l.port) for l in n.listeners]) for n in r.nodes] == [
+        (1, [("CONTROLLER", "127.0.0.1", cport)])]
+    part = data / "__cluster_metadata-0"
+    assert state_file.read(str(part)).to_json() == (
+        b'{"leaderId":1,"leaderEpoch":2,"votedId":-1,"votedDirectoryId":"AAAAAAAAAAAAAAAAAAAAAA","data_version":1}')
+    log = (part / "00000000000000000000.log").read_bytes()
+    types = [[control.decode_control(x)[0] for x in rec.iter_records(log[pos:pos + h.size])]
+             for pos, h in rec.iter_batch_headers(log) if h.is_control]
+    assert types == [[control.LEADER_CHANGE, control.KRAFT_VERSION, control.KRAFT_VOTERS], [control.LEADER_CHANGE]]

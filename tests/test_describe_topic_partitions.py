@@ -69,6 +69,8 @@ def test_errors_as_kafka(broker, topic_name):
         codes = {t.name: t.error_code for t in resp.topics}
         assert codes == {topic_name: 0, "no-such-topic-x": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                          "bad/name": ErrorCode.INVALID_TOPIC_EXCEPTION}
+        # an empty name fails the whole request, as in Kafka 3.9
+        assert [t.error_code for t in _describe(c, [topic_name, ""]).topics] == [ErrorCode.UNKNOWN_SERVER_ERROR] * 2
         # the cursor's topic must be among the asked topics; its partition must not be negative
         bad = _describe(c, [topic_name], cursor=Cursor(topic_name="zzz", partition_index=0))
         assert [t.error_code for t in bad.topics] == [ErrorCode.INVALID_REQUEST]

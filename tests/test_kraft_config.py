@@ -262,3 +262,10 @@ def test_single_node_formats_itself_on_first_start(tmp_path):
     assert (meta["cluster.id"], meta["node.id"], meta["version"]) == (cluster, "1", "1")
     assert snapshots.read(str(tmp_path / "data" / "bootstrap.checkpoint")).records[0].feature_level == 21
     assert prepare_storage(c) == cluster     # the second start keeps the cluster
+
+
+def test_serve_with_a_missing_config_file(tmp_path):
+    p = run_cli("serve", "--config", str(tmp_path / "nope.properties"))
+    assert p.returncode == 1
+    (line,) = p.stderr.strip().splitlines()
+    assert line.startswith("kproto: ") and str(tmp_path / "nope.properties") in line

@@ -262,13 +262,7 @@ def test_read_committed_excludes_an_aborted_transaction(kafka, spark, names, tmp
     topic = names("in")
     create_topic(kafka.bootstrap, topic, 2)
     producer = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": names("txn")})
-    try:
-        producer.init_transactions(10)
-    except KafkaException as exc:
-        # Today: InitProducerId with a transactional id is answered by
-        # COORDINATOR_NOT_AVAILABLE (no transaction coordinator yet).
-        pytest.skip("transactions are not implemented in the broker yet: confluent-kafka's "
-                    f"init_transactions failed ({exc.args[0].name()}: {exc.args[0].str()})")
+    producer.init_transactions(10)
     committed = list(make_events(10, seed=6, start_ms=T0, step_ms=1000, id_prefix="c"))
     aborted = list(make_events(5, seed=7, start_ms=T0 + 10_000, step_ms=1000, id_prefix="x"))
     later = list(make_events(5, seed=8, start_ms=T0 + 15_000, step_ms=1000, id_prefix="d"))

@@ -10,6 +10,7 @@ import pytest
 
 from broker.quorum import control, snapshots, state_file, voters as dynamic_voters
 from broker.quorum.state_file import QuorumState, QuorumStateError
+from broker.metadata import serde
 from kproto import records as rec
 from kproto.messages.leader_change_message import LeaderChangeMessage, Voter
 from kproto.metadata.feature_level_record import FeatureLevelRecord
@@ -199,11 +200,106 @@ def test_each_start_leads_a_new_epoch_with_a_leader_change_record(tmp_path):
     assert (part / "quorum-state").read_bytes() == (
         b'{"clusterId":"","leaderId":1,"leaderEpoch":2,"votedId":-1,"appliedOffset":0,'
         b'"currentVoters":[{"voterId":1}],"data_version":0}')
-    assert (part / "leader-epoch-checkpoint").read_text() == "0\n2\n1 0\n2 1\n"
+    assert (part / "leader-epoch-checkpoint").read_text() == "0\n2\n1 0\n2 5\n"
     assert (part / "partition.metadata").read_text() == "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ"
     batches = _batches(part / "00000000000000000000.log")
+    # 91 bytes: the size of Kafka's first batch; then the bootstrap records, as Kafka's controller writes them
     assert [(h.base_offset, h.partition_leader_epoch, h.is_control, h.size) for h, _ in batches] == [
-        (0, 1, True, 91), (1, 2, True, 91)]      # 91 bytes: the size of Kafka's first batch
-    for epoch, (_h, (r,)) in enumerate(batches, start=1):
+        (0, 1, True, 91), (1, 1, False, 145), (5, 2, True, 91)]   # 145: as Kafka's
+    assert [type(serde.decode(r.value)).__name__ for r in batches[1][1]] == [
+        "BeginTransactionRecord", "FeatureLevelRecord", "ZkMigrationStateRecord", "EndTransactionRecord"]
+    for epoch, (_h, (r,)) in enumerate([batches[0], batches[2]], start=1):
         assert control.decode_control(r) == (control.LEADER_CHANGE, LeaderChangeMessage(
             version=0, leader_id=1, voters=[Voter(voter_id=1)], granting_voters=[Voter(voter_id=1)]))
+
+
+@pytest.mark.parametrize("name", ["kafka-static-epoch-start.batch", "kafka-dynamic-epoch-start.batch"])
+def test_epoch_start_batch_is_byte_identical_to_kafkas(name):
+    from broker.quorum import leadership
+    kafka = (FIXTURES / name).read_bytes()
+    h = rec.BatchHeader(kafka)
+    records = list(rec.iter_records(kafka))
+    voter_set = control.decode_control(records[2])[1] if len(records) == 3 else None
+    ours = leadership.leader_change_batch(1, [1], [1], h.partition_leader_epoch, h.base_timestamp, voter_set)
+    assert ours == kafka
+    assert leadership.leader_change_batch(1, [1], [1], 2, h.base_timestamp, voter_set) != kafka
+
+
+def test_dynamic_quorum_state_is_byte_identical_to_kafkas():
+    kafka = (FIXTURES / "kafka-dynamic-quorum-state").read_bytes()
+    assert QuorumState(leader_id=1, leader_epoch=1, data_version=1).to_json() == kafka
+
+
+# ---------------------------------------------------------------- metadata snapshots
+
+def _open_metadata(path):
+    from broker.metadata.image import MetadataImage
+    from broker.metadata.log import MetadataLog
+    from broker.storage import LogManager
+    mgr = LogManager.open(str(path), None, sync=False)
+    plog = mgr.get_or_create("__cluster_metadata", 0, uuid.UUID(int=1), {"segment.bytes": 1 << 30})
+    ml = MetadataLog(plog, MetadataImage())
+    count = ml.replay()
+    return mgr, plog, ml, count
+
+
+def _state(image):
+    return ({n: (t.topic_id, {i: (p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch)
+                              for i, p in t.partitions.items()}, dict(t.configs))
+             for n, t in image.topics.items()}, dict(image.configs), image.next_producer_id)
+
+
+def test_metadata_snapshots_are_taken_and_loaded(tmp_path):
+    from broker.quorum.leadership import become_sole_leader
+    from broker.quorum.metadata_snapshots import Snapshotter
+    from kproto.metadata.config_record import ConfigRecord
+    from kproto.metadata.partition_change_record import PartitionChangeRecord
+    from kproto.metadata.partition_record import PartitionRecord
+    from kproto.metadata.producer_ids_record import ProducerIdsRecord
+    mgr, plog, ml, _ = _open_metadata(tmp_path)
+    ml.leader_epoch = become_sole_leader(plog, 1, [1], sync=False)
+    # a snapshot after every append of at least 200 bytes of records
+    ml.snapshotter = Snapshotter(plog, ml.image, max_bytes=200, max_interval_ms=0, metadata_version=21,
+                                 node_id=1, sync=False)
+    tid = uuid.UUID(int=77)
+    ml.append([TopicRecord(name="t", topic_id=tid),
+               ConfigRecord(resource_type=2, resource_name="t", name="retention.ms", value="1000")]
+              + [PartitionRecord(partition_id=i, topic_id=tid, replicas=[1], isr=[1], removing_replicas=[],
+                                 adding_replicas=[], leader=1, leader_recovery_state=0, leader_epoch=0,
+                                 partition_epoch=0, directories=[]) for i in range(3)])
+    assert snapshots.list_snapshots(plog.dir) == [(6, 1)]    # LeaderChange at 0, the records at 1-5
+    ml.append([ProducerIdsRecord(broker_id=1, broker_epoch=0, next_producer_id=2000)])   # < 200 bytes
+    assert snapshots.list_snapshots(plog.dir) == [(6, 1)]
+    ml.append([ConfigRecord(resource_type=4, resource_name="", name="log.cleaner.threads", value="2")] * 8
+              + [PartitionChangeRecord(partition_id=1, topic_id=tid, leader=1, isr=[1])])
+    assert snapshots.list_snapshots(plog.dir) == [(6, 1), (16, 1)]
+    ml.append([ConfigRecord(resource_type=4, resource_name="", name="log.cleaner.threads", value="1")] * 8)
+    assert snapshots.list_snapshots(plog.dir) == [(16, 1), (24, 1)]     # the two newest are kept
+    expected = _state(ml.image)
+    snap = snapshots.read(os.path.join(plog.dir, snapshots.file_name(24, 1)))
+    assert [type(r).__name__ for r in snap.records][:3] == ["FeatureLevelRecord", "TopicRecord", "PartitionRecord"]
+    mgr.close()
+
+    # the restart rebuilds the same image from the snapshot
+    mgr, plog, ml, count = _open_metadata(tmp_path)
+    assert _state(ml.image) == expected and count == len(snap.records)
+    mgr.close()
+
+    # and really reads it: a snapshot at the log end with one more topic shows that topic
+    extra = snap.records + [TopicRecord(name="only-in-snapshot", topic_id=uuid.UUID(int=78))]
+    part = tmp_path / "__cluster_metadata-0"
+    os.unlink(part / snapshots.file_name(24, 1))
+    snapshots.write_snapshot(str(part), 24, 1, extra, last_contained_timestamp=0, sync=False)
+    mgr, plog, ml, _ = _open_metadata(tmp_path)
+    assert "only-in-snapshot" in ml.image.topics
+    mgr.close()
+
+
+def test_bootstrap_records_batch_is_byte_identical_to_kafkas():
+    from broker.quorum.leadership import bootstrap_batch_records
+    kafka = (FIXTURES / "kafka-bootstrap-records.batch").read_bytes()
+    h = rec.BatchHeader(kafka)
+    records = bootstrap_batch_records(str(FIXTURES / "no-such-dir"), 21)
+    ours = rec.build_batch([(None, serde.encode(r), [], h.base_timestamp) for r in records],
+                           base_offset=h.base_offset, partition_leader_epoch=h.partition_leader_epoch)
+    assert ours == kafka

@@ -224,11 +224,17 @@ def test_an_empty_fetch_is_held_until_there_is_something_to_send():
     deliver(n, 3, FetchRequest(3, 1, 2, 1), now=n.now, corr=3)
     n.durable(2, n.generation)
     n.ready()
-    r = deliver(n, 3, FetchRequest(3, 1, 2, 1), now=n.now, corr=4)
-    if not sent(r, FetchResponse):
-        n.tick(n.now + n.config.fetch_max_wait_ms)
-        (resp,) = sent(n.ready(), FetchResponse)
-        assert resp.msg.entries == ()
+    t0 = n.now
+    r = deliver(n, 3, FetchRequest(3, 1, 2, 1), now=t0, corr=4)
+    (resp,) = sent(r, FetchResponse)         # nothing new but the high watermark: answered
+    assert resp.msg.entries == () and resp.msg.high_watermark == 2
+    r = deliver(n, 3, FetchRequest(3, 1, 2, 1), now=t0, corr=5)
+    assert not sent(r, FetchResponse)                        # caught up: held
+    n.tick(t0 + n.config.fetch_max_wait_ms - 1)
+    assert not sent(n.ready(), FetchResponse)
+    n.tick(t0 + n.config.fetch_max_wait_ms)
+    (resp,) = sent(n.ready(), FetchResponse)
+    assert resp.correlation_id == 5 and resp.msg.entries == () and resp.msg.high_watermark == 2
 
 
 def test_a_follower_appends_and_fetches_again_only_once_durable():
@@ -262,10 +268,8 @@ def test_a_diverging_follower_truncates_to_the_leaders_epoch_end():
     f = mk(2, persisted=Persisted(QuorumState(1, 3), entries=entries(
         [(1, b"a"), (1, b"b"), (2, b"c"), (2, b"d")])))
     f.ready()
-    corr = f.fetch_inflight
-    if corr is None:
-        f.tick(f.now)
-        corr = f.fetch_inflight
+    corr = f.fetch_inflight   # a follower fetches as soon as it starts
+    assert corr is not None
     r = deliver(f, 1, resp.msg, corr=corr)
     assert Truncate(2) in r.log_ops and f.end_offset == 2
     (again,) = sent(r, FetchRequest)
@@ -289,8 +293,6 @@ def test_a_fetch_below_the_log_start_gets_the_snapshot_id_and_then_the_snapshot(
     assert resp.msg.snapshot_id == sid
     f = mk(2, persisted=Persisted(QuorumState(1, 2), entries=entries([(1, b"a"), (1, b"b")])))
     f.ready()
-    if f.fetch_inflight is None:
-        f.tick(f.now)
     r = deliver(f, 1, resp.msg, corr=f.fetch_inflight)
     (req,) = sent(r, FetchSnapshotRequest)
     assert req.msg == FetchSnapshotRequest(2, 2, sid, 0)
@@ -381,8 +383,7 @@ def test_resign_hands_over_to_the_best_placed_follower_first():
     deliver(f, 1, BeginQuorumEpochRequest(1, 1), now=100)
     deliver(f, 1, ends[0].msg, now=100)
     assert f.role == UNATTACHED and f.next_deadline_ms() == 100   # stands at once
-    assert n.propose([b"y"]) == NotLeader(NO_LEADER if n.role != LEADER else 1, 1) or True
-    assert isinstance(n.propose([b"y"]), NotLeader)
+    assert n.role == RESIGNED and n.propose([b"y"]) == NotLeader(NO_LEADER, 1)
 
 
 def test_propose_on_a_follower_names_the_leader():
@@ -437,3 +438,45 @@ def test_describe_quorum_on_the_leader():
     rows = {v["replica_id"]: v for v in q["current_voters"]}
     assert rows[2]["log_end_offset"] == 1 and rows[2]["last_fetch_timestamp"] == n.now
     assert rows[3]["log_end_offset"] == -1
+
+
+# ------------------------------------------------------------ pre-vote
+
+def test_pre_vote_asks_without_bumping_the_epoch_and_then_stands():
+    n = mk(pre_vote=True, persisted=Persisted(QuorumState(NO_LEADER, 4)))
+    n.tick(n.next_deadline_ms())
+    r = n.ready()
+    assert n.role == "prospective" and n.epoch == 4 and r.quorum_state is None
+    (req, _) = sent(r, VoteRequest)
+    assert req.msg.pre_vote and req.msg.candidate_epoch == 5
+    r = deliver(n, req.dst, VoteResponse(0, 4, NO_LEADER, True, pre_vote=True), now=n.now,
+                corr=req.correlation_id)
+    assert n.role == CANDIDATE and n.epoch == 5
+    assert r.quorum_state == QuorumState(NO_LEADER, 5, 1)
+
+
+def test_a_voter_answers_a_pre_vote_without_changing_state():
+    n = mk(2, persisted=Persisted(QuorumState(NO_LEADER, 4)))
+    r = deliver(n, 1, VoteRequest(5, 1, 0, 0, pre_vote=True))
+    assert sent(r)[0].msg.vote_granted and sent(r)[0].msg.pre_vote
+    assert n.epoch == 4 and n.voted_id == NO_LEADER and r.quorum_state is None
+    # a follower that hears from its leader refuses
+    deliver(n, 3, BeginQuorumEpochRequest(4, 3))
+    r = deliver(n, 1, VoteRequest(5, 1, 0, 0, pre_vote=True))
+    assert not sent(r, VoteResponse)[0].msg.vote_granted and n.leader_id == 3
+
+
+def test_a_failed_pre_vote_does_not_disturb_the_quorum():
+    n = mk(pre_vote=True, persisted=Persisted(QuorumState(NO_LEADER, 4)))
+    n.tick(n.next_deadline_ms())
+    r = n.ready()
+    for m in sent(r, VoteRequest):
+        n.step(Envelope(m.dst, 1, m.correlation_id,
+                        VoteResponse(0, 4, NO_LEADER, False, pre_vote=True)), n.now)
+    assert n.role == UNATTACHED and n.epoch == 4
+
+
+def test_pre_vote_cannot_go_through_kafkas_vote_v1():
+    from raft import convert
+    with pytest.raises(ValueError, match="pre_vote=False"):
+        convert.to_request(VoteRequest(5, 1, 0, 0, pre_vote=True))

@@ -18,7 +18,8 @@ def _serve(*args: str, data_dir: str | None = None, port: int | None = None) -> 
     cmd = [sys.executable, "-m", "broker.cli", "serve"]
     if data_dir is not None:
         cmd += ["--set", f"log.dirs={data_dir}"]
-    cmd += ["--set", f"listeners=PLAINTEXT://127.0.0.1:{port or free_port()}", *args]
+    cmd += ["--set", f"listeners=PLAINTEXT://127.0.0.1:{port or free_port()}",
+            "--set", "kproto.metrics.listener=off", *args]  # (its fixed port may be taken)
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run(cmd, capture_output=True, text=True, timeout=30, env=env, cwd=ROOT)
 

@@ -264,3 +264,63 @@ def test_command_line_exit_codes(tmp_path):
     again = run("format", "-t", CLUSTER, "-c", config)
     assert (first.returncode, again.returncode) == (0, 1)
     assert "Traceback" not in again.stderr and len(again.stderr.strip().splitlines()) == 1
+
+
+KAFKA_HOME = os.environ.get("KAFKA_HOME")
+
+
+@pytest.mark.skipif(not KAFKA_HOME, reason="KAFKA_HOME is not set: compares with Kafka's kafka-storage.sh")
+def test_same_as_kafka_storage_sh(tmp_path, capsys):
+    """Both tools on the same configs: same output, exit codes and files."""
+    tool = os.path.join(KAFKA_HOME, "bin", "kafka-storage.sh")
+
+    def kafka(*args):
+        p = subprocess.run([tool, *args], capture_output=True, text=True, timeout=120)
+        return p.returncode, p.stdout
+
+    for kind, extra in [("static", {}), ("standalone", {"controller_quorum_voters": None,
+                                                        "controller_quorum_bootstrap_servers": "127.0.0.1:22093"})]:
+        ours_cfg = properties(tmp_path, f"ours-{kind}.properties", log_dirs=str(tmp_path / f"ours-{kind}"), **extra)
+        kafka_cfg = properties(tmp_path, f"kafka-{kind}.properties", log_dirs=str(tmp_path / f"kafka-{kind}"),
+                               **extra)
+        flags = ["--standalone"] if kind == "standalone" else []
+        code, out, _ = storage(capsys, "format", "-t", CLUSTER, "-c", ours_cfg, *flags)
+        kcode, kout = kafka("format", "-t", CLUSTER, "-c", kafka_cfg, *flags)
+        assert (code, out.replace("ours-", "kafka-")) == (kcode, kout)
+        ours_dir, kafka_dir = tmp_path / f"ours-{kind}", tmp_path / f"kafka-{kind}"
+        ours_files = sorted(str(p.relative_to(ours_dir)) for p in ours_dir.rglob("*"))
+        assert ours_files == sorted(str(p.relative_to(kafka_dir)) for p in kafka_dir.rglob("*"))
+        kb = (kafka_dir / "bootstrap.checkpoint").read_bytes()
+        assert snapshots.bootstrap_bytes(snapshots.decode((ours_dir / "bootstrap.checkpoint").read_bytes()).records,
+                                         now_ms=tuple(batch_times(kb))) == kb
+        ours_meta = read_meta_properties(str(ours_dir / "meta.properties"))
+        kafka_meta = read_meta_properties(str(kafka_dir / "meta.properties"))
+        assert list(ours_meta) == list(kafka_meta) and ours_meta["cluster.id"] == kafka_meta["cluster.id"]
+        # formatting again: both refuse; info: both the same but for the directory id
+        code, out, err = storage(capsys, "format", "-t", CLUSTER, "-c", ours_cfg, *flags)
+        assert (code, kafka("format", "-t", CLUSTER, "-c", kafka_cfg, *flags)[0]) == (1, 1)
+        code, out, _ = storage(capsys, "info", "-c", ours_cfg)
+        kcode, kout = kafka("info", "-c", kafka_cfg)
+        scrub = lambda s: re.sub(r"directory\.id=[\w-]+", "directory.id=X", s.replace("ours-", "kafka-"))
+        assert (code, scrub(out)) == (kcode, scrub(kout))
+
+
+@pytest.mark.parametrize("release, message", [
+    ("3.9-IV9", "Version 3.9-IV9 is not a valid version"),
+    ("2.8", "metadata.version 2.8-IV1 is too old to be supported."),
+    ("4.0-IV0", "metadata.version 4.0-IV0 is not yet stable."),
+])
+def test_release_version_refusals(tmp_path, capsys, release, message):
+    # what kafka-storage.sh 3.9 prints for these (checked against it)
+    code, out, err = storage(capsys, "format", "-t", CLUSTER, "-c", properties(tmp_path), "-r", release)
+    assert (code, out, err) == (1, "", message + "\n")
+    assert not (tmp_path / "data").exists()
+
+
+def test_feature_flags_are_accepted_and_not_applied(tmp_path, capsys):
+    # Kafka 3.9.0's StorageTool parses --feature but never applies it: same bootstrap either way
+    code, out, _ = storage(capsys, "format", "-t", CLUSTER, "-c", properties(tmp_path), "-f", "group.version=1",
+                           "--feature", "kraft.version=1")
+    assert code == 0 and out.endswith("with metadata.version 3.9-IV0.\n")
+    snap = snapshots.read(str(tmp_path / "data" / "bootstrap.checkpoint"))
+    assert [(r.name, r.feature_level) for r in snap.records] == [("metadata.version", 21)]

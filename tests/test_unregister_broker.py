@@ -13,8 +13,7 @@ pytestmark = pytest.mark.timeout(30)
 def test_unregister_broker(broker):
     with WireClient(broker.bootstrap) as c:
         resp = c.call(UnregisterBrokerRequest(broker_id=7), 0)
-        assert (resp.error_code, resp.error_message) == (ErrorCode.BROKER_ID_NOT_REGISTERED,
-                                                         "Broker ID 7 is not currently registered")
+        assert (resp.error_code, resp.error_message) == (ErrorCode.BROKER_ID_NOT_REGISTERED, "")
         resp = c.call(UnregisterBrokerRequest(broker_id=1), 0)
         assert resp.error_code == 0
         # the broker keeps serving (it is its own controller and registers again at once)

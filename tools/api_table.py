@@ -106,7 +106,7 @@ def render() -> str:
         START,
         "",
         f"Kafka 3.9 advertises {len(kafka_keys)} APIs; kproto serves {len(served_kafka)} of them "
-        f"({len(full)} with Kafka's whole version range) and {len(extra)} more. "
+        f"({len(full)} with exactly Kafka's version range) and {len(extra)} more. "
         "APIs neither advertises to clients (inter-broker and controller APIs) are listed as `–` on both sides.",
         "",
         "| key | API | Kafka 3.9 | kproto | difference |",

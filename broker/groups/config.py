@@ -26,6 +26,7 @@ class GroupConfig:
     consumer_heartbeat_interval_ms: int = 5000       # group.consumer.heartbeat.interval.ms
     consumer_max_size: int = 2147483647              # group.consumer.max.size
     consumer_assignors: list = field(default_factory=lambda: ["uniform", "range"])  # group.consumer.assignors
+    consumer_migration_policy: str = "bidirectional"  # group.consumer.migration.policy
 
     @classmethod
     def from_broker_config(cls, config) -> "GroupConfig":
@@ -52,6 +53,41 @@ class GroupConfig:
         )
 
 
+def check_consumer_bounds(get) -> None:
+    """GroupCoordinatorConfig's start-up checks of group.consumer.*; get(key,
+    default) -> int. Raises ConfigError with Kafka's wording."""
+    from broker.config.types import ConfigError
+
+    session = get("group.consumer.session.timeout.ms", 45000)
+    interval = get("group.consumer.heartbeat.interval.ms", 5000)
+    for key, value, lo_key, lo, hi_key, hi in (
+            ("group.consumer.session.timeout.ms", session, "group.consumer.min.session.timeout.ms", 45000,
+             "group.consumer.max.session.timeout.ms", 60000),
+            ("group.consumer.heartbeat.interval.ms", interval, "group.consumer.min.heartbeat.interval.ms", 5000,
+             "group.consumer.max.heartbeat.interval.ms", 15000)):
+        low, high = get(lo_key, lo), get(hi_key, hi)
+        if value < low:
+            raise ConfigError(f"requirement failed: {key} must be greater than or equals to {lo_key}")
+        if value > high:
+            raise ConfigError(f"requirement failed: {key} must be less than or equals to {hi_key}")
+    if interval >= session:
+        raise ConfigError("requirement failed: group.consumer.heartbeat.interval.ms must be less than "
+                          "group.consumer.session.timeout.ms")
+
+
+def _migration_policy(config) -> str:
+    try:
+        value = config.get("group.consumer.migration.policy")
+    except KeyError:
+        return "bidirectional"
+    value = str(value or "bidirectional").strip().lower()
+    if value not in ("disabled", "upgrade", "downgrade", "bidirectional"):
+        from broker.config.types import ConfigError
+        raise ConfigError(f"Invalid value {value} for configuration group.consumer.migration.policy: "
+                         f"String must be one of (case insensitive): DISABLED, DOWNGRADE, UPGRADE, BIDIRECTIONAL")
+    return value
+
+
 def _consumer_settings(config, get) -> dict:
     """group.consumer.*, checked as Kafka's GroupCoordinatorConfig does: the
     session timeout and heartbeat interval within their min and max."""
@@ -66,18 +102,7 @@ def _consumer_settings(config, get) -> dict:
 
     session = get("group.consumer.session.timeout.ms", 45000)
     interval = get("group.consumer.heartbeat.interval.ms", 5000)
-    for key, value, lo_key, lo, hi_key, hi in (
-            ("group.consumer.session.timeout.ms", session, "group.consumer.min.session.timeout.ms", 45000,
-             "group.consumer.max.session.timeout.ms", 60000),
-            ("group.consumer.heartbeat.interval.ms", interval, "group.consumer.min.heartbeat.interval.ms", 5000,
-             "group.consumer.max.heartbeat.interval.ms", 15000)):
-        low, high = get(lo_key, lo), get(hi_key, hi)
-        if value < low:
-            raise ValueError(f"{key} must be greater than or equals to {lo_key}")
-        if value > high:
-            raise ValueError(f"{key} must be less than or equals to {hi_key}")
-    if interval >= session:
-        raise ValueError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
+    check_consumer_bounds(get)
     # Kafka 3.9's default is "classic" (the consumer protocol was a preview); kproto serves
     # it by default as Kafka 4.0 does, unless the key is set without "consumer"
     source = getattr(config, "source_of", None)
@@ -90,4 +115,5 @@ def _consumer_settings(config, get) -> dict:
         consumer_heartbeat_interval_ms=interval,
         consumer_max_size=get("group.consumer.max.size", 2147483647),
         consumer_assignors=assignor_names(names("group.consumer.assignors", None)),
+        consumer_migration_policy=_migration_policy(config),
     )

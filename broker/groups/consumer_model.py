@@ -67,10 +67,19 @@ def assignment_size(a: dict) -> int:
     return sum(len(ps) for ps in a.values())
 
 
+class ClassicInfo:
+    """What a classic-protocol member of a consumer group joined with."""
+    __slots__ = ("session_timeout_ms", "protocols")
+
+    def __init__(self, session_timeout_ms: int, protocols: list):
+        self.session_timeout_ms = session_timeout_ms
+        self.protocols = protocols          # (name, metadata), the member's order of preference
+
+
 class ConsumerMember:
     __slots__ = ("member_id", "instance_id", "rack_id", "client_id", "client_host", "rebalance_timeout_ms",
                  "subscribed_topic_names", "subscribed_topic_regex", "server_assignor", "member_epoch",
-                 "previous_member_epoch", "state", "assigned", "pending_revocation")
+                 "previous_member_epoch", "state", "assigned", "pending_revocation", "classic")
 
     def __init__(self, member_id: str, instance_id: str | None = None, rack_id: str | None = None,
                  client_id: str = "", client_host: str = "", rebalance_timeout_ms: int = 300000,
@@ -90,6 +99,7 @@ class ConsumerMember:
         self.state = MEMBER_STABLE
         self.assigned: dict = {}              # topic id -> set: the member may consume these
         self.pending_revocation: dict = {}    # topic id -> set: still owned until the member revokes them
+        self.classic: ClassicInfo | None = None   # set for a member that speaks the classic protocol
 
     def owned(self):
         for t, ps in self.assigned.items():

@@ -14,7 +14,9 @@ from kproto.coordinator.consumer_group_current_member_assignment_value import (
     ConsumerGroupCurrentMemberAssignmentValue, TopicPartitions as _CurrentTP,
 )
 from kproto.coordinator.consumer_group_member_metadata_key import ConsumerGroupMemberMetadataKey
-from kproto.coordinator.consumer_group_member_metadata_value import ConsumerGroupMemberMetadataValue
+from kproto.coordinator.consumer_group_member_metadata_value import (
+    ClassicMemberMetadata, ClassicProtocol, ConsumerGroupMemberMetadataValue,
+)
 from kproto.coordinator.consumer_group_metadata_key import ConsumerGroupMetadataKey
 from kproto.coordinator.consumer_group_metadata_value import ConsumerGroupMetadataValue
 from kproto.coordinator.consumer_group_partition_metadata_key import ConsumerGroupPartitionMetadataKey
@@ -32,7 +34,7 @@ from kproto.coordinator.consumer_group_target_assignment_metadata_value import (
     ConsumerGroupTargetAssignmentMetadataValue,
 )
 
-from broker.groups.consumer_model import ConsumerGroup, ConsumerMember
+from broker.groups.consumer_model import ClassicInfo, ConsumerGroup, ConsumerMember
 
 _VERSION = struct.Struct(">h")
 
@@ -89,7 +91,9 @@ def member_metadata_record(group_id: str, m: ConsumerMember) -> tuple:
         instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
         subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
         rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
-        classic_member_metadata=None)
+        classic_member_metadata=None if m.classic is None else ClassicMemberMetadata(
+            session_timeout_ms=m.classic.session_timeout_ms,
+            supported_protocols=[ClassicProtocol(name=n, metadata=d) for n, d in m.classic.protocols]))
     return _key(MEMBER_METADATA, group_id, m.member_id), _prefixed(0, value)
 
 
@@ -195,6 +199,10 @@ class ConsumerGroupLoad:
             m = ConsumerMember(member_id, v.instance_id, v.rack_id, v.client_id, v.client_host,
                                v.rebalance_timeout_ms, list(v.subscribed_topic_names or []),
                                v.subscribed_topic_regex, v.server_assignor)
+            if v.classic_member_metadata is not None:
+                m.classic = ClassicInfo(v.classic_member_metadata.session_timeout_ms,
+                                        [(p.name, bytes(p.metadata))
+                                         for p in v.classic_member_metadata.supported_protocols])
             cur = self.current.get(member_id)
             if cur is not None:
                 m.member_epoch = cur.member_epoch

@@ -103,7 +103,7 @@ class ConsumerGroupsMixin:
         err = self._status_error(group_id, allow_empty=False)
         if err is not None:
             raise _Reject(err)
-        group = self._consumer_group_for(group_id, member_epoch)
+        group = self._consumer_group_for(group_id, member_epoch, topics)
         if member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             return self._consumer_leave(group, member_id, member_epoch, instance_id)
 
@@ -211,7 +211,7 @@ class ConsumerGroupsMixin:
             except InvalidRegex as exc:
                 raise _Reject(E.INVALID_REGULAR_EXPRESSION, str(exc)) from None
 
-    def _consumer_group_for(self, group_id: str, member_epoch: int) -> ConsumerGroup:
+    def _consumer_group_for(self, group_id: str, member_epoch: int, topics: dict) -> ConsumerGroup:
         group = self.groups.get(group_id)
         if group is not None and not isinstance(group, ConsumerGroup):
             if group.is_(DEAD) or (group.is_(EMPTY) and not group.members):
@@ -226,6 +226,8 @@ class ConsumerGroupsMixin:
                 self.groups[group_id] = converted
                 log.info("empty classic group %s converted to a consumer group", group_id)
                 return converted
+            if member_epoch == 0 and self._can_upgrade(group):
+                return self._upgrade_classic_group(group, topics)
             raise _Reject(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if group is None or group.is_(DEAD):
             if member_epoch != 0:
@@ -330,7 +332,8 @@ class ConsumerGroupsMixin:
         # Kafka answers a leave without a heartbeat interval
         return HeartbeatResult(E.NONE, None, member_id, LEAVE_GROUP_MEMBER_EPOCH, 0)
 
-    def _remove_consumer_member(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> None:
+    def _remove_consumer_member(self, group: ConsumerGroup, member: ConsumerMember, reason: str,
+                                downgrade: bool = True) -> None:
         records = crec.member_tombstones(group.group_id, member.member_id)
         del group.members[member.member_id]
         group.target.pop(member.member_id, None)
@@ -340,14 +343,17 @@ class ConsumerGroupsMixin:
         self._append(self.partition_for(group.group_id), records)
         log.info("consumer group %s: member %s %s; epoch %d", group.group_id, member.member_id, reason,
                  group.group_epoch)
+        if downgrade and member.classic is None:
+            self._maybe_downgrade(group)
 
     def _cancel_consumer_timers(self, group_id: str, member_id: str) -> None:
         self._cancel_timer(("consumer-session", group_id, member_id))
         self._cancel_timer(("consumer-rebalance", group_id, member_id))
 
     def _schedule_consumer_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        self._set_timer(("consumer-session", group.group_id, member.member_id),
-                        self._now + self.config.consumer_session_timeout_ms)
+        timeout = (self.config.consumer_session_timeout_ms if member.classic is None
+                   else member.classic.session_timeout_ms)
+        self._set_timer(("consumer-session", group.group_id, member.member_id), self._now + timeout)
 
     def _on_consumer_timer(self, group, key: tuple) -> None:
         if not isinstance(group, ConsumerGroup):

@@ -184,7 +184,7 @@ class GroupCoordinator:
     # ================================================================ requests
 
     async def join_group(self, **kwargs):
-        return await self._call(self.state.join_group, **kwargs)
+        return await self._call(self.state.join_group, topics=self._topic_table(), **kwargs)
 
     async def sync_group(self, **kwargs):
         return await self._call(self.state.sync_group, **kwargs)

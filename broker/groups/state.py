@@ -23,6 +23,7 @@ from kproto.errors import ErrorCode as E
 
 from broker.groups import records as rec
 from broker.groups.config import GroupConfig
+from broker.groups.consumer_classic import ClassicMembersMixin
 from broker.groups.consumer_model import ConsumerGroup
 from broker.groups.consumer_records import group_tombstones as consumer_group_tombstones
 from broker.groups.consumer_state import ConsumerGroupsMixin
@@ -54,7 +55,7 @@ def _new_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
 
-class GroupStateMachine(ConsumerGroupsMixin):
+class GroupStateMachine(ConsumerGroupsMixin, ClassicMembersMixin):
     def __init__(self, config: GroupConfig | None = None, member_id_factory=_new_member_id):
         self.config = config or GroupConfig()
         self.new_member_id = member_id_factory
@@ -210,7 +211,8 @@ class GroupStateMachine(ConsumerGroupsMixin):
                    protocol_type: str, protocols: list[tuple[str, bytes]], session_timeout_ms: int,
                    rebalance_timeout_ms: int, client_id: str = "", client_host: str = "",
                    require_known_member_id: bool = True, support_skip_assignment: bool = True,
-                   reason: str | None = None) -> Effects:
+                   reason: str | None = None, topics: dict | None = None) -> Effects:
+        """topics (name -> (topic id, partitions)) matter when the group is a consumer group."""
         self._begin(now_ms)
         member_id = member_id or _UNKNOWN_MEMBER_ID
         err = self._status_error(group_id, allow_empty=False)
@@ -225,8 +227,12 @@ class GroupStateMachine(ConsumerGroupsMixin):
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
             if group.members:
-                # Kafka without classic members in a consumer group (migration policy not served)
-                self._respond(ticket, JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id))
+                # a classic member in a consumer group: the coordinator assigns (Kafka 3.9 accepts
+                # it whatever group.consumer.migration.policy says; the policy governs conversions)
+                self._classic_join_consumer_group(ticket, group, member_id, instance_id, protocol_type,
+                                                  [(n, bytes(d) if d is not None else b"") for n, d in protocols],
+                                                  session_timeout_ms, rebalance_timeout_ms, client_id,
+                                                  client_host, require_known_member_id, topics)
                 return self._end()
             group = self._convert_to_classic(group, now_ms)
         if group is None:
@@ -575,7 +581,11 @@ class GroupStateMachine(ConsumerGroupsMixin):
             self._respond(ticket, SyncResult(err))
             return self._end()
         group = self.groups.get(group_id)
-        if group is None or isinstance(group, ConsumerGroup):
+        if isinstance(group, ConsumerGroup):
+            self._classic_sync_consumer_group(ticket, group, generation_id, member_id, instance_id, protocol_type,
+                                              protocol_name)
+            return self._end()
+        if group is None:
             self._respond(ticket, SyncResult(E.UNKNOWN_MEMBER_ID))
             return self._end()
         err = self._validate_sync(group, generation_id, member_id, instance_id, protocol_type, protocol_name)
@@ -701,7 +711,10 @@ class GroupStateMachine(ConsumerGroupsMixin):
             self._respond(ticket, err)
             return self._end()
         group = self.groups.get(group_id)
-        if group is None or isinstance(group, ConsumerGroup):
+        if isinstance(group, ConsumerGroup):
+            self._classic_heartbeat_consumer_group(ticket, group, member_id, generation_id, instance_id)
+            return self._end()
+        if group is None:
             self._respond(ticket, E.UNKNOWN_MEMBER_ID)
             return self._end()
         if group.is_(DEAD):
@@ -729,7 +742,9 @@ class GroupStateMachine(ConsumerGroupsMixin):
         group = self.groups.get(group_id) if err is None else None
         if err is not None:
             self._respond(ticket, LeaveResult(err))
-        elif group is None or isinstance(group, ConsumerGroup):
+        elif isinstance(group, ConsumerGroup):
+            self._classic_leave_consumer_group(ticket, group, members)
+        elif group is None:
             self._respond(ticket, LeaveResult(E.NONE, [(mid, iid, E.UNKNOWN_MEMBER_ID) for mid, iid, _ in members]))
         elif group.is_(DEAD):
             self._respond(ticket, LeaveResult(E.COORDINATOR_NOT_AVAILABLE))
@@ -862,6 +877,8 @@ class GroupStateMachine(ConsumerGroupsMixin):
         member = group.members.get(member_id)
         if member is None:
             return E.UNKNOWN_MEMBER_ID
+        if member.classic is not None:
+            return None if member_epoch == member.member_epoch else E.ILLEGAL_GENERATION
         if not transactional and api_version < 9:
             return E.UNSUPPORTED_VERSION   # a consumer-protocol member commits with OffsetCommit v9+
         if member_epoch != member.member_epoch:

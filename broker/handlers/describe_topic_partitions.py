@@ -60,6 +60,10 @@ async def describe_topic_partitions(ctx, req):
             return _error_response(req, ErrorCode.INVALID_REQUEST)
     if cursor is not None and cursor.partition_index < 0:
         return _error_response(req, ErrorCode.INVALID_REQUEST)
+    if "" in names:
+        # Kafka's authorizer check rejects an empty resource name with an unexpected
+        # exception: the whole request fails with UNKNOWN_SERVER_ERROR (as a Kafka 3.9 answered)
+        return _error_response(req, ErrorCode.UNKNOWN_SERVER_ERROR)
     server_limit = ctx.broker.config.get_int("max.request.partition.size.limit") or 2000
     remaining = max(min(server_limit, req.response_partition_limit), 1)
     resp = DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=[], next_cursor=None)

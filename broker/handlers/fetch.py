@@ -3,11 +3,13 @@ a fetch that finds too little data waits on the partitions' append events.
 Fetch v0-3 (magic 0/1 readers) get the batches down-converted, as Kafka does."""
 from __future__ import annotations
 
+import os
 import struct
 
 import trio
 
 from kproto import legacy
+from kproto._codec import FileRegion
 from kproto import records as rec
 from kproto.api import ApiKey
 from kproto.errors import ErrorCode
@@ -99,7 +101,8 @@ def _build(broker, v, req, isolation) -> tuple[FetchResponse, int, list, bool]:
                 parts.append(_error_part(fp.partition, ErrorCode.UNKNOWN_SERVER_ERROR))
                 errors = True
                 continue
-            if incomplete and v >= 3:
+            left_out = incomplete and v >= 3
+            if left_out:
                 region = None  # a batch that does not fit is left out (v3+)
             size = len(region) if region is not None else 0
             if size:
@@ -115,11 +118,13 @@ def _build(broker, v, req, isolation) -> tuple[FetchResponse, int, list, bool]:
                     errors = True
                     continue
             aborted = None
-            if isolation == READ_COMMITTED:
+            if isolation == READ_COMMITTED and not left_out:
                 # Kafka lists the aborted transactions overlapping the data it
-                # returns ([] with no data); the client drops their records
+                # returns ([] with no data, null for a batch left out); the
+                # client drops their records
                 aborted = [_Aborted(producer_id=pid, first_offset=first)
-                           for pid, first in partition.aborted_transactions(fp.fetch_offset, upper)] if size else []
+                           for pid, first in partition.aborted_transactions(
+                               fp.fetch_offset, _data_upper_bound(region, upper))] if size else []
             parts.append(_Part(
                 partition_index=fp.partition, error_code=0,
                 high_watermark=partition.high_watermark,
@@ -129,6 +134,26 @@ def _build(broker, v, req, isolation) -> tuple[FetchResponse, int, list, bool]:
                 records=records if records else b""))
             watched.append(partition)
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics), total, watched, errors
+
+
+def _data_upper_bound(region, upper: int) -> int:
+    """Kafka's upper bound for the aborted transactions of a fetch: the
+    offset of the first batch starting at or after the end of the returned
+    bytes (the end of the segment: the offset after its last batch), never
+    beyond ``upper`` (the last stable offset)."""
+    if not isinstance(region, FileRegion):
+        return upper
+    pos, end, next_offset = region.offset, region.offset + region.length, None
+    while True:
+        head = os.pread(region.fd, rec.HEADER_SIZE, pos)
+        if len(head) < rec.HEADER_SIZE:
+            break  # the end of the segment
+        base = int.from_bytes(head[0:8], "big", signed=True)
+        if pos >= end:
+            return min(base, upper)
+        next_offset = base + int.from_bytes(head[23:27], "big", signed=True) + 1
+        pos += rec.LOG_OVERHEAD + int.from_bytes(head[8:12], "big", signed=True)
+    return upper if next_offset is None else min(next_offset, upper)
 
 
 def _batches(raw: bytes) -> list[bytes]:
@@ -172,8 +197,12 @@ def _down_convert(raw: bytes, v: int, fetch_offset: int) -> bytes:
     if not first:
         return _overflow(rec.LOG_OVERHEAD) if batches else b""
     size = max(len(raw), len(first))
-    out = bytearray()
-    i = 0
+    # Kafka sends its cached first converted batch, then converts on from
+    # the second batch read: when the first batch converted to nothing (a
+    # transaction marker), the first messages come twice (clients skip
+    # offsets below their position)
+    out = bytearray(first)
+    i = 1
     while i < len(batches) and len(out) < size:
         # chunks of batches up to MAX_READ_SIZE, as Kafka converts them
         chunk, chunk_size = [batches[i]], len(batches[i])

@@ -65,7 +65,9 @@ async def metadata(ctx, req):
     else:
         to_create = []
         for rt in req.topics:
-            if rt.name is None:
+            # a topic id names the topic, whatever the name says (the Java consumer sends "" with
+            # it to resolve the ids of a KIP-848 assignment; KafkaApis uses the ids when any is set)
+            if rt.name is None or (v >= 12 and rt.topic_id != ZERO_UUID):
                 t = image.topics_by_id.get(rt.topic_id)
                 if t is None:
                     topics.append(_Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,

@@ -43,8 +43,15 @@ async def describe_quorum(ctx, req):
     k = broker.config.kraft
     now = int(time.time() * 1000)
     end = broker.metadata.plog.log_end_offset
+    voter_set = getattr(broker, "quorum_voter_set", None)
+    if voter_set is not None:   # a dynamic quorum (KIP-853): voters with directory ids and endpoints
+        return _describe_dynamic(ctx, broker, voter_set, end, now)
     me = ReplicaState(replica_id=broker.node_id, log_end_offset=end,
                       last_fetch_timestamp=now, last_caught_up_timestamp=now)
+    # other configured voters have not fetched from this node (no replication before raft/):
+    # Kafka's leader reports such voters with unknown (-1) offsets and times
+    others = [ReplicaState(replica_id=v, log_end_offset=-1) for v in sorted(k.voters) if v != broker.node_id] \
+        if k is not None else []
     nodes = []
     if ctx.api_version >= 2 and k is not None:
         name = k.controller_listener_names[0] if k.controller_listener_names else "CONTROLLER"
@@ -55,4 +62,22 @@ async def describe_quorum(ctx, req):
     return DescribeQuorumResponse(error_code=0, topics=[TopicData(topic_name=METADATA_TOPIC, partitions=[
         PartitionData(partition_index=0, error_code=0, leader_id=broker.node_id,
                       leader_epoch=broker.metadata.leader_epoch, high_watermark=end,
-                      current_voters=[me], observers=[])])], nodes=nodes)
+                      current_voters=[me] + others, observers=[])])], nodes=nodes)
+
+
+def _describe_dynamic(ctx, broker, voter_set, end: int, now: int):
+    voters = []
+    for v in sorted(voter_set.voters, key=lambda v: v.voter_id):
+        if v.voter_id == broker.node_id:
+            voters.append(ReplicaState(replica_id=v.voter_id, replica_directory_id=v.voter_directory_id,
+                                       log_end_offset=end, last_fetch_timestamp=now, last_caught_up_timestamp=now))
+        else:
+            voters.append(ReplicaState(replica_id=v.voter_id, replica_directory_id=v.voter_directory_id,
+                                       log_end_offset=-1))
+    nodes = [Node(node_id=v.voter_id, listeners=[Listener(name=e.name, host=e.host, port=e.port)
+                                                 for e in v.endpoints])
+             for v in sorted(voter_set.voters, key=lambda v: v.voter_id)] if ctx.api_version >= 2 else []
+    return DescribeQuorumResponse(error_code=0, topics=[TopicData(topic_name=METADATA_TOPIC, partitions=[
+        PartitionData(partition_index=0, error_code=0, leader_id=broker.node_id,
+                      leader_epoch=broker.metadata.leader_epoch, high_watermark=end,
+                      current_voters=voters, observers=[])])], nodes=nodes)

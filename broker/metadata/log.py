@@ -27,17 +27,30 @@ class MetadataLog:
         self._listeners = []
         # the quorum epoch this node leads: stamped on every batch it appends
         self.leader_epoch = 0
+        self.snapshotter = None   # takes snapshots of the image when due (set by the broker)
 
     def subscribe(self, listener) -> None:
         """listener(records) is called after each append, once applied."""
         self._listeners.append(listener)
 
     def replay(self) -> int:
-        """Apply every stored record to the image; returns the record count."""
+        """Apply the newest snapshot (broker/quorum/metadata_snapshots.py), then every stored record
+        after it, to the image; returns the record count."""
+        from broker.quorum import metadata_snapshots
         count = 0
+        start = 0
+        found = metadata_snapshots.latest(self.plog.dir) if self.plog.dir else None
+        if found is not None:
+            start, snap = found
+            for r in snap.records:
+                self.image.apply(r)
+            count += len(snap.records)
+            self.image.offset = start - 1
         for chunk in stored_batches(self.plog):
             for header, batch in chunk:
-                if header.is_control:   # LeaderChange and other KRaft control records: no metadata
+                # LeaderChange and other KRaft control records carry no metadata; a snapshot covers
+                # what lies before its end offset
+                if header.is_control or header.last_offset < start:
                     continue
                 for r in rec.iter_records(batch):
                     self.image.apply(serde.decode(r.value))
@@ -55,6 +68,8 @@ class MetadataLog:
         for r in records:
             self.image.apply(r)
         self.image.offset = info.last_offset
+        if self.snapshotter is not None:
+            self.snapshotter.appended(len(batch))
         for listener in self._listeners:
             listener(records)
         return info.last_offset

@@ -23,7 +23,7 @@ from prometheus_client.samples import Sample
 from kproto.api import ApiKey
 
 from broker.metrics.lag import consumer_lag
-from broker.metrics.registry import LATENCY_BUCKETS_MS
+from broker.metrics.registry import LATENCY_BOUNDS_MS, LATENCY_BUCKETS, quantile
 
 # the quantiles the JMX exporter exports of a Yammer histogram
 QUANTILES = (0.5, 0.75, 0.95, 0.98, 0.99, 0.999)
@@ -38,9 +38,10 @@ _TOPIC_COUNTERS = (
 )
 _REQUEST_TIMES = (
     ("totaltimems", "total", "Time from receiving a request to its response sent, ms"),
-    ("requestqueuetimems", "queue", "Time a request waited behind earlier requests of its connection, ms"),
-    ("localtimems", "local", "Time in the request handler, ms"),
-    ("responsesendtimems", "send", "Time sending the response, ms"),
+    ("requestqueuetimems", "queue",
+     "Time a request waited behind earlier requests of its connection, ms (sampled: 1 request in 8)"),
+    ("localtimems", "local", "Time in the request handler, ms (sampled: 1 request in 8)"),
+    ("responsesendtimems", "send", "Time sending the response, ms (sampled: 1 request in 8)"),
 )
 _GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty")
 
@@ -96,8 +97,10 @@ class BrokerCollector:
         yield from self._request_metrics(m)
         yield from self._partitions(b)
         yield from self._groups(b)
+        yield from self._transactions(b)
         yield from self._lag(b)
         yield from self._connections(m)
+        yield from client_telemetry_metrics(b)
         yield _gauge("kproto_event_loop_lag_seconds",
                      "How late the event loop ran a 1 s timer, last measurement", m.loop_lag_s)
         yield _gauge("kproto_event_loop_lag_max_seconds", "Largest event-loop lag measured", m.loop_lag_max_s)
@@ -116,31 +119,36 @@ class BrokerCollector:
     def _request_metrics(self, m):
         stats = sorted(m.requests.items())
         yield _counter("kafka_network_requestmetrics_requests", "Requests answered, per API and version",
-                       [({"request": request_name(k), "version": str(v)}, n)
-                        for k, s in stats for v, n in sorted(s.versions.items())])
+                       [({"request": request_name(k), "version": str(v)}, slot.count)
+                        for k, s in stats for v, slot in sorted(s.versions.items())])
         for short, attr, doc in _REQUEST_TIMES:
             name = f"kafka_network_requestmetrics_{short}"
             fam = _metric(name, doc, "summary")
             for k, s in stats:
-                h = getattr(s, attr)
+                counts = getattr(s, attr)
+                total_us = getattr(s, attr + "_us")
+                if attr != "total" and s.sampled:
+                    total_us = total_us * s.count / s.sampled   # the phases are sampled: scaled up
                 req = request_name(k)
                 for q in QUANTILES:
-                    fam.samples.append(Sample(name, {"request": req, "quantile": str(q)}, h.quantile(q)))
-                fam.samples.append(Sample(name + "_count", {"request": req}, h.count))
-                fam.samples.append(Sample(name + "_sum", {"request": req}, h.sum))
+                    fam.samples.append(Sample(name, {"request": req, "quantile": str(q)}, quantile(counts, q)))
+                fam.samples.append(Sample(name + "_count", {"request": req}, s.count))
+                fam.samples.append(Sample(name + "_sum", {"request": req}, total_us / 1000.0))
             yield fam
-        # the same total time as a Prometheus histogram, for histogram_quantile over any window
+        # the total time as a Prometheus histogram too, for histogram_quantile over any window
         name = "kproto_request_total_time_ms"
         fam = _metric(name, "Time from receiving a request to its response sent, ms", "histogram")
         for k, s in stats:
             req = request_name(k)
             cumulative = 0
-            for bound, n in zip(LATENCY_BUCKETS_MS + (float("inf"),), s.total.counts):
+            for i, n in enumerate(s.total[:LATENCY_BUCKETS]):
                 cumulative += n
-                le = "+Inf" if bound == float("inf") else repr(bound)
-                fam.samples.append(Sample(name + "_bucket", {"request": req, "le": le}, cumulative))
-            fam.samples.append(Sample(name + "_count", {"request": req}, s.total.count))
-            fam.samples.append(Sample(name + "_sum", {"request": req}, s.total.sum))
+                if i % 2 == 0:   # every power of 4 us: 1 us, 4 us, ... 67 s
+                    fam.samples.append(Sample(name + "_bucket", {"request": req, "le": repr(LATENCY_BOUNDS_MS[i])},
+                                              cumulative))
+            fam.samples.append(Sample(name + "_bucket", {"request": req, "le": "+Inf"}, s.count))
+            fam.samples.append(Sample(name + "_count", {"request": req}, s.count))
+            fam.samples.append(Sample(name + "_sum", {"request": req}, s.total_us / 1000.0))
         yield fam
 
     # -- partitions: log, ReplicaManager, controller, raft ------------------------------------
@@ -178,6 +186,8 @@ class BrokerCollector:
         yield _gauge("kafka_server_raft_metrics_current_leader", "Leader of the metadata quorum", b.node_id)
         yield _gauge("kafka_server_raft_metrics_high_watermark", "Metadata log high watermark",
                      b.metadata.plog.log_end_offset if b.metadata is not None else 0)
+        yield _gauge("kafka_server_raft_metrics_current_epoch", "Epoch of the metadata quorum's leader",
+                     getattr(b.metadata, "leader_epoch", None) or 0)
 
     # -- groups and lag --------------------------------------------------------------------
 
@@ -194,6 +204,19 @@ class BrokerCollector:
         # a group's generation grows by one per rebalance: rate() of it is the rebalance rate
         yield _gauge("kproto_group_generation", "Generation of each group (one per rebalance)",
                      samples=[({"group": g.group_id}, g.generation) for g in groups])
+
+    def _transactions(self, b):
+        from broker.transactions.model import STATE_NAMES
+        txns = list(b.transactions.state.txns.values()) if b.transactions is not None else []
+        by_state = dict.fromkeys(STATE_NAMES.values(), 0)
+        for md in txns:
+            name = STATE_NAMES.get(md.state, str(md.state))
+            by_state[name] = by_state.get(name, 0) + 1
+        yield _gauge("kproto_transactions", "Transactional ids known to the coordinator, by state",
+                     samples=[({"state": st}, n) for st, n in by_state.items()])
+        loading = len(b.transactions.state.loading) if b.transactions is not None else 0
+        yield _gauge("kproto_transaction_coordinator_partitions_loading",
+                     "__transaction_state partitions still being loaded", loading)
 
     def _lag(self, b):
         rows = consumer_lag(b, int(time.time() * 1000))
@@ -228,3 +251,21 @@ class BrokerCollector:
 
 def _lag_labels(r) -> dict:
     return {"group": r.group, "topic": r.topic, "partition": str(r.partition)}
+
+
+def client_telemetry_metrics(b):
+    """KIP-714 client telemetry: Kafka's client-metrics group (instance count, pushes handed
+    to the receiver, throttled and unknown-subscription requests) plus what was pushed."""
+    m = getattr(b, "client_metrics", None)
+    if m is None:
+        return
+    prefix = "kafka_server_client_metrics_"
+    yield _gauge(prefix + "instance_count", "Client instances known to the telemetry manager", len(m.instances))
+    yield _counter(prefix + "plugin_export", "Telemetry pushes accepted", [({}, m.pushes)])
+    yield _counter(prefix + "throttle", "Telemetry requests throttled", [({}, m.throttled)])
+    yield _counter(prefix + "unknown_subscription_request", "Pushes with an unknown subscription id",
+                   [({}, m.unknown_subscription)])
+    yield _counter("kproto_client_telemetry_bytes", "Bytes of telemetry pushed (uncompressed)", [({}, m.bytes)])
+    yield _gauge("kproto_client_telemetry_metrics", "Metrics in each client's latest push",
+                 samples=[({"client_instance_id": str(i.instance_id), "client_id": i.client_id or ""},
+                           len(i.metric_names)) for i in m.instances.values() if i.pushes])

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from http.server import BaseHTTPRequestHandler
 from time import perf_counter
 
 import trio
@@ -61,7 +60,7 @@ class MetricsServer:
     def _serve(self, conn, addr) -> None:
         try:
             conn.settimeout(10)
-            _Handler(conn, addr, self)
+            self._answer_one(conn)
         except Exception:
             log.debug("metrics request from %s failed", addr, exc_info=True)
         finally:
@@ -69,6 +68,37 @@ class MetricsServer:
                 conn.close()
             except OSError:
                 pass
+
+    def _answer_one(self, conn) -> None:
+        """One GET, answered with HTTP/1.0 and the connection closed (what a
+        Prometheus scrape or a probe needs; http.server would cost start-up
+        time for nothing more)."""
+        reader = conn.makefile("rb")
+        request_line = reader.readline(8192).decode("latin-1")
+        while True:   # the headers: nothing in them matters here
+            line = reader.readline(8192)
+            if line in (b"\r\n", b"\n", b""):
+                break
+        parts = request_line.split()
+        if len(parts) < 2 or parts[0] not in ("GET", "HEAD"):
+            return _send(conn, 405, b"only GET\n")
+        path = parts[1].split("?", 1)[0].rstrip("/") or "/"
+        try:
+            if path == "/metrics":
+                code, body, ctype = 200, self.render(), CONTENT_TYPE
+            elif path == "/ready":
+                code, text = self.readiness()
+                body, ctype = (text + "\n").encode(), None
+            elif path in ("/health", "/healthz", "/live"):
+                code, text = self.health()
+                body, ctype = (text + "\n").encode(), None
+            elif path == "/":
+                code, body, ctype = 200, b"kproto: /metrics /ready /health\n", None
+            else:
+                code, body, ctype = 404, b"not found\n", None
+        except trio.RunFinishedError:
+            code, body, ctype = 503, b"stopping\n", None
+        _send(conn, code, b"" if parts[0] == "HEAD" else body, ctype, len(body))
 
     def registry(self):
         if self._registry is None:
@@ -106,35 +136,11 @@ class MetricsServer:
         return 200, "ok"
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server_version = "kproto"
-    protocol_version = "HTTP/1.0"
+_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
 
-    def do_GET(self):  # noqa: N802 (http.server's naming)
-        srv: MetricsServer = self.server
-        path = self.path.split("?", 1)[0].rstrip("/") or "/"
-        try:
-            if path == "/metrics":
-                self._answer(200, srv.render(), CONTENT_TYPE)
-            elif path == "/ready":
-                code, text = srv.readiness()
-                self._answer(code, (text + "\n").encode())
-            elif path in ("/health", "/healthz", "/live"):
-                code, text = srv.health()
-                self._answer(code, (text + "\n").encode())
-            elif path == "/":
-                self._answer(200, b"kproto: /metrics /ready /health\n")
-            else:
-                self._answer(404, b"not found\n")
-        except trio.RunFinishedError:
-            self._answer(503, b"stopping\n")
 
-    def _answer(self, code: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format, *args):  # noqa: A002 (http.server's signature)
-        log.debug("metrics %s " + format, self.client_address, *args)
+def _send(conn, code: int, body: bytes, content_type: str | None = None, length: int | None = None) -> None:
+    head = (f"HTTP/1.0 {code} {_REASONS.get(code, '')}\r\nServer: kproto\r\n"
+            f"Content-Type: {content_type or 'text/plain; charset=utf-8'}\r\n"
+            f"Content-Length: {len(body) if length is None else length}\r\nConnection: close\r\n\r\n")
+    conn.sendall(head.encode("latin-1") + body)

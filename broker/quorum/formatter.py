@@ -7,6 +7,7 @@ snapshot with the initial voters in the metadata log directory. Messages and the
 from __future__ import annotations
 
 import os
+import time
 import uuid
 
 from kproto.metadata.feature_level_record import FeatureLevelRecord
@@ -32,24 +33,30 @@ class FormatError(Exception):
 
 
 def release_version(text: str) -> tuple[str, int]:
-    """(name, feature level) of a --release-version / inter.broker.protocol.version value."""
+    """(name, feature level) of a --release-version / inter.broker.protocol.version value, with
+    MetadataVersion.fromVersionString's parsing and the Formatter's refusals."""
+    from broker.config.validators import _METADATA_VERSIONS, _RELEASE_IVS
     text = text.strip()
-    if text in _LEVELS:
-        return text, _LEVELS[text]
-    ivs = [name for name in _LEVELS if name.split("-")[0] == text]
-    if ivs:
-        return ivs[-1], _LEVELS[ivs[-1]]
-    if text.startswith(("0.", "1.", "2.", "3.0")):
-        raise FormatError(f"metadata.version {text} is too old to be supported.")
-    raise FormatError(f"Unknown metadata.version '{text}'. Supported metadata.version are "
-                      + ", ".join(_LEVELS) + ", 4.0-IV0, 4.0-IV1")
+    segments = [s for s in text.split(".")]
+    while segments and segments[-1] == "":
+        segments.pop()
+    key = text if (3 if text.startswith("0.") else 2) >= len(segments) else \
+        ".".join(segments[:3 if text.startswith("0.") else 2])
+    if key not in _METADATA_VERSIONS:
+        raise FormatError(f"Version {text} is not a valid version")
+    name = key if "-IV" in key or key.startswith(("0.8", "0.9")) else f"{key}-IV{_RELEASE_IVS[key] - 1}"
+    if name in _LEVELS:
+        return name, _LEVELS[name]
+    if name.startswith("4."):
+        raise FormatError(f"metadata.version {name} is not yet stable.")
+    raise FormatError(f"metadata.version {name} is too old to be supported.")
 
 
 def bootstrap_records(level: int) -> list:
     return [FeatureLevelRecord(name="metadata.version", feature_level=level)]
 
 
-def _load(directory: str):
+def load_directory(directory: str):
     """('empty' | 'error' | 'formatted', meta.properties or None) for one directory."""
     if os.path.exists(directory) and not os.path.isdir(directory):
         return "error", None
@@ -98,7 +105,7 @@ def format_directories(*, node_id: int, cluster_id: str, directories: list[str],
 
     empty, formatted, errors = [], [], []
     for d in sorted(set(directories)):
-        state, props = _load(d)
+        state, props = load_directory(d)
         if state == "formatted":
             verify(d, props, cluster_id, node_id)
             formatted.append(d)
@@ -143,7 +150,6 @@ def format_directories(*, node_id: int, cluster_id: str, directories: list[str],
 
 
 def _now_ms() -> int:
-    import time
     return int(time.time() * 1000)
 
 

@@ -32,7 +32,7 @@ def prepare_storage(config, sync: bool = True) -> str:
     missing = []
     try:
         for d in dirs:
-            state, props = formatter._load(d)
+            state, props = formatter.load_directory(d)
             if state == "error":
                 raise StartupError(f"Encountered I/O error in log directory {d} (log.dirs): {_why(d)}. "
                                    "Cannot continue; choose a directory kproto can create and write with "

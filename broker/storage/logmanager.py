@@ -78,6 +78,7 @@ class LogManager:
         # where due flushes go instead of an fsync in the caller's thread
         self._on_flush_due: Callable[[PartitionLog, int | None], None] | None = None
         self.had_clean_shutdown = False
+        self.new_directory = False
         self.previous_broker_epoch: int | None = None
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._deleting: list[tuple[int, PartitionLog]] = []
@@ -105,6 +106,10 @@ class LogManager:
         now_ms = _now_ms() if now_ms is None else now_ms
         mgr = cls(log_dir, config_for, broker_config, sync)
         mgr.snapshot_provider_for = snapshot_provider_for
+        # no broker loaded it before (every load writes the checkpoints; a
+        # formatted directory has only meta.properties): nothing shut down
+        mgr.new_directory = not any(os.path.exists(os.path.join(log_dir, name))
+                                    for name in (RECOVERY_POINT_CHECKPOINT, CLEAN_SHUTDOWN_FILE))
         os.makedirs(log_dir, exist_ok=True)
         mgr._lock()
         try:
@@ -202,8 +207,14 @@ class LogManager:
             self._logs[tp] = plog
         if progress is not None and total:
             progress(total, total)
-        log.info("loaded %d partition logs from %s (%s shutdown)", len(self._logs), self.log_dir,
-                 "clean" if self.had_clean_shutdown else "unclean")
+        if self.new_directory:
+            log.info("log directory %s is new: no logs to load", self.log_dir)
+        elif self.had_clean_shutdown:
+            log.info("loaded %d partition logs from %s after a clean shutdown (no recovery needed)",
+                     len(self._logs), self.log_dir)
+        else:
+            log.info("loaded %d partition logs from %s after an unclean shutdown: recovered %d partitions "
+                     "(%d bytes checked)", len(self._logs), self.log_dir, len(to_scan), total)
 
     @staticmethod
     def _bytes_to_recover(path: str, recovery_point: int) -> int:

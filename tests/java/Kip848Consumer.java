@@ -1,6 +1,7 @@
 // One KIP-848 consumer (group.protocol=consumer) of the Java client, for
 // tests/test_consumer_groups_kip848_java.py. Args: bootstrap group topic
-// [instance-id]. Prints JSON lines: started, assign/revoke (topic-partition
+// [instance-id [protocol]] (protocol: consumer, the default, or classic); a topic "re:PATTERN" subscribes to a broker-side regular
+// expression (SubscriptionPattern, RE2/J). Prints JSON lines: started, assign/revoke (topic-partition
 // lists) and one line per record; "close" on stdin closes it (leaving the group).
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -13,6 +14,7 @@ import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
@@ -37,7 +39,7 @@ public class Kip848Consumer {
         Properties props = new Properties();
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
         props.put(ConsumerConfig.GROUP_ID_CONFIG, args[1]);
-        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, args.length > 4 ? args[4] : "consumer");
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         props.put(ConsumerConfig.AUTO_COMMIT_INTERVAL_MS_CONFIG, "200");
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
@@ -61,7 +63,7 @@ public class Kip848Consumer {
         stdin.setDaemon(true);
         stdin.start();
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
-            consumer.subscribe(List.of(args[2]), new ConsumerRebalanceListener() {
+            ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
                 public void onPartitionsRevoked(Collection<TopicPartition> tps) {
                     out("{\"ev\":\"revoke\",\"parts\":" + parts(tps) + "}");
                 }
@@ -71,7 +73,12 @@ public class Kip848Consumer {
                 public void onPartitionsLost(Collection<TopicPartition> tps) {
                     out("{\"ev\":\"revoke\",\"parts\":" + parts(tps) + "}");
                 }
-            });
+            };
+            if (args[2].startsWith("re:")) {
+                consumer.subscribe(new SubscriptionPattern(args[2].substring(3)), listener);
+            } else {
+                consumer.subscribe(List.of(args[2]), listener);
+            }
             out("{\"ev\":\"started\"}");
             while (!closing) {
                 for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(100))) {

@@ -53,3 +53,12 @@ def test_a_fresh_broker_of_its_own(kafka_broker_factory, kafka_bootstrap):
 
 def test_cluster_is_not_there_yet(kafka_cluster):
     raise AssertionError("kafka_cluster should have skipped")
+
+
+def test_metrics_only_when_asked(kafka_broker, request):
+    import urllib.request
+    if not request.config.getoption("--kproto-metrics"):
+        assert kafka_broker.metrics_url is None
+        return
+    with urllib.request.urlopen(kafka_broker.metrics_url, timeout=10) as r:
+        assert b"kproto_broker_ready 1.0" in r.read()

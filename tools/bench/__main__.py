@@ -10,7 +10,22 @@ import sys
 
 from tools.bench.cli import COMMANDS
 
-MODULE_COMMANDS = ("codec", "sink")
+MODULE_COMMANDS = ("codec", "sink", "metrics_cost")
+
+
+def usage() -> str:
+    return f"usage: python -m tools.bench {{{','.join(COMMANDS + MODULE_COMMANDS)}}} [args...]"
+
+
+def full_help() -> str:
+    """The workloads and options (the broker benchmark's help), then the
+    commands that are modules of their own."""
+    from tools.bench import cli
+    extra = []
+    for name in MODULE_COMMANDS:
+        doc = (importlib.import_module(f"tools.bench.{name}").__doc__ or "").strip().splitlines()
+        extra.append(f"  {name:<9} {doc[0] if doc else ''}  (python -m tools.bench {name} --help)")
+    return (cli.parser().format_help().rstrip() + "\n\nother commands:\n" + "\n".join(extra))
 
 
 def main(argv=None) -> None:
@@ -18,9 +33,11 @@ def main(argv=None) -> None:
     if argv and argv[0] in COMMANDS:
         from tools.bench import cli
         sys.exit(cli.main(argv))
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in MODULE_COMMANDS:
-        sys.exit(f"usage: python -m tools.bench {{{','.join(COMMANDS + MODULE_COMMANDS)}}} [args...]\n"
-                 f"       python -m tools.bench all --help")
+    if argv and argv[0] in ("-h", "--help"):
+        print(full_help())
+        sys.exit(0)
+    if not argv or argv[0] not in MODULE_COMMANDS:
+        sys.exit(f"{usage()}\n       python -m tools.bench --help   (the workloads and their options)")
     module = importlib.import_module(f"tools.bench.{argv[0]}")
     module.main(argv[1:])
 

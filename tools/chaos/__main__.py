@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .runner import check_and_report, run
@@ -27,11 +28,15 @@ def main(argv=None) -> int:
     r.add_argument("--fault", help="test-only broker fault (KPROTO_TEST_FAULT), e.g. "
                                    "drop-last-acked-batch-on-restart")
     r.add_argument("--no-plot", action="store_true")
+    r.add_argument("--rebootstrap", action="store_true",
+                   help="keep librdkafka's default metadata.recovery.strategy=rebootstrap (see docs/chaos.md)")
     c = sub.add_parser("check", help="check a history file and print the report")
     c.add_argument("history")
     c.add_argument("--no-plot", action="store_true")
     args = ap.parse_args(argv)
     if args.cmd == "run":
+        if args.rebootstrap:
+            os.environ["CHAOS_METADATA_RECOVERY"] = "rebootstrap"   # member processes inherit it
         return run(args)
     return check_and_report(args.history, plot=not args.no_plot)
 

@@ -42,6 +42,14 @@ def summary(result: dict) -> str:
     outcomes = Counter(f"{o.get('outcome', 'unknown')}/{o['type']}" for o in ops
                        if o.get("f") == "txn" and o.get("type") != "invoke")
 
+    # the longest time a transactional copier went without finishing a transaction
+    ends: dict[str, list] = defaultdict(list)
+    for o in ops:
+        if o.get("f") == "txn" and o.get("type") != "invoke":
+            ends[o["proc"]].append(o["ts"])
+    gaps = [(b - a, a - ix.t0) for ts in ends.values() for a, b in zip(ts, ts[1:])]
+    gap = max(gaps, default=None)
+
     def pct(xs, q):
         return f"{xs[min(len(xs) - 1, int(q * len(xs)))]:.3f}s" if xs else "-"
     rows = [
@@ -52,6 +60,7 @@ def summary(result: dict) -> str:
         ("unacknowledged sends", f"{by[('send', 'info')] + by[('send', 'fail')]}"),
         ("transactions", ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())) or "-"),
         ("transaction latency", f"p50 {pct(txn_lat, .5)}, p99 {pct(txn_lat, .99)}, max {pct(txn_lat, 1)}"),
+        ("longest copier stall", f"{gap[0]:.1f}s from t={gap[1]:.1f}s" if gap else "-"),
         ("values read", f"{len(ix.reads)} distinct"),
         ("errors by code", ", ".join(f"{k} {v}" for k, v in errors.most_common()) or "none"),
         ("faults", f"{sum(faults.values())}  (" + ", ".join(f"{k} {v}" for k, v in sorted(faults.items())) + ")"),

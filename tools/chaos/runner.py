@@ -19,7 +19,9 @@ from . import checker, report
 from .cluster import Cluster
 from .history import HistoryWriter, read_history
 from .nemesis import Nemesis, schedule, usable_kinds
-from .workloads import ConsumerLoop, Copier, GroupChurn, ProducerLoop, create_topics, final_read
+from .workloads import (
+    ConsumerLoop, Copier, GroupChurn, KafkaPythonConsumerLoop, ProducerLoop, create_topics, final_read,
+)
 
 GRACE_S = 240
 
@@ -95,7 +97,8 @@ def run(args) -> int:
                 c1 = ConsumerLoop(h, bootstrap, f"{pre}c-assign", [q], P, stops["consume"])
                 c2 = ConsumerLoop(h, bootstrap, f"{pre}c-sub", [q], P, stops["consume"], mode="subscribe",
                                   group=f"{pre}-readers")
-                threads += [("consume", c1.thread), ("consume", c2.thread)]
+                c3 = KafkaPythonConsumerLoop(h, bootstrap, f"{pre}c-kpy", q, P, stops["consume"])
+                threads += [("consume", c1.thread), ("consume", c2.thread), ("consume", c3.thread)]
                 groups[f"{pre}-readers"] = [(q, p) for p in range(P)]
             if "copier" in workloads:
                 src, dst, g = f"{pre}-copier-in", f"{pre}-copier-out", f"{pre}-copier"

@@ -27,7 +27,14 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from .history import HistoryWriter, tp_key
 
-QUIET = {"log_level": 0, "error_cb": lambda err: None}
+QUIET = {"log_level": 0, "error_cb": lambda err: None,
+         # librdkafka 2.16's default, "rebootstrap", decommissions the only
+         # broker when it is unreachable; a transactional producer's cached
+         # group coordinator then stays that dead handle and
+         # send_offsets_to_transaction() hangs past its own timeout after the
+         # broker is back (against Kafka 3.9 as well; docs/chaos.md). "none"
+         # keeps the suite measuring the broker; --rebootstrap restores it.
+         "metadata.recovery.strategy": os.environ.get("CHAOS_METADATA_RECOVERY", "none")}
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -191,6 +198,58 @@ class ConsumerLoop:
             c.close()
 
 
+class KafkaPythonConsumerLoop:
+    """A second client implementation (kafka-python, pure Python): assigns
+    every partition and reads from the beginning, like ConsumerLoop's assign
+    mode; recreated after any error it cannot ride out."""
+
+    def __init__(self, h: HistoryWriter, bootstrap: str, proc: str, topic: str, partitions: int,
+                 stop: threading.Event):
+        self.h, self.bootstrap, self.proc, self.topic, self.partitions, self.stop = (
+            h, bootstrap, proc, topic, partitions, stop)
+        self.thread = threading.Thread(target=self.run, name=proc, daemon=True)
+
+    def run(self) -> None:
+        import logging
+
+        from kafka import KafkaConsumer
+        from kafka import TopicPartition as KTP
+        logging.getLogger("kafka").setLevel(logging.CRITICAL)
+        positions: dict[int, int] = {}
+        while not self.stop.is_set():
+            try:
+                c = KafkaConsumer(bootstrap_servers=self.bootstrap.split(","), enable_auto_commit=False,
+                                  group_id=None, request_timeout_ms=15000)
+            except Exception as e:
+                self.h.write(f="poll", type="fail", proc=self.proc, error=type(e).__name__)
+                self.stop.wait(1)
+                continue
+            try:
+                tps = [KTP(self.topic, p) for p in range(self.partitions)]
+                c.assign(tps)
+                for tp in tps:
+                    c.seek(tp, positions.get(tp.partition, 0))
+                self.h.write(f="assign", type="ok", proc=self.proc, partitions=[[self.topic, p.partition] for p in tps])
+                while not self.stop.is_set():
+                    batch = c.poll(timeout_ms=500, max_records=500)
+                    recs = []
+                    for tp, msgs in batch.items():
+                        for m in msgs:
+                            recs.append([tp.topic, tp.partition, m.offset, m.value.decode(errors="replace")])
+                            positions[tp.partition] = m.offset + 1
+                    if recs:
+                        self.h.write(f="poll", type="ok", proc=self.proc, isolation="read_uncommitted",
+                                     records=recs)
+            except Exception as e:
+                self.h.write(f="poll", type="fail", proc=self.proc, error=type(e).__name__)
+                self.stop.wait(0.5)
+            finally:
+                try:
+                    c.close()
+                except Exception:
+                    pass
+
+
 def poll_once(c: Consumer, h: HistoryWriter, proc: str, isolation: str, group: str | None,
               timeout: float = 0.5) -> int:
     """One consume() call: records, errors, and (with a group) a synchronous
@@ -291,11 +350,20 @@ class Copier:
         inv = self.h.write(f="txn", type="invoke", proc=self.proc, txn=tid, outcome=outcome,
                            reads=reads, writes=writes)
         offsets: list = []
+        phases: dict[str, float] = {}
+        mark = [time.monotonic()]
+
+        def phase(name: str) -> None:
+            # how long each transactional call took: where a stall sits
+            now = time.monotonic()
+            phases[name] = round(now - mark[0], 3)
+            mark[0] = now
         first: dict[tuple, int] = {}
         for m in msgs:
             first.setdefault((m.topic(), m.partition()), m.offset())
         try:
             p.begin_transaction()
+            phase("begin")
             for _t, v in writes:
                 p.produce(self.dst, value=v.encode(),
                           on_delivery=lambda err, msg: err is None and offsets.append(
@@ -306,30 +374,37 @@ class Copier:
                     pos[(m.topic(), m.partition())] = m.offset() + 1
                 p.send_offsets_to_transaction([TopicPartition(t, q, o) for (t, q), o in pos.items()],
                                               c.consumer_group_metadata(), 30)
+                phase("send_offsets")
                 p.flush(30)
+                phase("flush")
                 self.h.write(f="txn-commit", type="invoke", proc=self.proc, txn=tid)
                 self._commit(p)
+                phase("commit")
                 self.h.write(f="txn", type="ok", proc=self.proc, txn=tid, outcome="commit", offsets=offsets,
-                             lat=round(time.time() - inv["ts"], 3))
+                             lat=round(time.time() - inv["ts"], 3), phases=phases)
                 return
             p.flush(30)
+            phase("flush")
             p.abort_transaction(30)
+            phase("abort")
             self.h.write(f="txn", type="ok", proc=self.proc, txn=tid, outcome="abort", offsets=offsets,
-                         lat=round(time.time() - inv["ts"], 3))
+                         lat=round(time.time() - inv["ts"], 3), phases=phases)
         except KafkaException as e:
             err = e.args[0]
+            phase("failed call")
             if err.txn_requires_abort():
                 try:
                     p.abort_transaction(30)
+                    phase("abort")
                     self.h.write(f="txn", type="ok", proc=self.proc, txn=tid, outcome="abort", offsets=offsets,
-                                 error=_err_name(e), lat=round(time.time() - inv["ts"], 3))
+                                 error=_err_name(e), lat=round(time.time() - inv["ts"], 3), phases=phases)
                 except KafkaException as e2:
                     self.h.write(f="txn", type="info", proc=self.proc, txn=tid, error=_err_name(e2),
-                                 lat=round(time.time() - inv["ts"], 3))
+                                 lat=round(time.time() - inv["ts"], 3), phases=phases)
                     raise
             else:
                 self.h.write(f="txn", type="info", proc=self.proc, txn=tid, error=_err_name(e),
-                             lat=round(time.time() - inv["ts"], 3))
+                             lat=round(time.time() - inv["ts"], 3), phases=phases)
                 raise
         # aborted: read the same input again
         for (t, q), off in first.items():

@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     j = sub.add_parser("jars", help="fetch kafka-clients 3.9.0 and print a SPARK_KAFKA_JARS value")
     j.add_argument("--into", default=os.path.expanduser("~/.cache/kproto/spark-kafka-jars"),
                    help="folder for kafka-clients-3.9.0.jar")
-    j.add_argument("--spark-jars", default=os.path.expanduser("~/.cache/kproto-ref/spark-jars"),
+    j.add_argument("--spark-jars", required=True,
                    help="folder holding spark-sql-kafka-0-10, spark-token-provider-kafka-0-10 and commons-pool2")
 
     args = ap.parse_args(argv)

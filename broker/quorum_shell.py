@@ -1,0 +1,357 @@
+"""The trio shell around raft.node.RaftNode: real sockets, a storage object,
+timers. It does what a Ready says, in its order (docs/architecture.md,
+"Metadata quorum"), and nothing else; every decision is the node's.
+
+Wire: Kafka framing and kproto's codecs (raft/convert.py). Each node keeps
+one outgoing connection per peer (requests pipelined, answers in order) and
+answers the peers' requests on the connections they open. Requests it could
+not deliver are simply lost: the node retries on its own timers.
+
+Storage is an object with write_quorum_state(qs), apply(op) for the log
+operations, fsync() (blocking; run in a thread) and write_snapshot(sid,
+data); MemoryStorage is the in-process one the tests use. The state machine
+is three callbacks: on_commit(entries), on_load_snapshot(sid, data) and
+take_snapshot(sid) -> bytes.
+"""
+from __future__ import annotations
+
+import logging
+import struct
+from collections import deque
+from typing import Callable, Optional
+
+import trio
+
+from kproto import api
+from kproto._codec import i32
+from raft import convert
+from raft import messages as m
+from raft.node import RaftNode
+
+log = logging.getLogger("kproto.quorum")
+_SIZE = struct.Struct(">i")
+MAX_FRAME = 64 * 1024 * 1024
+
+
+class NotLeaderError(Exception):
+    def __init__(self, leader_id: int, epoch: int):
+        super().__init__(f"not the leader (leader {leader_id}, epoch {epoch})")
+        self.leader_id = leader_id
+        self.epoch = epoch
+
+
+class ProposalLostError(Exception):
+    """This node stopped leading before the entries were known to be
+    committed: they may be lost or may still commit under the next leader
+    (Kafka's controller answers NOT_CONTROLLER; the client retries)."""
+
+
+class MemoryStorage:
+    """Keeps everything in memory; fsync is immediate."""
+
+    def __init__(self):
+        self.quorum_state = m.QuorumState()
+        self.entries: list = []
+        self.snapshot = None
+
+    def write_quorum_state(self, qs):
+        self.quorum_state = qs
+
+    def apply(self, op):
+        if isinstance(op, m.Append):
+            self.entries.extend(op.entries)
+        elif isinstance(op, m.Truncate):
+            self.entries = [e for e in self.entries if e.offset < op.end_offset]
+        elif isinstance(op, m.InstallSnapshot):
+            self.snapshot = (op.snapshot_id, op.data)
+            self.entries = []
+        elif isinstance(op, m.DeleteBefore):
+            self.entries = [e for e in self.entries if e.offset >= op.offset]
+
+    def fsync(self):
+        pass
+
+    def write_snapshot(self, sid, data):
+        self.snapshot = (sid, data)
+
+
+def _frame(payload: bytes) -> bytes:
+    return _SIZE.pack(len(payload)) + payload
+
+
+async def _read_frame(stream, buf: bytearray) -> bytes:
+    while True:
+        if len(buf) >= 4:
+            size = _SIZE.unpack_from(buf, 0)[0]
+            if size < 0 or size > MAX_FRAME:
+                raise ValueError(f"frame of {size} bytes")
+            if len(buf) >= 4 + size:
+                frame = bytes(buf[4:4 + size])
+                del buf[:4 + size]
+                return frame
+        data = await stream.receive_some(65536)
+        if not data:
+            raise EOFError
+        buf += data
+
+
+def _request_src(msg) -> int:
+    if isinstance(msg, m.VoteRequest):
+        return msg.candidate_id
+    if isinstance(msg, (m.BeginQuorumEpochRequest, m.EndQuorumEpochRequest)):
+        return msg.leader_id
+    return msg.replica_id
+
+
+_RAFT_APIS = {52, 53, 54, 1, 59}
+
+
+class QuorumShell:
+    def __init__(self, node: RaftNode, peers: dict, storage=None, cluster_id: str = "kproto",
+                 on_commit: Optional[Callable] = None,
+                 on_load_snapshot: Optional[Callable] = None,
+                 take_snapshot: Optional[Callable] = None,
+                 on_leader: Optional[Callable] = None):
+        self.node = node
+        self.peers = dict(peers)           # node id -> (host, port)
+        self.storage = storage or MemoryStorage()
+        self.cluster_id = cluster_id
+        self.on_commit = on_commit or (lambda entries: None)
+        self.on_load_snapshot = on_load_snapshot or (lambda sid, data: None)
+        self.take_snapshot = take_snapshot
+        self.on_leader = on_leader or (lambda change: None)
+        self._wake = trio.Event()
+        self._outgoing = {}                # peer -> trio memory send channel
+        self._inbound = {}                 # token -> (send channel, wire corr, api key, version)
+        self._token = 0
+        self._waiters = {}                 # last offset -> [(epoch, event, result)]
+        self._nursery = None
+        self._fsync_running = False
+        self._fsync_wanted = None
+        self.leader = m.LeaderChange(m.NO_LEADER, node.epoch)
+
+    # --------------------------------------------------------------- time
+
+    @staticmethod
+    def now_ms() -> int:
+        return int(trio.current_time() * 1000)
+
+    # ---------------------------------------------------------------- run
+
+    async def run(self, listeners, *, task_status=trio.TASK_STATUS_IGNORED):
+        """Serve on the given trio listeners until cancelled."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            for peer in self.peers:
+                if peer != self.node.id:
+                    send, recv = trio.open_memory_channel(1000)
+                    self._outgoing[peer] = send
+                    nursery.start_soon(self._peer_loop, peer, recv)
+            nursery.start_soon(trio.serve_listeners, self._serve_conn, listeners)
+            nursery.start_soon(self._timer_loop)
+            self._pump()
+            task_status.started()
+
+    async def _timer_loop(self):
+        while True:
+            deadline = self.node.next_deadline_ms()
+            with trio.move_on_at(deadline / 1000 if deadline is not None else float("inf")):
+                await self._wake.wait()
+            self._wake = trio.Event()
+            self.node.tick(self.now_ms())
+            self._pump()
+
+    # ------------------------------------------------------------ outputs
+
+    def _pump(self):
+        """Do what the node asks, in the Ready's order."""
+        node = self.node
+        for _ in range(1000):
+            if not node.has_ready():
+                break
+            r = node.ready()
+            if r.quorum_state is not None:
+                self.storage.write_quorum_state(r.quorum_state)
+            for op in r.log_ops:
+                self.storage.apply(op)
+            if r.sync_to is not None:
+                self._request_fsync(r.sync_to)
+            for env in r.messages:
+                self._dispatch(env)
+            if r.leader is not None:
+                self.leader = r.leader
+                self.on_leader(r.leader)
+                if r.leader.leader_id != node.id:
+                    self._fail_waiters()
+            if r.load_snapshot is not None:
+                self.on_load_snapshot(*r.load_snapshot)
+            if r.committed:
+                self.on_commit(r.committed)
+            if r.high_watermark is not None:
+                self._resolve_waiters(r.high_watermark)
+            if r.snapshot_due is not None and self.take_snapshot is not None:
+                data = self.take_snapshot(r.snapshot_due)
+                self.storage.write_snapshot(r.snapshot_due, data)
+                node.snapshot_taken(r.snapshot_due, data)
+        self._wake.set()
+
+    def _request_fsync(self, sync_to):
+        self._fsync_wanted = sync_to
+        if not self._fsync_running:
+            self._fsync_running = True
+            self._nursery.start_soon(self._fsync_loop)
+
+    async def _fsync_loop(self):
+        # one fsync at a time; appends that arrive meanwhile share the next
+        try:
+            while self._fsync_wanted is not None:
+                offset, gen = self._fsync_wanted
+                self._fsync_wanted = None
+                await trio.to_thread.run_sync(self.storage.fsync)
+                self.node.durable(offset, gen)
+                self._pump()
+        finally:
+            self._fsync_running = False
+
+    def _dispatch(self, env: m.Envelope):
+        if isinstance(env.msg, m.REQUESTS):
+            chan = self._outgoing.get(env.dst)
+            if chan is not None:
+                try:
+                    chan.send_nowait(env)
+                except trio.WouldBlock:
+                    pass  # lost, as on a slow network: the node retries
+            return
+        entry = self._inbound.pop(env.correlation_id, None)
+        if entry is None:
+            return
+        chan, wire_corr, api_key, version = entry
+        resp = convert.to_response(env.msg, timestamp_ms=0)
+        out = bytearray(8)
+        i32.pack_into(out, 4, wire_corr)
+        if api.response_header_version(api_key, version) >= 1:
+            out.append(0)
+        resp.encode_into(out, version, None, strict=False)
+        i32.pack_into(out, 0, len(out) - 4)
+        try:
+            chan.send_nowait(bytes(out))
+        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+            pass
+
+    # ----------------------------------------------------------- outgoing
+
+    async def _peer_loop(self, peer, recv):
+        host, port = self.peers[peer]
+        while True:
+            try:
+                stream = await trio.open_tcp_stream(host, port)
+            except OSError:
+                await trio.sleep(0.05)
+                continue
+            inflight = deque()
+            try:
+                async with stream, trio.open_nursery() as n:
+                    n.start_soon(self._peer_reader, peer, stream, inflight)
+                    async for env in recv:
+                        kreq = convert.to_request(env.msg, self.cluster_id, dst=peer)
+                        version = api.version_range(kreq.API_KEY)[1]
+                        inflight.append((env, kreq.API_KEY, version))
+                        await stream.send_all(api.encode_request(
+                            kreq, version, env.correlation_id, client_id=f"raft-{self.node.id}"))
+            except (OSError, EOFError, trio.BrokenResourceError, ValueError) as exc:
+                log.debug("connection to %s: %s", peer, exc)
+            await trio.sleep(0.05)
+
+    async def _peer_reader(self, peer, stream, inflight):
+        buf = bytearray()
+        while True:
+            frame = await _read_frame(stream, buf)
+            env, api_key, version = inflight.popleft()
+            corr, kresp = api.decode_response(frame, api_key, version)
+            if corr != env.correlation_id:
+                raise ValueError(f"answer {corr} to request {env.correlation_id}")
+            msg = convert.from_response(kresp, env.msg)
+            self.node.step(m.Envelope(peer, self.node.id, corr, msg), self.now_ms())
+            self._pump()
+
+    # ----------------------------------------------------------- incoming
+
+    async def _serve_conn(self, stream):
+        send, recv = trio.open_memory_channel(1000)
+
+        async def writer():
+            async for data in recv:
+                await stream.send_all(data)
+
+        buf = bytearray()
+        try:
+            async with stream, trio.open_nursery() as n:
+                n.start_soon(writer)
+                while True:
+                    frame = await _read_frame(stream, buf)
+                    header, kreq = api.decode_request(frame)
+                    if header.request_api_key not in _RAFT_APIS:
+                        raise ValueError(f"API {header.request_api_key} on the quorum port")
+                    msg = convert.from_request(kreq)
+                    self._token += 1
+                    self._inbound[self._token] = (send, header.correlation_id,
+                                                  header.request_api_key,
+                                                  header.request_api_version)
+                    self.node.step(m.Envelope(_request_src(msg), self.node.id, self._token, msg),
+                                   self.now_ms())
+                    self._pump()
+        except (OSError, EOFError, trio.BrokenResourceError, ValueError) as exc:
+            log.debug("inbound connection: %s", exc)
+        finally:
+            send.close()
+
+    # ------------------------------------------------------------- queries
+
+    def describe_quorum_response(self):
+        """DescribeQuorum's answer (kproto DescribeQuorumResponse), with the
+        node's monotonic times turned into wall-clock milliseconds as Kafka
+        reports them."""
+        import time
+        q = self.node.describe_quorum()
+        shift = int(time.time() * 1000) - self.now_ms()
+        for row in q["current_voters"] + q["observers"]:
+            for key in ("last_fetch_timestamp", "last_caught_up_timestamp"):
+                if row[key] >= 0:
+                    row[key] += shift
+        return convert.describe_quorum_response(q)
+
+    # ----------------------------------------------------------- proposals
+
+    async def propose(self, datas) -> int:
+        """Append and wait until committed; returns the last offset. Raises
+        NotLeaderError or ProposalLostError; callers bound it with a timeout
+        (no majority: it waits)."""
+        p = self.node.propose(datas)
+        if isinstance(p, m.NotLeader):
+            raise NotLeaderError(p.leader_id, p.leader_epoch)
+        done = trio.Event()
+        result = {}
+        self._waiters.setdefault(p.last_offset, []).append((p.epoch, done, result))
+        self._pump()
+        await done.wait()
+        if not result.get("ok"):
+            raise ProposalLostError(f"entries at {p.base_offset}-{p.last_offset}: leadership "
+                                    f"lost before they were known committed")
+        return p.last_offset
+
+    def _fail_waiters(self):
+        for waiters in self._waiters.values():
+            for _, done, result in waiters:
+                result["ok"] = False
+                done.set()
+        self._waiters.clear()
+
+    def _resolve_waiters(self, hwm):
+        for off in [o for o in self._waiters if o < hwm]:
+            try:
+                epoch = self.node.epoch_at(off)
+            except IndexError:
+                epoch = None  # already in a snapshot: it was committed as proposed
+            for want, done, result in self._waiters.pop(off):
+                result["ok"] = epoch is None or epoch == want
+                done.set()

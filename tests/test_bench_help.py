@@ -1,0 +1,23 @@
+"""`python -m tools.bench --help` prints the full help: every workload and
+the options, not only a usage line."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tools.bench.__main__ import MODULE_COMMANDS
+from tools.bench.cli import COMMANDS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_help_lists_the_workloads():
+    proc = subprocess.run([sys.executable, "-m", "tools.bench", "--help"], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    for name in COMMANDS + MODULE_COMMANDS:
+        assert any(line.strip().startswith(name + " ") for line in lines), name  # described, one per line
+    for option in ("--quick", "--targets", "--json"):
+        assert option in proc.stdout
