@@ -47,12 +47,11 @@ CLEANER_SLICE_S = 0.02
 def _security_manager(broker):
     """TLS, SASL and principals of client connections; bad TLS or JAAS settings stop start-up."""
     from broker.security.manager import SecurityManager
+    from broker.startup_errors import StartupError
     try:
         return SecurityManager(broker)
     except ConfigError as exc:
-        import sys
-        print(f"kproto: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise StartupError(str(exc)) from None
 
 
 def new_cluster_id() -> str:
@@ -256,6 +255,8 @@ class Broker:
                 if self.metrics is not None:
                     nursery.start_soon(watch_event_loop, self.metrics)
                 self.ready = True
+                if getattr(self, "metrics_warning", None):
+                    log.warning(self.metrics_warning)
                 task_status.started(addresses)
         finally:
             self.ready = False
@@ -267,7 +268,8 @@ class Broker:
 
     def _start_metrics_listener(self) -> None:
         """Bound first, so /ready and /health answer while storage opens. A
-        port in use costs the metrics, not the broker: one line, and on."""
+        port in use costs the metrics, not the broker: one line once the
+        broker is ready (a start-up that fails says only why it failed)."""
         if self.metrics_listener is None or self.metrics_server is not None:
             return
         from broker.metrics.http import MetricsServer
@@ -275,8 +277,8 @@ class Broker:
         try:
             self.metrics_server = MetricsServer(self, host, port)
         except OSError as exc:
-            log.warning("metrics listener http://%s:%d not started (%s): running without metrics",
-                        host, port, exc.strerror or exc)
+            self.metrics_warning = (f"metrics listener http://{host}:{port} not started "
+                                    f"({exc.strerror or exc}): running without metrics")
             self.metrics = None
             return
         self.metrics_server.trio_token = trio.lowlevel.current_trio_token()

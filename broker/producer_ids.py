@@ -15,27 +15,13 @@ class ProducerIdManager:
         self.image = image
         self._next = 0
         self._end = 0  # exclusive
-        # blocks fetched ahead from the active controller (AllocateProducerIds) by a node that is
-        # not the controller of a multi-node cluster (broker/replication/manager.py)
-        self.prefetched: list[tuple[int, int]] = []
 
     def next_id(self) -> int:
         if self._next >= self._end:
-            if self.prefetched:
-                self._next, self._end = self.prefetched.pop(0)
-            else:
-                start = self.allocate_block(self.node_id)
-                self._next, self._end = start, start + BLOCK_SIZE
+            start = self.image.next_producer_id
+            self.log.append([ProducerIdsRecord(broker_id=self.node_id, broker_epoch=0,
+                                               next_producer_id=start + BLOCK_SIZE)])
+            self._next, self._end = start, start + BLOCK_SIZE
         pid = self._next
         self._next += 1
         return pid
-
-    def allocate_block(self, broker_id: int) -> int:
-        """The controller's side: the next block of ids, written to the metadata log; its first id."""
-        start = self.image.next_producer_id
-        self.log.append([ProducerIdsRecord(broker_id=broker_id, broker_epoch=0,
-                                           next_producer_id=start + BLOCK_SIZE)])
-        return start
-
-    def needs_block(self) -> bool:
-        return not self.prefetched and self._end - self._next < BLOCK_SIZE // 10

@@ -22,7 +22,11 @@ class SecureBroker(BrokerProcess):
         port = free_port()
         self.ports = {"PLAINTEXT": port}
         for name in listeners:
-            self.ports[name] = free_port()
+            # the kernel may hand out a just-released port again: keep them distinct
+            candidate = free_port()
+            while candidate in self.ports.values():
+                candidate = free_port()
+            self.ports[name] = candidate
         all_settings = {"listeners": ",".join(f"{n}://127.0.0.1:{p}" for n, p in self.ports.items())}
         if pki is not None:
             server = pki.pem_files("server", "localhost", server=True)

@@ -28,6 +28,15 @@ while True:
 """
 
 
+def wait_open(host: str, port: int, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _port_open(host, port):
+            return True
+        time.sleep(0.1)
+    return False
+
+
 def download(host: str, timeout: float = 20.0) -> float:
     t0 = time.monotonic()
     with socket.create_connection((host, 7000), timeout=timeout) as s:
@@ -46,10 +55,7 @@ def test_isolate_one_way_and_slow_links_act_on_the_node():
     server = subprocess.Popen(net.exec_prefix(0) + [sys.executable, "-c", SERVER])
     try:
         host = net.address(0)
-        for _ in range(50):
-            if _port_open(host, 7000):
-                break
-            time.sleep(0.1)
+        assert wait_open(host, 7000)
         fast = download(host)
         assert "tbf" in net.slow(0)
         slow = download(host)
@@ -61,6 +67,7 @@ def test_isolate_one_way_and_slow_links_act_on_the_node():
         net.one_way(0, towards_node=True)
         assert not _port_open(host, 7000)
         net.heal(0)
+        assert wait_open(host, 7000)   # may wait out a SYN retransmission
         assert download(host) < 1.0
     finally:
         server.kill()
@@ -81,7 +88,7 @@ def test_kproto_node_in_a_namespace_is_reachable_only_through_its_link(tmp_path)
         c.net.isolate(0)
         assert not _port_open(node.host, node.port)
         c.net.heal(0)
-        assert _port_open(node.host, node.port)
+        assert wait_open(node.host, node.port)
     finally:
         c.close()
 

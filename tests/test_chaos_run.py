@@ -25,7 +25,7 @@ def chaos(tmp_path, *args, timeout=180):
 
 @pytest.mark.timeout(200)
 def test_kill_and_pause_on_a_healthy_node_lose_nothing(tmp_path):
-    p, (ops, faults, anomalies) = chaos(tmp_path, "--time", "10", "--seed", "28", "--nemesis", "kill,pause",
+    p, (ops, faults, anomalies) = chaos(tmp_path, "--time", "10", "--seed", "31", "--nemesis", "kill,pause",
                                         "--workload", "queue,copier,groups", "--rate", "60")
     assert (anomalies, p.returncode) == (0, 0), p.stdout[-3000:]
     assert faults >= 2 and ops > 500
@@ -39,7 +39,7 @@ def test_kill_and_pause_on_a_healthy_node_lose_nothing(tmp_path):
 
 @pytest.mark.timeout(200)
 def test_a_broker_that_drops_acknowledged_batches_is_caught(tmp_path):
-    p, (ops, faults, anomalies) = chaos(tmp_path, "--time", "10", "--seed", "5", "--nemesis", "kill",
+    p, (ops, faults, anomalies) = chaos(tmp_path, "--time", "13", "--seed", "28", "--nemesis", "kill",
                                         "--workload", "queue", "--rate", "60", "--no-plot",
                                         "--fault", "drop-last-acked-batch-on-restart")
     assert faults >= 1 and anomalies > 0 and p.returncode == 1

@@ -427,7 +427,14 @@ def test_classic_group_of_another_protocol_type_is_not_a_consumer_group():
 def test_migration_disabled():
     h = Harness(consumer_migration_policy="disabled")
     classic_stable_group(h)
-    assert h.hb().error == E.GROUP_ID_NOT_FOUND
+    assert h.hb().error == E.GROUP_ID_NOT_FOUND          # no upgrade
+    h.sm.groups.clear()
+    h.hb()
+    # a classic member may still join a consumer group (Kafka 3.9 with the policy disabled: MEMBER_ID_REQUIRED)
+    t = object()
+    h.apply(h.sm.join_group(t, h.now, "g", "", None, "consumer", [("range", sub("orders"))], 10000, 10000,
+                            require_known_member_id=True, topics=h.topics))
+    assert h.answers[t].error == E.MEMBER_ID_REQUIRED
 
 
 def test_online_upgrade_then_downgrade():
@@ -701,3 +708,103 @@ def test_consumer_group_config_bounds_checked_at_start():
         6000, ["range"], True)
     assert not GroupConfig.from_broker_config(BrokerConfig(
         {"group.coordinator.rebalance.protocols": "classic"})).consumer_protocol_enabled
+
+
+# ------------------------------------------------------------------ churn with classic members
+
+def churn_mixed(seed: int, steps: int = 150) -> None:
+    """Consumer-protocol and classic (eager) members in one group, through
+    upgrades and downgrades: neither the coordinator nor the clients ever
+    have a partition in two members' hands."""
+    rng = random.Random(seed)
+    h = Harness(topics={"orders": (T1, rng.randint(2, 8))}, initial_rebalance_delay_ms=0)
+    consumers: dict[str, list] = {}     # consumer-protocol member -> what it consumes
+    epochs: dict[str, int] = {}
+    classics: dict[str, list] = {}      # classic member -> what it consumes
+    generations: dict[str, int] = {}
+
+    def classic_rejoin(mid):
+        classics[mid] = []              # eager: revoke everything, then rejoin
+        t = classic_join(h, mid)
+        if t not in h.answers:          # an empty consumer group became a classic group: its join waits
+            generations[mid] = None
+            return
+        j = h.answers[t]
+        if j.error != E.NONE:
+            classics.pop(mid)
+            return
+        if not isinstance(h.sm.groups.get("g"), ConsumerGroup):
+            generations[mid] = None     # a classic group: the classic protocol's own tests cover it
+            return
+        s1 = object()
+        h.apply(h.sm.sync_group(s1, h.now, "g", j.generation_id, mid))
+        r = h.answers[s1]
+        if r.error == E.NONE:
+            generations[mid] = j.generation_id
+            classics[mid] = [(T1, p) for p in decode_assignment(r.assignment).get("orders", ())]
+
+    for _ in range(steps):
+        group = h.sm.groups.get("g")
+        a = rng.random()
+        if a < 0.12 or (not consumers and not classics):
+            r = h.hb()
+            if r.error == E.NONE:
+                consumers[r.member_id] = [(t, p) for t, ps in (r.assignment or {}).items() for p in ps]
+                epochs[r.member_id] = r.member_epoch
+        elif a < 0.2 and isinstance(group, ConsumerGroup):
+            t = object()
+            h.apply(h.sm.join_group(t, h.now, "g", "", None, "consumer", [("range", sub("orders"))], 10000,
+                                    10000, require_known_member_id=True, topics=h.topics))
+            if h.answers[t].error == E.MEMBER_ID_REQUIRED:
+                classic_rejoin(h.answers[t].member_id)
+        elif a < 0.27 and consumers:
+            mid = rng.choice(sorted(consumers))
+            h.hb(mid, -1)
+            consumers.pop(mid)
+        elif a < 0.32 and classics:
+            mid = rng.choice(sorted(classics))
+            t = object()
+            h.apply(h.sm.leave_group(t, h.now, "g", [(mid, None, None)]))
+            classics.pop(mid)
+        elif a < 0.35:
+            h.advance(rng.choice([500, 4000, 12000]))
+        elif a < 0.7 and consumers:
+            mid = rng.choice(sorted(consumers))
+            r = h.hb(mid, epochs[mid], owned=list(consumers[mid]))
+            if r.error != E.NONE:
+                consumers.pop(mid)
+                continue
+            epochs[mid] = r.member_epoch
+            if r.assignment is not None:
+                consumers[mid] = [(t, p) for t, ps in r.assignment.items() for p in ps]
+        elif classics:
+            mid = rng.choice(sorted(classics))
+            if generations.get(mid) is None:
+                continue
+            t = object()
+            h.apply(h.sm.heartbeat(t, h.now, "g", mid, generations[mid]))
+            if h.answers[t] == E.REBALANCE_IN_PROGRESS:
+                classic_rejoin(mid)
+            elif h.answers[t] != E.NONE:
+                classics.pop(mid)
+        group = h.sm.groups.get("g")
+        if isinstance(group, ConsumerGroup):
+            assert_single_owner(group)
+            live = [tp for mid, tps in list(consumers.items()) + list(classics.items())
+                    if mid in group.members for tp in tps]
+            assert len(live) == len(set(live)), (seed, consumers, classics)
+        else:
+            for mid in list(consumers):
+                consumers.pop(mid)      # fenced by the downgrade: they rejoin as new members
+            for mid in list(classics):
+                generations[mid] = None
+
+
+def test_churn_with_classic_members_never_double_ownership():
+    for seed in range(40):
+        churn_mixed(seed)
+
+
+def churn_mixed_many(seeds: int = 1000) -> None:
+    for seed in range(seeds):
+        churn_mixed(seed)

@@ -328,40 +328,48 @@ def test_wire_answers_as_kafka_39(kbroker):
         assert describe(b, "kip848-wire-g").group_state == "Empty"
 
 
-@pytest.mark.timeout(120)
-def test_online_upgrade_with_classic_members(kbroker):
+@pytest.mark.timeout(150)
+def test_online_upgrade_and_downgrade_with_classic_members(kbroker):
     """Two classic-protocol members (librdkafka, eager range) own the group; a
     consumer-protocol member joins (the group is upgraded in place, the
-    classic members stay and rejoin); then the classic members leave. No
-    record skipped."""
+    classic members stay and rejoin); a classic member leaves; then the
+    consumer-protocol member leaves and the group is classic again. No record
+    skipped."""
     b = kbroker.bootstrap
     topic, group = "kip848-upgrade", "kip848-upgrade-g"
+    everything = [(topic, p) for p in range(6)]
     create(b, topic)
     cs = [ConsumerProc(b, group, [topic], protocol="classic") for _ in range(2)]
     try:
-        wait_until(lambda: sorted(p for c in cs for p in c.assignment) == [(topic, p) for p in range(6)]
+        wait_until(lambda: sorted(p for c in cs for p in c.assignment) == everything
                    and all(c.assignment for c in cs), 40, "the classic group assigned")
         produce(b, topic, 300, 6)
         wait_until(lambda: len({r for c in cs for r in c.records}) >= 300, 30, "first 300")
         time.sleep(0.5)
         cs.append(ConsumerProc(b, group, [topic]))             # group.protocol=consumer
         wait_until(lambda: len(cs[2].assignment) == 2 and sorted(p for c in cs for p in c.assignment)
-                   == [(topic, p) for p in range(6)], 40, "2 partitions each after the upgrade")
-        wait_until(lambda: describe(b, group).group_state == "Stable", 20, "a stable group")
+                   == everything, 40, "2 partitions each after the upgrade")
+        wait_until(lambda: describe(b, group).group_state == "Stable", 20, "a stable consumer group")
         assert len(describe(b, group).members) == 3
         produce(b, topic, 300, 6, start=300)
         wait_until(lambda: len({r for c in cs for r in c.records}) >= 600, 30, "next 300")
         time.sleep(0.5)
-        cs[0].close()
-        cs[1].close()
-        wait_until(lambda: len(cs[2].assignment) == 6, 40, "the consumer-protocol member takes all")
+        cs[0].close()                                           # a classic member leaves the consumer group
+        wait_until(lambda: sorted(p for c in cs[1:] for p in c.assignment) == everything
+                   and len(cs[2].assignment) == 3, 40, "3 partitions each")
         produce(b, topic, 300, 6, start=600)
-        expected = all_records(topic, 900)
-        wait_until(lambda: expected <= {r for c in cs for r in c.records}, 30, "all 900 records")
+        wait_until(lambda: len({r for c in cs for r in c.records}) >= 900, 30, "next 300")
+        time.sleep(0.5)
+        cs[2].close()                                           # the last consumer-protocol member: downgrade
+        wait_until(lambda: len(cs[1].assignment) == 6, 40, "the classic member takes all")
+        assert describe(b, group).error_code == 69              # a classic group again
+        produce(b, topic, 300, 6, start=900)
+        expected = all_records(topic, 1200)
+        wait_until(lambda: expected <= {r for c in cs for r in c.records}, 30, "all 1200 records")
         total, dups = check_delivery(cs, expected)
-        print(f"KIP-848 upgrade (confluent classic + consumer): {total} delivered for {len(expected)} records, "
-              f"0 skipped, {dups} duplicates")
-        cs[2].close()
+        print(f"KIP-848 upgrade+downgrade (confluent classic + consumer): {total} delivered for "
+              f"{len(expected)} records, 0 skipped, {dups} duplicates")
+        cs[1].close()
     finally:
         for c in cs:
             if c.proc.poll() is None:

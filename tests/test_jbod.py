@@ -72,7 +72,13 @@ def test_two_log_dirs_end_to_end(tmp_path):
             assert list_offset(c, "spread", -1, partition=0).offset == 15
             # Kafka's errors
             assert _move(c, "spread", 1, str(tmp_path / "elsewhere")) == ErrorCode.LOG_DIR_NOT_FOUND
-            assert _move(c, "spread", 9, a) == ErrorCode.REPLICA_NOT_AVAILABLE
+            # a partition not hosted yet: REPLICA_NOT_AVAILABLE, and it is created where asked
+            assert _move(c, "later", 0, b) == ErrorCode.REPLICA_NOT_AVAILABLE
+            assert _move(c, "later", 1, b) == ErrorCode.REPLICA_NOT_AVAILABLE
+            resp = c.call(CreateTopicsRequest(topics=[CreatableTopic(name="later", num_partitions=2,
+                                                                     replication_factor=1)], timeout_ms=5000), 7)
+            assert resp.topics[0].error_code == 0
+            assert [d for d, _s in sorted(_dirs_of(c, "later").values())] == [b, b]
             assert _move(c, "spread", 0, dest) == 0           # already there: nothing to do
             only = c.call(DescribeLogDirsRequest(topics=[DescribableLogDirTopic(topic="spread", partitions=[0])]), 4)
             assert [(r.log_dir, [p.partition_index for t in r.topics for p in t.partitions]) for r in only.results] \

@@ -78,3 +78,37 @@ def test_log_dirs(jbod):
     dirs = {d["logDir"]: sorted(p["partition"] for p in d["partitions"]) for d in report["brokers"][0]["logDirs"]}
     assert sorted(dirs) == sorted(jbod.dirs)
     assert sorted(sum(dirs.values(), [])) == ["two-0", "two-1"] and all(len(v) == 1 for v in dirs.values())
+
+
+MOVE_DIR_JAVA = r"""
+import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.common.TopicPartitionReplica;
+import java.util.*;
+public class MoveDir {
+  public static void main(String[] a) throws Exception {
+    Properties p = new Properties(); p.put("bootstrap.servers", a[0]);
+    try (Admin admin = Admin.create(p)) {
+      TopicPartitionReplica r = new TopicPartitionReplica(a[1], 0, 1);
+      System.out.println("before " + admin.describeReplicaLogDirs(List.of(r)).all().get().get(r).getCurrentReplicaLogDir());
+      admin.alterReplicaLogDirs(Map.of(r, a[2])).all().get();
+      System.out.println("after " + admin.describeReplicaLogDirs(List.of(r)).all().get().get(r).getCurrentReplicaLogDir());
+      try { admin.alterReplicaLogDirs(Map.of(r, "/nowhere")).all().get(); }
+      catch (Exception e) { System.out.println("error " + e.getCause().getClass().getSimpleName()); }
+    }
+  }
+}
+"""
+
+
+def test_java_admin_moves_a_replica_between_log_dirs(jbod, tmp_path):
+    with WireClient(jbod.bootstrap) as c:
+        c.call(CreateTopicsRequest(topics=[CreatableTopic(name="moving", num_partitions=1, replication_factor=1)],
+                                   timeout_ms=10000), 7)
+    src = next(d for d in jbod.dirs if os.path.isdir(os.path.join(d, "moving-0")))
+    dest = next(d for d in jbod.dirs if d != src)
+    (tmp_path / "MoveDir.java").write_text(MOVE_DIR_JAVA)
+    proc = subprocess.run(["java", "-cp", os.path.join(KAFKA_HOME, "libs", "*"), str(tmp_path / "MoveDir.java"),
+                           jbod.bootstrap, "moving", dest], capture_output=True, text=True, timeout=120)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(("before", "after", "error"))]
+    assert lines == [f"before {src}", f"after {dest}", "error LogDirNotFoundException"], proc.stdout + proc.stderr
+    assert os.path.isdir(os.path.join(dest, "moving-0")) and not os.path.exists(os.path.join(src, "moving-0"))

@@ -310,6 +310,11 @@ def test_dashboard_and_alert_rules_use_exported_metrics(mbroker):
     used = _referenced_metrics("\n".join(exprs))
     assert len(used) > 20
     assert sorted(used - exported) == []
+    # BrokerTopicMetrics have a series per topic and a total without the label:
+    # a sum over them must leave the total out (topic!="") or it counts twice
+    for e in exprs:
+        if "brokertopicmetrics" in e and "sum" in e:
+            assert 'topic!=""' in e, e
     # the check catches a name the broker does not export
     assert _referenced_metrics("rate(kafka_server_brokertopicmetrics_messagesin_totl[1m])") - exported
 
@@ -324,3 +329,36 @@ def test_transactions_by_state(mbroker, topic_name):
     s = scrape(mbroker.metrics_url)
     assert value(s, "kproto_transactions", state="CompleteCommit") >= 1
     assert value(s, "kproto_transaction_coordinator_partitions_loading") == 0
+
+
+def test_lag_counts_records_deleted_below_the_committed_offset(mbroker, topic_name):
+    from tests.wire_client import delete_records
+    create_topic(mbroker.bootstrap, topic_name)
+    now = int(time.time() * 1000)
+    with WireClient(mbroker.bootstrap) as c:
+        for i in range(10):   # ten batches of ten, the first ones older
+            batch = rec.build_batch([(None, b"x", [], now - (10 - i) * 60_000)] * 10)
+            assert produce(c, topic_name, bytearray(batch)).error_code == 0
+        assert delete_records(c, topic_name, 50).error_code == 0
+    group = "deleted-" + topic_name
+    cons = confluent_kafka.Consumer({"bootstrap.servers": mbroker.bootstrap, "group.id": group})
+    cons.commit(offsets=[confluent_kafka.TopicPartition(topic_name, 0, 10)], asynchronous=False)
+    cons.close()
+    s = scrape(mbroker.metrics_url)
+    labels = {"group": group, "topic": topic_name, "partition": "0"}
+    assert value(s, "kafka_consumergroup_group_lag", **labels) == 90
+    # the oldest record left (offset 50) was written five minutes ago
+    assert 295 <= value(s, "kafka_consumergroup_group_lag_seconds", **labels) <= 330
+
+
+def test_a_failed_start_says_only_why_even_with_the_metrics_port_taken(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "broker.cli", "serve", "--set", f"log.dirs={tmp_path}",
+                            "--set", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                            "--set", f"kproto.metrics.listener=http://127.0.0.1:{port}"],
+                           capture_output=True, text=True, timeout=30)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and len(lines) == 1 and "listeners" in lines[0], r.stderr

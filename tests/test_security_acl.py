@@ -317,6 +317,22 @@ def _alter_scram(c, t, g, x):
         0).results[0].error_code
 
 
+def _consumer_group_heartbeat(c, t, g, x):
+    from kproto.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest as R
+    return c.call(R(group_id=g, member_id=str(uuid.uuid4()), member_epoch=0, rebalance_timeout_ms=30000,
+                    subscribed_topic_names=[t], server_assignor=None, topic_partitions=[]), 1).error_code
+
+
+def _consumer_group_describe(c, t, g, x):
+    from kproto.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest as R
+    return c.call(R(group_ids=[g]), 0).groups[0].error_code
+
+
+def _describe_topic_partitions(c, t, g, x):
+    from kproto.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest as R
+    return c.call(R(topics=[R.TopicRequest(name=t)], response_partition_limit=100), 0).topics[0].error_code
+
+
 T, G, X, C = TOPIC, GROUP, TRANSACTIONAL_ID, CLUSTER
 # (name, ACLs bob holds up front, the call, Kafka's refusal, the ACL that lets him through)
 MATRIX = [
@@ -354,6 +370,10 @@ MATRIX = [
     ("describe_acls", [], _describe_acls, CLUSTER_AUTH, (C, "DESCRIBE")),
     ("describe_log_dirs", [], _describe_log_dirs, CLUSTER_AUTH, (C, "DESCRIBE")),
     ("alter_user_scram_credentials", [], _alter_scram, CLUSTER_AUTH, (C, "ALTER")),
+    ("consumer_group_heartbeat", [(T, "DESCRIBE")], _consumer_group_heartbeat, GROUP_AUTH, (G, "READ")),
+    ("consumer_group_heartbeat_topic", [(G, "READ")], _consumer_group_heartbeat, TOPIC_AUTH, (T, "DESCRIBE")),
+    ("consumer_group_describe", [], _consumer_group_describe, GROUP_AUTH, (G, "DESCRIBE")),
+    ("describe_topic_partitions", [], _describe_topic_partitions, TOPIC_AUTH, (T, "DESCRIBE")),
 ]
 
 
@@ -491,3 +511,13 @@ def test_rules_for_apis_served_by_other_modules():
                                                      response_partition_limit=10))
     assert [(t.name, t.error_code) for t in resp.topics] == [("t1", 0), ("t2", TOPIC_AUTH)]
     assert run(ApiKey.ELECT_LEADERS, ElectLeadersRequest()).error_code == CLUSTER_AUTH
+
+
+def test_every_served_api_has_an_authorization_rule():
+    """A new handler without a rule would be served only to cluster operators: make that a choice."""
+    from broker.handlers import HANDLERS, load_all
+    from broker.security import authz
+    from kproto.api import ApiKey
+    load_all()
+    missing = [ApiKey(k).name for k in sorted(HANDLERS) if k not in authz.WRAPPERS and k not in authz.UNCHECKED]
+    assert missing == []

@@ -208,7 +208,7 @@ def test_connection_creation_rate_of_an_address_closes_extra_connections(tmp_pat
     b = BrokerProcess(str(tmp_path / "data"), settings={"quota.window.num": "2", "quota.window.size.seconds": "1"})
     b.start()
     try:
-        assert alter(b.bootstrap, {"ip": "127.0.0.1"}, {"connection_creation_rate": 5}) == (0, None)
+        assert alter(b.bootstrap, {"ip": "127.0.0.1"}, {"connection_creation_rate": 2}) == (0, None)
         served = 0
         for _ in range(40):
             with WireClient(b.bootstrap, timeout=10) as c:
@@ -218,8 +218,8 @@ def test_connection_creation_rate_of_an_address_closes_extra_connections(tmp_pat
                 except (ConnectionError, OSError):
                     break      # held for the throttle time, then closed unanswered
         else:
-            raise AssertionError("40 connections in a row were served at 5 per second")
-        assert served >= 3, served
+            raise AssertionError("40 connections in a row were served at 2 per second")
+        assert served >= 2, served     # the first ones are served, then the rate refuses
     finally:
         b.stop()
 

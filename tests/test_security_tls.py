@@ -28,10 +28,31 @@ def pki(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tls_broker(tmp_path_factory, pki):
-    b = SecureBroker(str(tmp_path_factory.mktemp("data")), pki, listeners=("SSL", "CLIENTAUTH"),
-                     settings={"listener.security.protocol.map":
-                               "PLAINTEXT:PLAINTEXT,SSL:SSL,CLIENTAUTH:SSL,CONTROLLER:PLAINTEXT",
-                               "listener.name.clientauth.ssl.client.auth": "required"})
+    """SSL listeners with the global PEM store, and listeners whose ssl.* settings are their own
+    (listener.name.<l>.ssl.*): inline PEM, an encrypted key, PKCS12 stores, TLS 1.3 only, one cipher."""
+    inline = pki.pem_files("inline", "localhost", server=True)
+    encrypted = pki.pem_files("enc", "localhost", server=True, password="keypass")
+    p12 = pki.pkcs12_file("server-p12", "localhost", "storepass", server=True)
+    trust = pki.pkcs12_file("trust", "trust-anchor", "trustpass")
+    names = ("SSL", "CLIENTAUTH", "INLINE", "ENCRYPTED", "PKCS", "TLS13", "CIPHER")
+    settings = {"listener.security.protocol.map": ",".join(["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
+                                                           + [f"{n}:SSL" for n in names]),
+                "listener.name.clientauth.ssl.client.auth": "required",
+                "listener.name.inline.ssl.keystore.key": inline["key_pem"],
+                "listener.name.inline.ssl.keystore.certificate.chain": inline["cert_pem"],
+                "listener.name.encrypted.ssl.keystore.location": encrypted["combined"],
+                "listener.name.encrypted.ssl.key.password": "keypass",
+                "listener.name.pkcs.ssl.keystore.type": "PKCS12",
+                "listener.name.pkcs.ssl.keystore.location": p12,
+                "listener.name.pkcs.ssl.keystore.password": "storepass",
+                "listener.name.pkcs.ssl.truststore.type": "PKCS12",
+                "listener.name.pkcs.ssl.truststore.location": trust,
+                "listener.name.pkcs.ssl.truststore.password": "trustpass",
+                "listener.name.pkcs.ssl.client.auth": "required",
+                "listener.name.tls13.ssl.enabled.protocols": "TLSv1.3",
+                "listener.name.cipher.ssl.enabled.protocols": "TLSv1.2",
+                "listener.name.cipher.ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"}
+    b = SecureBroker(str(tmp_path_factory.mktemp("data")), pki, listeners=names, settings=settings)
     b.start()
     yield b
     b.stop()
@@ -136,40 +157,27 @@ def _start(tmp_path, settings: dict, listeners=("SSL",)) -> SecureBroker:
     return b
 
 
-def test_inline_pem_key_and_chain(tmp_path, pki, topic_name):
-    srv = pki.pem_files("inline", "localhost", server=True)
-    b = _start(tmp_path, {"ssl.keystore.type": "PEM", "ssl.keystore.key": srv["key_pem"],
-                          "ssl.keystore.certificate.chain": srv["cert_pem"]})
-    try:
-        assert roundtrip(client_config(b, "SSL", pki), topic_name, 3) == [b"value-%d" % i for i in range(3)]
-    finally:
-        b.stop()
+def test_inline_pem_key_and_chain(tls_broker, pki, topic_name):
+    conf = {"bootstrap.servers": tls_broker.address("INLINE"), "security.protocol": "SSL",
+            "ssl.ca.location": pki.ca_path}
+    assert roundtrip(conf, topic_name, 3) == [b"value-%d" % i for i in range(3)]
 
 
-def test_encrypted_pem_key_with_key_password(tmp_path, pki):
-    srv = pki.pem_files("enc", "localhost", server=True, password="keypass")
-    b = _start(tmp_path, {"ssl.keystore.type": "PEM", "ssl.keystore.location": srv["combined"],
-                          "ssl.key.password": "keypass"})
-    try:
-        with TlsWireClient(b.address("SSL"), tls_context(pki)) as c:
-            assert api_versions_ok(c)
-    finally:
-        b.stop()
+
+def test_encrypted_pem_key_with_key_password(tls_broker, pki):
+    with TlsWireClient(tls_broker.address("ENCRYPTED"), tls_context(pki)) as c:
+        assert api_versions_ok(c)
 
 
-def test_pkcs12_keystore_and_truststore(tmp_path, pki):
-    ks = pki.pkcs12_file("server", "localhost", "storepass", server=True)
-    ts = pki.pkcs12_file("trust", "trust-anchor", "trustpass")
+
+def test_pkcs12_keystore_and_truststore(tls_broker, pki):
     cert = pki.pem_files("carol", "carol")
-    b = _start(tmp_path, {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": ks,
-                          "ssl.keystore.password": "storepass", "ssl.truststore.type": "PKCS12",
-                          "ssl.truststore.location": ts, "ssl.truststore.password": "trustpass",
-                          "ssl.client.auth": "required"})
-    try:
-        with TlsWireClient(b.address("SSL"), tls_context(pki, cert)) as c:
-            assert api_versions_ok(c)
-    finally:
-        b.stop()
+    with TlsWireClient(tls_broker.address("PKCS"), tls_context(pki, cert)) as c:
+        assert api_versions_ok(c)
+    with pytest.raises((ssl.SSLError, ConnectionError, OSError)):   # the listener requires a certificate
+        with TlsWireClient(tls_broker.address("PKCS"), tls_context(pki)) as c:
+            api_versions_ok(c)
+
 
 
 def test_bad_keystore_stops_start_up_naming_the_problem(tmp_path):
@@ -180,25 +188,20 @@ def test_bad_keystore_stops_start_up_naming_the_problem(tmp_path):
            "--set", f"ssl.keystore.location={bad}"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=30,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    assert out.returncode == 2
-    assert "JKS" in out.stderr and "PKCS12" in out.stderr
+    assert out.returncode == 1
+    assert "JKS" in out.stderr and "Traceback" not in out.stderr
 
 
-def test_enabled_protocols_refuse_older_tls(tmp_path, pki):
-    b = _start(tmp_path, {"ssl.keystore.type": "PEM",
-                          "ssl.keystore.location": pki.pem_files("p", "localhost", server=True)["combined"],
-                          "ssl.enabled.protocols": "TLSv1.3"})
-    try:
-        old = tls_context(pki)
-        old.maximum_version = ssl.TLSVersion.TLSv1_2
-        with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
-            with TlsWireClient(b.address("SSL"), old) as c:
-                api_versions_ok(c)
-        with TlsWireClient(b.address("SSL"), tls_context(pki)) as c:
-            assert c.sock.version() == "TLSv1.3"
-            assert api_versions_ok(c)
-    finally:
-        b.stop()
+def test_enabled_protocols_refuse_older_tls(tls_broker, pki):
+    old = tls_context(pki)
+    old.maximum_version = ssl.TLSVersion.TLSv1_2
+    with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+        with TlsWireClient(tls_broker.address("TLS13"), old) as c:
+            api_versions_ok(c)
+    with TlsWireClient(tls_broker.address("TLS13"), tls_context(pki)) as c:
+        assert c.sock.version() == "TLSv1.3"
+        assert api_versions_ok(c)
+
 
 
 def test_renewed_certificate_is_picked_up_without_restart(tmp_path, pki):
@@ -223,5 +226,69 @@ def test_renewed_certificate_is_picked_up_without_restart(tmp_path, pki):
                 time.sleep(0.3)
         with pytest.raises(ssl.SSLError):
             TlsWireClient(b.address("SSL"), tls_context(pki))
+    finally:
+        b.stop()
+
+
+def test_listener_keystore_changed_with_kafka_configs_alter(tmp_path, pki):
+    """kafka-configs.sh --entity-type brokers --alter --add-config listener.name.ssl.ssl.keystore.location=..."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    b = _start(tmp_path, {"ssl.keystore.type": "PEM",
+                          "ssl.keystore.location": pki.pem_files("old", "localhost", server=True)["combined"]})
+    try:
+        other = Pki(str(tmp_path / "other"), ca_cn="other-ca")
+        new_store = other.pem_files("new", "localhost", server=True)["combined"]
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        res = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+            ConfigEntry("listener.name.ssl.ssl.keystore.location", new_store,
+                        incremental_operation=AlterConfigOpType.SET)])
+        for fut in admin.incremental_alter_configs([res]).values():
+            fut.result(timeout=15)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with TlsWireClient(b.address("SSL"), tls_context(other)) as c:
+                    assert api_versions_ok(c)
+                break
+            except ssl.SSLError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
+    finally:
+        b.stop()
+
+
+def test_cipher_suites_in_java_names_restrict_tls12(tls_broker, pki):
+    other = tls_context(pki)
+    other.set_ciphers("ECDHE-ECDSA-AES128-GCM-SHA256")
+    other.maximum_version = ssl.TLSVersion.TLSv1_2
+    with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+        with TlsWireClient(tls_broker.address("CIPHER"), other) as c:
+            api_versions_ok(c)
+    with TlsWireClient(tls_broker.address("CIPHER"), tls_context(pki)) as c:
+        assert c.sock.version() == "TLSv1.2"
+        assert c.sock.cipher()[0] == "ECDHE-ECDSA-AES256-GCM-SHA384"
+        assert api_versions_ok(c)
+
+
+def test_jks_keystore_and_truststore(tmp_path, pki):
+    """Java KeyStores, read with pyjks (an optional dependency)."""
+    jks = pytest.importorskip("jks")
+    from cryptography.hazmat.primitives import serialization
+    key, cert = pki.issue("localhost", server=True)
+    der = lambda c: c.public_bytes(serialization.Encoding.DER)  # noqa: E731
+    pkcs8 = key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption())
+    entry = jks.PrivateKeyEntry.new("server", [der(cert), der(pki.ca_cert)], pkcs8, "pkcs8")
+    jks.KeyStore.new("jks", [entry]).save(str(tmp_path / "server.jks"), "storepass")
+    jks.KeyStore.new("jks", [jks.TrustedCertEntry.new("ca", der(pki.ca_cert))]).save(
+        str(tmp_path / "trust.jks"), "trustpass")
+    b = _start(tmp_path, {"ssl.keystore.location": str(tmp_path / "server.jks"),   # type JKS: the default
+                          "ssl.keystore.password": "storepass", "ssl.key.password": "storepass",
+                          "ssl.truststore.location": str(tmp_path / "trust.jks"),
+                          "ssl.truststore.password": "trustpass", "ssl.client.auth": "required"})
+    try:
+        with TlsWireClient(b.address("SSL"), tls_context(pki, pki.pem_files("dora", "dora"))) as c:
+            assert api_versions_ok(c)
     finally:
         b.stop()

@@ -40,8 +40,6 @@ REASONS: dict[str, str] = {
     "ElectLeaders": "#12 (replicated partitions): leader election needs replicas",
     "AlterPartitionReassignments": "#12 (replicated partitions): reassignment moves replicas between brokers",
     "ListPartitionReassignments": "#12 (replicated partitions)",
-    "AllocateProducerIds": "served between kproto nodes (producer id blocks from the active controller)",
-    "BrokerHeartbeat": "served between kproto nodes (liveness, fencing); not advertised, as AlterPartition",
     "AlterPartition": ("served between kproto nodes (partition leaders' ISR changes to the active "
                        "controller); not advertised, as Kafka serves it on its controller listener"),
     # the KRaft quorum (issue #11)

@@ -20,7 +20,7 @@ import re
 from typing import Iterable, Mapping
 
 from broker.config import kraft
-from broker.config.catalog import BROKER_CONFIGS, TOPIC_CONFIGS, broker_config_type
+from broker.config.catalog import BROKER_CONFIGS, TOPIC_CONFIGS, broker_config_type, broker_synonyms
 from broker.config.listeners import (
     Endpoint, canonical_local_host, parse_listeners, parse_security_protocol_map)
 from broker.config.properties import load_properties
@@ -218,8 +218,7 @@ class BrokerConfig:
         new_broker = dict(self._dynamic_broker if per_broker is None else per_broker)
         new_default = dict(self._dynamic_default if cluster_default is None else cluster_default)
         for layer in (new_broker, new_default):
-            static_only = sorted(k for k in layer
-                                 if k not in BROKER_CONFIGS or not BROKER_CONFIGS[k].dynamic)
+            static_only = sorted(k for k in layer if not _dynamic(k))
             if static_only:
                 raise ConfigError("Cannot update these configs dynamically: Set("
                                   + ", ".join(static_only) + ")", ErrorCode.INVALID_REQUEST)
@@ -375,6 +374,16 @@ class BrokerConfig:
                     break
         values["retention.ms"] = self.log_retention_ms
         return values
+
+
+def _dynamic(name: str) -> bool:
+    """Dynamically updatable: a dynamic config, or a listener override of one
+    (listener.name.<l>.ssl.keystore.location, as Kafka's reconfigurable listeners)."""
+    key = BROKER_CONFIGS.get(name)
+    if key is not None:
+        return key.dynamic
+    base = broker_synonyms(name)[-1]
+    return base != name and base in BROKER_CONFIGS and BROKER_CONFIGS[base].dynamic
 
 
 def _log_dirs(values) -> list[str]:

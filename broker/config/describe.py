@@ -133,7 +133,10 @@ def describe_broker(broker: BrokerConfig, *, include_synonyms: bool = False,
                     keys: Iterable[str] | None = None) -> list[ConfigEntry]:
     """DescribeConfigs for this broker's own resource (named by its node id). `keys` None or
     empty means every config."""
-    return [_broker_entry(broker, n, include_synonyms, True) for n in _selected(broker.names(), keys)]
+    # kproto.* keys are kproto's process settings (as the JVM's options for Kafka), not broker
+    # configs a Kafka tool knows: not listed, so DescribeConfigs lists what Kafka's would
+    names = [n for n in broker.names() if not n.startswith("kproto.")]
+    return [_broker_entry(broker, n, include_synonyms, True) for n in _selected(names, keys)]
 
 
 def describe_cluster_default(broker: BrokerConfig, *, include_synonyms: bool = False,

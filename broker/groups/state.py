@@ -227,14 +227,12 @@ class GroupStateMachine(ConsumerGroupsMixin, ClassicMembersMixin):
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
             if group.members:
-                if self.config.consumer_migration_policy == "disabled":
-                    self._respond(ticket, JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id))
-                else:
-                    # a classic member in a consumer group: the coordinator assigns
-                    self._classic_join_consumer_group(ticket, group, member_id, instance_id, protocol_type,
-                                                      [(n, bytes(d) if d is not None else b"") for n, d in protocols],
-                                                      session_timeout_ms, rebalance_timeout_ms, client_id,
-                                                      client_host, require_known_member_id, topics)
+                # a classic member in a consumer group: the coordinator assigns (Kafka 3.9 accepts
+                # it whatever group.consumer.migration.policy says; the policy governs conversions)
+                self._classic_join_consumer_group(ticket, group, member_id, instance_id, protocol_type,
+                                                  [(n, bytes(d) if d is not None else b"") for n, d in protocols],
+                                                  session_timeout_ms, rebalance_timeout_ms, client_id,
+                                                  client_host, require_known_member_id, topics)
                 return self._end()
             group = self._convert_to_classic(group, now_ms)
         if group is None:

@@ -28,6 +28,8 @@ def _move(broker, topic: str, index: int, path: str) -> int:
     if path not in broker.log_dirs:
         return ErrorCode.LOG_DIR_NOT_FOUND             # "Failed to find the log directory for <path>"
     part = broker.partitions.get(topic, index)
+    if part is None and isinstance(broker.logs, LogDirs):
+        broker.logs.preferred[(topic, index)] = path     # created there if it comes
     if part is None:
         # Kafka's NotLeaderOrFollower, kept as REPLICA_NOT_AVAILABLE for this API
         return ErrorCode.REPLICA_NOT_AVAILABLE

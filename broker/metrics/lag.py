@@ -48,11 +48,12 @@ def consumer_lag(broker, now_ms: int | None = None) -> list[PartitionLag]:
             if partition is None:
                 continue
             end = partition.high_watermark
-            committed = max(entry.offset, partition.log_start_offset)
-            lag = max(end - committed, 0)
+            # records below the log start are gone but still count as lag, as
+            # lag exporters count them; the time lag is that of the oldest record left
+            lag = max(end - entry.offset, 0)
             seconds = 0.0
             if lag:
-                ts = _first_timestamp(partition.log, committed, end)
+                ts = _first_timestamp(partition.log, max(entry.offset, partition.log_start_offset), end)
                 seconds = None if ts is None else max(now_ms - ts, 0) / 1000.0
             out.append(PartitionLag(group.group_id, topic, index, entry.offset, end, lag, seconds))
     return out

@@ -27,7 +27,6 @@ from kproto.messages.fetch_request import FetchRequest
 from broker.replication import alter_partition, election
 from broker.replication.client import BrokerConnection
 from broker.replication.leader_state import LeaderState
-from broker.replication.liveness import Liveness
 
 log = logging.getLogger("kproto.replication")
 
@@ -64,7 +63,6 @@ class ReplicationManager:
         self._nursery = None
         self._alter_send, self._alter_recv = trio.open_memory_channel(1000)
         self._sweep_needed = True
-        self.liveness = Liveness(self)
         self.endpoint_of = lambda broker_id: endpoint_from_image(
             broker.image, broker_id, broker.config.get("inter.broker.listener.name") or None)
 
@@ -247,9 +245,6 @@ class ReplicationManager:
             nursery.start_soon(self._alter_partition_loop)
             nursery.start_soon(self._isr_shrink_loop)
             nursery.start_soon(self._controller_loop)
-            if getattr(self.broker, "quorum", None) is not None and self.broker.image is not None:
-                nursery.start_soon(self.liveness.heartbeat_loop)
-                nursery.start_soon(self.liveness.producer_id_loop)
             task_status.started()
 
     async def _isr_shrink_loop(self) -> None:
@@ -324,8 +319,6 @@ class ReplicationManager:
             await trio.sleep(0.1)
             if not self._is_controller():
                 continue
-            if getattr(self.broker, "quorum", None) is not None and hasattr(self.broker.quorum, "shell"):
-                self.liveness.check()   # a real quorum: fence the brokers that stopped heartbeating
             if not self._sweep_needed and int(time.monotonic() * 10) % 10:
                 continue   # otherwise once a second anyway
             self._sweep_needed = False

@@ -42,6 +42,12 @@ class SecurityManager:
                 self.tls[name] = ListenerTls(self.config, name, protocol)
                 self.tls[name].context()   # refuse to start with unusable TLS settings
             if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+                unsupported = [m for m in self.enabled_mechanisms(name) if m not in SUPPORTED_MECHANISMS]
+                if unsupported:
+                    # GSSAPI is Kafka's default: a SASL listener needs sasl.enabled.mechanisms set
+                    raise ConfigError(f"SASL mechanism(s) {', '.join(unsupported)} of listener {name} are not "
+                                      f"supported by kproto (set sasl.enabled.mechanisms to some of "
+                                      f"{', '.join(SUPPORTED_MECHANISMS)})")
                 for mech in self.enabled_mechanisms(name):
                     if mech == "PLAIN":
                         if self._plain_callback(name) is None:

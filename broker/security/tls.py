@@ -1,10 +1,10 @@
 """TLS for SSL and SASL_SSL listeners, configured with Kafka's ssl.* keys.
 
 Key stores: PEM (a file with the private key and certificate chain, or the
-key and chain inline in ssl.keystore.key / ssl.keystore.certificate.chain)
-and PKCS12 (read with `cryptography`). JKS is Java's own format: a JKS-typed
-store that is really PEM or PKCS12 (Java also reads PKCS12 under JKS) is
-accepted, a genuine JKS file is refused with a message saying what to use.
+key and chain inline in ssl.keystore.key / ssl.keystore.certificate.chain),
+PKCS12 (read with `cryptography`) and JKS (Java's own format, read with the
+optional `pyjks`; a JKS-typed store that is really PEM or PKCS12 is accepted,
+as Java also reads PKCS12 under JKS).
 
 The context is rebuilt when the store files change on disk (checked at most
 once a second, on new connections), so certificates are renewed without a
@@ -58,9 +58,8 @@ def _store_type(declared: str | None, data: bytes | None) -> str:
     if declared == "JKS" and data is not None:
         if data.lstrip().startswith(b"-----BEGIN"):
             return "PEM"
-        if data[:4] == b"\xfe\xed\xfe\xed":
-            raise ConfigError("JKS key stores cannot be read by kproto: convert the store with "
-                              "`keytool -importkeystore -deststoretype PKCS12` or use ssl.keystore.type=PEM")
+        if data[:4] in (b"\xfe\xed\xfe\xed", b"\xce\xce\xce\xce"):
+            return "JKS"
         return "PKCS12"
     return declared
 
@@ -71,6 +70,24 @@ def _pkcs12(data: bytes, password: str | None):
         return pkcs12.load_key_and_certificates(data, password.encode() if password else None)
     except ValueError as exc:
         raise ConfigError(f"Failed to load PKCS12 store: {exc}") from None
+
+
+def _jks(data: bytes, password: str | None):
+    """A Java KeyStore read with pyjks (optional: `pip install pyjks`)."""
+    try:
+        import jks
+    except ImportError:
+        raise ConfigError("JKS key stores need the pyjks package (pip install pyjks); or convert the store "
+                          "with `keytool -importkeystore -deststoretype PKCS12`, or use ssl.keystore.type=PEM") from None
+    try:
+        return jks.KeyStore.loads(data, password or "")
+    except Exception as exc:   # pyjks raises its own error types for bad passwords and formats
+        raise ConfigError(f"Failed to load JKS store: {exc}") from None
+
+
+def _der_cert_pem(der: bytes) -> str:
+    from cryptography import x509
+    return _pem(x509.load_der_x509_certificate(der))
 
 
 def _pem(obj) -> str:
@@ -105,6 +122,15 @@ def _key_and_chain(get) -> tuple[str, str, str | None] | None:
         if key is None or cert is None:
             raise ConfigError(f"PKCS12 keystore {location} holds no private key entry")
         return _pem(key), _pem(cert) + "".join(_pem(c) for c in extra or ()), None
+    if kind == "JKS":
+        from cryptography.hazmat.primitives.serialization import load_der_private_key
+        store = _jks(data, get("ssl.keystore.password"))
+        for entry in store.private_keys.values():
+            if not entry.is_decrypted():
+                entry.decrypt(get("ssl.key.password") or get("ssl.keystore.password") or "")
+            key = load_der_private_key(entry.pkey_pkcs8, None)
+            return _pem(key), "".join(_der_cert_pem(der) for _type, der in entry.cert_chain), None
+        raise ConfigError(f"JKS keystore {location} holds no private key entry")
     raise ConfigError(f"Invalid value {kind} for configuration ssl.keystore.type")
 
 
@@ -127,6 +153,9 @@ def _trusted(get) -> str | None:
             raise ConfigError(f"Failed to load PKCS12 truststore {location}: {exc}") from None
         certs = ([store.cert.certificate] if store.cert else []) + [c.certificate for c in store.additional_certs]
         return "".join(_pem(c) for c in certs)
+    if kind == "JKS":
+        store = _jks(data, get("ssl.truststore.password"))
+        return "".join(_der_cert_pem(entry.cert) for entry in store.certs.values())
     raise ConfigError(f"Invalid value {kind} for configuration ssl.truststore.type")
 
 

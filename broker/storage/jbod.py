@@ -81,6 +81,9 @@ class LogDirs:
         self.log_dir = next(iter(managers_by_dir))
         self._high_watermark_for = None
         self._last_stable_offset_for = None
+        # AlterReplicaLogDirs for a partition not hosted yet: where it goes once created
+        # (Kafka's LogManager.maybeUpdatePreferredLogDir)
+        self.preferred: dict[tuple[str, int], str] = {}
 
     @classmethod
     def open(cls, dirs: list[str], config_for=None, *, progress=None, **kwargs) -> "LogDirs":
@@ -128,6 +131,10 @@ class LogDirs:
         return all(m.had_clean_shutdown for m in self.managers.values())
 
     @property
+    def sync(self) -> bool:
+        return self.managers[self.log_dir].sync
+
+    @property
     def settings(self) -> dict:
         return self.managers[self.log_dir].settings
 
@@ -168,7 +175,10 @@ class LogDirs:
                       now_ms: int | None = None) -> PartitionLog:
         mgr = self.manager_of(topic, partition)
         if mgr is None:
-            mgr = self.managers[self.log_dir if topic == METADATA_TOPIC else self.next_dir()]
+            where = self.preferred.pop((topic, partition), None)
+            if where not in self.managers:
+                where = self.log_dir if topic == METADATA_TOPIC else self.next_dir()
+            mgr = self.managers[where]
         return mgr.get_or_create(topic, partition, topic_id, config, now_ms)
 
     def update_topic_config(self, topic: str, config: Mapping) -> None:

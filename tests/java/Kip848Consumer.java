@@ -1,6 +1,6 @@
 // One KIP-848 consumer (group.protocol=consumer) of the Java client, for
 // tests/test_consumer_groups_kip848_java.py. Args: bootstrap group topic
-// [instance-id]; a topic "re:PATTERN" subscribes to a broker-side regular
+// [instance-id [protocol]] (protocol: consumer, the default, or classic); a topic "re:PATTERN" subscribes to a broker-side regular
 // expression (SubscriptionPattern, RE2/J). Prints JSON lines: started, assign/revoke (topic-partition
 // lists) and one line per record; "close" on stdin closes it (leaving the group).
 import java.io.BufferedReader;
@@ -39,7 +39,7 @@ public class Kip848Consumer {
         Properties props = new Properties();
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
         props.put(ConsumerConfig.GROUP_ID_CONFIG, args[1]);
-        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, args.length > 4 ? args[4] : "consumer");
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         props.put(ConsumerConfig.AUTO_COMMIT_INTERVAL_MS_CONFIG, "200");
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());

@@ -34,6 +34,16 @@ def listener_settings(ports: dict, server: dict, pki) -> dict:
             "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS}
 
 
+def distinct_ports(names) -> dict:
+    ports: dict = {}
+    for name in names:
+        port = free_port()
+        while port in ports.values():   # a just-released port can come back
+            port = free_port()
+        ports[name] = port
+    return ports
+
+
 def client_conf(protocol: str, port: int, pki) -> dict:
     conf = {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": protocol}
     if protocol != "PLAINTEXT":
@@ -46,7 +56,8 @@ def client_conf(protocol: str, port: int, pki) -> dict:
 def run_once(conf: dict, topic: str, mib: int, size: int) -> tuple[float, float]:
     count = mib * (1 << 20) // size
     value = os.urandom(size)
-    p = Producer({**conf, "acks": 1, "linger.ms": 5, "batch.size": 1 << 20, "queue.buffering.max.kbytes": 1 << 20,
+    # batches under Kafka's default message.max.bytes (1048588), or Kafka refuses them
+    p = Producer({**conf, "acks": 1, "linger.ms": 5, "batch.size": 512 << 10, "queue.buffering.max.kbytes": 1 << 20,
                   "compression.type": "none"})
     started = time.perf_counter()
     for _ in range(count):
@@ -117,7 +128,7 @@ def main(argv=None) -> None:
     pki = Pki(os.path.join(work, "pki"))
     server = pki.pem_files("server", "localhost", server=True)
     try:
-        ports = {p: free_port() for p in PROTOCOLS}
+        ports = distinct_ports(PROTOCOLS)
         b = BrokerProcess(os.path.join(work, "kproto"), port=ports["PLAINTEXT"],
                           settings=listener_settings(ports, server, pki))
         b.start()
@@ -127,7 +138,7 @@ def main(argv=None) -> None:
             b.stop()
         home = os.environ.get("KAFKA_HOME")
         if home and not args.no_kafka:
-            ports = {p: free_port() for p in PROTOCOLS}
+            ports = distinct_ports(PROTOCOLS)
             data = os.path.join(work, "kafka")
             os.makedirs(data)
             proc = start_kafka(home, data, ports, listener_settings(ports, server, pki))

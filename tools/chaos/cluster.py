@@ -124,7 +124,8 @@ class KprotoNode(Node):
     def command(self) -> list[str]:
         return [sys.executable, "-m", "broker.cli", "serve", "--log-level", "WARNING",
                 "--set", f"log.dirs={self.data_dir}",
-                "--set", f"listeners=PLAINTEXT://{self.host}:{self.port}"]
+                "--set", f"listeners=PLAINTEXT://{self.host}:{self.port}",
+                "--set", "kproto.metrics.listener=off"]   # (nodes would fight over port 9644)
 
 
 class KafkaNode(Node):

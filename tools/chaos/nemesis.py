@@ -44,24 +44,27 @@ def schedule(seed: int, kinds: list[str], nodes: int, total_s: float,
              duration=(1.0, 4.0), gap=(1.0, 3.0), start_after: float = 3.0) -> list[dict]:
     rng = random.Random(seed)
     events, t = [], start_after
+    prev_end = 0.0
     while kinds:
         t += rng.uniform(*gap)
         d = rng.uniform(*duration)
         if t + d > total_s:
             break
         kind = rng.choice(kinds)
-        ev = {"at": round(t, 3), "kind": kind, "node": rng.randrange(nodes), "duration": round(d, 3)}
+        ev = {"at": round(t, 3), "kind": kind, "node": rng.randrange(nodes), "duration": round(d, 3),
+              "gap": round(t - prev_end, 3)}
         if kind == "partition":
             modes = ["isolate", "one-way-in", "one-way-out"] + (["minority"] if nodes >= 3 else [])
             ev["mode"] = rng.choice(modes)
         events.append(ev)
         t += d
+        prev_end = t
     return events
 
 
 class Nemesis:
-    def __init__(self, cluster: Cluster, h: HistoryWriter, events: list[dict], log=print):
-        self.cluster, self.h, self.events, self.log = cluster, h, events, log
+    def __init__(self, cluster: Cluster, h: HistoryWriter, events: list[dict], total_s: float, log=print):
+        self.cluster, self.h, self.events, self.total_s, self.log = cluster, h, events, total_s, log
         self.stop = threading.Event()
         self.done: list[dict] = []
         self.active: str = ""
@@ -73,8 +76,12 @@ class Nemesis:
         self.thread.start()
 
     def run(self) -> None:
+        # each fault starts its gap after the previous one is healed (a
+        # restart can take longer than planned): the cluster always gets its
+        # recovery time; faults that would start after the end are dropped
+        # (one running at the end is cut short by heal_all)
         for ev in self.events:
-            if self.stop.wait(max(0.0, self.t0 + ev["at"] - time.monotonic())):
+            if self.stop.wait(ev["gap"]) or time.monotonic() >= self.t0 + self.total_s:
                 return
             self.inject(ev)
 

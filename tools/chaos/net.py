@@ -84,7 +84,8 @@ class Network:
         return ["ip", "netns", "exec", self.ns(i)]
 
     def setup(self) -> "Network":
-        _run("ip", "link", "add", self.bridge, "type", "bridge")
+        # no forwarding delay: a port brought back up forwards at once
+        _run("ip", "link", "add", self.bridge, "type", "bridge", "forward_delay", "0")
         self._made_links.append(self.bridge)
         _run("ip", "addr", "add", f"{self.subnet}.1/24", "dev", self.bridge)
         _run("ip", "link", "set", self.bridge, "up")

@@ -125,9 +125,9 @@ def run(args) -> int:
         for _, t in threads:
             t.start()
         t0 = time.monotonic()
-        nem = Nemesis(cluster, h, events, log)
+        nem = Nemesis(cluster, h, events, args.time, log)
         nem.start(t0)
-        log(f"{len(events)} faults scheduled over {args.time}s ({', '.join(kinds) or 'none'})")
+        log(f"{len(events)} faults planned over {args.time}s ({', '.join(kinds) or 'none'})")
         end = t0 + args.time
         while time.monotonic() < end and not deadline_hit.is_set():
             time.sleep(min(args.progress, max(0.0, end - time.monotonic())))
