@@ -349,6 +349,8 @@ class ReplicationManager:
             await trio.sleep(0.1)
             if not self._is_controller():
                 continue
+            if getattr(self.broker, "quorum", None) is None and not getattr(self.broker.image, "brokers", None):
+                continue   # a single node: nobody to fence, nothing to elect
             if not self._sweep_needed and int(time.monotonic() * 10) % 10:
                 continue   # otherwise once a second anyway
             self._sweep_needed = False
