@@ -18,9 +18,11 @@
   (BrokerRegistration over the controller listener): a RegisterBrokerRecord with its advertised
   endpoints, so Metadata on every node lists all brokers (MetadataImage.brokers).
 
-API for broker code: `broker.quorum.propose(records)` (await commit, from any node: forwarded to
-the leader when needed), `broker.quorum.is_active_controller`, `broker.quorum.active_controller_id`,
-`broker.image.brokers` (registered brokers, fenced flag).
+API for broker code: `await broker.quorum.propose(records)` (on the active controller: await the
+commit), `await broker.quorum.to_controller(request)` (a controller RPC from any node, answered by
+the active controller; register more with `broker.quorum.controller_rpcs[api_key] = handler`),
+`broker.quorum.is_active_controller`, `broker.quorum.active_controller_id`, `broker.image.brokers`
+(registered brokers, `fenced` flag).
 """
 from __future__ import annotations
 
@@ -114,6 +116,9 @@ class ReplicatedMetadata:
         self._bootstrapped = False
         self._registered_epoch = None
         self.commit_count = 0
+        # more controller RPCs (api key -> async handler(request) -> response), e.g. AlterPartition:
+        # served on the active controller, reached from any node with to_controller(request)
+        self.controller_rpcs: dict = {}
 
     # ---------------------------------------------------------------- open
 
@@ -153,6 +158,9 @@ class ReplicatedMetadata:
         return None
 
     async def _controller_rpc(self, key: int, request):
+        extra = self.controller_rpcs.get(key)
+        if extra is not None:
+            return await extra(request)
         if key == BROKER_REGISTRATION:
             return await self._register(request)
         if key == BROKER_HEARTBEAT:
