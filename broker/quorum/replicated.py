@@ -132,6 +132,7 @@ class ReplicatedMetadata:
             request_timeout_ms=k.request_timeout_ms, retry_backoff_ms=k.retry_backoff_ms,
             fetch_max_wait_ms=min(500, max(50, k.fetch_timeout_ms // 4)),
             max_bytes_between_snapshots=k.max_record_bytes_between_snapshots, pre_vote=False)
+        self._raft_args = (cfg, persisted)
         node = RaftNode(cfg, random.Random(), QuorumShell.now_ms() if _in_trio() else 0, persisted)
         self.shell = QuorumShell(node, self.voters, self.storage, cluster_id=self.broker.cluster_id,
                                  on_commit=self._on_commit, on_load_snapshot=self._on_load_snapshot,
@@ -173,9 +174,11 @@ class ReplicatedMetadata:
         """Bind the controller listener (controller role) and run the quorum until cancelled."""
         from broker.dispatch import Dispatcher
         self.dispatcher = Dispatcher(self.broker)
-        # the node was built before trio started: its clock starts now
-        self.shell.node.now = QuorumShell.now_ms()
-        self.shell.node.tick(QuorumShell.now_ms())
+        # the node was built before trio started (its timers would have expired at once): build it
+        # again now, on trio's clock, from the same stored state
+        cfg, persisted = self._raft_args
+        self.shell.node = RaftNode(cfg, random.Random(), QuorumShell.now_ms(), persisted)
+        self.shell.leader = m.LeaderChange(m.NO_LEADER, self.shell.node.epoch)
         listeners = []
         if self.k.is_controller:
             for e in self.k.controller_endpoints:
