@@ -116,6 +116,8 @@ class ReplicatedMetadata:
         self._bootstrapped = False
         self._registered_epoch = None
         self.commit_count = 0
+        self._nursery = None
+        self._creating: set = set()
         # more controller RPCs (api key -> async handler(request) -> response), e.g. AlterPartition:
         # served on the active controller, reached from any node with to_controller(request)
         self.controller_rpcs: dict = {}
@@ -187,6 +189,7 @@ class ReplicatedMetadata:
                 port = ls[0].socket.getsockname()[1]
                 self.broker.bound.append((e.name, e.host or "0.0.0.0", port))
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             await nursery.start(self.shell.run, listeners)
             nursery.start_soon(self._bootstrap_loop)
             if self.k.is_controller:
@@ -466,6 +469,52 @@ class ReplicatedMetadata:
         else:
             response = await self._controller_rpc(key, request)
         return self.dispatcher._frame(key, version, header.correlation_id, response)
+
+    # ------------------------------------------- topics created by brokers
+
+    def install_controller_hooks(self, controller) -> None:
+        """Topics the broker creates on its own (internal topics at the first FindCoordinator,
+        auto-created topics) are created by the active controller: on another node the creation
+        is sent to it as a CreateTopics request (the caller answers as when a topic is still being
+        created, and clients retry)."""
+        ensure, auto = controller.ensure_internal_topic, controller.auto_create_topics
+
+        def ensure_internal_topic(name, partitions, configs):
+            if self.is_active_controller:
+                return ensure(name, partitions, configs)
+            if name not in self.image.topics and name not in self._creating and self._nursery is not None:
+                self._creating.add(name)
+                self._nursery.start_soon(self._create_remotely, [(name, partitions, 1, configs)])
+
+        async def auto_create_topics(names):
+            if self.is_active_controller:
+                return await auto(names)
+            missing = [(n, -1, -1, {}) for n in names if n not in self.image.topics]
+            if missing:
+                with trio.move_on_after(5):
+                    await self._create_remotely(missing)
+
+        controller.ensure_internal_topic = ensure_internal_topic
+        controller.auto_create_topics = auto_create_topics
+
+    async def _create_remotely(self, topics) -> None:
+        from kproto.messages.create_topics_request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
+        req = CreateTopicsRequest(topics=[
+            CreatableTopic(name=n, num_partitions=p, replication_factor=rf, assignments=[],
+                           configs=[CreatableTopicConfig(name=k, value=v) for k, v in c.items()])
+            for n, p, rf, c in topics], timeout_ms=5000, validate_only=False)
+        version = api.version_range(req.API_KEY)[1]
+        inner = api.encode_request(req, version, 1, f"kproto-{self.node_id}")[4:]
+        try:
+            leader = self.active_controller_id
+            if leader >= 0 and leader != self.node_id and leader in self.voters:
+                await self._call_while_leader(leader, trio.current_time() + 5, EnvelopeRequest(
+                    request_data=inner, request_principal=b"", client_host_address=b"\x7f\x00\x00\x01"))
+        except _CONN_ERRORS as exc:
+            log.debug("topic creation through the controller: %s", exc)
+        finally:
+            for n, *_rest in topics:
+                self._creating.discard(n)
 
     # ---------------------------------------------------- registration
 
