@@ -619,7 +619,8 @@ def controller_id(broker) -> int:
     that answers (it forwards to the active controller), so a client never waits on a dead one;
     before this node's registration is committed, a registered broker (one the answer lists)."""
     q = getattr(broker, "quorum", None)
-    if q is None or broker.node_id in broker.image.brokers:
+    me = broker.image.brokers.get(broker.node_id) if q is not None else None
+    if q is None or (me is not None and not me.fenced):
         return broker.node_id
     live = sorted(b for b, r in broker.image.brokers.items() if not r.fenced)
     return live[0] if live else broker.node_id
