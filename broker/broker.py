@@ -147,6 +147,7 @@ class Broker:
             self.metadata = self.quorum.open(plog)
             self._open_services(started, 0)
             self.producer_ids = self.quorum.producer_ids()
+            self.quorum.install_controller_hooks(self.controller)
             return
         self.metadata = MetadataLog(plog, self.image)
         count = self.metadata.replay()
