@@ -238,7 +238,9 @@ class KafkaTarget(Target):
         if fresh:
             shutil.rmtree(data, ignore_errors=True)
             props = self._write_properties(data)
-            cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            cluster = "-"
+            while cluster.startswith("-"):  # kafka-storage.sh would read "-t -x..." as an option
+                cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             subprocess.run([self._script("kafka-storage.sh"), "format", "-t", cluster, "-c", props],
                            check=True, capture_output=True, env=self._env(), timeout=120)
         self._versions = None
