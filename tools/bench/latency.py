@@ -317,21 +317,55 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--broker-set", action="append", default=[], metavar="KEY=VALUE",
                     help="a setting for every broker (kproto --set, a line of Kafka's server.properties)")
     ap.add_argument("--kafka-home", default=os.environ.get("KAFKA_HOME"), help="default $KAFKA_HOME")
+    ap.add_argument("--loopwatch", metavar="DIR", help="run kproto under tools/bench/loopwatch.py: slow event-loop "
+                    "steps with their stacks, gc pauses (DIR/kproto-loopwatch.json)")
     ap.add_argument("--json", metavar="PATH", help="write every case's figures and histograms to PATH")
     ap.add_argument("--plot", metavar="PNG", help="plot percentiles against offered load (matplotlib)")
     ap.add_argument("--from-json", metavar="PATH", help="run nothing: print (and --plot) the results in PATH")
     return ap
 
 
-def make_targets(names: list[str], kafka_home: str | None, settings: dict[str, str]) -> list:
+def _watched_kproto(workdir: str, settings: dict[str, str], report: str):
+    """A kproto target run under tools/bench/loopwatch.py (slow task steps,
+    their stacks and gc pauses, written to ``report``)."""
+    from tools.bench.targets import KprotoTarget
+    from tools.broker_process import BrokerProcess
+
+    class Watched(BrokerProcess):
+        def command(self):
+            cmd = super().command()
+            i = cmd.index("broker.cli")
+            return cmd[:i] + ["tools.bench.loopwatch", "--out", report, "--"] + cmd[i + 1:]
+
+    class Target(KprotoTarget):
+        def start(self, fresh: bool = True) -> float:
+            import tools.bench.targets as targets_module
+            real = targets_module.BrokerProcess
+            targets_module.BrokerProcess = Watched
+            try:
+                return super().start(fresh)
+            finally:
+                targets_module.BrokerProcess = real
+
+    return Target(workdir, settings)
+
+
+def make_targets(names: list[str], kafka_home: str | None, settings: dict[str, str],
+                 loopwatch: str | None = None) -> list:
     import tempfile
     from tools.bench.targets import KafkaTarget, KprotoTarget
     out = []
     for name in names:
         workdir = tempfile.mkdtemp(prefix=f"kproto-latency-{name}-")
         if name == "kproto":
-            t = KprotoTarget(workdir, {"kproto.metrics.listener": "http://127.0.0.1:0"} | settings)
-            out.append(t)
+            kp = {"kproto.metrics.listener": "http://127.0.0.1:0"} | settings
+            if loopwatch:
+                os.makedirs(loopwatch, exist_ok=True)
+                report = os.path.abspath(os.path.join(loopwatch, "kproto-loopwatch.json"))
+                print(f"kproto: under tools/bench/loopwatch.py, report {report}", flush=True)
+                out.append(_watched_kproto(workdir, kp, report))
+            else:
+                out.append(KprotoTarget(workdir, kp))
         elif name == "kafka":
             if not kafka_home:
                 print("kafka: skipped (set KAFKA_HOME to an Apache Kafka distribution to compare)", flush=True)
@@ -345,7 +379,7 @@ def make_targets(names: list[str], kafka_home: str | None, settings: dict[str, s
 def run(args) -> dict:
     settings = dict(s.split("=", 1) for s in args.broker_set)
     names = [t.strip() for t in (args.targets or "kproto,kafka").split(",") if t.strip()]
-    targets = make_targets(names, args.kafka_home, settings)
+    targets = make_targets(names, args.kafka_home, settings, args.loopwatch)
     acks = [a.strip() for a in args.acks.split(",") if a.strip()]
     cases = [(r, s, a, p) for s in args.sizes for a in acks for p in args.partitions for r in args.rates]
     doc = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count(),
