@@ -319,13 +319,15 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--kafka-home", default=os.environ.get("KAFKA_HOME"), help="default $KAFKA_HOME")
     ap.add_argument("--loopwatch", metavar="DIR", help="run kproto under tools/bench/loopwatch.py: slow event-loop "
                     "steps with their stacks, gc pauses (DIR/kproto-loopwatch.json)")
+    ap.add_argument("--no-freeze", action="store_true", help="with --loopwatch: kproto without gc.freeze() "
+                    "after start-up (the before of a before/after)")
     ap.add_argument("--json", metavar="PATH", help="write every case's figures and histograms to PATH")
     ap.add_argument("--plot", metavar="PNG", help="plot percentiles against offered load (matplotlib)")
     ap.add_argument("--from-json", metavar="PATH", help="run nothing: print (and --plot) the results in PATH")
     return ap
 
 
-def _watched_kproto(workdir: str, settings: dict[str, str], report: str):
+def _watched_kproto(workdir: str, settings: dict[str, str], report: str, no_freeze: bool = False):
     """A kproto target run under tools/bench/loopwatch.py (slow task steps,
     their stacks and gc pauses, written to ``report``)."""
     from tools.bench.targets import KprotoTarget
@@ -335,7 +337,8 @@ def _watched_kproto(workdir: str, settings: dict[str, str], report: str):
         def command(self):
             cmd = super().command()
             i = cmd.index("broker.cli")
-            return cmd[:i] + ["tools.bench.loopwatch", "--out", report, "--"] + cmd[i + 1:]
+            own = ["--out", report] + (["--no-freeze"] if no_freeze else [])
+            return cmd[:i] + ["tools.bench.loopwatch"] + own + ["--"] + cmd[i + 1:]
 
     class Target(KprotoTarget):
         def start(self, fresh: bool = True) -> float:
@@ -351,7 +354,7 @@ def _watched_kproto(workdir: str, settings: dict[str, str], report: str):
 
 
 def make_targets(names: list[str], kafka_home: str | None, settings: dict[str, str],
-                 loopwatch: str | None = None) -> list:
+                 loopwatch: str | None = None, no_freeze: bool = False) -> list:
     import tempfile
     from tools.bench.targets import KafkaTarget, KprotoTarget
     out = []
@@ -363,7 +366,7 @@ def make_targets(names: list[str], kafka_home: str | None, settings: dict[str, s
                 os.makedirs(loopwatch, exist_ok=True)
                 report = os.path.abspath(os.path.join(loopwatch, "kproto-loopwatch.json"))
                 print(f"kproto: under tools/bench/loopwatch.py, report {report}", flush=True)
-                out.append(_watched_kproto(workdir, kp, report))
+                out.append(_watched_kproto(workdir, kp, report, no_freeze))
             else:
                 out.append(KprotoTarget(workdir, kp))
         elif name == "kafka":
@@ -379,7 +382,7 @@ def make_targets(names: list[str], kafka_home: str | None, settings: dict[str, s
 def run(args) -> dict:
     settings = dict(s.split("=", 1) for s in args.broker_set)
     names = [t.strip() for t in (args.targets or "kproto,kafka").split(",") if t.strip()]
-    targets = make_targets(names, args.kafka_home, settings, args.loopwatch)
+    targets = make_targets(names, args.kafka_home, settings, args.loopwatch, args.no_freeze)
     acks = [a.strip() for a in args.acks.split(",") if a.strip()]
     cases = [(r, s, a, p) for s in args.sizes for a in acks for p in args.partitions for r in args.rates]
     doc = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count(),

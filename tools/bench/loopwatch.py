@@ -16,7 +16,6 @@ microseconds a step."""
 from __future__ import annotations
 
 import argparse
-import atexit
 import gc
 import json
 import os
@@ -48,6 +47,7 @@ class LoopWatch:
         self.gc: dict[int, Histogram] = {0: Histogram(), 1: Histogram(), 2: Histogram()}
         self.trio_thread = threading.get_ident()
         self.lock = threading.Lock()
+        self.final_gc = None
 
     # -- trio.abc.Instrument --------------------------------------------------------------------
 
@@ -122,12 +122,21 @@ class LoopWatch:
             "slow steps by task, cpu time": {
                 k: {"count": v[0], "total ms": round(v[1], 1), "max ms": round(v[2], 1)}
                 for k, v in sorted(self.slow_cpu.items(), key=lambda kv: -kv[1][1])},
+            "full collection at exit": self.final_gc,
             "cpu-slow steps": self.cpu_steps,
             "stacks in slow steps": [{"samples": n, "stack": k} for k, n in stacks],
             "gc": {f"gen{g}": {"count": h.total, "p99 ms": h.percentile(99) / 1e3, "max ms": h.max / 1e3,
                                "total ms": round(sum(highest_mid(i) * n for i, n in h.counts.items()) / 1e3, 1)}
                    for g, h in self.gc.items()},
         }
+
+    def full_collection(self) -> dict:
+        """One full collection timed now (it stops the whole process, as the
+        collector's own would), with the frozen object count."""
+        t = time.perf_counter()
+        gc.collect()
+        return {"full collection ms": round((time.perf_counter() - t) * 1e3, 2), "tracked objects": len(gc.get_objects()),
+                "frozen objects": gc.get_freeze_count()}
 
     def dump(self) -> None:
         tmp = self.out + ".tmp"
@@ -159,6 +168,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m tools.bench.loopwatch", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--threshold-ms", type=float, default=5.0)
+    ap.add_argument("--no-freeze", action="store_true", help="serve without gc.freeze() after start-up")
     args = ap.parse_args(own)
     import trio
     watch = LoopWatch(args.out, args.threshold_ms)
@@ -172,13 +182,18 @@ def main(argv=None) -> None:
     trio.run = run
     threading.Thread(target=watch.watchdog, daemon=True).start()
     threading.Thread(target=watch.dumper, daemon=True).start()
-    atexit.register(watch.dump)
+    if args.no_freeze:   # the before of a before/after: kproto serve without gc.freeze()
+        gc.freeze = lambda: None
+
+    def final():
+        watch.final_gc = watch.full_collection()
+        watch.dump()
     from broker import cli
     sys.argv = ["kproto"] + rest
     try:
         cli.main()
     finally:
-        watch.dump()
+        final()
 
 
 if __name__ == "__main__":
