@@ -2,7 +2,9 @@
 
 Each case (offered records/s, record size, acks, partitions) runs against
 every target in turn, alternating A B A B over the repetitions, on brokers
-that stay up for the whole run. Several producer processes share the offered
+that stay up for the whole run (the ones not being measured are paused
+with SIGSTOP, so an idle JVM's background work does not take the CPU of the
+broker being measured). Several producer processes share the offered
 rate (the client is not the limit); each record carries the time it was
 *scheduled* to be sent (CLOCK_MONOTONIC, shared by the processes of one
 machine), so a client or broker that falls behind is charged for the
@@ -206,6 +208,25 @@ def lag_percentiles(before: dict | None, after: dict | None) -> dict:
     return res
 
 
+def runqueue_wait_s(pid: int) -> float:
+    """Seconds the process's threads spent runnable but not running
+    (/proc/PID/task/*/schedstat, second field, ns): the machine's other
+    work taking the CPU from the broker, not the broker's own slowness. For
+    kproto the main thread is the one that matters; for a JVM this sums
+    over its threads."""
+    total = 0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    except OSError:
+        return 0.0
+    return total / 1e9
+
+
 # -- one case against one target ------------------------------------------------------------------
 
 
@@ -244,6 +265,7 @@ def run_case(target, rate: int, size: int, acks: str, partitions: int, seconds: 
     start.value = time.monotonic_ns() + int(0.05e9)
     go_p.set()
     lag_before = scrape_loop_lag(getattr(target, "metrics_url", None))
+    wait_before = runqueue_wait_s(target.pid)
     cpu_before = procstat.cpu_seconds(target.pid)
     load_before = os.getloadavg()[0]
     t0 = time.monotonic()
@@ -254,6 +276,7 @@ def run_case(target, rate: int, size: int, acks: str, partitions: int, seconds: 
         except Exception:
             results.append({"fatal": "a worker sent nothing"})
     cpu = procstat.cpu_seconds(target.pid) - cpu_before
+    wait = runqueue_wait_s(target.pid) - wait_before
     elapsed = time.monotonic() - t0
     lag_after = scrape_loop_lag(getattr(target, "metrics_url", None))
     load_after = os.getloadavg()[0]
@@ -277,7 +300,8 @@ def run_case(target, rate: int, size: int, acks: str, partitions: int, seconds: 
             e2e.merge(Histogram.from_dict(r["e2e"]))
             consumed = r["consumed"]
     res = {"sent": sent, "acked": acked, "consumed": consumed, "errors": errors, "client behind ticks": behind,
-           "broker cpu %": 100.0 * cpu / max(elapsed, 1e-9), "load avg": (load_before + load_after) / 2,
+           "broker cpu %": 100.0 * cpu / max(elapsed, 1e-9),
+           "runq wait %": 100.0 * wait / max(elapsed, 1e-9), "load avg": (load_before + load_after) / 2,
            "ack": ack.to_dict(), "e2e": e2e.to_dict()}
     for name, h in (("ack", ack), ("e2e", e2e)):
         for label, q in (("p50", 50), ("p99", 99), ("p999", 99.9)):
@@ -317,6 +341,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--broker-set", action="append", default=[], metavar="KEY=VALUE",
                     help="a setting for every broker (kproto --set, a line of Kafka's server.properties)")
     ap.add_argument("--kafka-home", default=os.environ.get("KAFKA_HOME"), help="default $KAFKA_HOME")
+    ap.add_argument("--no-pause-idle", dest="pause_idle", action="store_false",
+                    help="keep the other brokers running during a case (default: SIGSTOP them, SIGCONT after)")
     ap.add_argument("--loopwatch", metavar="DIR", help="run kproto under tools/bench/loopwatch.py: slow event-loop "
                     "steps with their stacks, gc pauses (DIR/kproto-loopwatch.json)")
     ap.add_argument("--no-freeze", action="store_true", help="with --loopwatch: kproto without gc.freeze() "
@@ -379,6 +405,22 @@ def make_targets(names: list[str], kafka_home: str | None, settings: dict[str, s
     return out
 
 
+def _pause_others(active, targets: list, pause: bool) -> None:
+    """SIGSTOP every broker but ``active`` (SIGCONT it): an idle JVM still
+    spends CPU (its GC, timers, the log cleaner), and on a small machine that
+    CPU is taken from the broker being measured. Both brokers get the same
+    treatment."""
+    import signal
+    for t in targets:
+        try:
+            if t is active or not pause:
+                os.kill(t.pid, signal.SIGCONT)
+            else:
+                os.kill(t.pid, signal.SIGSTOP)
+        except (OSError, AttributeError):
+            pass
+
+
 def run(args) -> dict:
     settings = dict(s.split("=", 1) for s in args.broker_set)
     names = [t.strip() for t in (args.targets or "kproto,kafka").split(",") if t.strip()]
@@ -399,6 +441,7 @@ def run(args) -> dict:
             # a fresh JVM compiles its hot paths under the first load; kproto
             # gets the same treatment. Not reported.
             for t in targets:
+                _pause_others(t, targets, args.pause_idle)
                 print(f"{t.label}: warming up {args.warmup_seconds:.0f} s at {max(args.rates)}/s", flush=True)
                 try:
                     run_case(t, max(args.rates), max(args.sizes), acks[-1], max(args.partitions),
@@ -409,6 +452,7 @@ def run(args) -> dict:
         for rep in range(args.reps):
             for rate, size, ack, parts in cases:
                 for t in targets:  # A B, then A B again in the next repetition
+                    _pause_others(t, targets, args.pause_idle)
                     n += 1
                     topic = f"lat-{t.name}-r{rate}-s{size}-a{ack}-p{parts}-{rep}"
                     entry = {"target": t.name, "rep": rep, "rate": rate, "size": size, "acks": ack,
@@ -421,6 +465,7 @@ def run(args) -> dict:
                     doc["cases"].append(entry)
                     print(row(entry), flush=True)
     finally:
+        _pause_others(None, targets, args.pause_idle)
         for t in targets:
             try:
                 t.stop()
@@ -430,7 +475,7 @@ def run(args) -> dict:
 
 
 COLUMNS = ("ack p50 ms", "ack p99 ms", "ack p999 ms", "ack max ms", "e2e p50 ms", "e2e p99 ms", "e2e p999 ms",
-           "e2e max ms", "loop p99 ms", "loop max ms", "broker cpu %", "load avg")
+           "e2e max ms", "loop p99 ms", "loop max ms", "broker cpu %", "runq wait %", "load avg")
 HEADER = f"{'case':<30} {'target':<7} {'rep':>3} " + " ".join(f"{c.replace(' ms', ''):>9}" for c in COLUMNS)
 
 
