@@ -17,6 +17,7 @@ from broker.flusher import Flusher
 from broker.groups.coordinator import GroupCoordinator
 from broker.metadata.image import MetadataImage
 from broker.metadata.log import METADATA_TOPIC, MetadataLog
+from broker.checkpoint_writer import CheckpointWriter
 from broker.metrics import LISTENER_KEY, BrokerMetrics, parse_listener, watch_event_loop
 from broker.producer_ids import ProducerIdManager
 from broker.quorum.leadership import become_sole_leader, bootstrap_batch_records, bootstrap_voters
@@ -78,6 +79,7 @@ class Broker:
         self.transactions = None
         self.producers = ProducerStateManager()
         self.flusher = Flusher()  # fsyncs in worker threads, group commit
+        self.checkpoints = CheckpointWriter()  # periodic checkpoint files, written off the event loop
         self.security = None  # broker.security.manager.SecurityManager, set in run()
         self.authorizer = None  # broker.security.acls.Authorizer when authorizer.class.name is set
         self.quotas = None  # broker.security.quotas.QuotaManager
@@ -223,6 +225,8 @@ class Broker:
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.flusher.run)
+                await nursery.start(self.checkpoints.run)
+                self.logs.set_checkpoint_writer(self.checkpoints.submit)
                 addresses = []
                 for e in self.config.broker_listeners:
                     host, port = await nursery.start(run_listener, e.bind_host, e.port, dispatcher,

@@ -126,6 +126,10 @@ class LogDirs:
         for mgr in self.managers.values():
             mgr.set_flush_scheduler(on_flush_due)
 
+    def set_checkpoint_writer(self, submit) -> None:
+        for mgr in self.managers.values():
+            mgr.set_checkpoint_writer(submit)
+
     @property
     def had_clean_shutdown(self) -> bool:
         return all(m.had_clean_shutdown for m in self.managers.values())
