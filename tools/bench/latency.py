@@ -4,7 +4,9 @@ Each case (offered records/s, record size, acks, partitions) runs against
 every target in turn, alternating A B A B over the repetitions, on brokers
 that stay up for the whole run (the ones not being measured are paused
 with SIGSTOP, so an idle JVM's background work does not take the CPU of the
-broker being measured). Several producer processes share the offered
+broker being measured), each in a session of its own (a scheduler
+autogroup: the broker competes with the machine's other work as one unit,
+not thread by thread with the clients). Several producer processes share the offered
 rate (the client is not the limit); each record carries the time it was
 *scheduled* to be sent (CLOCK_MONOTONIC, shared by the processes of one
 machine), so a client or broker that falls behind is charged for the
@@ -341,6 +343,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--broker-set", action="append", default=[], metavar="KEY=VALUE",
                     help="a setting for every broker (kproto --set, a line of Kafka's server.properties)")
     ap.add_argument("--kafka-home", default=os.environ.get("KAFKA_HOME"), help="default $KAFKA_HOME")
+    ap.add_argument("--same-session", dest="own_session", action="store_false",
+                    help="start the brokers in the benchmark's session (default: each in a session, hence a "
+                    "scheduler autogroup, of its own, niced like the benchmark)")
     ap.add_argument("--no-pause-idle", dest="pause_idle", action="store_false",
                     help="keep the other brokers running during a case (default: SIGSTOP them, SIGCONT after)")
     ap.add_argument("--loopwatch", metavar="DIR", help="run kproto under tools/bench/loopwatch.py: slow event-loop "
@@ -405,6 +410,23 @@ def make_targets(names: list[str], kafka_home: str | None, settings: dict[str, s
     return out
 
 
+def _autogroup_nice(pid: int) -> None:
+    """A broker in a session of its own is a scheduler autogroup of its own
+    (Linux, sched_autogroup_enabled): it competes with the machine's other
+    sessions as one, whatever its thread count, instead of with the clients
+    in the benchmark's session, where one trio thread weighs as little as
+    one of the JVM's hundred. Its group gets the benchmark session's group
+    weight (its autogroup nice), so it takes no more than the session that
+    started it would."""
+    try:
+        with open("/proc/self/autogroup") as f:
+            nice = f.read().split()[-1]     # "/autogroup-123 nice 0"
+        with open(f"/proc/{pid}/autogroup", "w") as f:
+            f.write(nice)
+    except OSError:
+        pass
+
+
 def _pause_others(active, targets: list, pause: bool) -> None:
     """SIGSTOP every broker but ``active`` (SIGCONT it): an idle JVM still
     spends CPU (its GC, timers, the log cleaner), and on a small machine that
@@ -432,7 +454,10 @@ def run(args) -> dict:
            "targets": {}, "cases": []}
     try:
         for t in targets:
+            t.new_session = args.own_session
             t.start()
+            if args.own_session:
+                _autogroup_nice(t.pid)
             if t.name == "kproto":
                 t.metrics_url = t.proc.metrics_url
             doc["targets"][t.name] = t.label + (f" {t.version}" if getattr(t, "version", None) else "")
