@@ -27,6 +27,7 @@ import json
 import math
 import multiprocessing as mp
 import os
+import statistics
 import struct
 import sys
 import time
@@ -490,7 +491,7 @@ def run(args) -> dict:
                     doc["cases"].append(entry)
                     print(row(entry), flush=True)
     finally:
-        _pause_others(None, targets, args.pause_idle)
+        _pause_others(None, targets, False)    # every broker running again, to shut down cleanly
         for t in targets:
             try:
                 t.stop()
@@ -573,8 +574,7 @@ def plot(doc: dict, path: str) -> None:
                 for pct, style in styles.items():
                     ys = []
                     for r in rates:
-                        xs = sorted(e[f"{kind} {pct} ms"] for e in es if e["rate"] == r)
-                        ys.append(xs[len(xs) // 2])
+                        ys.append(statistics.median(e[f"{kind} {pct} ms"] for e in es if e["rate"] == r))
                     ax.plot(rates, ys, style, marker="o", color=colors.get(target), label=f"{target} {pct}")
             ax.set_xscale("log")
             ax.set_yscale("log")

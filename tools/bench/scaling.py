@@ -6,7 +6,9 @@ measures that layout on the machine at hand: for each process count N, N
 independent single-node brokers each get 1/N of the partitions, and N client
 processes (one per broker, each its own producer and consumer) drive them at
 the same time. Reported: aggregate records/s and MiB/s from the first
-client's start to the last one's end, and each broker's CPU share, for
+client's start to the last one's end, each broker's CPU share and the
+brokers' CPU seconds per GiB (written plus read: what must stay flat for
+processes to scale), for
 N = 1 and N = 2 (or --processes), alternating over --reps.
 
   python -m tools.bench scaling --processes 1,2 --partitions 6 --size 1024 --records 200000 --reps 2
@@ -76,6 +78,8 @@ def run_layout(n: int, partitions: int, records: int, size: int, acks: str) -> d
             res[f"{phase} MiB/s"] = total * size / (end - begin) / (1 << 20)
         wall = max(r["consume"][1] for r in results) - min(r["produce"][0] for r in results)
         res["broker cpu % each"] = [round(100 * c / wall, 1) for c in cpu]
+        # written once and read once: the cost per byte should not change with the process count
+        res["broker cpu s per GiB"] = sum(cpu) / (2 * total * size / (1 << 30))
         return res
     finally:
         for b in brokers:
@@ -98,7 +102,7 @@ def main(argv=None) -> int:
     counts = [int(x) for x in args.processes.split(",")]
     rows = []
     print(f"{'processes':>9} {'rep':>3} {'produce rec/s':>14} {'MiB/s':>7} {'consume rec/s':>14} {'MiB/s':>7} "
-          f"{'broker cpu % each':>20} {'load':>5}", flush=True)
+          f"{'broker cpu % each':>20} {'cpu s/GiB':>9} {'load':>5}", flush=True)
     for rep in range(args.reps):
         for n in counts:
             try:
@@ -111,7 +115,7 @@ def main(argv=None) -> int:
             rows.append(r)
             print(f"{n:>9} {rep:>3} {r['produce records/s']:>14,.0f} {r['produce MiB/s']:>7.1f} "
                   f"{r['consume records/s']:>14,.0f} {r['consume MiB/s']:>7.1f} "
-                  f"{str(r['broker cpu % each']):>20} {r['load avg']:>5.1f}", flush=True)
+                  f"{str(r['broker cpu % each']):>20} {r['broker cpu s per GiB']:>9.2f} {r['load avg']:>5.1f}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "cpus": os.cpu_count(), "rows": rows}, f, indent=1)
