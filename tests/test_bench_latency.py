@@ -62,7 +62,8 @@ def test_latency_workload_reports_sane_figures(tmp_path):
         assert 0 < p50 <= p99 <= p999 <= top < 10_000, (kind, p50, p99, p999, top)
     # a record is consumed after it is written: end to end is not faster than the ack's median
     assert case["e2e p50 ms"] >= 0.5 * case["ack p50 ms"]
-    assert case["loop samples"] > 50 and 0 <= case["loop p99 ms"] <= case["loop max ms"]
+    assert case["loop samples"] > 10 and 0 <= case["loop p99 ms"] <= case["loop max ms"]
+    assert case["produce requests"] > 0 and case["fetch requests"] > 0 and case["cpu us/request"] > 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     line = next(ln for ln in proc.stdout.splitlines() if "kproto" in ln and "acks=all" in ln)
     assert "error" not in line

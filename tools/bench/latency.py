@@ -188,6 +188,10 @@ def scrape_loop_lag(metrics_url: str | None) -> dict | None:
         return None
     out = {}
     for line in text.splitlines():
+        if line.startswith("kafka_network_requestmetrics_requests_total{"):
+            req = line.split('request="', 1)[1].split('"', 1)[0]
+            if req in ("Produce", "Fetch"):
+                out[req] = out.get(req, 0.0) + float(line.rsplit(" ", 1)[1])
         if line.startswith("kproto_event_loop_delay_seconds_bucket{"):
             le = line.split('le="', 1)[1].split('"', 1)[0]
             out[math.inf if le == "+Inf" else float(le)] = float(line.rsplit(" ", 1)[1])
@@ -199,11 +203,16 @@ def lag_percentiles(before: dict | None, after: dict | None) -> dict:
     (upper bounds of the buckets, milliseconds)."""
     if not before or not after:
         return {}
+    res = {}
+    for req in ("Produce", "Fetch"):   # request counts ride along in the same scrape
+        if req in after:
+            res[f"{req.lower()} requests"] = int(after.pop(req) - before.pop(req, 0.0))
+        before.pop(req, None)
     diff = sorted((le, after[le] - before.get(le, 0.0)) for le in after)
     total = diff[-1][1]
     if total <= 0:
-        return {}
-    res = {"loop samples": int(total)}
+        return res
+    res["loop samples"] = int(total)
     for name, q in (("loop p50 ms", 50), ("loop p99 ms", 99), ("loop p999 ms", 99.9), ("loop max ms", 100)):
         rank = max(1.0, math.ceil(q / 100 * total))
         le = next(le for le, n in diff if n >= rank)
@@ -311,6 +320,10 @@ def run_case(target, rate: int, size: int, acks: str, partitions: int, seconds: 
             res[f"{name} {label} ms"] = h.percentile(q) / 1e3
         res[f"{name} max ms"] = h.max / 1e3 if h.total else math.nan
     res.update(lag_percentiles(lag_before, lag_after))
+    n = res.get("produce requests", 0) + res.get("fetch requests", 0)
+    if n:   # what the broker's CPU went on: kproto's cost is per request more than per record
+        res["requests/s"] = n / max(elapsed, 1e-9)
+        res["cpu us/request"] = cpu * 1e6 / n
     return res
 
 
@@ -501,7 +514,8 @@ def run(args) -> dict:
 
 
 COLUMNS = ("ack p50 ms", "ack p99 ms", "ack p999 ms", "ack max ms", "e2e p50 ms", "e2e p99 ms", "e2e p999 ms",
-           "e2e max ms", "loop p99 ms", "loop max ms", "broker cpu %", "runq wait %", "load avg")
+           "e2e max ms", "loop p99 ms", "loop max ms", "broker cpu %", "runq wait %", "requests/s",
+           "cpu us/request", "load avg")
 HEADER = f"{'case':<30} {'target':<7} {'rep':>3} " + " ".join(f"{c.replace(' ms', ''):>9}" for c in COLUMNS)
 
 
