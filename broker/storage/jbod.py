@@ -230,9 +230,9 @@ class LogDirs:
             first = first or props
         return first
 
-    def periodic(self, now_ms: int | None = None) -> None:
+    def periodic(self, now_ms: int | None = None, **kw) -> None:
         for mgr in self.managers.values():
-            mgr.periodic(now_ms)
+            mgr.periodic(now_ms, **kw)
 
     def clean(self, now_ms: int | None = None, budget_s: float = 0.05) -> bool:
         busy = False

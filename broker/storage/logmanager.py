@@ -379,8 +379,10 @@ class LogManager:
 
     # ============================================================= chores
 
-    def periodic(self, now_ms: int | None = None) -> None:
-        """Run whatever background work is due; call every second or so."""
+    def periodic(self, now_ms: int | None = None, clean_budget_s: float = CLEANER_SLICE_S) -> None:
+        """Run whatever background work is due; call every second or so.
+        ``clean_budget_s=0``: no compaction here (the broker runs the cleaner
+        in small slices of its own)."""
         now_ms = _now_ms() if now_ms is None else now_ms
         s = self.settings
         for plog in list(self._logs.values()):
@@ -400,7 +402,8 @@ class LogManager:
             self._last_start_checkpoint = now_ms
             self._periodic_checkpoint(LOG_START_OFFSET_CHECKPOINT, self._log_start_offsets())
         self._finish_deletions(now_ms)
-        self.clean(now_ms, CLEANER_SLICE_S)
+        if clean_budget_s > 0:
+            self.clean(now_ms, clean_budget_s)
 
     # ============================================================ compaction
 
