@@ -241,3 +241,25 @@ def test_timers_stop_when_the_shell_is_cancelled():
         assert toy.fired == []
 
     _run(main)
+
+
+def test_effects_applied_while_effects_are_being_done_wait_their_turn():
+    async def main():
+        toy = Toy()
+        trace = []
+        shell = None
+
+        def write(item):
+            trace.append(f"start {item}")
+            if item == "a":
+                fx = Fx()
+                fx.appends.append("b")
+                shell.apply(fx)     # e.g. the other coordinator calling back
+            trace.append(f"end {item}")
+            return ErrorCode.NONE
+
+        shell = CoordinatorShell(toy, "toy", {"appends": sync_output(write)}, clock=mock_ms)
+        assert await shell.call(toy.put, "a") == "ok a"
+        assert trace == ["start a", "end a", "start b", "end b"]
+
+    _run(main)
