@@ -65,15 +65,17 @@ class Ticket:
 
 @dataclass
 class Output:
-    write: Callable[[Any, Callable[[Any], None]], None]
+    write: Optional[Callable[[Any, Callable[[Any], None]], None]] = None
     done: Optional[Callable[[Any, Any, int], Any]] = None
     holds_answers: bool = False
     fail_answer: Optional[Callable[[Any, Any], Any]] = None
+    sync: Optional[Callable[[Any], Any]] = None     # instead of write: durable (or failed) when it returns
 
 
 def sync_output(fn: Callable[[Any], Any], **kwargs) -> Output:
-    """An output whose write is done (durable or failed) when fn returns."""
-    return Output(write=lambda item, complete: complete(fn(item)), **kwargs)
+    """An output whose write is done (durable or failed) when fn returns
+    its outcome: the common case, without a completion callback per item."""
+    return Output(sync=fn, **kwargs)
 
 
 class _Step:
@@ -108,15 +110,15 @@ class CoordinatorShell:
         if self._closed:
             raise CoordinatorClosed(f"the {self.name} is closed")
         ticket = Ticket()
-        self._waiting.add(ticket)
-        try:
-            self.apply(method(ticket, self.now_ms(), *args, **kwargs))
-            if not ticket.event.is_set():
+        self.apply(method(ticket, self.now_ms(), *args, **kwargs))
+        if not ticket.event.is_set():
+            self._waiting.add(ticket)
+            try:
                 await ticket.event.wait()
-        finally:
-            self._waiting.discard(ticket)
-        if ticket.closed:
-            raise CoordinatorClosed(f"the {self.name} closed before answering")
+            finally:
+                self._waiting.discard(ticket)
+            if ticket.closed:
+                raise CoordinatorClosed(f"the {self.name} closed before answering")
         return ticket.result
 
     def apply(self, fx) -> None:
@@ -124,38 +126,59 @@ class CoordinatorShell:
         is left (re-entrant calls queue behind the running one)."""
         if fx is None:
             return
-        self._queue.append(fx)
         if self._applying:
+            self._queue.append(fx)
             return
         self._applying = True
         try:
-            while self._queue:
-                self._do(self._queue.popleft())
+            self._do(fx)
+            queue = self._queue
+            while queue:
+                self._do(queue.popleft())
         finally:
             self._applying = False
-        self._wake_timers()
+        if self._timer_scope is not None:
+            self._wake_timers()
 
     def _do(self, fx) -> None:
         answers = fx.responses
-        step = None
+        later = None                 # answers waiting for writes completed later
+        failure = fail = None        # the first failed write holding answers
         for name, out in self.outputs:
             items = getattr(fx, name, None)
             if not items:
                 continue
+            hold = out.holds_answers and answers
             for item in items:
-                if out.holds_answers and answers:
-                    if step is None:
-                        step = _Step(answers)
-                    step.waiting += 1
-                    self._write(out, item, step)
+                if out.sync is not None:
+                    try:
+                        outcome = out.sync(item)
+                    except Exception:
+                        log.exception("%s: writing %r failed", self.name, item)
+                        outcome = ErrorCode.UNKNOWN_SERVER_ERROR
+                    if out.done is not None:
+                        more = out.done(item, outcome, self.now_ms())
+                        if more is not None:
+                            self._queue.append(more)   # done after this step, by apply's loop
+                    if hold and outcome and failure is None:
+                        failure, fail = outcome, out.fail_answer
+                elif hold:
+                    if later is None:
+                        later = _Step(answers)
+                    later.waiting += 1
+                    self._write(out, item, later)
                 else:
                     self._write(out, item, None)
-        if step is None:
+        if later is None:
+            if failure is not None and fail is not None:
+                answers = [(ticket, fail(result, failure)) for ticket, result in answers]
             self._answer(answers)
         else:
-            step.armed = True
-            if step.waiting == 0:
-                self._release(step)
+            if failure is not None and later.failure is None:
+                later.failure, later.fail_answer = failure, fail
+            later.armed = True
+            if later.waiting == 0:
+                self._release(later)
 
     def _write(self, out: Output, item, step: _Step | None) -> None:
         finished = False
