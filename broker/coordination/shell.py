@@ -94,7 +94,8 @@ class CoordinatorShell:
     def __init__(self, machine, name: str, outputs: dict[str, Output], clock: Callable[[], int] = wall_clock_ms):
         self.machine = machine
         self.name = name
-        self.outputs = list(outputs.items())
+        self.outputs = dict(outputs)
+        self._plan = [(name, out.sync, out.done, out.holds_answers, out) for name, out in outputs.items()]
         self.now_ms = clock
         self._queue: deque = deque()
         self._applying = False
@@ -144,20 +145,20 @@ class CoordinatorShell:
         answers = fx.responses
         later = None                 # answers waiting for writes completed later
         failure = fail = None        # the first failed write holding answers
-        for name, out in self.outputs:
+        for name, sync, done, holds, out in self._plan:
             items = getattr(fx, name, None)
             if not items:
                 continue
-            hold = out.holds_answers and answers
+            hold = holds and answers
             for item in items:
-                if out.sync is not None:
+                if sync is not None:
                     try:
-                        outcome = out.sync(item)
+                        outcome = sync(item)
                     except Exception:
                         log.exception("%s: writing %r failed", self.name, item)
                         outcome = ErrorCode.UNKNOWN_SERVER_ERROR
-                    if out.done is not None:
-                        more = out.done(item, outcome, self.now_ms())
+                    if done is not None:
+                        more = done(item, outcome, self.now_ms())
                         if more is not None:
                             self._queue.append(more)   # done after this step, by apply's loop
                     if hold and outcome and failure is None:
@@ -172,7 +173,10 @@ class CoordinatorShell:
         if later is None:
             if failure is not None and fail is not None:
                 answers = [(ticket, fail(result, failure)) for ticket, result in answers]
-            self._answer(answers)
+            for ticket, result in answers:
+                if isinstance(ticket, Ticket):
+                    ticket.result = result
+                    ticket.event.set()
         else:
             if failure is not None and later.failure is None:
                 later.failure, later.fail_answer = failure, fail
