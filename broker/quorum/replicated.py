@@ -477,6 +477,7 @@ class ReplicatedMetadata:
         auto-created topics) are created by the active controller: on another node the creation
         is sent to it as a CreateTopics request (the caller answers as when a topic is still being
         created, and clients retry)."""
+        from broker.controller import _internal_rf
         ensure, auto = controller.ensure_internal_topic, controller.auto_create_topics
 
         def ensure_internal_topic(name, partitions, configs):
@@ -484,7 +485,9 @@ class ReplicatedMetadata:
                 return ensure(name, partitions, configs)
             if name not in self.image.topics and name not in self._creating and self._nursery is not None:
                 self._creating.add(name)
-                self._nursery.start_soon(self._create_remotely, [(name, partitions, 1, configs)])
+                # offsets.topic / transaction.state.log.replication.factor, as on the controller
+                rf = _internal_rf(controller.config, name)
+                self._nursery.start_soon(self._create_remotely, [(name, partitions, rf, configs)])
 
         async def auto_create_topics(names):
             if self.is_active_controller:
