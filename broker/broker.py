@@ -22,6 +22,7 @@ from broker.metrics import LISTENER_KEY, BrokerMetrics, parse_listener, watch_ev
 from broker.producer_ids import ProducerIdManager
 from broker.quorum.leadership import become_sole_leader, bootstrap_batch_records, bootstrap_voters
 from broker.quorum.metadata_snapshots import Snapshotter
+from broker.quorum.replicated import ReplicatedMetadata, is_multi_voter
 from broker.quorum.startup import prepare_storage
 from broker.producers import ProducerStateManager
 from broker.replicas import ReplicaManager
@@ -68,6 +69,7 @@ class Broker:
         self._metadata_logs_manager = None
         self.log_dirs = [os.path.abspath(d) for d in config.log_dirs]   # JBOD: partitions spread over them
         self.quorum_voter_set = None
+        self.quorum = None   # broker.quorum.replicated.ReplicatedMetadata on a multi-voter quorum's nodes
         self.cluster_id = None
         self.metadata_version = METADATA_VERSION
         self.features_epoch = 0
@@ -142,6 +144,14 @@ class Broker:
         self.cluster_id = meta["cluster.id"]
         plog = self._metadata_logs().get_or_create(METADATA_TOPIC, 0, METADATA_TOPIC_ID,
                                                    {"segment.bytes": 1 << 30})
+        if is_multi_voter(self.config):
+            # a multi-node quorum: the raft shell replicates the log; the image follows the commit
+            self.quorum = ReplicatedMetadata(self)
+            self.metadata = self.quorum.open(plog)
+            self._open_services(started, 0)
+            self.producer_ids = self.quorum.producer_ids()
+            self.quorum.install_controller_hooks(self.controller)
+            return
         self.metadata = MetadataLog(plog, self.image)
         count = self.metadata.replay()
         # a one-voter quorum elects itself in a new epoch: quorum-state + LeaderChange record
@@ -159,6 +169,9 @@ class Broker:
             metadata_version=self.metadata_version, node_id=self.node_id, voter_set=self.quorum_voter_set,
             sync=self._metadata_logs().sync)
         self.features_epoch = max(self.image.offset, 0)
+        self._open_services(started, count)
+
+    def _open_services(self, started, count) -> None:
         self.controller = Controller(self.node_id, self.metadata, self.image, self.config,
                                      self._validate_topic_configs)
         self.producer_ids = ProducerIdManager(self.node_id, self.metadata, self.image)
@@ -228,6 +241,8 @@ class Broker:
                 await nursery.start(self.flusher.run)
                 await nursery.start(self.checkpoints.run)
                 self.logs.set_checkpoint_writer(self.checkpoints.submit)
+                if self.quorum is not None:
+                    await nursery.start(self.quorum.run)
                 addresses = []
                 for e in self.config.broker_listeners:
                     host, port = await nursery.start(run_listener, e.bind_host, e.port, dispatcher,

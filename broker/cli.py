@@ -35,9 +35,13 @@ def main(argv=None) -> None:
     serve.add_argument("--log-level", default="WARNING", help="WARNING (default), INFO or DEBUG")
     from broker import storage_tool
     storage_tool.add_parser(sub)
+    from broker import cluster_tool
+    cluster_tool.add_parser(sub)
     args = ap.parse_args(argv)
     if args.command == "storage":
         raise SystemExit(storage_tool.run(args))
+    if args.command == "cluster":
+        raise SystemExit(cluster_tool.run(args))
     from broker.startup_errors import LOG_LEVELS, explain
     if args.log_level.upper() not in LOG_LEVELS:
         _fail(f"unknown --log-level {args.log_level!r}: use WARNING (default), INFO or DEBUG")

@@ -100,6 +100,9 @@ class Controller:
         return CreatedTopic(spec.name, topic_id, len(replicas), len(replicas[0]), configs), records
 
     def _registered_brokers(self) -> set[int]:
+        brokers = getattr(self.image, "brokers", None)
+        if brokers:   # a multi-node quorum: the brokers registered (and not fenced)
+            return {b for b, r in brokers.items() if not r.fenced}
         return {self.node_id}
 
     def _place(self, rf: int) -> list[int]:

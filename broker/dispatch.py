@@ -94,6 +94,9 @@ class Dispatcher:
             if api_key == ApiKey.API_VERSIONS and version > hi:
                 return self._frame(api_key, 0, correlation_id, unsupported_version_response())
             raise CloseConnection(f"unsupported version {version} of API {api_key}")
+        quorum = getattr(self.broker, "quorum", None)
+        if quorum is not None:   # a multi-node quorum: metadata changes go to the active controller
+            handler = quorum.wrap(api_key, handler)
         try:
             header, request = api.decode_request(frame)
         except (DecodeError, UnsupportedVersionError) as exc:

@@ -104,6 +104,9 @@ def _request_src(msg) -> int:
 
 
 _RAFT_APIS = {52, 53, 54, 1, 59}
+# a broken connection (both halves may fail at once: a group of them) costs the connection only
+_CONN_ERRORS = (OSError, EOFError, trio.BrokenResourceError, trio.ClosedResourceError, ValueError,
+                ExceptionGroup)
 
 
 class QuorumShell:
@@ -129,6 +132,8 @@ class QuorumShell:
         self._fsync_running = False
         self._fsync_wanted = None
         self.leader = m.LeaderChange(m.NO_LEADER, node.epoch)
+        # async (header, request, frame) -> response chunks, for the non-raft APIs of the port
+        self.other_requests = None
 
     # --------------------------------------------------------------- time
 
@@ -258,7 +263,7 @@ class QuorumShell:
                         inflight.append((env, kreq.API_KEY, version))
                         await stream.send_all(api.encode_request(
                             kreq, version, env.correlation_id, client_id=f"raft-{self.node.id}"))
-            except (OSError, EOFError, trio.BrokenResourceError, ValueError) as exc:
+            except _CONN_ERRORS as exc:
                 log.debug("connection to %s: %s", peer, exc)
             await trio.sleep(0.05)
 
@@ -290,6 +295,10 @@ class QuorumShell:
                 while True:
                     frame = await _read_frame(stream, buf)
                     header, kreq = api.decode_request(frame)
+                    if header.request_api_key not in _RAFT_APIS and self.other_requests is not None:
+                        # Envelope, BrokerRegistration...: answered by the broker (broker/quorum/replicated.py)
+                        n.start_soon(self._answer_other, send, header, kreq, frame)
+                        continue
                     if header.request_api_key not in _RAFT_APIS:
                         raise ValueError(f"API {header.request_api_key} on the quorum port")
                     msg = convert.from_request(kreq)
@@ -300,10 +309,19 @@ class QuorumShell:
                     self.node.step(m.Envelope(_request_src(msg), self.node.id, self._token, msg),
                                    self.now_ms())
                     self._pump()
-        except (OSError, EOFError, trio.BrokenResourceError, ValueError) as exc:
+        except _CONN_ERRORS as exc:
             log.debug("inbound connection: %s", exc)
         finally:
             send.close()
+
+    async def _answer_other(self, send, header, kreq, frame):
+        try:
+            chunks = await self.other_requests(header, kreq, frame)
+            send.send_nowait(b"".join(bytes(c) for c in chunks))
+        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+            pass
+        except Exception:
+            log.exception("request %d on the controller listener failed", header.request_api_key)
 
     # ------------------------------------------------------------- queries
 

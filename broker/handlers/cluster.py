@@ -10,6 +10,7 @@ from kproto.messages.describe_cluster_response import DescribeClusterBroker, Des
 from kproto.messages.describe_log_dirs_response import (
     DescribeLogDirsPartition, DescribeLogDirsResponse, DescribeLogDirsResult, DescribeLogDirsTopic)
 
+from broker.quorum.replicated import controller_id, registered_brokers
 from broker.handlers import handles
 from broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS_ALL
 from broker.metadata.log import METADATA_TOPIC
@@ -34,10 +35,14 @@ async def describe_cluster(ctx, req):
             error_message=("The request was sent to an endpoint of type BROKER, but we wanted an endpoint "
                            f"of type {ENDPOINT_TYPES[endpoint_type]}"), brokers=[])
     host, port = broker.advertised_address(ctx.conn.listener if ctx.conn else None)
+    brokers = [DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port, rack=None)]
+    registered = registered_brokers(broker, ctx.conn.listener if ctx.conn else None)
+    if registered:   # a multi-node cluster: every registered broker
+        brokers = [DescribeClusterBroker(broker_id=i, host=h, port=p, rack=r) for i, h, p, r in registered]
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKER_ENDPOINT,
-        cluster_id=broker.cluster_id, controller_id=broker.node_id,
-        brokers=[DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port, rack=None)],
+        cluster_id=broker.cluster_id, controller_id=controller_id(broker),
+        brokers=brokers,
         cluster_authorized_operations=(CLUSTER_OPERATIONS_ALL if req.include_cluster_authorized_operations
                                        else AUTHORIZED_OPERATIONS_OMITTED))
 

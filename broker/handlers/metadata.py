@@ -8,6 +8,7 @@ from kproto.api import ApiKey
 from kproto.errors import ErrorCode, KafkaError
 from kproto.messages.metadata_response import MetadataResponse
 
+from broker.quorum.replicated import controller_id, registered_brokers
 from broker.handlers import handles
 from broker.internal_topics import internal_topic_spec
 from broker.topic_names import INTERNAL_TOPICS, invalid_reason
@@ -100,11 +101,15 @@ async def metadata(ctx, req):
                     log.warning("auto-creation of %s failed: %s", name, exc)
             await broker.controller.auto_create_topics([n for n in to_create if n not in INTERNAL_TOPICS])
     host, port = broker.advertised_address(ctx.conn.listener if ctx.conn else None)
+    brokers = [_Broker(node_id=broker.node_id, host=host, port=port, rack=None)]
+    registered = registered_brokers(broker, ctx.conn.listener if ctx.conn else None)
+    if registered:   # a multi-node cluster: every registered broker
+        brokers = [_Broker(node_id=i, host=h, port=p, rack=r) for i, h, p, r in registered]
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=[_Broker(node_id=broker.node_id, host=host, port=port, rack=None)],
+        brokers=brokers,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=controller_id(broker),
         topics=topics,
         cluster_authorized_operations=(CLUSTER_OPERATIONS_ALL if req.include_cluster_authorized_operations
                                        else AUTHORIZED_OPERATIONS_OMITTED),

@@ -40,6 +40,8 @@ async def describe_quorum(ctx, req):
                               error_message=UNKNOWN_PARTITION_MESSAGE,
                               leader_id=0, leader_epoch=0, high_watermark=0, current_voters=[], observers=[])
                 for p in t.partitions]) for t in req.topics], nodes=[])
+    if getattr(broker, "quorum", None) is not None:   # a multi-node quorum: as its raft node knows it
+        return broker.quorum.describe(ctx.api_version)
     k = broker.config.kraft
     now = int(time.time() * 1000)
     end = broker.metadata.plog.log_end_offset

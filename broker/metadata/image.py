@@ -47,6 +47,8 @@ class MetadataImage:
         # client quotas: frozenset of (entity type, name or None for the default) -> {key: value}
         self.client_quotas: dict[frozenset, dict[str, float]] = {}
         self.delegation_tokens: dict = {}  # token id -> DelegationTokenRecord (the latest for it)
+        # registered brokers (a multi-node quorum): broker id -> RegisterBrokerRecord, with .fenced kept current
+        self.brokers: dict = {}
 
     def apply(self, record) -> None:
         handler = getattr(self, "_apply_" + type(record).__name__, None)
@@ -132,3 +134,22 @@ class MetadataImage:
 
     def _apply_RemoveDelegationTokenRecord(self, r):
         self.delegation_tokens.pop(r.token_id, None)
+
+    def _apply_RegisterBrokerRecord(self, r):
+        self.brokers[r.broker_id] = r
+
+    def _apply_UnregisterBrokerRecord(self, r):
+        self.brokers.pop(r.broker_id, None)
+
+    def _apply_FenceBrokerRecord(self, r):
+        if r.id in self.brokers:
+            self.brokers[r.id].fenced = True
+
+    def _apply_UnfenceBrokerRecord(self, r):
+        if r.id in self.brokers:
+            self.brokers[r.id].fenced = False
+
+    def _apply_BrokerRegistrationChangeRecord(self, r):
+        b = self.brokers.get(r.broker_id)
+        if b is not None and r.fenced in (0, 1):
+            b.fenced = bool(r.fenced)

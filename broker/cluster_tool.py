@@ -1,0 +1,97 @@
+"""`kproto cluster --nodes 3`: a local KRaft cluster for development. It writes one
+server.properties per node (combined broker,controller nodes, or --controllers K voters and the
+rest broker-only), formats every node with `kproto storage format` and one cluster id, starts
+`kproto serve` for each, prints the bootstrap servers and the data directories, and stops them
+all on Ctrl-C. Run it again with the same --dir to restart the same cluster (no new format)."""
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("cluster", help="run a local multi-node KRaft cluster (development)")
+    p.add_argument("--nodes", type=int, default=3, help="number of nodes (default 3)")
+    p.add_argument("--controllers", type=int, default=None,
+                   help="voters; the other nodes are broker-only (default: every node is broker,controller)")
+    p.add_argument("--dir", default=None, help="where the nodes' configs and data go (default: a new temp dir)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--base-port", type=int, default=20092,
+                   help="node i listens on base+i-1, its controller listener on base+100+i-1 (default 20092)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
+                   help="a property for every node (repeatable)")
+    p.add_argument("--log-level", default="WARNING")
+
+
+def node_properties(i: int, nodes: int, controllers: int | None, host: str, base: int, data: str,
+                    extra: dict) -> dict:
+    voters_n = nodes if controllers is None else controllers
+    voters = ",".join(f"{v}@{host}:{base + 100 + v - 1}" for v in range(1, voters_n + 1))
+    is_controller = i <= voters_n
+    roles = ("broker,controller" if controllers is None else "controller") if is_controller else "broker"
+    listeners = [] if roles == "controller" else [f"PLAINTEXT://{host}:{base + i - 1}"]
+    if is_controller:
+        listeners.append(f"CONTROLLER://{host}:{base + 100 + i - 1}")
+    props = {"process.roles": roles, "node.id": str(i), "controller.quorum.voters": voters,
+             "listeners": ",".join(listeners), "controller.listener.names": "CONTROLLER",
+             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+             "log.dirs": data, "kproto.metrics.listener": "off"}
+    if roles != "controller":
+        props["inter.broker.listener.name"] = "PLAINTEXT"
+    props.update(extra)
+    return props
+
+
+def run(args) -> int:
+    base_dir = os.path.abspath(args.dir or tempfile.mkdtemp(prefix="kproto-cluster-"))
+    os.makedirs(base_dir, exist_ok=True)
+    extra = dict(item.split("=", 1) for item in args.set)
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    configs, brokers = [], []
+    for i in range(1, args.nodes + 1):
+        data = os.path.join(base_dir, f"node{i}")
+        props = node_properties(i, args.nodes, args.controllers, args.host, args.base_port, data, extra)
+        path = os.path.join(base_dir, f"node{i}.properties")
+        with open(path, "w") as f:
+            f.write("".join(f"{k}={v}\n" for k, v in props.items()))
+        configs.append((i, path, data))
+        if "broker" in props["process.roles"].split(","):
+            brokers.append(f"{args.host}:{args.base_port + i - 1}")
+        if not os.path.exists(os.path.join(data, "meta.properties")):
+            subprocess.run([sys.executable, "-m", "broker.cli", "storage", "format", f"--cluster-id={cluster_id}",
+                            "-c", path], check=True, stdout=subprocess.DEVNULL)
+    procs = []
+    for i, path, data in configs:
+        log = open(os.path.join(base_dir, f"node{i}.log"), "ab")
+        procs.append(subprocess.Popen([sys.executable, "-m", "broker.cli", "serve", "--config", path,
+                                       "--log-level", args.log_level], stdout=log, stderr=log))
+    print(f"kproto cluster: {args.nodes} nodes, data in {base_dir}")
+    for i, path, data in configs:
+        print(f"  node {i}: config {path}, data {data}, log {os.path.join(base_dir, f'node{i}.log')}")
+    print(f"bootstrap servers: {','.join(brokers)}", flush=True)
+    print("Ctrl-C stops the cluster", flush=True)
+    try:
+        while all(p.poll() is None for p in procs):
+            time.sleep(0.5)
+        dead = [i for (i, _, _), p in zip(configs, procs) if p.poll() is not None]
+        print(f"kproto cluster: node(s) {dead} exited; see their logs. Stopping.", file=sys.stderr)
+        code = 1
+    except KeyboardInterrupt:
+        code = 0
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not leave nodes behind
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    print("kproto cluster: stopped")
+    return code

@@ -1,0 +1,160 @@
+"""Broker liveness and producer-id blocks in a multi-node quorum, over the controller listener, as
+Kafka's brokers talk to the active controller:
+
+- BrokerHeartbeat every `broker.heartbeat.interval.ms`; the active controller fences a registered
+  broker whose heartbeats stop for `broker.session.timeout.ms` (FenceBrokerRecord) and unfences it
+  at its next heartbeat (UnfenceBrokerRecord). A new active controller gives every broker a full
+  session before fencing it. The image's `brokers[id].fenced` is what Metadata and placement use.
+- AllocateProducerIds: a node hands out producer ids from a block the active controller allocated
+  with a ProducerIdsRecord (committed before the block is used, so no id is ever given twice); each
+  node keeps the next block ready so InitProducerId does not wait on the quorum.
+"""
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from kproto.errors import ErrorCode, KafkaError
+from kproto.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
+from kproto.messages.allocate_producer_ids_response import AllocateProducerIdsResponse
+from kproto.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from kproto.messages.broker_heartbeat_response import BrokerHeartbeatResponse
+from kproto.metadata.fence_broker_record import FenceBrokerRecord
+from kproto.metadata.producer_ids_record import ProducerIdsRecord
+from kproto.metadata.unfence_broker_record import UnfenceBrokerRecord
+
+from broker.producer_ids import BLOCK_SIZE, ProducerIdManager
+
+log = logging.getLogger("kproto.quorum")
+
+BROKER_HEARTBEAT = 63
+ALLOCATE_PRODUCER_IDS = 67
+
+
+class Liveness:
+    def __init__(self, quorum):
+        self.q = quorum
+        cfg = quorum.config
+        self.session_s = cfg.get_int("broker.session.timeout.ms") / 1000
+        self.interval_s = cfg.get_int("broker.heartbeat.interval.ms") / 1000
+        self.last_seen: dict[int, float] = {}
+        self._active_since = None
+
+    # ------------------------------------------------------- broker side
+
+    async def heartbeat_loop(self):
+        while True:
+            await trio.sleep(self.interval_s if self.q._registered_epoch is not None else 0.2)
+            b = self.q.image.brokers.get(self.q.node_id)
+            if b is None:
+                continue
+            req = BrokerHeartbeatRequest(broker_id=self.q.node_id, broker_epoch=b.broker_epoch,
+                                         current_metadata_offset=max(self.q.image.offset, 0),
+                                         want_fence=False, want_shut_down=False, offline_log_dirs=[])
+            try:
+                await self.q.to_controller(req, timeout_s=self.interval_s)
+            except Exception as exc:   # noqa: BLE001 - the next heartbeat tries again
+                log.debug("broker heartbeat: %s", exc)
+
+    # --------------------------------------------------- controller side
+
+    async def handle_heartbeat(self, req) -> BrokerHeartbeatResponse:
+        q = self.q
+        if not q.is_active_controller:
+            return BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER, is_fenced=True)
+        b = q.image.brokers.get(req.broker_id)
+        if b is None:
+            return BrokerHeartbeatResponse(error_code=ErrorCode.BROKER_ID_NOT_REGISTERED, is_fenced=True)
+        self.last_seen[req.broker_id] = trio.current_time()
+        if b.fenced and not req.want_fence:
+            try:
+                await q.propose([UnfenceBrokerRecord(id=req.broker_id, epoch=b.broker_epoch)], timeout_ms=5000)
+                log.info("broker %d unfenced", req.broker_id)
+            except KafkaError as exc:
+                return BrokerHeartbeatResponse(error_code=exc.code, is_fenced=True)
+        return BrokerHeartbeatResponse(error_code=0, is_caught_up=True, is_fenced=b.fenced)
+
+    async def fence_loop(self):
+        """On the active controller: fence brokers whose session expired."""
+        while True:
+            await trio.sleep(0.25)
+            q = self.q
+            if not q.is_active_controller:
+                self._active_since = None
+                continue
+            now = trio.current_time()
+            if self._active_since is None:
+                self._active_since = now   # a new controller: everyone gets a full session
+                self.last_seen = {b: now for b in q.image.brokers}
+            for bid, b in list(q.image.brokers.items()):
+                seen = self.last_seen.setdefault(bid, now)
+                if not b.fenced and now - seen > self.session_s:
+                    log.info("broker %d fenced: no heartbeat for %.1f s", bid, now - seen)
+                    try:
+                        q.propose_nowait([FenceBrokerRecord(id=bid, epoch=b.broker_epoch)])
+                    except KafkaError:
+                        pass
+
+    async def handle_allocate(self, req) -> AllocateProducerIdsResponse:
+        q = self.q
+        if not q.is_active_controller:
+            return AllocateProducerIdsResponse(error_code=ErrorCode.NOT_CONTROLLER)
+        start = q.image.next_producer_id
+        try:
+            await q.propose([ProducerIdsRecord(broker_id=req.broker_id, broker_epoch=req.broker_epoch,
+                                               next_producer_id=start + BLOCK_SIZE)], timeout_ms=5000)
+        except KafkaError as exc:
+            return AllocateProducerIdsResponse(error_code=exc.code)
+        return AllocateProducerIdsResponse(error_code=0, producer_id_start=start, producer_id_len=BLOCK_SIZE)
+
+
+class QuorumProducerIds(ProducerIdManager):
+    """Producer ids from blocks the active controller allocated (committed), one block kept ready."""
+
+    def __init__(self, quorum):
+        super().__init__(quorum.node_id, quorum.metadata, quorum.image)
+        self.q = quorum
+        self._spare = None
+        self._want = trio.Event() if _in_trio() else None
+
+    def next_id(self) -> int:
+        if self._next >= self._end:
+            if self._spare is None:
+                if self._want is not None:
+                    self._want.set()
+                raise KafkaError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "no producer id block yet")
+            self._next, self._end = self._spare
+            self._spare = None
+            if self._want is not None:
+                self._want.set()
+        pid = self._next
+        self._next += 1
+        return pid
+
+    async def run(self):
+        self._want = trio.Event()
+        while True:
+            if self._spare is None:
+                b = self.q.image.brokers.get(self.q.node_id)
+                epoch = b.broker_epoch if b is not None else -1
+                try:
+                    resp = await self.q.to_controller(AllocateProducerIdsRequest(
+                        broker_id=self.q.node_id, broker_epoch=epoch), timeout_s=5)
+                    if resp is not None and resp.error_code == 0:
+                        self._spare = (resp.producer_id_start, resp.producer_id_start + resp.producer_id_len)
+                        continue
+                except Exception as exc:   # noqa: BLE001
+                    log.debug("producer id block: %s", exc)
+                await trio.sleep(0.2)
+                continue
+            await self._want.wait()
+            self._want = trio.Event()
+
+
+def _in_trio() -> bool:
+    try:
+        trio.lowlevel.current_task()
+        return True
+    except RuntimeError:
+        return False

@@ -1,0 +1,626 @@
+"""The metadata quorum of a multi-voter cluster, in a `kproto serve` process: the QuorumShell
+(broker/quorum_shell.py) drives a RaftNode over the node's real metadata files
+(broker/quorum/raft_storage.py), and this module connects it to the broker.
+
+- Committed records are applied to the node's MetadataImage on every node (voters and observers),
+  and the MetadataLog's subscribers are told, as for a local append.
+- Only the active controller (the raft leader) appends: ReplicatedMetadataLog.append proposes the
+  records. The leader applies them at once to its own image (as Kafka's active controller works
+  ahead of the commit, so the next validation sees them); if its leadership ends, the image is
+  rebuilt from the committed log, so nothing uncommitted stays. A request that changed metadata is
+  answered only once its records are committed (REQUEST_TIMED_OUT after the request timeout, e.g.
+  with no majority; NOT_CONTROLLER if the leader changed and the records were lost).
+- Forwarding: a metadata-changing request that reaches a node which is not the active controller
+  is forwarded whole, in Kafka's Envelope (API 58), to the leader's controller listener; the leader
+  handles it with its own handlers and the answer goes back to the client unchanged. (Kafka's
+  brokers forward with Envelope too; the authorization is done on the receiving broker here.)
+- Broker registration: every node with the broker role registers with the active controller
+  (BrokerRegistration over the controller listener): a RegisterBrokerRecord with its advertised
+  endpoints, so Metadata on every node lists all brokers (MetadataImage.brokers).
+
+API for broker code: `await broker.quorum.propose(records)` (on the active controller: await the
+commit), `await broker.quorum.to_controller(request)` (a controller RPC from any node, answered by
+the active controller; register more with `broker.quorum.controller_rpcs[api_key] = handler`),
+`broker.quorum.is_active_controller`, `broker.quorum.active_controller_id`, `broker.image.brokers`
+(registered brokers, `fenced` flag).
+"""
+from __future__ import annotations
+
+import contextvars
+import logging
+import random
+import time
+import uuid
+
+import trio
+
+from kproto import api
+from kproto.api import ApiKey
+from kproto.errors import ErrorCode, KafkaError
+from kproto.messages.envelope_request import EnvelopeRequest
+from kproto.messages.envelope_response import EnvelopeResponse
+
+from broker.metadata import serde
+from broker.metadata.image import MetadataImage
+from broker.metadata.log import MetadataLog
+from broker.quorum import metadata_snapshots, snapshots
+from broker.quorum.liveness import ALLOCATE_PRODUCER_IDS, BROKER_HEARTBEAT, Liveness, QuorumProducerIds
+from broker.quorum.raft_storage import LogStorage
+from broker.quorum_shell import _CONN_ERRORS, QuorumShell, _read_frame
+from raft import messages as m
+from raft.node import LEADER, RaftConfig, RaftNode
+
+log = logging.getLogger("kproto.quorum")
+
+# the requests that change cluster metadata: handled by the active controller (Kafka forwards them)
+FORWARDED = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
+             ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.CREATE_ACLS,
+             ApiKey.DELETE_ACLS, ApiKey.ALTER_CLIENT_QUOTAS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+             ApiKey.CREATE_DELEGATION_TOKEN, ApiKey.RENEW_DELEGATION_TOKEN,
+             ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.UPDATE_FEATURES, ApiKey.DESCRIBE_QUORUM}
+ENVELOPE = 58
+BROKER_REGISTRATION = 62
+DEFAULT_TIMEOUT_MS = 30000
+
+# the proposals made while handling the current request (awaited before it is answered)
+_pending: contextvars.ContextVar = contextvars.ContextVar("kproto_quorum_pending", default=None)
+
+
+def is_multi_voter(config) -> bool:
+    k = config.kraft
+    return k is not None and len(k.voters) > 1
+
+
+class _ForwardedConn:
+    """The connection a forwarded request is handled on at the leader."""
+    __slots__ = ("transport", "peer", "listener", "client_software", "session", "forwarded")
+
+    def __init__(self, listener):
+        self.transport = None
+        self.peer = ("forwarded", 0)
+        self.listener = listener
+        self.client_software = None
+        self.session = None
+        self.forwarded = True
+
+
+class ReplicatedMetadataLog(MetadataLog):
+    """The MetadataLog of a quorum node: append proposes (leader only); records reach the image
+    when committed (or at once on the leader, which reverts if its leadership ends)."""
+
+    def __init__(self, plog, image, quorum):
+        super().__init__(plog, image)
+        self.quorum = quorum
+
+    def replay(self) -> int:
+        return 0   # the image is built from committed entries as the quorum hands them over
+
+    def append(self, records: list) -> int:
+        return self.quorum.propose_nowait(records)
+
+
+class ReplicatedMetadata:
+    def __init__(self, broker):
+        self.broker = broker
+        self.config = broker.config
+        k = broker.config.kraft
+        self.k = k
+        self.node_id = k.node_id
+        self.voters = dict(k.voters)
+        self.image: MetadataImage = broker.image
+        self.shell: QuorumShell | None = None
+        self.metadata: ReplicatedMetadataLog | None = None
+        self.storage: LogStorage | None = None
+        self.dispatcher = None
+        self._was_leader = False
+        self._bootstrapped = False
+        self._registered_epoch = None
+        self.commit_count = 0
+        self._nursery = None
+        self._creating: set = set()
+        # more controller RPCs (api key -> async handler(request) -> response), e.g. AlterPartition:
+        # served on the active controller, reached from any node with to_controller(request)
+        self.controller_rpcs: dict = {}
+
+    # ---------------------------------------------------------------- open
+
+    def open(self, plog) -> ReplicatedMetadataLog:
+        k = self.k
+        self.storage = LogStorage(plog, self.voters)
+        persisted = self.storage.load()
+        cfg = RaftConfig(
+            self.node_id, tuple(sorted(self.voters)), election_timeout_ms=k.election_timeout_ms,
+            fetch_timeout_ms=k.fetch_timeout_ms, election_backoff_max_ms=k.election_backoff_max_ms,
+            request_timeout_ms=k.request_timeout_ms, retry_backoff_ms=k.retry_backoff_ms,
+            fetch_max_wait_ms=min(500, max(50, k.fetch_timeout_ms // 4)),
+            max_bytes_between_snapshots=k.max_record_bytes_between_snapshots, pre_vote=False)
+        self._raft_args = (cfg, persisted)
+        node = RaftNode(cfg, random.Random(), QuorumShell.now_ms() if _in_trio() else 0, persisted)
+        self.shell = QuorumShell(node, self.voters, self.storage, cluster_id=self.broker.cluster_id,
+                                 on_commit=self._on_commit, on_load_snapshot=self._on_load_snapshot,
+                                 take_snapshot=self._take_snapshot, on_leader=self._on_leader)
+        self.shell.other_requests = self._serve_other
+        self.metadata = ReplicatedMetadataLog(plog, self.image, self)
+        self.liveness = Liveness(self)
+        return self.metadata
+
+    def producer_ids(self):
+        """The broker's producer-id source: blocks allocated by the active controller."""
+        return QuorumProducerIds(self)
+
+    async def to_controller(self, request, timeout_s: float = 5.0):
+        """A controller RPC (BrokerRegistration, BrokerHeartbeat, AllocateProducerIds) to the active
+        controller: handled here when this node is it. None when there is no leader."""
+        if self.is_active_controller:
+            return await self._controller_rpc(request.API_KEY, request)
+        leader = self.active_controller_id
+        if leader < 0 or leader == self.node_id or leader not in self.voters:
+            return None
+        with trio.move_on_after(timeout_s):
+            return await self._call(leader, request)
+        return None
+
+    async def _controller_rpc(self, key: int, request):
+        extra = self.controller_rpcs.get(key)
+        if extra is not None:
+            return await extra(request)
+        if key == BROKER_REGISTRATION:
+            return await self._register(request)
+        if key == BROKER_HEARTBEAT:
+            return await self.liveness.handle_heartbeat(request)
+        if key == ALLOCATE_PRODUCER_IDS:
+            return await self.liveness.handle_allocate(request)
+        raise ValueError(f"API {key} on the controller listener")
+
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED):
+        """Bind the controller listener (controller role) and run the quorum until cancelled."""
+        from broker.dispatch import Dispatcher
+        self.dispatcher = Dispatcher(self.broker)
+        # the node was built before trio started (its timers would have expired at once): build it
+        # again now, on trio's clock, from the same stored state
+        cfg, persisted = self._raft_args
+        self.shell.node = RaftNode(cfg, random.Random(), QuorumShell.now_ms(), persisted)
+        self.shell.leader = m.LeaderChange(m.NO_LEADER, self.shell.node.epoch)
+        listeners = []
+        if self.k.is_controller:
+            for e in self.k.controller_endpoints:
+                ls = await trio.open_tcp_listeners(e.port, host=e.bind_host if hasattr(e, "bind_host") else e.host)
+                listeners.extend(ls)
+                port = ls[0].socket.getsockname()[1]
+                self.broker.bound.append((e.name, e.host or "0.0.0.0", port))
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            await nursery.start(self.shell.run, listeners)
+            nursery.start_soon(self._bootstrap_loop)
+            if self.k.is_controller:
+                nursery.start_soon(self.liveness.fence_loop)
+            if self.k.is_broker:
+                nursery.start_soon(self._registration_loop)
+                nursery.start_soon(self.liveness.heartbeat_loop)
+                if isinstance(self.broker.producer_ids, QuorumProducerIds):
+                    nursery.start_soon(self.broker.producer_ids.run)
+            task_status.started()
+
+    # ------------------------------------------------------------ state
+
+    @property
+    def node(self) -> RaftNode:
+        return self.shell.node
+
+    @property
+    def is_active_controller(self) -> bool:
+        # the leader, once every entry before its epoch is committed and in the image (its own
+        # proposals are applied ahead of the commit, so the image must be complete first)
+        node = self.node
+        return node.role == LEADER and node.applied > node.epoch_start_offset
+
+    @property
+    def active_controller_id(self) -> int:
+        lc = self.shell.leader
+        return lc.leader_id if lc is not None else -1
+
+    # -------------------------------------------------------- committed
+
+    def _apply_records(self, offset: int, records: list) -> None:
+        for r in records:
+            self.image.apply(r)
+        self.image.offset = offset
+        for listener in self.metadata._listeners:
+            try:
+                listener(records)
+            except Exception:
+                log.exception("metadata listener failed")
+
+    def _on_commit(self, entries) -> None:
+        batch, last = [], None
+        for e in entries:
+            if e.offset <= self.image.offset:
+                continue   # the leader applied its own proposals already
+            batch.append(serde.decode(e.data))
+            last = e.offset
+            self.commit_count += 1
+        if batch:
+            self._apply_records(last, batch)
+
+    def _on_load_snapshot(self, sid, data) -> None:
+        self._reset_image()
+        snap = snapshots.decode(data) if data else None
+        if snap is not None:
+            for r in snap.records:
+                self.image.apply(r)
+        self.image.offset = sid.end_offset - 1
+        for listener in self.metadata._listeners:
+            listener([])
+
+    def _take_snapshot(self, sid) -> bytes:
+        # from the committed state only (the leader's image may be ahead of the commit)
+        image = self._committed_image(sid.end_offset)
+        return snapshots.encode(metadata_snapshots.image_records(image, self.broker.metadata_version,
+                                                                 self.node_id),
+                                last_contained_timestamp=int(time.time() * 1000))
+
+    def _committed_image(self, upto: int) -> MetadataImage:
+        node = self.node
+        image = MetadataImage()
+        if node.snapshot_id is not None and node.snapshot_data:
+            for r in snapshots.decode(node.snapshot_data).records:
+                image.apply(r)
+        for e in node.entries:
+            if e.offset >= upto:
+                break
+            if not e.control:
+                image.apply(serde.decode(e.data))
+        image.offset = upto - 1
+        return image
+
+    def _reset_image(self) -> None:
+        fresh = MetadataImage()
+        self.image.__dict__.clear()
+        self.image.__dict__.update(fresh.__dict__)
+
+    def _rebuild(self) -> None:
+        """Back to the committed state (a leader that lost its leadership drops what did not commit)."""
+        upto = self.node.applied
+        committed = self._committed_image(upto)
+        self.image.__dict__.clear()
+        self.image.__dict__.update(committed.__dict__)
+        for listener in self.metadata._listeners:
+            listener([])
+        log.info("metadata image rebuilt from the committed log (up to offset %d)", upto)
+
+    def _on_leader(self, change: m.LeaderChange) -> None:
+        leader = change.leader_id == self.node_id and self.node.role == LEADER
+        if self._was_leader and not leader and self.image.offset >= self.node.applied:
+            self._rebuild()
+        self._was_leader = leader
+        log.info("metadata quorum: leader %s in epoch %d", change.leader_id, change.epoch)
+        if self.metadata is not None:
+            self.metadata.leader_epoch = change.epoch
+
+    async def _bootstrap_loop(self):
+        while not self._bootstrapped:
+            await trio.sleep(0.05)
+            self._maybe_bootstrap()
+
+    def _maybe_bootstrap(self) -> None:
+        """The first leader of a new cluster writes the bootstrap records (metadata.version), once
+        every earlier entry is committed (its own epoch's first entry is)."""
+        if self._bootstrapped or not self.is_active_controller:
+            return
+        self._bootstrapped = True
+        if "metadata.version" in self.image.features:
+            return
+        from broker.quorum.leadership import bootstrap_batch_records
+        try:
+            self.propose_nowait(bootstrap_batch_records(self.broker.metadata_log_dir,
+                                                        self.broker.metadata_version))
+        except KafkaError:
+            self._bootstrapped = False
+
+    # -------------------------------------------------------- proposals
+
+    def propose_nowait(self, records: list) -> int:
+        """Propose records (leader only) and apply them to this node's image at once; the current
+        request waits for their commit. Raises KafkaError(NOT_CONTROLLER) on another node."""
+        if not records:
+            return self.image.offset
+        if not self.is_active_controller:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "This node is not the active controller.")
+        datas = [serde.encode(r) for r in records]
+        p = self.node.propose(datas)
+        if isinstance(p, m.NotLeader):
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "This node is not the active controller.")
+        done = trio.Event()
+        result = {}
+        self.shell._waiters.setdefault(p.last_offset, []).append((p.epoch, done, result))
+        pending = _pending.get()
+        if pending is not None:
+            pending.append((done, result))
+        self._apply_records(p.last_offset, records)
+        self.shell._pump()
+        return p.last_offset
+
+    async def propose(self, records: list, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+        """Propose records from any node and wait for their commit (forwarded to the leader as a
+        raw record batch when this node does not lead). Raises KafkaError."""
+        token = _pending.set([])
+        try:
+            self.propose_nowait(records)
+            await self._await_pending(timeout_ms)
+        finally:
+            _pending.reset(token)
+
+    async def _await_pending(self, timeout_ms: int) -> None:
+        pending = _pending.get() or []
+        with trio.move_on_after(timeout_ms / 1000) as scope:
+            for done, _result in pending:
+                await done.wait()
+        if scope.cancelled_caught:
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT,
+                             "The request timed out before the metadata records were committed.")
+        for _done, result in pending:
+            if not result.get("ok"):
+                raise KafkaError(ErrorCode.NOT_CONTROLLER,
+                                 "The active controller changed before the records were committed.")
+
+    def describe(self, api_version: int):
+        """DescribeQuorum from the leader's raft node (the request is forwarded to the leader): voters
+        and observers with their log end offsets and wall-clock fetch / caught-up times."""
+        from kproto.messages.describe_quorum_response import Listener, Node
+        resp = self.shell.describe_quorum_response()
+        if api_version >= 2:
+            name = self.k.controller_listener_names[0] if self.k.controller_listener_names else "CONTROLLER"
+            resp.nodes = [Node(node_id=i, listeners=[Listener(name=name, host=h, port=p)])
+                          for i, (h, p) in sorted(self.voters.items())]
+        return resp
+
+    # ------------------------------------------------ request handling
+
+    def wrap(self, api_key: int, handler):
+        """The handler a metadata-changing request runs through on this node (broker/dispatch.py)."""
+        if api_key not in FORWARDED:
+            return handler
+
+        async def run(ctx, request):
+            timeout_ms = getattr(request, "timeout_ms", None) or DEFAULT_TIMEOUT_MS
+            deadline = trio.current_time() + timeout_ms / 1000
+            forwarded = getattr(ctx.conn, "forwarded", False)
+            while True:
+                if self.is_active_controller:
+                    return await self._handle_here(handler, ctx, request, deadline)
+                if forwarded:
+                    return _error(ctx, request, ErrorCode.NOT_CONTROLLER)
+                leader = self.active_controller_id
+                if leader >= 0 and leader != self.node_id and leader in self.voters:
+                    resp = await self._forward(leader, ctx, request, deadline)
+                    if resp is not None:
+                        return resp
+                if trio.current_time() >= deadline:
+                    return _error(ctx, request, ErrorCode.REQUEST_TIMED_OUT)
+                await trio.sleep(0.05)   # no leader yet (an election), or it just changed
+        return run
+
+    async def _handle_here(self, handler, ctx, request, deadline):
+        token = _pending.set([])
+        try:
+            response = await handler(ctx, request)
+            try:
+                await self._await_pending(max(0.0, deadline - trio.current_time()) * 1000)
+            except KafkaError as exc:
+                return _error(ctx, request, exc.code)
+            return response
+        finally:
+            _pending.reset(token)
+
+    async def _forward(self, leader, ctx, request, deadline):
+        """The request in an Envelope to the leader; its answer, or None to try again (the leader
+        went away or is no longer the active controller)."""
+        inner = api.encode_request(request, ctx.api_version, ctx.correlation_id, ctx.client_id)[4:]
+        try:
+            answer = await self._call_while_leader(leader, deadline, EnvelopeRequest(
+                request_data=inner, request_principal=b"", client_host_address=b"\x7f\x00\x00\x01"))
+        except _CONN_ERRORS as exc:
+            log.debug("forwarding to controller %d: %s", leader, exc)
+            return None
+        if answer is None or answer.error_code != 0:
+            return None
+        _corr, resp = api.decode_response(answer.response_data, ctx.api_key, ctx.api_version)
+        if _not_controller(resp):
+            return None   # that node lost its leadership: find the new one
+        return resp
+
+    async def _call_while_leader(self, leader: int, deadline: float, request):
+        """_call, given up (None) at the deadline or once this node sees another leader (the old one
+        may be stopped, not dead: its socket accepts and never answers)."""
+        result = []
+
+        async def call(cancel):
+            result.append(await self._call(leader, request))
+            cancel.cancel()
+
+        with trio.move_on_at(deadline):
+            async with trio.open_nursery() as n:
+                n.start_soon(call, n.cancel_scope)
+                while self.active_controller_id in (leader, -1):
+                    await trio.sleep(0.05)
+                n.cancel_scope.cancel()
+        return result[0] if result else None
+
+    async def _call(self, node_id: int, request):
+        """One request to a voter's controller listener on a connection of its own."""
+        host, port = self.voters[node_id]
+        version = api.version_range(request.API_KEY)[1]
+        stream = await trio.open_tcp_stream(host, port)
+        async with stream:
+            await stream.send_all(api.encode_request(request, version, 1, client_id=f"kproto-{self.node_id}"))
+            frame = await _read_frame(stream, bytearray())
+        _corr, resp = api.decode_response(frame, request.API_KEY, version)
+        return resp
+
+    async def _serve_other(self, header, request, frame) -> bytes:
+        """Requests other than raft's on the controller listener: Envelope (forwarded requests),
+        BrokerRegistration. Returns the whole response frame."""
+        key, version = header.request_api_key, header.request_api_version
+        if key == ENVELOPE:
+            conn = _ForwardedConn(None)
+            chunks = await self.dispatcher.handle(bytes(request.request_data), conn)
+            data = b"".join(bytes(c) for c in chunks)[4:] if chunks else b""
+            response = EnvelopeResponse(response_data=data, error_code=0)
+        else:
+            response = await self._controller_rpc(key, request)
+        return self.dispatcher._frame(key, version, header.correlation_id, response)
+
+    # ------------------------------------------- topics created by brokers
+
+    def install_controller_hooks(self, controller) -> None:
+        """Topics the broker creates on its own (internal topics at the first FindCoordinator,
+        auto-created topics) are created by the active controller: on another node the creation
+        is sent to it as a CreateTopics request (the caller answers as when a topic is still being
+        created, and clients retry)."""
+        ensure, auto = controller.ensure_internal_topic, controller.auto_create_topics
+
+        def ensure_internal_topic(name, partitions, configs):
+            if self.is_active_controller:
+                return ensure(name, partitions, configs)
+            if name not in self.image.topics and name not in self._creating and self._nursery is not None:
+                self._creating.add(name)
+                self._nursery.start_soon(self._create_remotely, [(name, partitions, 1, configs)])
+
+        async def auto_create_topics(names):
+            if self.is_active_controller:
+                return await auto(names)
+            missing = [(n, -1, -1, {}) for n in names if n not in self.image.topics]
+            if missing:
+                with trio.move_on_after(5):
+                    await self._create_remotely(missing)
+
+        controller.ensure_internal_topic = ensure_internal_topic
+        controller.auto_create_topics = auto_create_topics
+
+    async def _create_remotely(self, topics) -> None:
+        from kproto.messages.create_topics_request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
+        req = CreateTopicsRequest(topics=[
+            CreatableTopic(name=n, num_partitions=p, replication_factor=rf, assignments=[],
+                           configs=[CreatableTopicConfig(name=k, value=v) for k, v in c.items()])
+            for n, p, rf, c in topics], timeout_ms=5000, validate_only=False)
+        version = api.version_range(req.API_KEY)[1]
+        inner = api.encode_request(req, version, 1, f"kproto-{self.node_id}")[4:]
+        try:
+            leader = self.active_controller_id
+            if leader >= 0 and leader != self.node_id and leader in self.voters:
+                await self._call_while_leader(leader, trio.current_time() + 5, EnvelopeRequest(
+                    request_data=inner, request_principal=b"", client_host_address=b"\x7f\x00\x00\x01"))
+        except _CONN_ERRORS as exc:
+            log.debug("topic creation through the controller: %s", exc)
+        finally:
+            for n, *_rest in topics:
+                self._creating.discard(n)
+
+    # ---------------------------------------------------- registration
+
+    async def _registration_loop(self):
+        """Register this broker with each new active controller."""
+        from kproto.messages.broker_registration_request import BrokerRegistrationRequest, Listener
+        incarnation = uuid.uuid4()
+        while True:
+            await trio.sleep(0.2)
+            leader, epoch = self.active_controller_id, self.shell.leader.epoch
+            if leader < 0 or self._registered_epoch == epoch:
+                continue
+            if self._registered(incarnation):
+                self._registered_epoch = epoch
+                continue
+            listeners = []
+            for e in self.config.advertised_listeners():
+                host, port = self.broker.advertised_address(e.name)
+                listeners.append(Listener(name=e.name, host=host, port=port,
+                                          security_protocol=_protocol_id(e)))
+            req = BrokerRegistrationRequest(broker_id=self.node_id, cluster_id=self.broker.cluster_id or "",
+                                            incarnation_id=incarnation, listeners=listeners, features=[],
+                                            rack=None, is_migrating_zk_broker=False, log_dirs=[],
+                                            previous_broker_epoch=-1)
+            try:
+                await self.to_controller(req)
+            except Exception as exc:
+                log.debug("broker registration: %s", exc)
+
+    def _registered(self, incarnation) -> bool:
+        b = getattr(self.image, "brokers", {}).get(self.node_id)
+        return b is not None and b.incarnation_id == incarnation
+
+    async def _register(self, req):
+        from kproto.messages.broker_registration_response import BrokerRegistrationResponse
+        from kproto.metadata.register_broker_record import BrokerEndpoint, RegisterBrokerRecord
+        if not self.is_active_controller:
+            return BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER, broker_epoch=-1)
+        record = RegisterBrokerRecord(
+            broker_id=req.broker_id, incarnation_id=req.incarnation_id, broker_epoch=self.image.offset + 1,
+            end_points=[BrokerEndpoint(name=lst.name, host=lst.host, port=lst.port,
+                                       security_protocol=lst.security_protocol) for lst in req.listeners],
+            rack=req.rack, fenced=False)
+        try:
+            await self.propose([record], timeout_ms=5000)
+        except KafkaError as exc:
+            return BrokerRegistrationResponse(error_code=exc.code, broker_epoch=-1)
+        return BrokerRegistrationResponse(error_code=0, broker_epoch=record.broker_epoch)
+
+
+def _protocol_id(endpoint) -> int:
+    names = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+    return names.get(str(getattr(endpoint, "security_protocol", "PLAINTEXT")).upper(), 0)
+
+
+def _in_trio() -> bool:
+    try:
+        trio.lowlevel.current_task()
+        return True
+    except RuntimeError:
+        return False
+
+
+def _error(ctx, request, code: int):
+    from broker.error_response import error_response
+    response = error_response(ctx.api_key, ctx.api_version, request, code)
+    if response is None:
+        raise KafkaError(code)
+    return response
+
+
+def _not_controller(resp) -> bool:
+    """Whether a forwarded answer is the leader's 'not me any more' (then the request is retried)."""
+    codes = []
+    if hasattr(resp, "error_code"):
+        codes.append(resp.error_code)
+    for attr in ("topics", "results", "responses"):
+        for item in getattr(resp, attr, None) or []:
+            if hasattr(item, "error_code"):
+                codes.append(item.error_code)
+    return bool(codes) and all(c == ErrorCode.NOT_CONTROLLER for c in codes)
+
+
+def registered_brokers(broker, listener):
+    """[(id, host, port, rack)] of the registered, unfenced brokers on `listener` (Metadata and
+    DescribeCluster), or None when the cluster is a single node (the node answers for itself)."""
+    if getattr(broker, "quorum", None) is None:
+        return None
+    out = []
+    for bid, r in sorted(broker.image.brokers.items()):
+        if r.fenced:
+            continue
+        eps = [e for e in r.end_points if listener is None or e.name == listener] or list(r.end_points)
+        if eps:
+            out.append((bid, eps[0].host, eps[0].port, r.rack))
+    return out
+
+
+def controller_id(broker) -> int:
+    """The controller id Kafka reports to clients. A KRaft broker reports a random alive broker,
+    since clients cannot reach the controllers and any broker forwards; kproto reports the node
+    that answers (it forwards to the active controller), so a client never waits on a dead one;
+    before this node's registration is committed, a registered broker (one the answer lists)."""
+    q = getattr(broker, "quorum", None)
+    me = broker.image.brokers.get(broker.node_id) if q is not None else None
+    if q is None or (me is not None and not me.fenced):
+        return broker.node_id
+    live = sorted(b for b, r in broker.image.brokers.items() if not r.fenced)
+    return live[0] if live else broker.node_id

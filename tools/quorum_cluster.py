@@ -1,0 +1,123 @@
+"""A KRaft cluster of real `kproto serve` processes on loopback: N nodes (combined
+broker,controller by default, or `controllers` voters and the rest broker-only observers), each
+with its server.properties, formatted with `kproto storage format` as a Kafka operator would.
+Used by tests/test_quorum_cluster.py, tools/bench/quorum_cluster.py and `kproto cluster`."""
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import uuid
+
+from tools.broker_process import BrokerProcess, free_port
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class QuorumNode(BrokerProcess):
+    def __init__(self, node_id: int, properties: str, data_dir: str, port: int, controller_port: int | None,
+                 log_level: str = "WARNING"):
+        super().__init__(data_dir=data_dir, port=port, log_level=log_level)
+        self.node_id = node_id
+        self.properties = properties
+        self.controller_port = controller_port
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "broker.cli", "serve", "--log-level", self.log_level,
+                "--config", self.properties]
+
+    def signal(self, sig) -> None:
+        if self.alive():
+            self.proc.send_signal(sig)
+
+
+class QuorumCluster:
+    def __init__(self, nodes: int = 3, controllers: int | None = None, base_dir: str | None = None,
+                 settings: dict | None = None, log_level: str = "WARNING", host: str = "127.0.0.1",
+                 ports: list | None = None):
+        self.base_dir = base_dir or tempfile.mkdtemp(prefix="kproto-cluster-")
+        self._own_dir = base_dir is None
+        self.count = nodes
+        self.controllers = nodes if controllers is None else controllers
+        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.settings = dict(settings or {})
+        self.host = host
+        ids = list(range(1, nodes + 1))
+        ports = list(ports or [])
+        take = (lambda: ports.pop(0)) if ports else free_port
+        self.ports = {i: take() for i in ids}
+        self.controller_ports = {i: take() for i in ids[:self.controllers]}
+        voters = ",".join(f"{i}@{host}:{p}" for i, p in self.controller_ports.items())
+        self.nodes: dict[int, QuorumNode] = {}
+        self.roles: dict[int, str] = {}
+        for i in ids:
+            data = os.path.join(self.base_dir, f"node{i}")
+            props = os.path.join(self.base_dir, f"node{i}.properties")
+            is_controller = i in self.controller_ports
+            combined = is_controller and controllers is None
+            roles = "broker,controller" if combined else ("controller" if is_controller else "broker")
+            self.roles[i] = roles
+            listeners = [] if roles == "controller" else [f"PLAINTEXT://{host}:{self.ports[i]}"]
+            if is_controller:
+                listeners.append(f"CONTROLLER://{host}:{self.controller_ports[i]}")
+            lines = {"process.roles": roles, "node.id": str(i), "controller.quorum.voters": voters,
+                     "listeners": ",".join(listeners), "controller.listener.names": "CONTROLLER",
+                     "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                     "inter.broker.listener.name": "PLAINTEXT", "log.dirs": data,
+                     "kproto.metrics.listener": "off"}
+            if roles == "controller":
+                del lines["inter.broker.listener.name"]
+            lines.update(self.settings)
+            with open(props, "w") as f:
+                f.write("".join(f"{k}={v}\n" for k, v in lines.items()))
+            self.nodes[i] = QuorumNode(i, props, data, self.ports[i], self.controller_ports.get(i), log_level)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{self.host}:{self.ports[i]}" for i in self.nodes if "broker" in self.roles[i])
+
+    def format(self) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+        for n in self.nodes.values():
+            subprocess.run([sys.executable, "-m", "broker.cli", "storage", "format", f"--cluster-id={self.cluster_id}",
+                            "-c", n.properties], check=True, capture_output=True, env=env)
+
+    def start(self, timeout: float = 60.0) -> "QuorumCluster":
+        for n in self.nodes.values():
+            n.proc = None
+        # all at once: a node is ready once its listeners are bound, the quorum forms meanwhile
+        procs = []
+        for n in self.nodes.values():
+            procs.append(n)
+        import threading
+        errors = []
+
+        def go(n):
+            try:
+                n.start(timeout)
+            except Exception as exc:   # noqa: BLE001
+                errors.append(exc)
+        threads = [threading.Thread(target=go, args=(n,)) for n in procs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            self.stop()
+            raise errors[0]
+        return self
+
+    def stop(self) -> None:
+        for n in self.nodes.values():
+            n.signal(signal.SIGCONT)
+            n.kill()
+
+    def cleanup(self) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.base_dir, ignore_errors=True)
