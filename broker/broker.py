@@ -177,6 +177,8 @@ class Broker:
                                      self._validate_topic_configs)
         self.producer_ids = ProducerIdManager(self.node_id, self.metadata, self.image)
         self.partitions = ReplicaManager(self.node_id, self.image, self.logs, self.config)
+        if self.quorum is not None:
+            self.partitions.strays_allowed = False   # until the image caught up (broker/quorum/replicated.py)
         self.partitions.on_partition_created.append(self.producers.attach)
         self.logs.high_watermark_for = self._high_watermark
         self.logs.last_stable_offset_for = self._last_stable_offset

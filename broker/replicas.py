@@ -20,6 +20,11 @@ class ReplicaManager:
         self.config = broker_config
         self._partitions: dict[tuple[str, int], Partition] = {}
         self.on_partition_created = []  # callbacks(partition)
+        # Directories on disk that the image does not name are removed only once the image is
+        # complete: a node of a multi-voter quorum opens with an empty image that catches up with
+        # the committed log, and removing "strays" then would wipe every partition it hosts (as
+        # Kafka, which deletes stray logs only once the broker has caught up with the metadata).
+        self.strays_allowed = True
 
     def get(self, topic: str, index: int) -> Partition | None:
         return self._partitions.get((topic, index))
@@ -67,7 +72,11 @@ class ReplicaManager:
                 self._partitions[key] = part
                 for cb in self.on_partition_created:
                     cb(part)
-        # stale logs on disk for topics the image no longer has
+        if self.strays_allowed:
+            self.remove_strays()
+
+    def remove_strays(self) -> None:
+        """Stale logs on disk for topics the image no longer has."""
         for (topic, index) in list(self.logs.logs):
             if topic != METADATA_TOPIC and (topic, index) not in self._partitions:
                 self.logs.delete_partition(topic, index)

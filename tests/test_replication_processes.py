@@ -179,3 +179,43 @@ def test_group_offsets_survive_the_loss_of_the_group_coordinator(cluster):
         assert group.coordinator.id != coordinator
     finally:
         cluster.nodes[coordinator].start()
+
+
+def test_a_leader_restarted_before_it_is_fenced_keeps_its_log(tmp_path):
+    # the node comes back within broker.session.timeout.ms, so it is never fenced and still leads;
+    # it opens with an empty metadata image that catches up with the committed log: the partition
+    # directories on its disk must not be taken for strays meanwhile (they held every record)
+    c = QuorumCluster(3, settings={**SETTINGS, "broker.session.timeout.ms": "30000"})
+    c.format()
+    c.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap, **QUIET})
+        topic = "restarted"
+        _wait(lambda: _create(admin, topic), 60, "the topic created")
+        _wait(lambda: len(_partition(admin, topic)[2]) == 3, 20, "an ISR of 3")
+        p = confluent_kafka.Producer({"bootstrap.servers": c.bootstrap, "enable.idempotence": True,
+                                      "acks": "all", **QUIET})
+        for i in range(300):
+            p.produce(topic, b"a%05d" % i, partition=0)
+        assert p.flush(30) == 0
+        leader = _partition(admin, topic)[0]
+        c.nodes[leader].kill()
+        c.nodes[leader].start()
+        for i in range(10):
+            p.produce(topic, b"b%05d" % i, partition=0)
+        assert p.flush(60) == 0
+        consumer = kafka.KafkaConsumer(bootstrap_servers=c.bootstrap, auto_offset_reset="earliest",
+                                       enable_auto_commit=False, consumer_timeout_ms=5000)
+        tp = kafka.TopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        values = [m.value for m in consumer]
+        consumer.close()
+        assert values == [b"a%05d" % i for i in range(300)] + [b"b%05d" % i for i in range(10)], \
+            (len(values), values[:3])
+        # every node still holds the partition's directory (none was removed as a stray)
+        for n in c.nodes.values():
+            assert any(d.startswith(topic + "-") and not d.endswith("-delete")
+                       for d in os.listdir(n.data_dir)), (n.node_id, os.listdir(n.data_dir))
+    finally:
+        c.cleanup()

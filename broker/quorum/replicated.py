@@ -140,6 +140,9 @@ class ReplicatedMetadata:
                                  on_commit=self._on_commit, on_load_snapshot=self._on_load_snapshot,
                                  take_snapshot=self._take_snapshot, on_leader=self._on_leader)
         self.shell.other_requests = self._serve_other
+        # the log end this node started with: the image is complete once it applied a high
+        # watermark learned beyond it (broker/replicas.py removes stray directories only then)
+        self._end_at_start = node.end_offset
         self.metadata = ReplicatedMetadataLog(plog, self.image, self)
         self.liveness = Liveness(self)
         return self.metadata
@@ -241,6 +244,18 @@ class ReplicatedMetadata:
             self.commit_count += 1
         if batch:
             self._apply_records(last, batch)
+        self._maybe_caught_up()
+
+    def _maybe_caught_up(self) -> None:
+        """Once the image holds the whole committed log as it stood when this node learned the
+        high watermark, partition directories the image does not name are strays and go."""
+        partitions = getattr(self.broker, "partitions", None)
+        if partitions is None or partitions.strays_allowed:
+            return
+        hwm = self.node.hwm
+        if hwm is not None and hwm > self._end_at_start and self.node.applied >= hwm:
+            partitions.strays_allowed = True
+            partitions.remove_strays()
 
     def _on_load_snapshot(self, sid, data) -> None:
         self._reset_image()
