@@ -50,6 +50,16 @@ def topics_seen(address, names, timeout=5.0):
         time.sleep(0.05)
 
 
+def brokers_listed(address, expected, timeout):
+    """The broker ids Metadata lists, polled until they are `expected` or the timeout passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        listed = sorted(metadata(address).brokers)
+        if listed == expected or time.monotonic() > deadline:
+            return listed
+        time.sleep(0.2)
+
+
 def create_until_ok(cluster, name, nodes, deadline_s):
     """Retry CreateTopics on the given nodes until it succeeds; seconds taken."""
     t0 = time.monotonic()
@@ -98,7 +108,8 @@ def test_three_node_quorum_survives_leader_loss_restart_and_refuses_writes_witho
     for i in everyone:
         create_until_ok(cluster, f"before-{i}", [i], 15)
     for i in everyone:
-        assert sorted(metadata(f"127.0.0.1:{cluster.ports[i]}").brokers) == everyone
+        # (a broker is listed once its first heartbeat unfenced it, as Kafka lists unfenced brokers)
+        assert brokers_listed(f"127.0.0.1:{cluster.ports[i]}", everyone, 15) == everyone
         assert {"before-1", "before-2", "before-3"} <= topics_seen(f"127.0.0.1:{cluster.ports[i]}",
                                                                    ["before-1", "before-2", "before-3"])
 
