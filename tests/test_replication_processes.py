@@ -130,3 +130,52 @@ def test_leader_kill_loses_no_acknowledged_record(cluster):
                   for k, n in kill_times)
     print(f"\n{KILLS} leader kills, {len(acked)} records acknowledged and read back once, in order; "
           f"failover p50 {gaps[len(gaps) // 2]:.2f} s, p99 {gaps[min(len(gaps) - 1, int(len(gaps) * .99))]:.2f} s")
+
+
+def test_group_offsets_survive_the_loss_of_the_group_coordinator(cluster):
+    """The group coordinator moves with the leadership of its __consumer_offsets partition
+    (replicated, offsets.topic.replication.factor=3): offsets committed before its broker is
+    killed are where a new member of the group starts."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
+    topic = "grouped"
+    _wait(lambda: _create(admin, topic), 60, "the topic created")
+    _wait(lambda: len(_partition(admin, topic)[2]) == 3, 30, "an ISR of 3")
+    p = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", **QUIET})
+    for i in range(200):
+        p.produce(topic, b"g%04d" % i, partition=0)
+    assert p.flush(30) == 0
+
+    def consumer():
+        c = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "survivors",
+                                      "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                                      "session.timeout.ms": 6000, **QUIET})
+        c.subscribe([topic])
+        return c
+    c = consumer()
+    got = []
+    deadline = time.monotonic() + 60
+    while len(got) < 120 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m)
+    assert len(got) >= 120
+    c.commit(message=got[119], asynchronous=False)       # next offset: 120
+    c.close()
+    group = admin.describe_consumer_groups(["survivors"])["survivors"].result(10)
+    coordinator = group.coordinator.id
+    time.sleep(1.0)                                      # the followers fetch the commit
+    cluster.nodes[coordinator].kill()
+    try:
+        c = consumer()
+        first = None
+        deadline = time.monotonic() + 60
+        while first is None and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                first = m
+        c.close()
+        assert first is not None and first.offset() == 120 and first.value() == b"g0120", first
+        group = admin.describe_consumer_groups(["survivors"])["survivors"].result(10)
+        assert group.coordinator.id != coordinator
+    finally:
+        cluster.nodes[coordinator].start()

@@ -81,16 +81,34 @@ class GroupCoordinator:
             log.info("group coordinator loaded %d groups in %.2f s", len(self.state.groups),
                      time.monotonic() - started)
 
-    async def _load_partition(self, index: int) -> None:
+    async def _load_partition(self, index: int, upto: int | None = None) -> None:
         partition = self.broker.partitions.get(OFFSETS_TOPIC, index)
         if partition is None:
             return
-        for chunk in stored_batches(partition.log, partition.high_watermark):
+        for chunk in stored_batches(partition.log, partition.high_watermark if upto is None else upto):
             for header, batch in chunk:
                 records = [(r.key, r.value) for r in rec.iter_records(batch)]
                 self.state.replay_batch(index, header.base_offset, header.producer_id, header.is_transactional,
                                         header.is_control, records)
             await trio.sleep(0)
+
+    async def partition_leadership(self, index: int, leader: bool) -> None:
+        """Replication moved the leadership of __consumer_offsets-index (broker/replication/manager.py):
+        load its groups from the log when this broker leads it, drop them when another one does."""
+        if self.state.num_partitions is None:
+            return
+        if not leader:
+            self._apply(self.state.resign(index, _now_ms()))
+            return
+        self._apply(self.state.begin_load(index, _now_ms()))
+        try:
+            # a new leader's log end is what it leads with (a leader never truncates): load it all,
+            # its high watermark catches up once the followers fetch
+            part = self.broker.partitions.get(OFFSETS_TOPIC, index)
+            await self._load_partition(index, part.log.log_end_offset if part is not None else None)
+        except Exception:
+            log.exception("loading __consumer_offsets-%d failed", index)
+        self._apply(self.state.finish_load(index, _now_ms()))
 
     # ================================================================ the offsets topic
 

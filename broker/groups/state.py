@@ -62,6 +62,8 @@ class GroupStateMachine(ConsumerGroupsMixin, ClassicMembersMixin):
         self.groups: dict[str, Group] = {}
         self.num_partitions: int | None = None   # None until __consumer_offsets exists
         self.loading: set[int] = set()
+        # __consumer_offsets partitions another broker leads (replication): their groups are not here
+        self.not_owned: set[int] = set()
         self._loads: dict[int, PartitionLoad] = {}
         self._timers: dict[tuple, tuple[int, int]] = {}
         self._heap: list[tuple[int, int, tuple]] = []
@@ -168,6 +170,32 @@ class GroupStateMachine(ConsumerGroupsMixin, ClassicMembersMixin):
         self._set_timer(("expire-offsets",), now_ms)
         return self._end()
 
+    def resign(self, partition: int, now_ms: int) -> Effects:
+        """Another broker leads this __consumer_offsets partition now: its groups leave this
+        coordinator (Kafka's onResignation); requests for them get NOT_COORDINATOR."""
+        self._begin(now_ms)
+        self._drop_partition_groups(partition)
+        self.not_owned.add(partition)
+        return self._end()
+
+    def begin_load(self, partition: int, now_ms: int) -> Effects:
+        """This broker became the leader of the partition (Kafka's onElection): its groups are
+        loaded again from the log (COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
+        self._begin(now_ms)
+        self._drop_partition_groups(partition)
+        self.not_owned.discard(partition)
+        self.loading.add(partition)
+        self._loads[partition] = PartitionLoad(partition)
+        return self._end()
+
+    def _drop_partition_groups(self, partition: int) -> None:
+        self.loading.discard(partition)
+        self._loads.pop(partition, None)
+        if self.num_partitions is None:
+            return
+        for gid in [g for g in self.groups if self.partition_for(g) == partition]:
+            del self.groups[gid]
+
     def replay_batch(self, partition: int, base_offset: int, producer_id: int, transactional: bool,
                      control: bool, records) -> None:
         self._loads[partition].replay_batch(base_offset, producer_id, transactional, control, records)
@@ -200,6 +228,8 @@ class GroupStateMachine(ConsumerGroupsMixin, ClassicMembersMixin):
         if group_id is None or (not allow_empty and group_id == ""):
             return E.INVALID_GROUP_ID
         if self.num_partitions is None:
+            return E.NOT_COORDINATOR
+        if self.not_owned and self.partition_for(group_id) in self.not_owned:
             return E.NOT_COORDINATOR
         if self.loading and self.partition_for(group_id) in self.loading:
             return E.COORDINATOR_LOAD_IN_PROGRESS

@@ -22,6 +22,8 @@ from kproto.messages.offset_fetch_response import OffsetFetchResponse
 from kproto.messages.sync_group_response import SyncGroupResponse
 
 from broker.handlers import handles
+from broker.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from broker.replication.leader_hint import coordinator_node
 
 # Errors.message() of the errors FindCoordinator reports with a message
 _MESSAGES = {
@@ -75,7 +77,18 @@ def _lookup(ctx, key_type: int, key: str) -> tuple[int, int, str, int]:
             return error, -1, "", -1
     else:
         return E.INVALID_REQUEST, -1, "", -1   # share groups are not served
-    host, port = ctx.broker.advertised_address(ctx.conn.listener if ctx.conn is not None else None)
+    listener = ctx.conn.listener if ctx.conn is not None else None
+    # a multi-node cluster: the leader of the key's partition is the coordinator (broker/replication)
+    if key_type == GROUP_KEY:
+        found = coordinator_node(ctx.broker, OFFSETS_TOPIC, _groups(ctx).partition_for(key) or 0, listener)
+    else:
+        found = coordinator_node(ctx.broker, TRANSACTION_STATE_TOPIC,
+                                 ctx.broker.transactions.state.partition_for(key), listener)
+    if found is None:
+        return E.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    if found[1] is not None:
+        return E.NONE, found[0], found[1], found[2]
+    host, port = ctx.broker.advertised_address(listener)
     return E.NONE, ctx.broker.node_id, host, port
 
 

@@ -37,3 +37,22 @@ def offline_replicas(broker, p) -> list[int]:
 def partition_error(p) -> int:
     """Metadata's partition error: LEADER_NOT_AVAILABLE while it has no leader."""
     return LEADER_NOT_AVAILABLE if p.leader < 0 else 0
+
+
+def coordinator_node(broker, topic: str, index: int, listener: str | None):
+    """FindCoordinator in a multi-node cluster: the leader of the coordinator's partition
+    (node id, host, port), or None while it has no leader. None on a single node too
+    (the node is the coordinator)."""
+    regs = getattr(broker.image, "brokers", None)
+    if not regs or getattr(broker, "quorum", None) is None:
+        return broker.node_id, None, None
+    t = broker.image.topics.get(topic)
+    p = t.partitions.get(index) if t else None
+    if p is None or p.leader < 0:
+        return None
+    reg = regs.get(p.leader)
+    eps = list(getattr(reg, "end_points", []) or []) if reg is not None else []
+    ep = next((e for e in eps if e.name == listener), eps[0] if eps else None)
+    if ep is None:
+        return None
+    return p.leader, ep.host, ep.port

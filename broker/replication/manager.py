@@ -24,6 +24,7 @@ from kproto.errors import ErrorCode, KafkaError
 from kproto.messages.alter_partition_request import AlterPartitionRequest
 from kproto.messages.fetch_request import FetchRequest
 
+from broker.internal_topics import OFFSETS_TOPIC
 from broker.replication import alter_partition, election
 from broker.replication.client import BrokerConnection
 from broker.replication.leader_state import LeaderState
@@ -63,6 +64,8 @@ class ReplicationManager:
         self._nursery = None
         self._alter_send, self._alter_recv = trio.open_memory_channel(1000)
         self._sweep_needed = True
+        self._coordinator_owned: dict[int, bool] = {}   # __consumer_offsets partition -> led here
+        self._coordinator_changes: list[tuple[int, bool]] = []
         self.endpoint_of = lambda broker_id: endpoint_from_image(
             broker.image, broker_id, broker.config.get("inter.broker.listener.name") or None)
 
@@ -98,8 +101,34 @@ class ReplicationManager:
                 self._become_follower(part, p)
         for key in [k for k in self.leaders if k not in seen]:
             self._drop_leader(key)
+        self._coordinator_roles()
         for f in self.fetchers.values():
             f.partitions = {k: v for k, v in f.partitions.items() if k in seen}
+
+    def _coordinator_roles(self) -> None:
+        """The group coordinator follows the leadership of the __consumer_offsets partitions
+        (Kafka's onElection / onResignation). At start the coordinator has loaded every local
+        partition; one this broker does not lead is dropped, and later changes load or drop."""
+        t = self.broker.image.topics.get(OFFSETS_TOPIC)
+        if t is None:
+            return
+        for index, p in t.partitions.items():
+            led = p.leader == self.node_id
+            before = self._coordinator_owned.get(index)
+            if before == led or (before is None and led):
+                self._coordinator_owned[index] = led
+                continue
+            self._coordinator_owned[index] = led
+            self._coordinator_changes.append((index, led))
+        self._run_coordinator_changes()
+
+    def _run_coordinator_changes(self) -> None:
+        groups = getattr(self.broker, "groups", None)
+        if self._nursery is None or groups is None or not self._coordinator_changes:
+            return
+        changes, self._coordinator_changes = self._coordinator_changes, []
+        for index, led in changes:
+            self._nursery.start_soon(groups.partition_leadership, index, led)
 
     def _become_leader(self, part, p) -> None:
         key = (part.topic, part.index)
@@ -245,6 +274,7 @@ class ReplicationManager:
             nursery.start_soon(self._alter_partition_loop)
             nursery.start_soon(self._isr_shrink_loop)
             nursery.start_soon(self._controller_loop)
+            self._run_coordinator_changes()
             task_status.started()
 
     async def _isr_shrink_loop(self) -> None:
@@ -319,6 +349,8 @@ class ReplicationManager:
             await trio.sleep(0.1)
             if not self._is_controller():
                 continue
+            if getattr(self.broker, "quorum", None) is None and not getattr(self.broker.image, "brokers", None):
+                continue   # a single node: nobody to fence, nothing to elect
             if not self._sweep_needed and int(time.monotonic() * 10) % 10:
                 continue   # otherwise once a second anyway
             self._sweep_needed = False
