@@ -23,7 +23,7 @@ class BrokerProcess:
 
     def __init__(self, data_dir: str | None = None, port: int | None = None,
                  settings: dict[str, str] | None = None, log_level: str = "WARNING",
-                 metrics: bool = False):
+                 metrics: bool = False, new_session: bool = False):
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="kproto-")
         self.port = port or free_port()
         self.settings = dict(settings or {})
@@ -35,6 +35,10 @@ class BrokerProcess:
         # brokers started side by side do not fight over 9644
         self.metrics = metrics
         self.metrics_url: str | None = None
+        # its own session, hence its own scheduler autogroup: a broker shares
+        # the CPU with the machine's other sessions, not with the clients
+        # that drive it (the latency benchmark)
+        self.new_session = new_session
 
     @property
     def bootstrap(self) -> str:
@@ -55,7 +59,7 @@ class BrokerProcess:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
         self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env=env)
+                                     text=True, env=env, start_new_session=self.new_session)
         threading.Thread(target=self._drain_stderr, daemon=True).start()
         deadline = time.monotonic() + timeout
         line = ""

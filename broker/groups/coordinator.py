@@ -1,12 +1,12 @@
-"""The trio shell around the group state machine, one per broker
-(`broker.groups`).
+"""The group coordinator, one per broker (`broker.groups`): the group state
+machine driven by the coordinators' shell (broker/coordination/shell.py).
 
-It feeds requests to the state machine with the wall clock, appends the
-records it asks for to `__consumer_offsets` through the Partition objects,
-wakes parked JoinGroup/SyncGroup handlers when their answer comes (a
-trio.Event per request), and runs the timers from one task with
-`trio.sleep_until`. At start it replays every `__consumer_offsets` partition;
-until a partition is replayed its groups answer COORDINATOR_LOAD_IN_PROGRESS.
+The shell feeds requests to the state machine with the wall clock, wakes
+parked JoinGroup/SyncGroup handlers when their answer comes and runs the
+timers; this module says what the outputs mean: records appended to
+`__consumer_offsets` through the Partition objects. At start it replays every
+`__consumer_offsets` partition; until a partition is replayed its groups
+answer COORDINATOR_LOAD_IN_PROGRESS.
 """
 from __future__ import annotations
 
@@ -16,30 +16,17 @@ import time
 import trio
 
 from kproto import records as rec
-from kproto.errors import ErrorCode, KafkaError
+from kproto.errors import ErrorCode
 from kproto.metadata.remove_topic_record import RemoveTopicRecord
 
+from broker.coordination.shell import CoordinatorShell, replay_partition, sync_output
+from broker.coordination.topic import ensure_internal_topic
 from broker.groups.config import GroupConfig
 from broker.groups.placement import OFFSETS_TOPIC
 from broker.groups.state import GroupStateMachine
-from broker.internal_topics import internal_topic_spec
 from broker.storage.replay import stored_batches
 
 log = logging.getLogger("kproto.groups")
-
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class _Ticket:
-    """A request waiting for its answer."""
-    __slots__ = ("event", "result")
-
-    def __init__(self):
-        self.event = trio.Event()
-        self.result = None
 
 
 class GroupCoordinator:
@@ -47,8 +34,12 @@ class GroupCoordinator:
         self.broker = broker
         self.config = config or GroupConfig.from_broker_config(broker.config)
         self.state = GroupStateMachine(self.config)
-        self._timer_scope: trio.CancelScope | None = None
-        self._sleeping_until: int | None = None
+        # answers wait for the step's appends; a failed append is logged and
+        # the answer stands (the state machine has already applied it)
+        self.shell = CoordinatorShell(self.state, "group coordinator",
+                                      {"appends": sync_output(self._write, holds_answers=True)})
+        self._apply = self.shell.apply
+        self._call = self.shell.call
         self._known_topics: set[str] = set()
 
     # ================================================================ start
@@ -60,23 +51,15 @@ class GroupCoordinator:
         self._known_topics = set(image.topics)
         topic = image.topics.get(OFFSETS_TOPIC)
         if topic is not None:
-            self._apply(self.state.activate(len(topic.partitions), loading=sorted(topic.partitions), now_ms=_now_ms()))
+            self._apply(self.state.activate(len(topic.partitions), loading=sorted(topic.partitions), now_ms=self.shell.now_ms()))
         self.broker.metadata.subscribe(self._on_metadata)
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        task_status.started()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._run_timers)
-            await self._load_all()
+        await self.shell.run(self._load_all, task_status=task_status)
 
     async def _load_all(self) -> None:
         started = time.monotonic()
-        for partition in sorted(self.state.loading):
-            try:
-                await self._load_partition(partition)
-            except Exception:
-                log.exception("loading __consumer_offsets-%d failed", partition)
-            self._apply(self.state.finish_load(partition, _now_ms()))
+        await self.shell.load(self.state.loading, self._load_partition, self.state.finish_load, OFFSETS_TOPIC)
         if self.state.num_partitions is not None:
             log.info("group coordinator loaded %d groups in %.2f s", len(self.state.groups),
                      time.monotonic() - started)
@@ -85,11 +68,18 @@ class GroupCoordinator:
         partition = self.broker.partitions.get(OFFSETS_TOPIC, index)
         if partition is None:
             return
-        for chunk in stored_batches(partition.log, partition.high_watermark if upto is None else upto):
+        def replay(header, batch):
+            records = [(r.key, r.value) for r in rec.iter_records(batch)]
+            self.state.replay_batch(index, header.base_offset, header.producer_id, header.is_transactional,
+                                    header.is_control, records)
+
+        if upto is None:
+            await replay_partition(partition, replay)
+            return
+        # a new leader (replication) loads up to its log end, not only its high watermark
+        for chunk in stored_batches(partition.log, upto):
             for header, batch in chunk:
-                records = [(r.key, r.value) for r in rec.iter_records(batch)]
-                self.state.replay_batch(index, header.base_offset, header.producer_id, header.is_transactional,
-                                        header.is_control, records)
+                replay(header, batch)
             await trio.sleep(0)
 
     async def partition_leadership(self, index: int, leader: bool) -> None:
@@ -98,9 +88,9 @@ class GroupCoordinator:
         if self.state.num_partitions is None:
             return
         if not leader:
-            self._apply(self.state.resign(index, _now_ms()))
+            self._apply(self.state.resign(index, self.shell.now_ms()))
             return
-        self._apply(self.state.begin_load(index, _now_ms()))
+        self._apply(self.state.begin_load(index, self.shell.now_ms()))
         try:
             # a new leader's log end is what it leads with (a leader never truncates): load it all,
             # its high watermark catches up once the followers fetch
@@ -108,7 +98,7 @@ class GroupCoordinator:
             await self._load_partition(index, part.log.log_end_offset if part is not None else None)
         except Exception:
             log.exception("loading __consumer_offsets-%d failed", index)
-        self._apply(self.state.finish_load(index, _now_ms()))
+        self._apply(self.state.finish_load(index, self.shell.now_ms()))
 
     # ================================================================ the offsets topic
 
@@ -116,23 +106,14 @@ class GroupCoordinator:
         """FindCoordinator for a group: NONE when __consumer_offsets exists;
         otherwise create it and answer COORDINATOR_NOT_AVAILABLE, as Kafka
         does on the first lookup (clients retry)."""
-        if self.state.num_partitions is not None:
-            return ErrorCode.NONE
-        if OFFSETS_TOPIC not in self.broker.image.topics:
-            try:
-                partitions, configs = internal_topic_spec(self.broker.config, OFFSETS_TOPIC)
-                self.broker.controller.ensure_internal_topic(OFFSETS_TOPIC, partitions, configs)
-            except KafkaError as exc:
-                log.error("cannot create %s: %s", OFFSETS_TOPIC, exc)
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        self._activate_if_created()
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ensure_internal_topic(self.broker, OFFSETS_TOPIC, self.state.num_partitions is not None,
+                                     self._activate_if_created, log)
 
     def _activate_if_created(self) -> None:
         topic = self.broker.image.topics.get(OFFSETS_TOPIC)
         if topic is not None and self.state.num_partitions is None:
             # a new topic holds nothing to replay
-            self._apply(self.state.activate(len(topic.partitions), now_ms=_now_ms()))
+            self._apply(self.state.activate(len(topic.partitions), now_ms=self.shell.now_ms()))
             log.info("created %s with %d partitions", OFFSETS_TOPIC, len(topic.partitions))
 
     def _on_metadata(self, records) -> None:
@@ -141,29 +122,18 @@ class GroupCoordinator:
         if any(isinstance(r, RemoveTopicRecord) for r in records):
             gone = self._known_topics - names
             if gone:
-                self._apply(self.state.topics_deleted(_now_ms(), gone))
+                self._apply(self.state.topics_deleted(self.shell.now_ms(), gone))
         self._known_topics = names
 
     # ================================================================ driving the state machine
 
-    def _apply(self, fx) -> None:
-        for append in fx.appends:
-            self._write(append)
-        for ticket, result in fx.responses:
-            if isinstance(ticket, _Ticket):
-                ticket.result = result
-                ticket.event.set()
-        if fx.timers and self._timer_scope is not None:
-            earliest = min(deadline for _key, deadline in fx.timers)
-            if self._sleeping_until is None or earliest < self._sleeping_until:
-                self._timer_scope.cancel()
-
-    def _write(self, append) -> None:
+    def _write(self, append) -> int:
+        """Append one batch to __consumer_offsets: Kafka's error code."""
         partition = self.broker.partitions.get(OFFSETS_TOPIC, append.partition)
         if partition is None:
             log.error("__consumer_offsets-%d is not hosted here: %d records lost", append.partition,
                       len(append.records))
-            return
+            return ErrorCode.NOT_COORDINATOR
         batch = bytearray(rec.build_batch(
             [(k, v, [], append.timestamp) for k, v in append.records],
             producer_id=append.producer_id, producer_epoch=append.producer_epoch,
@@ -172,32 +142,8 @@ class GroupCoordinator:
             partition.append(batch, rec.BatchHeader(batch), append.timestamp)
         except Exception:
             log.exception("appending to __consumer_offsets-%d failed", append.partition)
-
-    async def _call(self, method, *args, **kwargs):
-        ticket = _Ticket()
-        self._apply(method(ticket, _now_ms(), *args, **kwargs))
-        if not ticket.event.is_set():
-            await ticket.event.wait()
-        return ticket.result
-
-    async def _run_timers(self) -> None:
-        while True:
-            deadline = self.state.next_deadline()
-            with trio.CancelScope() as scope:
-                self._timer_scope = scope
-                self._sleeping_until = deadline
-                if deadline is None:
-                    await trio.sleep_forever()
-                else:
-                    await trio.sleep_until(trio.current_time() + max(0, deadline - _now_ms()) / 1000)
-            self._timer_scope = None
-            self._sleeping_until = None
-            if scope.cancelled_caught and (deadline is None or deadline > _now_ms()):
-                continue   # an earlier timer was set: sleep again
-            try:
-                self._apply(self.state.tick(_now_ms()))
-            except Exception:
-                log.exception("group coordinator timers failed")
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.NONE
 
     # ================================================================ requests
 
@@ -252,5 +198,5 @@ class GroupCoordinator:
     def on_transaction_completed(self, producer_id: int, commit: bool, partitions=None) -> None:
         """For the transaction coordinator: a COMMIT/ABORT marker for
         producer_id was written to these __consumer_offsets partitions."""
-        self._apply(self.state.complete_transaction(_now_ms(), producer_id, commit,
+        self._apply(self.state.complete_transaction(self.shell.now_ms(), producer_id, commit,
                                                     None if partitions is None else set(partitions)))

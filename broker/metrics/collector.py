@@ -104,6 +104,21 @@ class BrokerCollector:
         yield _gauge("kproto_event_loop_lag_seconds",
                      "How late the event loop ran a 1 s timer, last measurement", m.loop_lag_s)
         yield _gauge("kproto_event_loop_lag_max_seconds", "Largest event-loop lag measured", m.loop_lag_max_s)
+        yield self._loop_delay(m.loop_delay)
+
+    def _loop_delay(self, h):
+        """Every bucket (powers of two of us): the scheduling delay's tail
+        is the point of this one."""
+        name = "kproto_event_loop_delay_seconds"
+        fam = _metric(name, "How late the event loop ran a 10 ms timer, sampled continuously", "histogram")
+        cumulative = 0
+        for i, n in enumerate(h.counts[:LATENCY_BUCKETS]):
+            cumulative += n
+            fam.samples.append(Sample(name + "_bucket", {"le": repr(LATENCY_BOUNDS_MS[i] / 1000.0)}, cumulative))
+        fam.samples.append(Sample(name + "_bucket", {"le": "+Inf"}, h.count))
+        fam.samples.append(Sample(name + "_count", {}, h.count))
+        fam.samples.append(Sample(name + "_sum", {}, h.sum / 1000.0))
+        return fam
 
     # -- BrokerTopicMetrics --------------------------------------------------------------
 

@@ -124,6 +124,7 @@ class BrokerMetrics:
         self.connections: dict[str, list[int]] = {}
         self.loop_lag_s = 0.0
         self.loop_lag_max_s = 0.0
+        self.loop_delay = Histogram()   # sample_loop_delay: every 10 ms, how late, ms
         self.loop_heartbeat = perf_counter()
 
     # -- the request path ----------------------------------------------------------

@@ -18,9 +18,11 @@
   (BrokerRegistration over the controller listener): a RegisterBrokerRecord with its advertised
   endpoints, so Metadata on every node lists all brokers (MetadataImage.brokers).
 
-API for broker code: `broker.quorum.propose(records)` (await commit, from any node: forwarded to
-the leader when needed), `broker.quorum.is_active_controller`, `broker.quorum.active_controller_id`,
-`broker.image.brokers` (registered brokers, fenced flag).
+API for broker code: `await broker.quorum.propose(records)` (on the active controller: await the
+commit), `await broker.quorum.to_controller(request)` (a controller RPC from any node, answered by
+the active controller; register more with `broker.quorum.controller_rpcs[api_key] = handler`),
+`broker.quorum.is_active_controller`, `broker.quorum.active_controller_id`, `broker.image.brokers`
+(registered brokers, `fenced` flag).
 """
 from __future__ import annotations
 
@@ -114,6 +116,11 @@ class ReplicatedMetadata:
         self._bootstrapped = False
         self._registered_epoch = None
         self.commit_count = 0
+        self._nursery = None
+        self._creating: set = set()
+        # more controller RPCs (api key -> async handler(request) -> response), e.g. AlterPartition:
+        # served on the active controller, reached from any node with to_controller(request)
+        self.controller_rpcs: dict = {}
 
     # ---------------------------------------------------------------- open
 
@@ -127,6 +134,7 @@ class ReplicatedMetadata:
             request_timeout_ms=k.request_timeout_ms, retry_backoff_ms=k.retry_backoff_ms,
             fetch_max_wait_ms=min(500, max(50, k.fetch_timeout_ms // 4)),
             max_bytes_between_snapshots=k.max_record_bytes_between_snapshots, pre_vote=False)
+        self._raft_args = (cfg, persisted)
         node = RaftNode(cfg, random.Random(), QuorumShell.now_ms() if _in_trio() else 0, persisted)
         self.shell = QuorumShell(node, self.voters, self.storage, cluster_id=self.broker.cluster_id,
                                  on_commit=self._on_commit, on_load_snapshot=self._on_load_snapshot,
@@ -153,6 +161,9 @@ class ReplicatedMetadata:
         return None
 
     async def _controller_rpc(self, key: int, request):
+        extra = self.controller_rpcs.get(key)
+        if extra is not None:
+            return await extra(request)
         if key == BROKER_REGISTRATION:
             return await self._register(request)
         if key == BROKER_HEARTBEAT:
@@ -165,9 +176,11 @@ class ReplicatedMetadata:
         """Bind the controller listener (controller role) and run the quorum until cancelled."""
         from broker.dispatch import Dispatcher
         self.dispatcher = Dispatcher(self.broker)
-        # the node was built before trio started: its clock starts now
-        self.shell.node.now = QuorumShell.now_ms()
-        self.shell.node.tick(QuorumShell.now_ms())
+        # the node was built before trio started (its timers would have expired at once): build it
+        # again now, on trio's clock, from the same stored state
+        cfg, persisted = self._raft_args
+        self.shell.node = RaftNode(cfg, random.Random(), QuorumShell.now_ms(), persisted)
+        self.shell.leader = m.LeaderChange(m.NO_LEADER, self.shell.node.epoch)
         listeners = []
         if self.k.is_controller:
             for e in self.k.controller_endpoints:
@@ -176,6 +189,7 @@ class ReplicatedMetadata:
                 port = ls[0].socket.getsockname()[1]
                 self.broker.bound.append((e.name, e.host or "0.0.0.0", port))
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             await nursery.start(self.shell.run, listeners)
             nursery.start_soon(self._bootstrap_loop)
             if self.k.is_controller:
@@ -456,6 +470,55 @@ class ReplicatedMetadata:
             response = await self._controller_rpc(key, request)
         return self.dispatcher._frame(key, version, header.correlation_id, response)
 
+    # ------------------------------------------- topics created by brokers
+
+    def install_controller_hooks(self, controller) -> None:
+        """Topics the broker creates on its own (internal topics at the first FindCoordinator,
+        auto-created topics) are created by the active controller: on another node the creation
+        is sent to it as a CreateTopics request (the caller answers as when a topic is still being
+        created, and clients retry)."""
+        from broker.controller import _internal_rf
+        ensure, auto = controller.ensure_internal_topic, controller.auto_create_topics
+
+        def ensure_internal_topic(name, partitions, configs):
+            if self.is_active_controller:
+                return ensure(name, partitions, configs)
+            if name not in self.image.topics and name not in self._creating and self._nursery is not None:
+                self._creating.add(name)
+                # offsets.topic / transaction.state.log.replication.factor, as on the controller
+                rf = _internal_rf(controller.config, name)
+                self._nursery.start_soon(self._create_remotely, [(name, partitions, rf, configs)])
+
+        async def auto_create_topics(names):
+            if self.is_active_controller:
+                return await auto(names)
+            missing = [(n, -1, -1, {}) for n in names if n not in self.image.topics]
+            if missing:
+                with trio.move_on_after(5):
+                    await self._create_remotely(missing)
+
+        controller.ensure_internal_topic = ensure_internal_topic
+        controller.auto_create_topics = auto_create_topics
+
+    async def _create_remotely(self, topics) -> None:
+        from kproto.messages.create_topics_request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
+        req = CreateTopicsRequest(topics=[
+            CreatableTopic(name=n, num_partitions=p, replication_factor=rf, assignments=[],
+                           configs=[CreatableTopicConfig(name=k, value=v) for k, v in c.items()])
+            for n, p, rf, c in topics], timeout_ms=5000, validate_only=False)
+        version = api.version_range(req.API_KEY)[1]
+        inner = api.encode_request(req, version, 1, f"kproto-{self.node_id}")[4:]
+        try:
+            leader = self.active_controller_id
+            if leader >= 0 and leader != self.node_id and leader in self.voters:
+                await self._call_while_leader(leader, trio.current_time() + 5, EnvelopeRequest(
+                    request_data=inner, request_principal=b"", client_host_address=b"\x7f\x00\x00\x01"))
+        except _CONN_ERRORS as exc:
+            log.debug("topic creation through the controller: %s", exc)
+        finally:
+            for n, *_rest in topics:
+                self._creating.discard(n)
+
     # ---------------------------------------------------- registration
 
     async def _registration_loop(self):
@@ -559,7 +622,8 @@ def controller_id(broker) -> int:
     that answers (it forwards to the active controller), so a client never waits on a dead one;
     before this node's registration is committed, a registered broker (one the answer lists)."""
     q = getattr(broker, "quorum", None)
-    if q is None or broker.node_id in broker.image.brokers:
+    me = broker.image.brokers.get(broker.node_id) if q is not None else None
+    if q is None or (me is not None and not me.fenced):
         return broker.node_id
     live = sorted(b for b, r in broker.image.brokers.items() if not r.fenced)
     return live[0] if live else broker.node_id

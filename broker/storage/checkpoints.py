@@ -21,9 +21,9 @@ class CorruptCheckpointError(ValueError):
     """A checkpoint file that cannot be parsed."""
 
 
-def atomic_write(path: str, data: bytes, sync: bool = True) -> None:
+def atomic_write(path: str, data: bytes, sync: bool = True, tmp: str | None = None) -> None:
     """Replace ``path`` with ``data`` so a crash leaves the old or new file whole."""
-    tmp = path + ".tmp"
+    tmp = tmp or path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
@@ -88,7 +88,11 @@ def _parse(path: str) -> list[list[str]] | None:
 def write_offsets_checkpoint(path: str, offsets: Mapping[tuple[str, int], int],
                              sync: bool = True) -> None:
     """``recovery-point-offset-checkpoint`` and friends: ``topic partition offset`` lines."""
-    atomic_write(path, _format([f"{t} {p} {o}" for (t, p), o in offsets.items()]), sync)
+    atomic_write(path, format_offsets(offsets), sync)
+
+
+def format_offsets(offsets: Mapping[tuple[str, int], int]) -> bytes:
+    return _format([f"{t} {p} {o}" for (t, p), o in offsets.items()])
 
 
 def read_offsets_checkpoint(path: str) -> dict[tuple[str, int], int]:

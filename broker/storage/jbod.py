@@ -126,6 +126,10 @@ class LogDirs:
         for mgr in self.managers.values():
             mgr.set_flush_scheduler(on_flush_due)
 
+    def set_checkpoint_writer(self, submit) -> None:
+        for mgr in self.managers.values():
+            mgr.set_checkpoint_writer(submit)
+
     @property
     def had_clean_shutdown(self) -> bool:
         return all(m.had_clean_shutdown for m in self.managers.values())
@@ -226,9 +230,9 @@ class LogDirs:
             first = first or props
         return first
 
-    def periodic(self, now_ms: int | None = None) -> None:
+    def periodic(self, now_ms: int | None = None, **kw) -> None:
         for mgr in self.managers.values():
-            mgr.periodic(now_ms)
+            mgr.periodic(now_ms, **kw)
 
     def clean(self, now_ms: int | None = None, budget_s: float = 0.05) -> bool:
         busy = False

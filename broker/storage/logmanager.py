@@ -322,14 +322,34 @@ class LogManager:
         return ((tp, plog) for tp, plog in self._logs.items() if tp[0] != METADATA_TOPIC)
 
     def checkpoint_recovery_points(self) -> None:
-        offsets = {tp: plog.recovery_point for tp, plog in self._checkpointed()}
-        cp.write_offsets_checkpoint(self._path(RECOVERY_POINT_CHECKPOINT), offsets, self.sync)
+        cp.write_offsets_checkpoint(self._path(RECOVERY_POINT_CHECKPOINT), self._recovery_points(), self.sync)
 
     def checkpoint_log_start_offsets(self) -> None:
+        cp.write_offsets_checkpoint(self._path(LOG_START_OFFSET_CHECKPOINT), self._log_start_offsets(), self.sync)
+
+    def _recovery_points(self) -> dict:
+        return {tp: plog.recovery_point for tp, plog in self._checkpointed()}
+
+    def _log_start_offsets(self) -> dict:
         # only logs whose start moved inside their first segment (DeleteRecords)
-        offsets = {tp: plog.log_start_offset for tp, plog in self._checkpointed()
-                   if plog.log_start_offset > plog.segments[0].base_offset}
-        cp.write_offsets_checkpoint(self._path(LOG_START_OFFSET_CHECKPOINT), offsets, self.sync)
+        return {tp: plog.log_start_offset for tp, plog in self._checkpointed()
+                if plog.log_start_offset > plog.segments[0].base_offset}
+
+    def set_checkpoint_writer(self, submit: Callable[[str, Callable[[], None]], None] | None) -> None:
+        """Hand the periodic checkpoint writes to ``submit(key, job)`` (the
+        broker's CheckpointWriter, a worker thread); None: write them here."""
+        self._checkpoint_writer = submit
+
+    def _periodic_checkpoint(self, name: str, offsets: dict) -> None:
+        path, sync = self._path(name), self.sync
+        submit = getattr(self, "_checkpoint_writer", None)
+        if submit is None:
+            cp.write_offsets_checkpoint(path, offsets, sync)
+            return
+        # its own temporary file: a synchronous checkpoint (a log dir move,
+        # close) never shares one with a write in flight; an older snapshot
+        # landing last is safe (recovery starts earlier, scans more)
+        submit(path, lambda: cp.atomic_write(path, cp.format_offsets(offsets), sync, tmp=path + ".bg.tmp"))
 
     def checkpoint(self) -> None:
         self.checkpoint_recovery_points()
@@ -359,8 +379,10 @@ class LogManager:
 
     # ============================================================= chores
 
-    def periodic(self, now_ms: int | None = None) -> None:
-        """Run whatever background work is due; call every second or so."""
+    def periodic(self, now_ms: int | None = None, clean_budget_s: float = CLEANER_SLICE_S) -> None:
+        """Run whatever background work is due; call every second or so.
+        ``clean_budget_s=0``: no compaction here (the broker runs the cleaner
+        in small slices of its own)."""
         now_ms = _now_ms() if now_ms is None else now_ms
         s = self.settings
         for plog in list(self._logs.values()):
@@ -375,12 +397,13 @@ class LogManager:
             self.apply_retention(now_ms)
         if now_ms - self._last_recovery_checkpoint >= s["log.flush.offset.checkpoint.interval.ms"]:
             self._last_recovery_checkpoint = now_ms
-            self.checkpoint_recovery_points()
+            self._periodic_checkpoint(RECOVERY_POINT_CHECKPOINT, self._recovery_points())
         if now_ms - self._last_start_checkpoint >= s["log.flush.start.offset.checkpoint.interval.ms"]:
             self._last_start_checkpoint = now_ms
-            self.checkpoint_log_start_offsets()
+            self._periodic_checkpoint(LOG_START_OFFSET_CHECKPOINT, self._log_start_offsets())
         self._finish_deletions(now_ms)
-        self.clean(now_ms, CLEANER_SLICE_S)
+        if clean_budget_s > 0:
+            self.clean(now_ms, clean_budget_s)
 
     # ============================================================ compaction
 

@@ -1,13 +1,15 @@
-"""The trio shell around the transaction state machine, one per broker
-(`broker.transactions`).
+"""The transaction coordinator, one per broker (`broker.transactions`): the
+transaction state machine driven by the coordinators' shell
+(broker/coordination/shell.py).
 
-It feeds requests to the state machine with the wall clock and does the work
-it asks for, all from the trio thread and without awaiting in between (so
-nothing interleaves): records go to `__transaction_state` through the
-Partition objects, markers go straight into the local partitions through the
-producer state (which moves the last stable offset and indexes aborts), and
-the group coordinator hears of markers written to `__consumer_offsets`.
-Timers run from one task with `trio.sleep_until`. At start every
+The shell feeds requests to the state machine with the wall clock, runs the
+timers and does the work the machine asks for, all from the trio thread and
+without awaiting in between (so nothing interleaves); this module says what
+the outputs mean: records go to `__transaction_state` through the Partition
+objects (their outcome is fed back with `append_done`), markers go straight
+into the local partitions through the producer state (which moves the last
+stable offset and indexes aborts; `markers_done`), and the group coordinator
+hears of markers written to `__consumer_offsets`. At start every
 `__transaction_state` partition is replayed; until one is, its transactional
 ids answer COORDINATOR_LOAD_IN_PROGRESS.
 """
@@ -15,17 +17,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 
 import trio
 
 from kproto import records as rec
-from kproto.errors import ErrorCode, KafkaError
+from kproto.errors import ErrorCode
 
+from broker.coordination.shell import CoordinatorShell, replay_partition, sync_output
+from broker.coordination.topic import ensure_internal_topic
 from broker.groups.placement import OFFSETS_TOPIC
-from broker.internal_topics import internal_topic_spec
 from broker.producers import MarkerRefused
-from broker.storage.replay import stored_batches
 from broker.transactions.config import TxnConfig
 from broker.transactions.placement import TRANSACTION_STATE_TOPIC
 from broker.transactions.state import ProducerIdUnavailable, TransactionStateMachine
@@ -34,27 +35,20 @@ log = logging.getLogger("kproto.transactions")
 
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class _Ticket:
-    __slots__ = ("event", "result")
-
-    def __init__(self):
-        self.event = trio.Event()
-        self.result = None
-
-
 class TransactionCoordinator:
     def __init__(self, broker, config: TxnConfig | None = None):
         self.broker = broker
         self.config = config or TxnConfig.from_broker_config(broker.config)
         self.state = TransactionStateMachine(self.config, self._allocate_producer_id)
-        self._timer_scope: trio.CancelScope | None = None
-        self._sleeping_until: int | None = None
-        self._queue: deque = deque()
-        self._applying = False
+        # the machine defers its answers itself until append_done says the
+        # record is written
+        self.shell = CoordinatorShell(self.state, "transaction coordinator", {
+            "appends": sync_output(self._write_state,
+                                   done=lambda append, error, now: self.state.append_done(append.token, error, now)),
+            "markers": sync_output(self._write_markers, done=self.state.markers_done),
+        })
+        self._apply = self.shell.apply
+        self._call = self.shell.call
 
     def _allocate_producer_id(self) -> int:
         try:
@@ -71,7 +65,7 @@ class TransactionCoordinator:
         topic = self.broker.image.topics.get(TRANSACTION_STATE_TOPIC)
         if topic is not None:
             self._apply(self.state.activate(len(topic.partitions), self._coordinator_epochs(topic),
-                                            loading=sorted(topic.partitions), now_ms=_now_ms()))
+                                            loading=sorted(topic.partitions), now_ms=self.shell.now_ms()))
         self.broker.metadata.subscribe(self._on_metadata)
 
     @staticmethod
@@ -80,25 +74,18 @@ class TransactionCoordinator:
         return {p.partition: p.leader_epoch for p in topic.partitions.values()}
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        task_status.started()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._run_timers)
-            # transactions found prepared are completed as they load; their
-            # markers in __consumer_offsets must reach groups already loaded
-            # (a group still replaying would miss the completion)
-            groups = getattr(self.broker, "groups", None)
-            while groups is not None and groups.state.loading:
-                await trio.sleep(0.01)
-            await self._load_all()
+        await self.shell.run(self._load_all, task_status=task_status)
 
     async def _load_all(self) -> None:
+        # transactions found prepared are completed as they load; their
+        # markers in __consumer_offsets must reach groups already loaded
+        # (a group still replaying would miss the completion)
+        groups = getattr(self.broker, "groups", None)
+        while groups is not None and groups.state.loading:
+            await trio.sleep(0.01)
         started = time.monotonic()
-        for partition in sorted(self.state.loading):
-            try:
-                await self._load_partition(partition)
-            except Exception:
-                log.exception("loading __transaction_state-%d failed", partition)
-            self._apply(self.state.finish_load(partition, _now_ms()))
+        await self.shell.load(self.state.loading, self._load_partition, self.state.finish_load,
+                              TRANSACTION_STATE_TOPIC)
         if self.state.num_partitions is not None:
             log.info("transaction coordinator loaded %d transactional ids in %.2f s", len(self.state.txns),
                      time.monotonic() - started)
@@ -107,12 +94,13 @@ class TransactionCoordinator:
         partition = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, index)
         if partition is None:
             return
-        for chunk in stored_batches(partition.log, partition.high_watermark):
-            for header, batch in chunk:
-                if not header.is_control:
-                    for r in rec.iter_records(batch):
-                        self.state.replay(index, r.key, r.value)
-            await trio.sleep(0)
+
+        def replay(header, batch):
+            if not header.is_control:
+                for r in rec.iter_records(batch):
+                    self.state.replay(index, r.key, r.value)
+
+        await replay_partition(partition, replay)
 
     # ================================================================ the state topic
 
@@ -120,54 +108,20 @@ class TransactionCoordinator:
         """FindCoordinator for a transactional id: NONE when __transaction_state
         exists; otherwise create it and answer COORDINATOR_NOT_AVAILABLE, as
         Kafka does on the first lookup (clients retry)."""
-        if self.state.num_partitions is not None:
-            return ErrorCode.NONE
-        if TRANSACTION_STATE_TOPIC not in self.broker.image.topics:
-            partitions, configs = internal_topic_spec(self.broker.config, TRANSACTION_STATE_TOPIC)
-            try:
-                self.broker.controller.ensure_internal_topic(TRANSACTION_STATE_TOPIC, partitions, configs)
-            except KafkaError as exc:
-                log.error("cannot create %s: %s", TRANSACTION_STATE_TOPIC, exc)
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        self._activate_if_created()
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ensure_internal_topic(self.broker, TRANSACTION_STATE_TOPIC, self.state.num_partitions is not None,
+                                     self._activate_if_created, log)
 
     def _activate_if_created(self) -> None:
         topic = self.broker.image.topics.get(TRANSACTION_STATE_TOPIC)
         if topic is not None and self.state.num_partitions is None:
             self._apply(self.state.activate(len(topic.partitions), self._coordinator_epochs(topic),
-                                            now_ms=_now_ms()))
+                                            now_ms=self.shell.now_ms()))
             log.info("created %s with %d partitions", TRANSACTION_STATE_TOPIC, len(topic.partitions))
-            self._wake_timers()
 
     def _on_metadata(self, _records) -> None:
         self._activate_if_created()
 
     # ================================================================ driving the state machine
-
-    def _apply(self, fx) -> None:
-        """Do what the state machine asked, feeding outcomes back in, until
-        nothing is left (re-entrant calls queue behind the running one)."""
-        self._queue.append(fx)
-        if self._applying:
-            return
-        self._applying = True
-        try:
-            while self._queue:
-                fx = self._queue.popleft()
-                for ticket, result in fx.responses:
-                    if isinstance(ticket, _Ticket):
-                        ticket.result = result
-                        ticket.event.set()
-                for append in fx.appends:
-                    error = self._write_state(append)
-                    self._queue.append(self.state.append_done(append.token, error, _now_ms()))
-                for job in fx.markers:
-                    results = self._write_markers(job)
-                    self._queue.append(self.state.markers_done(job, results, _now_ms()))
-        finally:
-            self._applying = False
-        self._wake_timers()
 
     def _write_state(self, append) -> int:
         partition = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, append.partition)
@@ -183,7 +137,7 @@ class TransactionCoordinator:
 
     def _write_markers(self, job) -> dict:
         """Write the job's markers; {(topic, partition): None or error}."""
-        now = _now_ms()
+        now = self.shell.now_ms()
         results = {}
         offsets_partitions = []
         for tp in job.partitions:
@@ -212,7 +166,7 @@ class TransactionCoordinator:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         try:
             self.broker.producers.write_marker(partition, producer_id, producer_epoch, coordinator_epoch, commit,
-                                               _now_ms() if now_ms is None else now_ms)
+                                               self.shell.now_ms() if now_ms is None else now_ms)
         except MarkerRefused as exc:
             log.warning("marker for %s-%d refused: %s", topic, index, exc)
             return exc.code
@@ -229,41 +183,6 @@ class TransactionCoordinator:
             groups.on_transaction_completed(producer_id, commit, partitions)
         except Exception:
             log.exception("the group coordinator failed to complete the offsets of producer %d", producer_id)
-
-    async def _call(self, method, *args, **kwargs):
-        ticket = _Ticket()
-        self._apply(method(ticket, _now_ms(), *args, **kwargs))
-        if not ticket.event.is_set():
-            await ticket.event.wait()
-        return ticket.result
-
-    # ================================================================ timers
-
-    def _wake_timers(self) -> None:
-        if self._timer_scope is None:
-            return
-        deadline = self.state.next_deadline()
-        if deadline is not None and (self._sleeping_until is None or deadline < self._sleeping_until):
-            self._timer_scope.cancel()
-
-    async def _run_timers(self) -> None:
-        while True:
-            deadline = self.state.next_deadline()
-            with trio.CancelScope() as scope:
-                self._timer_scope = scope
-                self._sleeping_until = deadline
-                if deadline is None:
-                    await trio.sleep_forever()
-                else:
-                    await trio.sleep(max(0, deadline - _now_ms()) / 1000)
-            self._timer_scope = None
-            self._sleeping_until = None
-            if scope.cancelled_caught and (deadline is None or deadline > _now_ms()):
-                continue   # an earlier timer was set: sleep again
-            try:
-                self._apply(self.state.tick(_now_ms()))
-            except Exception:
-                log.exception("transaction coordinator timers failed")
 
     # ================================================================ requests
 
@@ -284,4 +203,4 @@ class TransactionCoordinator:
         return self.state.describe(transactional_id)
 
     def list_transactions(self, producer_ids=(), states=(), duration_ms: int = -1):
-        return self.state.list_transactions(producer_ids, states, duration_ms, _now_ms())
+        return self.state.list_transactions(producer_ids, states, duration_ms, self.shell.now_ms())

@@ -1,7 +1,7 @@
 """python -m tools.bench <command> [args...]
 
-Broker benchmarks (tools/bench/cli.py): produce, consume, latency, cost, all,
-profile. Any other name runs tools/bench/<name>.py's main(args), e.g. `codec`
+Broker benchmarks (tools/bench/cli.py): produce, consume, cost, all,
+profile; `latency` (tools/bench/latency.py) is the fixed-rate tail-latency workload. Any other name runs tools/bench/<name>.py's main(args), e.g. `codec`
 (the protocol codec benchmark) or `sink` (the ceiling endpoint)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 
 from tools.bench.cli import COMMANDS
 
-MODULE_COMMANDS = ("codec", "sink", "metrics_cost")
+MODULE_COMMANDS = ("codec", "sink", "metrics_cost", "latency", "scaling")
 
 
 def usage() -> str:

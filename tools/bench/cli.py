@@ -1,13 +1,13 @@
-"""python -m tools.bench {produce,consume,latency,cost,all,durability} [options]
+"""python -m tools.bench {produce,consume,cost,all,durability} [options]
 
 Drives kproto (and Apache Kafka when KAFKA_HOME names a distribution, and the
 sink ceiling) with librdkafka clients; prints a results table.
 
   produce   producers: records/s, MiB/s, produce-ack latency
   consume   produce, then read back with one consumer and a 3-member group
-  latency   one record per ms: produce-ack and end-to-end latency
   cost      start to ready, recovery after kill -9, peak RSS
-  all       everything above (and Kafka's perf tools when KAFKA_HOME is set)
+  all       everything above, one record per ms latency (and Kafka's perf tools
+            when KAFKA_HOME is set); fixed-rate tail latency: `python -m tools.bench latency`
   durability  fsync before ack: 1 KiB acks=all producers against kproto and
             kproto-fsync (log.flush.interval.messages=1), a write+fdatasync
             loop next to the data (the device's limit), and the latency of
@@ -23,7 +23,7 @@ import argparse
 import os
 import sys
 
-COMMANDS = ("produce", "consume", "latency", "cost", "all", "durability", "profile")
+COMMANDS = ("produce", "consume", "cost", "all", "durability", "profile")
 
 _WORKLOADS = {
     "produce": {"produce"},

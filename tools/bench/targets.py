@@ -111,7 +111,8 @@ class KprotoTarget(Target):
             shutil.rmtree(data, ignore_errors=True)
         os.makedirs(data, exist_ok=True)
         self._versions = None
-        self.proc = BrokerProcess(data, self.port, settings=self.settings)
+        self.proc = BrokerProcess(data, self.port, settings=self.settings,
+                                  new_session=getattr(self, "new_session", False))
         started = time.perf_counter()
         self.proc.start(timeout=600)
         self.ready_seconds = time.perf_counter() - started
@@ -238,14 +239,17 @@ class KafkaTarget(Target):
         if fresh:
             shutil.rmtree(data, ignore_errors=True)
             props = self._write_properties(data)
-            cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            cluster = "-"
+            while cluster.startswith("-"):  # kafka-storage.sh would read "-t -x..." as an option
+                cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             subprocess.run([self._script("kafka-storage.sh"), "format", "-t", cluster, "-c", props],
                            check=True, capture_output=True, env=self._env(), timeout=120)
         self._versions = None
         self.output = []
         started = time.perf_counter()
         self.proc = subprocess.Popen([self._script("kafka-server-start.sh"), props], stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, env=self._env())
+                                     stderr=subprocess.STDOUT, text=True, env=self._env(),
+                                     start_new_session=getattr(self, "new_session", False))
         deadline = time.monotonic() + 600
         for line in self.proc.stdout:
             self.output.append(line)

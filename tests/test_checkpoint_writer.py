@@ -1,0 +1,73 @@
+"""The periodic checkpoint files are written by a worker thread, not on the
+event loop (broker/checkpoint_writer.py): the log manager only snapshots the
+offsets and submits the write; a newer snapshot replaces a pending one."""
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+
+import trio
+
+from broker.checkpoint_writer import CheckpointWriter
+from broker.storage.logmanager import LogManager
+
+from tests.test_storage import T0, multi_batch
+
+RP = "recovery-point-offset-checkpoint"
+
+
+def test_periodic_checkpoints_go_to_the_writer_thread(tmp_path):
+    d = str(tmp_path / "logs")
+    mgr = LogManager.open(d, broker_config={"log.flush.offset.checkpoint.interval.ms": 0}, sync=True)
+    log = mgr.get_or_create("t", 0, uuid.uuid4())
+    for i in range(3):
+        log.append(multi_batch([T0 + i]), 0, now_ms=T0)
+    log.flush()
+    path = os.path.join(d, RP)
+    def current():
+        return open(path, "rb").read() if os.path.exists(path) else None
+
+    before = current()
+    assert before is None or b"t 0 3" not in before
+    writer = CheckpointWriter()
+    threads = []
+    real = writer.submit
+
+    def submit(key, job):
+        def traced():
+            threads.append(threading.current_thread() is not threading.main_thread())
+            job()
+        real(key, traced)
+
+    mgr.set_checkpoint_writer(submit)
+    mgr.periodic(now_ms=T0 + 10**9)
+    mgr.periodic(now_ms=T0 + 2 * 10**9)     # coalesced with the pending one
+    assert current() == before               # nothing written inline
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            await nursery.start(writer.run)
+            with trio.fail_after(10):
+                while writer.writes < 2:    # recovery points and log start offsets
+                    await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert threads and all(threads)          # in a worker thread
+    assert writer.writes == 2                # the second periodic() replaced the pending writes
+    assert b"t 0 3\n" in open(path, "rb").read()
+    assert not [n for n in os.listdir(d) if n.endswith(".tmp")]
+    mgr.close()
+    assert b"t 0 3\n" in open(path, "rb").read()
+
+
+def test_without_a_writer_periodic_writes_inline(tmp_path):
+    d = str(tmp_path / "logs")
+    mgr = LogManager.open(d, broker_config={"log.flush.offset.checkpoint.interval.ms": 0}, sync=False)
+    log = mgr.get_or_create("t", 0, uuid.uuid4())
+    log.append(multi_batch([T0]), 0, now_ms=T0)
+    log.flush()
+    mgr.periodic(now_ms=T0 + 10**9)
+    assert b"t 0 1\n" in open(os.path.join(d, RP), "rb").read()
+    mgr.close()
