@@ -29,8 +29,9 @@ def test_kill_and_pause_on_a_3_node_cluster_lose_nothing(tmp_path):
     p, (ops, faults, anomalies) = chaos(tmp_path, "--nodes", "3", "--time", "14", "--seed", "1",
                                         "--nemesis", "kill,pause", "--workload", "queue", "--rate", "60",
                                         "--no-plot", *FAST_FENCING)
-    assert "one 3-node KRaft cluster, replication factor 3, min.insync.replicas 2" in p.stdout
-    assert (anomalies, p.returncode) == (0, 0), p.stdout[-3000:]
-    assert faults >= 1 and ops > 500
-    assert re.search(r"faults\s+\d+\s+\(kill \d+", p.stdout), p.stdout[-2000:]
-    assert "run completed         yes" in p.stdout
+    out = p.stdout[-4000:] + p.stderr[-2000:]   # a failure shows the report and the anomalies
+    assert "one 3-node KRaft cluster, replication factor 3, min.insync.replicas 2" in p.stdout, out
+    assert (anomalies, p.returncode) == (0, 0), out
+    assert faults >= 1 and ops > 500, out
+    assert re.search(r"faults\s+\d+\s+\(kill \d+", p.stdout), out
+    assert "run completed         yes" in p.stdout, out
