@@ -243,10 +243,10 @@ class Broker:
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.flusher.run)
-                if self.quorum is not None:
-                    await nursery.start(self.quorum.run)
                 await nursery.start(self.checkpoints.run)
                 self.logs.set_checkpoint_writer(self.checkpoints.submit)
+                if self.quorum is not None:
+                    await nursery.start(self.quorum.run)
                 addresses = []
                 for e in self.config.broker_listeners:
                     host, port = await nursery.start(run_listener, e.bind_host, e.port, dispatcher,
