@@ -70,6 +70,15 @@ def test_truncated_and_overwritten_offset_is_lost_and_inconsistent():
     assert h.kinds() == {"lost-write": 1, "inconsistent-offsets": 1}
 
 
+def test_acknowledged_without_an_offset_must_still_be_read():
+    # librdkafka may report an idempotent send as delivered with offset -1
+    # (recorded as null): no offset to compare, but the value must be somewhere
+    h = H().send("p0", 0, 0, "a").send("p0", 0, None, "b").send("p0", 0, None, "c")
+    h.poll("final", (0, 0, "a"), (0, 1, "b")).final(end_offsets={"q/0": 2})
+    assert h.kinds() == {"lost-write": 1}
+    assert "'c' acknowledged at q/0@None" in check(h.ops)["anomalies"][0]["msg"]
+
+
 def test_unseen_write_after_final_read():
     h = H().send("p0", 0, 0, "a").send("p0", 0, 1, "b").poll("final", (0, 0, "a"))
     h.final(end_offsets={"q/0": 2})

@@ -27,6 +27,8 @@ def main(argv=None) -> int:
     r.add_argument("--progress", type=float, default=5, help="seconds between progress lines")
     r.add_argument("--fault", help="test-only broker fault (KPROTO_TEST_FAULT), e.g. "
                                    "drop-last-acked-batch-on-restart")
+    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a broker property for every node, e.g. broker.session.timeout.ms=2000 (repeatable)")
     r.add_argument("--no-plot", action="store_true")
     r.add_argument("--rebootstrap", action="store_true",
                    help="keep librdkafka's default metadata.recovery.strategy=rebootstrap (see docs/chaos.md)")

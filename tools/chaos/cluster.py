@@ -2,10 +2,12 @@
 KAFKA_HOME), each in its own network namespace (tools/chaos/net.py) or, where
 namespaces cannot be made, on loopback (then the network nemeses are off).
 
-kproto is single-node today: ``--nodes N`` starts N independent single-node
-clusters, each with its own workloads (topic names carry the node). When
-kproto replicates, a KprotoNode only has to be given the quorum settings and
-the cluster becomes one target, as it already is for Kafka (``targets()``).
+``--nodes 1`` runs one single-node kproto (no quorum settings, as
+``kproto serve`` starts by default). ``--nodes N`` (N > 1) runs one replicated
+KRaft cluster of N combined broker,controller nodes, formatted with one
+cluster id like a Kafka cluster (KprotoClusterNode), with replication factor
+min(N, 3) and min.insync.replicas 2, as KafkaNode does for Kafka: the whole
+cluster is one target (``targets()``) and the nemeses act on single nodes.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 
@@ -54,6 +57,7 @@ class Node:
         self.paused = False
         self.log_path = os.path.join(os.path.dirname(data_dir), f"{self.name}.log")
         self.starts = 0
+        self.extra: dict[str, str] = {}   # --set: properties of a replicated cluster's nodes
 
     @property
     def bootstrap(self) -> str:
@@ -125,7 +129,57 @@ class KprotoNode(Node):
         return [sys.executable, "-m", "broker.cli", "serve", "--log-level", "WARNING",
                 "--set", f"log.dirs={self.data_dir}",
                 "--set", f"listeners=PLAINTEXT://{self.host}:{self.port}",
-                "--set", "kproto.metrics.listener=off"]   # (nodes would fight over port 9644)
+                "--set", "kproto.metrics.listener=off",   # (nodes would fight over port 9644)
+                *[a for k, v in self.extra.items() for a in ("--set", f"{k}={v}")]]
+
+
+def cluster_props(rf: int) -> dict[str, str]:
+    """Replication settings shared by the kproto and Kafka clusters of a run
+    (Kafka's keys; the internal topics replicated like user topics)."""
+    return {"offsets.topic.replication.factor": str(rf), "offsets.topic.num.partitions": "4",
+            "transaction.state.log.replication.factor": str(rf),
+            "transaction.state.log.min.isr": str(min(rf, 2)), "transaction.state.log.num.partitions": "4",
+            "min.insync.replicas": str(min(rf, 2)), "default.replication.factor": str(rf),
+            "group.initial.rebalance.delay.ms": "0", "unclean.leader.election.enable": "false"}
+
+
+class KprotoClusterNode(Node):
+    """A combined broker,controller node of a replicated kproto KRaft cluster:
+    its server.properties, formatted with ``kproto storage format`` and the
+    cluster's one id (docs/operations.md, "A multi-node KRaft cluster")."""
+    kind = "kproto"
+
+    def __init__(self, *a, voters: str, cluster_id: str, controller_port: int, replication: int, **kw):
+        super().__init__(*a, **kw)
+        self.voters = voters
+        self.cluster_id = cluster_id
+        self.controller_port = controller_port
+        self.replication = replication
+        self.config_path = os.path.join(os.path.dirname(self.data_dir), f"{self.name}.properties")
+
+    def prepare(self) -> None:
+        super().prepare()
+        props = {
+            "process.roles": "broker,controller", "node.id": str(self.index + 1),
+            "controller.quorum.voters": self.voters,
+            "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": self.data_dir, "num.partitions": "1",
+            "kproto.metrics.listener": "off",   # (nodes would fight over port 9644 on loopback)
+            **cluster_props(self.replication), **self.extra,
+        }
+        with open(self.config_path, "w") as f:
+            f.writelines(f"{k}={v}\n" for k, v in props.items())
+        env = dict(os.environ)
+        env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+        subprocess.run([sys.executable, "-m", "broker.cli", "storage", "format", f"--cluster-id={self.cluster_id}",
+                        "-c", self.config_path, "--ignore-formatted"],
+                       check=True, capture_output=True, text=True, env=env, cwd=ROOT)
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "broker.cli", "serve", "--log-level", "WARNING", "--config", self.config_path]
 
 
 class KafkaNode(Node):
@@ -152,12 +206,7 @@ class KafkaNode(Node):
             "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
             "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "log.dirs": self.data_dir, "num.partitions": "1",
-            "offsets.topic.replication.factor": str(rf), "offsets.topic.num.partitions": "4",
-            "transaction.state.log.replication.factor": str(rf),
-            "transaction.state.log.min.isr": str(min(rf, 2)), "transaction.state.log.num.partitions": "4",
-            "min.insync.replicas": str(min(rf, 2)), "default.replication.factor": str(rf),
-            "group.initial.rebalance.delay.ms": "0", "unclean.leader.election.enable": "false",
+            "log.dirs": self.data_dir, "num.partitions": "1", **cluster_props(rf), **self.extra,
         }
         with open(self.config_path, "w") as f:
             f.writelines(f"{k}={v}\n" for k, v in props.items())
@@ -179,7 +228,7 @@ class Cluster:
 
     def __init__(self, kind: str, nodes: int, workdir: str, *, use_netns: bool = True,
                  disk_mb: int = 0, env: dict[str, str] | None = None, kafka_home: str | None = None,
-                 log=print):
+                 log=print, props: dict[str, str] | None = None):
         self.kind = kind
         self.workdir = workdir
         self.log = log
@@ -201,9 +250,10 @@ class Cluster:
         self.nodes: list[Node] = []
         hosts = [self.net.address(i) if self.net else "127.0.0.1" for i in range(nodes)]
         ports = [9092 if self.net else _free_port() for _ in range(nodes)]
-        if kind == "kafka":
-            if not kafka_home:
-                raise RuntimeError("--kafka needs KAFKA_HOME (a Kafka 3.9 distribution)")
+        if kind == "kafka" and not kafka_home:
+            raise RuntimeError("--kafka needs KAFKA_HOME (a Kafka 3.9 distribution)")
+        self.replicated = kind == "kafka" or nodes > 1
+        if self.replicated:
             cports = [9093 if self.net else _free_port() for _ in range(nodes)]
             voters = ",".join(f"{i + 1}@{hosts[i]}:{cports[i]}" for i in range(nodes))
             cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
@@ -214,8 +264,12 @@ class Cluster:
                 node = KafkaNode(i, hosts[i], ports[i], data, prefix, dict(env), kafka_home=kafka_home,
                                  voters=voters, cluster_id=cid, controller_port=cports[i],
                                  replication=min(nodes, 3))
+            elif self.replicated:
+                node = KprotoClusterNode(i, hosts[i], ports[i], data, prefix, dict(env), voters=voters,
+                                         cluster_id=cid, controller_port=cports[i], replication=min(nodes, 3))
             else:
                 node = KprotoNode(i, hosts[i], ports[i], data, prefix, dict(env))
+            node.extra = dict(props or {})
             self.nodes.append(node)
 
     def start(self) -> None:
@@ -224,6 +278,25 @@ class Cluster:
             if self.disk_mb:
                 self._mount_tmpfs(node.data_dir)
             node.prepare()
+        if self.replicated:
+            # all at once: a node of a multi-voter quorum needs a majority of
+            # voters before it serves (a Kafka broker opens its listener only
+            # once registered), so starting them one by one would deadlock
+            errors: list[Exception] = []
+
+            def go(node):
+                try:
+                    node.start()
+                except Exception as exc:   # noqa: BLE001  (reported below)
+                    errors.append(exc)
+            threads = [threading.Thread(target=go, args=(n,)) for n in self.nodes]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            if errors:
+                raise errors[0]
+            return
         for node in self.nodes:
             node.start()
 
@@ -236,7 +309,7 @@ class Cluster:
 
     def targets(self) -> list[list[Node]]:
         """The groups of nodes that form one Kafka cluster each."""
-        if self.kind == "kafka":
+        if self.replicated:
             return [self.nodes]
         return [[n] for n in self.nodes]
 

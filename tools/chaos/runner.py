@@ -48,10 +48,11 @@ def run(args) -> int:
     log(f"chaos: {kind} x{args.nodes}, nemesis {','.join(wanted) or 'none'}, workloads {','.join(workloads)}, "
         f"{args.time}s, seed {args.seed}, output {out}")
     cluster = Cluster(kind, args.nodes, os.path.join(out, "nodes"), use_netns=not args.loopback,
-                      disk_mb=disk_mb, env=env, kafka_home=os.environ.get("KAFKA_HOME"), log=log)
-    if kind == "kproto" and args.nodes > 1:
-        log(f"kproto is single-node today: {args.nodes} independent single-node clusters, each with its "
-            "own workloads (one replicated cluster once kproto replicates)")
+                      disk_mb=disk_mb, env=env, kafka_home=os.environ.get("KAFKA_HOME"), log=log,
+                      props=dict(kv.split("=", 1) for kv in getattr(args, "set", None) or []))
+    if cluster.replicated:
+        log(f"one {args.nodes}-node KRaft cluster, replication factor {min(args.nodes, 3)}, "
+            "min.insync.replicas 2")
     h = HistoryWriter(hist_path)
     stops = {"produce": threading.Event(), "consume": threading.Event()}
     rng = random.Random(args.seed)
