@@ -197,7 +197,21 @@ class TransactionCoordinator:
         return await self._call(self.state.end_txn, transactional_id, producer_id, producer_epoch, commit)
 
     def verify_partitions(self, transactional_id, producer_id: int, producer_epoch: int, partitions) -> dict:
+        if not self._coordinates_here(transactional_id):
+            # the transaction's coordinator is another broker of the cluster; Kafka would ask it
+            # (AddPartitionsToTxn verifyOnly). kproto does not yet: the KIP-890 check is skipped
+            # rather than refusing every transactional write (docs/compatibility.md)
+            return {tp: 0 for tp in partitions}
         return self.state.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
+
+    def _coordinates_here(self, transactional_id) -> bool:
+        """Whether this broker leads the __transaction_state partition of the transactional id
+        (always on a single node)."""
+        if getattr(self.broker, "quorum", None) is None or not self.state.num_partitions:
+            return True
+        from broker.internal_topics import TRANSACTION_STATE_TOPIC
+        part = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, self.state.partition_for(transactional_id))
+        return part is not None and getattr(part, "is_leader", True)
 
     def describe(self, transactional_id):
         return self.state.describe(transactional_id)
