@@ -185,7 +185,7 @@ def test_three_controllers_and_two_brokers_brokers_follow_as_observers():
     try:
         c.format()
         c.start()
-        create_until_ok(c, "on-broker", [4], 15)
+        create_until_ok(c, "on-broker", [4], 40)
         t0 = time.monotonic()
         while True:
             md = metadata(f"127.0.0.1:{c.ports[5]}")
