@@ -152,7 +152,8 @@ class QuorumShell:
                     send, recv = trio.open_memory_channel(1000)
                     self._outgoing[peer] = send
                     nursery.start_soon(self._peer_loop, peer, recv)
-            nursery.start_soon(trio.serve_listeners, self._serve_conn, listeners)
+            if listeners:   # (an observer, a broker-only node, has no controller listener)
+                nursery.start_soon(trio.serve_listeners, self._serve_conn, listeners)
             nursery.start_soon(self._timer_loop)
             self._pump()
             task_status.started()
