@@ -434,9 +434,10 @@ def _autogroup_nice(pid: int) -> None:
     started it would."""
     try:
         with open("/proc/self/autogroup") as f:
-            nice = f.read().split()[-1]     # "/autogroup-123 nice 0"
-        with open(f"/proc/{pid}/autogroup", "w") as f:
-            f.write(nice)
+            words = f.read().split()    # "/autogroup-123 nice 0"; empty in some containers
+        if words:
+            with open(f"/proc/{pid}/autogroup", "w") as f:
+                f.write(words[-1])
     except OSError:
         pass
 

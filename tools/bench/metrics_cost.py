@@ -41,8 +41,8 @@ def cpu_seconds(pid: int) -> float:
         try:
             with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
                 total += int(f.read().split()[0])
-        except (FileNotFoundError, ProcessLookupError):
-            pass
+        except (OSError, IndexError, ValueError):
+            pass    # a thread that just exited, or a kernel without schedstats
     return total / 1e9
 
 
