@@ -38,7 +38,8 @@ class QuorumNode(BrokerProcess):
 class QuorumCluster:
     def __init__(self, nodes: int = 3, controllers: int | None = None, base_dir: str | None = None,
                  settings: dict | None = None, log_level: str = "WARNING", host: str = "127.0.0.1",
-                 ports: list | None = None):
+                 ports: list | None = None, listener: str = "PLAINTEXT",
+                 node_settings: dict | None = None):
         self.base_dir = base_dir or tempfile.mkdtemp(prefix="kproto-cluster-")
         self._own_dir = base_dir is None
         self.count = nodes
@@ -61,17 +62,20 @@ class QuorumCluster:
             combined = is_controller and controllers is None
             roles = "broker,controller" if combined else ("controller" if is_controller else "broker")
             self.roles[i] = roles
-            listeners = [] if roles == "controller" else [f"PLAINTEXT://{host}:{self.ports[i]}"]
+            # `listener`: the broker listener's name (its protocol from listener.security.protocol.map
+            # in settings when it is not a protocol's name); node_settings: {node id: {key: value}}
+            listeners = [] if roles == "controller" else [f"{listener}://{host}:{self.ports[i]}"]
             if is_controller:
                 listeners.append(f"CONTROLLER://{host}:{self.controller_ports[i]}")
             lines = {"process.roles": roles, "node.id": str(i), "controller.quorum.voters": voters,
                      "listeners": ",".join(listeners), "controller.listener.names": "CONTROLLER",
-                     "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-                     "inter.broker.listener.name": "PLAINTEXT", "log.dirs": data,
+                     "listener.security.protocol.map": f"{listener}:{listener},CONTROLLER:PLAINTEXT",
+                     "inter.broker.listener.name": listener, "log.dirs": data,
                      "kproto.metrics.listener": "off"}
             if roles == "controller":
                 del lines["inter.broker.listener.name"]
             lines.update(self.settings)
+            lines.update((node_settings or {}).get(i, {}))
             with open(props, "w") as f:
                 f.write("".join(f"{k}={v}\n" for k, v in lines.items()))
             self.nodes[i] = QuorumNode(i, props, data, self.ports[i], self.controller_ports.get(i), log_level)
