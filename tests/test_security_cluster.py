@@ -106,13 +106,13 @@ def _outbound(pki, user, password):
     return Outbound(config, "CONTROLLER", "SASL_SSL", "PLAIN", "test")
 
 
-def _exchange(pki, cluster, login, request, version):
+def _exchange(pki, cluster, login, request, version, password=None):
     """[(controller node, answer or None when the connection closed)] for request sent to every
     controller listener, logged in as `login`."""
     import trio
 
     from kproto import api
-    out = _outbound(pki, login, f"{login}-secret")
+    out = _outbound(pki, login, password or f"{login}-secret")
 
     async def one(port):
         stream = await out.connect("127.0.0.1", port, "test")
@@ -194,6 +194,10 @@ def test_sasl_ssl_cluster_replicates_authorizes_and_fails_over(pki):
         assert _envelope(pki, cluster, "User:bob", "via-envelope-b") == [0]
         assert _envelope(pki, cluster, "User:broker", "via-envelope-c", login="alice") == "31"
         assert _vote_refused(pki, cluster)
+        from broker.security.outbound import AuthenticationFailed
+        from kproto.messages.vote_request import VoteRequest
+        with pytest.raises(AuthenticationFailed, match="Invalid username or password"):
+            _exchange(pki, cluster, "broker", VoteRequest(cluster_id=cluster.cluster_id, topics=[]), 0, "wrong")
 
         producer = confluent_kafka.Producer({**_client(pki, cluster.bootstrap, "broker", "broker-secret"),
                                              "acks": "all", "enable.idempotence": True, "linger.ms": 5})
