@@ -324,6 +324,7 @@ class Broker:
         if self._closed or self.logs is None:
             return
         self._closed = True
+        self.checkpoints.drain()
         self.logs.close()
         if self._metadata_logs_manager is not None:
             self._metadata_logs_manager.close()

@@ -33,6 +33,16 @@ class CheckpointWriter:
         self._pending[key] = job
         self._kick.set()
 
+    def drain(self) -> None:
+        """Run what is still pending here and now (shutdown: the deferred
+        fsyncs of new partitions are done before the clean-shutdown marker)."""
+        pending, self._pending = self._pending, {}
+        for key, job in pending.items():
+            try:
+                job()
+            except Exception:
+                log.exception("writing checkpoint %s failed", key)
+
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         while True:

@@ -46,6 +46,20 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def fsync_paths(paths) -> None:
+    """fsync files and directories by name (a worker thread finishing the
+    creation of a partition); one removed meanwhile needs no fsync."""
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def touch(path: str) -> None:
     """Create an empty file if missing (Kafka's CheckpointFile constructor does)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)

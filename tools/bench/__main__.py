@@ -11,7 +11,7 @@ import sys
 
 from tools.bench.cli import COMMANDS
 
-MODULE_COMMANDS = ("codec", "sink", "metrics_cost", "latency", "scaling")
+MODULE_COMMANDS = ("codec", "sink", "metrics_cost", "latency", "scaling", "create_stall")
 
 
 def usage() -> str:
