@@ -26,6 +26,7 @@ class CheckpointWriter:
         self._pending: dict[str, Callable[[], None]] = {}
         self._kick = trio.Event()
         self.writes = 0   # completed writes (tests)
+        self.on_disk_error = None   # callable(exc): the broker's LogDirFailures.report
 
     def submit(self, key: str, job: Callable[[], None]) -> None:
         """Write soon (``job`` runs in a worker thread). Called on the trio
@@ -54,5 +55,6 @@ class CheckpointWriter:
             try:
                 await trio.to_thread.run_sync(job)
                 self.writes += 1
-            except Exception:
-                log.exception("writing checkpoint %s failed", key)
+            except Exception as exc:
+                if self.on_disk_error is None or not self.on_disk_error(exc):
+                    log.exception("writing checkpoint %s failed", key)

@@ -446,8 +446,10 @@ class Fetcher:
                     continue
                 try:
                     errors |= self._apply(part, pr)
-                except Exception:
-                    log.exception("%s-%d: applying fetched data failed", part.topic, part.index)
+                except Exception as exc:
+                    failures = getattr(self.manager.broker, "dir_failures", None)
+                    if failures is None or not failures.report(exc):
+                        log.exception("%s-%d: applying fetched data failed", part.topic, part.index)
                     errors = True
         return errors
 
