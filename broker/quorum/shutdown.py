@@ -196,8 +196,8 @@ async def controlled_shutdown(broker, timeout_s: float | None = None) -> bool:
         if resp is not None and resp.error_code == ErrorCode.NONE and resp.should_shut_down:
             log.info("controlled shutdown granted after %.2f s", trio.current_time() - started)
             return True
-        if resp is not None:
-            answered = trio.current_time()
+        if resp is not None and resp.error_code == ErrorCode.NONE:
+            answered = trio.current_time()   # (a controller without a majority answers errors)
         elif trio.current_time() - answered > q.liveness.session_s:
             log.warning("controlled shutdown: no active controller for %.1f s; stopping", q.liveness.session_s)
             return False
