@@ -165,6 +165,10 @@ async def _await_replication(broker, replicated, timeout_ms: int) -> None:
             resp.base_offset = -1
             resp.log_append_time_ms = -1
             resp.log_start_offset = -1
+            if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                # leadership moved while the batch waited (KIP-951: name the new leader)
+                leader, leader_epoch = current_leader(broker, partition.topic, partition.index)
+                resp.current_leader = ProduceResponse.LeaderIdAndEpoch(leader_id=leader, leader_epoch=leader_epoch)
 
 
 def _leader_endpoints(broker, ctx, topics_out) -> list:

@@ -25,7 +25,7 @@ from kproto.messages.alter_partition_request import AlterPartitionRequest
 from kproto.messages.fetch_request import FetchRequest
 
 from broker.internal_topics import OFFSETS_TOPIC
-from broker.replication import alter_partition, election
+from broker.replication import alter_partition, election, preferred
 from broker.replication.client import BrokerConnection
 from broker.replication.leader_state import LeaderState
 
@@ -274,6 +274,7 @@ class ReplicationManager:
             nursery.start_soon(self._alter_partition_loop)
             nursery.start_soon(self._isr_shrink_loop)
             nursery.start_soon(self._controller_loop)
+            nursery.start_soon(preferred.rebalance_loop, self.broker)   # auto.leader.rebalance.enable
             self._run_coordinator_changes()
             task_status.started()
 
