@@ -34,6 +34,7 @@ MODULES = (
     "quotas",
     "delegation_tokens",
     "replication",
+    "reassignments",
 )
 
 
