@@ -25,7 +25,7 @@ from kproto.messages.alter_partition_request import AlterPartitionRequest
 from kproto.messages.fetch_request import FetchRequest
 
 from broker.internal_topics import OFFSETS_TOPIC
-from broker.replication import alter_partition, election, preferred
+from broker.replication import alter_partition, election, preferred, reassigner
 from broker.replication.client import BrokerConnection
 from broker.replication.leader_state import LeaderState
 
@@ -93,8 +93,8 @@ class ReplicationManager:
                 continue
             key = (part.topic, part.index)
             seen.add(key)
-            if len(p.replicas) <= 1 and p.leader == self.node_id:
-                continue   # not replicated: nothing changes for it
+            if len(p.replicas) <= 1 and p.leader == self.node_id and part.replication is None:
+                continue   # never replicated (a reassignment may have made it so): nothing changes for it
             if p.leader == self.node_id:
                 self._become_leader(part, p)
             else:
@@ -134,6 +134,8 @@ class ReplicationManager:
         key = (part.topic, part.index)
         state = self.leaders.get(key)
         if state is not None and state.leader_epoch == p.leader_epoch:
+            if state.replicas != list(p.replicas):   # a reassignment adds replicas
+                state.update_replicas(p.replicas, _now_ms())
             if state.partition_epoch != p.partition_epoch or state.isr != list(p.isr):
                 state.update_isr(p.isr, p.partition_epoch)
                 self._advance(part, state)
@@ -275,6 +277,7 @@ class ReplicationManager:
             nursery.start_soon(self._isr_shrink_loop)
             nursery.start_soon(self._controller_loop)
             nursery.start_soon(preferred.rebalance_loop, self.broker)   # auto.leader.rebalance.enable
+            nursery.start_soon(reassigner.run, self)
             self._run_coordinator_changes()
             task_status.started()
 
