@@ -306,14 +306,17 @@ class Scenario:
             for role, t in threads:
                 if role == "p":
                     t.join(90)
+            self.log(f"producers stopped, {self.acks()} acked; waiting for the group to catch up")
             _wait(self.group_caught_up, 90, "the consumer group to commit the end of every partition", 0.5)
             self.stop_consume.set()
             for _, t in threads:
                 t.join(60)
+            self.log("final read of every partition")
             res = final_read(self.h, self.bootstrap, {TOPIC: (self.partitions, "read_uncommitted")},
                              {GROUP: [(TOPIC, p) for p in range(self.partitions)]})
             ok = res.pop("complete")
             self.h.write(f="final", type="ok", proc="final", copier=None, **res)
+            self.log("stopping the nodes, comparing their logs")
             for n in self.cluster.nodes:   # clean stop: the log files are complete
                 n.stop()
             self.divergent = self.compare_replicas()
