@@ -20,7 +20,9 @@ import pytest
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from tests.wire_client import WireClient  # noqa: E402
+from kproto import records as rec  # noqa: E402
+from kproto.errors import ErrorCode  # noqa: E402
+from tests.wire_client import WireClient, produce_req  # noqa: E402
 from tests.wire_client import metadata as wire_metadata  # noqa: E402
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
@@ -136,6 +138,15 @@ def test_sigterm_of_a_leader_moves_leadership_before_it_exits(cluster):
                 assert exited < SESSION_MS / 1000, exited   # it did not wait to be fenced
                 # once it is gone it is fenced: an offline replica
                 _wait(lambda: leader in _wire_partition(survivor).offline_replicas, 10, "an offline replica")
+                # the other survivor sends a producer on to the new leader (KIP-951)
+                follower = next(i for i in cluster.nodes if i not in (leader, p.leader_id))
+                with WireClient(cluster.nodes[follower].bootstrap) as c:
+                    resp = c.call(produce_req(TOPIC, rec.build_batch([(None, b"x", [], 0)])), 10)
+                pr = resp.responses[0].partition_responses[0]
+                assert pr.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER, pr
+                assert (pr.current_leader.leader_id, pr.current_leader.leader_epoch) == (p.leader_id, p.leader_epoch)
+                assert [(e.node_id, e.port) for e in resp.node_endpoints] == [
+                    (p.leader_id, cluster.nodes[p.leader_id].port)]
             else:
                 node.kill()
                 _wait(lambda: _partition(admin)[0] not in (leader, -1), 60, "a new leader")
