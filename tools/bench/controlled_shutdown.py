@@ -13,6 +13,7 @@ back exactly once, in order.
 from __future__ import annotations
 
 import argparse
+import bisect
 import os
 import shutil
 import signal
@@ -111,9 +112,15 @@ def run(kind: str, rounds: int, kafka_home: str | None, rate: int = 5000) -> dic
                     node.kill()
                 target = len(acked) + 500
                 _wait(lambda: len(acked) >= target, 120, "acks after the leader stopped")
-                before = [x for x in ack_times if x <= at]
-                after = next(x for x in ack_times if x > at)
-                pauses[how].append(after - (before[-1] if before else at))
+                # the longest time without an ack from the last one before the signal until now (a
+                # delivery report can reach its callback a little after the ack arrived)
+                times = list(ack_times)
+                start = max(0, bisect.bisect_right(times, at) - 1)
+                window = times[start:]
+                pauses[how].append(max(b - a for a, b in zip(window, window[1:])))
+                new_leader = part()[0]
+                print(f"  {kind} {how} of leader {leader}: pause {pauses[how][-1]:.3f} s, new leader {new_leader}",
+                      flush=True)
                 node.start()
                 _wait(lambda: len(part()[1]) == 3, 120, "the ISR of 3 again")
         finally:
