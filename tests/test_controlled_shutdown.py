@@ -9,6 +9,7 @@ KPROTO_SHUTDOWN_ROUNDS=N repeats the SIGTERM (1 in CI); KPROTO_SHUTDOWN_KILL_TOO
 many kill -9 rounds and prints both pauses (p50) side by side."""
 from __future__ import annotations
 
+import bisect
 import os
 import signal
 import statistics
@@ -20,7 +21,9 @@ import pytest
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from tests.wire_client import WireClient  # noqa: E402
+from kproto import records as rec  # noqa: E402
+from kproto.errors import ErrorCode  # noqa: E402
+from tests.wire_client import WireClient, produce_req  # noqa: E402
 from tests.wire_client import metadata as wire_metadata  # noqa: E402
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
@@ -77,11 +80,13 @@ def cluster():
     c.cleanup()
 
 
-def _pause(ack_times, at):
-    """Last ack before `at` -> first ack after it."""
-    before = [t for t in ack_times if t <= at]
-    after = [t for t in ack_times if t > at]
-    return (after[0] if after else float("inf")) - (before[-1] if before else at)
+def _pause(ack_times, at, end):
+    """The longest time without an ack from the last ack before `at` to `end` (a delivery report
+    may reach the callback a little after the ack, so "first ack after `at`" would understate it)."""
+    times = list(ack_times)
+    start = max(0, bisect.bisect_right(times, at) - 1)
+    window = [t for t in times[start:] if t <= end]
+    return max((b - a for a, b in zip(window, window[1:])), default=float("inf"))
 
 
 def test_sigterm_of_a_leader_moves_leadership_before_it_exits(cluster):
@@ -136,12 +141,21 @@ def test_sigterm_of_a_leader_moves_leadership_before_it_exits(cluster):
                 assert exited < SESSION_MS / 1000, exited   # it did not wait to be fenced
                 # once it is gone it is fenced: an offline replica
                 _wait(lambda: leader in _wire_partition(survivor).offline_replicas, 10, "an offline replica")
+                # the other survivor sends a producer on to the new leader (KIP-951)
+                follower = next(i for i in cluster.nodes if i not in (leader, p.leader_id))
+                with WireClient(cluster.nodes[follower].bootstrap) as c:
+                    resp = c.call(produce_req(TOPIC, rec.build_batch([(None, b"x", [], 0)])), 10)
+                pr = resp.responses[0].partition_responses[0]
+                assert pr.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER, pr
+                assert (pr.current_leader.leader_id, pr.current_leader.leader_epoch) == (p.leader_id, p.leader_epoch)
+                assert [(e.node_id, e.port) for e in resp.node_endpoints] == [
+                    (p.leader_id, cluster.nodes[p.leader_id].port)]
             else:
                 node.kill()
                 _wait(lambda: _partition(admin)[0] not in (leader, -1), 60, "a new leader")
             target = len(acked) + 500
             _wait(lambda: len(acked) >= target, 60, "acks after the leader left")
-            pauses[how].append(_pause(ack_times, at))
+            pauses[how].append(_pause(ack_times, at, time.monotonic()))
             node.start()
             _wait(lambda: len(_partition(admin)[2]) == 3, 60, "the old leader back in the ISR")
     finally:

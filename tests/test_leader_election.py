@@ -187,3 +187,18 @@ def test_broker_registration_change_record_uses_kafkas_fenced_encoding():
     assert image.brokers[1].fenced
     image.apply(BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=11, fenced=-1))
     assert not image.brokers[1].fenced
+
+
+def test_unclean_leader_election_enable_per_topic_and_broker_default():
+    from broker.replication import election
+    from kproto.metadata.config_record import ConfigRecord
+    image = _image({0: ([1, 2, 3], [1], -1)})   # its last in-sync replica (1) is fenced
+    brokers = _brokers(fenced={1})
+    assert election.sweep(image, brokers, unclean_default=False) == []
+    [r] = election.sweep(image, brokers, unclean_default=True)
+    assert (r.leader, r.isr, r.leader_recovery_state) == (2, [2], 1)
+    image.apply(ConfigRecord(resource_type=2, resource_name="t", name="unclean.leader.election.enable", value="true"))
+    [r] = election.sweep(image, brokers, unclean_default=False)   # the topic's setting wins
+    assert (r.leader, r.isr) == (2, [2])
+    image.apply(ConfigRecord(resource_type=2, resource_name="t", name="unclean.leader.election.enable", value="false"))
+    assert election.sweep(image, brokers, unclean_default=True) == []

@@ -95,7 +95,10 @@ class ShutdownTracker:
             # a partition got it back as leader meanwhile (a race with another election): move it
             records = election.on_broker_gone(q.image, bid, self._brokers(), _unclean_default(q.config))
             if records:
-                await self._propose(records, bid)
+                try:
+                    await self._propose(records, bid)
+                except KafkaError as exc:
+                    return BrokerHeartbeatResponse(error_code=exc.code, is_fenced=False)
             return _response(False, True, False)
         target = self.shutdown_offset.setdefault(bid, q.image.offset)
         if target > self._lowest_active_offset(bid):
