@@ -70,11 +70,6 @@ def test_new_broker_joins_and_takes_over_a_partition_under_load(cluster):
     _wait(lambda: _create(admin, topic), 60, "the topic created")
     _wait(lambda: len(_partition(admin, topic)[2]) == 3, 30, "an ISR of 3")
 
-    node4 = cluster.add_broker(4)
-    _wait(lambda: 4 in admin.list_topics(timeout=10).brokers, 40, "broker 4 registered")
-    assert 4 not in _partition(admin, topic)[1]                          # hosts nothing yet
-    assert not os.path.exists(os.path.join(node4.data_dir, f"{topic}-0"))
-
     acked, errors = [], []
     stop = threading.Event()
 
@@ -113,7 +108,12 @@ def test_new_broker_joins_and_takes_over_a_partition_under_load(cluster):
     producer.start()
     consumer.start()
     try:
-        _wait(lambda: len(acked) > 200, 60, "records acknowledged before the move")
+        node4 = cluster.add_broker(4)
+        _wait(lambda: 4 in admin.list_topics(timeout=10).brokers, 40, "broker 4 registered")
+        assert 4 not in _partition(admin, topic)[1]                          # hosts nothing yet
+        assert not os.path.exists(os.path.join(node4.data_dir, f"{topic}-0"))
+        _wait(lambda: len(acked) > 200 and consumed, 90, "records acknowledged and consumed before the move",
+              lambda: f"acked {len(acked)}, consumed {len(consumed)}, errors {errors[:3]}")
         leader, replicas, _isr = _partition(admin, topic)
         target = [4] + [b for b in replicas if b != leader]   # the leader's replica moves to the new broker
         ka = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30000)
