@@ -104,6 +104,11 @@ def _request_src(msg) -> int:
 
 
 _RAFT_APIS = {52, 53, 54, 1, 59}
+try:   # a refused login / TLS handshake on an outgoing connection (broker/security/outbound.py)
+    from broker.security.outbound import AuthenticationFailed as _AuthFailed
+    _AUTH_ERRORS = (_AuthFailed,)
+except ImportError:   # (raft tests may use the shell without the broker package's extras)
+    _AUTH_ERRORS = ()
 # a broken connection (both halves may fail at once: a group of them) costs the connection only
 _CONN_ERRORS = (OSError, EOFError, trio.BrokenResourceError, trio.ClosedResourceError, ValueError,
                 ExceptionGroup)
@@ -132,8 +137,16 @@ class QuorumShell:
         self._fsync_running = False
         self._fsync_wanted = None
         self.leader = m.LeaderChange(m.NO_LEADER, node.epoch)
-        # async (header, request, frame) -> response chunks, for the non-raft APIs of the port
+        # async (header, request, frame, conn) -> response chunks, for the non-raft APIs of the port
         self.other_requests = None
+        # security of the controller listener (broker/quorum/secure.py), all None on plaintext:
+        # connect(host, port, client_id) -> stream: an outgoing connection, TLS and SASL done;
+        # accept(stream) -> (stream, conn) or None: an incoming one's TLS handshake;
+        # screen(conn, frame) -> response bytes (SASL exchange) or None to serve the frame; raises
+        # to close the connection (a request before login, a principal without CLUSTER_ACTION)
+        self.connect = None
+        self.accept = None
+        self.screen = None
 
     # --------------------------------------------------------------- time
 
@@ -250,9 +263,21 @@ class QuorumShell:
         host, port = self.peers[peer]
         while True:
             try:
-                stream = await trio.open_tcp_stream(host, port)
-            except OSError:
+                if self.connect is not None:
+                    stream = await self.connect(host, port, f"raft-{self.node.id}")
+                else:
+                    stream = await trio.open_tcp_stream(host, port)
+            except _AUTH_ERRORS as exc:
+                # a refused login or TLS handshake: said, and retried slowly (Kafka's reconnect backoff)
+                log.error("raft connection to node %s at %s:%s: %s", peer, host, port, exc)
+                await trio.sleep(1.0)
+                continue
+            except (OSError, EOFError, trio.BrokenResourceError):
                 await trio.sleep(0.05)
+                continue
+            except Exception:   # a peer that answers nonsense costs this connection only
+                log.exception("raft connection to node %s at %s:%s failed", peer, host, port)
+                await trio.sleep(1.0)
                 continue
             inflight = deque()
             try:
@@ -283,6 +308,21 @@ class QuorumShell:
     # ----------------------------------------------------------- incoming
 
     async def _serve_conn(self, stream):
+        conn = None
+        if self.accept is not None:
+            try:
+                accepted = await self.accept(stream)
+            except _CONN_ERRORS as exc:
+                log.debug("inbound connection: %s", exc)
+                accepted = None
+            if accepted is None:
+                with trio.CancelScope(shield=True):
+                    try:
+                        await stream.aclose()
+                    except Exception:
+                        pass
+                return
+            stream, conn = accepted
         send, recv = trio.open_memory_channel(1000)
 
         async def writer():
@@ -295,10 +335,26 @@ class QuorumShell:
                 n.start_soon(writer)
                 while True:
                     frame = await _read_frame(stream, buf)
+                    if self.screen is not None and conn is not None:
+                        try:
+                            answer = await self.screen(conn, frame)
+                        except Exception as exc:
+                            if type(exc).__name__ != "CloseConnection":   # (broker/dispatch.py's)
+                                raise
+                            log.warning("closing connection from %s on the controller listener: %s",
+                                        getattr(conn, "peer", None), exc)
+                            if getattr(exc, "chunks", None):   # a failed login's answer goes first
+                                await trio.sleep(exc.delay_s or 0)
+                                send.send_nowait(b"".join(bytes(c) for c in exc.chunks))
+                            send.close()   # the writer sends what is queued, then the connection ends
+                            return
+                        if answer is not None:
+                            send.send_nowait(answer)
+                            continue
                     header, kreq = api.decode_request(frame)
                     if header.request_api_key not in _RAFT_APIS and self.other_requests is not None:
                         # Envelope, BrokerRegistration...: answered by the broker (broker/quorum/replicated.py)
-                        n.start_soon(self._answer_other, send, header, kreq, frame)
+                        n.start_soon(self._answer_other, send, header, kreq, frame, conn)
                         continue
                     if header.request_api_key not in _RAFT_APIS:
                         raise ValueError(f"API {header.request_api_key} on the quorum port")
@@ -315,9 +371,9 @@ class QuorumShell:
         finally:
             send.close()
 
-    async def _answer_other(self, send, header, kreq, frame):
+    async def _answer_other(self, send, header, kreq, frame, conn=None):
         try:
-            chunks = await self.other_requests(header, kreq, frame)
+            chunks = await self.other_requests(header, kreq, frame, conn)
             send.send_nowait(b"".join(bytes(c) for c in chunks))
         except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
             pass
