@@ -49,6 +49,10 @@ class ProposalLostError(Exception):
 class MemoryStorage:
     """Keeps everything in memory; fsync is immediate."""
 
+    # fsync runs in the trio thread: a worker thread would let a MockClock (the tests) jump to the
+    # next timer while it runs, which made the tests' timings depend on the machine's load
+    fsync_in_thread = False
+
     def __init__(self):
         self.quorum_state = m.QuorumState()
         self.entries: list = []
@@ -129,6 +133,7 @@ class QuorumShell:
         self.take_snapshot = take_snapshot
         self.on_leader = on_leader or (lambda change: None)
         self._wake = trio.Event()
+        self._waiting_until = None         # the deadline the timer loop sleeps to (None: awake)
         self._outgoing = {}                # peer -> trio memory send channel
         self._inbound = {}                 # token -> (send channel, wire corr, api key, version)
         self._token = 0
@@ -174,8 +179,10 @@ class QuorumShell:
     async def _timer_loop(self):
         while True:
             deadline = self.node.next_deadline_ms()
+            self._waiting_until = deadline if deadline is not None else float("inf")
             with trio.move_on_at(deadline / 1000 if deadline is not None else float("inf")):
                 await self._wake.wait()
+            self._waiting_until = None
             self._wake = trio.Event()
             self.node.tick(self.now_ms())
             self._pump()
@@ -212,7 +219,12 @@ class QuorumShell:
                 data = self.take_snapshot(r.snapshot_due)
                 self.storage.write_snapshot(r.snapshot_due, data)
                 node.snapshot_taken(r.snapshot_due, data)
-        self._wake.set()
+        # wake the timer loop only if the node now wants a tick sooner than the loop sleeps to:
+        # waking it on every pump made it spin (a core busy, and a MockClock never advanced)
+        if self._waiting_until is not None:
+            nd = node.next_deadline_ms()
+            if nd is not None and nd < self._waiting_until:
+                self._wake.set()
 
     def _request_fsync(self, sync_to):
         self._fsync_wanted = sync_to
@@ -226,7 +238,11 @@ class QuorumShell:
             while self._fsync_wanted is not None:
                 offset, gen = self._fsync_wanted
                 self._fsync_wanted = None
-                await trio.to_thread.run_sync(self.storage.fsync)
+                if getattr(self.storage, "fsync_in_thread", True):
+                    await trio.to_thread.run_sync(self.storage.fsync)
+                else:
+                    self.storage.fsync()
+                    await trio.sleep(0)
                 self.node.durable(offset, gen)
                 self._pump()
         finally:

@@ -5,6 +5,7 @@ import json
 import random
 
 import trio
+import trio.testing
 
 from broker.quorum_shell import MemoryStorage, NotLeaderError, ProposalLostError, QuorumShell
 from raft.node import LEADER, Persisted, RaftConfig, RaftNode
@@ -92,7 +93,7 @@ def test_three_nodes_over_sockets_elect_commit_and_survive_the_leader():
             assert took < 3
             assert new.applied[:1] == [b"topic-a"] or b"topic-a" in new.applied
             nursery.cancel_scope.cancel()
-    trio.run(main)
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
 def test_a_follower_answers_not_leader_with_the_leader_hint():
@@ -119,7 +120,7 @@ def test_a_follower_answers_not_leader_with_the_leader_hint():
             else:
                 raise AssertionError("a follower accepted a proposal")
             nursery.cancel_scope.cancel()
-    trio.run(main)
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
 def test_the_quorum_bench_reports_latency_and_failover(capsys):
@@ -161,7 +162,7 @@ def test_a_node_that_comes_back_far_behind_catches_up_by_fetch_snapshot():
             assert again.storage.snapshot is not None
             assert again.applied == lead.applied
             nursery.cancel_scope.cancel()
-    trio.run(main)
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
 def test_without_a_majority_writes_do_not_commit_and_the_leader_steps_down():
@@ -203,7 +204,7 @@ def test_without_a_majority_writes_do_not_commit_and_the_leader_steps_down():
             # what was committed is still readable
             assert b"before" in leader.applied and b"never" not in leader.applied
             nursery.cancel_scope.cancel()
-    trio.run(main)
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
 def test_restarting_the_whole_quorum_brings_the_same_log_back():
@@ -230,4 +231,4 @@ def test_restarting_the_whole_quorum_brings_the_same_log_back():
             with trio.fail_after(5):
                 await _propose(again, b"after-restart")
             nursery.cancel_scope.cancel()
-    trio.run(main)
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
