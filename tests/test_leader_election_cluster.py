@@ -86,7 +86,8 @@ def test_leaders_move_away_on_sigterm_and_back_when_the_broker_returns(cluster):
         return True
     _wait(create, 60, "the topic created")
     boot = cluster.nodes[1].bootstrap
-    _wait(lambda: all(len(p.isr_nodes) == 3 for p in _parts(boot).values()), 30, "ISRs of 3")
+    _wait(lambda: len(_parts(boot)) == 3 and all(len(p.isr_nodes) == 3 for p in _parts(boot).values()), 30,
+          "ISRs of 3")
     parts = _parts(boot)
     assert all(p.leader_id == p.replica_nodes[0] for p in parts.values())   # created led by preferred
     index, p0 = next((i, p) for i, p in parts.items() if p.replica_nodes[0] != 1)

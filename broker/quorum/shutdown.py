@@ -39,7 +39,7 @@ FENCE = 1
 IN_CONTROLLED_SHUTDOWN = 1
 
 
-def _response(fenced: bool, in_shutdown: bool, go: bool) -> BrokerHeartbeatResponse:
+def _response(fenced: bool, go: bool) -> BrokerHeartbeatResponse:
     return BrokerHeartbeatResponse(error_code=0, is_caught_up=True, is_fenced=fenced,
                                    should_shut_down=go)
 
@@ -86,11 +86,11 @@ class ShutdownTracker:
         q, bid = self.q, req.broker_id
         if reg.fenced:
             # nothing to move: a fenced broker may go at once (Kafka: FENCED -> SHUTDOWN_NOW)
-            return _response(True, in_shutdown, bool(req.want_shut_down))
+            return _response(True, bool(req.want_shut_down))
         if not in_shutdown:
             return await self._begin(req, reg)
         if not req.want_shut_down:
-            return _response(False, True, False)   # (Kafka keeps it in controlled shutdown)
+            return _response(False, False)   # (Kafka keeps it in controlled shutdown)
         if self._leads_anything(bid):
             # a partition got it back as leader meanwhile (a race with another election): move it
             records = election.on_broker_gone(q.image, bid, self._brokers(), _unclean_default(q.config))
@@ -99,17 +99,17 @@ class ShutdownTracker:
                     await self._propose(records, bid)
                 except KafkaError as exc:
                     return BrokerHeartbeatResponse(error_code=exc.code, is_fenced=False)
-            return _response(False, True, False)
+            return _response(False, False)
         target = self.shutdown_offset.setdefault(bid, q.image.offset)
         if target > self._lowest_active_offset(bid):
-            return _response(False, True, False)   # the new leaders have not all seen it yet
+            return _response(False, False)   # the new leaders have not all seen it yet
         try:
             await q.propose([BrokerRegistrationChangeRecord(broker_id=bid, broker_epoch=reg.broker_epoch,
                                                             fenced=FENCE)], timeout_ms=5000)
         except KafkaError as exc:
             return BrokerHeartbeatResponse(error_code=exc.code, is_fenced=False)
         log.info("broker %d: controlled shutdown granted", bid)
-        return _response(True, True, True)
+        return _response(True, True)
 
     async def _begin(self, req, reg) -> BrokerHeartbeatResponse:
         q, bid = self.q, req.broker_id
@@ -124,7 +124,7 @@ class ShutdownTracker:
             await self._propose(records, bid)
         except KafkaError as exc:
             return BrokerHeartbeatResponse(error_code=exc.code, is_fenced=False)
-        return _response(False, True, False)
+        return _response(False, False)
 
     async def _propose(self, records, bid: int) -> None:
         """Propose and await the commit, remembering the batch's last offset (what every active
