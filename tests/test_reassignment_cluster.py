@@ -90,7 +90,7 @@ def test_errors_as_kafka():
         _create(cluster, "e", [1, 2])
         got = await _reassign(client, 2, [("e", 0, None), ("e", 0, [1, 9]), ("e", 4, [1]), ("nope", 0, [1])])
         assert got == [
-            (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress."),
+            (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None),   # Kafka 3.9 answered these (run against it)
             (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
              "The manual partition assignment includes broker 9, but no such broker is registered."),
             (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "Unable to find partition e:4."),
