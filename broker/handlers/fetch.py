@@ -19,7 +19,7 @@ from broker.error_response import error_response
 from broker.fetch_sessions import FetchSessionCache, ShardError
 from broker.handlers import handles
 from broker.partition import OffsetOutOfRange
-from broker.replication import replica_fetch
+from broker.replication import follower_fetching, replica_fetch
 from broker.replication.leader_hint import current_leader
 from broker.replication.replica_fetch import replica_id_of
 
@@ -124,7 +124,7 @@ def _build(broker, v, req, items, isolation) -> tuple[list, int, list, bool]:
             entries.append((key, name, topic_id, _error_part(fp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
             errors = True
             continue
-        if not partition.is_leader:
+        if not partition.is_leader and not follower_fetching.follower_may_serve(v, replica_id_of(req, v)):
             # a follower here: KIP-951 tells the consumer who leads now
             part = _error_part(fp.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER)
             leader, leader_epoch = current_leader(broker, timage.name, fp.partition)
@@ -138,6 +138,18 @@ def _build(broker, v, req, items, isolation) -> tuple[list, int, list, bool]:
                     else ErrorCode.UNKNOWN_LEADER_EPOCH)
             entries.append((key, name, topic_id, _error_part(fp.partition, code)))
             errors = True
+            continue
+        preferred = follower_fetching.preferred_read_replica(
+            broker, timage.name, fp.partition, partition, getattr(req, "rack_id", None), fp.fetch_offset,
+            replica_id_of(req, v)) if partition.is_leader and v >= 11 else -1
+        if preferred >= 0:
+            # KIP-392: no records, the consumer fetches from the preferred replica
+            entries.append((key, name, topic_id, _Part(
+                partition_index=fp.partition, error_code=0, high_watermark=partition.high_watermark,
+                last_stable_offset=partition.last_stable_offset,
+                log_start_offset=partition.log_start_offset, aborted_transactions=None,
+                preferred_read_replica=preferred, records=b"")))
+            errors = True   # answered at once, as Kafka does not wait for a redirected partition
             continue
         try:
             region, upper, incomplete = partition.fetch_read(

@@ -509,7 +509,10 @@ class Fetcher:
             self._append(part, bytes(data))
         leo = plog.log_end_offset
         if pr.high_watermark >= 0:
-            part.replicated_hw = min(pr.high_watermark, leo)
+            hw = min(pr.high_watermark, leo)
+            if hw != part.replicated_hw:
+                part.replicated_hw = hw
+                part.notify()   # consumers reading from this follower (KIP-392) wait for its high watermark
         return False
 
     def _append(self, part, data: bytes) -> None:

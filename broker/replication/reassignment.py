@@ -127,7 +127,7 @@ def cancel(t, p, brokers: dict[int, BrokerInfo], unclean_default: bool = False):
     """Kafka's cancelPartitionReassignment / PartitionReassignmentRevert: back to the replicas
     without the ones being added."""
     if not in_progress(p):
-        raise KafkaError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")
+        raise KafkaError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)   # Kafka sends no message here
     adding = set(p.adding_replicas)
     replicas = [b for b in p.replicas if b not in adding]
     isr = [b for b in p.isr if b not in adding]
