@@ -95,6 +95,72 @@ def _error_code(admin, topic):
         return exc.args[0].code()
 
 
+def _outbound(pki, user, password):
+    from broker.config import BrokerConfig
+    from broker.security.outbound import Outbound
+    config = BrokerConfig.load(None, {
+        "log.dirs": "/tmp/unused", "listeners": "PLAINTEXT://127.0.0.1:1", "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": pki.ca_path,
+        "listener.name.controller.plain.sasl.jaas.config":
+            f'{PLAIN} required username="{user}" password="{password}";'})
+    return Outbound(config, "CONTROLLER", "SASL_SSL", "PLAIN", "test")
+
+
+def _exchange(pki, cluster, login, request, version, password=None):
+    """[(controller node, answer or None when the connection closed)] for request sent to every
+    controller listener, logged in as `login`."""
+    import trio
+
+    from kproto import api
+    out = _outbound(pki, login, password or f"{login}-secret")
+
+    async def one(port):
+        stream = await out.connect("127.0.0.1", port, "test")
+        async with stream:
+            await stream.send_all(api.encode_request(request, version, 5, "test"))
+            data = b""
+            with trio.move_on_after(10):
+                while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+                    chunk = await stream.receive_some(65536)
+                    if not chunk:
+                        return None
+                    data += chunk
+            return api.decode_response(data[4:], request.API_KEY, version)[1] if data else None
+    return [(i, trio.run(one, port)) for i, port in cluster.controller_ports.items()]
+
+
+def _envelope(pki, cluster, principal, topic, login="broker"):
+    """CreateTopics in an Envelope naming `principal`: the active controller's topic error codes,
+    or the Envelope's own error code as a string when it was refused."""
+    from kproto import api
+    from kproto.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+    from kproto.messages.envelope_request import EnvelopeRequest
+
+    from broker.quorum.secure import serialize_principal
+    inner = CreateTopicsRequest(topics=[CreatableTopic(name=topic, num_partitions=1, replication_factor=3,
+                                                       assignments=[], configs=[])],
+                                timeout_ms=15000, validate_only=False)
+    envelope = EnvelopeRequest(request_data=api.encode_request(inner, 7, 9, "client")[4:],
+                               request_principal=serialize_principal(principal),
+                               client_host_address=b"\x7f\x00\x00\x01")
+    for _node, resp in _exchange(pki, cluster, login, envelope, 0):
+        if resp is None:
+            continue
+        if resp.error_code:
+            return str(resp.error_code)
+        codes = [t.error_code for t in api.decode_response(resp.response_data, 19, 7)[1].topics]
+        if codes != [41]:   # NOT_CONTROLLER: the active controller is another node
+            return codes
+    return None
+
+
+def _vote_refused(pki, cluster) -> bool:
+    """A Vote from a user without CLUSTER_ACTION: every controller closes the connection."""
+    from kproto.messages.vote_request import VoteRequest
+    vote = VoteRequest(cluster_id=cluster.cluster_id, topics=[])
+    return all(resp is None for _node, resp in _exchange(pki, cluster, "alice", vote, 0))
+
+
 @pytest.fixture
 def pki(tmp_path):
     return Pki(str(tmp_path / "pki"))
@@ -121,6 +187,17 @@ def test_sasl_ssl_cluster_replicates_authorizes_and_fails_over(pki):
             bob = AdminClient(_client(pki, one, "bob", "bob-secret"))
             _wait(lambda: _error_code(bob, f"bob-{i}") in (0, confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS),
                   30, f"bob's topic created through node {i}")
+
+        # at the controller: an Envelope from a broker is handled as the principal it names; from
+        # anyone else it is refused (CLUSTER_ACTION), and so are raft requests
+        assert _envelope(pki, cluster, "User:alice", "via-envelope-a") == [29]   # TOPIC_AUTHORIZATION_FAILED
+        assert _envelope(pki, cluster, "User:bob", "via-envelope-b") == [0]
+        assert _envelope(pki, cluster, "User:broker", "via-envelope-c", login="alice") == "31"
+        assert _vote_refused(pki, cluster)
+        from broker.security.outbound import AuthenticationFailed
+        from kproto.messages.vote_request import VoteRequest
+        with pytest.raises(AuthenticationFailed, match="Invalid username or password"):
+            _exchange(pki, cluster, "broker", VoteRequest(cluster_id=cluster.cluster_id, topics=[]), 0, "wrong")
 
         producer = confluent_kafka.Producer({**_client(pki, cluster.bootstrap, "broker", "broker-secret"),
                                              "acks": "all", "enable.idempotence": True, "linger.ms": 5})

@@ -493,6 +493,8 @@ class Fetcher:
             self._rebuild(part)
             return True
         if pr.error_code:
+            if pr.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                self._refused()
             return True
         div = pr.diverging_epoch
         if div is not None and div.end_offset >= 0:
@@ -514,6 +516,15 @@ class Fetcher:
                 part.replicated_hw = hw
                 part.notify()   # consumers reading from this follower (KIP-392) wait for its high watermark
         return False
+
+    def _refused(self) -> None:
+        """The leader refused this broker's principal (no CLUSTER_ACTION): said every 10 s."""
+        now = time.monotonic()
+        if now - getattr(self, "_refused_logged", -1e9) >= 10:
+            self._refused_logged = now
+            log.error("[ReplicaFetcher replicaId=%d, leaderId=%d] the leader refused the fetch with "
+                      "TOPIC_AUTHORIZATION_FAILED: this broker's principal needs CLUSTER_ACTION on the cluster "
+                      "(super.users or an ACL)", self.manager.node_id, self.leader_id)
 
     def _append(self, part, data: bytes) -> None:
         plog = part.log

@@ -45,8 +45,9 @@ TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 CLIENT_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 
-class AuthenticationFailed(Exception):
-    """The other node refused this node's login (SASL) or its TLS handshake failed."""
+class AuthenticationFailed(ConnectionError):
+    """The other node refused this node's login (SASL) or its TLS handshake failed (a
+    ConnectionError, so every caller that survives a lost connection survives this too)."""
 
 
 def _read_exact_frame_factory():
