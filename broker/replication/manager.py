@@ -25,7 +25,7 @@ from kproto.messages.alter_partition_request import AlterPartitionRequest
 from kproto.messages.fetch_request import FetchRequest
 
 from broker.internal_topics import OFFSETS_TOPIC
-from broker.replication import alter_partition, election
+from broker.replication import alter_partition, election, preferred, reassigner
 from broker.replication.client import BrokerConnection
 from broker.security.outbound import AuthenticationFailed
 from broker.replication.leader_state import LeaderState
@@ -109,8 +109,8 @@ class ReplicationManager:
                 continue
             key = (part.topic, part.index)
             seen.add(key)
-            if len(p.replicas) <= 1 and p.leader == self.node_id:
-                continue   # not replicated: nothing changes for it
+            if len(p.replicas) <= 1 and p.leader == self.node_id and part.replication is None:
+                continue   # never replicated (a reassignment may have made it so): nothing changes for it
             if p.leader == self.node_id:
                 self._become_leader(part, p)
             else:
@@ -150,6 +150,8 @@ class ReplicationManager:
         key = (part.topic, part.index)
         state = self.leaders.get(key)
         if state is not None and state.leader_epoch == p.leader_epoch:
+            if state.replicas != list(p.replicas):   # a reassignment adds replicas
+                state.update_replicas(p.replicas, _now_ms())
             if state.partition_epoch != p.partition_epoch or state.isr != list(p.isr):
                 state.update_isr(p.isr, p.partition_epoch)
                 self._advance(part, state)
@@ -290,6 +292,8 @@ class ReplicationManager:
             nursery.start_soon(self._alter_partition_loop)
             nursery.start_soon(self._isr_shrink_loop)
             nursery.start_soon(self._controller_loop)
+            nursery.start_soon(preferred.rebalance_loop, self.broker)   # auto.leader.rebalance.enable
+            nursery.start_soon(reassigner.run, self)
             self._run_coordinator_changes()
             task_status.started()
 
@@ -472,8 +476,10 @@ class Fetcher:
                     continue
                 try:
                     errors |= self._apply(part, pr)
-                except Exception:
-                    log.exception("%s-%d: applying fetched data failed", part.topic, part.index)
+                except Exception as exc:
+                    failures = getattr(self.manager.broker, "dir_failures", None)
+                    if failures is None or not failures.report(exc):
+                        log.exception("%s-%d: applying fetched data failed", part.topic, part.index)
                     errors = True
         return errors
 
@@ -505,7 +511,10 @@ class Fetcher:
             self._append(part, bytes(data))
         leo = plog.log_end_offset
         if pr.high_watermark >= 0:
-            part.replicated_hw = min(pr.high_watermark, leo)
+            hw = min(pr.high_watermark, leo)
+            if hw != part.replicated_hw:
+                part.replicated_hw = hw
+                part.notify()   # consumers reading from this follower (KIP-392) wait for its high watermark
         return False
 
     def _refused(self) -> None:
