@@ -116,6 +116,7 @@ def _request_src(msg) -> int:
 
 
 _RAFT_APIS = {52, 53, 54, 1, 59}
+_CLUSTER_AUTHORIZATION_FAILED = 31
 try:   # a refused login / TLS handshake on an outgoing connection (broker/security/outbound.py)
     from broker.security.outbound import AuthenticationFailed as _AuthFailed
     from broker.security.outbound import expiring as _expiring
@@ -348,6 +349,12 @@ class QuorumShell:
             corr, kresp = api.decode_response(frame, api_key, version)
             if corr != env.correlation_id:
                 raise ValueError(f"answer {corr} to request {env.correlation_id}")
+            if getattr(kresp, "error_code", 0) == _CLUSTER_AUTHORIZATION_FAILED:
+                # this node's principal lacks CLUSTER_ACTION there: said, then retried slowly
+                log.error("node %s refused this node's raft request: CLUSTER_AUTHORIZATION_FAILED (this "
+                          "node's principal needs CLUSTER_ACTION on the cluster: super.users or an ACL)", peer)
+                await trio.sleep(1.0)
+                raise ValueError("CLUSTER_AUTHORIZATION_FAILED")
             msg = convert.from_response(kresp, env.msg)
             self.node.step(m.Envelope(peer, self.node.id, corr, msg), self.now_ms())
             self._pump()
