@@ -235,13 +235,22 @@ def test_sasl_ssl_cluster_replicates_authorizes_and_fails_over(pki):
         cluster.cleanup()
 
 
+SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
 def test_a_wrong_inter_broker_password_stops_replication_visibly(pki):
-    # node 3 logs in to the others' broker listeners with a wrong password (its controller login and
-    # the accounts it accepts are right): it registers, but cannot fetch as a follower
-    cluster = QuorumCluster(3, settings=_settings(pki), listener="SASL_SSL",
-                            node_settings={3: {"listener.name.sasl_ssl.plain.sasl.jaas.config": _jaas("wrong")}})
+    # the brokers replicate with SCRAM-SHA-256, whose credentials `storage format --add-scram` put
+    # in the bootstrap metadata; node 3 logs in to the others' broker listeners with a wrong password
+    # (its controller login and the accounts it accepts are right): it registers, but cannot fetch
+    settings = {**_settings(pki), "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+                "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
+                "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config":
+                    f'{SCRAM_LOGIN} required username="broker" password="broker-secret";'}
+    wrong = {"listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config":
+             f'{SCRAM_LOGIN} required username="broker" password="wrong";'}
+    cluster = QuorumCluster(3, settings=settings, listener="SASL_SSL", node_settings={3: wrong})
     try:
-        cluster.format()
+        cluster.format(("--add-scram", "SCRAM-SHA-256=[name=broker,password=broker-secret]"))
         cluster.start(timeout=90)
         admin = AdminClient(_client(pki, cluster.bootstrap, "broker", "broker-secret"))
         _wait(lambda: _create(admin, "lagging", 3), 60, "the topic created")
@@ -254,6 +263,7 @@ def test_a_wrong_inter_broker_password_stops_replication_visibly(pki):
         led = [p for p in _partitions(admin, "lagging").values() if p[0] == 3]
         assert all(p[2] == [1, 2, 3] for p in led)   # the others replicate from node 3 as usual
         log = "".join(cluster.nodes[3].stderr_lines)
-        assert "Error sending fetch request" in log and "Invalid username or password" in log, log[-2000:]
+        assert "Error sending fetch request" in log and "invalid credentials with SASL mechanism SCRAM-SHA-256" \
+            in log, log[-2000:]
     finally:
         cluster.cleanup()
