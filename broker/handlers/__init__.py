@@ -35,6 +35,7 @@ MODULES = (
     "quotas",
     "delegation_tokens",
     "replication",
+    "reassignments",
 )
 
 
