@@ -10,7 +10,7 @@ import sys
 
 from tools.bench.cli import COMMANDS
 
-MODULE_COMMANDS = ("codec", "sink", "metrics_cost", "latency", "scaling")
+MODULE_COMMANDS = ("codec", "sink", "metrics_cost", "latency", "scaling", "fetch_sessions")
 
 
 def usage() -> str:
