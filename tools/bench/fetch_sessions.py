@@ -96,7 +96,11 @@ def produce(c: Client, topic: str, partition: int, n: int) -> None:
     batch = rec.build_batch([(b"k", b"x" * 100)] * n)
     req = ProduceRequest(acks=1, timeout_ms=30000, topic_data=[ProduceRequest.TopicProduceData(
         name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=partition, records=batch)])])
-    err = c.call(req, 9).responses[0].partition_responses[0].error_code
+    for _ in range(100):   # (a new Kafka partition's leader needs a moment)
+        err = c.call(req, 9).responses[0].partition_responses[0].error_code
+        if err not in (3, 5, 6):
+            break
+        time.sleep(0.2)
     if err:
         raise SystemExit(f"produce: error {err}")
 
