@@ -38,7 +38,8 @@ class QuorumNode(BrokerProcess):
 class QuorumCluster:
     def __init__(self, nodes: int = 3, controllers: int | None = None, base_dir: str | None = None,
                  settings: dict | None = None, log_level: str = "WARNING", host: str = "127.0.0.1",
-                 ports: list | None = None):
+                 ports: list | None = None, listener: str = "PLAINTEXT",
+                 node_settings: dict | None = None):
         self.base_dir = base_dir or tempfile.mkdtemp(prefix="kproto-cluster-")
         self._own_dir = base_dir is None
         self.count = nodes
@@ -53,6 +54,8 @@ class QuorumCluster:
         self.controller_ports = {i: take() for i in ids[:self.controllers]}
         self.voters = ",".join(f"{i}@{host}:{p}" for i, p in self.controller_ports.items())
         self.log_level = log_level
+        self.listener = listener
+        self.node_settings = dict(node_settings or {})
         self.nodes: dict[int, QuorumNode] = {}
         self.roles: dict[int, str] = {}
         for i in ids:
@@ -66,17 +69,21 @@ class QuorumCluster:
         data = os.path.join(self.base_dir, f"node{i}")
         props = os.path.join(self.base_dir, f"node{i}.properties")
         self.roles[i] = roles
-        listeners = [] if roles == "controller" else [f"PLAINTEXT://{host}:{self.ports[i]}"]
+        # self.listener: the broker listener's name (its protocol from listener.security.protocol.map
+        # in settings when it is not a protocol's name); self.node_settings: {node id: {key: value}}
+        listener = self.listener
+        listeners = [] if roles == "controller" else [f"{listener}://{host}:{self.ports[i]}"]
         if i in self.controller_ports:
             listeners.append(f"CONTROLLER://{host}:{self.controller_ports[i]}")
         lines = {"process.roles": roles, "node.id": str(i), "controller.quorum.voters": self.voters,
                  "listeners": ",".join(listeners), "controller.listener.names": "CONTROLLER",
-                 "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-                 "inter.broker.listener.name": "PLAINTEXT", "log.dirs": data,
+                 "listener.security.protocol.map": f"{listener}:{listener},CONTROLLER:PLAINTEXT",
+                 "inter.broker.listener.name": listener, "log.dirs": data,
                  "kproto.metrics.listener": "off"}
         if roles == "controller":
             del lines["inter.broker.listener.name"]
         lines.update(self.settings)
+        lines.update(self.node_settings.get(i, {}))
         with open(props, "w") as f:
             f.write("".join(f"{k}={v}\n" for k, v in lines.items()))
         node = self.nodes[i] = QuorumNode(i, props, data, self.ports[i], self.controller_ports.get(i),

@@ -30,6 +30,7 @@ MODULES = (
     "registration",
     "telemetry",
     "log_dirs",
+    "leader_election",
     "scram",
     "quotas",
     "delegation_tokens",

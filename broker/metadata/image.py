@@ -158,6 +158,13 @@ class MetadataImage:
             self.brokers[r.id].fenced = False
 
     def _apply_BrokerRegistrationChangeRecord(self, r):
+        # Kafka's encoding: fenced 1 fences, -1 unfences, 0 leaves it; in_controlled_shutdown 1 sets it
         b = self.brokers.get(r.broker_id)
-        if b is not None and r.fenced in (0, 1):
-            b.fenced = bool(r.fenced)
+        if b is None:
+            return
+        if r.fenced == 1:
+            b.fenced = True
+        elif r.fenced == -1:
+            b.fenced = False
+        if getattr(r, "in_controlled_shutdown", 0) == 1:
+            b.in_controlled_shutdown = True

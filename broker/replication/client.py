@@ -13,9 +13,11 @@ _SIZE = struct.Struct(">i")
 
 
 class BrokerConnection:
-    def __init__(self, host: str, port: int, client_id: str):
+    def __init__(self, host: str, port: int, client_id: str, connect=None):
         self.host, self.port = host, port
         self.client_id = client_id
+        # connect(host, port, client_id) -> stream with TLS / SASL done (broker/security/outbound.py)
+        self.connect = connect
         self._stream = None
         self._buf = bytearray()
         self._correlation = 0
@@ -24,7 +26,10 @@ class BrokerConnection:
         """Send msg and return the decoded answer; OSError/EOFError when the
         connection fails (it is reopened by the next call)."""
         if self._stream is None:
-            self._stream = await trio.open_tcp_stream(self.host, self.port)
+            if self.connect is not None:
+                self._stream = await self.connect(self.host, self.port, self.client_id)
+            else:
+                self._stream = await trio.open_tcp_stream(self.host, self.port)
             self._buf.clear()
         self._correlation += 1
         try:

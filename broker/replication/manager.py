@@ -25,8 +25,9 @@ from kproto.messages.alter_partition_request import AlterPartitionRequest
 from kproto.messages.fetch_request import FetchRequest
 
 from broker.internal_topics import OFFSETS_TOPIC
-from broker.replication import alter_partition, election, reassigner
+from broker.replication import alter_partition, election, preferred, reassigner
 from broker.replication.client import BrokerConnection
+from broker.security.outbound import AuthenticationFailed
 from broker.replication.leader_state import LeaderState
 
 log = logging.getLogger("kproto.replication")
@@ -67,7 +68,22 @@ class ReplicationManager:
         self._coordinator_owned: dict[int, bool] = {}   # __consumer_offsets partition -> led here
         self._coordinator_changes: list[tuple[int, bool]] = []
         self.endpoint_of = lambda broker_id: endpoint_from_image(
-            broker.image, broker_id, broker.config.get("inter.broker.listener.name") or None)
+            broker.image, broker_id, self._inter_broker_listener())
+
+    def _inter_broker(self):
+        """broker/security/outbound.py's settings for the inter-broker listener (None: plaintext)."""
+        security = getattr(self.broker, "security", None)
+        return getattr(security, "inter_broker", None)
+
+    def _inter_broker_listener(self):
+        out = self._inter_broker()
+        if out is not None:
+            return out.listener
+        return self.broker.config.get("inter.broker.listener.name") or None
+
+    def connection(self, host: str, port: int, client_id: str) -> BrokerConnection:
+        out = self._inter_broker()
+        return BrokerConnection(host, port, client_id, out.connect if out is not None and out.secured else None)
 
     def _cfg_int(self, key: str, default: int) -> int:
         try:
@@ -276,6 +292,7 @@ class ReplicationManager:
             nursery.start_soon(self._alter_partition_loop)
             nursery.start_soon(self._isr_shrink_loop)
             nursery.start_soon(self._controller_loop)
+            nursery.start_soon(preferred.rebalance_loop, self.broker)   # auto.leader.rebalance.enable
             nursery.start_soon(reassigner.run, self)
             self._run_coordinator_changes()
             task_status.started()
@@ -325,10 +342,13 @@ class ReplicationManager:
                         if conn is None or (conn.host, conn.port) != ep:
                             if conn is not None:
                                 await conn.aclose()
-                            conn = BrokerConnection(ep[0], ep[1], f"alter-partition-{self.node_id}")
+                            conn = self.connection(ep[0], ep[1], f"alter-partition-{self.node_id}")
                         with trio.fail_after(5):
                             resp = await conn.request(req, ALTER_PARTITION_VERSION)
                         code = ErrorCode(resp.error_code or resp.topics[0].partitions[0].error_code)
+            except AuthenticationFailed as exc:
+                log.error("AlterPartition for %s-%d: %s", part.topic, part.index, exc)
+                code = ErrorCode.NOT_CONTROLLER
             except (OSError, EOFError, trio.TooSlowError, trio.BrokenResourceError, KafkaError) as exc:
                 log.info("AlterPartition for %s-%d failed: %s", part.topic, part.index, exc)
                 code = ErrorCode.NOT_CONTROLLER
@@ -393,7 +413,7 @@ class Fetcher:
                 if conn is None or (conn.host, conn.port) != ep:
                     if conn is not None:
                         await conn.aclose()
-                    conn = BrokerConnection(ep[0], ep[1], f"replica-fetcher-{m.node_id}")
+                    conn = m.connection(ep[0], ep[1], f"replica-fetcher-{m.node_id}")
                 req, parts = self._request()
                 if not parts:
                     await trio.sleep(0.05)
@@ -401,6 +421,13 @@ class Fetcher:
                 try:
                     with trio.fail_after(m._cfg_int("replica.socket.timeout.ms", 30000) / 1000):
                         resp = await conn.request(req, FETCH_VERSION)
+                except AuthenticationFailed as exc:
+                    # as Kafka's ReplicaFetcherThread: an error each time, retried after the backoff
+                    log.error("[ReplicaFetcher replicaId=%d, leaderId=%d] Error sending fetch request: %s",
+                              m.node_id, self.leader_id, exc)
+                    await conn.aclose()
+                    await trio.sleep(max(backoff, 1.0))
+                    continue
                 except (OSError, EOFError, trio.TooSlowError, trio.BrokenResourceError) as exc:
                     log.debug("fetch from %d: %s", self.leader_id, exc)
                     await conn.aclose()
@@ -449,8 +476,10 @@ class Fetcher:
                     continue
                 try:
                     errors |= self._apply(part, pr)
-                except Exception:
-                    log.exception("%s-%d: applying fetched data failed", part.topic, part.index)
+                except Exception as exc:
+                    failures = getattr(self.manager.broker, "dir_failures", None)
+                    if failures is None or not failures.report(exc):
+                        log.exception("%s-%d: applying fetched data failed", part.topic, part.index)
                     errors = True
         return errors
 
@@ -464,6 +493,8 @@ class Fetcher:
             self._rebuild(part)
             return True
         if pr.error_code:
+            if pr.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                self._refused()
             return True
         div = pr.diverging_epoch
         if div is not None and div.end_offset >= 0:
@@ -485,6 +516,15 @@ class Fetcher:
                 part.replicated_hw = hw
                 part.notify()   # consumers reading from this follower (KIP-392) wait for its high watermark
         return False
+
+    def _refused(self) -> None:
+        """The leader refused this broker's principal (no CLUSTER_ACTION): said every 10 s."""
+        now = time.monotonic()
+        if now - getattr(self, "_refused_logged", -1e9) >= 10:
+            self._refused_logged = now
+            log.error("[ReplicaFetcher replicaId=%d, leaderId=%d] the leader refused the fetch with "
+                      "TOPIC_AUTHORIZATION_FAILED: this broker's principal needs CLUSTER_ACTION on the cluster "
+                      "(super.users or an ACL)", self.manager.node_id, self.leader_id)
 
     def _append(self, part, data: bytes) -> None:
         plog = part.log

@@ -58,6 +58,7 @@ class Node:
         self.log_path = os.path.join(os.path.dirname(data_dir), f"{self.name}.log")
         self.starts = 0
         self.extra: dict[str, str] = {}   # --set: properties of a replicated cluster's nodes
+        self.log_level = "WARNING"        # (kproto nodes; INFO shows truncations, tools/chaos/scenarios.py)
 
     @property
     def bootstrap(self) -> str:
@@ -126,7 +127,7 @@ class KprotoNode(Node):
     kind = "kproto"
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "broker.cli", "serve", "--log-level", "WARNING",
+        return [sys.executable, "-m", "broker.cli", "serve", "--log-level", self.log_level,
                 "--set", f"log.dirs={self.data_dir}",
                 "--set", f"listeners=PLAINTEXT://{self.host}:{self.port}",
                 "--set", "kproto.metrics.listener=off",   # (nodes would fight over port 9644)
@@ -179,7 +180,8 @@ class KprotoClusterNode(Node):
                        check=True, capture_output=True, text=True, env=env, cwd=ROOT)
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "broker.cli", "serve", "--log-level", "WARNING", "--config", self.config_path]
+        return [sys.executable, "-m", "broker.cli", "serve", "--log-level", self.log_level, "--config",
+                self.config_path]
 
 
 class KafkaNode(Node):
