@@ -116,11 +116,14 @@ def _request_src(msg) -> int:
 
 
 _RAFT_APIS = {52, 53, 54, 1, 59}
+_CLUSTER_AUTHORIZATION_FAILED = 31
 try:   # a refused login / TLS handshake on an outgoing connection (broker/security/outbound.py)
     from broker.security.outbound import AuthenticationFailed as _AuthFailed
+    from broker.security.outbound import expiring as _expiring
     _AUTH_ERRORS = (_AuthFailed,)
 except ImportError:   # (raft tests may use the shell without the broker package's extras)
     _AUTH_ERRORS = ()
+    _expiring = lambda stream: False  # noqa: E731
 ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 80, 81
 # a broken connection (both halves may fail at once: a group of them) costs the connection only
 _CONN_ERRORS = (OSError, EOFError, trio.BrokenResourceError, trio.ClosedResourceError, ValueError,
@@ -324,6 +327,11 @@ class QuorumShell:
                 async with stream, trio.open_nursery() as n:
                     n.start_soon(self._peer_reader, peer, stream, inflight)
                     async for env in recv:
+                        if _expiring(stream):
+                            # its SASL session ends soon: a new connection logs in again (this
+                            # message and any unanswered ones are lost; the node retries them)
+                            n.cancel_scope.cancel()
+                            break
                         kreq = convert.to_request(env.msg, self.cluster_id, dst=peer)
                         version = api.version_range(kreq.API_KEY)[1]
                         inflight.append((env, kreq.API_KEY, version))
@@ -341,6 +349,12 @@ class QuorumShell:
             corr, kresp = api.decode_response(frame, api_key, version)
             if corr != env.correlation_id:
                 raise ValueError(f"answer {corr} to request {env.correlation_id}")
+            if getattr(kresp, "error_code", 0) == _CLUSTER_AUTHORIZATION_FAILED:
+                # this node's principal lacks CLUSTER_ACTION there: said, then retried slowly
+                log.error("node %s refused this node's raft request: CLUSTER_AUTHORIZATION_FAILED (this "
+                          "node's principal needs CLUSTER_ACTION on the cluster: super.users or an ACL)", peer)
+                await trio.sleep(1.0)
+                raise ValueError("CLUSTER_AUTHORIZATION_FAILED")
             msg = convert.from_response(kresp, env.msg)
             self.node.step(m.Envelope(peer, self.node.id, corr, msg), self.now_ms())
             self._pump()

@@ -476,7 +476,14 @@ class ReplicatedMetadata:
         """One request to a voter's controller listener, on a connection no other request uses
         meanwhile (kept for the next call: a TLS handshake and SASL login per heartbeat would cost
         more than the heartbeat)."""
+        from broker.security.outbound import expiring
         idle = self._pool.setdefault(node_id, [])
+        while idle and expiring(idle[-1]):
+            with trio.CancelScope(shield=True):
+                try:
+                    await idle.pop().aclose()   # its SASL session ends soon: a new login instead
+                except Exception:
+                    pass
         if idle:
             try:
                 return await self._call_on(node_id, request, idle.pop())

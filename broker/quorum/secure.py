@@ -32,6 +32,7 @@ HANDSHAKE_TIMEOUT_S = 30.0
 _VERSION = struct.Struct(">h")
 # what a SASL connection may send before its login completes
 _SASL_APIS = (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+RAFT_APIS = (52, 53, 54, 1, 59)   # Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot
 
 
 class ControllerConn:
@@ -140,9 +141,18 @@ class ControllerListenerSecurity:
             raise CloseConnection("the SASL session expired and was not re-authenticated")
         if key == ApiKey.API_VERSIONS:
             return await self._answer(frame, conn)
-        if key in (52, 53, 54, 1, 59) and not self.may_cluster_action(conn):
-            raise CloseConnection(f"{ApiKey(key).name} refused: {session.principal} has no CLUSTER_ACTION "
-                                  "permission on the cluster (CLUSTER_AUTHORIZATION_FAILED)")
+        if key in RAFT_APIS and not self.may_cluster_action(conn):
+            # as Kafka's ControllerApis: the raft request is answered CLUSTER_AUTHORIZATION_FAILED
+            from broker.error_response import error_response
+            from kproto.errors import ErrorCode
+            try:
+                header, request = api.decode_request(frame)
+            except Exception as exc:
+                raise CloseConnection(f"malformed request: {exc}") from None
+            version = header.request_api_version
+            response = error_response(key, version, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+            return b"".join(bytes(c) for c in self.dispatcher._frame(key, version, header.correlation_id,
+                                                                       response))
         return None
 
     async def _answer(self, frame, conn) -> bytes:
