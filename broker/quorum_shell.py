@@ -107,6 +107,15 @@ async def _read_frame(stream, buf: bytearray) -> bytes:
         buf += data
 
 
+def _refused(exc: OSError) -> bool:
+    """The connect was refused (trio groups the attempts' errors in the cause)."""
+    if isinstance(exc, ConnectionRefusedError):
+        return True
+    group = exc.__cause__
+    return isinstance(group, BaseExceptionGroup) and bool(group.exceptions) and all(
+        isinstance(e, ConnectionRefusedError) for e in group.exceptions)
+
+
 def _request_src(msg) -> int:
     if isinstance(msg, m.VoteRequest):
         return msg.candidate_id
@@ -291,7 +300,11 @@ class QuorumShell:
         while True:
             try:
                 stream = await trio.open_tcp_stream(host, port)
-            except OSError:
+            except OSError as exc:
+                if _refused(exc):
+                    # nothing listens there: if it led, the node stands without the fetch timeout
+                    self.node.peer_unreachable(peer)
+                    self._pump()
                 await trio.sleep(0.05)
                 continue
             inflight = deque()

@@ -637,6 +637,18 @@ class RaftNode:
         self.fetch_inflight = corr
         self.fetch_retry_at = self.now + self.config.request_timeout_ms + self.config.fetch_max_wait_ms
 
+    def peer_unreachable(self, peer: int):
+        """The shell's connection to peer was refused: no process listens there. If it is the
+        leader this voter follows, the leader is gone (a kill -9 closes its sockets at once):
+        stand after a short random delay (spread so the voters do not split the vote) instead of
+        waiting out the fetch timeout. Kafka waits for controller.quorum.fetch.timeout.ms; an
+        early election is always safe (votes and epochs decide), it only costs the old leader its
+        epoch, and a process that refuses connections leads no one."""
+        if self.role == FOLLOWER and self.leader_id == peer and self.is_voter:
+            d = self.now + self.rng.randrange(self.config.election_timeout_ms // 2 + 1)
+            if d < self.fetch_deadline:
+                self.fetch_deadline = d
+
     def durable(self, offset: int, generation: int):
         """The shell fsynced the log up to offset (for the sync_to of that
         generation)."""
