@@ -107,6 +107,15 @@ async def _read_frame(stream, buf: bytearray) -> bytes:
         buf += data
 
 
+def _refused(exc: OSError) -> bool:
+    """The connect was refused (trio groups the attempts' errors in the cause)."""
+    if isinstance(exc, ConnectionRefusedError):
+        return True
+    group = exc.__cause__
+    return isinstance(group, BaseExceptionGroup) and bool(group.exceptions) and all(
+        isinstance(e, ConnectionRefusedError) for e in group.exceptions)
+
+
 def _request_src(msg) -> int:
     if isinstance(msg, m.VoteRequest):
         return msg.candidate_id
@@ -315,7 +324,11 @@ class QuorumShell:
                 log.error("raft connection to node %s at %s:%s: %s", peer, host, port, exc)
                 await trio.sleep(1.0)
                 continue
-            except (OSError, EOFError, trio.BrokenResourceError):
+            except (OSError, EOFError, trio.BrokenResourceError) as exc:
+                if isinstance(exc, OSError) and _refused(exc):
+                    # nothing listens there: if it led, the node stands without the fetch timeout
+                    self.node.peer_unreachable(peer)
+                    self._pump()
                 await trio.sleep(0.05)
                 continue
             except Exception:   # a peer that answers nonsense costs this connection only

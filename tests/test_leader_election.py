@@ -92,6 +92,10 @@ def test_rebalance_only_for_brokers_above_the_imbalance_percentage():
     parts[1] = ([1, 2, 3], [1, 2, 3], 3)
     image = _image(parts)
     assert sorted((r.partition_id, r.leader) for r in preferred.rebalance(image, _brokers(), 10)) == [(0, 1), (1, 1)]
+    # not for a partition being reassigned
+    image.topics["t"].partitions[1].adding_replicas = [4]
+    assert [(r.partition_id, r.leader) for r in preferred.rebalance(image, _brokers(), 10)] == [(0, 1)]
+    image.topics["t"].partitions[1].adding_replicas = []
     # not while it is fenced or shutting down
     assert preferred.rebalance(image, _brokers(fenced={1}), 10) == []
     assert preferred.rebalance(image, _brokers(shutting={1}), 10) == []

@@ -133,3 +133,11 @@ def test_leaders_move_away_on_sigterm_and_back_when_the_broker_returns(cluster):
     assert all(after[i].leader_id == after[i].replica_nodes[0] for i in others)
     code, results = _elect(boot, 0, None)
     assert code == 0 and results == {}, results
+
+    # the whole cluster stopped at once (as `kproto cluster` does): nobody waits for long for a
+    # controller that is going too
+    started = time.monotonic()
+    for n in cluster.nodes.values():
+        n.signal(signal.SIGTERM)
+    assert [n.proc.wait(60) for n in cluster.nodes.values()] == [0, 0, 0]
+    assert time.monotonic() - started < 20, time.monotonic() - started

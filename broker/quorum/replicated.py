@@ -634,7 +634,8 @@ class ReplicatedMetadata:
                                           security_protocol=_protocol_id(e)))
             req = BrokerRegistrationRequest(broker_id=self.node_id, cluster_id=self.broker.cluster_id or "",
                                             incarnation_id=incarnation, listeners=listeners, features=[],
-                                            rack=None, is_migrating_zk_broker=False, log_dirs=[],
+                                            rack=self.config.get("broker.rack") or None,   # placement, KIP-392
+                                            is_migrating_zk_broker=False, log_dirs=[],
                                             previous_broker_epoch=-1)
             try:
                 await self.to_controller(req)

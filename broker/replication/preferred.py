@@ -115,6 +115,8 @@ def rebalance(image, brokers, percentage: int) -> list:
     records = []
     for t in image.topics.values():
         for p in t.partitions.values():
+            if getattr(p, "adding_replicas", None) or getattr(p, "removing_replicas", None):
+                continue   # being reassigned: the reassignment decides its leader (as Kafka's controller)
             if p.replicas and p.replicas[0] in targets and p.leader != p.replicas[0]:
                 code, _msg, record = elect_one(image, brokers, t.name, p.partition, PREFERRED)
                 if code == ErrorCode.NONE and record is not None:
