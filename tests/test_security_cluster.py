@@ -194,6 +194,10 @@ def test_sasl_ssl_cluster_replicates_authorizes_and_fails_over(pki):
         assert _envelope(pki, cluster, "User:bob", "via-envelope-b") == [0]
         assert _envelope(pki, cluster, "User:broker", "via-envelope-c", login="alice") == "31"
         assert _vote_refused(pki, cluster)
+        from kproto.messages.remove_raft_voter_request import RemoveRaftVoterRequest
+        remove = RemoveRaftVoterRequest(cluster_id=cluster.cluster_id, voter_id=1)
+        assert all(r is not None and r.error_code == 31   # an operator's API: ALTER on the cluster
+                   for _n, r in _exchange(pki, cluster, "alice", remove, 0))
         from broker.security.outbound import AuthenticationFailed
         from kproto.messages.vote_request import VoteRequest
         with pytest.raises(AuthenticationFailed, match="Invalid username or password"):
