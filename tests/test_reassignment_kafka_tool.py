@@ -1,7 +1,8 @@
 """Kafka's kafka-reassign-partitions.sh against a kproto cluster that grows
 by one broker: --generate proposes an assignment over the four brokers,
 --execute starts moving a partition onto the new broker, --verify reports it
-completed, and Metadata shows the new replica set. Needs an Apache Kafka
+completed, and Metadata shows the new replica set; a move onto a broker that
+is down stays in progress (--list, --verify) until --cancel reverts it. Needs an Apache Kafka
 installation in KAFKA_HOME (skipped otherwise).
 
 --verify runs with --preserve-throttles: clearing throttles alters the dynamic
@@ -19,7 +20,8 @@ import pytest
 from tests.test_reassignment_processes import QUIET, SETTINGS, _create, _partition, _wait
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka.admin import AdminClient  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from kafka import KafkaAdminClient, TopicPartition  # noqa: E402
 
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
@@ -76,5 +78,29 @@ def test_generate_execute_verify_onto_an_added_broker(tmp_path):
             time.sleep(1)
         _leader, replicas, _isr = _partition(admin, "tool-moved")
         assert replicas == target
+
+        # a move onto a broker that is down stays in progress: --list shows it, --cancel reverts it
+        admin.create_topics([NewTopic("tool-stuck", 1, replica_assignment=[[1, 2]])])["tool-stuck"].result(30)
+        _wait(lambda: len(_partition(admin, "tool-stuck")[2]) == 2, 30, "an ISR of 2")
+        c.nodes[4].kill()
+        _wait(lambda: 4 not in admin.list_topics(timeout=10).brokers, 30, "broker 4 fenced")
+        # (the tool's --execute refuses a fenced broker, as against Kafka: the admin API takes it)
+        ka = KafkaAdminClient(bootstrap_servers=c.bootstrap, request_timeout_ms=30000)
+        try:
+            assert ka.alter_partition_reassignments({TopicPartition("tool-stuck", 0): [1, 4]}) == {
+                TopicPartition("tool-stuck", 0): None}
+        finally:
+            ka.close()
+        stuck = tmp_path / "stuck.json"
+        stuck.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "tool-stuck", "partition": 0, "replicas": [1, 4], "log_dirs": ["any"] * 2}]}))
+        out = reassign(c.bootstrap, "--list")
+        assert "tool-stuck-0: replicas: 1,4,2. adding: 4. removing: 2." in out, out
+        out = reassign(c.bootstrap, "--reassignment-json-file", str(stuck), "--verify", "--preserve-throttles")
+        assert "Reassignment of partition tool-stuck-0 is still in progress." in out, out
+        out = reassign(c.bootstrap, "--reassignment-json-file", str(stuck), "--cancel", "--preserve-throttles")
+        assert "Successfully cancelled partition reassignment for: tool-stuck-0" in out, out
+        _wait(lambda: _partition(admin, "tool-stuck")[1] == [1, 2], 20, "the reassignment cancelled")
+        assert "No partition reassignments found." in reassign(c.bootstrap, "--list")
     finally:
         c.cleanup()
