@@ -334,7 +334,7 @@ async def _fetch(ctx, req):
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
     items = context.partitions()
     if follower and getattr(broker, "replication", None) is not None:
-        entries = await replica_fetch.serve(ctx, req, v, items)   # a follower's fetch (broker/replication)
+        entries = await replica_fetch.serve(ctx, req, v, items, context.kind == "incremental")   # a follower's fetch
     else:
         entries = await _read(ctx, req, v, items, context)
     code, session_id, entries = sessions.finish(context, entries)

@@ -33,10 +33,12 @@ def _error(index: int, code: int, partition=None) -> _Part:
                  aborted_transactions=None, preferred_read_replica=-1, records=b"")
 
 
-def _build(broker, req, version: int, replica: int, items):
+def _build(broker, req, version: int, replica: int, items, incremental: bool = False):
     """The answer entries (key, topic name, topic id, partition) for the
     partitions to read (``items``, as the fetch handler gives them), the
-    record bytes and the partitions to wait on."""
+    record bytes and the partitions to wait on. ``incremental``: the items
+    are a session's cached partitions; a follower caught up on one with
+    nothing new to learn is recorded as fetched and left out unread."""
     manager = broker.replication
     now_ms = int(time.time() * 1000)
     limit = min(req.max_bytes, broker.config.get_int("replica.fetch.response.max.bytes"))
@@ -65,11 +67,22 @@ def _build(broker, req, version: int, replica: int, items):
                 else ErrorCode.UNKNOWN_LEADER_EPOCH)))
             continue
         plog = partition.log
+        last_epoch = getattr(fp, "last_fetched_epoch", -1)
+        recorded = False
+        if (incremental and fp.fetch_offset == plog.log_end_offset
+                and (last_epoch < 0 or last_epoch == plog.latest_epoch)):
+            # caught up, in the leader's latest epoch (no divergence): what Kafka
+            # would leave out of the answer unless the high watermark or log start moved
+            manager.follower_fetched(partition, replica, fp.fetch_offset, now_ms)
+            recorded = True
+            if (fp.high_watermark == partition.high_watermark
+                    and fp.local_log_start_offset == partition.log_start_offset):
+                watched.append(partition)
+                continue
         out = _Part(partition_index=fp.partition, error_code=0, high_watermark=partition.high_watermark,
                     last_stable_offset=partition.last_stable_offset,
                     log_start_offset=partition.log_start_offset, aborted_transactions=None,
                     preferred_read_replica=-1, records=b"")
-        last_epoch = getattr(fp, "last_fetched_epoch", -1)
         if last_epoch >= 0:
             end_epoch, end_offset = plog.end_offset_for_epoch(last_epoch)
             if end_epoch < last_epoch or end_offset < fp.fetch_offset:
@@ -83,7 +96,8 @@ def _build(broker, req, version: int, replica: int, items):
         if fp.fetch_offset > plog.log_end_offset or fp.fetch_offset < plog.log_start_offset:
             entries.append((key, name, topic_id, _error(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, partition)))
             continue
-        manager.follower_fetched(partition, replica, fp.fetch_offset, now_ms)
+        if not recorded:
+            manager.follower_fetched(partition, replica, fp.fetch_offset, now_ms)
         out.high_watermark = partition.high_watermark
         part_limit = min(fp.partition_max_bytes, max(0, limit - total))
         sl, incomplete = plog.fetch_slice(fp.fetch_offset, part_limit, plog.log_end_offset, min_one_batch=first)
@@ -96,10 +110,10 @@ def _build(broker, req, version: int, replica: int, items):
     return entries + unknown, total, watched
 
 
-async def serve(ctx, req, version: int, items) -> list:
+async def serve(ctx, req, version: int, items, incremental: bool = False) -> list:
     broker = ctx.broker
     replica = replica_id_of(req, version)
-    entries, total, watched = _build(broker, req, version, replica, items)
+    entries, total, watched = _build(broker, req, version, replica, items, incremental)
     if total >= max(1, req.min_bytes) or req.max_wait_ms <= 0 or not watched:
         return entries
     ev = trio.Event()
@@ -109,4 +123,4 @@ async def serve(ctx, req, version: int, items) -> list:
         await ev.wait()
     for p in watched:
         p.remove_waiter(ev)
-    return _build(broker, req, version, replica, items)[0]
+    return _build(broker, req, version, replica, items, incremental)[0]
