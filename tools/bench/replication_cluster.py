@@ -60,12 +60,15 @@ def _partition(admin, topic):
 
 
 def _create(admin, topic, replicas, configs=None):
-    try:
-        admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[replicas], config=configs or {})],
-                            request_timeout=15)[topic].result(30)
-    except KafkaException as e:
-        if "already exists" not in str(e).lower():
-            raise
+    def once():
+        try:
+            admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[replicas],
+                                          config=configs or {})], request_timeout=15)[topic].result(30)
+        except KafkaException as e:
+            if "already exists" not in str(e).lower():
+                raise   # (e.g. a node not registered yet: retried)
+        return True
+    _wait(once, 90, f"{topic} created")
     _wait(lambda: _partition(admin, topic) == (replicas[0], sorted(replicas)) or
           (_partition(admin, topic)[0] == replicas[0] and len(_partition(admin, topic)[1]) == len(replicas)),
           60, f"{topic} led by node {replicas[0]}")
