@@ -151,8 +151,8 @@ def failover(cluster, admin, bootstrap, topic, kills, rate, log):
         pump_for(120, "the killed node back in the ISR", isr_full)
         # the outage: the longest silence between consecutive acks from the last one before
         # the kill (answers already on their way when it died still arrive after it)
-        seq = sorted(acks[n_before - 1:] if n_before else acks)
-        gaps.append(max(b - a for a, b in zip(seq, seq[1:])))
+        window = sorted(acks[n_before - 1:] if n_before else acks)
+        gaps.append(max(b - a for a, b in zip(window, window[1:])))
         log(f"  kill {k + 1}: node {leader}, failover {gaps[-1] * 1000:.0f} ms, now {state['p']}")
         pump_for(30, "acks", lambda n=len(acks): len(acks) >= n + 100)
     p.flush(120)
