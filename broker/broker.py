@@ -31,6 +31,7 @@ from broker.server import run_listener
 from broker.storage import LogManager
 from broker.storage.checkpoints import read_meta_properties
 from broker.storage.files import META_PROPERTIES
+from broker.storage.dir_failure import LogDirFailures
 from broker.storage.jbod import existing_meta_properties, managers, open_log_dirs
 from broker.transactions.coordinator import TransactionCoordinator
 from kproto.errors import ErrorCode, KafkaError
@@ -84,6 +85,8 @@ class Broker:
         self.producers = ProducerStateManager()
         self.flusher = Flusher()  # fsyncs in worker threads, group commit
         self.checkpoints = CheckpointWriter()  # periodic checkpoint files, written off the event loop
+        self.dir_failures = LogDirFailures(self.log_dirs)   # a disk that refuses writes: halt as Kafka does
+        self.flusher.on_disk_error = self.checkpoints.on_disk_error = self.dir_failures.report
         self.security = None  # broker.security.manager.SecurityManager, set in run()
         self.authorizer = None  # broker.security.acls.Authorizer when authorizer.class.name is set
         self.quotas = None  # broker.security.quotas.QuotaManager
@@ -244,6 +247,7 @@ class Broker:
         max_frame = self.config.get_int("socket.request.max.bytes")
         try:
             async with trio.open_nursery() as nursery:
+                await nursery.start(self.dir_failures.halt_when_all_failed)
                 await nursery.start(self.flusher.run)
                 await nursery.start(self.checkpoints.run)
                 self.logs.set_checkpoint_writer(self.checkpoints.submit)
@@ -299,8 +303,9 @@ class Broker:
             await trio.sleep(1.0)
             try:
                 self.logs.periodic(clean_budget_s=0)   # _log_cleaner compacts, in small slices
-            except Exception:
-                log.exception("periodic log maintenance failed")
+            except Exception as exc:
+                if not self.dir_failures.report(exc):
+                    log.exception("periodic log maintenance failed")
             if time.monotonic() >= next_producer_expiry:
                 next_producer_expiry = time.monotonic() + PRODUCER_EXPIRATION_CHECK_S
                 removed = self.producers.remove_expired(int(time.time() * 1000),
@@ -313,8 +318,9 @@ class Broker:
         while True:
             try:
                 busy = self.logs.clean(budget_s=CLEANER_SLICE_S)
-            except Exception:
-                log.exception("log cleaner failed")
+            except Exception as exc:
+                if not self.dir_failures.report(exc):
+                    log.exception("log cleaner failed")
                 busy = False
             await trio.sleep(CLEANER_SLICE_S if busy else 0.5)
 
@@ -324,6 +330,7 @@ class Broker:
         if self._closed or self.logs is None:
             return
         self._closed = True
+        self.checkpoints.drain()
         self.logs.close()
         if self._metadata_logs_manager is not None:
             self._metadata_logs_manager.close()

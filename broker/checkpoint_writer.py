@@ -26,12 +26,29 @@ class CheckpointWriter:
         self._pending: dict[str, Callable[[], None]] = {}
         self._kick = trio.Event()
         self.writes = 0   # completed writes (tests)
+        self._busy = False
+        self.on_disk_error = None   # callable(exc): the broker's LogDirFailures.report
 
     def submit(self, key: str, job: Callable[[], None]) -> None:
         """Write soon (``job`` runs in a worker thread). Called on the trio
         thread; a pending job with the same key is replaced."""
         self._pending[key] = job
         self._kick.set()
+
+    @property
+    def idle(self) -> bool:
+        """Nothing pending and nothing being written."""
+        return not self._pending and not self._busy
+
+    def drain(self) -> None:
+        """Run what is still pending here and now (shutdown: the deferred
+        fsyncs of new partitions are done before the clean-shutdown marker)."""
+        pending, self._pending = self._pending, {}
+        for key, job in pending.items():
+            try:
+                job()
+            except Exception:
+                log.exception("writing checkpoint %s failed", key)
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
@@ -41,8 +58,12 @@ class CheckpointWriter:
             self._kick = trio.Event()
             key = next(iter(self._pending))
             job = self._pending.pop(key)
+            self._busy = True
             try:
                 await trio.to_thread.run_sync(job)
                 self.writes += 1
-            except Exception:
-                log.exception("writing checkpoint %s failed", key)
+            except Exception as exc:
+                if self.on_disk_error is None or not self.on_disk_error(exc):
+                    log.exception("writing checkpoint %s failed", key)
+            finally:
+                self._busy = False

@@ -119,6 +119,9 @@ async def _serve(broker, started: float, state: dict) -> None:
             state["ready"] = True  # (errors from here on are not start-up mistakes)
             async for _sig in signals:
                 break
+            # controlled shutdown of a multi-node broker (broker/quorum/shutdown.py)
+            from broker.quorum.shutdown import before_exit
+            await before_exit(broker, signals)
         nursery.cancel_scope.cancel()
     broker.close()
 

@@ -121,7 +121,10 @@ class Dispatcher:
             close.chunks = self._frame(api_key, version, correlation_id, exc.response)
             close.delay_s = exc.delay_s
             raise close from None
-        except Exception:
+        except Exception as exc:
+            failures = getattr(self.broker, "dir_failures", None)
+            if failures is not None:
+                failures.report(exc)     # a failed disk: logged once there, the broker halts if it was the last
             # Kafka answers UNKNOWN_SERVER_ERROR and keeps the connection
             return self._internal_error(api_key, version, correlation_id, header, request)
         if quotas is not None and quotas.active:

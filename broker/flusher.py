@@ -71,6 +71,7 @@ class Flusher:
         self._ack = _Lane("ack")
         self._background = _Lane("background")
         self._failed: set = set()
+        self.on_disk_error = None   # callable(OSError): the broker's LogDirFailures.report
         # log -> heap of (offset, seq, waiter): wake when the recovery point passes offset
         self._waiters: dict = {}
         self._seq = itertools.count()
@@ -161,6 +162,10 @@ class Flusher:
                     self._failed.add(plog)
                     log.error("fsync of %s failed; its appends are no longer acknowledged as durable: %s",
                               plog, error)
+                    if self.on_disk_error is not None:
+                        if error.filename is None:
+                            error.filename = plog.dir
+                        self.on_disk_error(error)
                     self._wake(plog, failed=True)
                     continue
                 plog.flushed(targets)

@@ -46,8 +46,20 @@ class ProposalLostError(Exception):
     (Kafka's controller answers NOT_CONTROLLER; the client retries)."""
 
 
+class VoterChangeError(Exception):
+    """AddRaftVoter / RemoveRaftVoter refused or not committed: Kafka's error code and message."""
+    def __init__(self, error: int, message: str):
+        super().__init__(message or f"error {error}")
+        self.error = error
+        self.message = message
+
+
 class MemoryStorage:
     """Keeps everything in memory; fsync is immediate."""
+
+    # fsync runs in the trio thread: a worker thread would let a MockClock (the tests) jump to the
+    # next timer while it runs, which made the tests' timings depend on the machine's load
+    fsync_in_thread = False
 
     def __init__(self):
         self.quorum_state = m.QuorumState()
@@ -95,6 +107,15 @@ async def _read_frame(stream, buf: bytearray) -> bytes:
         buf += data
 
 
+def _refused(exc: OSError) -> bool:
+    """The connect was refused (trio groups the attempts' errors in the cause)."""
+    if isinstance(exc, ConnectionRefusedError):
+        return True
+    group = exc.__cause__
+    return isinstance(group, BaseExceptionGroup) and bool(group.exceptions) and all(
+        isinstance(e, ConnectionRefusedError) for e in group.exceptions)
+
+
 def _request_src(msg) -> int:
     if isinstance(msg, m.VoteRequest):
         return msg.candidate_id
@@ -104,6 +125,15 @@ def _request_src(msg) -> int:
 
 
 _RAFT_APIS = {52, 53, 54, 1, 59}
+_CLUSTER_AUTHORIZATION_FAILED = 31
+try:   # a refused login / TLS handshake on an outgoing connection (broker/security/outbound.py)
+    from broker.security.outbound import AuthenticationFailed as _AuthFailed
+    from broker.security.outbound import expiring as _expiring
+    _AUTH_ERRORS = (_AuthFailed,)
+except ImportError:   # (raft tests may use the shell without the broker package's extras)
+    _AUTH_ERRORS = ()
+    _expiring = lambda stream: False  # noqa: E731
+ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 80, 81
 # a broken connection (both halves may fail at once: a group of them) costs the connection only
 _CONN_ERRORS = (OSError, EOFError, trio.BrokenResourceError, trio.ClosedResourceError, ValueError,
                 ExceptionGroup)
@@ -124,6 +154,7 @@ class QuorumShell:
         self.take_snapshot = take_snapshot
         self.on_leader = on_leader or (lambda change: None)
         self._wake = trio.Event()
+        self._waiting_until = None         # the deadline the timer loop sleeps to (None: awake)
         self._outgoing = {}                # peer -> trio memory send channel
         self._inbound = {}                 # token -> (send channel, wire corr, api key, version)
         self._token = 0
@@ -132,8 +163,16 @@ class QuorumShell:
         self._fsync_running = False
         self._fsync_wanted = None
         self.leader = m.LeaderChange(m.NO_LEADER, node.epoch)
-        # async (header, request, frame) -> response chunks, for the non-raft APIs of the port
+        # async (header, request, frame, conn) -> response chunks, for the non-raft APIs of the port
         self.other_requests = None
+        # security of the controller listener (broker/quorum/secure.py), all None on plaintext:
+        # connect(host, port, client_id) -> stream: an outgoing connection, TLS and SASL done;
+        # accept(stream) -> (stream, conn) or None: an incoming one's TLS handshake;
+        # screen(conn, frame) -> response bytes (SASL exchange) or None to serve the frame; raises
+        # to close the connection (a request before login, a principal without CLUSTER_ACTION)
+        self.connect = None
+        self.accept = None
+        self.screen = None
 
     # --------------------------------------------------------------- time
 
@@ -161,8 +200,10 @@ class QuorumShell:
     async def _timer_loop(self):
         while True:
             deadline = self.node.next_deadline_ms()
+            self._waiting_until = deadline if deadline is not None else float("inf")
             with trio.move_on_at(deadline / 1000 if deadline is not None else float("inf")):
                 await self._wake.wait()
+            self._waiting_until = None
             self._wake = trio.Event()
             self.node.tick(self.now_ms())
             self._pump()
@@ -178,6 +219,8 @@ class QuorumShell:
             r = node.ready()
             if r.quorum_state is not None:
                 self.storage.write_quorum_state(r.quorum_state)
+            if r.voters is not None:
+                self._voters_changed(r.voters)
             for op in r.log_ops:
                 self.storage.apply(op)
             if r.sync_to is not None:
@@ -199,7 +242,25 @@ class QuorumShell:
                 data = self.take_snapshot(r.snapshot_due)
                 self.storage.write_snapshot(r.snapshot_due, data)
                 node.snapshot_taken(r.snapshot_due, data)
-        self._wake.set()
+        # wake the timer loop only if the node now wants a tick sooner than the loop sleeps to:
+        # waking it on every pump made it spin (a core busy, and a MockClock never advanced)
+        if self._waiting_until is not None:
+            nd = node.next_deadline_ms()
+            if nd is not None and nd < self._waiting_until:
+                self._wake.set()
+
+    def _voters_changed(self, voters):
+        """A dynamic quorum's voter set changed: reach the new voters at their endpoints (the
+        first endpoint of the controller listener the voter set names)."""
+        for v in voters:
+            if v.node_id == self.node.id or v.node_id in self._outgoing or not v.endpoints:
+                continue
+            _, host, port = v.endpoints[0]
+            self.peers[v.node_id] = (host, port)
+            if self._nursery is not None:
+                send, recv = trio.open_memory_channel(1000)
+                self._outgoing[v.node_id] = send
+                self._nursery.start_soon(self._peer_loop, v.node_id, recv)
 
     def _request_fsync(self, sync_to):
         self._fsync_wanted = sync_to
@@ -213,7 +274,11 @@ class QuorumShell:
             while self._fsync_wanted is not None:
                 offset, gen = self._fsync_wanted
                 self._fsync_wanted = None
-                await trio.to_thread.run_sync(self.storage.fsync)
+                if getattr(self.storage, "fsync_in_thread", True):
+                    await trio.to_thread.run_sync(self.storage.fsync)
+                else:
+                    self.storage.fsync()
+                    await trio.sleep(0)
                 self.node.durable(offset, gen)
                 self._pump()
         finally:
@@ -250,15 +315,36 @@ class QuorumShell:
         host, port = self.peers[peer]
         while True:
             try:
-                stream = await trio.open_tcp_stream(host, port)
-            except OSError:
+                if self.connect is not None:
+                    stream = await self.connect(host, port, f"raft-{self.node.id}")
+                else:
+                    stream = await trio.open_tcp_stream(host, port)
+            except _AUTH_ERRORS as exc:
+                # a refused login or TLS handshake: said, and retried slowly (Kafka's reconnect backoff)
+                log.error("raft connection to node %s at %s:%s: %s", peer, host, port, exc)
+                await trio.sleep(1.0)
+                continue
+            except (OSError, EOFError, trio.BrokenResourceError) as exc:
+                if isinstance(exc, OSError) and _refused(exc):
+                    # nothing listens there: if it led, the node stands without the fetch timeout
+                    self.node.peer_unreachable(peer)
+                    self._pump()
                 await trio.sleep(0.05)
+                continue
+            except Exception:   # a peer that answers nonsense costs this connection only
+                log.exception("raft connection to node %s at %s:%s failed", peer, host, port)
+                await trio.sleep(1.0)
                 continue
             inflight = deque()
             try:
                 async with stream, trio.open_nursery() as n:
                     n.start_soon(self._peer_reader, peer, stream, inflight)
                     async for env in recv:
+                        if _expiring(stream):
+                            # its SASL session ends soon: a new connection logs in again (this
+                            # message and any unanswered ones are lost; the node retries them)
+                            n.cancel_scope.cancel()
+                            break
                         kreq = convert.to_request(env.msg, self.cluster_id, dst=peer)
                         version = api.version_range(kreq.API_KEY)[1]
                         inflight.append((env, kreq.API_KEY, version))
@@ -276,6 +362,12 @@ class QuorumShell:
             corr, kresp = api.decode_response(frame, api_key, version)
             if corr != env.correlation_id:
                 raise ValueError(f"answer {corr} to request {env.correlation_id}")
+            if getattr(kresp, "error_code", 0) == _CLUSTER_AUTHORIZATION_FAILED:
+                # this node's principal lacks CLUSTER_ACTION there: said, then retried slowly
+                log.error("node %s refused this node's raft request: CLUSTER_AUTHORIZATION_FAILED (this "
+                          "node's principal needs CLUSTER_ACTION on the cluster: super.users or an ACL)", peer)
+                await trio.sleep(1.0)
+                raise ValueError("CLUSTER_AUTHORIZATION_FAILED")
             msg = convert.from_response(kresp, env.msg)
             self.node.step(m.Envelope(peer, self.node.id, corr, msg), self.now_ms())
             self._pump()
@@ -283,6 +375,21 @@ class QuorumShell:
     # ----------------------------------------------------------- incoming
 
     async def _serve_conn(self, stream):
+        conn = None
+        if self.accept is not None:
+            try:
+                accepted = await self.accept(stream)
+            except _CONN_ERRORS as exc:
+                log.debug("inbound connection: %s", exc)
+                accepted = None
+            if accepted is None:
+                with trio.CancelScope(shield=True):
+                    try:
+                        await stream.aclose()
+                    except Exception:
+                        pass
+                return
+            stream, conn = accepted
         send, recv = trio.open_memory_channel(1000)
 
         async def writer():
@@ -295,10 +402,29 @@ class QuorumShell:
                 n.start_soon(writer)
                 while True:
                     frame = await _read_frame(stream, buf)
+                    if self.screen is not None and conn is not None:
+                        try:
+                            answer = await self.screen(conn, frame)
+                        except Exception as exc:
+                            if type(exc).__name__ != "CloseConnection":   # (broker/dispatch.py's)
+                                raise
+                            log.warning("closing connection from %s on the controller listener: %s",
+                                        getattr(conn, "peer", None), exc)
+                            if getattr(exc, "chunks", None):   # a failed login's answer goes first
+                                await trio.sleep(exc.delay_s or 0)
+                                send.send_nowait(b"".join(bytes(c) for c in exc.chunks))
+                            send.close()   # the writer sends what is queued, then the connection ends
+                            return
+                        if answer is not None:
+                            send.send_nowait(answer)
+                            continue
                     header, kreq = api.decode_request(frame)
+                    if header.request_api_key in (ADD_RAFT_VOTER, REMOVE_RAFT_VOTER):
+                        n.start_soon(self._answer_voter_change, send, header, kreq)
+                        continue
                     if header.request_api_key not in _RAFT_APIS and self.other_requests is not None:
                         # Envelope, BrokerRegistration...: answered by the broker (broker/quorum/replicated.py)
-                        n.start_soon(self._answer_other, send, header, kreq, frame)
+                        n.start_soon(self._answer_other, send, header, kreq, frame, conn)
                         continue
                     if header.request_api_key not in _RAFT_APIS:
                         raise ValueError(f"API {header.request_api_key} on the quorum port")
@@ -315,9 +441,62 @@ class QuorumShell:
         finally:
             send.close()
 
-    async def _answer_other(self, send, header, kreq, frame):
+    async def _answer_voter_change(self, send, header, kreq):
+        """AddRaftVoter / RemoveRaftVoter (KIP-853), answered once the new voter set is committed
+        (or refused with Kafka's error)."""
+        from kproto.messages.add_raft_voter_response import AddRaftVoterResponse
+        from kproto.messages.remove_raft_voter_response import RemoveRaftVoterResponse
+        key = header.request_api_key
+        timeout_s = (kreq.timeout_ms if key == ADD_RAFT_VOTER and kreq.timeout_ms > 0 else 30000) / 1000
+        error, message = 0, None
         try:
-            chunks = await self.other_requests(header, kreq, frame)
+            with trio.fail_after(timeout_s):
+                if key == ADD_RAFT_VOTER:
+                    await self.add_voter(m.VoterInfo(
+                        kreq.voter_id, convert.uuid_to_text(kreq.voter_directory_id),
+                        tuple((x.name, x.host, x.port) for x in kreq.listeners)))
+                else:
+                    await self.remove_voter(kreq.voter_id,
+                                            convert.uuid_to_text(kreq.voter_directory_id))
+        except VoterChangeError as exc:
+            error, message = exc.error, exc.message or None
+        except trio.TooSlowError:
+            error, message = m.REQUEST_TIMED_OUT, None
+        cls = AddRaftVoterResponse if key == ADD_RAFT_VOTER else RemoveRaftVoterResponse
+        resp = cls(error_code=error, error_message=message)
+        out = bytearray(8)
+        i32.pack_into(out, 4, header.correlation_id)
+        out.append(0)   # flexible response header
+        resp.encode_into(out, header.request_api_version, None, strict=False)
+        i32.pack_into(out, 0, len(out) - 4)
+        try:
+            send.send_nowait(bytes(out))
+        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+            pass
+
+    async def add_voter(self, voter):
+        """The leader adds a voter (raft.messages.VoterInfo); returns once the change is committed.
+        Raises VoterChangeError with Kafka's refusal."""
+        await self._voter_change(self.node.add_voter(voter))
+
+    async def remove_voter(self, node_id: int, directory_id: str = ""):
+        await self._voter_change(self.node.remove_voter(node_id, directory_id))
+
+    async def _voter_change(self, p):
+        if isinstance(p, m.VoterChangeRefused):
+            raise VoterChangeError(p.error, p.message)
+        done = trio.Event()
+        result = {}
+        self._waiters.setdefault(p.last_offset, []).append((p.epoch, done, result))
+        self._pump()
+        await done.wait()
+        if not result.get("ok"):
+            raise VoterChangeError(m.NOT_LEADER_OR_FOLLOWER, "The leader changed before the new "
+                                   "voter set was committed")
+
+    async def _answer_other(self, send, header, kreq, frame, conn=None):
+        try:
+            chunks = await self.other_requests(header, kreq, frame, conn)
             send.send_nowait(b"".join(bytes(c) for c in chunks))
         except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
             pass

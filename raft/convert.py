@@ -31,6 +31,8 @@ METADATA_TOPIC_ID = uuid.UUID(int=1)
 LEADER_CHANGE = 2
 SNAPSHOT_HEADER = 3
 SNAPSHOT_FOOTER = 4
+KRAFT_VERSION = 5
+KRAFT_VOTERS = 6
 _CONTROL_KEY = struct.Struct(">hh")
 
 # the versions a kproto shell sends (the codec's highest)
@@ -51,6 +53,39 @@ def leader_change_record(leader_id: int, voters, granting=()) -> bytes:
     return msg.encode(0)
 
 
+def voters_record(voters):
+    """A voter set (raft.messages.VoterInfo, ...) as Kafka's VotersRecord (kraft.version 0-1)."""
+    from kproto.messages import voters_record as vr
+    return vr.VotersRecord(version=0, voters=[
+        vr.Voter(voter_id=v.node_id,
+                 voter_directory_id=uuid_from_text(v.directory_id),
+                 endpoints=[vr.Endpoint(name=n, host=h, port=p) for n, h, p in v.endpoints],
+                 k_raft_version_feature=vr.KRaftVersionFeature(min_supported_version=0,
+                                                               max_supported_version=1))
+        for v in voters])
+
+
+def voters_from_record(rec_) -> tuple:
+    return tuple(m.VoterInfo(v.voter_id, uuid_to_text(v.voter_directory_id),
+                             tuple((e.name, e.host, e.port) for e in v.endpoints))
+                 for v in rec_.voters)
+
+
+def uuid_from_text(text: str) -> uuid.UUID:
+    """Kafka's Uuid text (base64url, no padding) to a UUID; "" is Uuid.ZERO."""
+    import base64
+    if not text:
+        return uuid.UUID(int=0)
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
+
+
+def uuid_to_text(u) -> str:
+    import base64
+    if u is None or u.int == 0:
+        return ""
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
 def entries_to_records(entries, timestamp_ms: int = 0) -> bytes:
     """Entries as Kafka record batches: one batch per run of entries with the
     same epoch and kind (data or control), its partition leader epoch the
@@ -65,6 +100,15 @@ def entries_to_records(entries, timestamp_ms: int = 0) -> bytes:
             j += 1
         if entries[i].control:
             e = entries[i]
+            vs = m.parse_voters(e.data)
+            if vs is not None:
+                # a voter set change: Kafka's VotersRecord (control type KRaftVoters)
+                r = rec.Record(_CONTROL_KEY.pack(0, KRAFT_VOTERS), voters_record(vs).encode(0), [],
+                               timestamp_ms)
+                out += rec.build_batch([r], base_offset=e.offset, control=True,
+                                       partition_leader_epoch=e.epoch)
+                i += 1
+                continue
             leader, _, voters = e.data.decode().partition(":")
             value = leader_change_record(int(leader), [int(v) for v in voters.split(",") if v])
             r = rec.Record(_CONTROL_KEY.pack(0, LEADER_CHANGE), value, [], timestamp_ms)
@@ -100,6 +144,9 @@ def _batch_entries(buf, header, pos):
                 msg = lcm.LeaderChangeMessage.decode(r.value, 0)
                 data = ("%d:%s" % (msg.leader_id, ",".join(str(v.voter_id) for v in msg.voters))
                         ).encode()
+            elif kind == KRAFT_VOTERS:
+                from kproto.messages import voters_record as vr
+                data = m.voters_data(voters_from_record(vr.VotersRecord.decode(r.value, 0)))
             else:
                 data = bytes(r.value or b"")
             yield m.Entry(r.offset, epoch, data, control=True)

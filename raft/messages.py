@@ -14,10 +14,14 @@ from typing import Any, Optional
 # Kafka's error codes (kproto/errors.py has them all; raft/ stays standalone)
 NONE = 0
 NOT_LEADER_OR_FOLLOWER = 6
+REQUEST_TIMED_OUT = 7
+UNSUPPORTED_VERSION = 35
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
 SNAPSHOT_NOT_FOUND = 98
 POSITION_OUT_OF_RANGE = 99
+DUPLICATE_VOTER = 126
+VOTER_NOT_FOUND = 127
 
 NO_LEADER = -1
 
@@ -37,6 +41,47 @@ class Entry:
     epoch: int
     data: bytes
     control: bool = False
+
+
+@dataclass(frozen=True)
+class VoterInfo:
+    """One voter of a dynamic quorum (KIP-853), as a VotersRecord names it:
+    its id, its metadata directory id (Kafka's Uuid text; "" when unknown)
+    and its controller endpoints ((listener name, host, port), ...)."""
+    node_id: int
+    directory_id: str = ""
+    endpoints: tuple = ()
+
+    def key(self) -> str:
+        return f"ReplicaKey(id={self.node_id}, directoryId=" + \
+            (f"Optional[{self.directory_id}]" if self.directory_id else "Optional.empty") + ")"
+
+
+# a control entry whose data starts with this holds a voter set (Kafka's
+# VotersRecord): from the moment it is appended, the node's voters are these
+VOTERS_PREFIX = b"voters:"
+
+
+def voters_data(voters) -> bytes:
+    import json
+    return VOTERS_PREFIX + json.dumps(
+        [[v.node_id, v.directory_id, [list(e) for e in v.endpoints]] for v in voters]).encode()
+
+
+def parse_voters(data: bytes):
+    """The voter set of a voters entry, or None for another control entry."""
+    if not data.startswith(VOTERS_PREFIX):
+        return None
+    import json
+    return tuple(VoterInfo(i, d, tuple(tuple(e) for e in eps))
+                 for i, d, eps in json.loads(data[len(VOTERS_PREFIX):]))
+
+
+@dataclass(frozen=True)
+class VoterChangeRefused:
+    """add_voter / remove_voter refused, with Kafka's error code and message."""
+    error: int
+    message: str
 
 
 @dataclass(frozen=True)
@@ -223,9 +268,10 @@ class Ready:
     committed: list = field(default_factory=list)
     snapshot_due: Optional[SnapshotId] = None
     leader_epochs: Optional[list] = None  # [(epoch, start_offset)]
+    voters: Optional[tuple] = None   # the voter set changed: (VoterInfo, ...) (peers to reach)
 
     def empty(self) -> bool:
         return not (self.quorum_state or self.log_ops or self.sync_to or self.messages
                     or self.leader or self.high_watermark is not None
                     or self.load_snapshot or self.committed or self.snapshot_due
-                    or self.leader_epochs is not None)
+                    or self.leader_epochs is not None or self.voters is not None)

@@ -23,7 +23,16 @@ Kafka's KRaft (KIP-595, KIP-630):
   resigns (check quorum), and resign() hands over with EndQuorumEpoch;
 - the high watermark is the majority of the voters' durable end offsets (a
   follower's fetch offset is its durable end: it fetches again only after
-  its appends are fsynced); observers fetch too and do not count.
+  its appends are fsynced); observers fetch too and do not count;
+- dynamic voters (KIP-853, kraft.version 1): the voter set is the last one in
+  the log (a voters control entry, committed or not; else the snapshot's,
+  else the configured bootstrap set), so a truncation takes a change back.
+  The leader changes it one voter at a time (add_voter, remove_voter), only
+  once it has committed an entry of its own epoch and the previous change
+  is committed, and adds only an observer that is caught up; these are
+  Kafka's rules, which keep every majority of the new set overlapping every
+  majority of the old. A leader that removed itself leads until the change
+  commits, then resigns.
 """
 from __future__ import annotations
 
@@ -39,6 +48,8 @@ from raft.messages import (
     NOT_LEADER_OR_FOLLOWER, NotLeader, POSITION_OUT_OF_RANGE, Proposal,
     QuorumState, Ready, SNAPSHOT_NOT_FOUND, SnapshotId, Truncate,
     UNKNOWN_LEADER_EPOCH, VoteRequest, VoteResponse,
+    DUPLICATE_VOTER, REQUEST_TIMED_OUT, UNSUPPORTED_VERSION, VOTER_NOT_FOUND,
+    VoterChangeRefused, VoterInfo, parse_voters, voters_data,
 )
 
 UNATTACHED = "unattached"   # knows the epoch, no leader; may have voted
@@ -71,6 +82,13 @@ class RaftConfig:
     snapshot_chunk_bytes: int = 1 << 20
     max_bytes_between_snapshots: int = 20 * 1024 * 1024  # metadata.log.max.record.bytes.between.snapshots
     pre_vote: bool = False
+    # kraft.version: 1 for a dynamic quorum (voters changed through the log)
+    kraft_version: int = 0
+    # the bootstrap voter set with directory ids and endpoints (VoterInfo, ...); default: voters
+    voter_set: tuple = ()
+    # the voter set a snapshot's data holds (the shell's format), for snapshots fetched from the
+    # leader; None keeps the current set
+    snapshot_voters: Optional[object] = None
 
 
 @dataclass
@@ -81,6 +99,7 @@ class Persisted:
     snapshot_id: Optional[SnapshotId] = None
     snapshot_data: bytes = b""
     entries: tuple = ()
+    snapshot_voters: Optional[tuple] = None   # the voter set at the snapshot (VoterInfo, ...)
 
 
 @dataclass
@@ -104,6 +123,10 @@ class RaftNode:
         self.id = config.node_id
         self.voters = tuple(sorted(config.voters))
         self.is_voter = self.id in self.voters
+        self.kraft_version = config.kraft_version
+        self.voter_infos = tuple(config.voter_set) or tuple(VoterInfo(v) for v in self.voters)
+        self.voters_offset = -1      # offset of the voters entry in force (-1: snapshot/bootstrap)
+        self.voter_change = None     # the leader's change awaiting commit: its offset
         self.rng = rng
         self.now = now_ms
         p = persisted or Persisted()
@@ -112,6 +135,11 @@ class RaftNode:
         self.log_start = p.snapshot_id.end_offset if p.snapshot_id else 0
         self.entries = list(p.entries)
         assert all(e.offset == self.log_start + i for i, e in enumerate(self.entries))
+        snap_voters = p.snapshot_voters
+        if snap_voters is None and p.snapshot_data and config.snapshot_voters is not None:
+            snap_voters = config.snapshot_voters(p.snapshot_data)
+        self.snapshot_voters = tuple(snap_voters) if snap_voters else self.voter_infos
+        self._refresh_voters(report=False)
         self.durable_end = self.end_offset
         self.generation = 0
         self.hwm = self.log_start
@@ -146,6 +174,7 @@ class RaftNode:
         self.retries = 0          # elections lost in a row (sets the backoff)
         self.left_leader = NO_LEADER
         self.snapshot_fetch: Optional[tuple] = None   # (SnapshotId, bytearray, corr)
+        self.leader_gone = False
 
         if self.snapshot_id is not None:
             self._out.load_snapshot = (self.snapshot_id, self.snapshot_data)
@@ -258,6 +287,43 @@ class RaftNode:
         self._out.log_ops.append(Append(tuple(entries)))
         self._out.sync_to = (self.end_offset, self.generation)
         self._epochs_dirty = True
+        if any(e.control and parse_voters(e.data) is not None for e in entries):
+            self._refresh_voters()
+
+    # --------------------------------------------------------- voter set
+
+    def voters_at(self, end_offset: int) -> tuple:
+        """The voter set in force after the entries below end_offset."""
+        for e in reversed(self.entries[:max(0, end_offset - self.log_start)]):
+            if e.control:
+                vs = parse_voters(e.data)
+                if vs is not None:
+                    return vs
+        return self.snapshot_voters
+
+    def _refresh_voters(self, report=True):
+        infos, off = self.snapshot_voters, -1
+        for e in reversed(self.entries):
+            if e.control:
+                vs = parse_voters(e.data)
+                if vs is not None:
+                    infos, off = vs, e.offset
+                    break
+        self.voters_offset = off
+        if off >= 0:
+            self.kraft_version = max(self.kraft_version, 1)
+        if infos == self.voter_infos:
+            return
+        self.voter_infos = infos
+        self.voters = tuple(sorted(v.node_id for v in infos))
+        self.is_voter = self.id in self.voters
+        if report:
+            self._out.voters = infos
+        if getattr(self, "role", None) == LEADER:
+            for v in self.voters:
+                if v != self.id:
+                    self.replicas.setdefault(v, ReplicaState(last_fetch_ms=self.now))
+            self.begin_pending &= set(self.voters)
 
     def _truncate(self, end_offset: int):
         if end_offset >= self.end_offset:
@@ -271,6 +337,7 @@ class RaftNode:
         self._out.log_ops.append(Truncate(end_offset))
         self._out.sync_to = None
         self._epochs_dirty = True
+        self._refresh_voters()
 
     def _apply_committed(self):
         if self.applied < self.log_start:
@@ -309,6 +376,8 @@ class RaftNode:
         self.end_pending = set()
         self.end_retry_at = None
         self.pending_fetches = {}
+        self.leader_gone = False     # its connection to the leader was refused (peer_unreachable)
+        self.voter_change = None
         self.fetch_inflight = None
         self.fetch_retry_at = None
         self.fetch_deadline = None
@@ -361,6 +430,10 @@ class RaftNode:
     def _stand(self):
         """The election timer fired: stand for election, after a pre-vote
         round when pre_vote is on."""
+        if not self.is_voter:
+            # removed from the voters (e.g. a leader that removed itself): an observer now
+            self._become_unattached()
+            return
         if self.config.pre_vote and len(self.voters) > 1:
             self._become_prospective()
         else:
@@ -473,23 +546,28 @@ class RaftNode:
                           self.fetch_retry_at) if d is not None]
         ds.extend(p[3] for p in self.pending_fetches.values())
         if self.role == LEADER:
-            ds.append(self._check_quorum_deadline())
+            ds.append(self.now if self._removed_itself() else self._check_quorum_deadline())
         return min(ds) if ds else None
 
+    def _removed_itself(self) -> bool:
+        """A leader no longer in the voter set, the change committed: it hands over at the next
+        tick (Kafka resigns)."""
+        return not self.is_voter and self.hwm > self.voters_offset
+
     def _check_quorum_deadline(self) -> int:
-        if len(self.voters) == 1:
+        # with the leader itself, a majority needs (n//2) others (n//2 + 1 when it removed itself)
+        need = len(self.voters) // 2 + (0 if self.is_voter else 1)
+        if need == 0:
             return self.now + 10 ** 9
-        times = sorted((self.replicas[v].last_fetch_ms or 0 for v in self.voters if v != self.id),
-                       reverse=True)
-        # with the leader itself, a majority needs (n//2) others
-        need = len(self.voters) // 2
+        times = sorted((self.replicas[v].last_fetch_ms or 0 if v in self.replicas else 0
+                        for v in self.voters if v != self.id), reverse=True)
         return times[need - 1] + self.config.fetch_timeout_ms * 3 // 2
 
     def tick(self, now_ms: int):
         self.now = max(self.now, now_ms)
         now = self.now
         if self.role == LEADER:
-            if now >= self._check_quorum_deadline():
+            if self._removed_itself() or now >= self._check_quorum_deadline():
                 self._last_replicas = {v: r.end_offset for v, r in self.replicas.items()}
                 self._become_resigned()
                 self._notify_leader()
@@ -561,6 +639,23 @@ class RaftNode:
         self.fetch_inflight = corr
         self.fetch_retry_at = self.now + self.config.request_timeout_ms + self.config.fetch_max_wait_ms
 
+    def peer_unreachable(self, peer: int):
+        """The shell's connection to peer was refused: no process listens there. If it is the
+        leader this voter follows, the leader is gone (a kill -9 closes its sockets at once):
+        stand after a short random delay (spread so the voters do not split the vote) instead of
+        waiting out the fetch timeout. Kafka waits for controller.quorum.fetch.timeout.ms; an
+        early election is always safe (votes and epochs decide), it only costs the old leader its
+        epoch, and a process that refuses connections leads no one."""
+        if self.role == FOLLOWER and self.leader_id == peer and self.is_voter:
+            # the remaining voters stand one after the other (by id, a quarter of the election
+            # timeout apart, with a little jitter), so the first one's election is not split
+            others = [v for v in self.voters if v != peer]
+            slot = max(1, self.config.election_timeout_ms // 4)
+            d = self.now + others.index(self.id) * slot + self.rng.randrange(slot // 2 + 1)
+            if d < self.fetch_deadline:
+                self.fetch_deadline = d
+                self.leader_gone = True
+
     def durable(self, offset: int, generation: int):
         """The shell fsynced the log up to offset (for the sync_to of that
         generation)."""
@@ -593,6 +688,67 @@ class RaftNode:
             self._become_resigned()
             self._notify_leader()
 
+    def _voter_change_refusal(self, verb: str):
+        if self.role != LEADER:
+            return VoterChangeRefused(NOT_LEADER_OR_FOLLOWER, "")
+        if self.voter_change is not None:
+            return VoterChangeRefused(REQUEST_TIMED_OUT, "Request timed out waiting for leader "
+                                      "to handle previous voter change request")
+        if self.hwm <= self.epoch_start_offset:
+            return VoterChangeRefused(REQUEST_TIMED_OUT, "Request cannot be handled because the "
+                                      "leader has not established a high-watermark")
+        if self.kraft_version < 1:
+            return VoterChangeRefused(UNSUPPORTED_VERSION, f"Cluster doesn't support {verb} voter "
+                                      f"because the kraft.version feature is {self.kraft_version}")
+        if self.voters_offset >= self.hwm:
+            return VoterChangeRefused(REQUEST_TIMED_OUT, "Request cannot be handled because there "
+                                      "is a pending voters record at offset "
+                                      f"{self.voters_offset}")
+        return None
+
+    def replica_caught_up(self, node_id: int) -> bool:
+        """Kafka's isReplicaCaughtUp: it fetched up to the leader's end within the fetch timeout."""
+        r = self.replicas.get(node_id)
+        return (r is not None and r.last_caught_up_ms is not None
+                and r.last_caught_up_ms >= self.now - self.config.fetch_timeout_ms)
+
+    def add_voter(self, voter: VoterInfo):
+        """AddRaftVoter on the leader: a Proposal (answer once it is committed) or a refusal."""
+        refused = self._voter_change_refusal("adding")
+        if refused:
+            return refused
+        if voter.node_id in self.voters:
+            ids = ", ".join(v.key() for v in self.voter_infos)
+            return VoterChangeRefused(DUPLICATE_VOTER, f"The voter id for {voter.key()} is already "
+                                      f"part of the set of voters [{ids}].")
+        if not self.replica_caught_up(voter.node_id):
+            return VoterChangeRefused(REQUEST_TIMED_OUT, "Request cannot be handled because the "
+                                      f"new voter {voter.key()} is not caught up")
+        return self._append_voters(self.voter_infos + (voter,))
+
+    def remove_voter(self, node_id: int, directory_id: str = ""):
+        """RemoveRaftVoter on the leader: a Proposal or a refusal."""
+        refused = self._voter_change_refusal("removing")
+        if refused:
+            return refused
+        left = tuple(v for v in self.voter_infos
+                     if not (v.node_id == node_id and (v.directory_id == directory_id
+                                                       or not directory_id or not v.directory_id)))
+        if len(left) == len(self.voter_infos) or not left:
+            key = VoterInfo(node_id, directory_id).key()
+            ids = ", ".join(v.key() for v in self.voter_infos)
+            return VoterChangeRefused(VOTER_NOT_FOUND, f"Cannot remove voter {key} from the set "
+                                      f"of voters [{ids}]")
+        return self._append_voters(left)
+
+    def _append_voters(self, infos) -> Proposal:
+        off = self.end_offset
+        self._append_local([Entry(off, self.epoch, voters_data(infos), control=True)])
+        self.voter_change = off
+        self._wake_fetches()
+        self._update_hwm()
+        return Proposal(off, off, self.epoch)
+
     def snapshot_taken(self, snapshot_id: SnapshotId, data: bytes):
         """The shell wrote a snapshot of the state machine at snapshot_id."""
         self._snapshot_pending = False
@@ -602,6 +758,7 @@ class RaftNode:
             return
         self.snapshot_id = snapshot_id
         self.snapshot_data = data
+        self.snapshot_voters = self.voters_at(snapshot_id.end_offset)
         del self.entries[:snapshot_id.end_offset - self.log_start]
         self.log_start = snapshot_id.end_offset
         self._bytes_since_snapshot = 0
@@ -641,7 +798,7 @@ class RaftNode:
         if req.pre_vote:
             # a pre-vote changes nothing here: no epoch bump, no vote kept.
             # Granted only if we would vote and have no live leader.
-            granted = (self.is_voter and req.candidate_epoch > self.epoch
+            granted = (req.candidate_epoch > self.epoch
                        and self.role != LEADER
                        and not (self.role == FOLLOWER and self.now < self.fetch_deadline)
                        and (req.last_offset_epoch, req.last_offset)
@@ -652,17 +809,27 @@ class RaftNode:
         if req.candidate_epoch < self.epoch:
             self._reject(env, VoteResponse, FENCED_LEADER_EPOCH, vote_granted=False)
             return
+        # a follower that knows its leader is gone keeps its early election time if it turns this
+        # candidate down (a stale log): it must not wait a whole election timeout on its account
+        early = self.fetch_deadline if self.role == FOLLOWER and self.leader_gone else None
         if req.candidate_epoch > self.epoch:
             self._new_epoch(req.candidate_epoch, NO_LEADER)
         granted = False
-        if (self.is_voter and self.role == UNATTACHED
+        # a node grants its vote even when its own (maybe stale) voter set leaves it out: the
+        # candidate counts only its voters' votes, and a node whose log holds an uncommitted
+        # removal of itself must still help the others elect (Raft dissertation 4.2.3; KIP-853)
+        if (self.role == UNATTACHED
                 and self.voted_id in (NO_LEADER, req.candidate_id)
                 and (req.last_offset_epoch, req.last_offset) >= (self.last_epoch, self.end_offset)):
             granted = True
             if self.voted_id != req.candidate_id:
                 self.voted_id = req.candidate_id
                 self._persist()
-            self.election_deadline = self.now + self._election_timeout()
+            if self.is_voter:
+                self.election_deadline = self.now + self._election_timeout()
+        elif (early is not None and self.role == UNATTACHED and self.is_voter
+              and self.election_deadline is not None):
+            self.election_deadline = min(self.election_deadline, max(early, self.now))
         self._send(env.src, VoteResponse(NONE, self.epoch, self.leader_id, granted),
                    env.correlation_id)
 
@@ -829,9 +996,10 @@ class RaftNode:
     def _update_hwm(self):
         if self.role != LEADER:
             return
-        ends = sorted([self.durable_end] + [self.replicas[v].end_offset if v in self.replicas
-                                            else -1 for v in self.voters if v != self.id],
-                      reverse=True)
+        # the voters in force (the last voter set in the log), the leader counted only if one
+        ends = sorted([self.durable_end if v == self.id else
+                       (self.replicas[v].end_offset if v in self.replicas else -1)
+                       for v in self.voters], reverse=True)
         majority = ends[len(self.voters) // 2]
         # only an entry of the leader's own epoch commits (and, with it,
         # everything before it)
@@ -839,6 +1007,8 @@ class RaftNode:
             self.hwm = majority
             self._out.high_watermark = self.hwm
             self._wake_fetches()
+            if self.voter_change is not None and self.hwm > self.voter_change:
+                self.voter_change = None
 
     # Fetch (follower side)
     def _on_fetch_response(self, env, resp: FetchResponse):
@@ -954,6 +1124,11 @@ class RaftNode:
         self._epochs_dirty = True
         self._snapshot_pending = False
         self.applied = min(self.applied, self.log_start - 1)
+        if self.config.snapshot_voters is not None:
+            vs = self.config.snapshot_voters(data)
+            if vs:
+                self.snapshot_voters = tuple(vs)
+        self._refresh_voters()
 
     # ------------------------------------------------------------- queries
 

@@ -17,6 +17,11 @@ invariants are checked:
 - liveness: once the faults stop, a leader is elected and a write commits
   within a bound.
 
+With reconfig_every_ms (--reconfig), the quorum is dynamic (kraft.version 1)
+and the leader keeps adding observers as voters and removing voters (itself
+too) under the same faults; "durable on a majority" is then checked against
+the last committed voter set.
+
 Everything comes from the seed, so a failing seed replays exactly:
 
     python3 -m tests.raft_sim --seed 1234 --voters 5          # one run
@@ -31,7 +36,9 @@ import random
 import sys
 import time
 
-from raft.messages import Append, DeleteBefore, InstallSnapshot, QuorumState, Truncate
+from raft.messages import (
+    Append, DeleteBefore, InstallSnapshot, QuorumState, Truncate, VoterChangeRefused, VoterInfo,
+    parse_voters)
 from raft.node import LEADER, Persisted, RaftConfig, RaftNode, SafetyError
 
 
@@ -82,18 +89,34 @@ class Disk:
         return self.log[-1].offset + 1 if self.log else self.base
 
 
-def encode_state(items) -> bytes:
-    return json.dumps([x.decode() for x in items]).encode()
+def encode_state(items, voters=None) -> bytes:
+    if voters is None:
+        return json.dumps([x.decode() for x in items]).encode()
+    # a dynamic quorum's snapshot holds its voter set too (Kafka's holds a VotersRecord)
+    return json.dumps({"applied": [x.decode() for x in items],
+                       "voters": [v.node_id for v in voters]}).encode()
 
 
 def decode_state(data: bytes):
-    return [x.encode() for x in json.loads(data.decode())] if data else []
+    if not data:
+        return []
+    state = json.loads(data.decode())
+    if isinstance(state, dict):
+        state = state["applied"]
+    return [x.encode() for x in state]
+
+
+def snapshot_voters(data: bytes):
+    state = json.loads(data.decode()) if data else None
+    if isinstance(state, dict):
+        return tuple(VoterInfo(v) for v in state["voters"])
+    return None
 
 
 class Sim:
     def __init__(self, seed, voters=3, observers=0, faults=None, config=None,
                  duration_ms=6000, heal_bound_ms=10000, snapshot_bytes=60,
-                 propose_every_ms=60, disks=None, blocked=()):
+                 propose_every_ms=60, disks=None, blocked=(), reconfig_every_ms=None):
         self.seed = seed
         self.rng = random.Random(seed)
         self.faults = faults or Faults()
@@ -104,6 +127,9 @@ class Sim:
         self.heal_bound_ms = heal_bound_ms
         self.snapshot_bytes = snapshot_bytes
         self.propose_every_ms = propose_every_ms
+        self.reconfig_every_ms = reconfig_every_ms
+        self.committed_voters = self.voter_ids   # the last committed voter set
+        self.committed_under = []                # by offset: the voters that committed it
         self.now = 0
         self.seq = 0
         self.queue = []
@@ -128,11 +154,15 @@ class Sim:
         self.proposed = 0
         self.stats = dict(events=0, faults=0, elections=0, crashes=0, messages=0,
                           committed=0, snapshots=0, snapshot_installs=0)
+        if reconfig_every_ms:
+            self.stats.update(voters_added=0, voters_removed=0, voter_changes_refused=0)
         self.blocked = set(blocked)
         for i in self.ids:
             self._start(i)
         self._schedule(self.rng.randrange(self.faults.fault_every_ms + 1), "fault", None)
         self._schedule(self.propose_every_ms, "propose", None)
+        if reconfig_every_ms:
+            self._schedule(reconfig_every_ms, "reconfig", None)
 
     # ------------------------------------------------------------ plumbing
 
@@ -151,6 +181,8 @@ class Sim:
                   request_timeout_ms=300, retry_backoff_ms=20, fetch_max_wait_ms=150,
                   max_fetch_entries=20, snapshot_chunk_bytes=50,
                   max_bytes_between_snapshots=self.snapshot_bytes)
+        if self.reconfig_every_ms:
+            kw.update(kraft_version=1, snapshot_voters=snapshot_voters)
         kw.update(self.config)
         return RaftConfig(node_id=i, voters=self.voter_ids, **kw)
 
@@ -177,6 +209,10 @@ class Sim:
         self.incarnation[i] += 1
         self.stats["crashes"] += 1
         self._check_durable_majority()
+        # the others' connections to it are refused from now on (a shell tells its node)
+        for j in self.ids:
+            if j != i:
+                self._schedule(self.now + 1 + self.rng.randrange(60), "refused", (j, i))
 
     # --------------------------------------------------------------- output
 
@@ -244,7 +280,8 @@ class Sim:
         if r.snapshot_due is not None:
             sid = r.snapshot_due
             if node.applied == sid.end_offset:
-                data = encode_state(self.apps[i] or [])
+                data = encode_state(self.apps[i] or [], node.voters_at(sid.end_offset)
+                                    if self.reconfig_every_ms else None)
                 # write the snapshot file durably before the log may shrink
                 node.snapshot_taken(sid, data)
                 if node.snapshot_id == sid:
@@ -327,8 +364,11 @@ class Sim:
                               f"on node {i}")
             elif off == len(self.committed):
                 self.committed.append(val)
+                self.committed_under.append(tuple(node.voters))
                 if not e.control:
                     self.committed_data.append(e.data)
+                elif parse_voters(e.data) is not None:
+                    self.committed_voters = tuple(v.node_id for v in parse_voters(e.data))
                 self.stats["committed"] += 1
             else:
                 self.fail(f"node {i} commits {off} past the committed end {len(self.committed)}")
@@ -341,25 +381,27 @@ class Sim:
                       f"a prefix of the committed log")
 
     def _check_durable_majority(self):
-        """Every committed entry is durable on a majority of voters."""
+        """Every committed entry is durable on a majority of the voters that committed it (with
+        dynamic voters, later sets overlap it: one change at a time)."""
         if not self.committed:
             return
-        need = len(self.voter_ids) // 2 + 1
-        counts = [0] * len(self.committed)
-        for v in self.voter_ids:
+        counts = {}
+        for v in set(x for s in set(self.committed_under) for x in s):
+            counts[v] = [0] * len(self.committed)
             d = self.disks[v]
             start = d.log_start()
             if d.snapshot:
                 upto = min(start, len(self.committed))
                 for off in range(upto):
-                    counts[off] += 1
+                    counts[v][off] += 1
             for e in d.durable:
                 if e.offset < len(self.committed) and \
                         self.committed[e.offset] == (e.epoch, e.data, e.control):
-                    counts[e.offset] += 1
-        for off, c in enumerate(counts):
-            if c < need:
-                self.fail(f"committed entry {off} is durable on {c} voters only")
+                    counts[v][e.offset] += 1
+        for off, under in enumerate(self.committed_under):
+            c = sum(counts[v][off] for v in under)
+            if c < len(under) // 2 + 1:
+                self.fail(f"committed entry {off} is durable on {c} of its voters {under} only")
 
     # --------------------------------------------------------------- faults
 
@@ -374,6 +416,8 @@ class Sim:
             kinds.append("one_way")
         if f.clock_jump:
             kinds.append("clock")
+        if f.crash:
+            kinds.append("refused")
         if not kinds:
             return
         kind = self.rng.choice(kinds)
@@ -394,6 +438,10 @@ class Sim:
         elif kind == "one_way":
             x, y = self.rng.sample(ids, 2)
             self.blocked.add((x, y))
+        elif kind == "refused":
+            # a refused connection to a live node (its listener restarting): a spurious signal
+            x, y = self.rng.sample(ids, 2)
+            self._schedule(self.now, "refused", (x, y))
         elif kind == "clock":
             i = self.rng.choice(ids)
             # a forward jump: the node sees time pass all at once (a pause)
@@ -402,7 +450,7 @@ class Sim:
     # ------------------------------------------------------------------ run
 
     def _leader(self):
-        for i in self.voter_ids:
+        for i in self.ids:
             n = self.nodes[i]
             if n is not None and n.role == LEADER:
                 return i
@@ -449,6 +497,11 @@ class Sim:
             if self.nodes[i] is not None and self.incarnation[i] == inc:
                 self._crash(i)
                 self._schedule(self.now + self.rng.randrange(50, 1500), "restart", i)
+        elif kind == "refused":
+            i, peer = payload
+            if self.nodes[i] is not None and not self.healed:
+                self.nodes[i].peer_unreachable(peer)
+                self._process(i)
         elif kind == "restart":
             if self.nodes[payload] is None:
                 self._start(payload)
@@ -457,6 +510,10 @@ class Sim:
                 self._fault()
                 self._schedule(self.now + 1 + self.rng.randrange(2 * self.faults.fault_every_ms),
                                "fault", None)
+        elif kind == "reconfig":
+            self._reconfig()
+            self._schedule(self.now + 1 + self.rng.randrange(2 * self.reconfig_every_ms),
+                           "reconfig", None)
         elif kind == "propose":
             lead = self._leader()
             if lead is not None:
@@ -465,6 +522,23 @@ class Sim:
                 self._process(lead)
             self._schedule(self.now + 1 + self.rng.randrange(2 * self.propose_every_ms),
                            "propose", None)
+
+    def _reconfig(self):
+        """The leader adds a node that is not a voter, or removes a voter (maybe itself), keeping
+        2 to 5 voters; refusals (a change pending, a new voter not caught up) are counted."""
+        lead = self._leader()
+        if lead is None:
+            return
+        node = self.nodes[lead]
+        others = [i for i in self.ids if i not in node.voters]
+        if others and (len(node.voters) <= 2 or (len(node.voters) < 5 and self.rng.random() < 0.5)):
+            res = node.add_voter(VoterInfo(self.rng.choice(others)))
+            kind = "voters_added"
+        else:
+            res = node.remove_voter(self.rng.choice(node.voters))
+            kind = "voters_removed"
+        self.stats[kind if not isinstance(res, VoterChangeRefused) else "voter_changes_refused"] += 1
+        self._process(lead)
 
     def heal(self):
         self.healed = True
@@ -514,6 +588,10 @@ MUTATIONS = {
                             "if True:"),
                            ("_send_fetch", "elif self.durable_end < self.end_offset:",
                             "elif False:")],
+    # dynamic voters: a second change before the first is committed (run with --reconfig)
+    "two_voter_changes_at_once": ("_voter_change_refusal",
+                                  ["if self.voter_change is not None:",
+                                   "if self.voters_offset >= self.hwm:"], "if False:"),
     "ignore_diverging_epoch": ("_on_fetch_response",
                                "self._truncate(max(target, self.log_start))", "pass"),
 }
@@ -536,10 +614,12 @@ def _mutate_one(name, method, old, new):
     import raft.node as node_mod
     orig = getattr(RaftNode, method)
     src = textwrap.dedent(inspect.getsource(orig))
-    if src.count(old) != 1:
-        raise ValueError(f"mutation {name}: text not found in {method}")
+    for one in (old if isinstance(old, list) else [old]):
+        if src.count(one) != 1:
+            raise ValueError(f"mutation {name}: text not found in {method}")
+        src = src.replace(one, new)
     ns = {}
-    exec(compile(src.replace(old, new), f"<mutation {name}>", "exec"), vars(node_mod), ns)
+    exec(compile(src, f"<mutation {name}>", "exec"), vars(node_mod), ns)
     setattr(RaftNode, method, ns[method])
     handlers = {k for k, v in node_mod._HANDLERS.items() if v is orig}
     for k in handlers:
@@ -568,6 +648,8 @@ def main(argv=None):
                     help="KIP-996 pre-vote (mixed: every other pair of seeds)")
     ap.add_argument("--churn", action="store_true",
                     help="leader churn: half the new leaders crash at once, writes every 20 ms")
+    ap.add_argument("--reconfig", action="store_true",
+                    help="dynamic voters: the leader adds and removes a voter every ~300 ms")
     ap.add_argument("--mutate", choices=sorted(MUTATIONS),
                     help="break one rule of the node first (the run must then find violations)")
     args = ap.parse_args(argv)
@@ -580,9 +662,12 @@ def main(argv=None):
 
 
 def _profile(args):
+    out = {}
     if args.churn:
-        return {"faults": Faults(crash_new_leader=0.5), "propose_every_ms": 20}
-    return {}
+        out.update({"faults": Faults(crash_new_leader=0.5), "propose_every_ms": 20})
+    if args.reconfig:
+        out["reconfig_every_ms"] = 300
+    return out
 
 
 def _pre_vote(args, seed):
@@ -621,7 +706,7 @@ def _main(args):
             pv = "on" if _pre_vote(args, seed)["pre_vote"] else "off"
             print(f"VIOLATION {type(exc).__name__} {exc} (replay: python3 -m tests.raft_sim "
                   f"--seed {seed} --voters {v} --observers {args.observers} --pre-vote {pv}"
-                  f"{' --churn' if args.churn else ''})",
+                  f"{' --churn' if args.churn else ''}{' --reconfig' if args.reconfig else ''})",
                   flush=True)
         runs += 1
         seed += 1

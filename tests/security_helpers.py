@@ -3,6 +3,7 @@ settings for them."""
 from __future__ import annotations
 
 import socket
+import time
 import ssl
 
 from tests.wire_client import WireClient
@@ -87,3 +88,22 @@ def closed_quickly(address: str, payload: bytes, timeout: float = 5.0) -> bool:
             return True
         except socket.timeout:
             return False
+
+
+def roundtrip(conf: dict, topic: str, n: int = 5, value: bytes = b"v%d") -> list[bytes]:
+    """Produce ``n`` values (``value % i``) with librdkafka over ``conf`` and
+    read them back from partition 0 with an assigned consumer."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    p = Producer(conf)
+    for i in range(n):
+        p.produce(topic, value=value % i)
+    assert p.flush(20) == 0
+    c = Consumer({**conf, "group.id": "roundtrip-" + topic, "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got, deadline = [], time.monotonic() + 20
+    while len(got) < n and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.value())
+    c.close()
+    return got

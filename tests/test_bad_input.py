@@ -506,13 +506,17 @@ def test_fetch_returns_one_whole_batch_beyond_the_limits(conn, ten):
     assert [o for o, _k, _v in record_values(p.records)] == [5]
 
 
-def test_fetch_with_an_error_partition_does_not_wait(conn, ten):
-    req = fetch_req(ten[0], 10, max_wait_ms=3000)  # at the high watermark: would wait
-    req.topics.append(fetch_req("bad-input-nope", 0).topics[0])
+def test_fetch_with_an_unknown_topic_still_waits(conn, ten):
+    # Kafka 3.9 (checked): partitions the metadata does not know are answered
+    # after the others and do not end the wait (a fetch session holding a
+    # deleted topic would otherwise make its consumer spin)
+    req = fetch_req("bad-input-nope", 0, max_wait_ms=600)
+    req.topics.append(fetch_req(ten[0], 10).topics[0])  # at the high watermark: waits
     started = time.monotonic()
     resp = conn.call(req, FETCH_V)
-    assert time.monotonic() - started < 1.5
-    assert [t.partitions[0].error_code for t in resp.responses] == [0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+    assert time.monotonic() - started >= 0.5
+    assert [(t.topic, t.partitions[0].error_code) for t in resp.responses] == [
+        (ten[0], 0), ("bad-input-nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
 
 
 def test_fetch_long_poll_wakes_on_produce(broker, conn):

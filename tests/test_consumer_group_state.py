@@ -44,6 +44,8 @@ class Harness:
     def apply(self, fx):
         self.appends.extend(fx.appends)
         self.answers.update({t: r for t, r in fx.responses})
+        for append in fx.appends:   # every batch replicated at once (the shell's durability callback)
+            self.apply(self.sm.append_done(append, 0, self.now))
         return fx
 
     def hb(self, member_id="", epoch=0, group="g", names=None, regex=None, owned=None, instance_id=None,

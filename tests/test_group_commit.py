@@ -279,6 +279,8 @@ def test_no_fsync_on_the_trio_thread(tmp_path, monkeypatch):
         broker.controller.create_topic(TopicSpec("plain", 2, 1))
         broker.controller.create_topic(TopicSpec("synced", 2, 1, configs={"flush.messages": "1"}))
         await trio.sleep(0.1)
+        while not broker.checkpoints.idle:   # the new partitions' own fsyncs (checkpoint writer) first
+            await trio.sleep(0.02)
         conn = _Conn(await trio.open_tcp_stream("127.0.0.1", port))
         monkeypatch.setattr(os, "fsync", spy(real_fsync))
         monkeypatch.setattr(os, "fdatasync", spy(real_fdatasync))

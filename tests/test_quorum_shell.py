@@ -5,6 +5,7 @@ import json
 import random
 
 import trio
+import trio.testing
 
 from broker.quorum_shell import MemoryStorage, NotLeaderError, ProposalLostError, QuorumShell
 from raft.node import LEADER, Persisted, RaftConfig, RaftNode
@@ -92,7 +93,7 @@ def test_three_nodes_over_sockets_elect_commit_and_survive_the_leader():
             assert took < 3
             assert new.applied[:1] == [b"topic-a"] or b"topic-a" in new.applied
             nursery.cancel_scope.cancel()
-    trio.run(main)
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
 def test_a_follower_answers_not_leader_with_the_leader_hint():
@@ -119,7 +120,7 @@ def test_a_follower_answers_not_leader_with_the_leader_hint():
             else:
                 raise AssertionError("a follower accepted a proposal")
             nursery.cancel_scope.cancel()
-    trio.run(main)
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
 def test_the_quorum_bench_reports_latency_and_failover(capsys):
@@ -161,7 +162,7 @@ def test_a_node_that_comes_back_far_behind_catches_up_by_fetch_snapshot():
             assert again.storage.snapshot is not None
             assert again.applied == lead.applied
             nursery.cancel_scope.cancel()
-    trio.run(main)
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
 def test_without_a_majority_writes_do_not_commit_and_the_leader_steps_down():
@@ -203,7 +204,7 @@ def test_without_a_majority_writes_do_not_commit_and_the_leader_steps_down():
             # what was committed is still readable
             assert b"before" in leader.applied and b"never" not in leader.applied
             nursery.cancel_scope.cancel()
-    trio.run(main)
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
 def test_restarting_the_whole_quorum_brings_the_same_log_back():
@@ -230,4 +231,91 @@ def test_restarting_the_whole_quorum_brings_the_same_log_back():
             with trio.fail_after(5):
                 await _propose(again, b"after-restart")
             nursery.cancel_scope.cancel()
-    trio.run(main)
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+async def _dynamic_cluster(nursery, voters=3, observers=1):
+    """A dynamic quorum (kraft.version 1): the voters' endpoints are in the bootstrap voter set;
+    the observers are not voters yet."""
+    from raft.messages import VoterInfo
+    ids = list(range(1, voters + observers + 1))
+    listeners = {i: await trio.open_tcp_listeners(0, host="127.0.0.1") for i in ids}
+    peers = {i: ("127.0.0.1", ls[0].socket.getsockname()[1]) for i, ls in listeners.items()}
+    voter_set = tuple(VoterInfo(i, "", (("CONTROLLER",) + peers[i],)) for i in ids[:voters])
+    members = {}
+    for i in ids:
+        # an observer knows only the voters (controller.quorum.bootstrap.servers) and itself
+        known = {j: peers[j] for j in ids[:voters] + [i]}
+        members[i] = Member(i, tuple(ids[:voters]), listeners[i], known, kraft_version=1,
+                            voter_set=voter_set)
+        await nursery.start(members[i].run)
+    return members, peers
+
+
+async def _call(port, request):
+    from kproto import api
+    from broker.quorum_shell import _read_frame
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    async with stream:
+        await stream.send_all(api.encode_request(request, 0, 7, client_id="test"))
+        frame = await _read_frame(stream, bytearray())
+    return api.decode_response(frame, request.API_KEY, 0)[1]
+
+
+def test_add_raft_voter_and_remove_raft_voter_over_the_wire():
+    from kproto.messages.add_raft_voter_request import AddRaftVoterRequest, Listener
+    from kproto.messages.remove_raft_voter_request import RemoveRaftVoterRequest
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            members, peers = await _dynamic_cluster(nursery)
+            with trio.fail_after(5):
+                leader, _ = await _propose(members, b"before")
+            # the observer caught up: AddRaftVoter makes it a voter, answered once committed
+            with trio.fail_after(5):
+                while not leader.shell.node.replica_caught_up(4):
+                    await trio.sleep(0.01)
+            add = AddRaftVoterRequest(cluster_id="test-cluster", timeout_ms=5000, voter_id=4,
+                                      listeners=[Listener("CONTROLLER", *peers[4])])
+            resp = await _call(peers[leader.id][1], add)
+            assert resp.error_code == 0, resp.error_message
+            assert leader.shell.node.voters == (1, 2, 3, 4)
+            with trio.fail_after(5):
+                while members[4].shell.node.voters != (1, 2, 3, 4):
+                    await trio.sleep(0.01)
+            # the same again: Kafka's DUPLICATE_VOTER, with its message
+            resp = await _call(peers[leader.id][1], add)
+            assert resp.error_code == 126 and "is already part of the set of voters" in resp.error_message
+            # a follower is not the leader
+            follower = next(x for x in members.values() if x is not leader)
+            resp = await _call(peers[follower.id][1], add)
+            assert resp.error_code == 6
+            # the leader removes itself: once committed it hands over, and writes go on
+            resp = await _call(peers[leader.id][1], RemoveRaftVoterRequest(
+                cluster_id="test-cluster", voter_id=leader.id))
+            assert resp.error_code == 0, resp.error_message
+            with trio.fail_after(10):
+                new, _ = await _propose(members, b"after", exclude=(leader.id,))
+            assert leader.id not in new.shell.node.voters and len(new.shell.node.voters) == 3
+            # the new voter, reached at the endpoint the voter set gave, may lead too
+            assert 4 in new.shell.node.voters and (4 in new.shell.peers or new.id == 4)
+            nursery.cancel_scope.cancel()
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+def test_a_static_quorum_answers_add_raft_voter_with_unsupported_version():
+    from kproto.messages.add_raft_voter_request import AddRaftVoterRequest
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            members = await _cluster(nursery)
+            with trio.fail_after(5):
+                leader, _ = await _propose(members, b"x")
+            port = leader.shell.peers[leader.id][1]
+            resp = await _call(port, AddRaftVoterRequest(cluster_id="test-cluster", timeout_ms=1000,
+                                                         voter_id=9))
+            assert resp.error_code == 35
+            assert resp.error_message == ("Cluster doesn't support adding voter because the "
+                                          "kraft.version feature is 0")
+            nursery.cancel_scope.cancel()
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))

@@ -333,6 +333,14 @@ def _describe_topic_partitions(c, t, g, x):
     return c.call(R(topics=[R.TopicRequest(name=t)], response_partition_limit=100), 0).topics[0].error_code
 
 
+def _elect_leaders(c, t, g, x):
+    from kproto.messages.elect_leaders_request import ElectLeadersRequest as R, TopicPartitions
+    resp = c.call(R(election_type=0, topic_partitions=[TopicPartitions(topic=t, partitions=[0])]), 2)
+    code = resp.replica_election_results[0].partition_result[0].error_code
+    assert resp.error_code in (0, code), (resp.error_code, code)   # refused: the same code at both levels
+    return code
+
+
 T, G, X, C = TOPIC, GROUP, TRANSACTIONAL_ID, CLUSTER
 # (name, ACLs bob holds up front, the call, Kafka's refusal, the ACL that lets him through)
 MATRIX = [
@@ -374,6 +382,7 @@ MATRIX = [
     ("consumer_group_heartbeat_topic", [(G, "READ")], _consumer_group_heartbeat, TOPIC_AUTH, (T, "DESCRIBE")),
     ("consumer_group_describe", [], _consumer_group_describe, GROUP_AUTH, (G, "DESCRIBE")),
     ("describe_topic_partitions", [], _describe_topic_partitions, TOPIC_AUTH, (T, "DESCRIBE")),
+    ("elect_leaders", [], _elect_leaders, CLUSTER_AUTH, (C, "ALTER")),
 ]
 
 

@@ -19,7 +19,7 @@ from kproto.messages.metadata_request import MetadataRequest
 from kproto.messages.sasl_authenticate_request import SaslAuthenticateRequest
 from kproto.messages.sasl_handshake_request import SaslHandshakeRequest
 from tests.security_certs import Pki
-from tests.security_helpers import SecureBroker, client_config
+from tests.security_helpers import SecureBroker, client_config, roundtrip
 from tests.wire_client import WireClient, api_versions_ok
 
 ADMIN = {"mechanism": "PLAIN", "user": "admin", "password": "admin-secret"}
@@ -37,22 +37,6 @@ def sasl_broker(tmp_path_factory, pki):
     b.start()
     yield b
     b.stop()
-
-
-def roundtrip(conf: dict, topic: str, n: int = 5) -> list[bytes]:
-    p = Producer(conf)
-    for i in range(n):
-        p.produce(topic, value=b"v%d" % i)
-    assert p.flush(20) == 0
-    c = Consumer({**conf, "group.id": "sasl-" + topic, "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, 0, 0)])
-    got, deadline = [], time.monotonic() + 20
-    while len(got) < n and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is not None and not m.error():
-            got.append(m.value())
-    c.close()
-    return got
 
 
 def plain_login(c: WireClient, user: str, password: str, version: int = 2):

@@ -12,12 +12,11 @@ import sys
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from broker.security.principal import SslPrincipalMapper
 from tests.security_certs import Pki
-from tests.security_helpers import SecureBroker, TlsWireClient, client_config, closed_quickly, tls_context
+from tests.security_helpers import SecureBroker, TlsWireClient, client_config, closed_quickly, roundtrip, tls_context
 from tests.wire_client import api_versions_ok
 
 
@@ -58,24 +57,8 @@ def tls_broker(tmp_path_factory, pki):
     b.stop()
 
 
-def roundtrip(conf: dict, topic: str, n: int = 20) -> list[bytes]:
-    p = Producer(conf)
-    for i in range(n):
-        p.produce(topic, value=b"value-%d" % i)
-    assert p.flush(20) == 0
-    c = Consumer({**conf, "group.id": "tls-" + topic, "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, 0, 0)])
-    got, deadline = [], time.monotonic() + 20
-    while len(got) < n and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is not None and not m.error():
-            got.append(m.value())
-    c.close()
-    return got
-
-
 def test_ssl_listener_produce_and_consume_with_librdkafka(tls_broker, pki, topic_name):
-    got = roundtrip(client_config(tls_broker, "SSL", pki), topic_name, 50)
+    got = roundtrip(client_config(tls_broker, "SSL", pki), topic_name, 50, b"value-%d")
     assert got == [b"value-%d" % i for i in range(50)]
 
 
@@ -160,7 +143,7 @@ def _start(tmp_path, settings: dict, listeners=("SSL",)) -> SecureBroker:
 def test_inline_pem_key_and_chain(tls_broker, pki, topic_name):
     conf = {"bootstrap.servers": tls_broker.address("INLINE"), "security.protocol": "SSL",
             "ssl.ca.location": pki.ca_path}
-    assert roundtrip(conf, topic_name, 3) == [b"value-%d" % i for i in range(3)]
+    assert roundtrip(conf, topic_name, 3, b"value-%d") == [b"value-%d" % i for i in range(3)]
 
 
 

@@ -38,7 +38,8 @@ class QuorumNode(BrokerProcess):
 class QuorumCluster:
     def __init__(self, nodes: int = 3, controllers: int | None = None, base_dir: str | None = None,
                  settings: dict | None = None, log_level: str = "WARNING", host: str = "127.0.0.1",
-                 ports: list | None = None):
+                 ports: list | None = None, listener: str = "PLAINTEXT",
+                 node_settings: dict | None = None):
         self.base_dir = base_dir or tempfile.mkdtemp(prefix="kproto-cluster-")
         self._own_dir = base_dir is None
         self.count = nodes
@@ -51,30 +52,62 @@ class QuorumCluster:
         take = (lambda: ports.pop(0)) if ports else free_port
         self.ports = {i: take() for i in ids}
         self.controller_ports = {i: take() for i in ids[:self.controllers]}
-        voters = ",".join(f"{i}@{host}:{p}" for i, p in self.controller_ports.items())
+        self.voters = ",".join(f"{i}@{host}:{p}" for i, p in self.controller_ports.items())
+        self.log_level = log_level
+        self.listener = listener
+        self.node_settings = dict(node_settings or {})
         self.nodes: dict[int, QuorumNode] = {}
         self.roles: dict[int, str] = {}
         for i in ids:
-            data = os.path.join(self.base_dir, f"node{i}")
-            props = os.path.join(self.base_dir, f"node{i}.properties")
             is_controller = i in self.controller_ports
             combined = is_controller and controllers is None
-            roles = "broker,controller" if combined else ("controller" if is_controller else "broker")
-            self.roles[i] = roles
-            listeners = [] if roles == "controller" else [f"PLAINTEXT://{host}:{self.ports[i]}"]
-            if is_controller:
-                listeners.append(f"CONTROLLER://{host}:{self.controller_ports[i]}")
-            lines = {"process.roles": roles, "node.id": str(i), "controller.quorum.voters": voters,
-                     "listeners": ",".join(listeners), "controller.listener.names": "CONTROLLER",
-                     "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-                     "inter.broker.listener.name": "PLAINTEXT", "log.dirs": data,
-                     "kproto.metrics.listener": "off"}
-            if roles == "controller":
-                del lines["inter.broker.listener.name"]
-            lines.update(self.settings)
-            with open(props, "w") as f:
-                f.write("".join(f"{k}={v}\n" for k, v in lines.items()))
-            self.nodes[i] = QuorumNode(i, props, data, self.ports[i], self.controller_ports.get(i), log_level)
+            self._write_node(i, "broker,controller" if combined else ("controller" if is_controller else "broker"))
+
+    def _write_node(self, i: int, roles: str) -> QuorumNode:
+        """Node i's server.properties (and its QuorumNode)."""
+        host = self.host
+        data = os.path.join(self.base_dir, f"node{i}")
+        props = os.path.join(self.base_dir, f"node{i}.properties")
+        self.roles[i] = roles
+        # self.listener: the broker listener's name (its protocol from listener.security.protocol.map
+        # in settings when it is not a protocol's name); self.node_settings: {node id: {key: value}}
+        listener = self.listener
+        listeners = [] if roles == "controller" else [f"{listener}://{host}:{self.ports[i]}"]
+        if i in self.controller_ports:
+            listeners.append(f"CONTROLLER://{host}:{self.controller_ports[i]}")
+        lines = {"process.roles": roles, "node.id": str(i), "controller.quorum.voters": self.voters,
+                 "listeners": ",".join(listeners), "controller.listener.names": "CONTROLLER",
+                 "listener.security.protocol.map": f"{listener}:{listener},CONTROLLER:PLAINTEXT",
+                 "inter.broker.listener.name": listener, "log.dirs": data,
+                 "kproto.metrics.listener": "off"}
+        if roles == "controller":
+            del lines["inter.broker.listener.name"]
+        lines.update(self.settings)
+        lines.update(self.node_settings.get(i, {}))
+        with open(props, "w") as f:
+            f.write("".join(f"{k}={v}\n" for k, v in lines.items()))
+        node = self.nodes[i] = QuorumNode(i, props, data, self.ports[i], self.controller_ports.get(i),
+                                          self.log_level)
+        return node
+
+    def add_broker(self, node_id: int | None = None, settings: dict | None = None,
+                   timeout: float = 60.0) -> QuorumNode:
+        """A new broker-only node joining the running cluster, as an operator adds one: its own
+        server.properties (a new node.id, the same controller.quorum.voters), formatted with the
+        cluster's id, started. It registers with the controller and hosts nothing until partitions
+        are reassigned to it."""
+        node_id = node_id or max(self.nodes) + 1
+        self.ports[node_id] = free_port()
+        saved = self.settings
+        self.settings = {**saved, **(settings or {})}
+        try:
+            node = self._write_node(node_id, "broker")
+        finally:
+            self.settings = saved
+        self.count += 1
+        self._format(node)
+        node.start(timeout)
+        return node
 
     @property
     def bootstrap(self) -> str:
@@ -84,8 +117,14 @@ class QuorumCluster:
         env = dict(os.environ)
         env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
         for n in self.nodes.values():
-            subprocess.run([sys.executable, "-m", "broker.cli", "storage", "format", f"--cluster-id={self.cluster_id}",
-                            "-c", n.properties], check=True, capture_output=True, env=env)
+            self._format(n, env)
+
+    def _format(self, n, env=None) -> None:
+        if env is None:
+            env = dict(os.environ)
+            env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+        subprocess.run([sys.executable, "-m", "broker.cli", "storage", "format", f"--cluster-id={self.cluster_id}",
+                        "-c", n.properties], check=True, capture_output=True, env=env)
 
     def start(self, timeout: float = 60.0) -> "QuorumCluster":
         for n in self.nodes.values():

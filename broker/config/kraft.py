@@ -168,6 +168,7 @@ def validate(values, static, listeners: list[Endpoint], advertised: list[Endpoin
         need(inter in advertised_broker_names,
              "inter.broker.listener.name must be a listener name defined in advertised.listeners. "
              f"The valid options based on currently configured listeners are {','.join(ordered)}")
+        _inter_broker_sasl(values, static, inter, protocol_map.get(inter, inter), need)
         listener_names = [e.name for e in listeners]
         need(advertised_broker_names <= set(listener_names),
              "advertised.listeners listener names must be equal to or a subset of the ones defined in "
@@ -190,6 +191,26 @@ def validate(values, static, listeners: list[Endpoint], advertised: list[Endpoin
         max_snapshot_interval_ms=values["metadata.log.max.snapshot.interval.ms"],
         max_idle_interval_ms=values["metadata.max.idle.interval.ms"],
     )
+
+
+def _enabled_mechanisms(values, static, listener: str) -> list[str]:
+    """sasl.enabled.mechanisms of a listener (its listener.name.<l>. override first)."""
+    value = static.get(f"listener.name.{listener.lower()}.sasl.enabled.mechanisms")
+    if value is None:
+        value = values.get("sasl.enabled.mechanisms") or []
+    if isinstance(value, str):
+        value = value.split(",")
+    return [m.strip().upper() for m in value if m and m.strip()]
+
+
+def _inter_broker_sasl(values, static, listener: str, protocol: str, need) -> None:
+    """KafkaConfig.validateValues: the inter-broker SASL mechanism must be enabled on its listener."""
+    if protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
+        return
+    mechanism = str(values.get("sasl.mechanism.inter.broker.protocol") or "GSSAPI").strip().upper()
+    need(mechanism in _enabled_mechanisms(values, static, listener),
+         "sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms when SASL is used "
+         "for inter-broker communication")
 
 
 def _inter_broker_listener(values, static, protocol_map) -> str:

@@ -90,6 +90,7 @@ class ClassicMembersMixin:
         of a consumer group at the generation's epoch, keeping their partitions."""
         converted = ConsumerGroup(group.group_id, self._now)
         converted.offsets, converted.pending_txn = group.offsets, group.pending_txn
+        converted.pending_offsets = group.pending_offsets
         ids = {name: tid for name, (tid, _n) in topics.items()}
         epoch = group.generation
         for m in group.members.values():
@@ -141,6 +142,7 @@ class ClassicMembersMixin:
             return
         classic = Group(group.group_id, EMPTY, self._now)
         classic.offsets, classic.pending_txn = group.offsets, group.pending_txn
+        classic.pending_offsets = group.pending_offsets
         classic.protocol_type = CONSUMER_PROTOCOL_TYPE
         classic.generation = group.group_epoch
         names = {tid: name for name, (tid, _n) in group.subscription_metadata.items()}

@@ -220,6 +220,7 @@ class ConsumerGroupsMixin:
                 # an empty classic group becomes a consumer group; its offsets stay
                 converted = ConsumerGroup(group_id, self._now)
                 converted.offsets, converted.pending_txn = group.offsets, group.pending_txn
+                converted.pending_offsets = group.pending_offsets
                 self._drop_group(group)
                 if group.generation > 0:
                     self._append(self.partition_for(group_id), [(rec.group_metadata_key(group_id), None)])

@@ -19,8 +19,9 @@ from kproto import records as rec
 from kproto.errors import ErrorCode
 from kproto.metadata.remove_topic_record import RemoveTopicRecord
 
-from broker.coordination.shell import CoordinatorShell, replay_partition, sync_output
+from broker.coordination.shell import CoordinatorShell, Output
 from broker.coordination.topic import ensure_internal_topic
+from broker.groups.append_errors import fail_answer
 from broker.groups.config import GroupConfig
 from broker.groups.placement import OFFSETS_TOPIC
 from broker.groups.state import GroupStateMachine
@@ -34,13 +35,19 @@ class GroupCoordinator:
         self.broker = broker
         self.config = config or GroupConfig.from_broker_config(broker.config)
         self.state = GroupStateMachine(self.config)
-        # answers wait for the step's appends; a failed append is logged and
-        # the answer stands (the state machine has already applied it)
-        self.shell = CoordinatorShell(self.state, "group coordinator",
-                                      {"appends": sync_output(self._write, holds_answers=True)})
+        # answers wait until the step's appends are replicated (acks=all, as Kafka's
+        # coordinator appends); the outcome goes back to the state machine, which makes
+        # offsets visible or drops them, and a failed append turns the answers into Kafka's errors
+        self.shell = CoordinatorShell(self.state, "group coordinator", {
+            "appends": Output(write=self._write, done=self.state.append_done, holds_answers=True,
+                              fail_answer=fail_answer)})
         self._apply = self.shell.apply
         self._call = self.shell.call
         self._known_topics: set[str] = set()
+        self._nursery = None
+        # __consumer_offsets partition -> the load (or resignation) in force: a load that is
+        # no longer the one in force (leadership moved meanwhile) stops and changes nothing
+        self._load_token: dict[int, object] = {}
 
     # ================================================================ start
 
@@ -55,50 +62,85 @@ class GroupCoordinator:
         self.broker.metadata.subscribe(self._on_metadata)
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        await self.shell.run(self._load_all, task_status=task_status)
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery   # the replication waits of the appends
+            await nursery.start(self.shell.run, self._load_all)
+            task_status.started()
 
     async def _load_all(self) -> None:
         started = time.monotonic()
-        await self.shell.load(self.state.loading, self._load_partition, self.state.finish_load, OFFSETS_TOPIC)
+        async with trio.open_nursery() as nursery:
+            for index in sorted(self.state.loading):
+                if index in self._load_token:
+                    continue   # a leadership change got there first
+                token = self._load_token[index] = object()
+                nursery.start_soon(self._load, index, token)
         if self.state.num_partitions is not None:
             log.info("group coordinator loaded %d groups in %.2f s", len(self.state.groups),
                      time.monotonic() - started)
 
-    async def _load_partition(self, index: int, upto: int | None = None) -> None:
-        partition = self.broker.partitions.get(OFFSETS_TOPIC, index)
-        if partition is None:
-            return
-        def replay(header, batch):
-            records = [(r.key, r.value) for r in rec.iter_records(batch)]
-            self.state.replay_batch(index, header.base_offset, header.producer_id, header.is_transactional,
-                                    header.is_control, records)
-
-        if upto is None:
-            await replay_partition(partition, replay)
-            return
-        # a new leader (replication) loads up to its log end, not only its high watermark
-        for chunk in stored_batches(partition.log, upto):
-            for header, batch in chunk:
-                replay(header, batch)
-            await trio.sleep(0)
-
     async def partition_leadership(self, index: int, leader: bool) -> None:
         """Replication moved the leadership of __consumer_offsets-index (broker/replication/manager.py):
-        load its groups from the log when this broker leads it, drop them when another one does."""
+        load its groups from the log when this broker leads it, drop them at once when another
+        one does (Kafka's onElection / onResignation)."""
         if self.state.num_partitions is None:
             return
+        token = self._load_token[index] = object()
         if not leader:
             self._apply(self.state.resign(index, self.shell.now_ms()))
             return
         self._apply(self.state.begin_load(index, self.shell.now_ms()))
+        await self._load(index, token)
+
+    async def _load(self, index: int, token) -> None:
+        """Replay the partition's committed records, once this broker leads it and its high
+        watermark covers everything in its log: state built from records a new leader
+        could still lose is never served (COORDINATOR_LOAD_IN_PROGRESS until then)."""
         try:
-            # a new leader's log end is what it leads with (a leader never truncates): load it all,
-            # its high watermark catches up once the followers fetch
-            part = self.broker.partitions.get(OFFSETS_TOPIC, index)
-            await self._load_partition(index, part.log.log_end_offset if part is not None else None)
+            partition = await self._committed(index, token)
+            if partition is None:
+                return
+            upto = partition.high_watermark
+
+            def replay(header, batch):
+                records = [(r.key, r.value) for r in rec.iter_records(batch)]
+                self.state.replay_batch(index, header.base_offset, header.producer_id, header.is_transactional,
+                                        header.is_control, records)
+
+            for chunk in stored_batches(partition.log, upto):
+                if self._load_token.get(index) is not token:
+                    return
+                for header, batch in chunk:
+                    replay(header, batch)
+                await trio.sleep(0)
         except Exception:
             log.exception("loading __consumer_offsets-%d failed", index)
-        self._apply(self.state.finish_load(index, self.shell.now_ms()))
+        if self._load_token.get(index) is token:
+            self._apply(self.state.finish_load(index, self.shell.now_ms()))
+
+    async def _committed(self, index: int, token):
+        """The partition once this broker leads it and its high watermark reached the log end
+        it had when the wait began; None if the load stopped being the one in force."""
+        target = None
+        while self._load_token.get(index) is token:
+            partition = self.broker.partitions.get(OFFSETS_TOPIC, index)
+            if partition is None:
+                # not hosted here yet (the image may still be catching up): wait for it
+                await trio.sleep(0.25)
+                continue
+            if partition.is_leader:
+                if target is None:
+                    target = partition.log.log_end_offset
+                if partition.high_watermark >= target:
+                    return partition
+            event = trio.Event()
+            partition.add_waiter(event)
+            try:
+                with trio.move_on_after(0.25):
+                    await event.wait()
+            finally:
+                partition.remove_waiter(event)
+        return None
 
     # ================================================================ the offsets topic
 
@@ -127,23 +169,59 @@ class GroupCoordinator:
 
     # ================================================================ driving the state machine
 
-    def _write(self, append) -> int:
-        """Append one batch to __consumer_offsets: Kafka's error code."""
+    def _write(self, append, complete) -> None:
+        """Append one batch to __consumer_offsets; complete(Kafka's error code) once the high
+        watermark passed it (offsets.commit.required.acks=-1, within offsets.commit.timeout.ms)."""
         partition = self.broker.partitions.get(OFFSETS_TOPIC, append.partition)
-        if partition is None:
-            log.error("__consumer_offsets-%d is not hosted here: %d records lost", append.partition,
-                      len(append.records))
-            return ErrorCode.NOT_COORDINATOR
+        if partition is None or not partition.is_leader:
+            complete(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return
+        replication = partition.replication if self._required_acks() == -1 else None
+        if replication is not None:
+            code = replication.check_min_isr(partition)   # before appending, as a produce
+            if code is not None:
+                complete(code)
+                return
         batch = bytearray(rec.build_batch(
             [(k, v, [], append.timestamp) for k, v in append.records],
             producer_id=append.producer_id, producer_epoch=append.producer_epoch,
             base_sequence=0 if append.transactional else -1, transactional=append.transactional))
         try:
-            partition.append(batch, rec.BatchHeader(batch), append.timestamp)
+            info = partition.append(batch, rec.BatchHeader(batch), append.timestamp)
         except Exception:
             log.exception("appending to __consumer_offsets-%d failed", append.partition)
-            return ErrorCode.KAFKA_STORAGE_ERROR
-        return ErrorCode.NONE
+            complete(ErrorCode.KAFKA_STORAGE_ERROR)
+            return
+        if replication is None:
+            complete(ErrorCode.NONE)   # one replica: its log end is its high watermark
+            return
+        self._spawn(self._await_replicated, replication, partition, info.last_offset, complete)
+
+    async def _await_replicated(self, replication, partition, last_offset: int, complete) -> None:
+        try:
+            code = await replication.wait_replicated(partition, last_offset, self._commit_timeout_ms())
+        except Exception:
+            log.exception("waiting for __consumer_offsets-%d failed", partition.index)
+            code = ErrorCode.UNKNOWN_SERVER_ERROR
+        complete(code)
+
+    def _spawn(self, fn, *args) -> None:
+        if self._nursery is not None:
+            self._nursery.start_soon(fn, *args)
+        else:   # before run(): a request answered while the broker starts
+            trio.lowlevel.spawn_system_task(fn, *args)
+
+    def _config_int(self, key: str, default: int) -> int:
+        try:
+            return int(self.broker.config.get(key))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return default
+
+    def _required_acks(self) -> int:
+        return self._config_int("offsets.commit.required.acks", -1)
+
+    def _commit_timeout_ms(self) -> int:
+        return self._config_int("offsets.commit.timeout.ms", 5000)
 
     # ================================================================ requests
 

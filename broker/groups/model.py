@@ -117,6 +117,9 @@ class Group:
         self.pending_sync: set[str] = set()
         self.offsets: dict[tuple[str, int], OffsetEntry] = {}
         self.pending_txn: dict[int, dict[tuple[str, int], OffsetEntry]] = {}
+        # OffsetCommits appended but not yet replicated (count per partition): not visible to
+        # OffsetFetch until the high watermark passes them (GroupMetadata.pendingOffsetCommits)
+        self.pending_offsets: dict[tuple[str, int], int] = {}
         self.subscribed_topics: set[str] | None = None
         self.new_member_added = False
         # the delayed join in flight: None, "initial" (group.initial.rebalance.delay.ms) or "normal"
@@ -218,10 +221,10 @@ class Group:
         return topics
 
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or bool(self.pending_txn)
+        return bool(self.offsets) or bool(self.pending_txn) or bool(self.pending_offsets)
 
     def has_pending_commit(self, tp: tuple[str, int]) -> bool:
-        return any(tp in offsets for offsets in self.pending_txn.values())
+        return tp in self.pending_offsets or any(tp in offsets for offsets in self.pending_txn.values())
 
     # -- changes -----------------------------------------------------------------
 
@@ -281,6 +284,7 @@ class Group:
         for tp in tps:
             for offsets in self.pending_txn.values():
                 offsets.pop(tp, None)
+            self.pending_offsets.pop(tp, None)   # an in-flight commit stays deleted
             entry = self.offsets.pop(tp, None)
             if entry is not None:
                 removed[tp] = entry

@@ -97,6 +97,11 @@ class Append:
     producer_id: int = -1
     producer_epoch: int = -1
     transactional: bool = False
+    # what becomes visible (or is undone) once the batch is replicated or has failed:
+    # offsets (group, (topic, partition), OffsetEntry) committed by it, and for the
+    # assignment of a SyncGroup leader (group, generation, assignment)
+    offsets: list = field(default_factory=list)
+    sync: tuple | None = None
 
 
 class Effects:

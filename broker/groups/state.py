@@ -22,6 +22,7 @@ import uuid
 from kproto.errors import ErrorCode as E
 
 from broker.groups import records as rec
+from broker.groups.append_errors import store_group_error
 from broker.groups.config import GroupConfig
 from broker.groups.consumer_classic import ClassicMembersMixin
 from broker.groups.consumer_model import ConsumerGroup
@@ -290,6 +291,7 @@ class GroupStateMachine(ConsumerGroupsMixin, ClassicMembersMixin):
         """An empty consumer group becomes a classic group on a JoinGroup; its offsets stay."""
         classic = Group(group.group_id, EMPTY, now_ms)
         classic.offsets, classic.pending_txn = group.offsets, group.pending_txn
+        classic.pending_offsets = group.pending_offsets
         self._drop_group(group)
         self._append(self.partition_for(group.group_id), consumer_group_tombstones(group))
         self.groups[group.group_id] = classic
@@ -644,10 +646,9 @@ class GroupStateMachine(ConsumerGroupsMixin, ClassicMembersMixin):
                     self._reset_and_propagate_assignment_error(group, err)
                     self._maybe_prepare_rebalance(group, f"error {err} storing the group assignment")
                 else:
-                    for m in group.members.values():
-                        m.assignment = assignment[m.member_id]
-                    self._propagate_assignment(group, E.NONE)
-                    group.transition(STABLE, self._now)
+                    # handed out once the record is replicated (append_done): a member never
+                    # holds an assignment a new coordinator would not know
+                    self._fx.appends[-1].sync = (group.group_id, group.generation, assignment)
         elif group.is_(STABLE):
             member = group.members[member_id]
             self._remove_pending_sync_member(group, member_id)
@@ -943,6 +944,7 @@ class GroupStateMachine(ConsumerGroupsMixin, ClassicMembersMixin):
             return {tp: (err if err != E.NONE else E.INVALID_COMMIT_OFFSET_SIZE) for tp, err in errors.items()}
         transactional = producer_id >= 0
         order = self._append(self.partition_for(group.group_id), records, producer_id, producer_epoch, transactional)
+        append = self._fx.appends[-1]
         if transactional:
             group.received_txn_commits = True
             pending = group.pending_txn.setdefault(producer_id, {})
@@ -950,11 +952,63 @@ class GroupStateMachine(ConsumerGroupsMixin, ClassicMembersMixin):
                 entry.order = order
                 pending[tp] = entry
         else:
+            # visible once replicated (append_done), as Kafka's pendingOffsetCommits
             group.received_consumer_commits = True
             for tp, entry in valid.items():
                 entry.order = order
-                group.offsets[tp] = entry
+                group.pending_offsets[tp] = group.pending_offsets.get(tp, 0) + 1
+        append.offsets = [(group.group_id, tp, entry) for tp, entry in valid.items()]
         return errors
+
+    def append_done(self, append, error: int, now_ms: int) -> Effects:
+        """The durability callback (broker/coordination/shell.py): the batch is
+        replicated (error NONE: the high watermark passed it) or failed. Offsets
+        commits become visible or are dropped (GroupMetadata.onOffsetCommitAppend /
+        failPendingOffsetWrite); a SyncGroup leader's assignment is handed out or the
+        group rebalances again (GroupCoordinator.doSyncGroup's storeGroup callback)."""
+        self._begin(now_ms)
+        for group_id, tp, entry in append.offsets:
+            group = self.groups.get(group_id)
+            if group is None:
+                continue
+            if append.transactional:
+                if error:
+                    pending = group.pending_txn.get(append.producer_id)
+                    if pending is not None and pending.get(tp) is entry:
+                        del pending[tp]
+                        if not pending:
+                            del group.pending_txn[append.producer_id]
+                continue
+            count = group.pending_offsets.get(tp, 0)
+            if count <= 0:
+                continue   # deleted meanwhile (OffsetDelete, expiry, the group's deletion)
+            if count == 1:
+                del group.pending_offsets[tp]
+            else:
+                group.pending_offsets[tp] = count - 1
+            if not error:
+                current = group.offsets.get(tp)
+                if current is None or current.order < entry.order:
+                    group.offsets[tp] = entry
+        if append.sync is not None:
+            self._sync_stored(append.sync, error)
+        return self._end()
+
+    def _sync_stored(self, sync: tuple, error: int) -> None:
+        group_id, generation, assignment = sync
+        group = self.groups.get(group_id)
+        if (group is None or isinstance(group, ConsumerGroup) or group.generation != generation
+                or not group.is_(COMPLETING_REBALANCE)):
+            return
+        if error:
+            err = store_group_error(error)
+            self._reset_and_propagate_assignment_error(group, err)
+            self._maybe_prepare_rebalance(group, f"error {E(err).name} storing the group assignment")
+            return
+        for m in group.members.values():
+            m.assignment = assignment.get(m.member_id, b"")
+        self._propagate_assignment(group, E.NONE)
+        group.transition(STABLE, self._now)
 
     def fetch_offsets(self, group_id: str, partitions: list | None, require_stable: bool = False
                       ) -> tuple[int, list]:

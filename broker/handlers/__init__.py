@@ -30,10 +30,12 @@ MODULES = (
     "registration",
     "telemetry",
     "log_dirs",
+    "leader_election",
     "scram",
     "quotas",
     "delegation_tokens",
     "replication",
+    "reassignments",
 )
 
 

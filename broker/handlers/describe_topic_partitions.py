@@ -18,7 +18,7 @@ from kproto.messages.describe_topic_partitions_response import (
 
 from broker.handlers import handles
 from broker.handlers.metadata import TOPIC_OPERATIONS_ALL
-from broker.replication.leader_hint import partition_error
+from broker.replication.leader_hint import offline_replicas, partition_error
 from broker.topic_names import INTERNAL_TOPICS, invalid_reason
 
 
@@ -30,7 +30,7 @@ def _error_response(req, code: int) -> DescribeTopicPartitionsResponse:
         for t in req.topics])
 
 
-def _partitions(topic, start: int, limit: int) -> tuple[list, int]:
+def _partitions(topic, start: int, limit: int, broker=None) -> tuple[list, int]:
     """The partitions [start, start+limit) of a topic and the next index (-1: none left)."""
     count = len(topic.partitions)
     upper = min(count, start + limit)
@@ -42,7 +42,8 @@ def _partitions(topic, start: int, limit: int) -> tuple[list, int]:
         out.append(DescribeTopicPartitionsResponsePartition(
             error_code=partition_error(p), partition_index=index, leader_id=p.leader, leader_epoch=p.leader_epoch,
             replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
-            eligible_leader_replicas=[], last_known_elr=[], offline_replicas=[]))
+            eligible_leader_replicas=[], last_known_elr=[],
+            offline_replicas=offline_replicas(broker, p) if broker is not None else []))
     return out, (upper if upper < count else -1)
 
 
@@ -82,7 +83,7 @@ async def describe_topic_partitions(ctx, req):
                 partitions=[], topic_authorized_operations=TOPIC_OPERATIONS_ALL))
             continue
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
-        parts, next_index = _partitions(topic, start, remaining)
+        parts, next_index = _partitions(topic, start, remaining, ctx.broker)
         resp.topics.append(DescribeTopicPartitionsResponseTopic(
             error_code=0, name=name, topic_id=topic.topic_id, is_internal=topic.internal,
             partitions=parts, topic_authorized_operations=TOPIC_OPERATIONS_ALL))

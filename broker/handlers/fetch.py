@@ -15,9 +15,11 @@ from kproto.api import ApiKey
 from kproto.errors import ErrorCode
 from kproto.messages.fetch_response import FetchResponse
 
+from broker.error_response import error_response
+from broker.fetch_sessions import FetchSessionCache, ShardError
 from broker.handlers import handles
 from broker.partition import OffsetOutOfRange
-from broker.replication import replica_fetch
+from broker.replication import follower_fetching, replica_fetch
 from broker.replication.leader_hint import current_leader
 from broker.replication.replica_fetch import replica_id_of
 
@@ -34,13 +36,50 @@ def _error_part(index: int, code: int) -> _Part:
                  log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=b"")
 
 
-def _resolve(broker, v, ft):
-    """(topic name, topic image or None, error code for unknown)."""
+def requested(broker, v, req) -> tuple[dict, list]:
+    """The request's partitions as the session protocol knows them: key ->
+    (topic name or None if unknown, topic id, request partition), in request
+    order (a partition named twice keeps its first place, the last
+    parameters), and the keys of forgotten_topics_data. Fetch v13+ name
+    topics by id, older versions by name."""
+    uses_ids = v >= 13
+    by_id = broker.image.topics_by_id
+    data = {}
+    for ft in req.topics:
+        if uses_ids:
+            t = by_id.get(ft.topic_id)
+            name, tid = (t.name if t is not None else None), ft.topic_id
+        else:
+            name, tid = ft.topic, ft.topic_id
+        for fp in ft.partitions:
+            data[(tid if uses_ids else name, fp.partition)] = (name, tid, fp)
+    forget = []
+    if v >= 7:
+        for ft in req.forgotten_topics_data or ():
+            ref = ft.topic_id if uses_ids else ft.topic
+            forget.extend((ref, p) for p in ft.partitions)
+    return data, forget
+
+
+def _topic_image(broker, v, name, topic_id):
+    """The topic now: by id from v13 (a topic recreated under the same name is another topic)."""
     if v >= 13:
-        t = broker.image.topics_by_id.get(ft.topic_id)
-        return (t.name if t else ""), t, ErrorCode.UNKNOWN_TOPIC_ID
-    t = broker.image.topics.get(ft.topic)
-    return ft.topic, t, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return broker.image.topics_by_id.get(topic_id)
+    return broker.image.topics.get(name)
+
+
+def response_topics(entries) -> list:
+    """Kafka's FetchResponse.toMessage: partitions grouped by topic in
+    answer order, a topic named again when the partitions of another came
+    between."""
+    topics = []
+    last = None
+    for _key, name, topic_id, part in entries:
+        if last is None or last.topic_id != topic_id or last.topic != (name or ""):
+            last = _Topic(topic=name or "", topic_id=topic_id, partitions=[])
+            topics.append(last)
+        last.partitions.append(part)
+    return topics
 
 
 # Kafka's limits (ReplicaManager.readFromLocalLog): the response budget
@@ -55,96 +94,122 @@ MAX_READ_SIZE = 128 * 1024  # Kafka's LazyDownConversionRecordsSend.MAX_READ_SIZ
 _OVERFLOW = struct.Struct(">qi")
 
 
-def _build(broker, v, req, isolation) -> tuple[FetchResponse, int, list, bool]:
-    """One pass over the requested partitions: the response, the record
-    bytes read from the logs, the partitions to wait on and whether any
-    partition has an error (Kafka answers those at once, without waiting)."""
+def _build(broker, v, req, items, isolation, incremental=False) -> tuple[list, int, list, bool]:
+    """One pass over the partitions to read (``items``: (key, topic name,
+    topic id, request partition) in fetch order): the answer entries (key,
+    name, topic id, partition), the record bytes read from the logs, the
+    partitions to wait on and whether reading any partition failed (Kafka
+    answers those at once, without waiting). Partitions whose topic or
+    partition the metadata does not know come last, as Kafka appends them."""
     max_bytes = req.max_bytes if v >= 3 else 0x7FFFFFFF
     limit = min(max_bytes, broker.config.get_int("fetch.max.bytes"))
     min_one = v >= 3
     total = 0
     watched = []
-    topics = []
+    entries = []
+    unknown = []
     errors = False
-    for ft in req.topics:
-        name, timage, unknown = _resolve(broker, v, ft)
-        parts = []
-        topics.append(_Topic(topic=name, topic_id=ft.topic_id, partitions=parts))
-        for fp in ft.partitions:
-            if timage is None:
-                parts.append(_error_part(fp.partition, unknown))
-                errors = True
-                continue
-            # this partition's limit; the response's stops at 0 after any
-            # partition the log read saw (a negative max_bytes fails one)
-            part_limit = min(fp.partition_max_bytes, limit)
-            limit = max(0, limit)
-            partition = broker.partitions.get(timage.name, fp.partition)
-            if partition is None:
-                parts.append(_error_part(fp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                errors = True
-                continue
-            if not partition.is_leader:
-                # a follower here: KIP-951 tells the consumer who leads now
-                part = _error_part(fp.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-                leader, leader_epoch = current_leader(broker, timage.name, fp.partition)
-                part.current_leader = FetchResponse.LeaderIdAndEpoch(leader_id=leader, leader_epoch=leader_epoch)
-                parts.append(part)
-                errors = True
-                continue
-            epoch = fp.current_leader_epoch
-            if epoch >= 0 and epoch != partition.leader_epoch:
-                code = (ErrorCode.FENCED_LEADER_EPOCH if epoch < partition.leader_epoch
-                        else ErrorCode.UNKNOWN_LEADER_EPOCH)
-                parts.append(_error_part(fp.partition, code))
-                errors = True
-                continue
-            try:
-                region, upper, incomplete = partition.fetch_read(
-                    fp.fetch_offset, part_limit, isolation, min_one)
-            except OffsetOutOfRange:
-                parts.append(_error_part(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE))
-                errors = True
-                continue
-            except ValueError:
-                # a negative limit: Kafka's log read throws, the partition
-                # gets UNKNOWN_SERVER_ERROR
-                parts.append(_error_part(fp.partition, ErrorCode.UNKNOWN_SERVER_ERROR))
-                errors = True
-                continue
-            left_out = incomplete and v >= 3
-            if left_out:
-                region = None  # a batch that does not fit is left out (v3+)
-            size = len(region) if region is not None else 0
-            if size:
-                min_one = False
-            limit = max(0, limit - size)
-            total += size
-            records = region
-            if v < 4:
-                try:
-                    records = _down_convert(region.read() if size else b"", v, fp.fetch_offset)
-                except rec.CorruptRecordError as exc:
-                    parts.append(_error_part(fp.partition, exc.error_code))
-                    errors = True
-                    continue
-            aborted = None
-            if isolation == READ_COMMITTED and not left_out:
-                # Kafka lists the aborted transactions overlapping the data it
-                # returns ([] with no data, null for a batch left out); the
-                # client drops their records
-                aborted = [_Aborted(producer_id=pid, first_offset=first)
-                           for pid, first in partition.aborted_transactions(
-                               fp.fetch_offset, _data_upper_bound(region, upper))] if size else []
-            parts.append(_Part(
-                partition_index=fp.partition, error_code=0,
-                high_watermark=partition.high_watermark,
+    for key, name, topic_id, fp in items:
+        timage = _topic_image(broker, v, name, topic_id)
+        if timage is None or fp.partition not in timage.partitions:
+            code = ErrorCode.UNKNOWN_TOPIC_ID if v >= 13 and timage is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            unknown.append((key, name, topic_id, _error_part(fp.partition, code)))
+            continue
+        # this partition's limit; the response's stops at 0 after any
+        # partition the log read saw (a negative max_bytes fails one)
+        part_limit = min(fp.partition_max_bytes, limit)
+        limit = max(0, limit)
+        partition = broker.partitions.get(timage.name, fp.partition)
+        if partition is None:
+            entries.append((key, name, topic_id, _error_part(fp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
+            errors = True
+            continue
+        if not partition.is_leader and not follower_fetching.follower_may_serve(v, replica_id_of(req, v)):
+            # a follower here: KIP-951 tells the consumer who leads now
+            part = _error_part(fp.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            leader, leader_epoch = current_leader(broker, timage.name, fp.partition)
+            part.current_leader = FetchResponse.LeaderIdAndEpoch(leader_id=leader, leader_epoch=leader_epoch)
+            entries.append((key, name, topic_id, part))
+            errors = True
+            continue
+        epoch = fp.current_leader_epoch
+        if epoch >= 0 and epoch != partition.leader_epoch:
+            code = (ErrorCode.FENCED_LEADER_EPOCH if epoch < partition.leader_epoch
+                    else ErrorCode.UNKNOWN_LEADER_EPOCH)
+            entries.append((key, name, topic_id, _error_part(fp.partition, code)))
+            errors = True
+            continue
+        preferred = follower_fetching.preferred_read_replica(
+            broker, timage.name, fp.partition, partition, getattr(req, "rack_id", None), fp.fetch_offset,
+            replica_id_of(req, v)) if partition.is_leader and v >= 11 else -1
+        if preferred >= 0:
+            # KIP-392: no records, the consumer fetches from the preferred replica
+            entries.append((key, name, topic_id, _Part(
+                partition_index=fp.partition, error_code=0, high_watermark=partition.high_watermark,
                 last_stable_offset=partition.last_stable_offset,
-                log_start_offset=partition.log_start_offset,
-                aborted_transactions=aborted, preferred_read_replica=-1,
-                records=records if records else b""))
-            watched.append(partition)
-    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics), total, watched, errors
+                log_start_offset=partition.log_start_offset, aborted_transactions=None,
+                preferred_read_replica=preferred, records=b"")))
+            errors = True   # answered at once, as Kafka does not wait for a redirected partition
+            continue
+        if incremental and part_limit >= 0:
+            # the session's position is at the readable end, high watermark and log
+            # start are what the fetcher was last told: Kafka reads it and leaves it
+            # out of the answer; the same answer without the read (most of a consumer's
+            # partitions are idle: this keeps their cost per fetch small)
+            hw = partition.high_watermark
+            upper = partition.last_stable_offset if isolation == READ_COMMITTED else hw
+            if (fp.fetch_offset == upper and fp.high_watermark == hw
+                    and fp.local_log_start_offset == partition.log_start_offset):
+                watched.append(partition)
+                continue
+        try:
+            region, upper, incomplete = partition.fetch_read(
+                fp.fetch_offset, part_limit, isolation, min_one)
+        except OffsetOutOfRange:
+            entries.append((key, name, topic_id, _error_part(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE)))
+            errors = True
+            continue
+        except ValueError:
+            # a negative limit: Kafka's log read throws, the partition
+            # gets UNKNOWN_SERVER_ERROR
+            entries.append((key, name, topic_id, _error_part(fp.partition, ErrorCode.UNKNOWN_SERVER_ERROR)))
+            errors = True
+            continue
+        left_out = incomplete and v >= 3
+        if left_out:
+            region = None  # a batch that does not fit is left out (v3+)
+        size = len(region) if region is not None else 0
+        if size:
+            min_one = False
+        limit = max(0, limit - size)
+        total += size
+        records = region
+        if v < 4:
+            try:
+                records = _down_convert(region.read() if size else b"", v, fp.fetch_offset)
+            except rec.CorruptRecordError as exc:
+                entries.append((key, name, topic_id, _error_part(fp.partition, exc.error_code)))
+                errors = True
+                continue
+        aborted = None
+        if isolation == READ_COMMITTED and not left_out:
+            # Kafka lists the aborted transactions overlapping the data it
+            # returns ([] with no data, null for a batch left out); the
+            # client drops their records
+            aborted = [_Aborted(producer_id=pid, first_offset=first)
+                       for pid, first in partition.aborted_transactions(
+                           fp.fetch_offset, _data_upper_bound(region, upper))] if size else []
+        entries.append((key, name, topic_id, _Part(
+            partition_index=fp.partition, error_code=0,
+            high_watermark=partition.high_watermark,
+            last_stable_offset=partition.last_stable_offset,
+            log_start_offset=partition.log_start_offset,
+            aborted_transactions=aborted, preferred_read_replica=-1,
+            records=records if records else b"")))
+        watched.append(partition)
+    if unknown:
+        entries.extend(unknown)
+    return entries, total, watched, errors
 
 
 def _data_upper_bound(region, upper: int) -> int:
@@ -239,20 +304,51 @@ async def fetch(ctx, req):
     return resp
 
 
+def session_cache(broker) -> FetchSessionCache:
+    """The broker's fetch sessions (made on first use: no broker wiring needed)."""
+    cache = getattr(broker, "fetch_sessions", None)
+    if cache is None:
+        cache = broker.fetch_sessions = FetchSessionCache(
+            broker.config.get_int("max.incremental.fetch.session.cache.slots"))
+    return cache
+
+
 async def _fetch(ctx, req):
     broker = ctx.broker
     v = ctx.api_version
-    if v >= 7 and (req.session_id != 0 or req.session_epoch not in (0, -1)):
-        # kproto keeps no fetch sessions: it answers every fetch in full and
-        # returns session id 0, which tells the client no session was made
-        return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-                             session_id=0, responses=[])
-    if replica_id_of(req, v) >= 0 and getattr(broker, "replication", None) is not None:
-        return await replica_fetch.serve(ctx, req, v)   # a follower's fetch (broker/replication)
+    follower = replica_id_of(req, v) >= 0
+    sessions = session_cache(broker)
+    fetch_data, forget = requested(broker, v, req)
+    by_id = broker.image.topics_by_id
+
+    def resolve(topic_id):
+        t = by_id.get(topic_id)
+        return t.name if t is not None else None
+    try:
+        context = sessions.new_context(v, req.session_id if v >= 7 else 0, req.session_epoch if v >= 7 else -1,
+                                       follower, fetch_data, forget, resolve)
+    except ShardError:
+        # a session id beyond the shards' ranges: Kafka's lookup throws
+        return error_response(ApiKey.FETCH, v, req, ErrorCode.UNKNOWN_SERVER_ERROR)
+    if context.kind == "error":
+        return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
+    items = context.partitions()
+    if follower and getattr(broker, "replication", None) is not None:
+        entries = await replica_fetch.serve(ctx, req, v, items)   # a follower's fetch (broker/replication)
+    else:
+        entries = await _read(ctx, req, v, items, context)
+    code, session_id, entries = sessions.finish(context, entries)
+    return FetchResponse(throttle_time_ms=0, error_code=code, session_id=session_id,
+                         responses=response_topics(entries))
+
+
+async def _read(ctx, req, v, items, context) -> list:
+    broker = ctx.broker
     isolation = req.isolation_level if v >= 4 else READ_UNCOMMITTED
-    resp, total, watched, errors = _build(broker, v, req, isolation)
+    incremental = context.kind == "incremental"
+    entries, total, watched, errors = _build(broker, v, req, items, isolation, incremental)
     if total >= req.min_bytes or req.max_wait_ms <= 0 or not watched or errors:
-        return resp
+        return entries
     deadline = trio.current_time() + req.max_wait_ms / 1000
     while total < req.min_bytes:
         # no await between the last build and registering: no append is missed
@@ -267,7 +363,7 @@ async def _fetch(ctx, req):
                 p.remove_waiter(wake)
         if not wake.is_set():
             break
-        resp, total, watched, errors = _build(broker, v, req, isolation)
+        entries, total, watched, errors = _build(broker, v, req, items, isolation, incremental)
         if errors:
             break
-    return resp
+    return entries

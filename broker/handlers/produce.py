@@ -14,6 +14,7 @@ from kproto.messages.produce_response import ProduceResponse
 from broker.dispatch import CloseConnection
 from broker.handlers import handles
 from broker.replication.leader_hint import current_leader, node_endpoint
+from broker.storage.errors import KafkaStorageError
 from broker.topic_names import INTERNAL_TOPICS
 
 log = logging.getLogger("kproto.produce")
@@ -124,6 +125,18 @@ async def produce(ctx, req):
                 resp.log_start_offset = -1
                 if exc.code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,):
                     log.debug("rejected batch for %s-%s: %s", td.name, pd.index, exc.message or exc.code.name)
+            except (OSError, KafkaStorageError) as exc:
+                # the disk refused the append (full, read-only, I/O error): Kafka's answer for a
+                # partition whose log dir is offline; the failed dir is reported (the broker
+                # halts once all have failed, as Kafka does) and the batch is not acknowledged
+                failures = getattr(broker, "dir_failures", None)
+                if failures is None or not failures.report(exc):
+                    raise
+                if metrics is not None:
+                    metrics.produce_failed(td.name)
+                resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                resp.base_offset = -1
+                resp.log_start_offset = -1
     if acks == 0:
         if any(r.error_code for t in topics_out for r in t.partition_responses):
             # Kafka's only way to tell an acks=0 producer that something failed
@@ -152,6 +165,10 @@ async def _await_replication(broker, replicated, timeout_ms: int) -> None:
             resp.base_offset = -1
             resp.log_append_time_ms = -1
             resp.log_start_offset = -1
+            if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                # leadership moved while the batch waited (KIP-951: name the new leader)
+                leader, leader_epoch = current_leader(broker, partition.topic, partition.index)
+                resp.current_leader = ProduceResponse.LeaderIdAndEpoch(leader_id=leader, leader_epoch=leader_epoch)
 
 
 def _leader_endpoints(broker, ctx, topics_out) -> list:

@@ -18,6 +18,9 @@ class PartitionImage:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    # an ongoing reassignment (KIP-455): replicas being added / removed; both empty otherwise
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -68,7 +71,8 @@ class MetadataImage:
         if t is None:
             return
         t.partitions[r.partition_id] = PartitionImage(
-            r.partition_id, list(r.replicas), list(r.isr), r.leader, r.leader_epoch, r.partition_epoch)
+            r.partition_id, list(r.replicas), list(r.isr), r.leader, r.leader_epoch, r.partition_epoch,
+            list(r.adding_replicas or []), list(r.removing_replicas or []))
 
     def _apply_PartitionChangeRecord(self, r):
         t = self.topics_by_id.get(r.topic_id)
@@ -82,6 +86,10 @@ class MetadataImage:
             p.isr = list(r.isr)
         if r.replicas is not None:
             p.replicas = list(r.replicas)
+        if r.adding_replicas is not None:
+            p.adding_replicas = list(r.adding_replicas)
+        if r.removing_replicas is not None:
+            p.removing_replicas = list(r.removing_replicas)
         p.partition_epoch += 1
 
     def _apply_RemoveTopicRecord(self, r):
@@ -150,6 +158,13 @@ class MetadataImage:
             self.brokers[r.id].fenced = False
 
     def _apply_BrokerRegistrationChangeRecord(self, r):
+        # Kafka's encoding: fenced 1 fences, -1 unfences, 0 leaves it; in_controlled_shutdown 1 sets it
         b = self.brokers.get(r.broker_id)
-        if b is not None and r.fenced in (0, 1):
-            b.fenced = bool(r.fenced)
+        if b is None:
+            return
+        if r.fenced == 1:
+            b.fenced = True
+        elif r.fenced == -1:
+            b.fenced = False
+        if getattr(r, "in_controlled_shutdown", 0) == 1:
+            b.in_controlled_shutdown = True

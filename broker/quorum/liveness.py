@@ -40,6 +40,7 @@ class Liveness:
         self.interval_s = cfg.get_int("broker.heartbeat.interval.ms") / 1000
         self.last_seen: dict[int, float] = {}
         self._active_since = None
+        self.want_shut_down = False   # set by a controlled shutdown (broker/quorum/shutdown.py)
 
     # ------------------------------------------------------- broker side
 
@@ -51,7 +52,8 @@ class Liveness:
                 continue
             req = BrokerHeartbeatRequest(broker_id=self.q.node_id, broker_epoch=b.broker_epoch,
                                          current_metadata_offset=max(self.q.image.offset, 0),
-                                         want_fence=False, want_shut_down=False, offline_log_dirs=[])
+                                         want_fence=False, want_shut_down=self.want_shut_down,
+                                         offline_log_dirs=[])
             try:
                 await self.q.to_controller(req, timeout_s=self.interval_s)
             except Exception as exc:   # noqa: BLE001 - the next heartbeat tries again
@@ -67,6 +69,12 @@ class Liveness:
         if b is None:
             return BrokerHeartbeatResponse(error_code=ErrorCode.BROKER_ID_NOT_REGISTERED, is_fenced=True)
         self.last_seen[req.broker_id] = trio.current_time()
+        from broker.quorum import shutdown
+        shutdowns = shutdown.tracker(q)
+        shutdowns.note(req)
+        answer = await shutdowns.on_heartbeat(req, b)
+        if answer is not None:
+            return answer
         if b.fenced and not req.want_fence:
             try:
                 await q.propose([UnfenceBrokerRecord(id=req.broker_id, epoch=b.broker_epoch)], timeout_ms=5000)

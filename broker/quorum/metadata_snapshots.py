@@ -3,7 +3,8 @@ SnapshotGenerator and the snapshot half of the metadata loader).
 
 A snapshot `<end offset>-<epoch>.checkpoint` in `__cluster_metadata-0/` holds records that rebuild
 the image as of the log end `end offset`: FeatureLevelRecord(s), each topic's TopicRecord and
-PartitionRecords, ConfigRecords, the ProducerIdsRecord, in the order Kafka's MetadataImage.write uses.
+PartitionRecords, ConfigRecords, the ProducerIdsRecord, broker registrations, client quotas, ACLs,
+SCRAM credentials and delegation tokens, in the order Kafka's MetadataImage.write uses.
 One is taken once `metadata.log.max.record.bytes.between.snapshots` bytes of records were appended
 since the last, or `metadata.log.max.snapshot.interval.ms` passed with new records. At start the
 newest snapshot is loaded and only the log after its end offset is replayed. The two newest
@@ -15,11 +16,13 @@ import logging
 import os
 import time
 
+from kproto.metadata.client_quota_record import ClientQuotaRecord, EntityData
 from kproto.metadata.config_record import ConfigRecord
 from kproto.metadata.feature_level_record import FeatureLevelRecord
 from kproto.metadata.partition_record import PartitionRecord
 from kproto.metadata.producer_ids_record import ProducerIdsRecord
 from kproto.metadata.topic_record import TopicRecord
+from kproto.metadata.user_scram_credential_record import UserScramCredentialRecord
 
 from broker.metadata.image import TOPIC_RESOURCE
 from broker.quorum import snapshots
@@ -33,12 +36,16 @@ def image_records(image, metadata_version: int, node_id: int) -> list:
     features.setdefault("metadata.version", metadata_version)
     out = [FeatureLevelRecord(name="metadata.version", feature_level=features.pop("metadata.version"))]
     out += [FeatureLevelRecord(name=n, feature_level=v) for n, v in sorted(features.items())]
+    # broker registrations, with their fenced / in-controlled-shutdown state (a snapshot without
+    # them made every replica offline and every leader unacceptable on a node that loaded it)
+    out += [reg for _bid, reg in sorted(image.brokers.items()) if hasattr(reg, "encode_into")]
     for t in image.topics.values():
         out.append(TopicRecord(name=t.name, topic_id=t.topic_id))
         for p in sorted(t.partitions.values(), key=lambda p: p.partition):
             out.append(PartitionRecord(
                 partition_id=p.partition, topic_id=t.topic_id, replicas=list(p.replicas), isr=list(p.isr),
-                removing_replicas=[], adding_replicas=[], leader=p.leader, leader_recovery_state=0,
+                removing_replicas=list(p.removing_replicas), adding_replicas=list(p.adding_replicas),
+                leader=p.leader, leader_recovery_state=0,
                 leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch, directories=[],
                 eligible_leader_replicas=None, last_known_elr=None))
     for t in image.topics.values():
@@ -47,8 +54,17 @@ def image_records(image, metadata_version: int, node_id: int) -> list:
     for (resource_type, resource_name), configs in image.configs.items():
         out += [ConfigRecord(resource_type=resource_type, resource_name=resource_name, name=k, value=v)
                 for k, v in configs.items()]
+    for entity, values in image.client_quotas.items():
+        ents = [EntityData(entity_type=t, entity_name=n) for t, n in sorted(entity, key=lambda e: e[0])]
+        out += [ClientQuotaRecord(entity=ents, key=k, value=v, remove=False) for k, v in values.items()]
     if image.next_producer_id:
         out.append(ProducerIdsRecord(broker_id=node_id, broker_epoch=0, next_producer_id=image.next_producer_id))
+    # ACLs, SCRAM credentials and delegation tokens (lost at the next start otherwise)
+    out += [acl.record(acl_id) for acl_id, acl in image.acls.items()]
+    out += [UserScramCredentialRecord(name=name, mechanism=mech, salt=salt, stored_key=stored, server_key=server,
+                                      iterations=iterations)
+            for (name, mech), (salt, stored, server, iterations) in image.scram.items()]
+    out += list(image.delegation_tokens.values())
     return out
 
 

@@ -46,7 +46,7 @@ from broker.metadata.log import MetadataLog
 from broker.quorum import metadata_snapshots, snapshots
 from broker.quorum.liveness import ALLOCATE_PRODUCER_IDS, BROKER_HEARTBEAT, Liveness, QuorumProducerIds
 from broker.quorum.raft_storage import LogStorage
-from broker.quorum_shell import _CONN_ERRORS, QuorumShell, _read_frame
+from broker.quorum_shell import _AUTH_ERRORS, _CONN_ERRORS, QuorumShell, _read_frame
 from raft import messages as m
 from raft.node import LEADER, RaftConfig, RaftNode
 
@@ -118,6 +118,8 @@ class ReplicatedMetadata:
         self.commit_count = 0
         self._nursery = None
         self._creating: set = set()
+        self.listener_security = None   # broker/quorum/secure.py, on a controller
+        self._pool: dict = {}           # voter id -> idle connections for _call
         # more controller RPCs (api key -> async handler(request) -> response), e.g. AlterPartition:
         # served on the active controller, reached from any node with to_controller(request)
         self.controller_rpcs: dict = {}
@@ -178,7 +180,9 @@ class ReplicatedMetadata:
     async def run(self, task_status=trio.TASK_STATUS_IGNORED):
         """Bind the controller listener (controller role) and run the quorum until cancelled."""
         from broker.dispatch import Dispatcher
+        from broker.quorum import secure
         self.dispatcher = Dispatcher(self.broker)
+        secure.install(self, self.broker)   # TLS / SASL / CLUSTER_ACTION on the controller connections
         # the node was built before trio started (its timers would have expired at once): build it
         # again now, on trio's clock, from the same stored state
         cfg, persisted = self._raft_args
@@ -430,10 +434,17 @@ class ReplicatedMetadata:
     async def _forward(self, leader, ctx, request, deadline):
         """The request in an Envelope to the leader; its answer, or None to try again (the leader
         went away or is no longer the active controller)."""
+        from broker.quorum.secure import address_bytes, serialize_principal
         inner = api.encode_request(request, ctx.api_version, ctx.correlation_id, ctx.client_id)[4:]
+        session = getattr(ctx.conn, "session", None)
+        principal = session.principal if session is not None else "User:ANONYMOUS"
+        peer = getattr(ctx.conn, "peer", None)
+        host = (session.peer_host if session is not None else "") or (peer[0] if peer else "127.0.0.1")
         try:
             answer = await self._call_while_leader(leader, deadline, EnvelopeRequest(
-                request_data=inner, request_principal=b"", client_host_address=b"\x7f\x00\x00\x01"))
+                request_data=inner,
+                request_principal=serialize_principal(principal, getattr(session, "token_authenticated", False)),
+                client_host_address=address_bytes(host)))
         except _CONN_ERRORS as exc:
             log.debug("forwarding to controller %d: %s", leader, exc)
             return None
@@ -462,28 +473,96 @@ class ReplicatedMetadata:
         return result[0] if result else None
 
     async def _call(self, node_id: int, request):
-        """One request to a voter's controller listener on a connection of its own."""
+        """One request to a voter's controller listener, on a connection no other request uses
+        meanwhile (kept for the next call: a TLS handshake and SASL login per heartbeat would cost
+        more than the heartbeat)."""
+        from broker.security.outbound import expiring
+        idle = self._pool.setdefault(node_id, [])
+        while idle and expiring(idle[-1]):
+            with trio.CancelScope(shield=True):
+                try:
+                    await idle.pop().aclose()   # its SASL session ends soon: a new login instead
+                except Exception:
+                    pass
+        if idle:
+            try:
+                return await self._call_on(node_id, request, idle.pop())
+            except _CONN_ERRORS:
+                pass   # the peer closed an idle connection (it restarted): a new one
+        return await self._call_on(node_id, request, None)
+
+    async def _call_on(self, node_id: int, request, stream):
         host, port = self.voters[node_id]
         version = api.version_range(request.API_KEY)[1]
-        stream = await trio.open_tcp_stream(host, port)
-        async with stream:
+        idle = self._pool.setdefault(node_id, [])
+        if stream is None:
+            connect = self.shell.connect
+            if connect is not None:
+                try:
+                    stream = await connect(host, port, f"kproto-{self.node_id}")
+                except _AUTH_ERRORS as exc:
+                    log.error("connection to controller %d at %s:%s: %s", node_id, host, port, exc)
+                    raise
+            else:
+                stream = await trio.open_tcp_stream(host, port)
+        ok = False
+        try:
             await stream.send_all(api.encode_request(request, version, 1, client_id=f"kproto-{self.node_id}"))
             frame = await _read_frame(stream, bytearray())
+            ok = True
+        finally:
+            if ok and len(idle) < 4:
+                idle.append(stream)
+            else:
+                with trio.CancelScope(shield=True):
+                    try:
+                        await stream.aclose()
+                    except Exception:
+                        pass
         _corr, resp = api.decode_response(frame, request.API_KEY, version)
         return resp
 
-    async def _serve_other(self, header, request, frame) -> bytes:
+    async def _serve_other(self, header, request, frame, conn=None) -> bytes:
         """Requests other than raft's on the controller listener: Envelope (forwarded requests),
-        BrokerRegistration. Returns the whole response frame."""
+        BrokerRegistration. Returns the whole response frame. With an authorizer the sender needs
+        CLUSTER_ACTION (as Kafka's ControllerApis); a forwarded request is then handled, and
+        authorized, as the principal the Envelope names."""
         key, version = header.request_api_key, header.request_api_version
-        if key == ENVELOPE:
-            conn = _ForwardedConn(None)
-            chunks = await self.dispatcher.handle(bytes(request.request_data), conn)
+        guard = self.listener_security
+        if guard is not None and not guard.may_cluster_action(conn):
+            from broker.error_response import error_response
+            response = (EnvelopeResponse(response_data=b"", error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                        if key == ENVELOPE else
+                        error_response(key, version, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
+        elif key == ENVELOPE:
+            forwarded = _ForwardedConn(None)
+            forwarded.session = self._forwarded_session(request, conn)
+            chunks = await self.dispatcher.handle(bytes(request.request_data), forwarded)
             data = b"".join(bytes(c) for c in chunks)[4:] if chunks else b""
             response = EnvelopeResponse(response_data=data, error_code=0)
         else:
             response = await self._controller_rpc(key, request)
         return self.dispatcher._frame(key, version, header.correlation_id, response)
+
+    def _forwarded_session(self, envelope, conn):
+        """The original client's principal and address (an empty principal: the forwarding
+        broker's own request, e.g. an internal topic's creation, made as the broker itself)."""
+        from broker.quorum.secure import address_text, deserialize_principal
+        from broker.security.session import Session
+        security = getattr(self.broker, "security", None)
+        if security is None:
+            return None
+        own = getattr(conn, "session", None)
+        session = Session(security, None, "PLAINTEXT", address_text(envelope.client_host_address))
+        try:
+            named = deserialize_principal(bytes(envelope.request_principal or b""))
+        except Exception:
+            named = None
+        if named is not None:
+            session.principal, session.token_authenticated = named
+        elif own is not None:
+            session.principal = own.principal
+        return session
 
     # ------------------------------------------- topics created by brokers
 
@@ -555,7 +634,8 @@ class ReplicatedMetadata:
                                           security_protocol=_protocol_id(e)))
             req = BrokerRegistrationRequest(broker_id=self.node_id, cluster_id=self.broker.cluster_id or "",
                                             incarnation_id=incarnation, listeners=listeners, features=[],
-                                            rack=None, is_migrating_zk_broker=False, log_dirs=[],
+                                            rack=self.config.get("broker.rack") or None,   # placement, KIP-392
+                                            is_migrating_zk_broker=False, log_dirs=[],
                                             previous_broker_epoch=-1)
             try:
                 await self.to_controller(req)

@@ -24,7 +24,7 @@ from kproto.messages.snapshot_header_record import SnapshotHeaderRecord
 
 from broker.metadata import serde
 from broker.quorum import control
-from broker.storage.checkpoints import fsync_dir
+from broker.storage.checkpoints import atomic_write
 
 SUFFIX = ".checkpoint"
 PARTIAL_SUFFIX = ".checkpoint.part"
@@ -83,20 +83,7 @@ def encode(records, *, last_contained_timestamp: int, voters=None, kraft_version
 def write_file(path: str, data: bytes, *, read_only: bool, sync: bool = True) -> None:
     """Write through `<path>.part` (or `.tmp`), then rename into place, as Kafka freezes a snapshot."""
     tmp = path + (".part" if path.endswith(SUFFIX) and read_only else ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    if read_only:
-        os.chmod(tmp, 0o400)
-    os.replace(tmp, path)
-    if sync:
-        fsync_dir(os.path.dirname(path) or ".")
+    atomic_write(path, data, sync, tmp=tmp, read_only=read_only)
 
 
 def write_snapshot(directory: str, offset: int, epoch: int, records, *, last_contained_timestamp: int,

@@ -13,9 +13,11 @@ _SIZE = struct.Struct(">i")
 
 
 class BrokerConnection:
-    def __init__(self, host: str, port: int, client_id: str):
+    def __init__(self, host: str, port: int, client_id: str, connect=None):
         self.host, self.port = host, port
         self.client_id = client_id
+        # connect(host, port, client_id) -> stream with TLS / SASL done (broker/security/outbound.py)
+        self.connect = connect
         self._stream = None
         self._buf = bytearray()
         self._correlation = 0
@@ -23,8 +25,15 @@ class BrokerConnection:
     async def request(self, msg, version: int):
         """Send msg and return the decoded answer; OSError/EOFError when the
         connection fails (it is reopened by the next call)."""
+        if self._stream is not None and self.connect is not None:
+            from broker.security.outbound import expiring
+            if expiring(self._stream):
+                await self.aclose()   # its SASL session ends soon: log in again on a new one
         if self._stream is None:
-            self._stream = await trio.open_tcp_stream(self.host, self.port)
+            if self.connect is not None:
+                self._stream = await self.connect(self.host, self.port, self.client_id)
+            else:
+                self._stream = await trio.open_tcp_stream(self.host, self.port)
             self._buf.clear()
         self._correlation += 1
         try:

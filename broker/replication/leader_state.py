@@ -42,6 +42,12 @@ class LeaderState:
         self.partition_epoch = partition_epoch
         self.pending_isr = None
 
+    def update_replicas(self, replicas: list[int], now_ms: int) -> None:
+        """The replica set changed within this leader epoch (a reassignment adds replicas): new
+        followers are tracked from now, removed ones forgotten."""
+        self.replicas = list(replicas)
+        self.followers = {r: self.followers.get(r) or FollowerState(now_ms) for r in replicas if r != self.node_id}
+
     @property
     def maximal_isr(self) -> list[int]:
         if self.pending_isr is None:

@@ -25,8 +25,10 @@ from kproto.messages.alter_partition_request import AlterPartitionRequest
 from kproto.messages.fetch_request import FetchRequest
 
 from broker.internal_topics import OFFSETS_TOPIC
-from broker.replication import alter_partition, election
+from broker.replication import alter_partition, election, preferred, reassigner
 from broker.replication.client import BrokerConnection
+from broker.security.outbound import AuthenticationFailed
+from broker.replication.fetch_session_handler import FetchSessionHandler
 from broker.replication.leader_state import LeaderState
 
 log = logging.getLogger("kproto.replication")
@@ -67,7 +69,22 @@ class ReplicationManager:
         self._coordinator_owned: dict[int, bool] = {}   # __consumer_offsets partition -> led here
         self._coordinator_changes: list[tuple[int, bool]] = []
         self.endpoint_of = lambda broker_id: endpoint_from_image(
-            broker.image, broker_id, broker.config.get("inter.broker.listener.name") or None)
+            broker.image, broker_id, self._inter_broker_listener())
+
+    def _inter_broker(self):
+        """broker/security/outbound.py's settings for the inter-broker listener (None: plaintext)."""
+        security = getattr(self.broker, "security", None)
+        return getattr(security, "inter_broker", None)
+
+    def _inter_broker_listener(self):
+        out = self._inter_broker()
+        if out is not None:
+            return out.listener
+        return self.broker.config.get("inter.broker.listener.name") or None
+
+    def connection(self, host: str, port: int, client_id: str) -> BrokerConnection:
+        out = self._inter_broker()
+        return BrokerConnection(host, port, client_id, out.connect if out is not None and out.secured else None)
 
     def _cfg_int(self, key: str, default: int) -> int:
         try:
@@ -93,8 +110,8 @@ class ReplicationManager:
                 continue
             key = (part.topic, part.index)
             seen.add(key)
-            if len(p.replicas) <= 1 and p.leader == self.node_id:
-                continue   # not replicated: nothing changes for it
+            if len(p.replicas) <= 1 and p.leader == self.node_id and part.replication is None:
+                continue   # never replicated (a reassignment may have made it so): nothing changes for it
             if p.leader == self.node_id:
                 self._become_leader(part, p)
             else:
@@ -134,6 +151,8 @@ class ReplicationManager:
         key = (part.topic, part.index)
         state = self.leaders.get(key)
         if state is not None and state.leader_epoch == p.leader_epoch:
+            if state.replicas != list(p.replicas):   # a reassignment adds replicas
+                state.update_replicas(p.replicas, _now_ms())
             if state.partition_epoch != p.partition_epoch or state.isr != list(p.isr):
                 state.update_isr(p.isr, p.partition_epoch)
                 self._advance(part, state)
@@ -274,6 +293,8 @@ class ReplicationManager:
             nursery.start_soon(self._alter_partition_loop)
             nursery.start_soon(self._isr_shrink_loop)
             nursery.start_soon(self._controller_loop)
+            nursery.start_soon(preferred.rebalance_loop, self.broker)   # auto.leader.rebalance.enable
+            nursery.start_soon(reassigner.run, self)
             self._run_coordinator_changes()
             task_status.started()
 
@@ -322,10 +343,13 @@ class ReplicationManager:
                         if conn is None or (conn.host, conn.port) != ep:
                             if conn is not None:
                                 await conn.aclose()
-                            conn = BrokerConnection(ep[0], ep[1], f"alter-partition-{self.node_id}")
+                            conn = self.connection(ep[0], ep[1], f"alter-partition-{self.node_id}")
                         with trio.fail_after(5):
                             resp = await conn.request(req, ALTER_PARTITION_VERSION)
                         code = ErrorCode(resp.error_code or resp.topics[0].partitions[0].error_code)
+            except AuthenticationFailed as exc:
+                log.error("AlterPartition for %s-%d: %s", part.topic, part.index, exc)
+                code = ErrorCode.NOT_CONTROLLER
             except (OSError, EOFError, trio.TooSlowError, trio.BrokenResourceError, KafkaError) as exc:
                 log.info("AlterPartition for %s-%d failed: %s", part.topic, part.index, exc)
                 code = ErrorCode.NOT_CONTROLLER
@@ -376,6 +400,7 @@ class Fetcher:
         self.leader_id = leader_id
         self.partitions: dict[tuple[str, int], object] = {}
         self.done = False
+        self.session = FetchSessionHandler()   # incremental fetch session with this leader (KIP-227)
 
     async def run(self) -> None:
         m = self.manager
@@ -390,7 +415,7 @@ class Fetcher:
                 if conn is None or (conn.host, conn.port) != ep:
                     if conn is not None:
                         await conn.aclose()
-                    conn = BrokerConnection(ep[0], ep[1], f"replica-fetcher-{m.node_id}")
+                    conn = m.connection(ep[0], ep[1], f"replica-fetcher-{m.node_id}")
                 req, parts = self._request()
                 if not parts:
                     await trio.sleep(0.05)
@@ -398,8 +423,17 @@ class Fetcher:
                 try:
                     with trio.fail_after(m._cfg_int("replica.socket.timeout.ms", 30000) / 1000):
                         resp = await conn.request(req, FETCH_VERSION)
+                except AuthenticationFailed as exc:
+                    # as Kafka's ReplicaFetcherThread: an error each time, retried after the backoff
+                    log.error("[ReplicaFetcher replicaId=%d, leaderId=%d] Error sending fetch request: %s",
+                              m.node_id, self.leader_id, exc)
+                    self.session.handle_error()
+                    await conn.aclose()
+                    await trio.sleep(max(backoff, 1.0))
+                    continue
                 except (OSError, EOFError, trio.TooSlowError, trio.BrokenResourceError) as exc:
                     log.debug("fetch from %d: %s", self.leader_id, exc)
+                    self.session.handle_error()
                     await conn.aclose()
                     await trio.sleep(min(backoff, 0.2))
                     continue
@@ -413,32 +447,45 @@ class Fetcher:
     def _request(self):
         m = self.manager
         image = m.broker.image
-        topics: dict = {}
+        wanted = {}
         parts = {}
         for key, part in self.partitions.items():
             t = image.topics.get(key[0])
             if t is None:
                 continue
             latest = part.log.latest_epoch
-            topics.setdefault(t.topic_id, []).append(FetchRequest.FetchPartition(
+            wanted[(t.topic_id, key[1])] = FetchRequest.FetchPartition(
                 partition=key[1], current_leader_epoch=part.leader_epoch, fetch_offset=part.log.log_end_offset,
                 last_fetched_epoch=latest if latest is not None else -1,
                 log_start_offset=part.log.log_start_offset,
-                partition_max_bytes=m._cfg_int("replica.fetch.max.bytes", 1048576)))
+                partition_max_bytes=m._cfg_int("replica.fetch.max.bytes", 1048576))
             parts[(t.topic_id, key[1])] = part
+        # an incremental fetch names only partitions added or changed (KIP-227)
+        send, forget = self.session.build(wanted)
+        topics: dict = {}
+        for (tid, _index), fp in send:
+            topics.setdefault(tid, []).append(fp)
+        forgotten: dict = {}
+        for tid, index in forget:
+            forgotten.setdefault(tid, []).append(index)
         req = FetchRequest(
             replica_state=FetchRequest.ReplicaState(replica_id=m.node_id, replica_epoch=-1),
             max_wait_ms=m._cfg_int("replica.fetch.wait.max.ms", 500),
             min_bytes=m._cfg_int("replica.fetch.min.bytes", 1),
             max_bytes=m._cfg_int("replica.fetch.response.max.bytes", 10485760), isolation_level=0,
-            session_id=0, session_epoch=-1,
+            session_id=self.session.session_id, session_epoch=self.session.epoch,
             topics=[FetchRequest.FetchTopic(topic_id=tid, partitions=ps) for tid, ps in topics.items()],
-            forgotten_topics_data=[], rack_id="")
+            forgotten_topics_data=[FetchRequest.ForgottenTopic(topic_id=tid, partitions=ps)
+                                   for tid, ps in forgotten.items()], rack_id="")
         return req, parts
 
     def _handle(self, resp, parts) -> bool:
         """Apply a fetch answer; True if the leader answered errors (back off)."""
-        errors = bool(resp.error_code)
+        if not self.session.handle_response(resp):
+            # a session error: the next fetch is full (no back-off for the usual ones, as Kafka)
+            return resp.error_code not in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                                           ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+        errors = False
         for tr in resp.responses:
             for pr in tr.partitions:
                 part = parts.get((tr.topic_id, pr.partition_index))
@@ -446,8 +493,10 @@ class Fetcher:
                     continue
                 try:
                     errors |= self._apply(part, pr)
-                except Exception:
-                    log.exception("%s-%d: applying fetched data failed", part.topic, part.index)
+                except Exception as exc:
+                    failures = getattr(self.manager.broker, "dir_failures", None)
+                    if failures is None or not failures.report(exc):
+                        log.exception("%s-%d: applying fetched data failed", part.topic, part.index)
                     errors = True
         return errors
 
@@ -461,6 +510,8 @@ class Fetcher:
             self._rebuild(part)
             return True
         if pr.error_code:
+            if pr.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                self._refused()
             return True
         div = pr.diverging_epoch
         if div is not None and div.end_offset >= 0:
@@ -477,8 +528,20 @@ class Fetcher:
             self._append(part, bytes(data))
         leo = plog.log_end_offset
         if pr.high_watermark >= 0:
-            part.replicated_hw = min(pr.high_watermark, leo)
+            hw = min(pr.high_watermark, leo)
+            if hw != part.replicated_hw:
+                part.replicated_hw = hw
+                part.notify()   # consumers reading from this follower (KIP-392) wait for its high watermark
         return False
+
+    def _refused(self) -> None:
+        """The leader refused this broker's principal (no CLUSTER_ACTION): said every 10 s."""
+        now = time.monotonic()
+        if now - getattr(self, "_refused_logged", -1e9) >= 10:
+            self._refused_logged = now
+            log.error("[ReplicaFetcher replicaId=%d, leaderId=%d] the leader refused the fetch with "
+                      "TOPIC_AUTHORIZATION_FAILED: this broker's principal needs CLUSTER_ACTION on the cluster "
+                      "(super.users or an ACL)", self.manager.node_id, self.leader_id)
 
     def _append(self, part, data: bytes) -> None:
         plog = part.log

@@ -15,7 +15,6 @@ from kproto.messages.fetch_response import FetchResponse
 
 from broker.partition import OffsetOutOfRange  # noqa: F401
 
-_Topic = FetchResponse.FetchableTopicResponse
 _Part = FetchResponse.PartitionData
 _Epoch = FetchResponse.EpochEndOffset
 
@@ -34,69 +33,75 @@ def _error(index: int, code: int, partition=None) -> _Part:
                  aborted_transactions=None, preferred_read_replica=-1, records=b"")
 
 
-def _build(broker, req, version: int, replica: int):
+def _build(broker, req, version: int, replica: int, items):
+    """The answer entries (key, topic name, topic id, partition) for the
+    partitions to read (``items``, as the fetch handler gives them), the
+    record bytes and the partitions to wait on."""
     manager = broker.replication
     now_ms = int(time.time() * 1000)
     limit = min(req.max_bytes, broker.config.get_int("replica.fetch.response.max.bytes"))
     total = 0
     first = True
-    topics, watched = [], []
-    for ft in req.topics:
-        t = broker.image.topics_by_id.get(ft.topic_id) if version >= 13 else broker.image.topics.get(ft.topic)
-        parts = []
-        topics.append(_Topic(topic=t.name if t else (ft.topic or ""), topic_id=ft.topic_id, partitions=parts))
-        for fp in ft.partitions:
-            partition = broker.partitions.get(t.name, fp.partition) if t is not None else None
-            if partition is None:
-                parts.append(_error(fp.partition, ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 and t is None
-                                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+    entries, unknown, watched = [], [], []
+    for key, name, topic_id, fp in items:
+        t = broker.image.topics_by_id.get(topic_id) if version >= 13 else broker.image.topics.get(name)
+        if t is None or fp.partition not in t.partitions:
+            # Kafka appends the partitions the metadata does not know
+            unknown.append((key, name, topic_id, _error(fp.partition, ErrorCode.UNKNOWN_TOPIC_ID
+                                                        if version >= 13 and t is None
+                                                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
+            continue
+        partition = broker.partitions.get(t.name, fp.partition)
+        if partition is None:
+            entries.append((key, name, topic_id, _error(fp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
+            continue
+        if not getattr(partition, "is_leader", True):
+            entries.append((key, name, topic_id, _error(fp.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER)))
+            continue
+        epoch = fp.current_leader_epoch
+        if epoch >= 0 and epoch != partition.leader_epoch:
+            entries.append((key, name, topic_id, _error(
+                fp.partition, ErrorCode.FENCED_LEADER_EPOCH if epoch < partition.leader_epoch
+                else ErrorCode.UNKNOWN_LEADER_EPOCH)))
+            continue
+        plog = partition.log
+        out = _Part(partition_index=fp.partition, error_code=0, high_watermark=partition.high_watermark,
+                    last_stable_offset=partition.last_stable_offset,
+                    log_start_offset=partition.log_start_offset, aborted_transactions=None,
+                    preferred_read_replica=-1, records=b"")
+        last_epoch = getattr(fp, "last_fetched_epoch", -1)
+        if last_epoch >= 0:
+            end_epoch, end_offset = plog.end_offset_for_epoch(last_epoch)
+            if end_epoch < last_epoch or end_offset < fp.fetch_offset:
+                if end_offset < 0:
+                    # no epoch at or below the follower's here: all of its data in those
+                    # epochs diverges (a default EpochEndOffset would read as no divergence)
+                    end_epoch, end_offset = last_epoch, plog.log_start_offset
+                out.diverging_epoch = _Epoch(epoch=end_epoch, end_offset=end_offset)
+                entries.append((key, name, topic_id, out))
                 continue
-            if not getattr(partition, "is_leader", True):
-                parts.append(_error(fp.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER))
-                continue
-            epoch = fp.current_leader_epoch
-            if epoch >= 0 and epoch != partition.leader_epoch:
-                parts.append(_error(fp.partition, ErrorCode.FENCED_LEADER_EPOCH if epoch < partition.leader_epoch
-                                    else ErrorCode.UNKNOWN_LEADER_EPOCH))
-                continue
-            plog = partition.log
-            out = _Part(partition_index=fp.partition, error_code=0, high_watermark=partition.high_watermark,
-                        last_stable_offset=partition.last_stable_offset,
-                        log_start_offset=partition.log_start_offset, aborted_transactions=None,
-                        preferred_read_replica=-1, records=b"")
-            last_epoch = getattr(fp, "last_fetched_epoch", -1)
-            if last_epoch >= 0:
-                end_epoch, end_offset = plog.end_offset_for_epoch(last_epoch)
-                if end_epoch < last_epoch or end_offset < fp.fetch_offset:
-                    if end_offset < 0:
-                        # no epoch at or below the follower's here: all of its data in those
-                        # epochs diverges (a default EpochEndOffset would read as no divergence)
-                        end_epoch, end_offset = last_epoch, plog.log_start_offset
-                    out.diverging_epoch = _Epoch(epoch=end_epoch, end_offset=end_offset)
-                    parts.append(out)
-                    continue
-            if fp.fetch_offset > plog.log_end_offset or fp.fetch_offset < plog.log_start_offset:
-                parts.append(_error(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, partition))
-                continue
-            manager.follower_fetched(partition, replica, fp.fetch_offset, now_ms)
-            out.high_watermark = partition.high_watermark
-            part_limit = min(fp.partition_max_bytes, max(0, limit - total))
-            sl, incomplete = plog.fetch_slice(fp.fetch_offset, part_limit, plog.log_end_offset, min_one_batch=first)
-            if sl.length and not incomplete:
-                out.records = sl.region()
-                total += sl.length
-                first = False
-            parts.append(out)
-            watched.append(partition)
-    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics), total, watched
+        if fp.fetch_offset > plog.log_end_offset or fp.fetch_offset < plog.log_start_offset:
+            entries.append((key, name, topic_id, _error(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, partition)))
+            continue
+        manager.follower_fetched(partition, replica, fp.fetch_offset, now_ms)
+        out.high_watermark = partition.high_watermark
+        part_limit = min(fp.partition_max_bytes, max(0, limit - total))
+        sl, incomplete = plog.fetch_slice(fp.fetch_offset, part_limit, plog.log_end_offset, min_one_batch=first)
+        if sl.length and not incomplete:
+            out.records = sl.region()
+            total += sl.length
+            first = False
+        entries.append((key, name, topic_id, out))
+        watched.append(partition)
+    return entries + unknown, total, watched
 
 
-async def serve(ctx, req, version: int):
+async def serve(ctx, req, version: int, items) -> list:
     broker = ctx.broker
     replica = replica_id_of(req, version)
-    resp, total, watched = _build(broker, req, version, replica)
+    entries, total, watched = _build(broker, req, version, replica, items)
     if total >= max(1, req.min_bytes) or req.max_wait_ms <= 0 or not watched:
-        return resp
+        return entries
     ev = trio.Event()
     for p in watched:
         p.add_waiter(ev)
@@ -104,4 +109,4 @@ async def serve(ctx, req, version: int):
         await ev.wait()
     for p in watched:
         p.remove_waiter(ev)
-    return _build(broker, req, version, replica)[0]
+    return _build(broker, req, version, replica, items)[0]

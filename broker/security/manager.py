@@ -54,6 +54,10 @@ class SecurityManager:
                             self._plain_users(name)
                     elif mech == "OAUTHBEARER":
                         self._oauth_validator(name)
+        # this node's own connections to its peers' inter-broker and controller listeners
+        from broker.security import outbound
+        self.inter_broker = outbound.inter_broker(self.config)
+        self.controller_client = outbound.controller(self.config)
 
     # -- connections ---------------------------------------------------------------------------
 

@@ -21,8 +21,10 @@ class CorruptCheckpointError(ValueError):
     """A checkpoint file that cannot be parsed."""
 
 
-def atomic_write(path: str, data: bytes, sync: bool = True, tmp: str | None = None) -> None:
-    """Replace ``path`` with ``data`` so a crash leaves the old or new file whole."""
+def atomic_write(path: str, data: bytes, sync: bool = True, tmp: str | None = None,
+                 read_only: bool = False) -> None:
+    """Replace ``path`` with ``data`` so a crash leaves the old or new file whole
+    (``read_only``: mode 0400 before it appears, as Kafka freezes a snapshot)."""
     tmp = tmp or path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -33,6 +35,8 @@ def atomic_write(path: str, data: bytes, sync: bool = True, tmp: str | None = No
             os.fsync(fd)
     finally:
         os.close(fd)
+    if read_only:
+        os.chmod(tmp, 0o400)
     os.replace(tmp, path)
     if sync:
         fsync_dir(os.path.dirname(path) or ".")
@@ -44,6 +48,20 @@ def fsync_dir(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_paths(paths) -> None:
+    """fsync files and directories by name (a worker thread finishing the
+    creation of a partition); one removed meanwhile needs no fsync."""
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def touch(path: str) -> None:

@@ -6,6 +6,8 @@ moves up or the log is truncated, and answering OffsetForLeaderEpoch.
 """
 from __future__ import annotations
 
+import os
+
 from .checkpoints import read_epoch_checkpoint, write_epoch_checkpoint
 
 UNDEFINED_EPOCH = -1
@@ -17,6 +19,10 @@ class LeaderEpochCache:
                  sync: bool = True):
         self.path = path
         self._sync = sync
+        # set by the log manager of a running broker: fsync(paths) done later by a worker thread
+        # (Kafka 3.9 flushes the checkpoint asynchronously too, KAFKA-15046), so a leadership
+        # change over many partitions does not stall the event loop on two fsyncs per partition
+        self.fsync_later = None
         self._entries: list[tuple[int, int]] = list(entries or [])
 
     @classmethod
@@ -36,7 +42,11 @@ class LeaderEpochCache:
         return self._entries[0] if self._entries else None
 
     def write(self) -> None:
-        write_epoch_checkpoint(self.path, self._entries, self._sync)
+        if self._sync and self.fsync_later is not None:
+            write_epoch_checkpoint(self.path, self._entries, False)
+            self.fsync_later((self.path, os.path.dirname(self.path)))
+        else:
+            write_epoch_checkpoint(self.path, self._entries, self._sync)
 
     def assign(self, epoch: int, start_offset: int) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; True if the cache changed."""

@@ -27,8 +27,9 @@ class InconsistentTopicId(KafkaError):
 class KafkaStorageError(KafkaError):
     """The log directory failed us (I/O error, full disk, log closed)."""
 
-    def __init__(self, message: str):
+    def __init__(self, message: str, path: str | None = None):
         super().__init__(ErrorCode.KAFKA_STORAGE_ERROR, message)
+        self.path = path   # the file that failed, where a write did
 
 
 class LogDirLocked(RuntimeError):

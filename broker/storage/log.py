@@ -183,14 +183,17 @@ class PartitionLog:
              topic_id=None, recovery_point: int = 0, log_start_offset: int = 0,
              progress: ProgressCallback | None = None,
              snapshot_provider: SnapshotProvider | None = None,
-             now_ms: int | None = None, sync: bool = True) -> "PartitionLog":
+             now_ms: int | None = None, sync: bool = True,
+             fsync_later: Callable[[tuple[str, ...]], None] | None = None) -> "PartitionLog":
         """Open (or create) the partition directory ``dir``.
 
         ``recovery_point`` and ``log_start_offset`` come from the log dir's
         checkpoints. Without a clean shutdown, every segment from the one
         holding the recovery point onward is scanned and validated; the log is
         cut at the first invalid or partial batch. ``sync=False`` skips the
-        fsyncs of checkpoint files (tests).
+        fsyncs of checkpoint files (tests). ``fsync_later(paths)``, where given,
+        takes the fsyncs of the small files written here (partition.metadata,
+        leader-epoch-checkpoint, now and later) off the caller's thread.
         """
         now_ms = _now_ms() if now_ms is None else now_ms
         cfg = LogConfig.from_dict(config)
@@ -200,7 +203,9 @@ class PartitionLog:
         if topic_id is not None:
             topic_id = cp.as_uuid(topic_id)
             if stored_id is None:
-                cp.write_partition_metadata(meta_path, topic_id, sync)
+                cp.write_partition_metadata(meta_path, topic_id, sync and fsync_later is None)
+                if sync and fsync_later is not None:
+                    fsync_later((meta_path, dir))
             elif stored_id != topic_id:
                 raise InconsistentTopicId(
                     f"{dir} belongs to topic id {cp.uuid_to_str(stored_id)}, not {cp.uuid_to_str(topic_id)}")
@@ -209,6 +214,7 @@ class PartitionLog:
         epoch_path = os.path.join(dir, LEADER_EPOCH_CHECKPOINT)
         cp.touch(epoch_path)
         epochs = LeaderEpochCache.load(epoch_path, sync)
+        epochs.fsync_later = fsync_later
 
         bases = cls._prepare_files(dir)
         segments = [LogSegment.load(dir, base, cfg, now_ms) for base in bases]

@@ -176,7 +176,7 @@ class LogSegment:
                 os.ftruncate(fd, position)
             except OSError:
                 pass
-            raise KafkaStorageError(f"write to {self.log_path} failed: {exc}") from exc
+            raise KafkaStorageError(f"write to {self.log_path} failed: {exc}", self.log_path) from exc
 
     # ------------------------------------------------------------- reading
 

@@ -6,11 +6,12 @@ profile; `latency` (tools/bench/latency.py) is the fixed-rate tail-latency workl
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 
 from tools.bench.cli import COMMANDS
 
-MODULE_COMMANDS = ("codec", "sink", "metrics_cost", "latency", "scaling")
+MODULE_COMMANDS = ("codec", "sink", "metrics_cost", "latency", "scaling", "create_stall", "fetch_sessions")
 
 
 def usage() -> str:
@@ -28,8 +29,18 @@ def full_help() -> str:
     return (cli.parser().format_help().rstrip() + "\n\nother commands:\n" + "\n".join(extra))
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM (a timeout, pkill) unwinds like Ctrl-C, so the benchmark's
+    finally blocks stop the brokers it started (in sessions of their own,
+    possibly SIGSTOPped) instead of leaving them running."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, handler)
+
+
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    _stop_on_sigterm()
     if argv and argv[0] in COMMANDS:
         from tools.bench import cli
         sys.exit(cli.main(argv))

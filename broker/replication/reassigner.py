@@ -1,0 +1,41 @@
+"""The active controller's side of ongoing reassignments: once the ISR of a
+reassigning partition holds every replica being added (its leader expanded the
+ISR through AlterPartition), the completion record is written at once
+(broker/replication/reassignment.py builds it). Checked after every metadata
+change and once a second, so a controller failover misses nothing."""
+from __future__ import annotations
+
+import logging
+import time
+
+import trio
+
+from kproto.errors import KafkaError
+
+from broker.replication import reassignment
+
+log = logging.getLogger("kproto.reassignment")
+
+
+async def run(manager) -> None:
+    broker = manager.broker
+    last_offset = None
+    last_check = 0.0
+    while True:
+        await trio.sleep(0.05)
+        if not manager._is_controller():
+            continue
+        image = broker.image
+        now = time.monotonic()
+        if image.offset == last_offset and now - last_check < 1.0:
+            continue
+        last_offset, last_check = image.offset, now
+        records = reassignment.completions(image, broker.controller.brokers())
+        if not records:
+            continue
+        try:
+            broker.controller.log.append(records)
+            log.info("reassignments completed: %s", ", ".join(
+                f"{r.partition_id}:replicas={r.replicas},isr={r.isr},leader={r.leader}" for r in records))
+        except KafkaError as exc:
+            log.info("reassignment completion not written: %s", exc)

@@ -1,0 +1,89 @@
+"""A log directory whose disk refuses a write (full, read-only, I/O error).
+
+Kafka's LogDirFailureChannel: the directory is marked offline, its
+partitions answer KAFKA_STORAGE_ERROR, and when every log directory of the
+broker has failed the broker halts (``Exit.halt``, no clean shutdown: a clean
+shutdown would write checkpoints and snapshots to the same failed disk).
+In a cluster that is what moves leadership to replicas on healthy disks; on
+restart, recovery truncates whatever partial batch the failed write left.
+kproto does the same: a write failure anywhere (an append, a roll, a
+checkpoint, a follower's fetch) is reported here; once every log dir has
+failed, one error line names the directory and the cause and the process
+exits with status 1.
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import sys
+
+import trio
+
+log = logging.getLogger("kproto.storage")
+
+# errors of the disk, not of the request: ENOSPC full, EDQUOT quota, EROFS
+# remounted read-only after an error, EIO the device
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
+
+
+def disk_error(exc: BaseException | None) -> BaseException | None:
+    """The storage failure behind ``exc`` (itself, its cause or its context), if any."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
+            return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+def _path_of(exc: BaseException) -> str | None:
+    """The failed file: an OSError's filename, or a KafkaStorageError's path
+    (os.write errors carry none) anywhere in the chain."""
+    seen = 0
+    while exc is not None and seen < 8:
+        name = getattr(exc, "filename", None) or getattr(exc, "path", None)
+        if isinstance(name, str) and name:
+            return os.path.abspath(name)
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+class LogDirFailures:
+    def __init__(self, log_dirs: list[str]):
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.failed: dict[str, str] = {}      # log dir -> why
+        self._all_failed = trio.Event()
+
+    def report(self, exc: BaseException) -> bool:
+        """Record the failure behind ``exc`` if it is one of the disk; True if it was."""
+        cause = disk_error(exc)
+        if cause is None:
+            return False
+        path = _path_of(exc) or ""
+        dirs = [d for d in self.log_dirs if path == d or path.startswith(d + os.sep)]
+        # a path outside every log dir (the metadata log's own dir) fails the first one,
+        # where the metadata lives unless metadata.log.dir says otherwise
+        failed = dirs[0] if dirs else self.log_dirs[0]
+        if failed not in self.failed:
+            reason = getattr(cause, "strerror", None) or str(cause)
+            self.failed[failed] = reason
+            log.error("log directory %s failed: %s", failed, reason)
+            if len(self.failed) == len(self.log_dirs):
+                self._all_failed.set()
+        return True
+
+    async def halt_when_all_failed(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        await self._all_failed.wait()
+        # one more turn of the event loop: the answers already built go out
+        await trio.sleep(0.05)
+        dirs = ", ".join(f"{d} ({why})" for d, why in self.failed.items())
+        line = f"kproto: shutting down: every log directory has failed: {dirs}"
+        log.error(line)
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        print(line, file=sys.stderr, flush=True)
+        os._exit(1)

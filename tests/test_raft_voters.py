@@ -1,0 +1,105 @@
+"""Dynamic voters (KIP-853) in raft/node.py: the voter set is the last one in the log, the leader
+changes it one voter at a time with Kafka's refusals, and the seeded simulation keeps every
+invariant while the leader adds and removes voters under faults."""
+from raft.messages import (
+    DUPLICATE_VOTER, NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, UNSUPPORTED_VERSION,
+    VOTER_NOT_FOUND, Proposal, VoterChangeRefused, VoterInfo)
+from raft.node import LEADER
+from tests.raft_sim import NO_FAULTS, Sim, run_seed
+
+
+def _settled(voters=3, observers=1, reconfig=True, ms=1500):
+    """A fault-free dynamic quorum run until ms: a leader that has committed in its epoch."""
+    sim = Sim(5, voters=voters, observers=observers, faults=NO_FAULTS, duration_ms=10 ** 9,
+              config={"kraft_version": 1 if reconfig else 0})
+    while sim.now < ms:
+        sim.step()
+    lead = sim._leader()
+    assert lead is not None
+    return sim, sim.nodes[lead]
+
+
+def _until(sim, cond, ms=3000):
+    end = sim.now + ms
+    while sim.now < end and not cond():
+        sim.step()
+    assert cond()
+
+
+def test_seeded_voter_changes_under_every_fault_keep_the_invariants():
+    totals = {}
+    for seed in range(30):
+        stats = run_seed(seed, voters=3 if seed % 2 == 0 else 5, observers=2, reconfig_every_ms=300,
+                         config={"pre_vote": seed % 4 >= 2})
+        for k, v in stats.items():
+            totals[k] = totals.get(k, 0) + v
+    # the runs did change the voters, and were refused too (a change pending, not caught up)
+    assert totals["voters_added"] > 60 and totals["voters_removed"] > 60
+    assert totals["voter_changes_refused"] > 60 and totals["crashes"] > 40
+
+
+def test_a_static_quorum_refuses_voter_changes_as_kafka():
+    sim, node = _settled(reconfig=False)
+    r = node.add_voter(VoterInfo(100))
+    assert r == VoterChangeRefused(UNSUPPORTED_VERSION, "Cluster doesn't support adding voter "
+                                   "because the kraft.version feature is 0")
+    follower = next(n for n in sim.nodes.values() if n is not node and n.is_voter)
+    assert follower.remove_voter(1).error == NOT_LEADER_OR_FOLLOWER
+
+
+def test_add_then_remove_a_voter_one_change_at_a_time():
+    sim, node = _settled()
+    assert node.voters == (1, 2, 3)
+    dup = node.add_voter(VoterInfo(2))
+    assert dup.error == DUPLICATE_VOTER and "ReplicaKey(id=2" in dup.message
+    assert node.remove_voter(7).error == VOTER_NOT_FOUND
+    # the observer fetches and is caught up: it becomes a voter at once, and the next change
+    # waits for that one to commit
+    p = node.add_voter(VoterInfo(100))
+    assert isinstance(p, Proposal) and node.voters == (1, 2, 3, 100)
+    pending = node.remove_voter(2)
+    assert pending.error == REQUEST_TIMED_OUT
+    _until(sim, lambda: node.hwm > p.last_offset)
+    assert sim.nodes[100].is_voter and sim.nodes[2].voters == (1, 2, 3, 100)
+    r = node.remove_voter(2)
+    assert isinstance(r, Proposal)
+    _until(sim, lambda: not sim.nodes[2].is_voter)
+    assert node.voters == (1, 3, 100)
+
+
+def test_a_new_voter_must_be_caught_up():
+    sim, node = _settled()
+    # the observer stops fetching (partitioned away) for longer than the fetch timeout
+    sim.blocked = {(100, v) for v in sim.ids} | {(v, 100) for v in sim.ids}
+    end = sim.now + 2000
+    while sim.now < end:
+        sim.step()
+    r = node.add_voter(VoterInfo(100))
+    assert r.error == REQUEST_TIMED_OUT and "is not caught up" in r.message
+
+
+def test_a_leader_that_removes_itself_hands_over_once_the_change_commits():
+    sim, node = _settled()
+    old = node.id
+    p = node.remove_voter(old)
+    assert isinstance(p, Proposal) and not node.is_voter and node.role == LEADER
+    _until(sim, lambda: sim._leader() not in (None, old))
+    assert not sim.nodes[old].is_voter and sim.nodes[old].role != LEADER
+    new = sim.nodes[sim._leader()]
+    assert old not in new.voters and len(new.voters) == 2
+    # writes go on under the new leader, and the old one follows it as an observer
+    n = len(sim.committed_data)
+    _until(sim, lambda: len(sim.committed_data) > n + 3)
+    _until(sim, lambda: sim.nodes[old].leader_id == new.id)
+
+
+def test_the_checks_catch_a_leader_that_makes_two_voter_changes_at_once():
+    import pytest
+    from tests.raft_sim import Violation, mutate
+    undo = mutate("two_voter_changes_at_once")
+    try:
+        with pytest.raises(Violation, match="leader completeness"):
+            run_seed(209, voters=5, observers=2, reconfig_every_ms=300, config={"pre_vote": False})
+    finally:
+        undo()
+    run_seed(209, voters=5, observers=2, reconfig_every_ms=300, config={"pre_vote": False})

@@ -1,0 +1,80 @@
+"""Kafka's kafka-reassign-partitions.sh against a kproto cluster that grows
+by one broker: --generate proposes an assignment over the four brokers,
+--execute starts moving a partition onto the new broker, --verify reports it
+completed, and Metadata shows the new replica set. Needs an Apache Kafka
+installation in KAFKA_HOME (skipped otherwise).
+
+--verify runs with --preserve-throttles: clearing throttles alters the dynamic
+configs of every broker through one node, and kproto's controller changes
+only its own broker's dynamic configs (docs/operations.md)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from tests.test_reassignment_processes import QUIET, SETTINGS, _create, _partition, _wait
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka.admin import AdminClient  # noqa: E402
+
+from tools.quorum_cluster import QuorumCluster  # noqa: E402
+
+KAFKA_HOME = os.environ.get("KAFKA_HOME")
+
+pytestmark = [
+    pytest.mark.skipif(not KAFKA_HOME, reason="KAFKA_HOME is not set: this test runs kafka-reassign-partitions.sh"),
+    pytest.mark.timeout(600),
+]
+
+
+def reassign(bootstrap: str, *args: str) -> str:
+    cmd = [os.path.join(KAFKA_HOME, "bin", "kafka-reassign-partitions.sh"), "--bootstrap-server", bootstrap, *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    return proc.stdout
+
+
+def test_generate_execute_verify_onto_an_added_broker(tmp_path):
+    c = QuorumCluster(3, settings=SETTINGS)
+    try:
+        c.format()
+        c.start()
+        admin = AdminClient({"bootstrap.servers": c.bootstrap, **QUIET})
+        _wait(lambda: _create(admin, "tool-moved"), 60, "the topic created")
+        _wait(lambda: len(_partition(admin, "tool-moved")[2]) == 3, 30, "an ISR of 3")
+        c.add_broker(4)
+        _wait(lambda: 4 in admin.list_topics(timeout=10).brokers, 40, "broker 4 registered")
+
+        move = tmp_path / "move.json"
+        move.write_text(json.dumps({"version": 1, "topics": [{"topic": "tool-moved"}]}))
+        out = reassign(c.bootstrap, "--topics-to-move-json-file", str(move), "--broker-list", "1,2,3,4",
+                       "--generate")
+        current = json.loads(out.split("Current partition replica assignment\n")[1].splitlines()[0])
+        proposed = json.loads(out.split("Proposed partition reassignment configuration\n")[1].splitlines()[0])
+        leader, replicas, _isr = _partition(admin, "tool-moved")
+        assert current["partitions"][0]["replicas"] == replicas
+        assert len(proposed["partitions"][0]["replicas"]) == 3
+        assert set(proposed["partitions"][0]["replicas"]) <= {1, 2, 3, 4}
+
+        target = [4] + [b for b in replicas if b != leader]
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "tool-moved", "partition": 0, "replicas": target, "log_dirs": ["any"] * 3}]}))
+        out = reassign(c.bootstrap, "--reassignment-json-file", str(plan), "--execute")
+        assert "Successfully started partition reassignment for tool-moved-0" in out
+        deadline = time.monotonic() + 60
+        while True:
+            out = reassign(c.bootstrap, "--reassignment-json-file", str(plan), "--verify", "--preserve-throttles")
+            if "Reassignment of partition tool-moved-0 is completed." in out:
+                break
+            assert "Reassignment of partition tool-moved-0 is still in progress." in out, out
+            assert time.monotonic() < deadline, out
+            time.sleep(1)
+        _leader, replicas, _isr = _partition(admin, "tool-moved")
+        assert replicas == target
+    finally:
+        c.cleanup()
