@@ -234,7 +234,8 @@ class Scenario:
             for name, lg in logs.items():
                 mine = dict(lg[p])
                 diff = [o for o, v in mine.items() if ref.get(o, v) != v]
-                holes = [o for o in ref if o < max(mine, default=-1) and o not in mine]
+                top = max(mine, default=-1)
+                holes = [o for o in ref if o < top and o not in mine]
                 if diff or holes:
                     problems.append(f"{TOPIC}/{p}: {name} differs from {ref_name} at offsets "
                                     f"{(diff + holes)[:5]} ({len(diff)} different, {len(holes)} missing)")
