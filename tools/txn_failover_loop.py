@@ -126,8 +126,9 @@ def main(argv=None) -> int:
     ap.add_argument("--kills", type=int, default=5)
     ap.add_argument("--records", type=int, default=3000)
     ap.add_argument("--interval", type=float, default=8.0, help="seconds between kills")
+    ap.add_argument("--logs", help="a directory for the brokers' logs (INFO)")
     args = ap.parse_args(argv)
-    c = QuorumCluster(3, settings=SETTINGS)
+    c = QuorumCluster(3, settings=SETTINGS, log_level="INFO" if args.logs else "WARNING")
     c.format()
     c.start()
     started = time.monotonic()
@@ -164,6 +165,12 @@ def main(argv=None) -> int:
               f"{time.monotonic() - started:.0f} s")
         return 0 if not dups and not missing and not extra else 1
     finally:
+        if args.logs:
+            import os
+            os.makedirs(args.logs, exist_ok=True)
+            for n in c.nodes.values():
+                with open(os.path.join(args.logs, f"node{n.node_id}.log"), "w") as f:
+                    f.write("".join(n.stderr_lines))
         c.cleanup()
 
 
