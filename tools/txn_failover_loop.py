@@ -38,8 +38,8 @@ def fill(cluster, records: int) -> None:
 class Job:
     """Consume IN, write each value to OUT and commit the offsets in the same transaction."""
 
-    def __init__(self, cluster, stop: threading.Event):
-        self.cluster, self.stop = cluster, stop
+    def __init__(self, cluster, stop: threading.Event, batch: int = 20):
+        self.cluster, self.stop, self.batch = cluster, stop, batch
         self.commits = self.aborts = self.restarts = 0
         self.done_inputs = 0
 
@@ -60,7 +60,7 @@ class Job:
             try:
                 if consumer is None:
                     consumer, producer = self._open()
-                msgs = [m for m in consumer.consume(200, 1.0) if m.error() is None]
+                msgs = [m for m in consumer.consume(self.batch, 1.0) if m.error() is None]
                 if not msgs:
                     continue
                 producer.begin_transaction()
@@ -126,6 +126,7 @@ def main(argv=None) -> int:
     ap.add_argument("--kills", type=int, default=5)
     ap.add_argument("--records", type=int, default=3000)
     ap.add_argument("--interval", type=float, default=8.0, help="seconds between kills")
+    ap.add_argument("--batch", type=int, default=20, help="records per transaction")
     ap.add_argument("--logs", help="a directory for the brokers' logs (INFO)")
     args = ap.parse_args(argv)
     c = QuorumCluster(3, settings=SETTINGS, log_level="INFO" if args.logs else "WARNING")
@@ -139,11 +140,13 @@ def main(argv=None) -> int:
         wait_for(lambda: all(v >= 0 for v in leaders(admin, IN).values()), 30, "leaders")
         fill(c, args.records)
         stop = threading.Event()
-        job = Job(c, stop)
+        job = Job(c, stop, args.batch)
         t = threading.Thread(target=job.run, daemon=True)
         t.start()
         for k in range(args.kills):
             time.sleep(args.interval)
+            before = job.commits
+            wait_for(lambda: job.commits > before, 120, "the job to commit again")   # kill a working job
             victim = wait_for(lambda: coordinator_of(admin, TXN_ID), 60, "the job's coordinator")
             print(f"kill {k + 1}: broker {victim} (coordinator of {TXN_ID}); {job.commits} commits so far", flush=True)
             c.nodes[victim].kill()
