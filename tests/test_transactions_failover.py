@@ -11,7 +11,7 @@ markers), the producer re-initialises and goes on, the transaction cut in
 the middle is either committed whole or never visible, nothing is read twice.
 
 A longer consume-transform-produce run through repeated coordinator kills is
-`python3 -m tools.txn_failover_loop` (docs/operations.md)."""
+`python3 -m tools.txn_failover_loop`."""
 from __future__ import annotations
 
 import time
