@@ -59,7 +59,6 @@ class RemoteVerifier:
 
     async def _ask(self, leader: int, transactional_id: str, producer_id: int, producer_epoch: int,
                    partitions) -> dict:
-        from broker.replication.client import BrokerConnection
         repl = getattr(self.broker, "replication", None)
         endpoint = repl.endpoint_of(leader) if repl is not None else None
         if endpoint is None:
@@ -67,7 +66,7 @@ class RemoteVerifier:
         entry = self._conns.get(leader)
         if entry is None or entry[2] != endpoint:
             entry = self._conns[leader] = (
-                BrokerConnection(endpoint[0], endpoint[1], f"kproto-txn-verify-{self.broker.node_id}"),
+                _connection(self.broker, endpoint, f"kproto-txn-verify-{self.broker.node_id}"),
                 trio.Lock(), endpoint)
         conn, lock, _ep = entry
         by_topic: dict[str, list[int]] = {}
@@ -103,3 +102,14 @@ class RemoteVerifier:
         for conn, _lock, _ep in list(self._conns.values()):
             await conn.aclose()
         self._conns.clear()
+
+
+def _connection(broker, endpoint, client_id: str):
+    """A connection to another broker's inter-broker listener, secured as the
+    replication fetchers' are where the replication manager knows how."""
+    repl = getattr(broker, "replication", None)
+    make = getattr(repl, "connection", None)
+    if make is not None:
+        return make(endpoint[0], endpoint[1], client_id)
+    from broker.replication.client import BrokerConnection
+    return BrokerConnection(endpoint[0], endpoint[1], client_id)
