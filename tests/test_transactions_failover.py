@@ -11,7 +11,7 @@ markers), the producer re-initialises and goes on, the transaction cut in
 the middle is either committed whole or never visible, nothing is read twice.
 
 A longer consume-transform-produce run through repeated coordinator kills is
-`python3 -m tools.txn_failover_loop` (docs/operations.md)."""
+`python3 -m tools.txn_failover_loop`."""
 from __future__ import annotations
 
 import time
@@ -21,7 +21,13 @@ import pytest
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from kproto import records as rec  # noqa: E402
+from kproto.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest as APT  # noqa: E402
+from kproto.messages.end_txn_request import EndTxnRequest  # noqa: E402
+from kproto.messages.init_producer_id_request import InitProducerIdRequest  # noqa: E402
+
 from broker.transactions.placement import partition_for  # noqa: E402
+from tests.wire_client import WireClient, produce  # noqa: E402
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
 SETTINGS = {"broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": "2000",
@@ -106,6 +112,38 @@ def read_committed(cluster, partitions, expect: set, timeout: float) -> list[byt
     return seen
 
 
+def check_verification_by_a_remote_coordinator(cluster, admin):
+    """KIP-890 across brokers: a partition leader asks the coordinator (another broker) whether
+    the partition is in the transaction before appending the producer's first batch there."""
+    txn_id = "fo-verify"
+    coordinator = coordinator_of(admin, txn_id)
+    index = next(i for i, leader in sorted(leaders(admin, TOPIC).items()) if leader != coordinator)
+    leader = leaders(admin, TOPIC)[index]
+    to_coordinator = WireClient(f"127.0.0.1:{cluster.ports[coordinator]}")
+    to_leader = WireClient(f"127.0.0.1:{cluster.ports[leader]}")
+    try:
+        res = wait_for(lambda: (lambda r: r if r.error_code == 0 else None)(to_coordinator.call(
+            InitProducerIdRequest(transactional_id=txn_id, transaction_timeout_ms=60000, producer_id=-1,
+                                  producer_epoch=-1), 4)), 30, "a producer id")
+        batch = rec.build_batch([(b"k", b"not added")], producer_id=res.producer_id,
+                                producer_epoch=res.producer_epoch, base_sequence=0, transactional=True)
+        refused = produce(to_leader, TOPIC, batch, index, transactional_id=txn_id)
+        # not in the transaction: INVALID_TXN_STATE (TRANSACTION_ABORTABLE from Produce v11)
+        assert refused.error_code in (48, 120), refused
+        to_coordinator.call(APT(v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=res.producer_id,
+                                v3_and_below_producer_epoch=res.producer_epoch,
+                                v3_and_below_topics=[APT.AddPartitionsToTxnTopic(name=TOPIC, partitions=[index])]),
+                            3)
+        assert produce(to_leader, TOPIC, batch, index, transactional_id=txn_id).error_code == 0
+        # aborted: its marker goes to the other broker; read_committed never shows "not added"
+        assert to_coordinator.call(EndTxnRequest(transactional_id=txn_id, producer_id=res.producer_id,
+                                                 producer_epoch=res.producer_epoch, committed=False),
+                                   3).error_code == 0
+    finally:
+        to_coordinator.close()
+        to_leader.close()
+
+
 def test_coordinator_killed_after_commit_and_mid_transaction():
     c = QuorumCluster(3, settings=SETTINGS)
     c.format()
@@ -122,6 +160,7 @@ def test_coordinator_killed_after_commit_and_mid_transaction():
         p.begin_transaction()
         committed = write(p, b"a", parts)
         p.commit_transaction(60)
+        check_verification_by_a_remote_coordinator(c, admin)
 
         # 1. the coordinator dies right after acknowledging a commit
         p.begin_transaction()

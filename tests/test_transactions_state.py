@@ -426,3 +426,70 @@ def test_idle_producers_expire_but_not_with_an_open_transaction():
     assert mgr.remove_expired(100_000, 50_000) == 1
     assert sorted(state.producers) == [2, 3]
     assert mgr.producer_epoch(part, 1) is None and mgr.producer_epoch(part, 3) == 0
+
+
+# ============================================================ leadership of __transaction_state (a cluster)
+
+def test_resigned_partition_answers_not_coordinator_and_drops_its_transactions():
+    h = Harness()
+    r = h.init()
+    assert h.add("tx", r.producer_id, r.producer_epoch) == E.NONE
+    p = partition_for("tx", h.partitions)
+    h.run(h.sm.resign(p, h.now))
+    assert h.init() == InitResult(E.NOT_COORDINATOR)
+    assert h.end("tx", r.producer_id, r.producer_epoch) == E.NOT_COORDINATOR
+    assert "tx" not in h.sm.txns
+    assert not h.sm.owns("tx", 0)
+
+
+def test_new_leader_loads_and_completes_a_prepared_commit_with_its_epoch():
+    old = Harness()
+    r = old.init()
+    old.add("tx", r.producer_id, r.producer_epoch, ("t", 0), ("u", 1))
+    old.hold_markers = True                 # the old coordinator dies before its markers are written
+    assert old.end("tx", r.producer_id, r.producer_epoch) == E.NONE
+    new = Harness()
+    p = partition_for("tx", new.partitions)
+    new.run(new.sm.resign(p, 0))
+    new.run(new.sm.begin_load(p, 7, 0))
+    gen = new.sm.load_generation(p)
+    assert new.init() == InitResult(E.COORDINATOR_LOAD_IN_PROGRESS)
+    for key, value in old.log[p]:
+        new.sm.replay(p, key, value, gen)
+    new.run(new.sm.finish_load(p, 0, gen))
+    assert sorted(m[5] for m in new.markers) == [("t", 0), ("u", 1)]
+    assert {m[3] for m in new.markers} == {7} and {m[4] for m in new.markers} == {True}
+    assert new.state() == "CompleteCommit"
+    assert new.sm.owns("tx", 7) and not new.sm.owns("tx", 6)
+
+
+def test_a_superseded_load_comes_to_nothing():
+    old = Harness()
+    r = old.init()
+    other = Harness()                      # what an older load still being read would bring
+    other.init()
+    other.init()
+    p = partition_for("tx", old.partitions)
+    h = Harness()
+    h.run(h.sm.begin_load(p, 1, 0))
+    stale = h.sm.load_generation(p)
+    h.run(h.sm.begin_load(p, 2, 0))         # elected again before the first load finished
+    gen = h.sm.load_generation(p)
+    for key, value in old.log[p]:
+        h.sm.replay(p, key, value, gen)
+    for key, value in other.log[p]:
+        h.sm.replay(p, key, value, stale)   # ignored
+    h.run(h.sm.finish_load(p, 0, stale))    # ignored: still loading
+    assert h.init() == InitResult(E.COORDINATOR_LOAD_IN_PROGRESS)
+    h.run(h.sm.finish_load(p, 0, gen))
+    again = h.init()
+    assert (again.error, again.producer_id, again.producer_epoch) == (E.NONE, r.producer_id, 1)
+
+
+def test_deactivate_forgets_everything_until_activated_again():
+    h = Harness()
+    h.init()
+    h.run(h.sm.deactivate(0))
+    assert h.init() == InitResult(E.NOT_COORDINATOR)
+    h.run(h.sm.activate(h.partitions, {}, now_ms=0))
+    assert h.init().producer_epoch == 0      # a new topic: a new producer id

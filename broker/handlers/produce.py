@@ -108,6 +108,9 @@ async def produce(ctx, req):
     durable = [] if acks == -1 else None
     replicated = [] if acks == -1 else None   # (partition, offset, response): acks=all waits (broker/replication)
     metrics = getattr(broker, "metrics", None)   # broker/metrics: BrokerTopicMetrics
+    if req.transactional_id is not None and getattr(broker, "transactions", None) is not None:
+        # KIP-890 where another broker coordinates the transaction: ask it first (broker/transactions)
+        await broker.transactions.prepare_produce_verification(req)
     for td in req.topic_data:
         parts_out = []
         topics_out.append(_TopicResp(name=td.name, partition_responses=parts_out))

@@ -90,7 +90,7 @@ async def _add_or_verify(ctx, v: int, txn_id, pid: int, epoch: int, verify_only:
         return {tp: failed.get(tp, E.OPERATION_NOT_ATTEMPTED) for tp in partitions}
     coordinator = _coordinator(ctx)
     if verify_only:
-        return coordinator.verify_partitions(txn_id, pid, epoch, partitions)
+        return coordinator.verify_here(txn_id, pid, epoch, partitions)
     error = await coordinator.add_partitions(txn_id, pid, epoch, partitions)
     return {tp: _fenced(error, v, 2) for tp in partitions}
 
@@ -201,7 +201,7 @@ _COMMIT_ERRORS = {
 }
 
 
-def _verify_offsets_partition(ctx, req, v: int) -> int:
+async def _verify_offsets_partition(ctx, req, v: int) -> int:
     """Kafka 3.9 checks with the transaction coordinator that the group's
     __consumer_offsets partition is in the transaction (AddOffsetsToTxn)
     unless the producer already wrote to it in this transaction."""
@@ -217,6 +217,8 @@ def _verify_offsets_partition(ctx, req, v: int) -> int:
     if partition is not None and req.producer_id in partition.open_transactions:
         epoch = broker.producers.producer_epoch(partition, req.producer_id)
         return E.INVALID_PRODUCER_EPOCH if epoch is not None and req.producer_epoch < epoch else E.NONE
+    await transactions.prepare_verification(req.transactional_id, req.producer_id, req.producer_epoch,
+                                            [(OFFSETS_TOPIC, index)])
     error = transactions.verify_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
                                            [(OFFSETS_TOPIC, index)])[(OFFSETS_TOPIC, index)]
     if error == E.PRODUCER_FENCED:
@@ -241,7 +243,7 @@ async def txn_offset_commit(ctx, req):
                 valid.append((t.name, p.partition_index, p.committed_offset,
                               p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata, -1))
     if valid:
-        error = _verify_offsets_partition(ctx, req, v)
+        error = await _verify_offsets_partition(ctx, req, v)
         if error != E.NONE:
             results = {(t, p): error for t, p, *_rest in valid}
         else:

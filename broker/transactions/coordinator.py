@@ -35,6 +35,7 @@ from broker.coordination.topic import ensure_internal_topic
 from broker.storage.replay import stored_batches
 from broker.transactions.config import TxnConfig
 from broker.transactions.markers import MarkerChannel, append_marker, offsets_completed
+from broker.transactions.verification import RemoteVerifier
 from broker.transactions.placement import TRANSACTION_STATE_TOPIC
 from broker.transactions.state import ProducerIdUnavailable, TransactionStateMachine
 
@@ -50,6 +51,7 @@ class TransactionCoordinator:
         self.markers = MarkerChannel(broker, self.config.marker_retry_backoff_ms,
                                      lambda job: self.state.owns(job.transactional_id, job.coordinator_epoch),
                                      wall_clock_ms)
+        self.verifier = RemoteVerifier(broker)
         self._nursery = None
         self._topic_id = None                 # of the __transaction_state the state comes from
         self._led: dict[int, int | None] = {}  # partition -> leader epoch when led here, None when not
@@ -99,6 +101,7 @@ class TransactionCoordinator:
             self._nursery = self.markers.nursery = None
             with trio.CancelScope(shield=True):
                 await self.markers.aclose()
+                await self.verifier.aclose()
 
     async def _load_all(self) -> None:
         # transactions found prepared are completed as they load; their
@@ -288,21 +291,63 @@ class TransactionCoordinator:
         return await self._call(self.state.end_txn, transactional_id, producer_id, producer_epoch, commit)
 
     def verify_partitions(self, transactional_id, producer_id: int, producer_epoch: int, partitions) -> dict:
-        if not self._coordinates_here(transactional_id):
-            # the transaction's coordinator is another broker of the cluster; Kafka would ask it
-            # (AddPartitionsToTxn verifyOnly). kproto does not yet: the KIP-890 check is skipped
-            # rather than refusing every transactional write (docs/compatibility.md)
-            return {tp: 0 for tp in partitions}
+        """KIP-890 for a partition leader (Produce, TxnOffsetCommit): {tp: error}.
+        Answered by this coordinator, or where another broker coordinates the
+        transactional id, by its answer to AddPartitionsToTxn verifyOnly asked
+        just before (`prepare_verification`, broker/transactions/verification.py)."""
+        if self._coordinates_here(transactional_id):
+            return self.state.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
+        out = {}
+        for tp in partitions:
+            error = self.verifier.take(transactional_id, producer_id, producer_epoch, tp)
+            # not asked beforehand: the check is skipped rather than refusing the write
+            out[tp] = ErrorCode.NONE if error is None else error
+        return out
+
+    def verify_here(self, transactional_id, producer_id: int, producer_epoch: int, partitions) -> dict:
+        """AddPartitionsToTxn verifyOnly, from a partition leader to this coordinator."""
         return self.state.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
+
+    async def prepare_verification(self, transactional_id, producer_id: int, producer_epoch: int,
+                                   partitions) -> None:
+        """Ask the remote coordinator of transactional_id (if it is remote) about
+        partitions, for verify_partitions to answer next."""
+        if (not self.config.partition_verification or not transactional_id or not partitions
+                or self._coordinates_here(transactional_id)):
+            return
+        await self.verifier.verify(transactional_id, producer_id, producer_epoch, partitions)
+
+    async def prepare_produce_verification(self, req) -> None:
+        """Before a transactional Produce is appended: the partitions this broker
+        leads where the producer has no open transaction yet are verified with a
+        remote coordinator (one request per producer id and epoch)."""
+        if not self.config.partition_verification or not req.transactional_id \
+                or self._coordinates_here(req.transactional_id):
+            return
+        wanted: dict[tuple[int, int], list] = {}
+        for td in req.topic_data:
+            for pd in td.partition_data:
+                partition = self.broker.partitions.get(td.name, pd.index)
+                if partition is None or not getattr(partition, "is_leader", True) or not pd.records:
+                    continue
+                try:
+                    header = rec.BatchHeader(pd.records)
+                    if not header.is_transactional:
+                        continue
+                except Exception:   # noqa: BLE001  (the append's own checks answer for a bad batch)
+                    continue
+                if header.producer_id in partition.open_transactions:
+                    continue
+                wanted.setdefault((header.producer_id, header.producer_epoch), []).append((td.name, pd.index))
+        for (pid, epoch), tps in wanted.items():
+            await self.verifier.verify(req.transactional_id, pid, epoch, tps)
 
     def _coordinates_here(self, transactional_id) -> bool:
         """Whether this broker leads the __transaction_state partition of the transactional id
         (always on a single node)."""
         if getattr(self.broker, "quorum", None) is None or not self.state.num_partitions:
             return True
-        from broker.internal_topics import TRANSACTION_STATE_TOPIC
-        part = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, self.state.partition_for(transactional_id))
-        return part is not None and getattr(part, "is_leader", True)
+        return self.verifier.coordinator(transactional_id) == self.broker.node_id
 
     def describe(self, transactional_id):
         return self.state.describe(transactional_id)

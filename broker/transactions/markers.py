@@ -224,14 +224,13 @@ class MarkerChannel:
 
     async def _remote(self, job, leader: int, tps: list) -> dict:
         """WriteTxnMarkers to the leader's broker: {tp: error}."""
-        from broker.replication.client import BrokerConnection
         endpoint = self._endpoint(leader)
         if endpoint is None:
             return {tp: E.NETWORK_EXCEPTION for tp in tps}
         entry = self._destinations.get(leader)
         if entry is None or entry[2] != endpoint:
             entry = self._destinations[leader] = (
-                BrokerConnection(endpoint[0], endpoint[1], f"kproto-txn-markers-{self.broker.node_id}"),
+                _connection(self.broker, endpoint, f"kproto-txn-markers-{self.broker.node_id}"),
                 trio.Lock(), endpoint)
         conn, lock, _ep = entry
         by_topic: dict[str, list[int]] = {}
@@ -285,3 +284,14 @@ class MarkerChannel:
         for conn, _lock, _ep in list(self._destinations.values()):
             await conn.aclose()
         self._destinations.clear()
+
+
+def _connection(broker, endpoint, client_id: str):
+    """A connection to another broker's inter-broker listener, secured as the
+    replication fetchers' are where the replication manager knows how."""
+    repl = getattr(broker, "replication", None)
+    make = getattr(repl, "connection", None)
+    if make is not None:
+        return make(endpoint[0], endpoint[1], client_id)
+    from broker.replication.client import BrokerConnection
+    return BrokerConnection(endpoint[0], endpoint[1], client_id)

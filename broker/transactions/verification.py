@@ -1,0 +1,115 @@
+"""KIP-890 partition verification on a cluster (Kafka's AddPartitionsToTxnManager):
+before the first transactional batch of a producer is appended to a partition,
+its leader asks the transaction coordinator whether the partition is in the
+producer's transaction. When another broker coordinates the transactional id,
+the leader sends it AddPartitionsToTxn v4 with verifyOnly; the answers are
+kept for the synchronous checks of Produce and TxnOffsetCommit
+(`TransactionCoordinator.verify_partitions`), which use each one once.
+
+A coordinator that cannot be reached answers NETWORK_EXCEPTION (the client is
+told NOT_ENOUGH_REPLICAS and retries, as Kafka does)."""
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from kproto.errors import ErrorCode as E
+from kproto.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
+
+from broker.transactions.placement import TRANSACTION_STATE_TOPIC, partition_for
+
+log = logging.getLogger("kproto.transactions")
+
+ADD_PARTITIONS_VERSION = 4
+_MAX_KEPT = 10000
+
+
+class RemoteVerifier:
+    def __init__(self, broker):
+        self.broker = broker
+        self.answers: dict[tuple, int] = {}     # (txn id, pid, epoch, (topic, partition)) -> error
+        self._conns: dict[int, tuple] = {}      # broker id -> (BrokerConnection, trio.Lock, endpoint)
+
+    def coordinator(self, transactional_id: str) -> int | None:
+        """The broker leading the transactional id's __transaction_state partition."""
+        t = self.broker.image.topics.get(TRANSACTION_STATE_TOPIC)
+        if t is None or not t.partitions:
+            return None
+        p = t.partitions.get(partition_for(transactional_id, len(t.partitions)))
+        return None if p is None else p.leader
+
+    def take(self, transactional_id: str, producer_id: int, producer_epoch: int, tp) -> int | None:
+        return self.answers.pop((transactional_id, producer_id, producer_epoch, tp), None)
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions) -> None:
+        """Ask the remote coordinator about partitions; keep its answers."""
+        partitions = list(dict.fromkeys(partitions))
+        if not partitions:
+            return
+        leader = self.coordinator(transactional_id)
+        if leader is None or leader < 0:
+            errors = {tp: E.COORDINATOR_NOT_AVAILABLE for tp in partitions}
+        else:
+            errors = await self._ask(leader, transactional_id, producer_id, producer_epoch, partitions)
+        if len(self.answers) > _MAX_KEPT:
+            self.answers.clear()   # answers never used (their batch failed earlier checks)
+        for tp in partitions:
+            self.answers[(transactional_id, producer_id, producer_epoch, tp)] = errors.get(tp, E.UNKNOWN_SERVER_ERROR)
+
+    async def _ask(self, leader: int, transactional_id: str, producer_id: int, producer_epoch: int,
+                   partitions) -> dict:
+        repl = getattr(self.broker, "replication", None)
+        endpoint = repl.endpoint_of(leader) if repl is not None else None
+        if endpoint is None:
+            return {tp: E.NETWORK_EXCEPTION for tp in partitions}
+        entry = self._conns.get(leader)
+        if entry is None or entry[2] != endpoint:
+            entry = self._conns[leader] = (
+                _connection(self.broker, endpoint, f"kproto-txn-verify-{self.broker.node_id}"),
+                trio.Lock(), endpoint)
+        conn, lock, _ep = entry
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            by_topic.setdefault(topic, []).append(index)
+        req = AddPartitionsToTxnRequest(transactions=[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
+            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
+            verify_only=True, topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=ps)
+                                      for t, ps in by_topic.items()])])
+        resp = None
+        async with lock:
+            with trio.move_on_after(10) as scope:
+                try:
+                    resp = await conn.request(req, ADD_PARTITIONS_VERSION)
+                except (OSError, EOFError, trio.BrokenResourceError) as exc:
+                    log.debug("AddPartitionsToTxn (verify) to broker %d failed: %s", leader, exc)
+                except Exception:
+                    log.exception("AddPartitionsToTxn (verify) to broker %d failed", leader)
+            if scope.cancelled_caught:
+                await conn.aclose()
+        if resp is None:
+            return {tp: E.NETWORK_EXCEPTION for tp in partitions}
+        if resp.error_code:
+            return {tp: resp.error_code for tp in partitions}
+        out = {}
+        for txn in resp.results_by_transaction:
+            for t in txn.topic_results:
+                for p in t.results_by_partition:
+                    out[(t.name, p.partition_index)] = p.partition_error_code
+        return out
+
+    async def aclose(self) -> None:
+        for conn, _lock, _ep in list(self._conns.values()):
+            await conn.aclose()
+        self._conns.clear()
+
+
+def _connection(broker, endpoint, client_id: str):
+    """A connection to another broker's inter-broker listener, secured as the
+    replication fetchers' are where the replication manager knows how."""
+    repl = getattr(broker, "replication", None)
+    make = getattr(repl, "connection", None)
+    if make is not None:
+        return make(endpoint[0], endpoint[1], client_id)
+    from broker.replication.client import BrokerConnection
+    return BrokerConnection(endpoint[0], endpoint[1], client_id)

@@ -1,0 +1,181 @@
+"""A transactional consume-transform-produce job (confluent-kafka) on a 3-node
+kproto cluster while the job's transaction coordinator is killed with
+SIGKILL again and again (then restarted). At the end every input record must
+appear exactly once in the read_committed output: no loss, no duplicate, no
+aborted read.
+
+    python3 -m tools.txn_failover_loop --kills 5 --records 3000
+
+(tests/test_transactions_failover.py is the short version in CI.)"""
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import threading
+import time
+
+import confluent_kafka
+from confluent_kafka.admin import AdminClient
+
+from tests.test_transactions_failover import QUIET, SETTINGS, coordinator_of, create_topic, leaders, wait_for
+from tools.quorum_cluster import QuorumCluster
+
+TXN_ID = "ctp-job"
+IN, OUT = "ctp-in", "ctp-out"
+
+
+def fill(cluster, records: int) -> None:
+    p = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True,
+                                  "acks": "all", **QUIET})
+    for i in range(records):
+        p.produce(IN, b"%07d" % i, partition=i % 3)
+        if i % 500 == 0:
+            p.flush(60)
+    assert p.flush(60) == 0
+
+
+class Job:
+    """Consume IN, write each value to OUT and commit the offsets in the same transaction."""
+
+    def __init__(self, cluster, stop: threading.Event, batch: int = 20):
+        self.cluster, self.stop, self.batch = cluster, stop, batch
+        self.commits = self.aborts = self.restarts = 0
+        self.done_inputs = 0
+
+    def _open(self):
+        consumer = confluent_kafka.Consumer({
+            "bootstrap.servers": self.cluster.bootstrap, "group.id": "ctp-group", "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "isolation.level": "read_committed", "session.timeout.ms": 10000,
+            **QUIET})
+        consumer.subscribe([IN])
+        producer = confluent_kafka.Producer({"bootstrap.servers": self.cluster.bootstrap,
+                                             "transactional.id": TXN_ID, "transaction.timeout.ms": 20000, **QUIET})
+        producer.init_transactions(120)
+        return consumer, producer
+
+    def run(self) -> None:
+        consumer = producer = None
+        while not self.stop.is_set():
+            try:
+                if consumer is None:
+                    consumer, producer = self._open()
+                msgs = [m for m in consumer.consume(self.batch, 1.0) if m.error() is None]
+                if not msgs:
+                    continue
+                producer.begin_transaction()
+                for m in msgs:
+                    producer.produce(OUT, b"out-" + m.value(), partition=m.partition())
+                offsets = {}
+                for m in msgs:
+                    offsets[(m.topic(), m.partition())] = m.offset() + 1
+                producer.send_offsets_to_transaction(
+                    [confluent_kafka.TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                    consumer.consumer_group_metadata(), 60)
+                producer.commit_transaction(60)
+                self.commits += 1
+            except Exception as exc:   # noqa: BLE001  (any failure: start over from the committed offsets)
+                print(f"  job: {exc}; starting over from the committed offsets", flush=True)
+                self.restarts += 1
+                try:
+                    if producer is not None and isinstance(exc, confluent_kafka.KafkaException) \
+                            and exc.args[0].txn_requires_abort():
+                        producer.abort_transaction(30)
+                        self.aborts += 1
+                except Exception:   # noqa: BLE001
+                    pass
+                if consumer is not None:
+                    try:
+                        consumer.close()
+                    except Exception:   # noqa: BLE001
+                        pass
+                consumer = producer = None
+                time.sleep(1)
+        if consumer is not None:
+            consumer.close()
+
+
+def read_out(cluster, expect: int, timeout: float) -> list[bytes]:
+    c = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "ctp-check",
+                                  "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                                  "enable.auto.commit": False, **QUIET})
+    c.assign([confluent_kafka.TopicPartition(OUT, i, confluent_kafka.OFFSET_BEGINNING) for i in range(3)])
+    seen, deadline, idle = [], time.monotonic() + timeout, 0
+    while time.monotonic() < deadline and idle < 10:
+        m = c.poll(1.0)
+        if m is None or m.error() is not None:
+            idle += 1 if len(seen) >= expect else 0
+            continue
+        idle = 0
+        seen.append(m.value())
+    c.close()
+    return seen
+
+
+def committed_inputs(cluster) -> int:
+    c = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "ctp-group", **QUIET})
+    try:
+        offs = c.committed([confluent_kafka.TopicPartition(IN, i) for i in range(3)], timeout=10)
+        return sum(max(0, tp.offset) for tp in offs)
+    finally:
+        c.close()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kills", type=int, default=5)
+    ap.add_argument("--records", type=int, default=3000)
+    ap.add_argument("--interval", type=float, default=8.0, help="seconds between kills")
+    ap.add_argument("--batch", type=int, default=20, help="records per transaction")
+    ap.add_argument("--logs", help="a directory for the brokers' logs (INFO)")
+    args = ap.parse_args(argv)
+    c = QuorumCluster(3, settings=SETTINGS, log_level="INFO" if args.logs else "WARNING")
+    c.format()
+    c.start()
+    started = time.monotonic()
+    try:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap, **QUIET})
+        for t in (IN, OUT):
+            wait_for(lambda: create_topic(admin, t, 3), 60, f"{t} created")
+        wait_for(lambda: all(v >= 0 for v in leaders(admin, IN).values()), 30, "leaders")
+        fill(c, args.records)
+        stop = threading.Event()
+        job = Job(c, stop, args.batch)
+        t = threading.Thread(target=job.run, daemon=True)
+        t.start()
+        for k in range(args.kills):
+            time.sleep(args.interval)
+            before = job.commits
+            wait_for(lambda: job.commits > before, 120, "the job to commit again")   # kill a working job
+            victim = wait_for(lambda: coordinator_of(admin, TXN_ID), 60, "the job's coordinator")
+            print(f"kill {k + 1}: broker {victim} (coordinator of {TXN_ID}); {job.commits} commits so far", flush=True)
+            c.nodes[victim].kill()
+            time.sleep(args.interval)
+            c.nodes[victim].start()
+            wait_for(lambda: len(admin.list_topics("__transaction_state", timeout=5)
+                                 .topics["__transaction_state"].partitions[0].isrs) == 3, 90, "the ISR whole again")
+        wait_for(lambda: committed_inputs(c) >= args.records, 300, "the job to finish the input")
+        stop.set()
+        t.join(120)
+        seen = read_out(c, args.records, 120)
+        counts = collections.Counter(seen)
+        dups = {v: n for v, n in counts.items() if n > 1}
+        expected = {b"out-%07d" % i for i in range(args.records)}
+        missing = expected - set(counts)
+        extra = set(counts) - expected
+        print(f"{args.kills} coordinator kills, {job.commits} commits, {job.restarts} restarts of the job, "
+              f"{len(seen)} records read, {len(dups)} duplicated, {len(missing)} missing, {len(extra)} unexpected, "
+              f"{time.monotonic() - started:.0f} s")
+        return 0 if not dups and not missing and not extra else 1
+    finally:
+        if args.logs:
+            import os
+            os.makedirs(args.logs, exist_ok=True)
+            for n in c.nodes.values():
+                with open(os.path.join(args.logs, f"node{n.node_id}.log"), "w") as f:
+                    f.write("".join(n.stderr_lines))
+        c.cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
