@@ -154,9 +154,24 @@ class GroupCoordinator:
     def _activate_if_created(self) -> None:
         topic = self.broker.image.topics.get(OFFSETS_TOPIC)
         if topic is not None and self.state.num_partitions is None:
-            # a new topic holds nothing to replay
-            self._apply(self.state.activate(len(topic.partitions), now_ms=self.shell.now_ms()))
-            log.info("created %s with %d partitions", OFFSETS_TOPIC, len(topic.partitions))
+            # the topic appeared in the image: created just now (nothing to replay), or a broker
+            # that restarted sees it only once its metadata caught up: the partitions it leads
+            # may hold groups, loaded as a new leader loads them; the others are led elsewhere
+            loading, not_owned = [], []
+            for index, p in topic.partitions.items():
+                if p.leader != self.broker.node_id:
+                    not_owned.append(index)
+                    continue
+                part = self.broker.partitions.get(OFFSETS_TOPIC, index)
+                if part is not None and part.log.log_end_offset > part.log.log_start_offset:
+                    loading.append(index)
+            self._apply(self.state.activate(len(topic.partitions), loading=loading, not_owned=not_owned,
+                                            now_ms=self.shell.now_ms()))
+            for index in loading:
+                token = self._load_token[index] = object()
+                self._spawn(self._load, index, token)
+            log.info("%s with %d partitions: %d to load, %d led elsewhere", OFFSETS_TOPIC,
+                     len(topic.partitions), len(loading), len(not_owned))
 
     def _on_metadata(self, records) -> None:
         self._activate_if_created()

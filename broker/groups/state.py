@@ -158,12 +158,13 @@ class GroupStateMachine(ConsumerGroupsMixin, ClassicMembersMixin):
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
 
-    def activate(self, num_partitions: int, loading=(), now_ms: int = 0) -> Effects:
+    def activate(self, num_partitions: int, loading=(), now_ms: int = 0, not_owned=()) -> Effects:
         """__consumer_offsets exists with num_partitions; the listed partitions
         still have to be replayed (requests for their groups get
-        COORDINATOR_LOAD_IN_PROGRESS until finish_load)."""
+        COORDINATOR_LOAD_IN_PROGRESS until finish_load); not_owned: led elsewhere."""
         self._begin(now_ms)
         self.num_partitions = num_partitions
+        self.not_owned.update(not_owned)
         for p in loading:
             self.loading.add(p)
             self._loads[p] = PartitionLoad(p)
