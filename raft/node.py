@@ -175,6 +175,7 @@ class RaftNode:
         self.left_leader = NO_LEADER
         self.snapshot_fetch: Optional[tuple] = None   # (SnapshotId, bytearray, corr)
         self.leader_gone = False
+        self.yield_until = 0
 
         if self.snapshot_id is not None:
             self._out.load_snapshot = (self.snapshot_id, self.snapshot_data)
@@ -377,6 +378,7 @@ class RaftNode:
         self.end_retry_at = None
         self.pending_fetches = {}
         self.leader_gone = False     # its connection to the leader was refused (peer_unreachable)
+        self.yield_until = 0         # a candidate lets a better one stand first until then
         self.voter_change = None
         self.fetch_inflight = None
         self.fetch_retry_at = None
@@ -599,7 +601,7 @@ class RaftNode:
             if now >= self.election_deadline:
                 self.election_deadline = None
                 self.vote_retry_at = None
-                self.backoff_until = now + self._backoff_ms()
+                self.backoff_until = max(now + self._backoff_ms(), self.yield_until)
                 return
             if self.vote_retry_at is not None and now >= self.vote_retry_at:
                 self._send_votes()
@@ -830,6 +832,14 @@ class RaftNode:
         elif (early is not None and self.role == UNATTACHED and self.is_voter
               and self.election_deadline is not None):
             self.election_deadline = min(self.election_deadline, max(early, self.now))
+        elif (self.role == CANDIDATE and req.candidate_epoch == self.epoch
+              and (req.last_offset_epoch, req.last_offset) > (self.last_epoch, self.end_offset)):
+            # a candidate of our epoch with a better log: we cannot vote twice, but we let it have
+            # the next epoch (without this a stale candidate whose voter set leaves the other out
+            # can bump every epoch first, forever: found by the simulation with --reconfig)
+            self.yield_until = self.now + self._election_timeout()
+            if self.backoff_until is not None:
+                self.backoff_until = max(self.backoff_until, self.yield_until)
         self._send(env.src, VoteResponse(NONE, self.epoch, self.leader_id, granted),
                    env.correlation_id)
 
@@ -863,7 +873,7 @@ class RaftNode:
                 # lost: back off before the next attempt
                 self.election_deadline = None
                 self.vote_retry_at = None
-                self.backoff_until = self.now + self._backoff_ms()
+                self.backoff_until = max(self.now + self._backoff_ms(), self.yield_until)
 
     # BeginQuorumEpoch
     def _on_begin_request(self, env, req: BeginQuorumEpochRequest):
