@@ -154,9 +154,26 @@ class GroupCoordinator:
     def _activate_if_created(self) -> None:
         topic = self.broker.image.topics.get(OFFSETS_TOPIC)
         if topic is not None and self.state.num_partitions is None:
-            # a new topic holds nothing to replay
-            self._apply(self.state.activate(len(topic.partitions), now_ms=self.shell.now_ms()))
-            log.info("created %s with %d partitions", OFFSETS_TOPIC, len(topic.partitions))
+            # The topic appears in the image after open(): newly created, or (a node of a
+            # multi-voter quorum opens with an empty image) an existing topic replayed from the
+            # metadata log after a restart. Its local logs may hold groups and commits, so every
+            # partition is loaded like at open() (an empty log loads at once); one hosted here as
+            # a follower is resigned. Serving them as empty lost every committed offset of a
+            # coordinator restarted within broker.session.timeout.ms (still the leader).
+            indexes = sorted(topic.partitions)
+            hosted = {i: self.broker.partitions.get(OFFSETS_TOPIC, i) for i in indexes}
+            followed = [i for i, p in hosted.items() if p is not None and not p.is_leader]
+            to_load = [i for i in indexes if i not in followed]
+            self._apply(self.state.activate(len(indexes), loading=to_load, now_ms=self.shell.now_ms()))
+            for index in followed:
+                self._load_token[index] = object()
+                self._apply(self.state.resign(index, self.shell.now_ms()))
+            if self._nursery is not None:   # else run()'s _load_all loads them
+                for index in to_load:
+                    if index not in self._load_token:
+                        token = self._load_token[index] = object()
+                        self._nursery.start_soon(self._load, index, token)
+            log.info("%s with %d partitions: loading %s", OFFSETS_TOPIC, len(indexes), to_load)
 
     def _on_metadata(self, records) -> None:
         self._activate_if_created()
