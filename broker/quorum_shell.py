@@ -107,6 +107,15 @@ async def _read_frame(stream, buf: bytearray) -> bytes:
         buf += data
 
 
+def _refused(exc: OSError) -> bool:
+    """The connect was refused (trio groups the attempts' errors in the cause)."""
+    if isinstance(exc, ConnectionRefusedError):
+        return True
+    group = exc.__cause__
+    return isinstance(group, BaseExceptionGroup) and bool(group.exceptions) and all(
+        isinstance(e, ConnectionRefusedError) for e in group.exceptions)
+
+
 def _request_src(msg) -> int:
     if isinstance(msg, m.VoteRequest):
         return msg.candidate_id
@@ -116,11 +125,14 @@ def _request_src(msg) -> int:
 
 
 _RAFT_APIS = {52, 53, 54, 1, 59}
+_CLUSTER_AUTHORIZATION_FAILED = 31
 try:   # a refused login / TLS handshake on an outgoing connection (broker/security/outbound.py)
     from broker.security.outbound import AuthenticationFailed as _AuthFailed
+    from broker.security.outbound import expiring as _expiring
     _AUTH_ERRORS = (_AuthFailed,)
 except ImportError:   # (raft tests may use the shell without the broker package's extras)
     _AUTH_ERRORS = ()
+    _expiring = lambda stream: False  # noqa: E731
 ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 80, 81
 # a broken connection (both halves may fail at once: a group of them) costs the connection only
 _CONN_ERRORS = (OSError, EOFError, trio.BrokenResourceError, trio.ClosedResourceError, ValueError,
@@ -312,7 +324,11 @@ class QuorumShell:
                 log.error("raft connection to node %s at %s:%s: %s", peer, host, port, exc)
                 await trio.sleep(1.0)
                 continue
-            except (OSError, EOFError, trio.BrokenResourceError):
+            except (OSError, EOFError, trio.BrokenResourceError) as exc:
+                if isinstance(exc, OSError) and _refused(exc):
+                    # nothing listens there: if it led, the node stands without the fetch timeout
+                    self.node.peer_unreachable(peer)
+                    self._pump()
                 await trio.sleep(0.05)
                 continue
             except Exception:   # a peer that answers nonsense costs this connection only
@@ -324,6 +340,11 @@ class QuorumShell:
                 async with stream, trio.open_nursery() as n:
                     n.start_soon(self._peer_reader, peer, stream, inflight)
                     async for env in recv:
+                        if _expiring(stream):
+                            # its SASL session ends soon: a new connection logs in again (this
+                            # message and any unanswered ones are lost; the node retries them)
+                            n.cancel_scope.cancel()
+                            break
                         kreq = convert.to_request(env.msg, self.cluster_id, dst=peer)
                         version = api.version_range(kreq.API_KEY)[1]
                         inflight.append((env, kreq.API_KEY, version))
@@ -341,6 +362,12 @@ class QuorumShell:
             corr, kresp = api.decode_response(frame, api_key, version)
             if corr != env.correlation_id:
                 raise ValueError(f"answer {corr} to request {env.correlation_id}")
+            if getattr(kresp, "error_code", 0) == _CLUSTER_AUTHORIZATION_FAILED:
+                # this node's principal lacks CLUSTER_ACTION there: said, then retried slowly
+                log.error("node %s refused this node's raft request: CLUSTER_AUTHORIZATION_FAILED (this "
+                          "node's principal needs CLUSTER_ACTION on the cluster: super.users or an ACL)", peer)
+                await trio.sleep(1.0)
+                raise ValueError("CLUSTER_AUTHORIZATION_FAILED")
             msg = convert.from_response(kresp, env.msg)
             self.node.step(m.Envelope(peer, self.node.id, corr, msg), self.now_ms())
             self._pump()

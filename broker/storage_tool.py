@@ -39,6 +39,10 @@ def add_parser(sub) -> None:
     fmt.add_argument("--feature", "-f", action="append",
                      help="The setting to use for a specific feature, in feature=level format. For "
                           "example: `kraft.version=1`.")
+    fmt.add_argument("--add-scram", "-S", action="append",
+                     help="A SCRAM_CREDENTIAL to add to the __cluster_metadata log e.g. "
+                          "'SCRAM-SHA-256=[name=alice,password=alice-secret]' or "
+                          "'SCRAM-SHA-512=[name=alice,iterations=8192,salt=\"N3E=\",saltedpassword=\"YCE=\"]'")
     group = fmt.add_mutually_exclusive_group()
     group.add_argument("--standalone", "-s", action="store_true",
                        help="Used to initialize a controller as a single-node dynamic quorum.")
@@ -105,7 +109,16 @@ def format_command(args, config: BrokerConfig, out) -> None:
     formatter.format_directories(
         node_id=k.node_id, cluster_id=args.cluster_id, directories=log_directories(config),
         metadata_log_dir=k.metadata_log_dir, controller_listener=(k.controller_listener_names or [""])[0],
-        release=release, initial_controllers=initial, ignore_formatted=args.ignore_formatted, out=out)
+        release=release, initial_controllers=initial, ignore_formatted=args.ignore_formatted, out=out,
+        extra_records=_scram_records(getattr(args, "add_scram", None)))
+
+
+def _scram_records(entries) -> list:
+    """--add-scram credentials (broker/quorum/scram_bootstrap.py)."""
+    if not entries:
+        return []
+    from broker.quorum.scram_bootstrap import parse
+    return [parse(e) for e in entries]
 
 
 def info(config: BrokerConfig, out) -> int:

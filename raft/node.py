@@ -174,6 +174,7 @@ class RaftNode:
         self.retries = 0          # elections lost in a row (sets the backoff)
         self.left_leader = NO_LEADER
         self.snapshot_fetch: Optional[tuple] = None   # (SnapshotId, bytearray, corr)
+        self.leader_gone = False
 
         if self.snapshot_id is not None:
             self._out.load_snapshot = (self.snapshot_id, self.snapshot_data)
@@ -375,6 +376,7 @@ class RaftNode:
         self.end_pending = set()
         self.end_retry_at = None
         self.pending_fetches = {}
+        self.leader_gone = False     # its connection to the leader was refused (peer_unreachable)
         self.voter_change = None
         self.fetch_inflight = None
         self.fetch_retry_at = None
@@ -637,6 +639,23 @@ class RaftNode:
         self.fetch_inflight = corr
         self.fetch_retry_at = self.now + self.config.request_timeout_ms + self.config.fetch_max_wait_ms
 
+    def peer_unreachable(self, peer: int):
+        """The shell's connection to peer was refused: no process listens there. If it is the
+        leader this voter follows, the leader is gone (a kill -9 closes its sockets at once):
+        stand after a short random delay (spread so the voters do not split the vote) instead of
+        waiting out the fetch timeout. Kafka waits for controller.quorum.fetch.timeout.ms; an
+        early election is always safe (votes and epochs decide), it only costs the old leader its
+        epoch, and a process that refuses connections leads no one."""
+        if self.role == FOLLOWER and self.leader_id == peer and self.is_voter:
+            # the remaining voters stand one after the other (by id, a quarter of the election
+            # timeout apart, with a little jitter), so the first one's election is not split
+            others = [v for v in self.voters if v != peer]
+            slot = max(1, self.config.election_timeout_ms // 4)
+            d = self.now + others.index(self.id) * slot + self.rng.randrange(slot // 2 + 1)
+            if d < self.fetch_deadline:
+                self.fetch_deadline = d
+                self.leader_gone = True
+
     def durable(self, offset: int, generation: int):
         """The shell fsynced the log up to offset (for the sync_to of that
         generation)."""
@@ -790,6 +809,9 @@ class RaftNode:
         if req.candidate_epoch < self.epoch:
             self._reject(env, VoteResponse, FENCED_LEADER_EPOCH, vote_granted=False)
             return
+        # a follower that knows its leader is gone keeps its early election time if it turns this
+        # candidate down (a stale log): it must not wait a whole election timeout on its account
+        early = self.fetch_deadline if self.role == FOLLOWER and self.leader_gone else None
         if req.candidate_epoch > self.epoch:
             self._new_epoch(req.candidate_epoch, NO_LEADER)
         granted = False
@@ -805,6 +827,9 @@ class RaftNode:
                 self._persist()
             if self.is_voter:
                 self.election_deadline = self.now + self._election_timeout()
+        elif (early is not None and self.role == UNATTACHED and self.is_voter
+              and self.election_deadline is not None):
+            self.election_deadline = min(self.election_deadline, max(early, self.now))
         self._send(env.src, VoteResponse(NONE, self.epoch, self.leader_id, granted),
                    env.correlation_id)
 

@@ -209,6 +209,10 @@ class Sim:
         self.incarnation[i] += 1
         self.stats["crashes"] += 1
         self._check_durable_majority()
+        # the others' connections to it are refused from now on (a shell tells its node)
+        for j in self.ids:
+            if j != i:
+                self._schedule(self.now + 1 + self.rng.randrange(60), "refused", (j, i))
 
     # --------------------------------------------------------------- output
 
@@ -412,6 +416,8 @@ class Sim:
             kinds.append("one_way")
         if f.clock_jump:
             kinds.append("clock")
+        if f.crash:
+            kinds.append("refused")
         if not kinds:
             return
         kind = self.rng.choice(kinds)
@@ -432,6 +438,10 @@ class Sim:
         elif kind == "one_way":
             x, y = self.rng.sample(ids, 2)
             self.blocked.add((x, y))
+        elif kind == "refused":
+            # a refused connection to a live node (its listener restarting): a spurious signal
+            x, y = self.rng.sample(ids, 2)
+            self._schedule(self.now, "refused", (x, y))
         elif kind == "clock":
             i = self.rng.choice(ids)
             # a forward jump: the node sees time pass all at once (a pause)
@@ -487,6 +497,11 @@ class Sim:
             if self.nodes[i] is not None and self.incarnation[i] == inc:
                 self._crash(i)
                 self._schedule(self.now + self.rng.randrange(50, 1500), "restart", i)
+        elif kind == "refused":
+            i, peer = payload
+            if self.nodes[i] is not None and not self.healed:
+                self.nodes[i].peer_unreachable(peer)
+                self._process(i)
         elif kind == "restart":
             if self.nodes[payload] is None:
                 self._start(payload)

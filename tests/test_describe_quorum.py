@@ -82,6 +82,8 @@ def test_api_versions_advertises_describe_quorum(node):
         r = c.call(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
     (k,) = [k for k in r.api_keys if k.api_key == ApiKey.DESCRIBE_QUORUM]
     assert (k.min_version, k.max_version) == (0, 2)   # as Kafka 3.9 (observations/api-versions.json)
+    # a static quorum (controller.quorum.voters) is kraft.version 0: not among the finalized features
+    assert "kraft.version" not in {f.name for f in r.finalized_features}
 
 
 def _quorum_tool(node, *args):
@@ -144,8 +146,11 @@ def test_dynamic_quorum_formatted_standalone(tmp_path):
     try:
         with WireClient(proc.bootstrap) as c:
             r = c.call(request(), 2)
+            av = c.call(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
     finally:
         proc.stop()
+    # a dynamic quorum reports kraft.version 1 among the finalized features, as Kafka 3.9 does
+    assert {f.name: f.max_version_level for f in av.finalized_features}.get("kraft.version") == 1
     p = r.topics[0].partitions[0]
     (v,) = p.current_voters
     assert (p.leader_id, p.leader_epoch, v.replica_id, v.replica_directory_id) == (

@@ -8,6 +8,7 @@ is read back exactly once in order, the consumer keeps receiving after the
 move, and the removed broker no longer hosts the partition."""
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -26,6 +27,7 @@ SETTINGS = {"broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": 
             "replica.fetch.backoff.ms": "100", "offsets.topic.replication.factor": "3",
             "default.replication.factor": "3", "min.insync.replicas": "2"}
 QUIET = {"log_level": 0, "logger": lambda *a, **k: None}
+RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 
 
 def _wait(predicate, timeout, what, detail=lambda: ""):
@@ -57,7 +59,10 @@ def _create(admin, topic):
 
 @pytest.fixture
 def cluster():
-    c = QuorumCluster(3, settings=SETTINGS)
+    c = QuorumCluster(3, settings={**SETTINGS, "replica.selector.class": RACK_AWARE})
+    for i, n in c.nodes.items():   # one rack per broker, for the follower fetching check (KIP-392)
+        with open(n.properties, "a") as f:
+            f.write(f"broker.rack=r{i}\n")
     c.format()
     c.start()
     yield c
@@ -108,7 +113,7 @@ def test_new_broker_joins_and_takes_over_a_partition_under_load(cluster):
     producer.start()
     consumer.start()
     try:
-        node4 = cluster.add_broker(4)
+        node4 = cluster.add_broker(4, settings={"broker.rack": "r4"})
         _wait(lambda: 4 in admin.list_topics(timeout=10).brokers, 40, "broker 4 registered")
         assert 4 not in _partition(admin, topic)[1]                          # hosts nothing yet
         assert not os.path.exists(os.path.join(node4.data_dir, f"{topic}-0"))
@@ -150,3 +155,24 @@ def test_new_broker_joins_and_takes_over_a_partition_under_load(cluster):
     assert len(values) == len(set(values)), "duplicates"
     assert set(acked) <= set(values), f"{len(set(acked) - set(values))} acknowledged records lost"
     assert [int(v) for v in values] == sorted(int(v) for v in values)
+
+    # follower fetching (KIP-392): a consumer in a follower's rack reads everything from that follower
+    follower = next(b for b in new_replicas if b != new_leader)
+    stats = []
+    c = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "by-rack",
+                                  "client.rack": f"r{follower}", "statistics.interval.ms": 200,
+                                  "stats_cb": lambda s: stats.append(json.loads(s)), **QUIET})
+    try:
+        c.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+        read, deadline = [], time.monotonic() + 60
+        while len(read) < len(values) and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                read.append(m.value())
+        for _ in range(3):
+            c.poll(0.2)
+    finally:
+        c.close()
+    assert read == values
+    fetched_from = {s["topics"][topic]["partitions"]["0"]["broker"] for s in stats if topic in s.get("topics", {})}
+    assert follower in fetched_from, (follower, new_leader, fetched_from)

@@ -259,16 +259,13 @@ def test_transactions_with_offsets_commit_whichever_broker_coordinates_them(tmp_
         tp = kafka.TopicPartition("txn-out", 0)
         consumer.assign([tp])
         consumer.seek_to_beginning(tp)
-        # (read_uncommitted: the markers reach only the coordinator's own partitions yet, see
-        # docs/operations.md "Replicated partitions"; test_read_committed_across_brokers below)
+        # (read_committed across brokers: test_read_committed_across_brokers below)
         assert sorted(m.value for m in consumer) == [b"v%d" % i for i in range(6)]
         consumer.close()
     finally:
         c.cleanup()
 
 
-@pytest.mark.xfail(strict=True, reason="transaction markers are written only into the coordinator's own "
-                                       "partitions (WriteTxnMarkers to other leaders not yet): issue #12")
 def test_read_committed_across_brokers_sees_committed_transactions():
     settings = {**SETTINGS, "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2"}
     c = QuorumCluster(3, settings=settings)

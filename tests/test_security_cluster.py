@@ -155,10 +155,10 @@ def _envelope(pki, cluster, principal, topic, login="broker"):
 
 
 def _vote_refused(pki, cluster) -> bool:
-    """A Vote from a user without CLUSTER_ACTION: every controller closes the connection."""
+    """A Vote from a user without CLUSTER_ACTION: every controller answers CLUSTER_AUTHORIZATION_FAILED."""
     from kproto.messages.vote_request import VoteRequest
     vote = VoteRequest(cluster_id=cluster.cluster_id, topics=[])
-    return all(resp is None for _node, resp in _exchange(pki, cluster, "alice", vote, 0))
+    return all(resp is not None and resp.error_code == 31 for _node, resp in _exchange(pki, cluster, "alice", vote, 0))
 
 
 @pytest.fixture
@@ -194,6 +194,10 @@ def test_sasl_ssl_cluster_replicates_authorizes_and_fails_over(pki):
         assert _envelope(pki, cluster, "User:bob", "via-envelope-b") == [0]
         assert _envelope(pki, cluster, "User:broker", "via-envelope-c", login="alice") == "31"
         assert _vote_refused(pki, cluster)
+        from kproto.messages.remove_raft_voter_request import RemoveRaftVoterRequest
+        remove = RemoveRaftVoterRequest(cluster_id=cluster.cluster_id, voter_id=1)
+        assert all(r is not None and r.error_code == 31   # an operator's API: ALTER on the cluster
+                   for _n, r in _exchange(pki, cluster, "alice", remove, 0))
         from broker.security.outbound import AuthenticationFailed
         from kproto.messages.vote_request import VoteRequest
         with pytest.raises(AuthenticationFailed, match="Invalid username or password"):
@@ -235,13 +239,22 @@ def test_sasl_ssl_cluster_replicates_authorizes_and_fails_over(pki):
         cluster.cleanup()
 
 
+SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
 def test_a_wrong_inter_broker_password_stops_replication_visibly(pki):
-    # node 3 logs in to the others' broker listeners with a wrong password (its controller login and
-    # the accounts it accepts are right): it registers, but cannot fetch as a follower
-    cluster = QuorumCluster(3, settings=_settings(pki), listener="SASL_SSL",
-                            node_settings={3: {"listener.name.sasl_ssl.plain.sasl.jaas.config": _jaas("wrong")}})
+    # the brokers replicate with SCRAM-SHA-256, whose credentials `storage format --add-scram` put
+    # in the bootstrap metadata; node 3 logs in to the others' broker listeners with a wrong password
+    # (its controller login and the accounts it accepts are right): it registers, but cannot fetch
+    settings = {**_settings(pki), "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+                "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
+                "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config":
+                    f'{SCRAM_LOGIN} required username="broker" password="broker-secret";'}
+    wrong = {"listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config":
+             f'{SCRAM_LOGIN} required username="broker" password="wrong";'}
+    cluster = QuorumCluster(3, settings=settings, listener="SASL_SSL", node_settings={3: wrong})
     try:
-        cluster.format()
+        cluster.format(("--add-scram", "SCRAM-SHA-256=[name=broker,password=broker-secret]"))
         cluster.start(timeout=90)
         admin = AdminClient(_client(pki, cluster.bootstrap, "broker", "broker-secret"))
         _wait(lambda: _create(admin, "lagging", 3), 60, "the topic created")
@@ -254,6 +267,7 @@ def test_a_wrong_inter_broker_password_stops_replication_visibly(pki):
         led = [p for p in _partitions(admin, "lagging").values() if p[0] == 3]
         assert all(p[2] == [1, 2, 3] for p in led)   # the others replicate from node 3 as usual
         log = "".join(cluster.nodes[3].stderr_lines)
-        assert "Error sending fetch request" in log and "Invalid username or password" in log, log[-2000:]
+        assert "Error sending fetch request" in log and "invalid credentials with SASL mechanism SCRAM-SHA-256" \
+            in log, log[-2000:]
     finally:
         cluster.cleanup()

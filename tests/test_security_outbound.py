@@ -37,7 +37,9 @@ def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("outbound")
     pki = Pki(str(root / "pki"))
     b = SecureBroker(str(root / "data"), pki, listeners=("SASL_SSL", "SASL_PLAINTEXT", "SSL"),
-                     settings={"listener.name.ssl.ssl.client.auth": "required"})
+                     settings={"listener.name.ssl.ssl.client.auth": "required",
+                               # KIP-368 session lifetime on the SASL_PLAINTEXT listener only
+                               "listener.name.sasl_plaintext.connections.max.reauth.ms": "1500"})
     b.start()
     # SCRAM credentials for "carol" (AlterUserScramCredentials over the PLAINTEXT listener)
     from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
@@ -173,3 +175,33 @@ def test_start_up_refusals_are_one_line(tmp_path):
     lines = serve({"inter.broker.listener.name": "INTERNAL"})
     assert any("Listener with name INTERNAL defined in inter.broker.listener.name not found" in line
                for line in lines), lines
+
+
+def test_a_session_with_a_lifetime_is_renewed_before_it_ends(setup):
+    """connections.max.reauth.ms on the server: a connection whose session ended is closed at its next
+    request (the server's side), so the broker's connections log in again before that."""
+    from broker.replication.client import BrokerConnection
+    b, pki = setup
+    jaas = f'{PLAIN} required username="alice" password="alice-secret";'
+    out = Outbound(_config(pki, "SASL_PLAINTEXT", "PLAIN", jaas), "SASL_PLAINTEXT", "SASL_PLAINTEXT", "PLAIN", "test")
+    host, port = b.address("SASL_PLAINTEXT").rsplit(":", 1)
+    request = api.encode_request(MetadataRequest(topics=[]), 12, 1, "t")
+
+    async def go():
+        raw = await out.connect(host, int(port), "t")   # kept past its session's end: closed by the server
+        conn = BrokerConnection(host, int(port), "t", out.connect)
+        assert (await conn.request(MetadataRequest(topics=[]), 12)).brokers
+        first = conn._stream
+        await trio.sleep(1.7)
+        assert (await conn.request(MetadataRequest(topics=[]), 12)).brokers
+        assert conn._stream is not first
+        await conn.aclose()
+        await raw.send_all(request)
+        with trio.fail_after(10):
+            try:
+                data = await raw.receive_some(65536)
+            except trio.BrokenResourceError:
+                data = b""
+        await raw.aclose()
+        return data
+    assert trio.run(go) == b""

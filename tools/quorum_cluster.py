@@ -113,18 +113,19 @@ class QuorumCluster:
     def bootstrap(self) -> str:
         return ",".join(f"{self.host}:{self.ports[i]}" for i in self.nodes if "broker" in self.roles[i])
 
-    def format(self) -> None:
+    def format(self, extra_args: tuple = ()) -> None:
+        """`storage format` every node; extra_args, e.g. ("--add-scram", "SCRAM-SHA-256=[...]")."""
         env = dict(os.environ)
         env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
         for n in self.nodes.values():
-            self._format(n, env)
+            self._format(n, env, extra_args)
 
-    def _format(self, n, env=None) -> None:
+    def _format(self, n, env=None, extra_args: tuple = ()) -> None:
         if env is None:
             env = dict(os.environ)
             env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
         subprocess.run([sys.executable, "-m", "broker.cli", "storage", "format", f"--cluster-id={self.cluster_id}",
-                        "-c", n.properties], check=True, capture_output=True, env=env)
+                        "-c", n.properties, *extra_args], check=True, capture_output=True, env=env)
 
     def start(self, timeout: float = 60.0) -> "QuorumCluster":
         for n in self.nodes.values():

@@ -15,8 +15,10 @@ def ensure_internal_topic(broker, topic: str, active: bool, activate_if_created,
     """NONE when the coordinator is active (its topic exists); otherwise
     create the topic and answer COORDINATOR_NOT_AVAILABLE, as Kafka does on
     the first lookup (clients retry)."""
-    if active:
+    if active and topic in broker.image.topics:
         return ErrorCode.NONE
+    # (active without the topic: a metadata rollback removed it, or its creation was lost with the
+    # controller that had applied it ahead of the commit; it is created again)
     if topic not in broker.image.topics:
         try:
             partitions, configs = internal_topic_spec(broker.config, topic)

@@ -42,9 +42,13 @@ async def api_versions(ctx, req):
             if lo > 0 or ctx.api_version >= 4]
         # the offset of the metadata the levels were read from, as Kafka's image
         resp.finalized_features_epoch = max(image.offset, 0)
+        levels = features.finalized(image)
+        from broker.quorum.voters import kraft_version
+        if kraft_version(ctx.broker) > 0:   # a dynamic quorum (KIP-853): kraft.version 1, as Kafka
+            levels[features.KRAFT_VERSION] = kraft_version(ctx.broker)
         resp.finalized_features = [
             ApiVersionsResponse.FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
-            for name, level in sorted(features.finalized(image).items())]
+            for name, level in sorted(levels.items())]
     return resp
 
 

@@ -94,7 +94,7 @@ MAX_READ_SIZE = 128 * 1024  # Kafka's LazyDownConversionRecordsSend.MAX_READ_SIZ
 _OVERFLOW = struct.Struct(">qi")
 
 
-def _build(broker, v, req, items, isolation) -> tuple[list, int, list, bool]:
+def _build(broker, v, req, items, isolation, incremental=False) -> tuple[list, int, list, bool]:
     """One pass over the partitions to read (``items``: (key, topic name,
     topic id, request partition) in fetch order): the answer entries (key,
     name, topic id, partition), the record bytes read from the logs, the
@@ -151,6 +151,17 @@ def _build(broker, v, req, items, isolation) -> tuple[list, int, list, bool]:
                 preferred_read_replica=preferred, records=b"")))
             errors = True   # answered at once, as Kafka does not wait for a redirected partition
             continue
+        if incremental and part_limit >= 0:
+            # the session's position is at the readable end, high watermark and log
+            # start are what the fetcher was last told: Kafka reads it and leaves it
+            # out of the answer; the same answer without the read (most of a consumer's
+            # partitions are idle: this keeps their cost per fetch small)
+            hw = partition.high_watermark
+            upper = partition.last_stable_offset if isolation == READ_COMMITTED else hw
+            if (fp.fetch_offset == upper and fp.high_watermark == hw
+                    and fp.local_log_start_offset == partition.log_start_offset):
+                watched.append(partition)
+                continue
         try:
             region, upper, incomplete = partition.fetch_read(
                 fp.fetch_offset, part_limit, isolation, min_one)
@@ -325,16 +336,17 @@ async def _fetch(ctx, req):
     if follower and getattr(broker, "replication", None) is not None:
         entries = await replica_fetch.serve(ctx, req, v, items)   # a follower's fetch (broker/replication)
     else:
-        entries = await _read(ctx, req, v, items)
+        entries = await _read(ctx, req, v, items, context)
     code, session_id, entries = sessions.finish(context, entries)
     return FetchResponse(throttle_time_ms=0, error_code=code, session_id=session_id,
                          responses=response_topics(entries))
 
 
-async def _read(ctx, req, v, items) -> list:
+async def _read(ctx, req, v, items, context) -> list:
     broker = ctx.broker
     isolation = req.isolation_level if v >= 4 else READ_UNCOMMITTED
-    entries, total, watched, errors = _build(broker, v, req, items, isolation)
+    incremental = context.kind == "incremental"
+    entries, total, watched, errors = _build(broker, v, req, items, isolation, incremental)
     if total >= req.min_bytes or req.max_wait_ms <= 0 or not watched or errors:
         return entries
     deadline = trio.current_time() + req.max_wait_ms / 1000
@@ -351,7 +363,7 @@ async def _read(ctx, req, v, items) -> list:
                 p.remove_waiter(wake)
         if not wake.is_set():
             break
-        entries, total, watched, errors = _build(broker, v, req, items, isolation)
+        entries, total, watched, errors = _build(broker, v, req, items, isolation, incremental)
         if errors:
             break
     return entries

@@ -18,9 +18,11 @@ from kproto.messages.txn_offset_commit_response import TxnOffsetCommitResponse
 from kproto.messages.write_txn_markers_response import WriteTxnMarkersResponse
 
 from broker.groups.placement import partition_for as group_partition_for
+from broker.coordination.shell import wall_clock_ms
 from broker.handlers import handles
 from broker.internal_topics import OFFSETS_TOPIC
 from broker.topic_names import INTERNAL_TOPICS, invalid_reason
+from broker.transactions.markers import append_marker, await_marker, offsets_completed
 
 UNKNOWN_PARTITION_MESSAGE = "This server does not host this topic-partition."
 
@@ -151,27 +153,32 @@ _MarkerPartition = WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult
 
 @handles(ApiKey.WRITE_TXN_MARKERS, 0, 1)
 async def write_txn_markers(ctx, req):
-    """The inter-broker API, for completeness: this broker's own coordinator
-    writes its markers directly."""
-    coordinator = _coordinator(ctx)
+    """From a transaction coordinator to this partition leader: append each
+    marker, then answer once the high watermark passed them (Kafka appends
+    markers with requiredAcks=-1; broker/transactions/markers.py)."""
+    broker = ctx.broker
+    now = wall_clock_ms()
     out = []
+    waits = []
     for marker in req.markers:
         commit = bool(marker.transaction_result)
         topics = []
-        offsets_done = []
         for t in marker.topics:
             parts = []
             for p in t.partition_indexes:
-                error = coordinator.write_marker(t.name, p, marker.producer_id, marker.producer_epoch,
-                                                 marker.coordinator_epoch, commit)
-                if error == E.NONE and t.name == OFFSETS_TOPIC:
-                    offsets_done.append(p)
-                parts.append(_MarkerPartition(partition_index=p, error_code=error))
+                error, offset = append_marker(broker, t.name, p, marker.producer_id, marker.producer_epoch,
+                                              marker.coordinator_epoch, commit, now)
+                result = _MarkerPartition(partition_index=p, error_code=error)
+                if error == E.NONE:
+                    waits.append((marker.producer_id, commit, t.name, p, offset, result))
+                parts.append(result)
             topics.append(_MarkerTopic(name=t.name, partitions=parts))
-        if offsets_done and ctx.broker.groups is not None:
-            # the offsets of the transaction become visible to the group
-            ctx.broker.groups.on_transaction_completed(marker.producer_id, commit, offsets_done)
         out.append(_MarkerResult(producer_id=marker.producer_id, topics=topics))
+    for producer_id, commit, topic, p, offset, result in waits:
+        result.error_code = await await_marker(broker, topic, p, offset)
+        if result.error_code == E.NONE and topic == OFFSETS_TOPIC:
+            # the offsets of the transaction become visible to the group
+            offsets_completed(broker, producer_id, commit, [p])
     return WriteTxnMarkersResponse(markers=out)
 
 

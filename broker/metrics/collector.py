@@ -100,6 +100,7 @@ class BrokerCollector:
         yield from self._transactions(b)
         yield from self._lag(b)
         yield from self._connections(m)
+        yield from fetch_session_metrics(b)
         yield from client_telemetry_metrics(b)
         yield _gauge("kproto_event_loop_lag_seconds",
                      "How late the event loop ran a 1 s timer, last measurement", m.loop_lag_s)
@@ -266,6 +267,18 @@ class BrokerCollector:
 
 def _lag_labels(r) -> dict:
     return {"group": r.group, "topic": r.topic, "partition": str(r.partition)}
+
+
+def fetch_session_metrics(b):
+    """Kafka's FetchSessionCache gauges and eviction meter (KIP-227 sessions)."""
+    cache = getattr(b, "fetch_sessions", None)
+    prefix = "kafka_server_fetchsessioncache_"
+    yield _gauge(prefix + "numincrementalfetchsessions", "Incremental fetch sessions cached",
+                 cache.size if cache is not None else 0)
+    yield _gauge(prefix + "numincrementalfetchpartitionscached", "Partitions of the cached fetch sessions",
+                 cache.total_partitions if cache is not None else 0)
+    yield _counter(prefix + "incrementalfetchsessionevictions", "Fetch sessions evicted to make room",
+                   [({}, cache.evictions if cache is not None else 0)])
 
 
 def client_telemetry_metrics(b):

@@ -88,7 +88,7 @@ def verify(directory: str, props: dict, cluster_id: str | None, node_id: int) ->
 def format_directories(*, node_id: int, cluster_id: str, directories: list[str], metadata_log_dir: str,
                        controller_listener: str, release: str = LATEST_PRODUCTION,
                        initial_controllers: dict | None = None, ignore_formatted: bool = False,
-                       out=print, sync: bool = True) -> None:
+                       out=print, sync: bool = True, extra_records: list | None = None) -> None:
     """Formatter.run: validate, then write every directory that has no meta.properties yet."""
     if node_id < 0:
         raise FormatError("You must specify a valid non-negative node ID.")
@@ -124,7 +124,7 @@ def format_directories(*, node_id: int, cluster_id: str, directories: list[str],
     if not empty:
         out("All of the log directories are already formatted.")
         return
-    records = bootstrap_records(level)
+    records = bootstrap_records(level) + list(extra_records or [])   # (--add-scram credentials)
     for d in empty:
         if d != metadata_log_dir:
             kind, directory_id = "data directory", None

@@ -476,7 +476,14 @@ class ReplicatedMetadata:
         """One request to a voter's controller listener, on a connection no other request uses
         meanwhile (kept for the next call: a TLS handshake and SASL login per heartbeat would cost
         more than the heartbeat)."""
+        from broker.security.outbound import expiring
         idle = self._pool.setdefault(node_id, [])
+        while idle and expiring(idle[-1]):
+            with trio.CancelScope(shield=True):
+                try:
+                    await idle.pop().aclose()   # its SASL session ends soon: a new login instead
+                except Exception:
+                    pass
         if idle:
             try:
                 return await self._call_on(node_id, request, idle.pop())
@@ -627,7 +634,8 @@ class ReplicatedMetadata:
                                           security_protocol=_protocol_id(e)))
             req = BrokerRegistrationRequest(broker_id=self.node_id, cluster_id=self.broker.cluster_id or "",
                                             incarnation_id=incarnation, listeners=listeners, features=[],
-                                            rack=None, is_migrating_zk_broker=False, log_dirs=[],
+                                            rack=self.config.get("broker.rack") or None,   # placement, KIP-392
+                                            is_migrating_zk_broker=False, log_dirs=[],
                                             previous_broker_epoch=-1)
             try:
                 await self.to_controller(req)

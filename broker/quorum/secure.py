@@ -32,6 +32,9 @@ HANDSHAKE_TIMEOUT_S = 30.0
 _VERSION = struct.Struct(">h")
 # what a SASL connection may send before its login completes
 _SASL_APIS = (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+RAFT_APIS = (52, 53, 54, 1, 59, 82)   # Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot,
+#                                        UpdateRaftVoter: CLUSTER_ACTION
+VOTER_CHANGES = (80, 81)                 # AddRaftVoter, RemoveRaftVoter: ALTER on the cluster (an operator's)
 
 
 class ControllerConn:
@@ -140,16 +143,26 @@ class ControllerListenerSecurity:
             raise CloseConnection("the SASL session expired and was not re-authenticated")
         if key == ApiKey.API_VERSIONS:
             return await self._answer(frame, conn)
-        if key in (52, 53, 54, 1, 59) and not self.may_cluster_action(conn):
-            raise CloseConnection(f"{ApiKey(key).name} refused: {session.principal} has no CLUSTER_ACTION "
-                                  "permission on the cluster (CLUSTER_AUTHORIZATION_FAILED)")
+        if (key in RAFT_APIS and not self.may_cluster_action(conn)) or \
+                (key in VOTER_CHANGES and not self.may_cluster_action(conn, "ALTER")):
+            # as Kafka's ControllerApis: the raft request is answered CLUSTER_AUTHORIZATION_FAILED
+            from broker.error_response import error_response
+            from kproto.errors import ErrorCode
+            try:
+                header, request = api.decode_request(frame)
+            except Exception as exc:
+                raise CloseConnection(f"malformed request: {exc}") from None
+            version = header.request_api_version
+            response = error_response(key, version, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+            return b"".join(bytes(c) for c in self.dispatcher._frame(key, version, header.correlation_id,
+                                                                       response))
         return None
 
     async def _answer(self, frame, conn) -> bytes:
         chunks = await self.dispatcher.handle(frame, conn)
         return b"".join(bytes(c) for c in chunks or [])
 
-    def may_cluster_action(self, conn) -> bool:
+    def may_cluster_action(self, conn, operation: str = "CLUSTER_ACTION") -> bool:
         authorizer = self.authorizer
         if authorizer is None:
             return True
@@ -157,10 +170,10 @@ class ControllerListenerSecurity:
         session = getattr(conn, "session", None)
         principal = session.principal if session is not None else ANONYMOUS
         host = session.peer_host if session is not None else ""
-        ok = authorizer.authorize(principal, host, OPS["CLUSTER_ACTION"], CLUSTER, CLUSTER_NAME)
+        ok = authorizer.authorize(principal, host, OPS[operation], CLUSTER, CLUSTER_NAME)
         if not ok:
-            log.info("Principal = %s is Denied operation = CLUSTER_ACTION from host = %s on resource = "
-                     "Cluster:LITERAL:kafka-cluster", principal, host)
+            log.info("Principal = %s is Denied operation = %s from host = %s on resource = "
+                     "Cluster:LITERAL:kafka-cluster", principal, operation, host)
         return ok
 
 

@@ -90,3 +90,14 @@ def voters_record(voters: dict[int, DynamicVoter], listener_name: str) -> Voters
               endpoints=[Endpoint(name=listener_name, host=v.host, port=v.port)],
               k_raft_version_feature=KRaftVersionFeature(min_supported_version=0, max_supported_version=1))
         for v in voters.values()])
+
+
+def kraft_version(broker) -> int:
+    """The quorum's kraft.version: 1 for a dynamic quorum (a voter set in the bootstrap checkpoint or
+    the log), 0 for a static one (controller.quorum.voters). Kafka's brokers report level 1 among the
+    finalized features of ApiVersions (KRaftMetadataCache.features), level 0 not at all."""
+    quorum = getattr(broker, "quorum", None)
+    shell = getattr(quorum, "shell", None)
+    if shell is not None:
+        return shell.node.kraft_version
+    return 1 if getattr(broker, "quorum_voter_set", None) is not None else 0

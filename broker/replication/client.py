@@ -25,6 +25,10 @@ class BrokerConnection:
     async def request(self, msg, version: int):
         """Send msg and return the decoded answer; OSError/EOFError when the
         connection fails (it is reopened by the next call)."""
+        if self._stream is not None and self.connect is not None:
+            from broker.security.outbound import expiring
+            if expiring(self._stream):
+                await self.aclose()   # its SASL session ends soon: log in again on a new one
         if self._stream is None:
             if self.connect is not None:
                 self._stream = await self.connect(self.host, self.port, self.client_id)

@@ -28,6 +28,7 @@ from broker.internal_topics import OFFSETS_TOPIC
 from broker.replication import alter_partition, election, preferred, reassigner
 from broker.replication.client import BrokerConnection
 from broker.security.outbound import AuthenticationFailed
+from broker.replication.fetch_session_handler import FetchSessionHandler
 from broker.replication.leader_state import LeaderState
 
 log = logging.getLogger("kproto.replication")
@@ -399,6 +400,7 @@ class Fetcher:
         self.leader_id = leader_id
         self.partitions: dict[tuple[str, int], object] = {}
         self.done = False
+        self.session = FetchSessionHandler()   # incremental fetch session with this leader (KIP-227)
 
     async def run(self) -> None:
         m = self.manager
@@ -425,11 +427,13 @@ class Fetcher:
                     # as Kafka's ReplicaFetcherThread: an error each time, retried after the backoff
                     log.error("[ReplicaFetcher replicaId=%d, leaderId=%d] Error sending fetch request: %s",
                               m.node_id, self.leader_id, exc)
+                    self.session.handle_error()
                     await conn.aclose()
                     await trio.sleep(max(backoff, 1.0))
                     continue
                 except (OSError, EOFError, trio.TooSlowError, trio.BrokenResourceError) as exc:
                     log.debug("fetch from %d: %s", self.leader_id, exc)
+                    self.session.handle_error()
                     await conn.aclose()
                     await trio.sleep(min(backoff, 0.2))
                     continue
@@ -443,32 +447,45 @@ class Fetcher:
     def _request(self):
         m = self.manager
         image = m.broker.image
-        topics: dict = {}
+        wanted = {}
         parts = {}
         for key, part in self.partitions.items():
             t = image.topics.get(key[0])
             if t is None:
                 continue
             latest = part.log.latest_epoch
-            topics.setdefault(t.topic_id, []).append(FetchRequest.FetchPartition(
+            wanted[(t.topic_id, key[1])] = FetchRequest.FetchPartition(
                 partition=key[1], current_leader_epoch=part.leader_epoch, fetch_offset=part.log.log_end_offset,
                 last_fetched_epoch=latest if latest is not None else -1,
                 log_start_offset=part.log.log_start_offset,
-                partition_max_bytes=m._cfg_int("replica.fetch.max.bytes", 1048576)))
+                partition_max_bytes=m._cfg_int("replica.fetch.max.bytes", 1048576))
             parts[(t.topic_id, key[1])] = part
+        # an incremental fetch names only partitions added or changed (KIP-227)
+        send, forget = self.session.build(wanted)
+        topics: dict = {}
+        for (tid, _index), fp in send:
+            topics.setdefault(tid, []).append(fp)
+        forgotten: dict = {}
+        for tid, index in forget:
+            forgotten.setdefault(tid, []).append(index)
         req = FetchRequest(
             replica_state=FetchRequest.ReplicaState(replica_id=m.node_id, replica_epoch=-1),
             max_wait_ms=m._cfg_int("replica.fetch.wait.max.ms", 500),
             min_bytes=m._cfg_int("replica.fetch.min.bytes", 1),
             max_bytes=m._cfg_int("replica.fetch.response.max.bytes", 10485760), isolation_level=0,
-            session_id=0, session_epoch=-1,
+            session_id=self.session.session_id, session_epoch=self.session.epoch,
             topics=[FetchRequest.FetchTopic(topic_id=tid, partitions=ps) for tid, ps in topics.items()],
-            forgotten_topics_data=[], rack_id="")
+            forgotten_topics_data=[FetchRequest.ForgottenTopic(topic_id=tid, partitions=ps)
+                                   for tid, ps in forgotten.items()], rack_id="")
         return req, parts
 
     def _handle(self, resp, parts) -> bool:
         """Apply a fetch answer; True if the leader answered errors (back off)."""
-        errors = bool(resp.error_code)
+        if not self.session.handle_response(resp):
+            # a session error: the next fetch is full (no back-off for the usual ones, as Kafka)
+            return resp.error_code not in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                                           ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+        errors = False
         for tr in resp.responses:
             for pr in tr.partitions:
                 part = parts.get((tr.topic_id, pr.partition_index))

@@ -50,6 +50,37 @@ class AuthenticationFailed(ConnectionError):
     ConnectionError, so every caller that survives a lost connection survives this too)."""
 
 
+class LoggedIn(trio.abc.Stream):
+    """A stream whose SASL session ends (KIP-368: the server gave a session lifetime): its users
+    open a new connection, which logs in again, once `expiring()` says so (Kafka's clients
+    re-authenticate at 85-95% of the lifetime; the server closes a connection whose session
+    expired at its next request)."""
+
+    def __init__(self, stream, lifetime_ms: int):
+        self.stream = stream
+        self.renew_at = time.monotonic() + 0.85 * lifetime_ms / 1000
+
+    def expiring(self) -> bool:
+        return time.monotonic() >= self.renew_at
+
+    async def send_all(self, data) -> None:
+        await self.stream.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.stream.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes=None):
+        return await self.stream.receive_some(max_bytes)
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+def expiring(stream) -> bool:
+    """Whether a connection from Outbound.connect should be replaced before its next request."""
+    return isinstance(stream, LoggedIn) and stream.expiring()
+
+
 def _read_exact_frame_factory():
     buf = bytearray()
 
@@ -178,7 +209,9 @@ class Outbound:
             if self.mechanism is not None:
                 if self.error:
                     raise AuthenticationFailed(self.error)
-                await self._login(stream, host, port, client_id)
+                lifetime_ms = await self._login(stream, host, port, client_id)
+                if lifetime_ms > 0:
+                    stream = LoggedIn(stream, lifetime_ms)
         except BaseException:
             with trio.CancelScope(shield=True):
                 try:
@@ -213,7 +246,7 @@ class Outbound:
             try:
                 token = exchange.send(bytes(resp.auth_bytes or b""))
             except StopIteration:
-                return
+                return int(getattr(resp, "session_lifetime_ms", 0) or 0)
 
     def _exchange(self):
         """Generator of client tokens: each yield gets the server's answer."""

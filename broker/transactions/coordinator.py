@@ -6,12 +6,19 @@ The shell feeds requests to the state machine with the wall clock, runs the
 timers and does the work the machine asks for, all from the trio thread and
 without awaiting in between (so nothing interleaves); this module says what
 the outputs mean: records go to `__transaction_state` through the Partition
-objects (their outcome is fed back with `append_done`), markers go straight
-into the local partitions through the producer state (which moves the last
-stable offset and indexes aborts; `markers_done`), and the group coordinator
-hears of markers written to `__consumer_offsets`. At start every
-`__transaction_state` partition is replayed; until one is, its transactional
-ids answer COORDINATOR_LOAD_IN_PROGRESS.
+objects with acks=all (the outcome, fed back with `append_done`, waits until
+the high watermark passes the record, as Kafka's TransactionStateManager
+appends with requiredAcks=-1), and markers go to the leader of each partition
+of the transaction (broker/transactions/markers.py: written here when this
+broker leads it, else by WriteTxnMarkers to its leader; `markers_done`).
+
+At start every `__transaction_state` partition is replayed; until one is, its
+transactional ids answer COORDINATOR_LOAD_IN_PROGRESS. On a cluster the
+coordinator then follows the leadership of those partitions
+(`_follow_leaders`, from the metadata image): a
+partition led elsewhere is dropped (NOT_COORDINATOR), one this broker comes
+to lead is loaded from its log, its prepared transactions completed and its
+ongoing ones left to time out and be aborted.
 """
 from __future__ import annotations
 
@@ -23,11 +30,11 @@ import trio
 from kproto import records as rec
 from kproto.errors import ErrorCode
 
-from broker.coordination.shell import CoordinatorShell, replay_partition, sync_output
+from broker.coordination.shell import CoordinatorShell, Output, replay_partition, wall_clock_ms
 from broker.coordination.topic import ensure_internal_topic
-from broker.groups.placement import OFFSETS_TOPIC
-from broker.producers import MarkerRefused
+from broker.storage.replay import stored_batches
 from broker.transactions.config import TxnConfig
+from broker.transactions.markers import MarkerChannel, append_marker, offsets_completed
 from broker.transactions.placement import TRANSACTION_STATE_TOPIC
 from broker.transactions.state import ProducerIdUnavailable, TransactionStateMachine
 
@@ -40,12 +47,18 @@ class TransactionCoordinator:
         self.broker = broker
         self.config = config or TxnConfig.from_broker_config(broker.config)
         self.state = TransactionStateMachine(self.config, self._allocate_producer_id)
+        self.markers = MarkerChannel(broker, self.config.marker_retry_backoff_ms,
+                                     lambda job: self.state.owns(job.transactional_id, job.coordinator_epoch),
+                                     wall_clock_ms)
+        self._nursery = None
+        self._topic_id = None                 # of the __transaction_state the state comes from
+        self._led: dict[int, int | None] = {}  # partition -> leader epoch when led here, None when not
         # the machine defers its answers itself until append_done says the
-        # record is written
+        # record is written (and replicated)
         self.shell = CoordinatorShell(self.state, "transaction coordinator", {
-            "appends": sync_output(self._write_state,
-                                   done=lambda append, error, now: self.state.append_done(append.token, error, now)),
-            "markers": sync_output(self._write_markers, done=self.state.markers_done),
+            "appends": Output(write=self._write_state,
+                              done=lambda append, error, now: self.state.append_done(append.token, error, now)),
+            "markers": Output(write=self.markers.write, done=self.state.markers_done),
         })
         self._apply = self.shell.apply
         self._call = self.shell.call
@@ -64,8 +77,10 @@ class TransactionCoordinator:
         its partitions are to be replayed by run()."""
         topic = self.broker.image.topics.get(TRANSACTION_STATE_TOPIC)
         if topic is not None:
+            self._topic_id = topic.topic_id
             self._apply(self.state.activate(len(topic.partitions), self._coordinator_epochs(topic),
                                             loading=sorted(topic.partitions), now_ms=self.shell.now_ms()))
+            self._follow_leaders(topic)
         self.broker.metadata.subscribe(self._on_metadata)
 
     @staticmethod
@@ -74,7 +89,16 @@ class TransactionCoordinator:
         return {p.partition: p.leader_epoch for p in topic.partitions.values()}
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        await self.shell.run(self._load_all, task_status=task_status)
+        try:
+            async with trio.open_nursery() as nursery:
+                # the tasks that wait for replication and send markers to other brokers
+                self._nursery = self.markers.nursery = nursery
+                await nursery.start(self.shell.run, self._load_all)
+                task_status.started()
+        finally:
+            self._nursery = self.markers.nursery = None
+            with trio.CancelScope(shield=True):
+                await self.markers.aclose()
 
     async def _load_all(self) -> None:
         # transactions found prepared are completed as they load; their
@@ -84,13 +108,29 @@ class TransactionCoordinator:
         while groups is not None and groups.state.loading:
             await trio.sleep(0.01)
         started = time.monotonic()
-        await self.shell.load(self.state.loading, self._load_partition, self.state.finish_load,
-                              TRANSACTION_STATE_TOPIC)
+        # a partition whose leadership changes meanwhile gets a newer load generation:
+        # this load of it then comes to nothing (partition_leadership loads it)
+        generations = {index: self.state.load_generation(index) for index in self.state.loading}
+        for index in sorted(generations):
+            await self._load(index, None, generations[index])
         if self.state.num_partitions is not None:
             log.info("transaction coordinator loaded %d transactional ids in %.2f s", len(self.state.txns),
                      time.monotonic() - started)
 
-    async def _load_partition(self, index: int) -> None:
+    async def _load(self, index: int, upto: int | None, generation: int | None = None) -> None:
+        """Replay __transaction_state-index (up to its high watermark, or upto)
+        and finish its load, unless a newer load or a resignation superseded it."""
+        if generation is None:
+            generation = self.state.load_generation(index)
+        if generation != self.state.load_generation(index):
+            return
+        try:
+            await self._load_partition(index, generation, upto)
+        except Exception:
+            log.exception("loading %s-%d failed", TRANSACTION_STATE_TOPIC, index)
+        self._apply(self.state.finish_load(index, self.shell.now_ms(), generation))
+
+    async def _load_partition(self, index: int, generation: int, upto: int | None = None) -> None:
         partition = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, index)
         if partition is None:
             return
@@ -98,9 +138,36 @@ class TransactionCoordinator:
         def replay(header, batch):
             if not header.is_control:
                 for r in rec.iter_records(batch):
-                    self.state.replay(index, r.key, r.value)
+                    self.state.replay(index, r.key, r.value, generation)
 
-        await replay_partition(partition, replay)
+        if upto is None:
+            await replay_partition(partition, replay)
+            return
+        for chunk in stored_batches(partition.log, upto):
+            for header, batch in chunk:
+                replay(header, batch)
+            await trio.sleep(0)
+
+    def partition_leadership(self, index: int, leader: bool, leader_epoch: int = 0) -> None:
+        """Replication moved the leadership of __transaction_state-index
+        (from the metadata image, `_follow_leaders`), applied at once so successive changes
+        keep their order. Kafka's onElection: load its transactions with the
+        leader epoch as coordinator epoch (a new leader never truncates, so
+        its whole log is what it leads with); its onResignation: forget them."""
+        if not leader:
+            self._apply(self.state.resign(index, self.shell.now_ms()))
+            return
+        self._apply(self.state.begin_load(index, leader_epoch, self.shell.now_ms()))
+        if self._nursery is not None:
+            self._nursery.start_soon(self._load_led, index, leader_epoch)
+        # else: run() has not started; its first load covers the partition
+
+    async def _load_led(self, index: int, leader_epoch: int) -> None:
+        part = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, index)
+        started = time.monotonic()
+        await self._load(index, part.log.log_end_offset if part is not None else None)
+        log.info("coordinating the transactions of %s-%d at epoch %d (loaded in %.2f s)", TRANSACTION_STATE_TOPIC,
+                 index, leader_epoch, time.monotonic() - started)
 
     # ================================================================ the state topic
 
@@ -114,75 +181,99 @@ class TransactionCoordinator:
     def _activate_if_created(self) -> None:
         topic = self.broker.image.topics.get(TRANSACTION_STATE_TOPIC)
         if topic is not None and self.state.num_partitions is None:
+            self._topic_id = topic.topic_id
             self._apply(self.state.activate(len(topic.partitions), self._coordinator_epochs(topic),
                                             now_ms=self.shell.now_ms()))
             log.info("created %s with %d partitions", TRANSACTION_STATE_TOPIC, len(topic.partitions))
 
     def _on_metadata(self, _records) -> None:
+        topic = self.broker.image.topics.get(TRANSACTION_STATE_TOPIC)
+        if self.state.num_partitions is not None and (topic is None or topic.topic_id != self._topic_id):
+            # the topic the state was loaded from is gone (a metadata rollback can remove it)
+            log.warning("%s is gone: forgetting its transactions", TRANSACTION_STATE_TOPIC)
+            self._apply(self.state.deactivate(self.shell.now_ms()))
+            self._topic_id = None
+            self._led.clear()
         self._activate_if_created()
+        if topic is not None and self.state.num_partitions is not None:
+            self._follow_leaders(topic)
+
+    def _follow_leaders(self, topic) -> None:
+        """On a cluster the coordinator of a transactional id is the leader of its
+        __transaction_state partition (Kafka's onElection / onResignation, from
+        the metadata image; broker/replication made the local partitions
+        leaders or followers before this listener runs). The first time a
+        partition is seen led here it is already loaded (by the start, or
+        empty when the topic was just created); a new leader epoch is a new
+        election, loaded again with the new coordinator epoch."""
+        if getattr(self.broker, "quorum", None) is None:
+            return   # a single node coordinates every partition
+        for index, p in topic.partitions.items():
+            now = p.leader_epoch if p.leader == self.broker.node_id else None
+            if index not in self._led:
+                self._led[index] = now
+                if now is None:
+                    self.partition_leadership(index, False)
+                continue
+            if self._led[index] != now:
+                self._led[index] = now
+                self.partition_leadership(index, now is not None, -1 if now is None else now)
 
     # ================================================================ driving the state machine
 
-    def _write_state(self, append) -> int:
+    def _write_state(self, append, complete) -> None:
+        """Append one record to __transaction_state; complete(error) once the
+        high watermark passed it (acks=all), at once when not replicated."""
         partition = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, append.partition)
         if partition is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            complete(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return
+        if not getattr(partition, "is_leader", True):
+            complete(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return
+        repl = getattr(partition, "replication", None)
+        replicated = repl is not None and (partition.topic, partition.index) in repl.leaders
+        if replicated:
+            code = repl.check_min_isr(partition)
+            if code is not None:
+                complete(code)
+                return
         batch = bytearray(rec.build_batch([(append.key, append.value, [], append.timestamp)]))
         try:
-            partition.append(batch, rec.BatchHeader(batch), append.timestamp)
+            info = partition.append(batch, rec.BatchHeader(batch), append.timestamp)
         except Exception:
             log.exception("appending to __transaction_state-%d failed", append.partition)
-            return ErrorCode.KAFKA_STORAGE_ERROR
-        return ErrorCode.NONE
+            complete(ErrorCode.KAFKA_STORAGE_ERROR)
+            return
+        if not replicated:
+            complete(ErrorCode.NONE)
+            return
+        if self._nursery is None:
+            complete(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            return
+        self._nursery.start_soon(self._await_state_write, partition, info.last_offset, complete)
 
-    def _write_markers(self, job) -> dict:
-        """Write the job's markers; {(topic, partition): None or error}."""
-        now = self.shell.now_ms()
-        results = {}
-        offsets_partitions = []
-        for tp in job.partitions:
-            results[tp] = self.write_marker(tp[0], tp[1], job.producer_id, job.producer_epoch,
-                                            job.coordinator_epoch, job.commit, now)
-            if results[tp] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                # the topic was deleted: nothing to mark (Kafka drops the partition too)
-                log.info("no marker for %s-%d of %r: the partition is gone", tp[0], tp[1], job.transactional_id)
-                results[tp] = None
-            elif results[tp] in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED):
-                # nothing can make this marker valid: Kafka stops sending it
-                results[tp] = None
-            elif results[tp] == ErrorCode.NONE:
-                results[tp] = None
-                if tp[0] == OFFSETS_TOPIC:
-                    offsets_partitions.append(tp[1])
-        if offsets_partitions:
-            self._offsets_completed(job.producer_id, job.commit, offsets_partitions)
-        return results
+    async def _await_state_write(self, partition, last_offset: int, complete) -> None:
+        try:
+            timeout = int(self.broker.config.get("request.timeout.ms"))
+        except (KeyError, TypeError, ValueError):
+            timeout = 30000
+        error = await partition.replication.wait_replicated(partition, last_offset, timeout)
+        if error:
+            log.info("%s-%d: the record at %d was not replicated: %s", partition.topic, partition.index, last_offset,
+                     ErrorCode(error).name)
+        complete(error)
 
     def write_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                      commit: bool, now_ms: int | None = None) -> int:
-        """Write one COMMIT/ABORT marker into a local partition; Kafka's error code."""
-        partition = self.broker.partitions.get(topic, index)
-        if partition is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        try:
-            self.broker.producers.write_marker(partition, producer_id, producer_epoch, coordinator_epoch, commit,
-                                               self.shell.now_ms() if now_ms is None else now_ms)
-        except MarkerRefused as exc:
-            log.warning("marker for %s-%d refused: %s", topic, index, exc)
-            return exc.code
-        except Exception:
-            log.exception("writing a marker to %s-%d failed", topic, index)
-            return ErrorCode.KAFKA_STORAGE_ERROR
-        return ErrorCode.NONE
+        """Write one COMMIT/ABORT marker into a partition led here (without
+        waiting for its replication); Kafka's error code."""
+        error, _offset = append_marker(self.broker, topic, index, producer_id, producer_epoch, coordinator_epoch,
+                                       commit, self.shell.now_ms() if now_ms is None else now_ms)
+        return error
 
     def _offsets_completed(self, producer_id: int, commit: bool, partitions: list[int]) -> None:
-        groups = getattr(self.broker, "groups", None)
-        if groups is None:
-            return
-        try:
-            groups.on_transaction_completed(producer_id, commit, partitions)
-        except Exception:
-            log.exception("the group coordinator failed to complete the offsets of producer %d", producer_id)
+        offsets_completed(self.broker, producer_id, commit, partitions)
 
     # ================================================================ requests
 

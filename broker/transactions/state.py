@@ -131,7 +131,9 @@ class TransactionStateMachine:
         self.num_partitions: int | None = None
         self.coordinator_epochs: dict[int, int] = {}
         self.loading: set[int] = set()
+        self.resigned: set[int] = set()     # partitions another broker leads: NOT_COORDINATOR
         self._loads: dict[int, dict[str, TxnMetadata | None]] = {}
+        self._load_gen: dict[int, int] = {}  # a newer load of a partition makes an older one moot
         self.txns: dict[str, TxnMetadata] = {}
         self._pending: dict[int, _Pending] = {}
         self._token = 0
@@ -163,9 +165,20 @@ class TransactionStateMachine:
         if self.num_partitions is None:
             return E.NOT_COORDINATOR, -1, None
         p = self.partition_for(transactional_id)
+        if p in self.resigned:
+            return E.NOT_COORDINATOR, -1, None
         if p in self.loading:
             return E.COORDINATOR_LOAD_IN_PROGRESS, -1, None
         return None, self.coordinator_epochs.get(p, 0), self.txns.get(transactional_id)
+
+    def owns(self, transactional_id: str, coordinator_epoch: int) -> bool:
+        """Whether this coordinator still serves the transactional id at that epoch
+        (a marker job of an older epoch is abandoned: the new coordinator resends)."""
+        if self.num_partitions is None:
+            return False
+        p = self.partition_for(transactional_id)
+        return (p not in self.resigned and p not in self.loading
+                and self.coordinator_epochs.get(p, 0) == coordinator_epoch)
 
     def _new_producer_id(self) -> int:
         if self._allocate is None:
@@ -192,14 +205,72 @@ class TransactionStateMachine:
         self.num_partitions = num_partitions
         self.coordinator_epochs = dict(coordinator_epochs or {})
         for p in loading:
-            self.loading.add(p)
-            self._loads[p] = {}
+            if p not in self.resigned:
+                self.loading.add(p)
+                self._loads[p] = {}
+                self._load_gen[p] = self._load_gen.get(p, 0) + 1
         self._next_abort_check = now_ms + self.config.abort_timed_out_interval_ms
         self._next_expire_check = now_ms + self.config.remove_expired_interval_ms
         return self._end()
 
-    def replay(self, partition: int, key, value) -> None:
+    def deactivate(self, now_ms: int) -> Effects:
+        """__transaction_state is gone (a metadata rollback removed it, or it
+        was recreated under another id): everything known from it goes; its
+        transactional ids answer NOT_COORDINATOR until it exists again."""
+        self._begin(now_ms)
+        for p in set(self.loading) | set(self._loads):
+            self._load_gen[p] = self._load_gen.get(p, 0) + 1
+        self.num_partitions = None
+        self.coordinator_epochs = {}
+        self.loading.clear()
+        self._loads.clear()
+        self.resigned.clear()
+        self.txns.clear()
+        self._marker_retries = []
+        return self._end()
+
+    def resign(self, partition: int, now_ms: int) -> Effects:
+        """Another broker leads __transaction_state-partition now (Kafka's
+        onResignation): its transactional ids are forgotten here and answer
+        NOT_COORDINATOR; writes and markers still in flight for them come to
+        nothing (the new coordinator loads them from the log)."""
+        self._begin(now_ms)
+        self._drop_partition(partition)
+        self.resigned.add(partition)
+        return self._end()
+
+    def begin_load(self, partition: int, coordinator_epoch: int, now_ms: int) -> Effects:
+        """This broker became the leader of __transaction_state-partition at
+        coordinator_epoch (Kafka's onElection): its ids answer
+        COORDINATOR_LOAD_IN_PROGRESS until replay + finish_load with the
+        generation load_generation(partition) gives."""
+        self._begin(now_ms)
+        self._drop_partition(partition)
+        self.resigned.discard(partition)
+        self.coordinator_epochs[partition] = coordinator_epoch
+        self.loading.add(partition)
+        self._loads[partition] = {}
+        self._load_gen[partition] = self._load_gen.get(partition, 0) + 1
+        return self._end()
+
+    def load_generation(self, partition: int) -> int:
+        return self._load_gen.get(partition, 0)
+
+    def _drop_partition(self, partition: int) -> None:
+        self.loading.discard(partition)
+        self._loads.pop(partition, None)
+        self._load_gen[partition] = self._load_gen.get(partition, 0) + 1
+        if self.num_partitions is None:
+            return
+        for txn_id in [t for t in self.txns if self.partition_for(t) == partition]:
+            del self.txns[txn_id]
+        self._marker_retries = [(d, job) for d, job in self._marker_retries
+                                if self.partition_for(job.transactional_id) != partition]
+
+    def replay(self, partition: int, key, value, generation: int | None = None) -> None:
         """One `__transaction_state` record read while loading partition."""
+        if partition not in self._loads or (generation is not None and generation != self._load_gen.get(partition)):
+            return   # the load was superseded (resigned, or a newer load started)
         if key is None:
             log.warning("record without a key in __transaction_state-%d", partition)
             return
@@ -212,10 +283,13 @@ class TransactionStateMachine:
         except Exception as exc:   # a corrupt value must not stop the load (Kafka logs and goes on)
             log.warning("unreadable transaction state of %r in __transaction_state-%d: %s", txn_id, partition, exc)
 
-    def finish_load(self, partition: int, now_ms: int) -> Effects:
+    def finish_load(self, partition: int, now_ms: int, generation: int | None = None) -> Effects:
         """The partition is replayed: its transactions are served from now on,
         and those caught between PrepareX and CompleteX are completed."""
         self._begin(now_ms)
+        if partition not in self.loading or (generation is not None
+                                             and generation != self._load_gen.get(partition)):
+            return self._end()
         loaded = self._loads.pop(partition, {})
         self.loading.discard(partition)
         epoch = self.coordinator_epochs.get(partition, 0)

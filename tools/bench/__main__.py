@@ -11,7 +11,7 @@ import sys
 
 from tools.bench.cli import COMMANDS
 
-MODULE_COMMANDS = ("codec", "sink", "metrics_cost", "latency", "scaling", "create_stall")
+MODULE_COMMANDS = ("codec", "sink", "metrics_cost", "latency", "scaling", "create_stall", "fetch_sessions")
 
 
 def usage() -> str:

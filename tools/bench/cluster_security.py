@@ -4,7 +4,10 @@ listener -- clients, inter-broker replication and the controller quorum -- is PL
 every one is SASL_SSL (PLAIN, TLS 1.3, EC P-256) with the StandardAuthorizer on and
 allow.everyone.if.no.acl.found=false (the brokers are super users, the client has ACLs).
 
-    python -m tools.bench.cluster_security [--mib 64] [--size 4096] [--rounds 1]
+    python -m tools.bench.cluster_security [--mib 64] [--size 4096] [--rounds 1] [--kafka]
+
+--kafka runs the same three server.properties with real Kafka 3.9 (KAFKA_HOME, 512 MiB heap
+each) after kproto.
 
 librdkafka produces --mib MiB of --size-byte records to one partition (acks=all, linger 5 ms),
 then a consumer reads them from offset 0; MiB/s of record values, best of --rounds."""
@@ -13,6 +16,8 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
+import subprocess
 import tempfile
 import time
 
@@ -107,28 +112,63 @@ def run_once(conf, topic, mib, size) -> tuple[float, float]:
     return total / produce_s, total / consume_s
 
 
-def measure(protocol: str, args, work: str) -> tuple[float, float]:
+class KafkaNodes:
+    """The cluster's server.properties run by Kafka 3.9 instead of kproto."""
+
+    def __init__(self, cluster, home):
+        self.cluster, self.home, self.procs = cluster, home, {}
+
+    def format(self):
+        for n in self.cluster.nodes.values():
+            subprocess.run([f"{self.home}/bin/kafka-storage.sh", "format", "-t", self.cluster.cluster_id,
+                            "-c", n.properties], check=True, capture_output=True)
+
+    def start(self, timeout):
+        for i, n in self.cluster.nodes.items():
+            out = open(n.properties + ".log", "w")
+            env = dict(os.environ, KAFKA_HEAP_OPTS="-Xmx512m", LOG_DIR=n.data_dir + "-logs")
+            self.procs[i] = subprocess.Popen([f"{self.home}/bin/kafka-server-start.sh", n.properties],
+                                             stdout=out, stderr=subprocess.STDOUT, env=env,
+                                             start_new_session=True)
+        deadline = time.monotonic() + timeout
+        for n in self.cluster.nodes.values():
+            while "Kafka Server started" not in open(n.properties + ".log").read():
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"Kafka did not start: see {n.properties}.log")
+                time.sleep(1)
+
+    def stop(self):
+        for p in self.procs.values():
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+
+
+def measure(protocol: str, args, work: str, kafka_home: str | None = None) -> tuple[float, float]:
     pki = Pki(os.path.join(work, "pki"))
     settings = dict(COMMON)
     if protocol == "SASL_SSL":
         settings.update(secure_settings(pki))
-    os.makedirs(os.path.join(work, protocol.lower()), exist_ok=True)
-    cluster = QuorumCluster(3, base_dir=os.path.join(work, protocol.lower()), settings=settings,
-                            listener=protocol)
+    name = ("kafka-" if kafka_home else "") + protocol.lower()
+    os.makedirs(os.path.join(work, name), exist_ok=True)
+    cluster = QuorumCluster(3, base_dir=os.path.join(work, name), settings=settings, listener=protocol)
+    runner = KafkaNodes(cluster, kafka_home) if kafka_home else cluster
     try:
-        cluster.format()
-        cluster.start(timeout=120)
+        runner.format()
+        runner.start(timeout=300 if kafka_home else 120)
         best = (0.0, 0.0)
         for r in range(args.rounds):
             topic = f"bench-{r}"
             prepare(cluster, protocol, pki, topic)
             got = run_once(client_conf(cluster, protocol, pki), topic, args.mib, args.size)
             best = (max(best[0], got[0]), max(best[1], got[1]))
-        print(f"kproto 3 nodes RF=3 acks=all {protocol:10} produce {best[0]:7.1f} MiB/s  "
-              f"consume {best[1]:7.1f} MiB/s", flush=True)
+        print(f"{'kafka' if kafka_home else 'kproto':6} 3 nodes RF=3 acks=all {protocol:10} produce "
+              f"{best[0]:7.1f} MiB/s  consume {best[1]:7.1f} MiB/s", flush=True)
         return best
     finally:
-        cluster.stop()
+        runner.stop()
 
 
 def main(argv=None) -> None:
@@ -137,11 +177,19 @@ def main(argv=None) -> None:
     ap.add_argument("--size", type=int, default=4096)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--protocols", default="PLAINTEXT,SASL_SSL")
+    ap.add_argument("--kafka", action="store_true", help="also real Kafka (KAFKA_HOME)")
+    ap.add_argument("--only-kafka", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     work = tempfile.mkdtemp(prefix="cluster-security-")
     try:
+        home = os.environ.get("KAFKA_HOME")
+        if (args.kafka or args.only_kafka) and not home:
+            raise SystemExit("--kafka needs KAFKA_HOME")
         for protocol in args.protocols.split(","):
-            measure(protocol.strip().upper(), args, work)
+            if not args.only_kafka:
+                measure(protocol.strip().upper(), args, work)
+            if args.kafka or args.only_kafka:
+                measure(protocol.strip().upper(), args, work, home)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

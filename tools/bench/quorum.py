@@ -31,6 +31,8 @@ class FsyncStorage(MemoryStorage):
     """Memory storage whose fsync really fsyncs a scratch file (the cost of
     a metadata log fsync on this machine)."""
 
+    fsync_in_thread = True   # a real fsync: off the trio thread, as LogStorage's
+
     def __init__(self, path):
         super().__init__()
         self.fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600)

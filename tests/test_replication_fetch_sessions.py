@@ -1,0 +1,141 @@
+"""Followers replicate through incremental fetch sessions (KIP-227), as
+Kafka's replica fetchers do: after one full fetch the leader keeps the
+follower's partitions in a (privileged) session, the follower names only
+partitions whose fetch position moved, and the leader answers only
+partitions with news; when the leader loses the session the follower falls
+back to a full fetch and replication goes on. Three brokers and a
+controller in one process (tools/replication_cluster.py)."""
+from __future__ import annotations
+
+import trio
+
+from broker import fetch_sessions
+from broker.controller import TopicSpec
+from tools.replication_cluster import Cluster, RawClient
+
+FAST = {"replica.lag.time.max.ms": "3000", "replica.fetch.wait.max.ms": "100",
+        "replica.fetch.backoff.ms": "100"}
+PARTITIONS = 20
+
+
+def _run(fn):
+    async def main():
+        cluster = Cluster(4, FAST, controller=4)
+        client = RawClient(cluster)
+        try:
+            async with trio.open_nursery() as nursery:
+                await cluster.start(nursery)
+                with trio.fail_after(60):
+                    await fn(cluster, client)
+                nursery.cancel_scope.cancel()
+        finally:
+            await client.aclose()
+            cluster.close()
+    trio.run(main)
+
+
+def _create(cluster, name="s"):
+    c = cluster.brokers[cluster.controller].controller
+    return c.create_topic(TopicSpec(name, -1, -1, {"min.insync.replicas": "2"},
+                                    assignments=[(i, [2, 3, 1]) for i in range(PARTITIONS)])).topic_id
+
+
+def _follower_sessions(cluster, leader=2):
+    cache = getattr(cluster.brokers[leader], "fetch_sessions", None)
+    if cache is None:
+        return []
+    return [s for shard in cache.shards for s in shard.sessions.values() if s.privileged]
+
+
+def _answers_recorder(monkeypatch):
+    """The partitions of every incremental answer to a follower (partition indexes)."""
+    seen = []
+    original = fetch_sessions.FetchSessionCache.finish
+
+    def finish(self, context, entries):
+        code, sid, out = original(self, context, entries)
+        if context.kind == "incremental" and context.session.privileged:
+            seen.append(sorted(e[0][1] for e in out))
+        return code, sid, out
+    monkeypatch.setattr(fetch_sessions.FetchSessionCache, "finish", finish)
+    return seen
+
+
+async def _replicated(cluster, offset):
+    for n in (1, 3):
+        await cluster.wait_for(lambda n=n: cluster.brokers[n].partitions.get("s", 0).log.log_end_offset == offset,
+                               what=f"broker {n} at {offset}")
+
+
+def test_followers_fetch_incrementally_and_answers_carry_only_news(monkeypatch):
+    seen = _answers_recorder(monkeypatch)
+
+    async def body(cluster, client):
+        _create(cluster)
+        await cluster.wait_for(lambda: len(_follower_sessions(cluster)) == 2, what="two follower sessions")
+        # one session per follower, holding all the partitions it follows
+        assert sorted(len(s.partitions) for s in _follower_sessions(cluster)) == [PARTITIONS, PARTITIONS]
+        for i in range(10):
+            r = await client.produce(2, "s", [b"v%d" % i])
+            assert r.error_code == 0, r
+        await _replicated(cluster, 10)
+        # both followers moved on incrementally: their session epochs went up, no new session
+        fetchers = [cluster.brokers[n].replication.fetchers[2] for n in (1, 3)]
+        assert all(f.session.session_id != 0 and f.session.epoch > 10 for f in fetchers)
+        assert len(_follower_sessions(cluster)) == 2
+        # idle partitions 1..19 came once (the session's first incremental answer: their high
+        # watermark was new to it) and never again; afterwards answers carry partition 0 or nothing
+        busy = [p for p in seen if p]
+        assert busy and all(p == [0] for p in busy[-10:]), busy[-12:]
+        assert sum(1 for p in busy if p != [0]) <= 4, busy
+        # idle (the followers know the high watermark), the long polls end with nothing new: empty answers
+        await cluster.wait_for(lambda: all(cluster.brokers[n].partitions.get("s", 0).replicated_hw == 10
+                                           for n in (1, 3)), what="high watermark at the followers")
+        await trio.sleep(0.2)
+        n = len(seen)
+        await trio.sleep(0.6)
+        assert len(seen) > n and not any(seen[n:]), seen[n:]
+    _run(body)
+
+
+def test_follower_falls_back_to_a_full_fetch_when_the_leader_lost_the_session():
+    async def body(cluster, client):
+        _create(cluster)
+        await cluster.wait_for(lambda: len(_follower_sessions(cluster)) == 2, what="two follower sessions")
+        before = {s.id for s in _follower_sessions(cluster)}
+        r = await client.produce(2, "s", [b"a"])
+        assert r.error_code == 0
+        await _replicated(cluster, 1)
+        # the leader forgets every session (as after a restart): the followers' next
+        # incremental fetch gets FETCH_SESSION_ID_NOT_FOUND, then a full fetch makes a new one
+        cluster.brokers[2].fetch_sessions = None
+        await cluster.wait_for(lambda: len(_follower_sessions(cluster)) == 2, what="new follower sessions")
+        assert not before & {s.id for s in _follower_sessions(cluster)}
+        for i in range(5):
+            r = await client.produce(2, "s", [b"b%d" % i])
+            assert r.error_code == 0, r
+        await _replicated(cluster, 6)
+        values, hw = await client.read_all(2, cluster.brokers[2].image.topics["s"].topic_id)
+        assert values == [b"a"] + [b"b%d" % i for i in range(5)] and hw == 6
+    _run(body)
+
+
+def test_partitions_created_later_join_the_followers_sessions():
+    async def body(cluster, client):
+        _create(cluster)
+        await cluster.wait_for(lambda: len(_follower_sessions(cluster)) == 2, what="two follower sessions")
+        ids = {s.id for s in _follower_sessions(cluster)}
+        c = cluster.brokers[cluster.controller].controller
+        for n in range(4):
+            c.create_topic(TopicSpec(f"later{n}", -1, -1, {"min.insync.replicas": "3"},
+                                     assignments=[(0, [2, 3, 1])]))
+            await cluster.wait_for(lambda n=n: ("later%d" % n, 0) in cluster.brokers[2].replication.leaders,
+                                   what="leadership")
+            # acks=all with min.insync.replicas=3: answered only once both followers have it
+            for i in range(3):
+                r = await client.produce(2, f"later{n}", [b"x%d" % i])
+                assert r.error_code == 0 and r.base_offset == i, r
+        # the same sessions grew by the new partitions (added by incremental fetches)
+        assert {s.id for s in _follower_sessions(cluster)} == ids
+        assert sorted(len(s.partitions) for s in _follower_sessions(cluster)) == [PARTITIONS + 4] * 2
+    _run(body)
