@@ -15,16 +15,17 @@ import time
 QUIET = {"log_level": 0, "logger": lambda *a, **k: None}
 
 
-def wait_until(predicate, timeout: float, what, interval: float = 0.1, detail=None) -> None:
-    """Poll predicate until it is true; an exception counts as not yet (a node may be down
-    meanwhile). On timeout an AssertionError names `what` (a string, or a function giving one),
-    the last exception, and detail() when given."""
+def wait_until(predicate, timeout: float, what, interval: float = 0.1, detail=None):
+    """Poll predicate until it gives a true value, and return that; an exception counts as not yet
+    (a node may be down meanwhile). On timeout an AssertionError names `what` (a string, or a
+    function giving one), the last exception, and detail() when given."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
         try:
-            if predicate():
-                return
+            value = predicate()
+            if value:
+                return value
         except Exception as exc:   # noqa: BLE001
             last = exc
         time.sleep(interval)
