@@ -18,6 +18,7 @@ from broker.config import ConfigError
 from broker.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from broker.replication import placement
 from broker.replication.brokers import brokers_from_image
+from broker.replication.reassignment import check_target
 from broker.topic_names import collision_key, invalid_reason
 
 log = logging.getLogger("kproto.controller")
@@ -144,19 +145,7 @@ class Controller:
         return [parts[i] for i in range(len(parts))]
 
     def _check_assignment(self, broker_ids, rf: int | None) -> None:
-        if not broker_ids:
-            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             "The manual partition assignment includes an empty replica list.")
-        registered = self._registered_brokers()
-        previous = None
-        for b in sorted(broker_ids):
-            if b not in registered:
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment "
-                                 f"includes broker {b}, but no such broker is registered.")
-            if b == previous:
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment "
-                                 f"includes the broker {b} more than once.")
-            previous = b
+        check_target(list(broker_ids), self._registered_brokers())
         if rf is not None and len(broker_ids) != rf:
             raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes "
                              f"a partition with {len(broker_ids)} replica(s), but this is not consistent with "

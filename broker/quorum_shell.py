@@ -485,12 +485,7 @@ class QuorumShell:
     async def _voter_change(self, p):
         if isinstance(p, m.VoterChangeRefused):
             raise VoterChangeError(p.error, p.message)
-        done = trio.Event()
-        result = {}
-        self._waiters.setdefault(p.last_offset, []).append((p.epoch, done, result))
-        self._pump()
-        await done.wait()
-        if not result.get("ok"):
+        if not await self._committed(p):
             raise VoterChangeError(m.NOT_LEADER_OR_FOLLOWER, "The leader changed before the new "
                                    "voter set was committed")
 
@@ -527,15 +522,20 @@ class QuorumShell:
         p = self.node.propose(datas)
         if isinstance(p, m.NotLeader):
             raise NotLeaderError(p.leader_id, p.leader_epoch)
+        if not await self._committed(p):
+            raise ProposalLostError(f"entries at {p.base_offset}-{p.last_offset}: leadership "
+                                    f"lost before they were known committed")
+        return p.last_offset
+
+    async def _committed(self, p) -> bool:
+        """Wait for the entries of an accepted append (p: its epoch and last offset) to be known
+        committed: True, or False when the leadership was lost first (_fail_waiters)."""
         done = trio.Event()
         result = {}
         self._waiters.setdefault(p.last_offset, []).append((p.epoch, done, result))
         self._pump()
         await done.wait()
-        if not result.get("ok"):
-            raise ProposalLostError(f"entries at {p.base_offset}-{p.last_offset}: leadership "
-                                    f"lost before they were known committed")
-        return p.last_offset
+        return bool(result.get("ok"))
 
     def _fail_waiters(self):
         for waiters in self._waiters.values():

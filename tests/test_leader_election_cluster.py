@@ -14,12 +14,13 @@ import time
 import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from kproto.errors import ErrorCode  # noqa: E402
 from kproto.messages.elect_leaders_request import ElectLeadersRequest, TopicPartitions  # noqa: E402
 from tests.wire_client import WireClient  # noqa: E402
 from tests.wire_client import metadata as wire_metadata  # noqa: E402
+from tools.cluster_client import QUIET, create_topic, wait_until  # noqa: E402
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
 KAFKA_HOME = os.environ.get("KAFKA_HOME")
@@ -27,22 +28,8 @@ SETTINGS = {"broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": 
             "replica.lag.time.max.ms": "3000", "replica.fetch.wait.max.ms": "100",
             "replica.fetch.backoff.ms": "100", "default.replication.factor": "3",
             "min.insync.replicas": "2", "leader.imbalance.check.interval.seconds": "1"}
-QUIET = {"log_level": 0, "logger": lambda *a, **k: None}
 TOPIC = "led"
 E = ErrorCode
-
-
-def _wait(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except Exception as exc:   # noqa: BLE001
-            last = exc
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what} (last error: {last})")
 
 
 def _parts(bootstrap):
@@ -67,27 +54,16 @@ def _tool(name, bootstrap, *args):
 
 @pytest.fixture
 def cluster():
-    c = QuorumCluster(3, settings=SETTINGS)
-    c.format()
-    c.start()
-    yield c
-    c.cleanup()
+    with QuorumCluster(3, settings=SETTINGS) as c:
+        yield c
 
 
 def test_leaders_move_away_on_sigterm_and_back_when_the_broker_returns(cluster):
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
-
-    def create():
-        try:
-            admin.create_topics([NewTopic(TOPIC, 3, 3)], request_timeout=15)[TOPIC].result(20)
-        except confluent_kafka.KafkaException as exc:
-            if exc.args[0].code() != confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS:
-                raise
-        return True
-    _wait(create, 60, "the topic created")
+    wait_until(lambda: create_topic(admin, TOPIC, 3), 60, "the topic created")
     boot = cluster.nodes[1].bootstrap
-    _wait(lambda: len(_parts(boot)) == 3 and all(len(p.isr_nodes) == 3 for p in _parts(boot).values()), 30,
-          "ISRs of 3")
+    wait_until(lambda: len(_parts(boot)) == 3 and all(len(p.isr_nodes) == 3 for p in _parts(boot).values()), 30,
+               "ISRs of 3")
     parts = _parts(boot)
     assert all(p.leader_id == p.replica_nodes[0] for p in parts.values())   # created led by preferred
     index, p0 = next((i, p) for i, p in parts.items() if p.replica_nodes[0] != 1)
@@ -104,7 +80,7 @@ def test_leaders_move_away_on_sigterm_and_back_when_the_broker_returns(cluster):
     assert node.proc.wait(60) == 0
     p = _parts(boot)[index]
     assert p.leader_id not in (victim, -1) and victim not in p.isr_nodes and p.leader_epoch > p0.leader_epoch, p
-    _wait(lambda: victim in _parts(boot)[index].offline_replicas, 10, "an offline replica")
+    wait_until(lambda: victim in _parts(boot)[index].offline_replicas, 10, "an offline replica")
 
     # the preferred replica is down: it cannot lead; the others need no election; a led partition
     # needs no unclean election
@@ -127,7 +103,7 @@ def test_leaders_move_away_on_sigterm_and_back_when_the_broker_returns(cluster):
 
     node.start()
     # back in the ISR, then leader of its partition again (auto.leader.rebalance.enable)
-    _wait(lambda: _parts(boot)[index].leader_id == victim, 60, "the preferred leader back")
+    wait_until(lambda: _parts(boot)[index].leader_id == victim, 60, "the preferred leader back")
     after = _parts(boot)
     assert victim in after[index].isr_nodes and not after[index].offline_replicas
     assert all(after[i].leader_id == after[i].replica_nodes[0] for i in others)

@@ -10,26 +10,15 @@ import trio
 from kproto.errors import ErrorCode
 
 from broker.controller import TopicSpec
-from tools.replication_cluster import Cluster, RawClient
+from tools.replication_cluster import run_with_cluster
 
 FAST = {"replica.lag.time.max.ms": "1500", "replica.fetch.wait.max.ms": "100",
         "replica.fetch.backoff.ms": "100"}
 
 
 def _run(fn, settings=None):
-    async def main():
-        cluster = Cluster(4, {**FAST, **(settings or {})}, controller=4)   # node 4: the controller only
-        client = RawClient(cluster)
-        try:
-            async with trio.open_nursery() as nursery:
-                await cluster.start(nursery)
-                with trio.fail_after(60):
-                    await fn(cluster, client)
-                nursery.cancel_scope.cancel()
-        finally:
-            await client.aclose()
-            cluster.close()
-    trio.run(main)
+    # node 4: the controller only
+    run_with_cluster(fn, 4, {**FAST, **(settings or {})}, controller=4)
 
 
 def _create(cluster, name="t", replicas=(2, 3, 1), configs=None):

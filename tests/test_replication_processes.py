@@ -6,17 +6,17 @@ confluent-kafka producer (a few thousand records a second, to keep the read-back
 back exactly once, in order, by a second client library (kafka-python)."""
 from __future__ import annotations
 
-import bisect
 import os
-import threading
 import time
 
 import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 kafka = pytest.importorskip("kafka")
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
 
+from tools.cluster_client import (QUIET, AckedProducer, assert_exactly_once_in_order, create_topic,  # noqa: E402
+                                  longest_ack_gap, partition_state, wait_until)
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
 KILLS = int(os.environ.get("KPROTO_REPLICATION_KILLS", "2"))
@@ -24,96 +24,38 @@ SETTINGS = {"broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": 
             "replica.lag.time.max.ms": "3000", "replica.fetch.wait.max.ms": "100",
             "replica.fetch.backoff.ms": "100", "offsets.topic.replication.factor": "3",
             "default.replication.factor": "3", "min.insync.replicas": "2"}
-QUIET = {"log_level": 0, "logger": lambda *a, **k: None}
-
-
-def _partition(admin, topic):
-    md = admin.list_topics(topic, timeout=5)
-    p = md.topics[topic].partitions[0]
-    return p.leader, list(p.replicas), list(p.isrs)
-
-
-def _create(admin, topic):
-    try:
-        admin.create_topics([NewTopic(topic, 1, 3)], request_timeout=15)[topic].result(20)
-    except confluent_kafka.KafkaException as exc:
-        if exc.args[0].code() != confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
-    return True
-
-
-def _wait(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except Exception as exc:   # noqa: BLE001  (a node may be down meanwhile)
-            last = exc
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what} (last error: {last})")
 
 
 @pytest.fixture
 def cluster():
-    c = QuorumCluster(3, settings=SETTINGS)
-    c.format()
-    c.start()
-    yield c
-    c.cleanup()
+    with QuorumCluster(3, settings=SETTINGS) as c:
+        yield c
 
 
 def test_leader_kill_loses_no_acknowledged_record(cluster):
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
     topic = "replicated"
-    _wait(lambda: _create(admin, topic), 60, "the topic created")
-    _wait(lambda: len(_partition(admin, topic)[2]) == 3, 20, "an ISR of 3")
-    leader, replicas, _isr = _partition(admin, topic)
+    wait_until(lambda: create_topic(admin, topic), 60, "the topic created")
+    wait_until(lambda: len(partition_state(admin, topic)[2]) == 3, 20, "an ISR of 3")
+    leader, replicas, _isr = partition_state(admin, topic)
     assert sorted(replicas) == [1, 2, 3]
 
-    acked, errors, ack_times = [], [], []
-    stop = threading.Event()
-
-    def on_delivery(err, msg):
-        if err is None:
-            acked.append(msg.value())
-            ack_times.append(time.monotonic())
-        else:
-            errors.append(err)
-
-    def produce():
-        p = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True,
-                                      "acks": "all", "linger.ms": 5, "message.timeout.ms": 60000, **QUIET})
-        seq = 0
-        while not stop.is_set():
-            try:
-                p.produce(topic, b"m%07d" % seq, partition=0, on_delivery=on_delivery)
-                seq += 1
-            except BufferError:
-                p.poll(0.05)
-            p.poll(0)
-            if seq % 50 == 0:
-                time.sleep(0.01)   # bounded to a few thousand a second: reading back stays short
-        p.flush(60)
-    t = threading.Thread(target=produce)
-    t.start()
+    # bounded to a few thousand a second: reading back stays short
+    producer = AckedProducer(cluster.bootstrap, topic, b"m%07d", breather=(50, 0.01), buffer_poll=0.05).start()
+    acked, errors = producer.acked, producer.errors
     kill_times = []
     try:
         for _ in range(KILLS):
-            target = len(acked) + 1000
-            _wait(lambda: len(acked) >= target, 30, f"acks ({len(acked)} acked, {len(errors)} errors, producer alive {t.is_alive()})")
-            leader = _partition(admin, topic)[0]
+            producer.wait_for_acks(1000, 30)
+            leader = partition_state(admin, topic)[0]
             kill_times.append((time.monotonic(), len(acked)))
             cluster.nodes[leader].kill()
-            _wait(lambda: _partition(admin, topic)[0] not in (leader, -1), 30, "a new leader")
-            target = len(acked) + 500
-            _wait(lambda: len(acked) >= target, 30, "acks after the failover")
+            wait_until(lambda: partition_state(admin, topic)[0] not in (leader, -1), 30, "a new leader")
+            producer.wait_for_acks(500, 30, "acks after the failover")
             cluster.nodes[leader].start()
-            _wait(lambda: len(_partition(admin, topic)[2]) == 3, 30, "the old leader back in the ISR")
+            wait_until(lambda: len(partition_state(admin, topic)[2]) == 3, 30, "the old leader back in the ISR")
     finally:
-        stop.set()
-        t.join(90)
+        producer.stop(90)
     assert not errors, errors[:3]
 
     consumer = kafka.KafkaConsumer(bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest",
@@ -123,18 +65,11 @@ def test_leader_kill_loses_no_acknowledged_record(cluster):
     consumer.seek_to_beginning(tp)
     values = [m.value for m in consumer]
     consumer.close()
-    assert len(values) == len(set(values)), "duplicates"
-    assert values == sorted(values), "out of order"
-    assert values == acked, (len(values), len(acked))
+    assert_exactly_once_in_order(values, acked)
     # failover: last ack before the kill -> first ack after it
     # the longest time without an ack from the last one before the kill over the next 600 acks (a
     # delivery report reaches its callback after the ack: "first ack after the kill" understates it)
-    gaps = []
-    for k, _n in kill_times:
-        start = max(0, bisect.bisect_right(ack_times, k) - 1)
-        window = ack_times[start:start + 600]
-        gaps.append(max(b - a for a, b in zip(window, window[1:])))
-    gaps.sort()
+    gaps = sorted(longest_ack_gap(producer.ack_times, k, count=600) for k, _n in kill_times)
     print(f"\n{KILLS} leader kills, {len(acked)} records acknowledged and read back once, in order; "
           f"failover p50 {gaps[len(gaps) // 2]:.2f} s, p99 {gaps[min(len(gaps) - 1, int(len(gaps) * .99))]:.2f} s")
 
@@ -145,8 +80,8 @@ def test_group_offsets_survive_the_loss_of_the_group_coordinator(cluster):
     killed are where a new member of the group starts."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
     topic = "grouped"
-    _wait(lambda: _create(admin, topic), 60, "the topic created")
-    _wait(lambda: len(_partition(admin, topic)[2]) == 3, 30, "an ISR of 3")
+    wait_until(lambda: create_topic(admin, topic), 60, "the topic created")
+    wait_until(lambda: len(partition_state(admin, topic)[2]) == 3, 30, "an ISR of 3")
     p = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", **QUIET})
     for i in range(200):
         p.produce(topic, b"g%04d" % i, partition=0)
@@ -192,20 +127,17 @@ def test_a_leader_restarted_before_it_is_fenced_keeps_its_log(tmp_path):
     # the node comes back within broker.session.timeout.ms, so it is never fenced and still leads;
     # it opens with an empty metadata image that catches up with the committed log: the partition
     # directories on its disk must not be taken for strays meanwhile (they held every record)
-    c = QuorumCluster(3, settings={**SETTINGS, "broker.session.timeout.ms": "30000"})
-    c.format()
-    c.start()
-    try:
+    with QuorumCluster(3, settings={**SETTINGS, "broker.session.timeout.ms": "30000"}) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap, **QUIET})
         topic = "restarted"
-        _wait(lambda: _create(admin, topic), 60, "the topic created")
-        _wait(lambda: len(_partition(admin, topic)[2]) == 3, 20, "an ISR of 3")
+        wait_until(lambda: create_topic(admin, topic), 60, "the topic created")
+        wait_until(lambda: len(partition_state(admin, topic)[2]) == 3, 20, "an ISR of 3")
         p = confluent_kafka.Producer({"bootstrap.servers": c.bootstrap, "enable.idempotence": True,
                                       "acks": "all", **QUIET})
         for i in range(300):
             p.produce(topic, b"a%05d" % i, partition=0)
         assert p.flush(30) == 0
-        leader = _partition(admin, topic)[0]
+        leader = partition_state(admin, topic)[0]
         c.nodes[leader].kill()
         c.nodes[leader].start()
         for i in range(10):
@@ -224,8 +156,6 @@ def test_a_leader_restarted_before_it_is_fenced_keeps_its_log(tmp_path):
         for n in c.nodes.values():
             assert any(d.startswith(topic + "-") and not d.endswith("-delete")
                        for d in os.listdir(n.data_dir)), (n.node_id, os.listdir(n.data_dir))
-    finally:
-        c.cleanup()
 
 
 def test_transactions_with_offsets_commit_whichever_broker_coordinates_them(tmp_path):
@@ -233,13 +163,10 @@ def test_transactions_with_offsets_commit_whichever_broker_coordinates_them(tmp_
     # transactional id's __transaction_state partition) and the group coordinator are often
     # different brokers; TxnOffsetCommit and Produce must not be refused for that
     settings = {**SETTINGS, "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2"}
-    c = QuorumCluster(3, settings=settings)
-    c.format()
-    c.start()
-    try:
+    with QuorumCluster(3, settings=settings) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap, **QUIET})
         for t in ("txn-in", "txn-out"):
-            _wait(lambda: _create(admin, t), 60, f"{t} created")
+            wait_until(lambda: create_topic(admin, t), 60, f"{t} created")
         committed = 0
         for i in range(6):
             p = confluent_kafka.Producer({"bootstrap.servers": c.bootstrap, "transactional.id": f"tx-{i}", **QUIET})
@@ -262,18 +189,13 @@ def test_transactions_with_offsets_commit_whichever_broker_coordinates_them(tmp_
         # (read_committed across brokers: test_read_committed_across_brokers below)
         assert sorted(m.value for m in consumer) == [b"v%d" % i for i in range(6)]
         consumer.close()
-    finally:
-        c.cleanup()
 
 
 def test_read_committed_across_brokers_sees_committed_transactions():
     settings = {**SETTINGS, "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2"}
-    c = QuorumCluster(3, settings=settings)
-    c.format()
-    c.start()
-    try:
+    with QuorumCluster(3, settings=settings) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap, **QUIET})
-        _wait(lambda: _create(admin, "rc-out"), 60, "rc-out created")
+        wait_until(lambda: create_topic(admin, "rc-out"), 60, "rc-out created")
         for i in range(6):   # six transactional ids: their coordinators spread over the brokers
             p = confluent_kafka.Producer({"bootstrap.servers": c.bootstrap, "transactional.id": f"rc-{i}", **QUIET})
             p.init_transactions(30)
@@ -289,5 +211,3 @@ def test_read_committed_across_brokers_sees_committed_transactions():
         values = sorted(m.value for m in consumer)
         consumer.close()
         assert values == [b"v%d" % i for i in range(6)]
-    finally:
-        c.cleanup()

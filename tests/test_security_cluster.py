@@ -23,11 +23,11 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
                                    NewTopic, ResourcePatternType, ResourceType)
 
 from tools.certs import Pki  # noqa: E402
+from tools.cluster_client import QUIET, create_topic, wait_until  # noqa: E402
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 USERS = 'user_broker="broker-secret" user_alice="alice-secret" user_bob="bob-secret"'
-QUIET = {"log_level": 0, "logger": lambda *a, **k: None}
 FAST = {"broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": "3000",
         "replica.lag.time.max.ms": "3000", "replica.fetch.wait.max.ms": "100",
         "replica.fetch.backoff.ms": "100", "offsets.topic.replication.factor": "3",
@@ -57,28 +57,6 @@ def _settings(pki) -> dict:
 def _client(pki, bootstrap: str, user: str, password: str) -> dict:
     return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
             "sasl.username": user, "sasl.password": password, "ssl.ca.location": pki.ca_path, **QUIET}
-
-
-def _wait(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except Exception as exc:   # noqa: BLE001  (a node may be down or electing meanwhile)
-            last = exc
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what} (last error: {last})")
-
-
-def _create(admin, topic, partitions=1):
-    try:
-        admin.create_topics([NewTopic(topic, partitions, 3)], request_timeout=15)[topic].result(20)
-    except confluent_kafka.KafkaException as exc:
-        if exc.args[0].code() != confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
-    return True
 
 
 def _partitions(admin, topic):
@@ -172,8 +150,9 @@ def test_sasl_ssl_cluster_replicates_authorizes_and_fails_over(pki):
         cluster.format()
         cluster.start(timeout=90)
         broker = AdminClient(_client(pki, cluster.bootstrap, "broker", "broker-secret"))
-        _wait(lambda: _create(broker, "secure", 1), 60, "a topic created by the super user")
-        _wait(lambda: _partitions(broker, "secure")[0][2] == [1, 2, 3], 30, "an ISR of 3 (replica fetchers log in)")
+        wait_until(lambda: create_topic(broker, "secure", 1), 60, "a topic created by the super user")
+        wait_until(lambda: _partitions(broker, "secure")[0][2] == [1, 2, 3], 30,
+                   "an ISR of 3 (replica fetchers log in)")
 
         # forwarded CreateTopics: refused without an ACL, allowed with CREATE on the cluster, whichever
         # node receives it (two of the three forward it to the active controller in an Envelope)
@@ -185,8 +164,8 @@ def test_sasl_ssl_cluster_replicates_authorizes_and_fails_over(pki):
             alice = AdminClient(_client(pki, one, "alice", "alice-secret"))
             assert _error_code(alice, f"alice-{i}") == confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED
             bob = AdminClient(_client(pki, one, "bob", "bob-secret"))
-            _wait(lambda: _error_code(bob, f"bob-{i}") in (0, confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS),
-                  30, f"bob's topic created through node {i}")
+            wait_until(lambda: _error_code(bob, f"bob-{i}") in (0, confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS),
+                       30, f"bob's topic created through node {i}")
 
         # at the controller: an Envelope from a broker is handled as the principal it names; from
         # anyone else it is refused (CLUSTER_ACTION), and so are raft requests
@@ -220,7 +199,7 @@ def test_sasl_ssl_cluster_replicates_authorizes_and_fails_over(pki):
         cluster.nodes[leader].kill()
         others = ",".join(f"127.0.0.1:{p}" for i, p in cluster.ports.items() if i != leader)
         survivor = AdminClient(_client(pki, others, "broker", "broker-secret"))
-        _wait(lambda: _partitions(survivor, "secure")[0][0] not in (leader, -1), 30, "a new leader")
+        wait_until(lambda: _partitions(survivor, "secure")[0][0] not in (leader, -1), 30, "a new leader")
         produce([f"after-{n}".encode() for n in range(200)])
         assert not errors and len(acked) == 400
 
@@ -257,13 +236,13 @@ def test_a_wrong_inter_broker_password_stops_replication_visibly(pki):
         cluster.format(("--add-scram", "SCRAM-SHA-256=[name=broker,password=broker-secret]"))
         cluster.start(timeout=90)
         admin = AdminClient(_client(pki, cluster.bootstrap, "broker", "broker-secret"))
-        _wait(lambda: _create(admin, "lagging", 3), 60, "the topic created")
+        wait_until(lambda: create_topic(admin, "lagging", 3), 60, "the topic created")
 
         def shrunk():
             parts = _partitions(admin, "lagging")
             followed = [p for p in parts.values() if p[0] != 3]
             return followed and all(p[2] == sorted(set(p[1]) - {3}) for p in followed)
-        _wait(shrunk, 40, "the ISR without node 3 on the partitions it follows")
+        wait_until(shrunk, 40, "the ISR without node 3 on the partitions it follows")
         led = [p for p in _partitions(admin, "lagging").values() if p[0] == 3]
         assert all(p[2] == [1, 2, 3] for p in led)   # the others replicate from node 3 as usual
         log = "".join(cluster.nodes[3].stderr_lines)

@@ -161,3 +161,15 @@ class QuorumCluster:
         self.stop()
         if self._own_dir:
             shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    def __enter__(self) -> "QuorumCluster":
+        """`with QuorumCluster(...) as c:` formatted and started; stopped and removed on leaving."""
+        try:
+            self.format()
+            return self.start()
+        except BaseException:
+            self.cleanup()
+            raise
+
+    def __exit__(self, *exc) -> None:
+        self.cleanup()

@@ -207,6 +207,28 @@ class RawClient:
             await c.aclose()
 
 
+def run_with_cluster(body, nodes: int, settings: dict, controller: int, timeout: float = 60,
+                     prepare=None) -> None:
+    """trio.run a test body against a started Cluster: `await body(cluster, client)` (a RawClient)
+    within timeout seconds; prepare(cluster), when given, runs before the start (racks, say).
+    The client and the cluster are closed after, whatever happened."""
+    async def main():
+        cluster = Cluster(nodes, settings, controller=controller)
+        if prepare is not None:
+            prepare(cluster)
+        client = RawClient(cluster)
+        try:
+            async with trio.open_nursery() as nursery:
+                await cluster.start(nursery)
+                with trio.fail_after(timeout):
+                    await body(cluster, client)
+                nursery.cancel_scope.cancel()
+        finally:
+            await client.aclose()
+            cluster.close()
+    trio.run(main)
+
+
 def _values(data: bytes) -> list[tuple[int, bytes]]:
     out, pos = [], 0
     while pos + rec.LOG_OVERHEAD <= len(data):

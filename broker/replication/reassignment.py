@@ -91,8 +91,9 @@ def find_partition(image, topic: str, index: int):
     return t, p
 
 
-def check_target(target: list[int], brokers: dict[int, BrokerInfo]) -> None:
-    """Kafka's validateManualPartitionAssignment, with its messages."""
+def check_target(target: list[int], brokers: dict[int, BrokerInfo] | set[int]) -> None:
+    """Kafka's validateManualPartitionAssignment, with its messages (brokers: the registered ones,
+    by id); for a reassignment's target and a created topic's manual assignment alike."""
     if not target:
         raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                          "The manual partition assignment includes an empty replica list.")

@@ -25,7 +25,6 @@ import json
 import os
 import ssl
 import struct
-import tempfile
 import time
 
 import trio
@@ -166,29 +165,10 @@ class Outbound:
             ctx.load_default_certs()
         material = tls._key_and_chain(self._get)
         if material is not None:
-            key, chain, password = material
-            tmpdir = "/dev/shm" if os.path.isdir("/dev/shm") else None
-            with tempfile.NamedTemporaryFile("w", dir=tmpdir, suffix=".pem") as f:
-                os.chmod(f.name, 0o600)
-                f.write(key if key.endswith("\n") else key + "\n")
-                f.write(chain)
-                f.flush()
-                try:
-                    ctx.load_cert_chain(f.name, password=password or None)
-                except ssl.SSLError as exc:
-                    raise ConfigError(f"Invalid SSL key store: {exc}") from None
+            tls.load_key_and_chain(ctx, material)
         algorithm = self._get("ssl.endpoint.identification.algorithm")
         ctx.check_hostname = bool(algorithm)
-        protocols = [p for p in (self._get("ssl.enabled.protocols") or ["TLSv1.2", "TLSv1.3"]) if p in tls._PROTOCOLS]
-        if protocols:
-            versions = sorted(tls._PROTOCOLS[p] for p in protocols)
-            ctx.minimum_version, ctx.maximum_version = versions[0], versions[-1]
-        names = [n for n in (tls.openssl_cipher(c) for c in (self._get("ssl.cipher.suites") or []) if c) if n]
-        if names:
-            try:
-                ctx.set_ciphers(":".join(names))
-            except ssl.SSLError:
-                raise ConfigError(f"None of the cipher suites {names} is available") from None
+        tls.restrict_protocols_and_ciphers(ctx, self._get)
         self._ctx, self._ctx_stamp = ctx, stamp
         return ctx
 

@@ -176,6 +176,21 @@ def build_context(get, client_auth: str) -> ssl.SSLContext:
         raise ConfigError("A TLS listener needs ssl.keystore.location (or ssl.keystore.key and "
                           "ssl.keystore.certificate.chain)")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    load_key_and_chain(ctx, material)
+    trusted = _trusted(get)
+    if trusted:
+        ctx.load_verify_locations(cadata=trusted)
+    mode = _CLIENT_AUTH.get((client_auth or "none").lower())
+    if mode is None:
+        raise ConfigError(f"Invalid value {client_auth} for configuration ssl.client.auth")
+    ctx.verify_mode = mode
+    restrict_protocols_and_ciphers(ctx, get)
+    return ctx
+
+
+def load_key_and_chain(ctx: ssl.SSLContext, material: tuple) -> None:
+    """The (key, chain, password) of _key_and_chain into ctx (a listener's or an outbound
+    connection's)."""
     key, chain, password = material
     # ssl loads keys from files only: a private, short-lived file in memory-backed storage
     tmpdir = "/dev/shm" if os.path.isdir("/dev/shm") else None
@@ -188,13 +203,11 @@ def build_context(get, client_auth: str) -> ssl.SSLContext:
             ctx.load_cert_chain(f.name, password=password or None)
         except ssl.SSLError as exc:
             raise ConfigError(f"Invalid SSL key store: {exc}") from None
-    trusted = _trusted(get)
-    if trusted:
-        ctx.load_verify_locations(cadata=trusted)
-    mode = _CLIENT_AUTH.get((client_auth or "none").lower())
-    if mode is None:
-        raise ConfigError(f"Invalid value {client_auth} for configuration ssl.client.auth")
-    ctx.verify_mode = mode
+
+
+def restrict_protocols_and_ciphers(ctx: ssl.SSLContext, get) -> None:
+    """ssl.enabled.protocols (TLSv1.2,TLSv1.3 by default) and ssl.cipher.suites (Kafka's IANA
+    names; those OpenSSL knows) on ctx."""
     protocols = [p for p in (get("ssl.enabled.protocols") or ["TLSv1.2", "TLSv1.3"]) if p in _PROTOCOLS]
     if protocols:
         versions = sorted(_PROTOCOLS[p] for p in protocols)
@@ -207,7 +220,6 @@ def build_context(get, client_auth: str) -> ssl.SSLContext:
                 ctx.set_ciphers(":".join(names))
             except ssl.SSLError:
                 raise ConfigError(f"None of the cipher suites {suites} is available") from None
-    return ctx
 
 
 class ListenerTls:
