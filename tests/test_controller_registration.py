@@ -40,10 +40,10 @@ def controller(c, i):
     return f"127.0.0.1:{c.controller_ports[i]}"
 
 
-def describe_controllers(address, endpoint_type=2, version=1):
+def describe_controllers(address, endpoint_type=2, version=1, operations=False):
     with WireClient(address, timeout=5.0) as w:
         return w.call(DescribeClusterRequest(endpoint_type=endpoint_type,
-                                             include_cluster_authorized_operations=False), version)
+                                             include_cluster_authorized_operations=operations), version)
 
 
 def quorum_leader(address):
@@ -80,6 +80,8 @@ def test_every_controller_registers_and_the_controller_listener_answers_admin_cl
     c = cluster
     r = registered(c, [1, 2, 3], [1, 2, 3], 30)
     assert r.endpoint_type == 2 and r.cluster_id == c.cluster_id
+    # the cluster operations as a Kafka 3.9 controller reports them (observed)
+    assert describe_controllers(controller(c, 1), operations=True).cluster_authorized_operations == 8096
     # the controller id is the active controller, as DescribeQuorum at its listener reports it
     assert quorum_leader(controller(c, r.controller_id)) == (0, r.controller_id)
     follower = next(i for i in (1, 2, 3) if i != r.controller_id)
@@ -87,6 +89,8 @@ def test_every_controller_registers_and_the_controller_listener_answers_admin_cl
     # a request for brokers at a controller: Kafka's MISMATCHED_ENDPOINT_TYPE (INVALID_REQUEST in v0)
     wrong = describe_controllers(controller(c, follower), endpoint_type=1)
     assert wrong.error_code == ErrorCode.MISMATCHED_ENDPOINT_TYPE and wrong.brokers == []
+    assert wrong.error_message == ("The request was sent to an endpoint of type CONTROLLER, but we wanted an "
+                                   "endpoint of type BROKER")
     assert describe_controllers(controller(c, follower), endpoint_type=1, version=0).error_code == \
         ErrorCode.INVALID_REQUEST
     # ApiVersions: the controller's API set (no Produce, no Metadata), with the finalized features

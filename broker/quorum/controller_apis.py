@@ -39,6 +39,9 @@ _ALWAYS = _RAFT + (API_VERSIONS, DESCRIBE_QUORUM, 58, DESCRIBE_CLUSTER, 62, 63, 
                    80, 81)
 _SASL = (17, 36)
 _PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+# the cluster operations a Kafka 3.9 controller reports (observed: 8096, the cluster resource's
+# operations CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE)
+CONTROLLER_CLUSTER_OPERATIONS = 8096
 
 
 class ControllerApis:
@@ -178,11 +181,11 @@ class ControllerApis:
                 if e.name == listener:
                     nodes.append(DescribeClusterBroker(broker_id=cid, host=e.host, port=e.port, rack=None))
                     break
-        from broker.handlers.cluster import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS_ALL
+        from broker.handlers.cluster import AUTHORIZED_OPERATIONS_OMITTED
         return DescribeClusterResponse(
             throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=CONTROLLER_ENDPOINT,
             cluster_id=self.q.broker.cluster_id, controller_id=self.q.active_controller_id, brokers=nodes,
-            cluster_authorized_operations=(CLUSTER_OPERATIONS_ALL if request.include_cluster_authorized_operations
+            cluster_authorized_operations=(CONTROLLER_CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
                                            else AUTHORIZED_OPERATIONS_OMITTED))
 
     def describe_quorum(self, version: int, request):
