@@ -14,6 +14,7 @@ import pytest
 
 from kproto.errors import ErrorCode
 from kproto.messages.api_versions_request import ApiVersionsRequest
+from kproto.messages.controller_registration_request import ControllerRegistrationRequest
 from kproto.messages.create_acls_request import CreateAclsRequest
 from kproto.messages.describe_cluster_request import DescribeClusterRequest
 from kproto.messages.describe_quorum_request import DescribeQuorumRequest, PartitionData, TopicData
@@ -191,3 +192,40 @@ def test_controller_registrations_survive_a_metadata_snapshot():
         again.apply(record)
     assert again.controllers[2].incarnation_id == incarnation
     assert [(e.name, e.host, e.port) for e in again.controllers[2].end_points] == [("CONTROLLER", "h", 9)]
+
+
+def _fake_quorum(mv):
+    import types
+
+    from broker.metadata.image import MetadataImage
+    image = MetadataImage()
+    image.features["metadata.version"] = mv
+    return types.SimpleNamespace(image=image, listener_security=None, is_active_controller=True,
+                                 active_controller_id=1, node_id=1, controller_rpcs={},
+                                 k=types.SimpleNamespace(controller_listener_names=["CONTROLLER"]),
+                                 broker=types.SimpleNamespace(cluster_id="c"))
+
+
+def test_controller_registrations_need_metadata_version_3_7():
+    """Kafka's MetadataVersion.isControllerRegistrationSupported: 3.7-IV0 (level 15) and later."""
+    import types
+
+    import trio
+
+    from broker.quorum.controller_apis import ControllerApis
+    header = types.SimpleNamespace(request_api_key=60, request_api_version=1)
+    request = DescribeClusterRequest(endpoint_type=2, include_cluster_authorized_operations=False)
+
+    async def main():
+        old = ControllerApis(_fake_quorum(14))   # 3.6-IV2
+        r = await old.serve(header, request, None)
+        assert (r.error_code, r.error_message) == (ErrorCode.UNSUPPORTED_VERSION, "Direct-to-controller "
+                                                   "communication is not supported with the current MetadataVersion.")
+        reg = await old.handle_registration(ControllerRegistrationRequest(controller_id=2, listeners=[],
+                                                                          features=[]))
+        assert reg.error_code == ErrorCode.UNSUPPORTED_VERSION
+        new = ControllerApis(_fake_quorum(15))
+        r = await new.serve(header, request, None)
+        assert (r.error_code, r.controller_id, r.brokers) == (0, 1, [])
+
+    trio.run(main)

@@ -42,6 +42,8 @@ _PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 # the cluster operations a Kafka 3.9 controller reports (observed: 8096, the cluster resource's
 # operations CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE)
 CONTROLLER_CLUSTER_OPERATIONS = 8096
+# metadata.version 3.7-IV0: the first with controller registrations (MetadataVersion.isControllerRegistrationSupported)
+CONTROLLER_REGISTRATION_MV = 15
 
 
 class ControllerApis:
@@ -49,6 +51,11 @@ class ControllerApis:
         self.q = quorum
         self.incarnation = uuid.uuid4()   # one per process run, as Kafka's
         self._registered_epoch = None
+        self._said_too_old = False
+
+    def supported(self) -> bool:
+        """Whether the cluster's metadata.version has controller registrations (3.7-IV0 and later)."""
+        return self.q.image.features.get("metadata.version", 0) >= CONTROLLER_REGISTRATION_MV
 
     # ------------------------------------------------------ registration
 
@@ -60,6 +67,12 @@ class ControllerApis:
             await trio.sleep(0.2)
             leader, epoch = q.active_controller_id, q.shell.leader.epoch
             if leader < 0 or self._registered_epoch == epoch:
+                continue
+            if not self.supported():
+                if not self._said_too_old and "metadata.version" in self.q.image.features:
+                    self._said_too_old = True
+                    log.info("not sending ControllerRegistrationRequest: the metadata.version is older "
+                             "than 3.7-IV0")
                 continue
             if self.registered():
                 self._registered_epoch = epoch
@@ -106,6 +119,10 @@ class ControllerApis:
         if not q.is_active_controller:
             return ControllerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER,
                                                   error_message="This node is not the active controller.")
+        if not self.supported():
+            return ControllerRegistrationResponse(
+                error_code=ErrorCode.UNSUPPORTED_VERSION,
+                error_message="The current MetadataVersion is too old to support controller registrations.")
         record = RegisterControllerRecord(
             controller_id=req.controller_id, incarnation_id=req.incarnation_id,
             zk_migration_ready=req.zk_migration_ready,
@@ -129,6 +146,13 @@ class ControllerApis:
             return await self.api_versions(version, request)
         if key not in (DESCRIBE_CLUSTER, DESCRIBE_QUORUM):
             return None
+        if key == DESCRIBE_CLUSTER and not self.supported():
+            # checked before the authorization, as Kafka's ControllerApis
+            from kproto.messages.describe_cluster_response import DescribeClusterResponse
+            return DescribeClusterResponse(
+                error_code=ErrorCode.UNSUPPORTED_VERSION, brokers=[],
+                error_message="Direct-to-controller communication is not supported with the current "
+                              "MetadataVersion.")
         guard = self.q.listener_security
         operation = "ALTER" if key == DESCRIBE_CLUSTER else "DESCRIBE"
         if guard is not None and not guard.may_cluster_action(conn, operation):
