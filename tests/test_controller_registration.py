@@ -47,11 +47,11 @@ def describe_controllers(address, endpoint_type=2, version=1, operations=False):
                                              include_cluster_authorized_operations=operations), version)
 
 
-def quorum_leader(address):
+def quorum_leader(address, partition=0):
     """(error code of the partition, leader id) from DescribeQuorum on a controller listener."""
     with WireClient(address, timeout=5.0) as w:
         p = w.call(DescribeQuorumRequest(topics=[TopicData(topic_name="__cluster_metadata", partitions=[
-            PartitionData(partition_index=0)])]), 2).topics[0].partitions[0]
+            PartitionData(partition_index=partition)])]), 2).topics[0].partitions[0]
     return p.error_code, p.leader_id
 
 
@@ -87,6 +87,7 @@ def test_every_controller_registers_and_the_controller_listener_answers_admin_cl
     assert quorum_leader(controller(c, r.controller_id)) == (0, r.controller_id)
     follower = next(i for i in (1, 2, 3) if i != r.controller_id)
     assert quorum_leader(controller(c, follower))[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert quorum_leader(controller(c, r.controller_id), partition=1)[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     # a request for brokers at a controller: Kafka's MISMATCHED_ENDPOINT_TYPE (INVALID_REQUEST in v0)
     wrong = describe_controllers(controller(c, follower), endpoint_type=1)
     assert wrong.error_code == ErrorCode.MISMATCHED_ENDPOINT_TYPE and wrong.brokers == []

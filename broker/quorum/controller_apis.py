@@ -160,7 +160,7 @@ class ControllerApis:
             return error_response(key, version, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         if key == DESCRIBE_CLUSTER:
             return self.describe_cluster(version, request, conn)
-        return self.describe_quorum(version, request)
+        return await self.describe_quorum(version, request)
 
     def api_keys(self) -> list:
         from broker.handlers import HANDLERS
@@ -212,8 +212,12 @@ class ControllerApis:
             cluster_authorized_operations=(CONTROLLER_CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
                                            else AUTHORIZED_OPERATIONS_OMITTED))
 
-    def describe_quorum(self, version: int, request):
+    async def describe_quorum(self, version: int, request):
+        from broker.handlers import quorum as shared
         from raft.node import LEADER
+        if not shared._valid(request):   # UNKNOWN_TOPIC_OR_PARTITION per partition: the shared handler's answer
+            return await shared.describe_quorum(types.SimpleNamespace(broker=self.q.broker, api_version=version),
+                                                request)
         if self.q.node.role == LEADER:
             return self.q.describe(version)
         # Kafka's raft client on a non-leader: DescribeQuorumResponse.singletonErrorResponse
