@@ -52,6 +52,8 @@ class MetadataImage:
         self.delegation_tokens: dict = {}  # token id -> DelegationTokenRecord (the latest for it)
         # registered brokers (a multi-node quorum): broker id -> RegisterBrokerRecord, with .fenced kept current
         self.brokers: dict = {}
+        # registered controllers (KIP-919): controller id -> RegisterControllerRecord
+        self.controllers: dict = {}
 
     def apply(self, record) -> None:
         handler = getattr(self, "_apply_" + type(record).__name__, None)
@@ -145,6 +147,9 @@ class MetadataImage:
 
     def _apply_RegisterBrokerRecord(self, r):
         self.brokers[r.broker_id] = r
+
+    def _apply_RegisterControllerRecord(self, r):
+        self.controllers[r.controller_id] = r
 
     def _apply_UnregisterBrokerRecord(self, r):
         self.brokers.pop(r.broker_id, None)

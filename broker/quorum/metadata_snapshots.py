@@ -39,6 +39,8 @@ def image_records(image, metadata_version: int, node_id: int) -> list:
     # broker registrations, with their fenced / in-controlled-shutdown state (a snapshot without
     # them made every replica offline and every leader unacceptable on a node that loaded it)
     out += [reg for _bid, reg in sorted(image.brokers.items()) if hasattr(reg, "encode_into")]
+    # controller registrations (KIP-919), which DescribeCluster on the controller listener lists
+    out += [reg for _cid, reg in sorted(getattr(image, "controllers", {}).items())]
     for t in image.topics.values():
         out.append(TopicRecord(name=t.name, topic_id=t.topic_id))
         for p in sorted(t.partitions.values(), key=lambda p: p.partition):

@@ -60,6 +60,7 @@ FORWARDED = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITION
              ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.UPDATE_FEATURES, ApiKey.DESCRIBE_QUORUM}
 ENVELOPE = 58
 BROKER_REGISTRATION = 62
+CONTROLLER_REGISTRATION = 70
 DEFAULT_TIMEOUT_MS = 30000
 
 # the proposals made while handling the current request (awaited before it is answered)
@@ -147,6 +148,8 @@ class ReplicatedMetadata:
         self._end_at_start = node.end_offset
         self.metadata = ReplicatedMetadataLog(plog, self.image, self)
         self.liveness = Liveness(self)
+        from broker.quorum.controller_apis import ControllerApis
+        self.controller_apis = ControllerApis(self)   # ControllerRegistration, the admin APIs (KIP-919)
         return self.metadata
 
     def producer_ids(self):
@@ -175,6 +178,8 @@ class ReplicatedMetadata:
             return await self.liveness.handle_heartbeat(request)
         if key == ALLOCATE_PRODUCER_IDS:
             return await self.liveness.handle_allocate(request)
+        if key == CONTROLLER_REGISTRATION:
+            return await self.controller_apis.handle_registration(request)
         raise ValueError(f"API {key} on the controller listener")
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED):
@@ -201,6 +206,7 @@ class ReplicatedMetadata:
             nursery.start_soon(self._bootstrap_loop)
             if self.k.is_controller:
                 nursery.start_soon(self.liveness.fence_loop)
+                nursery.start_soon(self.controller_apis.registration_loop)
             if self.k.is_broker:
                 nursery.start_soon(self._registration_loop)
                 nursery.start_soon(self.liveness.heartbeat_loop)
@@ -528,6 +534,9 @@ class ReplicatedMetadata:
         CLUSTER_ACTION (as Kafka's ControllerApis); a forwarded request is then handled, and
         authorized, as the principal the Envelope names."""
         key, version = header.request_api_key, header.request_api_version
+        own = await self.controller_apis.serve(header, request, conn)   # ApiVersions, DescribeCluster...
+        if own is not None:
+            return self.dispatcher._frame(key, version, header.correlation_id, own)
         guard = self.listener_security
         if guard is not None and not guard.may_cluster_action(conn):
             from broker.error_response import error_response

@@ -88,6 +88,7 @@ class ControllerListenerSecurity:
         self.protocol = self.security.protocols.get(listener) or \
             broker.config.listener_security_protocol_map.get(listener, "PLAINTEXT")
         self.dispatcher = None
+        self.controller_apis = None   # broker/quorum/controller_apis.py: the controller's ApiVersions
 
     @property
     def authorizer(self):
@@ -137,6 +138,11 @@ class ControllerListenerSecurity:
             key = api.peek_header(frame)[0]
         except Exception as exc:
             raise CloseConnection(f"malformed request: {exc}") from None
+        if key == ApiKey.API_VERSIONS and self.controller_apis is not None:
+            # the controller's API set, before a login too (as Kafka's ControllerApis)
+            answer = await self._api_versions(frame)
+            if answer is not None:
+                return answer
         if session.sasl and (not session.authenticated or key in _SASL_APIS):
             return await self._answer(frame, conn)
         if session.sasl and session.expired():
@@ -157,6 +163,16 @@ class ControllerListenerSecurity:
             return b"".join(bytes(c) for c in self.dispatcher._frame(key, version, header.correlation_id,
                                                                        response))
         return None
+
+    async def _api_versions(self, frame):
+        try:
+            header, request = api.decode_request(frame)
+        except Exception:
+            return None   # (a version above the range: the shared handler's UNSUPPORTED_VERSION answer)
+        version = header.request_api_version
+        response = await self.controller_apis.api_versions(version, request)
+        return b"".join(bytes(c) for c in self.dispatcher._frame(ApiKey.API_VERSIONS, version,
+                                                                   header.correlation_id, response))
 
     async def _answer(self, frame, conn) -> bytes:
         chunks = await self.dispatcher.handle(frame, conn)
@@ -191,6 +207,7 @@ def install(quorum, broker) -> None:
         guard = ControllerListenerSecurity(broker, k.controller_listener_names[0])
         if guard.protocol != "PLAINTEXT" or guard.authorizer is not None:
             guard.dispatcher = quorum.dispatcher
+            guard.controller_apis = getattr(quorum, "controller_apis", None)
             shell.accept = guard.accept
             shell.screen = guard.screen
             quorum.listener_security = guard
