@@ -28,6 +28,8 @@ from raft import convert
 from raft import messages as m
 from raft.node import RaftNode
 
+from broker.framing import take_frame
+
 log = logging.getLogger("kproto.quorum")
 _SIZE = struct.Struct(">i")
 MAX_FRAME = 64 * 1024 * 1024
@@ -92,19 +94,12 @@ def _frame(payload: bytes) -> bytes:
 
 
 async def _read_frame(stream, buf: bytearray) -> bytes:
-    while True:
-        if len(buf) >= 4:
-            size = _SIZE.unpack_from(buf, 0)[0]
-            if size < 0 or size > MAX_FRAME:
-                raise ValueError(f"frame of {size} bytes")
-            if len(buf) >= 4 + size:
-                frame = bytes(buf[4:4 + size])
-                del buf[:4 + size]
-                return frame
+    while (frame := take_frame(buf, MAX_FRAME)) is None:
         data = await stream.receive_some(65536)
         if not data:
             raise EOFError
         buf += data
+    return frame
 
 
 def _refused(exc: OSError) -> bool:

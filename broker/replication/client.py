@@ -3,13 +3,11 @@ follower fetcher and AlterPartition: Kafka framing, kproto's codecs, one
 request at a time (each user keeps its own connection)."""
 from __future__ import annotations
 
-import struct
-
 import trio
 
 from kproto import api
 
-_SIZE = struct.Struct(">i")
+from broker.framing import take_frame
 
 
 class BrokerConnection:
@@ -50,13 +48,7 @@ class BrokerConnection:
 
     async def _read_frame(self) -> bytes:
         buf = self._buf
-        while True:
-            if len(buf) >= 4:
-                size = _SIZE.unpack_from(buf, 0)[0]
-                if len(buf) >= 4 + size:
-                    frame = bytes(buf[4:4 + size])
-                    del buf[:4 + size]
-                    return frame
+        while (frame := take_frame(buf)) is None:
             try:
                 data = await self._stream.receive_some(1 << 20)
             except trio.BrokenResourceError as exc:
@@ -64,6 +56,7 @@ class BrokerConnection:
             if not data:
                 raise EOFError("connection closed")
             buf += data
+        return frame
 
     async def aclose(self) -> None:
         if self._stream is not None:

@@ -24,7 +24,6 @@ import hmac
 import json
 import os
 import ssl
-import struct
 import time
 
 import trio
@@ -34,11 +33,11 @@ from kproto.messages.sasl_authenticate_request import SaslAuthenticateRequest
 from kproto.messages.sasl_handshake_request import SaslHandshakeRequest
 
 from broker.config.types import ConfigError
+from broker.framing import take_frame
 from broker.security import tls
 from broker.security.jaas import parse_jaas
 from broker.security.settings import listener_value
 
-_SIZE = struct.Struct(">i")
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 CLIENT_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -84,17 +83,12 @@ def _read_exact_frame_factory():
     buf = bytearray()
 
     async def read(stream) -> bytes:
-        while True:
-            if len(buf) >= 4:
-                size = _SIZE.unpack_from(buf, 0)[0]
-                if len(buf) >= 4 + size:
-                    frame = bytes(buf[4:4 + size])
-                    del buf[:4 + size]
-                    return frame
+        while (frame := take_frame(buf)) is None:
             data = await stream.receive_some(65536)
             if not data:
                 raise EOFError("connection closed during authentication")
             buf.extend(data)
+        return frame
     return read
 
 

@@ -21,10 +21,10 @@ import subprocess
 import tempfile
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic,
                                    ResourcePatternType, ResourceType)
 
+from tools.bench.tls_compare import run_once
 from tools.certs import Pki
 from tools.quorum_cluster import QuorumCluster
 
@@ -82,36 +82,6 @@ def prepare(cluster, protocol, pki, topic) -> None:
     _retry(isr3)
 
 
-def run_once(conf, topic, mib, size) -> tuple[float, float]:
-    count = mib * (1 << 20) // size
-    value = os.urandom(size)
-    p = Producer({**conf, "acks": "all", "linger.ms": 5, "batch.size": 512 << 10,
-                  "queue.buffering.max.kbytes": 1 << 20, "compression.type": "none"})
-    started = time.perf_counter()
-    for _ in range(count):
-        while True:
-            try:
-                p.produce(topic, value)
-                break
-            except BufferError:
-                p.poll(0.001)
-    assert p.flush(600) == 0
-    produce_s = time.perf_counter() - started
-    c = Consumer({**conf, "group.id": "bench-" + topic, "enable.auto.commit": False,
-                  "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 16 << 20})
-    c.assign([TopicPartition(topic, 0, 0)])
-    got = 0
-    started = time.perf_counter()
-    while got < count:
-        for m in c.consume(1000, 0.2):
-            if not m.error():
-                got += 1
-    consume_s = time.perf_counter() - started
-    c.close()
-    total = count * size / (1 << 20)
-    return total / produce_s, total / consume_s
-
-
 class KafkaNodes:
     """The cluster's server.properties run by Kafka 3.9 instead of kproto."""
 
@@ -162,7 +132,8 @@ def measure(protocol: str, args, work: str, kafka_home: str | None = None) -> tu
         for r in range(args.rounds):
             topic = f"bench-{r}"
             prepare(cluster, protocol, pki, topic)
-            got = run_once(client_conf(cluster, protocol, pki), topic, args.mib, args.size)
+            got = run_once(client_conf(cluster, protocol, pki), topic, args.mib, args.size, acks="all",
+                           flush_timeout=600)
             best = (max(best[0], got[0]), max(best[1], got[1]))
         print(f"{'kafka' if kafka_home else 'kproto':6} 3 nodes RF=3 acks=all {protocol:10} produce "
               f"{best[0]:7.1f} MiB/s  consume {best[1]:7.1f} MiB/s", flush=True)

@@ -18,25 +18,16 @@ import tempfile
 import threading
 import time
 
-QUIET = {"log_level": 0, "logger": lambda *a, **k: None}
+from tools.cluster_client import QUIET, create_topic, partition_state, wait_until
 
 
 def _partition(admin, topic):
-    p = admin.list_topics(topic, timeout=10).topics[topic].partitions[0]
-    return p.leader, list(p.replicas), list(p.isrs)
+    return partition_state(admin, topic, timeout=10)
 
 
 def _wait(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            if pred():
-                return
-        except Exception as exc:   # noqa: BLE001  (a node may be busy)
-            last = exc
-        time.sleep(0.05)
-    raise RuntimeError(f"timed out: {what} ({last})")
+    # polled finely: the move's time is measured by this wait
+    wait_until(pred, timeout, what, interval=0.05)
 
 
 def main(argv=None) -> int:
@@ -46,7 +37,7 @@ def main(argv=None) -> int:
     ap.add_argument("--size", type=int, default=1000)
     args = ap.parse_args(argv)
     import confluent_kafka
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient
     from kafka import KafkaAdminClient, TopicPartition
 
     from tools.chaos.cluster import Cluster
@@ -59,16 +50,7 @@ def main(argv=None) -> int:
         bootstrap = ",".join(n.bootstrap for n in cluster.nodes)
         admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
         topic = "moved"
-
-        def create():
-            try:
-                admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1, 2]])],
-                                    request_timeout=15)[topic].result(20)
-            except confluent_kafka.KafkaException as exc:
-                if exc.args[0].code() != confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS:
-                    raise
-            return True
-        _wait(create, 120, "topic")
+        _wait(lambda: create_topic(admin, topic, replica_assignment=[[1, 2]]), 120, "topic")
         _wait(lambda: len(_partition(admin, topic)[2]) == 2, 60, "ISR of 2")
         payload = b"x" * args.size
         acked, ack_times, errors = [], [], []

@@ -29,6 +29,7 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tools.chaos.cluster import Cluster
+from tools.cluster_client import wait_until
 
 QUIET = {"log_level": 0, "error_cb": lambda err: None}
 SETTINGS = {"broker.session.timeout.ms": "2000", "broker.heartbeat.interval.ms": "300",
@@ -39,19 +40,6 @@ SETTINGS = {"broker.session.timeout.ms": "2000", "broker.heartbeat.interval.ms":
 def pct(xs, q):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
-
-
-def _wait(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            if pred():
-                return
-        except Exception as e:   # noqa: BLE001
-            last = e
-        time.sleep(0.1)
-    raise RuntimeError(f"timed out waiting for {what} ({last})")
 
 
 def _partition(admin, topic):
@@ -68,10 +56,10 @@ def _create(admin, topic, replicas, configs=None):
             if "already exists" not in str(e).lower():
                 raise   # (e.g. a node not registered yet: retried)
         return True
-    _wait(once, 90, f"{topic} created")
-    _wait(lambda: _partition(admin, topic) == (replicas[0], sorted(replicas)) or
-          (_partition(admin, topic)[0] == replicas[0] and len(_partition(admin, topic)[1]) == len(replicas)),
-          60, f"{topic} led by node {replicas[0]}")
+    wait_until(once, 90, f"{topic} created")
+    wait_until(lambda: _partition(admin, topic) == (replicas[0], sorted(replicas)) or
+               (_partition(admin, topic)[0] == replicas[0] and len(_partition(admin, topic)[1]) == len(replicas)),
+               60, f"{topic} led by node {replicas[0]}")
 
 
 def throughput(bootstrap, topic, acks, idempotent, seconds, size):

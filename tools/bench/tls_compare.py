@@ -53,11 +53,13 @@ def client_conf(protocol: str, port: int, pki) -> dict:
     return conf
 
 
-def run_once(conf: dict, topic: str, mib: int, size: int) -> tuple[float, float]:
+def run_once(conf: dict, topic: str, mib: int, size: int, acks=1, flush_timeout: float = 300) -> tuple[float, float]:
+    """(produce MiB/s, consume MiB/s): mib MiB of size-byte records produced to topic, then consumed
+    from offset 0 (also tools/bench/cluster_security.py, with acks=all)."""
     count = mib * (1 << 20) // size
     value = os.urandom(size)
     # batches under Kafka's default message.max.bytes (1048588), or Kafka refuses them
-    p = Producer({**conf, "acks": 1, "linger.ms": 5, "batch.size": 512 << 10, "queue.buffering.max.kbytes": 1 << 20,
+    p = Producer({**conf, "acks": acks, "linger.ms": 5, "batch.size": 512 << 10, "queue.buffering.max.kbytes": 1 << 20,
                   "compression.type": "none"})
     started = time.perf_counter()
     for _ in range(count):
@@ -67,7 +69,7 @@ def run_once(conf: dict, topic: str, mib: int, size: int) -> tuple[float, float]
                 break
             except BufferError:
                 p.poll(0.001)
-    assert p.flush(300) == 0
+    assert p.flush(flush_timeout) == 0
     produce_s = time.perf_counter() - started
     c = Consumer({**conf, "group.id": "bench-" + topic, "enable.auto.commit": False,
                   "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 16 << 20})

@@ -1,0 +1,25 @@
+"""Kafka's size-prefixed frames (a 4-byte big-endian length, then the bytes) taken out of a
+receive buffer, for the broker's own outbound connections (replica fetchers and other node-to-node
+requests, their SASL login, the raft transport). The client listener has its own zero-copy
+reader (broker/transport.py)."""
+from __future__ import annotations
+
+import struct
+
+_SIZE = struct.Struct(">i")
+
+
+def take_frame(buf: bytearray, max_size: int | None = None) -> bytes | None:
+    """The first complete frame's bytes, removed from buf; None until all of it has arrived.
+    With max_size, a length outside 0..max_size raises ValueError (a peer that is not speaking
+    the protocol, or a corrupt stream)."""
+    if len(buf) < 4:
+        return None
+    size = _SIZE.unpack_from(buf, 0)[0]
+    if max_size is not None and (size < 0 or size > max_size):
+        raise ValueError(f"frame of {size} bytes")
+    if len(buf) < 4 + size:
+        return None
+    frame = bytes(buf[4:4 + size])
+    del buf[:4 + size]
+    return frame
