@@ -54,7 +54,9 @@ def run(workdir: str, kafka_home: str | None, pause_s: float, message_timeout_ms
             try:
                 admin.create_topics([NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(30)
                 break
-            except Exception:   # noqa: BLE001  (INVALID_REPLICATION_FACTOR while brokers register)
+            except Exception as exc:   # noqa: BLE001  (INVALID_REPLICATION_FACTOR while brokers register)
+                if "TOPIC_ALREADY_EXISTS" in str(exc):
+                    break   # an earlier attempt that timed out did create it
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(1)
