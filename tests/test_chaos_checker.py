@@ -93,6 +93,21 @@ def test_duplicate():
     assert h.kinds() == {"duplicate": 1}
 
 
+def test_duplicate_after_the_producers_timeouts_says_so():
+    # what librdkafka's epoch bump after timed-out messages leaves (tools/chaos/epoch_bump.py):
+    # the first copy never acknowledged, the re-send acknowledged; still a duplicate
+    h = H().send("p0", 0, 0, "a").op(f="send", type="invoke", proc="p0", topic=T, partition=0, value="b")
+    h.op(f="send", type="info", proc="p0", topic=T, partition=0, value="a0", error="_MSG_TIMED_OUT")
+    h.op(f="send", type="ok", proc="p0", topic=T, partition=0, offset=2, value="b")
+    h.poll("c0", (0, 0, "a"), (0, 1, "b"), (0, 2, "b"))
+    result = check(h.ops)
+    assert result["by_kind"] == {"duplicate": 1}
+    assert "p0 had 1 sends time out in between" in result["anomalies"][0]["msg"]
+    # without the timeout: no such explanation
+    plain = H().send("p0", 0, 0, "a").send("p0", 0, 2, "b").poll("c0", (0, 0, "a"), (0, 1, "b"), (0, 2, "b"))
+    assert "time out" not in check(plain.ops)["anomalies"][0]["msg"]
+
+
 def test_unexpected_value():
     h = H().send("p0", 0, 0, "a").poll("c0", (0, 0, "a"), (0, 1, "zz"))
     assert h.kinds() == {"unexpected-value": 1}

@@ -28,6 +28,7 @@ class Index:
         self.t0 = ops[0]["ts"] if ops else 0.0
         self.sent: dict[str, dict] = {}            # value -> send invoke
         self.acked: dict[str, dict] = {}           # value -> send ok
+        self.timeouts: dict[str, list] = defaultdict(list)  # producer -> when its sends timed out
         self.reads: dict[str, list] = defaultdict(list)   # value -> [(key, offset, poll op)]
         self.at_offset: dict[tuple, dict] = {}     # (key, offset) -> (value, op)
         self.max_read: dict[str, int] = {}         # key -> highest offset read
@@ -45,6 +46,8 @@ class Index:
                     self.sent[op["value"]] = op
                 elif ty == "ok":
                     self.acked[op["value"]] = op
+                elif op.get("error") == "_MSG_TIMED_OUT":
+                    self.timeouts[op.get("proc")].append(op["ts"])
             elif f == "poll" and ty == "ok":
                 for topic, p, off, value in op["records"]:
                     key = tp_key(topic, p)
@@ -174,8 +177,30 @@ def duplicates(ix: Index) -> list[dict]:
                 if op not in ops:
                     ops.append(op)
             out.append(_anomaly("duplicate", f"{value!r} read at " +
-                                ", ".join(f"{k}@{o}" for k, o in sorted(where)), *ops[:4]))
+                                ", ".join(f"{k}@{o}" for k, o in sorted(where)) + _epoch_bump_hint(ix, value),
+                                *ops[:4]))
     return out
+
+
+def _epoch_bump_hint(ix: Index, value: str) -> str:
+    """Why an idempotent producer's value may sit at two offsets without a
+    broker bug: its producer timed messages out while this one was
+    unacknowledged, and librdkafka then bumps the producer epoch and re-sends
+    what is still unacknowledged from sequence 0 (KIP-360), which Kafka 3.9
+    also writes again (docs/chaos.md, tools/chaos/epoch_bump.py). Only a
+    hint: the history has no epochs, and the value still counts."""
+    sent = ix.sent.get(value)
+    if sent is None:
+        return ""
+    ack = ix.acked.get(value)
+    end = ack["ts"] if ack is not None else float("inf")
+    n = sum(1 for ts in ix.timeouts.get(sent.get("proc"), ()) if sent["ts"] <= ts <= end)
+    if not n:
+        return ""
+    return (f" (sent at {ix.rel(sent):.1f} s, "
+            + (f"acknowledged at {ix.rel(ack):.1f} s" if ack is not None else "never acknowledged")
+            + f"; {sent.get('proc')} had {n} sends time out in between: librdkafka's epoch bump "
+              "re-sends unacknowledged messages; Kafka 3.9 writes them twice too)")
 
 
 def unexpected_values(ix: Index) -> list[dict]:
