@@ -166,7 +166,15 @@ class TransactionCoordinator:
         # else: run() has not started; its first load covers the partition
 
     async def _load_led(self, index: int, leader_epoch: int) -> None:
+        generation = self.state.load_generation(index)
         part = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, index)
+        while part is None and generation == self.state.load_generation(index):
+            # led here but the local replica is not open yet (a restarted broker catching up
+            # on its metadata): loading nothing would serve its transactions as forgotten
+            await trio.sleep(0.25)
+            part = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, index)
+        if generation != self.state.load_generation(index):
+            return   # resigned or elected again meanwhile: that load is the one in force
         started = time.monotonic()
         await self._load(index, part.log.log_end_offset if part is not None else None)
         log.info("coordinating the transactions of %s-%d at epoch %d (loaded in %.2f s)", TRANSACTION_STATE_TOPIC,
@@ -199,7 +207,8 @@ class TransactionCoordinator:
                     not_owned.append(index)
                     continue
                 part = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, index)
-                if part is not None and part.log.log_end_offset > part.log.log_start_offset:
+                if clustered or (part is not None and part.log.log_end_offset > part.log.log_start_offset):
+                    # (on a cluster the local replica may not be open yet: _load_led waits for it)
                     loading.append(index)
             self._apply(self.state.activate(len(topic.partitions), self._coordinator_epochs(topic),
                                             loading=loading, now_ms=self.shell.now_ms()))
