@@ -135,6 +135,14 @@ class TransactionCoordinator:
 
     async def _load_partition(self, index: int, generation: int, upto: int | None = None) -> None:
         partition = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, index)
+        while (partition is None and getattr(self.broker, "quorum", None) is not None
+               and generation == self.state.load_generation(index)):
+            # on a cluster the local replica opens once the metadata image has it (a restarted
+            # broker replays its metadata after the start): finishing the load without it would
+            # serve the partition's transactions as forgotten; a resignation or a newer election
+            # ends the wait
+            await trio.sleep(0.25)
+            partition = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, index)
         if partition is None:
             return
 
