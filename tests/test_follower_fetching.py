@@ -6,13 +6,11 @@ its high watermark; without client.rack, or without the selector, the leader
 serves; an old consumer (Fetch v10) is refused by the follower."""
 from __future__ import annotations
 
-import trio
-
 from kproto.errors import ErrorCode
 from kproto.messages.fetch_request import FetchRequest
 
 from broker.controller import TopicSpec
-from tools.replication_cluster import Cluster, RawClient, _values
+from tools.replication_cluster import _values, run_with_cluster
 
 FAST = {"replica.lag.time.max.ms": "1500", "replica.fetch.wait.max.ms": "100",
         "replica.fetch.backoff.ms": "100"}
@@ -20,22 +18,11 @@ RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 
 
 def _run(fn, selector=True):
-    async def main():
-        settings = {**FAST, **({"replica.selector.class": RACK_AWARE} if selector else {})}
-        cluster = Cluster(3, settings, controller=1)
+    def racks(cluster):
         for i, rack in ((1, "a"), (2, "b"), (3, "c")):
             cluster.regs[i].rack = rack
-        client = RawClient(cluster)
-        try:
-            async with trio.open_nursery() as nursery:
-                await cluster.start(nursery)
-                with trio.fail_after(60):
-                    await fn(cluster, client)
-                nursery.cancel_scope.cancel()
-        finally:
-            await client.aclose()
-            cluster.close()
-    trio.run(main)
+    settings = {**FAST, **({"replica.selector.class": RACK_AWARE} if selector else {})}
+    run_with_cluster(fn, 3, settings, controller=1, prepare=racks)
 
 
 async def _fetch(client, node, tid, offset, rack, version=16, epoch=-1):

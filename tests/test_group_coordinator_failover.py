@@ -16,9 +16,10 @@ import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from broker.groups.placement import partition_for  # noqa: E402
+from tools.cluster_client import QUIET, create_topic, wait_until  # noqa: E402
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
 KILLS = int(os.environ.get("KPROTO_GROUP_KILLS", "2"))
@@ -28,30 +29,7 @@ SETTINGS = {"broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": 
             "replica.fetch.backoff.ms": "100", "offsets.topic.replication.factor": "3",
             "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
             "default.replication.factor": "3", "min.insync.replicas": "2"}
-QUIET = {"log_level": 0, "logger": lambda *a, **k: None}
 GROUP, TOPIC = "committer", "committed"
-
-
-def _wait(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except Exception as exc:   # noqa: BLE001  (a node may be down meanwhile)
-            last = exc
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what} (last error: {last})")
-
-
-def _create(admin):
-    try:
-        admin.create_topics([NewTopic(TOPIC, 1, 3)], request_timeout=15)[TOPIC].result(20)
-    except confluent_kafka.KafkaException as exc:
-        if exc.args[0].code() != confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
-    return True
 
 
 def _offsets_partition(admin):
@@ -141,33 +119,33 @@ def test_committed_offsets_survive_coordinator_kills_and_never_go_back():
     h = History()
     try:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
-        _wait(lambda: _create(admin), 60, "the topic created")
+        wait_until(lambda: create_topic(admin, TOPIC), 60, "the topic created")
         go, paused = threading.Event(), threading.Event()
         go.set()
         threads = [threading.Thread(target=_commit_loop, args=(cluster.bootstrap, h, stop, go, paused)),
                    threading.Thread(target=_read_loop, args=(cluster.bootstrap, h, stop))]
         for t in threads:
             t.start()
-        _wait(lambda: len(h.acked) >= 20, 60, "the first commits acknowledged")
-        _wait(lambda: len(_offsets_partition(admin)[1]) == 3, 30, "an ISR of 3 for the group's partition")
+        wait_until(lambda: len(h.acked) >= 20, 60, "the first commits acknowledged")
+        wait_until(lambda: len(_offsets_partition(admin)[1]) == 3, 30, "an ISR of 3 for the group's partition")
         killed_at = len(h.acked)
         for _ in range(KILLS):
             coordinator = _offsets_partition(admin)[0]
             # the kill comes right after a commit was acknowledged: it must be there after the failover
             go.clear()
-            _wait(paused.is_set, 30, "the committer paused")
+            wait_until(paused.is_set, 30, "the committer paused")
             cluster.nodes[coordinator].kill()
             killed_at = len(h.acked)
             last = h.acked[-1][1]
-            _wait(lambda: _offsets_partition(admin)[0] not in (coordinator, -1), 30, "a new coordinator")
+            wait_until(lambda: _offsets_partition(admin)[0] not in (coordinator, -1), 30, "a new coordinator")
             after = _committed(cluster.bootstrap)
             assert after >= last, f"commit of {last} acknowledged before the kill, {after} after the failover"
             go.set()
-            _wait(lambda: len(h.acked) >= killed_at + 20, 60,
-                  f"commits acknowledged by the new coordinator ({len(h.acked)} acked, {h.failed} failed)")
+            wait_until(lambda: len(h.acked) >= killed_at + 20, 60,
+                       f"commits acknowledged by the new coordinator ({len(h.acked)} acked, {h.failed} failed)")
             cluster.nodes[coordinator].start()
-            _wait(lambda: len(_offsets_partition(admin)[1]) == 3, 60, "the killed broker back in the ISR")
-        _wait(lambda: len(h.acked) >= killed_at + 40, 60, "commits after the restart")
+            wait_until(lambda: len(_offsets_partition(admin)[1]) == 3, 60, "the killed broker back in the ISR")
+        wait_until(lambda: len(h.acked) >= killed_at + 40, 60, "commits after the restart")
     finally:
         stop.set()
         for t in threads:

@@ -5,34 +5,20 @@ new ones there; a replicated partition whose leader is moved away gets a new
 leader from the target and loses nothing; Kafka's errors for bad requests."""
 from __future__ import annotations
 
-import trio
-
 from kproto.errors import ErrorCode
 from kproto.messages.alter_partition_reassignments_request import (
     AlterPartitionReassignmentsRequest, ReassignablePartition, ReassignableTopic)
 from kproto.messages.list_partition_reassignments_request import ListPartitionReassignmentsRequest
 
 from broker.controller import TopicSpec
-from tools.replication_cluster import Cluster, RawClient
+from tools.replication_cluster import run_with_cluster
 
 FAST = {"replica.lag.time.max.ms": "1500", "replica.fetch.wait.max.ms": "100",
         "replica.fetch.backoff.ms": "100"}
 
 
 def _run(fn):
-    async def main():
-        cluster = Cluster(3, FAST, controller=1)
-        client = RawClient(cluster)
-        try:
-            async with trio.open_nursery() as nursery:
-                await cluster.start(nursery)
-                with trio.fail_after(60):
-                    await fn(cluster, client)
-                nursery.cancel_scope.cancel()
-        finally:
-            await client.aclose()
-            cluster.close()
-    trio.run(main)
+    run_with_cluster(fn, 3, FAST, controller=1)
 
 
 async def _reassign(client, node, moves):

@@ -17,62 +17,38 @@ import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 kafka = pytest.importorskip("kafka")
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
 from kafka import KafkaAdminClient, TopicPartition  # noqa: E402
 
+from tools.cluster_client import QUIET, create_topic, partition_state, wait_until  # noqa: E402
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
 SETTINGS = {"broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": "3000",
             "replica.lag.time.max.ms": "5000", "replica.fetch.wait.max.ms": "100",
             "replica.fetch.backoff.ms": "100", "offsets.topic.replication.factor": "3",
             "default.replication.factor": "3", "min.insync.replicas": "2"}
-QUIET = {"log_level": 0, "logger": lambda *a, **k: None}
 RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 
 
-def _wait(predicate, timeout, what, detail=lambda: ""):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except Exception as exc:   # noqa: BLE001  (a node may be busy meanwhile)
-            last = exc
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what} (last error: {last}) {detail()}")
+def _wait(predicate, timeout, what, detail=None):
+    wait_until(predicate, timeout, what, interval=0.2, detail=detail)   # (a loaded machine: not too often)
 
 
 def _partition(admin, topic):
-    p = admin.list_topics(topic, timeout=10).topics[topic].partitions[0]
-    return p.leader, list(p.replicas), list(p.isrs)
-
-
-def _create(admin, topic):
-    try:
-        admin.create_topics([NewTopic(topic, 1, 3)], request_timeout=15)[topic].result(20)
-    except confluent_kafka.KafkaException as exc:
-        if exc.args[0].code() != confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
-    return True
+    return partition_state(admin, topic, timeout=10)
 
 
 @pytest.fixture
 def cluster():
-    c = QuorumCluster(3, settings={**SETTINGS, "replica.selector.class": RACK_AWARE})
-    for i, n in c.nodes.items():   # one rack per broker, for the follower fetching check (KIP-392)
-        with open(n.properties, "a") as f:
-            f.write(f"broker.rack=r{i}\n")
-    c.format()
-    c.start()
-    yield c
-    c.cleanup()
+    racks = {i: {"broker.rack": f"r{i}"} for i in (1, 2, 3)}   # one rack per broker, for follower fetching (KIP-392)
+    with QuorumCluster(3, settings={**SETTINGS, "replica.selector.class": RACK_AWARE}, node_settings=racks) as c:
+        yield c
 
 
 def test_new_broker_joins_and_takes_over_a_partition_under_load(cluster):
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
     topic = "moving"
-    _wait(lambda: _create(admin, topic), 60, "the topic created")
+    _wait(lambda: create_topic(admin, topic), 60, "the topic created")
     _wait(lambda: len(_partition(admin, topic)[2]) == 3, 30, "an ISR of 3")
 
     acked, errors = [], []

@@ -11,7 +11,7 @@ import trio
 
 from broker import fetch_sessions
 from broker.controller import TopicSpec
-from tools.replication_cluster import Cluster, RawClient
+from tools.replication_cluster import run_with_cluster
 
 FAST = {"replica.lag.time.max.ms": "3000", "replica.fetch.wait.max.ms": "100",
         "replica.fetch.backoff.ms": "100"}
@@ -19,19 +19,7 @@ PARTITIONS = 20
 
 
 def _run(fn):
-    async def main():
-        cluster = Cluster(4, FAST, controller=4)
-        client = RawClient(cluster)
-        try:
-            async with trio.open_nursery() as nursery:
-                await cluster.start(nursery)
-                with trio.fail_after(120):   # (generous: a loaded machine)
-                    await fn(cluster, client)
-                nursery.cancel_scope.cancel()
-        finally:
-            await client.aclose()
-            cluster.close()
-    trio.run(main)
+    run_with_cluster(fn, 4, FAST, controller=4, timeout=120)   # (generous: a loaded machine)
 
 
 def _create(cluster, name="s"):

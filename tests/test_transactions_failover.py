@@ -19,7 +19,7 @@ import time
 import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from kproto import records as rec  # noqa: E402
 from kproto.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest as APT  # noqa: E402
@@ -28,6 +28,7 @@ from kproto.messages.init_producer_id_request import InitProducerIdRequest  # no
 
 from broker.transactions.placement import partition_for  # noqa: E402
 from tests.wire_client import WireClient, produce  # noqa: E402
+from tools.cluster_client import QUIET, create_topic, wait_until  # noqa: E402
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
 SETTINGS = {"broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": "2000",
@@ -36,23 +37,8 @@ SETTINGS = {"broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": 
             "default.replication.factor": "3", "min.insync.replicas": "2",
             "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2",
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"}
-QUIET = {"log_level": 0, "logger": lambda *a, **k: None}
 TOPIC = "fo-out"
 TXN_ID = "fo-txn"
-
-
-def wait_for(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except Exception as exc:   # noqa: BLE001  (a node may be down meanwhile)
-            last = exc
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what} (last error: {last})")
 
 
 def leaders(admin, topic):
@@ -65,15 +51,6 @@ def coordinator_of(admin, transactional_id):
     state = leaders(admin, "__transaction_state")
     leader = state[partition_for(transactional_id, len(state))]
     return leader if leader >= 0 else None
-
-
-def create_topic(admin, topic, partitions):
-    try:
-        admin.create_topics([NewTopic(topic, partitions, 3)], request_timeout=15)[topic].result(20)
-    except confluent_kafka.KafkaException as exc:
-        if exc.args[0].code() != confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
-    return True
 
 
 def producer(cluster):
@@ -122,7 +99,7 @@ def check_verification_by_a_remote_coordinator(cluster, admin):
     to_coordinator = WireClient(f"127.0.0.1:{cluster.ports[coordinator]}")
     to_leader = WireClient(f"127.0.0.1:{cluster.ports[leader]}")
     try:
-        res = wait_for(lambda: (lambda r: r if r.error_code == 0 else None)(to_coordinator.call(
+        res = wait_until(lambda: (lambda r: r if r.error_code == 0 else None)(to_coordinator.call(
             InitProducerIdRequest(transactional_id=txn_id, transaction_timeout_ms=60000, producer_id=-1,
                                   producer_epoch=-1), 4)), 30, "a producer id")
         batch = rec.build_batch([(b"k", b"not added")], producer_id=res.producer_id,
@@ -150,8 +127,8 @@ def test_coordinator_killed_after_commit_and_mid_transaction():
     c.start()
     try:
         admin = AdminClient({"bootstrap.servers": c.bootstrap, **QUIET})
-        wait_for(lambda: create_topic(admin, TOPIC, 3), 60, f"{TOPIC} created")
-        wait_for(lambda: all(v >= 0 for v in leaders(admin, TOPIC).values()), 30, "leaders")
+        wait_until(lambda: create_topic(admin, TOPIC, 3), 60, f"{TOPIC} created")
+        wait_until(lambda: all(v >= 0 for v in leaders(admin, TOPIC).values()), 30, "leaders")
         parts = [0, 1, 2]
         assert len(set(leaders(admin, TOPIC).values())) > 1, "the partitions should be led by different brokers"
 
@@ -166,7 +143,7 @@ def test_coordinator_killed_after_commit_and_mid_transaction():
         p.begin_transaction()
         committed += write(p, b"b", parts)
         p.commit_transaction(60)
-        first = wait_for(lambda: coordinator_of(admin, TXN_ID), 30, "the coordinator")
+        first = wait_until(lambda: coordinator_of(admin, TXN_ID), 30, "the coordinator")
         c.nodes[first].kill()
         seen = read_committed(c, parts, set(committed), 60)
         assert set(committed) <= set(seen), f"committed data not visible after the coordinator died: {seen}"
@@ -180,7 +157,7 @@ def test_coordinator_killed_after_commit_and_mid_transaction():
 
         # 2. the coordinator dies in the middle of a transaction (the first one back: a quorum is kept)
         c.nodes[first].start()
-        wait_for(lambda: coordinator_of(admin, TXN_ID) not in (None, first) and len(
+        wait_until(lambda: coordinator_of(admin, TXN_ID) not in (None, first) and len(
             admin.list_topics("__transaction_state", timeout=5).topics["__transaction_state"]
             .partitions[partition_for(TXN_ID, 50)].isrs) == 3, 60, "the old coordinator back in the ISR")
         second = coordinator_of(admin, TXN_ID)
