@@ -26,9 +26,10 @@ import time
 import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
 
-from tests.test_transactions_failover import QUIET, coordinator_of, wait_for  # noqa: E402
+from tests.test_transactions_failover import coordinator_of  # noqa: E402
+from tools.cluster_client import QUIET, create_topic, wait_until  # noqa: E402
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
 TOPIC = "cr-out"
@@ -40,15 +41,6 @@ SETTINGS = {"broker.heartbeat.interval.ms": "500", "broker.session.timeout.ms": 
             "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1",
             "transaction.state.log.num.partitions": "3", "offsets.topic.replication.factor": "3",
             "default.replication.factor": "3", "min.insync.replicas": "2"}
-
-
-def _create(admin) -> bool:
-    try:
-        admin.create_topics([NewTopic(TOPIC, 1, 3)], request_timeout=15)[TOPIC].result(20)
-    except confluent_kafka.KafkaException as exc:
-        if exc.args[0].code() != confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
-    return True
 
 
 def _producer(cluster):
@@ -89,20 +81,20 @@ def test_a_transaction_open_across_a_coordinator_restart_does_not_block_read_com
     cluster.start()
     try:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
-        wait_for(lambda: _create(admin), 60, "the topic created")
+        wait_until(lambda: create_topic(admin, TOPIC), 60, "the topic created")
         p = _producer(cluster)
-        wait_for(lambda: _init(p), 60, "init_transactions")
+        wait_until(lambda: _init(p), 60, "init_transactions")
         p.begin_transaction()
         p.produce(TOPIC, b"open", partition=0)
         assert p.flush(30) == 0
-        coordinator = wait_for(lambda: coordinator_of(admin, TXN_ID), 30, "the transaction coordinator")
+        coordinator = wait_until(lambda: coordinator_of(admin, TXN_ID), 30, "the transaction coordinator")
         # the coordinator dies with the transaction open and comes back before it is fenced
         cluster.nodes[coordinator].kill()
         time.sleep(0.5)
         cluster.nodes[coordinator].start()
         # a new incarnation of the producer: the open transaction is aborted, its epoch bumped
         p2 = _producer(cluster)
-        wait_for(lambda: _init(p2), 60, "init_transactions after the restart")
+        wait_until(lambda: _init(p2), 60, "init_transactions after the restart")
         assert coordinator_of(admin, TXN_ID) == coordinator, "the restarted node leads the state partition again"
         p2.begin_transaction()
         p2.produce(TOPIC, b"committed", partition=0)
