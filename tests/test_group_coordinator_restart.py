@@ -19,8 +19,8 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
-from tests.test_group_coordinator_failover import (  # noqa: E402
-    GROUP, OFFSETS_PARTITIONS, QUIET, TOPIC, _create, _offsets_partition, _wait)
+from tests.test_group_coordinator_failover import GROUP, OFFSETS_PARTITIONS, TOPIC, _offsets_partition  # noqa: E402
+from tools.cluster_client import QUIET, create_topic, wait_until  # noqa: E402
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
 # one replica of __consumer_offsets: the restarted node leads its partition again
@@ -45,18 +45,18 @@ def test_committed_offsets_survive_a_restart_of_their_coordinator():
     cluster.start()
     try:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
-        _wait(lambda: _create(admin), 60, "the topic created")
+        wait_until(lambda: create_topic(admin, TOPIC), 60, "the topic created")
         c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": GROUP, **QUIET})
-        _wait(lambda: c.commit(offsets=[TopicPartition(TOPIC, 0, 1234)], asynchronous=False) or True, 60,
+        wait_until(lambda: c.commit(offsets=[TopicPartition(TOPIC, 0, 1234)], asynchronous=False) or True, 60,
               "a commit acknowledged")
         c.close()
-        _wait(lambda: _offsets_partition(admin)[0] > 0, 60, "a leader for the group's partition")
+        wait_until(lambda: _offsets_partition(admin)[0] > 0, 60, "a leader for the group's partition")
         coordinator = _offsets_partition(admin)[0]
         cluster.nodes[coordinator].kill()
         time.sleep(0.5)
         cluster.nodes[coordinator].start()
         got = []
-        _wait(lambda: got.append(_committed(cluster.bootstrap)) or got[-1] is not None, 60,
+        wait_until(lambda: got.append(_committed(cluster.bootstrap)) or got[-1] is not None, 60,
               "the committed offset read back")
         assert got[-1] == 1234, f"committed 1234 before the restart, read back {got[-1]}"
     finally:

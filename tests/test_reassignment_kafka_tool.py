@@ -17,7 +17,8 @@ import time
 
 import pytest
 
-from tests.test_reassignment_processes import QUIET, SETTINGS, _create, _partition, _wait
+from tests.test_reassignment_processes import QUIET, SETTINGS, _partition, _wait
+from tools.cluster_client import create_topic
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
@@ -46,7 +47,7 @@ def test_generate_execute_verify_onto_an_added_broker(tmp_path):
         c.format()
         c.start()
         admin = AdminClient({"bootstrap.servers": c.bootstrap, **QUIET})
-        _wait(lambda: _create(admin, "tool-moved"), 60, "the topic created")
+        _wait(lambda: create_topic(admin, "tool-moved"), 60, "the topic created")
         _wait(lambda: len(_partition(admin, "tool-moved")[2]) == 3, 30, "an ISR of 3")
         c.add_broker(4)
         _wait(lambda: 4 in admin.list_topics(timeout=10).brokers, 40, "broker 4 registered")

@@ -135,6 +135,14 @@ class TransactionCoordinator:
 
     async def _load_partition(self, index: int, generation: int, upto: int | None = None) -> None:
         partition = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, index)
+        while (partition is None and getattr(self.broker, "quorum", None) is not None
+               and generation == self.state.load_generation(index)):
+            # on a cluster the local replica opens once the metadata image has it (a restarted
+            # broker replays its metadata after the start): finishing the load without it would
+            # serve the partition's transactions as forgotten; a resignation or a newer election
+            # ends the wait
+            await trio.sleep(0.25)
+            partition = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, index)
         if partition is None:
             return
 
@@ -166,7 +174,15 @@ class TransactionCoordinator:
         # else: run() has not started; its first load covers the partition
 
     async def _load_led(self, index: int, leader_epoch: int) -> None:
+        generation = self.state.load_generation(index)
         part = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, index)
+        while part is None and generation == self.state.load_generation(index):
+            # led here but the local replica is not open yet (a restarted broker catching up
+            # on its metadata): loading nothing would serve its transactions as forgotten
+            await trio.sleep(0.25)
+            part = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, index)
+        if generation != self.state.load_generation(index):
+            return   # resigned or elected again meanwhile: that load is the one in force
         started = time.monotonic()
         await self._load(index, part.log.log_end_offset if part is not None else None)
         log.info("coordinating the transactions of %s-%d at epoch %d (loaded in %.2f s)", TRANSACTION_STATE_TOPIC,
@@ -184,10 +200,38 @@ class TransactionCoordinator:
     def _activate_if_created(self) -> None:
         topic = self.broker.image.topics.get(TRANSACTION_STATE_TOPIC)
         if topic is not None and self.state.num_partitions is None:
+            # the topic appeared in the image: created just now (nothing to replay), or this
+            # broker restarted with an empty image (a multi-voter quorum replays the metadata
+            # log after the start) and may still lead partitions whose logs hold transactions:
+            # those are loaded as a new leader loads them, never served empty (an Ongoing
+            # transaction forgotten here answers INVALID_PRODUCER_ID_MAPPING, hands its id a new
+            # producer id and leaves the old one's data open in its partitions: their last
+            # stable offset stops for good); partitions led elsewhere answer NOT_COORDINATOR
             self._topic_id = topic.topic_id
+            clustered = getattr(self.broker, "quorum", None) is not None
+            loading, not_owned = [], []
+            for index, p in topic.partitions.items():
+                if clustered and p.leader != self.broker.node_id:
+                    not_owned.append(index)
+                    continue
+                part = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, index)
+                if clustered or (part is not None and part.log.log_end_offset > part.log.log_start_offset):
+                    # (on a cluster the local replica may not be open yet: _load_led waits for it)
+                    loading.append(index)
             self._apply(self.state.activate(len(topic.partitions), self._coordinator_epochs(topic),
-                                            now_ms=self.shell.now_ms()))
-            log.info("created %s with %d partitions", TRANSACTION_STATE_TOPIC, len(topic.partitions))
+                                            loading=loading, now_ms=self.shell.now_ms()))
+            if clustered:
+                # _follow_leaders takes over from here: these are the leaderships in force
+                for index, p in topic.partitions.items():
+                    self._led[index] = p.leader_epoch if p.leader == self.broker.node_id else None
+                for index in not_owned:
+                    self._apply(self.state.resign(index, self.shell.now_ms()))
+            if self._nursery is not None:
+                for index in loading:
+                    self._nursery.start_soon(self._load_led, index, self.state.coordinator_epochs.get(index, 0))
+            # else: run() has not started; its first load covers them
+            log.info("%s with %d partitions: %d to load, %d led elsewhere", TRANSACTION_STATE_TOPIC,
+                     len(topic.partitions), len(loading), len(not_owned))
 
     def _on_metadata(self, _records) -> None:
         topic = self.broker.image.topics.get(TRANSACTION_STATE_TOPIC)
