@@ -43,6 +43,20 @@ def _fetch(c, topic, parts, session_id=0, epoch=0, max_wait_ms=0, forget=()):
     return c.call(req, V)
 
 
+def _fetch_in_background(c, topic, session_id, epoch, max_wait_ms):
+    """An incremental fetch naming no partition, waiting in a thread: (the thread, {"resp": its
+    answer, "s": how long it waited} once the thread is done)."""
+    out = {}
+
+    def waiting():
+        started = time.monotonic()
+        out["resp"] = _fetch(c, topic, [], session_id, epoch, max_wait_ms=max_wait_ms)
+        out["s"] = time.monotonic() - started
+    t = threading.Thread(target=waiting)
+    t.start()
+    return t, out
+
+
 def _partitions(resp) -> list[int]:
     return [p.partition_index for t in resp.responses for p in t.partitions]
 
@@ -76,14 +90,7 @@ def test_a_second_fetch_of_the_session_while_one_waits(mbroker, topic_name):
     create_topic(mbroker.bootstrap, topic_name)
     with WireClient(mbroker.bootstrap) as c1, WireClient(mbroker.bootstrap) as c2:
         sid = _fetch(c1, topic_name, [(0, 0)]).session_id
-        out = {}
-
-        def waiting():
-            started = time.monotonic()
-            out["resp"] = _fetch(c1, topic_name, [], sid, 1, max_wait_ms=1500)
-            out["s"] = time.monotonic() - started
-        t = threading.Thread(target=waiting)
-        t.start()
+        t, out = _fetch_in_background(c1, topic_name, sid, 1, max_wait_ms=1500)
         time.sleep(0.3)
         # the same epoch again (a retry): refused; the next epoch goes through
         assert _fetch(c2, topic_name, [], sid, 1).error_code == ErrorCode.INVALID_FETCH_SESSION_EPOCH
@@ -100,14 +107,7 @@ def test_an_incremental_long_poll_wakes_on_a_partition_it_does_not_name(mbroker,
     create_topic(mbroker.bootstrap, topic_name)
     with WireClient(mbroker.bootstrap) as c1, WireClient(mbroker.bootstrap) as c2:
         sid = _fetch(c1, topic_name, [(0, 0), (1, 0), (2, 0)]).session_id
-        out = {}
-
-        def waiting():
-            started = time.monotonic()
-            out["resp"] = _fetch(c1, topic_name, [], sid, 1, max_wait_ms=8000)
-            out["s"] = time.monotonic() - started
-        t = threading.Thread(target=waiting)
-        t.start()
+        t, out = _fetch_in_background(c1, topic_name, sid, 1, max_wait_ms=8000)
         time.sleep(0.3)
         produce(c2, topic_name, rec.build_batch([(b"k", b"v")]), partition=2)
         t.join(10)

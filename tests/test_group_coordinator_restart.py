@@ -40,15 +40,12 @@ def _committed(bootstrap) -> int | None:
 
 
 def test_committed_offsets_survive_a_restart_of_their_coordinator():
-    cluster = QuorumCluster(3, settings=SETTINGS)
-    cluster.format()
-    cluster.start()
-    try:
+    with QuorumCluster(3, settings=SETTINGS) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
         wait_until(lambda: create_topic(admin, TOPIC), 60, "the topic created")
         c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": GROUP, **QUIET})
         wait_until(lambda: c.commit(offsets=[TopicPartition(TOPIC, 0, 1234)], asynchronous=False) or True, 60,
-              "a commit acknowledged")
+                   "a commit acknowledged")
         c.close()
         wait_until(lambda: _offsets_partition(admin)[0] > 0, 60, "a leader for the group's partition")
         coordinator = _offsets_partition(admin)[0]
@@ -59,5 +56,3 @@ def test_committed_offsets_survive_a_restart_of_their_coordinator():
         wait_until(lambda: got.append(_committed(cluster.bootstrap)) or got[-1] is not None, 60,
               "the committed offset read back")
         assert got[-1] == 1234, f"committed 1234 before the restart, read back {got[-1]}"
-    finally:
-        cluster.cleanup()

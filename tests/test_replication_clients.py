@@ -19,8 +19,9 @@ import time
 import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
 
+from tools.cluster_client import QUIET, create_topic, partition_state, wait_until  # noqa: E402
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
 SETTINGS = {"broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": "2000",
@@ -29,23 +30,8 @@ SETTINGS = {"broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": 
             "default.replication.factor": "3", "min.insync.replicas": "2",
             # (4, not 50: the test cluster makes its offsets topic quickly; see _groups_ready)
             "offsets.topic.num.partitions": "4"}
-QUIET = {"log_level": 0, "logger": lambda *a, **k: None}
 COUNT, RATE = 1500, 250          # per client: six seconds of sends, the kill in the middle
 JAVA_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "java", "FailoverClient.java")
-
-
-def _wait(predicate, timeout, what):
-    """what: a string, or a function giving one when the wait fails."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except Exception as exc:   # noqa: BLE001  (a node may be down meanwhile)
-            last = exc
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what() if callable(what) else what} (last error: {last})")
 
 
 class Client:
@@ -228,12 +214,9 @@ class Java(Client):
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = QuorumCluster(3, settings=SETTINGS)
-    c.format()
-    c.start()
-    _groups_ready(c)
-    yield c
-    c.cleanup()
+    with QuorumCluster(3, settings=SETTINGS) as c:
+        _groups_ready(c)
+        yield c
 
 
 def _groups_ready(c):
@@ -245,7 +228,7 @@ def _groups_ready(c):
     def ready():
         g = admin.describe_consumer_groups(["warm-up"])["warm-up"].result(10)
         return g.coordinator is not None and g.coordinator.id >= 1
-    _wait(ready, 90, "a group coordinator")
+    wait_until(ready, 90, "a group coordinator")
 
 
 @pytest.fixture(scope="module")
@@ -267,13 +250,9 @@ def java_command(tmp_path_factory):
 
 def _create(admin, topic):
     # every topic led by node 1 (the first replica of the assignment): one kill fails them all over
-    try:
-        admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2, 3]])], request_timeout=15)[topic].result(20)
-    except confluent_kafka.KafkaException as exc:
-        if exc.args[0].code() != confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
-    md = admin.list_topics(topic, timeout=5).topics[topic].partitions[0]
-    return md.leader == 1 and len(md.isrs) == 3
+    create_topic(admin, topic, replica_assignment=[[1, 2, 3]])
+    leader, _replicas, isr = partition_state(admin, topic)
+    return leader == 1 and len(isr) == 3
 
 
 def _log(bootstrap, topic):
@@ -294,26 +273,26 @@ def _log(bootstrap, topic):
 def _failover(cluster, clients):
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
     for cl in clients:
-        _wait(lambda: _create(admin, cl.topic), 60, f"{cl.topic} led by node 1 with an ISR of 3")
+        wait_until(lambda: _create(admin, cl.topic), 60, f"{cl.topic} led by node 1 with an ISR of 3")
     for cl in clients:
         cl.start()
     try:
         # the kill while each client produces and its group consumer reads
-        _wait(lambda: all((len(cl.acked) >= COUNT // 4 and cl.read) or cl.failure for cl in clients), 90,
-              lambda: "a quarter of the sends acknowledged and read: " +
-              ", ".join(f"{cl.name} {len(cl.acked)}/{len(cl.read)}" for cl in clients))
+        wait_until(lambda: all((len(cl.acked) >= COUNT // 4 and cl.read) or cl.failure for cl in clients), 90,
+                   lambda: "a quarter of the sends acknowledged and read: " +
+                   ", ".join(f"{cl.name} {len(cl.acked)}/{len(cl.read)}" for cl in clients))
         cluster.nodes[1].kill()
         marks = [len(cl.acked) for cl in clients]
-        _wait(lambda: all(len(cl.acked) >= min(COUNT, m + 100) or cl.failure for cl, m in zip(clients, marks)), 90,
-              lambda: "acks after the kill: " + ", ".join(f"{cl.name} {len(cl.acked)}" for cl in clients))
+        wait_until(lambda: all(len(cl.acked) >= min(COUNT, m + 100) or cl.failure for cl, m in zip(clients, marks)), 90,
+                   lambda: "acks after the kill: " + ", ".join(f"{cl.name} {len(cl.acked)}" for cl in clients))
         cluster.nodes[1].start()
         for cl in clients:
             assert cl.produced.wait(150), f"{cl.name}: producing did not finish ({len(cl.acked)} acked)"
             assert cl.failure is None, f"{cl.name}: {cl.failure!r}"
         for cl in clients:
             try:
-                _wait(lambda: {v for _o, v in cl.read} >= {v for _o, v in cl.acked}, 60,
-                      f"{cl.name}'s consumer to read every acknowledged value")
+                wait_until(lambda: {v for _o, v in cl.read} >= {v for _o, v in cl.acked}, 60,
+                           f"{cl.name}'s consumer to read every acknowledged value")
             except AssertionError as e:
                 missing = sorted({v for _o, v in cl.acked} - {v for _o, v in cl.read})
                 raise AssertionError(f"{e}: read {len(cl.read)}, acked {len(cl.acked)}, "
@@ -321,8 +300,8 @@ def _failover(cluster, clients):
     finally:
         for cl in clients:
             cl.finish()
-    _wait(lambda: all(len(p.isrs) == 3 for p in admin.list_topics(timeout=5).topics[clients[0].topic]
-                      .partitions.values()), 60, "node 1 back in the ISR")
+    wait_until(lambda: all(len(p.isrs) == 3 for p in admin.list_topics(timeout=5).topics[clients[0].topic]
+                           .partitions.values()), 60, "node 1 back in the ISR")
     for cl in clients:
         assert not cl.errors, f"{cl.name}: {cl.errors[:3]}"
         assert len(cl.acked) == COUNT, (cl.name, len(cl.acked))

@@ -76,10 +76,7 @@ def _read_committed(cluster, timeout: float) -> list[bytes]:
 
 
 def test_a_transaction_open_across_a_coordinator_restart_does_not_block_read_committed():
-    cluster = QuorumCluster(3, settings=SETTINGS)
-    cluster.format()
-    cluster.start()
-    try:
+    with QuorumCluster(3, settings=SETTINGS) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
         wait_until(lambda: create_topic(admin, TOPIC), 60, "the topic created")
         p = _producer(cluster)
@@ -103,5 +100,3 @@ def test_a_transaction_open_across_a_coordinator_restart_does_not_block_read_com
         assert b"committed" in seen, (
             f"read_committed saw {seen}: the transaction open at the restart still holds the last stable offset")
         assert b"open" not in seen, "the transaction open at the restart was aborted, never committed"
-    finally:
-        cluster.cleanup()

@@ -18,7 +18,8 @@ import time
 import confluent_kafka
 from confluent_kafka.admin import AdminClient
 
-from tests.test_transactions_failover import QUIET, SETTINGS, coordinator_of, create_topic, leaders, wait_for
+from tests.test_transactions_failover import SETTINGS, coordinator_of, leaders
+from tools.cluster_client import QUIET, create_topic, wait_until
 from tools.quorum_cluster import QuorumCluster
 
 TXN_ID = "ctp-job"
@@ -136,8 +137,8 @@ def main(argv=None) -> int:
     try:
         admin = AdminClient({"bootstrap.servers": c.bootstrap, **QUIET})
         for t in (IN, OUT):
-            wait_for(lambda: create_topic(admin, t, 3), 60, f"{t} created")
-        wait_for(lambda: all(v >= 0 for v in leaders(admin, IN).values()), 30, "leaders")
+            wait_until(lambda: create_topic(admin, t, 3), 60, f"{t} created")
+        wait_until(lambda: all(v >= 0 for v in leaders(admin, IN).values()), 30, "leaders")
         fill(c, args.records)
         stop = threading.Event()
         job = Job(c, stop, args.batch)
@@ -146,15 +147,15 @@ def main(argv=None) -> int:
         for k in range(args.kills):
             time.sleep(args.interval)
             before = job.commits
-            wait_for(lambda: job.commits > before, 120, "the job to commit again")   # kill a working job
-            victim = wait_for(lambda: coordinator_of(admin, TXN_ID), 60, "the job's coordinator")
+            wait_until(lambda: job.commits > before, 120, "the job to commit again")   # kill a working job
+            victim = wait_until(lambda: coordinator_of(admin, TXN_ID), 60, "the job's coordinator")
             print(f"kill {k + 1}: broker {victim} (coordinator of {TXN_ID}); {job.commits} commits so far", flush=True)
             c.nodes[victim].kill()
             time.sleep(args.interval)
             c.nodes[victim].start()
-            wait_for(lambda: len(admin.list_topics("__transaction_state", timeout=5)
-                                 .topics["__transaction_state"].partitions[0].isrs) == 3, 90, "the ISR whole again")
-        wait_for(lambda: committed_inputs(c) >= args.records, 300, "the job to finish the input")
+            wait_until(lambda: len(admin.list_topics("__transaction_state", timeout=5)
+                                   .topics["__transaction_state"].partitions[0].isrs) == 3, 90, "the ISR whole again")
+        wait_until(lambda: committed_inputs(c) >= args.records, 300, "the job to finish the input")
         stop.set()
         t.join(120)
         seen = read_out(c, args.records, 120)

@@ -28,6 +28,7 @@ from kproto.messages.write_txn_markers_request import WriteTxnMarkersRequest
 
 from broker.internal_topics import OFFSETS_TOPIC
 from broker.producers import MarkerRefused
+from broker.transactions.peers import PeerConnections
 
 log = logging.getLogger("kproto.transactions")
 
@@ -114,7 +115,7 @@ class MarkerChannel:
         self.still_owner = still_owner          # job -> whether this coordinator still owns its transaction
         self.now_ms = now_ms
         self.nursery: trio.Nursery | None = None
-        self._destinations: dict[int, tuple] = {}   # broker id -> (BrokerConnection, trio.Lock, endpoint)
+        self._peers = PeerConnections(broker, "kproto-txn-markers")
 
     # -- one job -------------------------------------------------------------------------
 
@@ -227,12 +228,6 @@ class MarkerChannel:
         endpoint = self._endpoint(leader)
         if endpoint is None:
             return {tp: E.NETWORK_EXCEPTION for tp in tps}
-        entry = self._destinations.get(leader)
-        if entry is None or entry[2] != endpoint:
-            entry = self._destinations[leader] = (
-                _connection(self.broker, endpoint, f"kproto-txn-markers-{self.broker.node_id}"),
-                trio.Lock(), endpoint)
-        conn, lock, _ep = entry
         by_topic: dict[str, list[int]] = {}
         for topic, index in tps:
             by_topic.setdefault(topic, []).append(index)
@@ -241,17 +236,8 @@ class MarkerChannel:
             coordinator_epoch=job.coordinator_epoch,
             topics=[WriteTxnMarkersRequest.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
                     for t, ps in by_topic.items()])])
-        async with lock:
-            resp = None
-            with trio.move_on_after(_request_timeout_ms(self.broker) / 1000 + 5) as scope:
-                try:
-                    resp = await conn.request(req, WRITE_TXN_MARKERS_VERSION)
-                except (OSError, EOFError, trio.BrokenResourceError) as exc:
-                    log.debug("WriteTxnMarkers to broker %d failed: %s", leader, exc)
-                except Exception:
-                    log.exception("WriteTxnMarkers to broker %d failed", leader)
-            if scope.cancelled_caught:
-                await conn.aclose()
+        resp = await self._peers.request(leader, endpoint, req, WRITE_TXN_MARKERS_VERSION,
+                                         _request_timeout_ms(self.broker) / 1000 + 5)
         if resp is None:
             return {tp: E.NETWORK_EXCEPTION for tp in tps}
         out = {}
@@ -281,17 +267,4 @@ class MarkerChannel:
         return repl.endpoint_of(broker_id)
 
     async def aclose(self) -> None:
-        for conn, _lock, _ep in list(self._destinations.values()):
-            await conn.aclose()
-        self._destinations.clear()
-
-
-def _connection(broker, endpoint, client_id: str):
-    """A connection to another broker's inter-broker listener, secured as the
-    replication fetchers' are where the replication manager knows how."""
-    repl = getattr(broker, "replication", None)
-    make = getattr(repl, "connection", None)
-    if make is not None:
-        return make(endpoint[0], endpoint[1], client_id)
-    from broker.replication.client import BrokerConnection
-    return BrokerConnection(endpoint[0], endpoint[1], client_id)
+        await self._peers.aclose()

@@ -10,16 +10,12 @@ A coordinator that cannot be reached answers NETWORK_EXCEPTION (the client is
 told NOT_ENOUGH_REPLICAS and retries, as Kafka does)."""
 from __future__ import annotations
 
-import logging
-
-import trio
-
 from kproto.errors import ErrorCode as E
 from kproto.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
 
+from broker.transactions.peers import PeerConnections
 from broker.transactions.placement import TRANSACTION_STATE_TOPIC, partition_for
 
-log = logging.getLogger("kproto.transactions")
 
 ADD_PARTITIONS_VERSION = 4
 _MAX_KEPT = 10000
@@ -29,7 +25,7 @@ class RemoteVerifier:
     def __init__(self, broker):
         self.broker = broker
         self.answers: dict[tuple, int] = {}     # (txn id, pid, epoch, (topic, partition)) -> error
-        self._conns: dict[int, tuple] = {}      # broker id -> (BrokerConnection, trio.Lock, endpoint)
+        self._peers = PeerConnections(broker, "kproto-txn-verify")
 
     def coordinator(self, transactional_id: str) -> int | None:
         """The broker leading the transactional id's __transaction_state partition."""
@@ -63,12 +59,6 @@ class RemoteVerifier:
         endpoint = repl.endpoint_of(leader) if repl is not None else None
         if endpoint is None:
             return {tp: E.NETWORK_EXCEPTION for tp in partitions}
-        entry = self._conns.get(leader)
-        if entry is None or entry[2] != endpoint:
-            entry = self._conns[leader] = (
-                _connection(self.broker, endpoint, f"kproto-txn-verify-{self.broker.node_id}"),
-                trio.Lock(), endpoint)
-        conn, lock, _ep = entry
         by_topic: dict[str, list[int]] = {}
         for topic, index in partitions:
             by_topic.setdefault(topic, []).append(index)
@@ -76,17 +66,7 @@ class RemoteVerifier:
             transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
             verify_only=True, topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=ps)
                                       for t, ps in by_topic.items()])])
-        resp = None
-        async with lock:
-            with trio.move_on_after(10) as scope:
-                try:
-                    resp = await conn.request(req, ADD_PARTITIONS_VERSION)
-                except (OSError, EOFError, trio.BrokenResourceError) as exc:
-                    log.debug("AddPartitionsToTxn (verify) to broker %d failed: %s", leader, exc)
-                except Exception:
-                    log.exception("AddPartitionsToTxn (verify) to broker %d failed", leader)
-            if scope.cancelled_caught:
-                await conn.aclose()
+        resp = await self._peers.request(leader, endpoint, req, ADD_PARTITIONS_VERSION, 10)
         if resp is None:
             return {tp: E.NETWORK_EXCEPTION for tp in partitions}
         if resp.error_code:
@@ -99,17 +79,4 @@ class RemoteVerifier:
         return out
 
     async def aclose(self) -> None:
-        for conn, _lock, _ep in list(self._conns.values()):
-            await conn.aclose()
-        self._conns.clear()
-
-
-def _connection(broker, endpoint, client_id: str):
-    """A connection to another broker's inter-broker listener, secured as the
-    replication fetchers' are where the replication manager knows how."""
-    repl = getattr(broker, "replication", None)
-    make = getattr(repl, "connection", None)
-    if make is not None:
-        return make(endpoint[0], endpoint[1], client_id)
-    from broker.replication.client import BrokerConnection
-    return BrokerConnection(endpoint[0], endpoint[1], client_id)
+        await self._peers.aclose()

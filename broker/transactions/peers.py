@@ -1,0 +1,54 @@
+"""Requests from the transaction code to other brokers (WriteTxnMarkers to partition leaders,
+AddPartitionsToTxn verify_only to transaction coordinators): a connection to each broker's
+inter-broker listener, secured as the replication fetchers' are, one request at a time on each,
+remade when the broker's endpoint changes."""
+from __future__ import annotations
+
+import logging
+
+import trio
+
+log = logging.getLogger("kproto.transactions")
+
+
+class PeerConnections:
+    def __init__(self, broker, client_id: str):
+        self.broker = broker
+        self.client_id = client_id   # a prefix: the node id is added
+        self._conns: dict[int, tuple] = {}   # broker id -> (BrokerConnection, trio.Lock, endpoint)
+
+    async def request(self, broker_id: int, endpoint, req, version: int, timeout: float):
+        """The answer of broker_id at endpoint, or None when the request failed or timed out
+        (logged; a timed-out connection is closed, to be reopened by the next request)."""
+        entry = self._conns.get(broker_id)
+        if entry is None or entry[2] != endpoint:
+            entry = self._conns[broker_id] = (
+                _connection(self.broker, endpoint, f"{self.client_id}-{self.broker.node_id}"), trio.Lock(), endpoint)
+        conn, lock, _ep = entry
+        what = type(req).__name__.removesuffix("Request")
+        resp = None
+        async with lock:
+            with trio.move_on_after(timeout) as scope:
+                try:
+                    resp = await conn.request(req, version)
+                except (OSError, EOFError, trio.BrokenResourceError) as exc:
+                    log.debug("%s to broker %d failed: %s", what, broker_id, exc)
+                except Exception:
+                    log.exception("%s to broker %d failed", what, broker_id)
+            if scope.cancelled_caught:
+                await conn.aclose()
+        return resp
+
+    async def aclose(self) -> None:
+        for conn, _lock, _ep in list(self._conns.values()):
+            await conn.aclose()
+        self._conns.clear()
+
+
+def _connection(broker, endpoint, client_id: str):
+    repl = getattr(broker, "replication", None)
+    make = getattr(repl, "connection", None)
+    if make is not None:
+        return make(endpoint[0], endpoint[1], client_id)
+    from broker.replication.client import BrokerConnection
+    return BrokerConnection(endpoint[0], endpoint[1], client_id)
