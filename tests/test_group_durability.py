@@ -6,6 +6,8 @@ leader's assignment is handed out only once the group record is replicated,
 and a failed one makes the group rebalance. Errors as Kafka maps them."""
 from __future__ import annotations
 
+import time
+
 import trio
 
 from kproto import records as krec
@@ -314,7 +316,9 @@ def test_a_restarted_broker_that_sees_the_offsets_topic_late_loads_what_it_leads
     # then, not served empty (the chaos run's lost group: a generation 1 written over generation 2)
     part = FakePartition()
     # group "b" lives in partition 0 (led here) of two, group "g" in partition 1 (led elsewhere)
-    part.log.add([(grec.offset_commit_key("b", TOPIC, 0), grec.offset_commit_value(7, 0, "", 0))])
+    # (committed now: a commit from 1970 would be expired by the expiration run that activation starts)
+    part.log.add([(grec.offset_commit_key("b", TOPIC, 0),
+                   grec.offset_commit_value(7, 0, "", int(time.time() * 1000)))])
     broker = FakeBroker(part)
     broker.node_id = 1
     broker.image = FakeImage()
