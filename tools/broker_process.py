@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import random
 import socket
 import subprocess
 import sys
@@ -12,9 +13,32 @@ import threading
 import time
 
 
-def free_port() -> int:
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on, chosen *below* the kernel's ephemeral range: a port the
+    kernel hands out (bind to 0) can be taken, before the broker binds it, as the source
+    port of an outgoing connection (another node's fetcher retrying a peer not started
+    yet), and the broker then fails with "address already in use" (seen in CI)."""
+    low, _high = _ephemeral_range()
+    if low > 11000:
+        for _ in range(50):
+            port = random.randrange(10000, low)
+            with socket.socket() as s:
+                try:
+                    s.bind((host, port))
+                except OSError:
+                    continue
+                return port
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 

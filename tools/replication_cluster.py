@@ -10,7 +10,6 @@ AlterPartition); the tests' producer and consumer use kproto's own codecs."""
 from __future__ import annotations
 
 import shutil
-import socket
 import tempfile
 import time
 from types import SimpleNamespace
@@ -26,11 +25,8 @@ from broker.replication.client import BrokerConnection
 
 
 def _free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    from tools.broker_process import free_port
+    return free_port()
 
 
 class _Quorum:

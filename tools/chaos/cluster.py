@@ -28,9 +28,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def _free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    from tools.broker_process import free_port
+    return free_port(host)
 
 
 def _port_open(host: str, port: int) -> bool:
