@@ -2,7 +2,8 @@
 processes, combined broker,controller, tools/quorum_cluster.py), scraped from every node's
 /metrics: they describe the cluster as it is, not a single node. A follower killed with
 kill -9 makes its leaders' partitions under-replicated (ISR shrink through AlterPartition);
-restarted, it rejoins the ISR (ISR expand) and nothing is under-replicated any more."""
+restarted, it rejoins the ISR (ISR expand) and nothing is under-replicated any more; a Produce
+with acks=all then spends its wait for the ISR in RemoteTimeMs."""
 from __future__ import annotations
 
 import urllib.request
@@ -137,3 +138,14 @@ def test_replication_controller_and_raft_metrics_follow_the_cluster(cluster):
     assert sum(v[KC + "activecontrollercount"] for v in m.values()) == 1
     assert {v[RAFT + "current_leader"] for v in m.values()} == {c_id}
     producer.flush(10)
+
+    # acks=all waits for the ISR: RemoteTimeMs of Produce on the leader (acks=1 waited for nothing)
+    remote = "kafka_network_requestmetrics_remotetimems_sum{request=Produce}"
+    before = scrape(cluster.nodes[leader]).get(remote, 0)
+    assert before == 0
+    acked = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0,
+                                      **QUIET})
+    for _ in range(5):
+        acked.produce("watched", b"y", partition=0)
+        assert acked.flush(30) == 0
+    wait_until(lambda: scrape(cluster.nodes[leader]).get(remote, 0) > 0, 10, "RemoteTimeMs of acks=all")

@@ -42,7 +42,10 @@ _REQUEST_TIMES = (
     ("totaltimems", "total", "Time from receiving a request to its response sent, ms"),
     ("requestqueuetimems", "queue",
      "Time a request waited behind earlier requests of its connection, ms (sampled: 1 request in 8)"),
-    ("localtimems", "local", "Time in the request handler, ms (sampled: 1 request in 8)"),
+    ("localtimems", "local",
+     "Time in the request handler less its purgatory wait, ms (sampled: 1 request in 8)"),
+    ("remotetimems", "remote",
+     "Time waiting in purgatory: acks=all for the ISR, a fetch for data (long poll), ms"),
     ("responsesendtimems", "send", "Time sending the response, ms (sampled: 1 request in 8)"),
 )
 _GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty")
@@ -122,7 +125,10 @@ class BrokerCollector:
             for k, s in stats:
                 counts = getattr(s, attr)
                 total_us = getattr(s, attr + "_us")
-                if attr != "total" and s.sampled:
+                if attr == "remote":
+                    counts = list(counts)
+                    counts[0] += s.count - s.waited   # every request that did not wait: 0 ms
+                elif attr != "total" and s.sampled:
                     total_us = total_us * s.count / s.sampled   # the phases are sampled: scaled up
                 req = request_name(k)
                 for q in QUANTILES:
