@@ -22,7 +22,8 @@ from tools.quorum_cluster import QuorumCluster  # noqa: E402
 # a shrink the controller makes when it fences a broker is not the leader's IsrShrinks)
 SETTINGS = {"broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": "60000",
             "replica.lag.time.max.ms": "1500", "replica.fetch.wait.max.ms": "100",
-            "replica.fetch.backoff.ms": "100", "kproto.metrics.listener": "http://127.0.0.1:0"}
+            "replica.fetch.backoff.ms": "100", "kproto.metrics.listener": "http://127.0.0.1:0",
+            "offsets.topic.num.partitions": "3"}
 RM = "kafka_server_replicamanager_"
 KC = "kafka_controller_kafkacontroller_"
 RAFT = "kafka_server_raft_metrics_"
@@ -149,3 +150,27 @@ def test_replication_controller_and_raft_metrics_follow_the_cluster(cluster):
         acked.produce("watched", b"y", partition=0)
         assert acked.flush(30) == 0
     wait_until(lambda: scrape(cluster.nodes[leader]).get(remote, 0) > 0, 10, "RemoteTimeMs of acks=all")
+
+
+    # consumer lag: exported by the group's coordinator alone, from the high watermark of its own
+    # replica of each partition, led or followed in sync (all three here)
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    group = ConsumerGroupTopicPartitions("lagging", [TopicPartition("watched", p, 1) for p in range(3)])
+    wait_until(lambda: admin.alter_consumer_group_offsets([group], request_timeout=15)["lagging"].result(20),
+               60, "offsets committed")
+    ends = {p: scrape(cluster.nodes[leader if p != 1 else c_id])[f"kafka_log_log_logendoffset{{partition={p},topic=watched}}"]
+            for p in range(3)}
+
+    def lag_rows():
+        rows = {i: {k: v for k, v in scrape(n).items() if k.startswith("kafka_consumergroup_group_lag{")}
+                for i, n in cluster.nodes.items()}
+        exporting = {i: r for i, r in rows.items() if r}
+        if len(exporting) != 1:
+            return None
+        (_i, r), = exporting.items()
+        want = {f"kafka_consumergroup_group_lag{{group=lagging,partition={p},topic=watched}}": ends[p] - 1
+                for p in range(3)}
+        return r if r == want else None
+    wait_until(lag_rows, 30, "the coordinator's lag of every partition",
+               detail=lambda: {i: {k: v for k, v in scrape(n).items() if "consumergroup" in k}
+                               for i, n in cluster.nodes.items()})

@@ -88,3 +88,28 @@ def test_raft_state_names_and_latencies():
     for t, v in ((0, 1.0), (10, 3.0), (40, 8.0), (70, 2.0)):
         w.record(v, t)
     assert (w.avg(70), w.max(70)) == (5.0, 8.0)   # two 30 s samples kept (from 40 and 70): 1 and 3 are gone
+
+
+def test_lag_uses_only_a_high_watermark_this_broker_knows():
+    from broker.metrics.lag import consumer_lag
+    # node 1 is the group coordinator; five partitions of t, committed offset 10 on each
+    image = _image([("t", _pi(0, 1, [1, 2], [1, 2])),     # led here: its own high watermark
+                    ("t", _pi(1, 2, [2, 1], [2, 1])),     # in-sync follower, fetched from the leader
+                    ("t", _pi(2, 2, [2, 1], [2])),        # follower out of the ISR
+                    ("t", _pi(3, 2, [2, 1], [2, 1])),     # follower of a new leader epoch, no fetch yet
+                    ("t", _pi(4, 2, [2, 3], [2, 3]))])    # not hosted here
+
+    def part(index, hw, is_leader, epoch=0, hw_epoch=0):
+        return NS(topic="t", index=index, high_watermark=hw, is_leader=is_leader, replication=object(),
+                  leader_epoch=epoch, hw_epoch=hw_epoch, log_start_offset=0,
+                  log=NS(read=lambda *a, **k: NS(length=0)))
+    hosted = {("t", 0): part(0, 15, True), ("t", 1): part(1, 12, False),
+              ("t", 2): part(2, 11, False), ("t", 3): part(3, 11, False, epoch=1, hw_epoch=0)}
+    group = NS(group_id="g", offsets={("t", i): NS(offset=10) for i in range(5)})
+    b = NS(node_id=1, image=image, partitions=NS(get=lambda t, i: hosted.get((t, i))),
+           groups=NS(state=NS(groups={"g": group})))
+    rows = {r.partition: r.lag for r in consumer_lag(b, 0)}
+    assert rows == {0: 5, 1: 2}
+    # the single-node case: a partition without replication reports its own high watermark
+    hosted[("t", 2)].replication = None
+    assert {r.partition: r.lag for r in consumer_lag(b, 0)} == {0: 5, 1: 2, 2: 1}

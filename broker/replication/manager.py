@@ -541,6 +541,7 @@ class Fetcher:
             self._append(part, bytes(data))
         leo = plog.log_end_offset
         if pr.high_watermark >= 0:
+            part.hw_epoch = part.leader_epoch   # the high watermark is the current leader's (consumer lag)
             hw = min(pr.high_watermark, leo)
             if hw != part.replicated_hw:
                 part.replicated_hw = hw
