@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import sys
 from collections import deque
 from typing import Callable, Optional
 
@@ -168,6 +169,9 @@ class QuorumShell:
         self.connect = None
         self.accept = None
         self.screen = None
+        # (host, port) of this node's advertised controller listener, named to others as the
+        # leader's endpoint (NodeEndpoints in responses); None: not said
+        self.own_endpoint = None
 
     # --------------------------------------------------------------- time
 
@@ -248,14 +252,30 @@ class QuorumShell:
         """A dynamic quorum's voter set changed: reach the new voters at their endpoints (the
         first endpoint of the controller listener the voter set names)."""
         for v in voters:
-            if v.node_id == self.node.id or v.node_id in self._outgoing or not v.endpoints:
-                continue
-            _, host, port = v.endpoints[0]
-            self.peers[v.node_id] = (host, port)
-            if self._nursery is not None:
-                send, recv = trio.open_memory_channel(1000)
-                self._outgoing[v.node_id] = send
-                self._nursery.start_soon(self._peer_loop, v.node_id, recv)
+            if v.endpoints:
+                _, host, port = v.endpoints[0]
+                self.learn_endpoint(v.node_id, host, port)
+
+    def learn_endpoint(self, node_id: int, host: str, port: int) -> None:
+        """Where node_id's controller listener is (a voter set's endpoint, or a leader's that a
+        response names in its NodeEndpoints, KIP-853): requests to it go there from now on."""
+        if node_id == self.node.id or not port or self.peers.get(node_id) == (host, port):
+            return
+        self.peers[node_id] = (host, port)
+        if self._nursery is not None and node_id not in self._outgoing:
+            send, recv = trio.open_memory_channel(1000)
+            self._outgoing[node_id] = send
+            self._nursery.start_soon(self._peer_loop, node_id, recv)
+
+    def _node_endpoints(self, leader_id: int) -> list:
+        """(node id, host, port) of the leader a response names, when this node knows where it is:
+        KIP-853's NodeEndpoints, so that an observer reaches a leader it found through a
+        bootstrap server."""
+        if leader_id == self.node.id and self.own_endpoint is not None:
+            return [(leader_id, *self.own_endpoint)]
+        if leader_id >= 0 and leader_id in self.peers:
+            return [(leader_id, *self.peers[leader_id])]
+        return []
 
     def _request_fsync(self, sync_to):
         self._fsync_wanted = sync_to
@@ -293,6 +313,10 @@ class QuorumShell:
             return
         chan, wire_corr, api_key, version = entry
         resp = convert.to_response(env.msg, timestamp_ms=0)
+        if hasattr(resp, "node_endpoints"):
+            ne = sys.modules[type(resp).__module__].NodeEndpoint   # (each response's own class)
+            resp.node_endpoints = [ne(node_id=i, host=h, port=p)
+                                   for i, h, p in self._node_endpoints(getattr(env.msg, "leader_id", -1))]
         out = bytearray(8)
         i32.pack_into(out, 4, wire_corr)
         if api.response_header_version(api_key, version) >= 1:
@@ -307,8 +331,8 @@ class QuorumShell:
     # ----------------------------------------------------------- outgoing
 
     async def _peer_loop(self, peer, recv):
-        host, port = self.peers[peer]
         while True:
+            host, port = self.peers[peer]   # (read again at each connect: a leader learned anew may move)
             try:
                 if self.connect is not None:
                     stream = await self.connect(host, port, f"raft-{self.node.id}")
@@ -363,6 +387,8 @@ class QuorumShell:
                           "node's principal needs CLUSTER_ACTION on the cluster: super.users or an ACL)", peer)
                 await trio.sleep(1.0)
                 raise ValueError("CLUSTER_AUTHORIZATION_FAILED")
+            for ne in getattr(kresp, "node_endpoints", None) or ():
+                self.learn_endpoint(ne.node_id, ne.host, ne.port)
             msg = convert.from_response(kresp, env.msg)
             self.node.step(m.Envelope(peer, self.node.id, corr, msg), self.now_ms())
             self._pump()

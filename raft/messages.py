@@ -77,6 +77,16 @@ def parse_voters(data: bytes):
                  for i, d, eps in json.loads(data[len(VOTERS_PREFIX):]))
 
 
+# a control entry whose data starts with this holds the kraft.version (Kafka's KRaftVersionRecord):
+# the first leader of a dynamic quorum writes it, with the bootstrap voter set, after its
+# LeaderChange (the voter set then is in the log, as Kafka's leader does)
+KRAFT_VERSION_PREFIX = b"kraft.version:"
+
+
+def kraft_version_data(version: int) -> bytes:
+    return KRAFT_VERSION_PREFIX + str(version).encode()
+
+
 @dataclass(frozen=True)
 class VoterChangeRefused:
     """add_voter / remove_voter refused, with Kafka's error code and message."""
