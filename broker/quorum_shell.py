@@ -27,7 +27,7 @@ from kproto import api
 from kproto._codec import i32
 from raft import convert
 from raft import messages as m
-from raft.node import RaftNode
+from raft.node import LEADER, RaftNode
 
 from broker.framing import take_frame
 
@@ -172,6 +172,12 @@ class QuorumShell:
         # (host, port) of this node's advertised controller listener, named to others as the
         # leader's endpoint (NodeEndpoints in responses); None: not said
         self.own_endpoint = None
+        # the controller listener's name: AddRaftVoter must give the new voter's endpoint on it
+        self.listener_name = None
+        # this node's metadata directory id (a uuid.UUID) sent in its fetches, and the ones the
+        # fetching replicas sent (KIP-853), for DescribeQuorum
+        self.directory_id = None
+        self.replica_directories: dict = {}
 
     # --------------------------------------------------------------- time
 
@@ -365,6 +371,9 @@ class QuorumShell:
                             n.cancel_scope.cancel()
                             break
                         kreq = convert.to_request(env.msg, self.cluster_id, dst=peer)
+                        if self.directory_id is not None and isinstance(env.msg, m.FetchRequest):
+                            # (Fetch v17: the leader reports observers with their directory ids)
+                            kreq.topics[0].partitions[0].replica_directory_id = self.directory_id
                         version = api.version_range(kreq.API_KEY)[1]
                         inflight.append((env, kreq.API_KEY, version))
                         await stream.send_all(api.encode_request(
@@ -450,6 +459,10 @@ class QuorumShell:
                     if header.request_api_key not in _RAFT_APIS:
                         raise ValueError(f"API {header.request_api_key} on the quorum port")
                     msg = convert.from_request(kreq)
+                    if isinstance(msg, m.FetchRequest):
+                        directory = kreq.topics[0].partitions[0].replica_directory_id
+                        if directory is not None and directory.int:
+                            self.replica_directories[msg.replica_id] = directory
                     self._token += 1
                     self._inbound[self._token] = (send, header.correlation_id,
                                                   header.request_api_key,
@@ -468,21 +481,7 @@ class QuorumShell:
         from kproto.messages.add_raft_voter_response import AddRaftVoterResponse
         from kproto.messages.remove_raft_voter_response import RemoveRaftVoterResponse
         key = header.request_api_key
-        timeout_s = (kreq.timeout_ms if key == ADD_RAFT_VOTER and kreq.timeout_ms > 0 else 30000) / 1000
-        error, message = 0, None
-        try:
-            with trio.fail_after(timeout_s):
-                if key == ADD_RAFT_VOTER:
-                    await self.add_voter(m.VoterInfo(
-                        kreq.voter_id, convert.uuid_to_text(kreq.voter_directory_id),
-                        tuple((x.name, x.host, x.port) for x in kreq.listeners)))
-                else:
-                    await self.remove_voter(kreq.voter_id,
-                                            convert.uuid_to_text(kreq.voter_directory_id))
-        except VoterChangeError as exc:
-            error, message = exc.error, exc.message or None
-        except trio.TooSlowError:
-            error, message = m.REQUEST_TIMED_OUT, None
+        error, message = await self.voter_change(key, kreq)
         cls = AddRaftVoterResponse if key == ADD_RAFT_VOTER else RemoveRaftVoterResponse
         resp = cls(error_code=error, error_message=message)
         out = bytearray(8)
@@ -494,6 +493,29 @@ class QuorumShell:
             send.send_nowait(bytes(out))
         except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
             pass
+
+    async def voter_change(self, key: int, kreq) -> tuple:
+        """An AddRaftVoter / RemoveRaftVoter request's (error code, message), as Kafka's
+        KafkaRaftClient checks and does it (the answer comes once the new voter set is committed).
+        Also used by the broker listener's handler (broker/handlers/raft_voters.py)."""
+        from broker.quorum.voters import request_refusal
+        refused = request_refusal(key, kreq, self.cluster_id, self.listener_name, self.node.role == LEADER)
+        if refused is not None:
+            return refused
+        directory = convert.uuid_to_text(kreq.voter_directory_id)
+        endpoints = tuple((x.name, x.host, x.port) for x in kreq.listeners) if key == ADD_RAFT_VOTER else ()
+        timeout_s = (kreq.timeout_ms if key == ADD_RAFT_VOTER and kreq.timeout_ms > 0 else 30000) / 1000
+        try:
+            with trio.fail_after(timeout_s):
+                if key == ADD_RAFT_VOTER:
+                    await self.add_voter(m.VoterInfo(kreq.voter_id, directory, endpoints))
+                else:
+                    await self.remove_voter(kreq.voter_id, directory)
+        except VoterChangeError as exc:
+            return exc.error, exc.message or None
+        except trio.TooSlowError:
+            return m.REQUEST_TIMED_OUT, None
+        return 0, None
 
     async def add_voter(self, voter):
         """The leader adds a voter (raft.messages.VoterInfo); returns once the change is committed.

@@ -59,26 +59,28 @@ class DynamicQuorum(QuorumCluster):
     def controller_address(self, node_id: int) -> str:
         return f"{self.host}:{self.controller_ports[node_id]}"
 
-    def add_controller(self, node_id: int, timeout_ms: int = 10000, via: int | None = None):
+    def add_controller(self, node_id: int, timeout_ms: int = 10000, address: str | None = None):
         """AddRaftVoter for node_id (its directory id from meta.properties, its controller listener),
-        sent to the controllers in turn until one is the leader: (error code, message)."""
+        sent to `address` (e.g. a broker listener, which forwards it), or else to the controllers in
+        turn until one is the leader: (error code, message)."""
         req = AddRaftVoterRequest(cluster_id=self.cluster_id, timeout_ms=timeout_ms, voter_id=node_id,
                                   voter_directory_id=uuid_from_str(self.directory_id(node_id)),
                                   listeners=[Listener(name="CONTROLLER", host=self.host,
                                                       port=self.controller_ports[node_id])])
-        return self._to_leader(req, via, timeout_ms / 1000 + 5)
+        return self._to_leader(req, address, timeout_ms / 1000 + 5)
 
-    def remove_controller(self, node_id: int, directory_id: str | None = None, via: int | None = None):
+    def remove_controller(self, node_id: int, directory_id: str | None = None, address: str | None = None):
         req = RemoveRaftVoterRequest(cluster_id=self.cluster_id, voter_id=node_id,
                                      voter_directory_id=uuid_from_str(directory_id or self.directory_id(node_id)))
-        return self._to_leader(req, via, 35)
+        return self._to_leader(req, address, 35)
 
-    def _to_leader(self, req, via, timeout_s):
-        targets = [via] if via is not None else [i for i in self.controller_ports if self.nodes[i].alive()]
+    def _to_leader(self, req, address, timeout_s):
+        targets = [address] if address is not None else [
+            self.controller_address(i) for i in self.controller_ports if self.nodes[i].alive()]
         answer = None
-        for i in targets:
+        for target in targets:
             try:
-                resp = call(self.controller_address(i), req, timeout_s)
+                resp = call(target, req, timeout_s)
             except OSError:
                 continue
             answer = (resp.error_code, resp.error_message)

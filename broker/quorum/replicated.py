@@ -57,7 +57,8 @@ FORWARDED = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITION
              ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.CREATE_ACLS,
              ApiKey.DELETE_ACLS, ApiKey.ALTER_CLIENT_QUOTAS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
              ApiKey.CREATE_DELEGATION_TOKEN, ApiKey.RENEW_DELEGATION_TOKEN,
-             ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.UPDATE_FEATURES, ApiKey.DESCRIBE_QUORUM}
+             ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.UPDATE_FEATURES, ApiKey.DESCRIBE_QUORUM,
+             ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER}
 ENVELOPE = 58
 BROKER_REGISTRATION = 62
 CONTROLLER_REGISTRATION = 70
@@ -95,6 +96,17 @@ def _bootstrap_addresses(k) -> dict:
             continue
         out[-2 - i] = (host, int(port))
     return out
+
+
+def _metadata_directory_id(metadata_log_dir: str):
+    """directory.id of the metadata log directory's meta.properties (a uuid.UUID), or None."""
+    import os
+    from broker.storage.checkpoints import read_meta_properties, uuid_from_str
+    try:
+        props = read_meta_properties(os.path.join(metadata_log_dir, "meta.properties")) or {}
+        return uuid_from_str(props["directory.id"])
+    except (OSError, KeyError, ValueError):
+        return None
 
 
 def _snapshot_voters(data: bytes):
@@ -187,6 +199,7 @@ class ReplicatedMetadata:
                                  take_snapshot=self._take_snapshot, on_leader=self._on_leader)
         if self.dynamic:
             self.shell._voters_changed(node.voter_infos)   # the voters' controller endpoints
+            self.shell.directory_id = _metadata_directory_id(k.metadata_log_dir)
         self.shell.other_requests = self._serve_other
         # the log end this node started with: the image is complete once it applied a high
         # watermark learned beyond it (broker/replicas.py removes stray directories only then)
@@ -245,6 +258,7 @@ class ReplicatedMetadata:
                 listeners.extend(ls)
                 port = ls[0].socket.getsockname()[1]
                 self.broker.bound.append((e.name, e.host or "0.0.0.0", port))
+            self.shell.listener_name = (self.k.controller_listener_names or [None])[0]
             if self.dynamic:
                 # named as the leader's endpoint to the observers that find it through a bootstrap server
                 _name, host, port, _p = self.controller_apis.endpoints()[0]
@@ -451,9 +465,14 @@ class ReplicatedMetadata:
             # KIP-853: the voters with their directory ids and endpoints, as the voter set names them
             from raft import convert
             infos = {v.node_id: v for v in self.node.voter_infos}
-            for row in resp.topics[0].partitions[0].current_voters:
+            part = resp.topics[0].partitions[0]
+            for row in part.current_voters:
                 if row.replica_id in infos:
                     row.replica_directory_id = convert.uuid_from_text(infos[row.replica_id].directory_id)
+            for row in part.observers:
+                known = self.shell.replica_directories.get(row.replica_id)
+                if known is not None:
+                    row.replica_directory_id = known
             if api_version >= 2:
                 resp.nodes = [Node(node_id=i, listeners=[Listener(name=n, host=h, port=p) for n, h, p in v.endpoints])
                               for i, v in sorted(infos.items())]
