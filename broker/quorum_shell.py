@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import sys
 from collections import deque
 from typing import Callable, Optional
 
@@ -26,7 +27,7 @@ from kproto import api
 from kproto._codec import i32
 from raft import convert
 from raft import messages as m
-from raft.node import RaftNode
+from raft.node import LEADER, RaftNode
 
 from broker.framing import take_frame
 from broker.quorum.raft_metrics import RaftMetrics
@@ -170,6 +171,15 @@ class QuorumShell:
         self.connect = None
         self.accept = None
         self.screen = None
+        # (host, port) of this node's advertised controller listener, named to others as the
+        # leader's endpoint (NodeEndpoints in responses); None: not said
+        self.own_endpoint = None
+        # the controller listener's name: AddRaftVoter must give the new voter's endpoint on it
+        self.listener_name = None
+        # this node's metadata directory id (a uuid.UUID) sent in its fetches, and the ones the
+        # fetching replicas sent (KIP-853), for DescribeQuorum
+        self.directory_id = None
+        self.replica_directories: dict = {}
 
     # --------------------------------------------------------------- time
 
@@ -251,14 +261,30 @@ class QuorumShell:
         """A dynamic quorum's voter set changed: reach the new voters at their endpoints (the
         first endpoint of the controller listener the voter set names)."""
         for v in voters:
-            if v.node_id == self.node.id or v.node_id in self._outgoing or not v.endpoints:
-                continue
-            _, host, port = v.endpoints[0]
-            self.peers[v.node_id] = (host, port)
-            if self._nursery is not None:
-                send, recv = trio.open_memory_channel(1000)
-                self._outgoing[v.node_id] = send
-                self._nursery.start_soon(self._peer_loop, v.node_id, recv)
+            if v.endpoints:
+                _, host, port = v.endpoints[0]
+                self.learn_endpoint(v.node_id, host, port)
+
+    def learn_endpoint(self, node_id: int, host: str, port: int) -> None:
+        """Where node_id's controller listener is (a voter set's endpoint, or a leader's that a
+        response names in its NodeEndpoints, KIP-853): requests to it go there from now on."""
+        if node_id == self.node.id or not port or self.peers.get(node_id) == (host, port):
+            return
+        self.peers[node_id] = (host, port)
+        if self._nursery is not None and node_id not in self._outgoing:
+            send, recv = trio.open_memory_channel(1000)
+            self._outgoing[node_id] = send
+            self._nursery.start_soon(self._peer_loop, node_id, recv)
+
+    def _node_endpoints(self, leader_id: int) -> list:
+        """(node id, host, port) of the leader a response names, when this node knows where it is:
+        KIP-853's NodeEndpoints, so that an observer reaches a leader it found through a
+        bootstrap server."""
+        if leader_id == self.node.id and self.own_endpoint is not None:
+            return [(leader_id, *self.own_endpoint)]
+        if leader_id >= 0 and leader_id in self.peers:
+            return [(leader_id, *self.peers[leader_id])]
+        return []
 
     def _request_fsync(self, sync_to):
         self._fsync_wanted = sync_to
@@ -296,6 +322,10 @@ class QuorumShell:
             return
         chan, wire_corr, api_key, version = entry
         resp = convert.to_response(env.msg, timestamp_ms=0)
+        if hasattr(resp, "node_endpoints"):
+            ne = sys.modules[type(resp).__module__].NodeEndpoint   # (each response's own class)
+            resp.node_endpoints = [ne(node_id=i, host=h, port=p)
+                                   for i, h, p in self._node_endpoints(getattr(env.msg, "leader_id", -1))]
         out = bytearray(8)
         i32.pack_into(out, 4, wire_corr)
         if api.response_header_version(api_key, version) >= 1:
@@ -310,8 +340,8 @@ class QuorumShell:
     # ----------------------------------------------------------- outgoing
 
     async def _peer_loop(self, peer, recv):
-        host, port = self.peers[peer]
         while True:
+            host, port = self.peers[peer]   # (read again at each connect: a leader learned anew may move)
             try:
                 if self.connect is not None:
                     stream = await self.connect(host, port, f"raft-{self.node.id}")
@@ -344,6 +374,9 @@ class QuorumShell:
                             n.cancel_scope.cancel()
                             break
                         kreq = convert.to_request(env.msg, self.cluster_id, dst=peer)
+                        if self.directory_id is not None and isinstance(env.msg, m.FetchRequest):
+                            # (Fetch v17: the leader reports observers with their directory ids)
+                            kreq.topics[0].partitions[0].replica_directory_id = self.directory_id
                         version = api.version_range(kreq.API_KEY)[1]
                         inflight.append((env, kreq.API_KEY, version))
                         await stream.send_all(api.encode_request(
@@ -366,6 +399,8 @@ class QuorumShell:
                           "node's principal needs CLUSTER_ACTION on the cluster: super.users or an ACL)", peer)
                 await trio.sleep(1.0)
                 raise ValueError("CLUSTER_AUTHORIZATION_FAILED")
+            for ne in getattr(kresp, "node_endpoints", None) or ():
+                self.learn_endpoint(ne.node_id, ne.host, ne.port)
             msg = convert.from_response(kresp, env.msg)
             self.node.step(m.Envelope(peer, self.node.id, corr, msg), self.now_ms())
             self._pump()
@@ -427,6 +462,10 @@ class QuorumShell:
                     if header.request_api_key not in _RAFT_APIS:
                         raise ValueError(f"API {header.request_api_key} on the quorum port")
                     msg = convert.from_request(kreq)
+                    if isinstance(msg, m.FetchRequest):
+                        directory = kreq.topics[0].partitions[0].replica_directory_id
+                        if directory is not None and directory.int:
+                            self.replica_directories[msg.replica_id] = directory
                     self._token += 1
                     self._inbound[self._token] = (send, header.correlation_id,
                                                   header.request_api_key,
@@ -445,21 +484,7 @@ class QuorumShell:
         from kproto.messages.add_raft_voter_response import AddRaftVoterResponse
         from kproto.messages.remove_raft_voter_response import RemoveRaftVoterResponse
         key = header.request_api_key
-        timeout_s = (kreq.timeout_ms if key == ADD_RAFT_VOTER and kreq.timeout_ms > 0 else 30000) / 1000
-        error, message = 0, None
-        try:
-            with trio.fail_after(timeout_s):
-                if key == ADD_RAFT_VOTER:
-                    await self.add_voter(m.VoterInfo(
-                        kreq.voter_id, convert.uuid_to_text(kreq.voter_directory_id),
-                        tuple((x.name, x.host, x.port) for x in kreq.listeners)))
-                else:
-                    await self.remove_voter(kreq.voter_id,
-                                            convert.uuid_to_text(kreq.voter_directory_id))
-        except VoterChangeError as exc:
-            error, message = exc.error, exc.message or None
-        except trio.TooSlowError:
-            error, message = m.REQUEST_TIMED_OUT, None
+        error, message = await self.voter_change(key, kreq)
         cls = AddRaftVoterResponse if key == ADD_RAFT_VOTER else RemoveRaftVoterResponse
         resp = cls(error_code=error, error_message=message)
         out = bytearray(8)
@@ -471,6 +496,29 @@ class QuorumShell:
             send.send_nowait(bytes(out))
         except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
             pass
+
+    async def voter_change(self, key: int, kreq) -> tuple:
+        """An AddRaftVoter / RemoveRaftVoter request's (error code, message), as Kafka's
+        KafkaRaftClient checks and does it (the answer comes once the new voter set is committed).
+        Also used by the broker listener's handler (broker/handlers/raft_voters.py)."""
+        from broker.quorum.voters import request_refusal
+        refused = request_refusal(key, kreq, self.cluster_id, self.listener_name, self.node.role == LEADER)
+        if refused is not None:
+            return refused
+        directory = convert.uuid_to_text(kreq.voter_directory_id)
+        endpoints = tuple((x.name, x.host, x.port) for x in kreq.listeners) if key == ADD_RAFT_VOTER else ()
+        timeout_s = (kreq.timeout_ms if key == ADD_RAFT_VOTER and kreq.timeout_ms > 0 else 30000) / 1000
+        try:
+            with trio.fail_after(timeout_s):
+                if key == ADD_RAFT_VOTER:
+                    await self.add_voter(m.VoterInfo(kreq.voter_id, directory, endpoints))
+                else:
+                    await self.remove_voter(kreq.voter_id, directory)
+        except VoterChangeError as exc:
+            return exc.error, exc.message or None
+        except trio.TooSlowError:
+            return m.REQUEST_TIMED_OUT, None
+        return 0, None
 
     async def add_voter(self, voter):
         """The leader adds a voter (raft.messages.VoterInfo); returns once the change is committed.

@@ -98,21 +98,17 @@ def entries_to_records(entries, timestamp_ms: int = 0) -> bytes:
         while (j < len(entries) and entries[j].epoch == entries[i].epoch
                and entries[j].control == entries[i].control and not entries[j].control):
             j += 1
-        if entries[i].control:
+        if entries[i].control and _starts_epoch_records(entries, i):
+            # LeaderChange, KRaftVersion, VotersRecord: one control batch, as Kafka's leader writes them
             e = entries[i]
-            vs = m.parse_voters(e.data)
-            if vs is not None:
-                # a voter set change: Kafka's VotersRecord (control type KRaftVoters)
-                r = rec.Record(_CONTROL_KEY.pack(0, KRAFT_VOTERS), voters_record(vs).encode(0), [],
-                               timestamp_ms)
-                out += rec.build_batch([r], base_offset=e.offset, control=True,
-                                       partition_leader_epoch=e.epoch)
-                i += 1
-                continue
-            leader, _, voters = e.data.decode().partition(":")
-            value = leader_change_record(int(leader), [int(v) for v in voters.split(",") if v])
-            r = rec.Record(_CONTROL_KEY.pack(0, LEADER_CHANGE), value, [], timestamp_ms)
-            out += rec.build_batch([r], base_offset=e.offset, control=True,
+            records = [_control_record(x, timestamp_ms) for x in entries[i:i + 3]]
+            out += rec.build_batch(records, base_offset=e.offset, control=True, partition_leader_epoch=e.epoch)
+            i += 3
+            continue
+        if entries[i].control:
+            # a LeaderChange, or a voter set change (Kafka's VotersRecord, control type KRaftVoters)
+            e = entries[i]
+            out += rec.build_batch([_control_record(e, timestamp_ms)], base_offset=e.offset, control=True,
                                    partition_leader_epoch=e.epoch)
             i += 1
             continue
@@ -121,6 +117,29 @@ def entries_to_records(entries, timestamp_ms: int = 0) -> bytes:
                                partition_leader_epoch=entries[i].epoch)
         i = j
     return bytes(out)
+
+
+def _starts_epoch_records(entries, i: int) -> bool:
+    """A LeaderChange entry followed by the kraft.version and voters entries of its epoch."""
+    if i + 2 >= len(entries):
+        return False
+    a, b, c = entries[i:i + 3]
+    return (b.control and c.control and a.epoch == b.epoch == c.epoch
+            and b.data.startswith(m.KRAFT_VERSION_PREFIX) and m.parse_voters(c.data) is not None)
+
+
+def _control_record(e, timestamp_ms: int):
+    vs = m.parse_voters(e.data)
+    if vs is not None:
+        return rec.Record(_CONTROL_KEY.pack(0, KRAFT_VOTERS), voters_record(vs).encode(0), [], timestamp_ms)
+    if e.data.startswith(m.KRAFT_VERSION_PREFIX):
+        from kproto.messages.k_raft_version_record import KRaftVersionRecord
+        level = int(e.data[len(m.KRAFT_VERSION_PREFIX):])
+        return rec.Record(_CONTROL_KEY.pack(0, KRAFT_VERSION),
+                          KRaftVersionRecord(version=0, k_raft_version=level).encode(0), [], timestamp_ms)
+    leader, _, voters = e.data.decode().partition(":")
+    value = leader_change_record(int(leader), [int(v) for v in voters.split(",") if v])
+    return rec.Record(_CONTROL_KEY.pack(0, LEADER_CHANGE), value, [], timestamp_ms)
 
 
 def records_to_entries(buf) -> tuple:
@@ -147,6 +166,9 @@ def _batch_entries(buf, header, pos):
             elif kind == KRAFT_VOTERS:
                 from kproto.messages import voters_record as vr
                 data = m.voters_data(voters_from_record(vr.VotersRecord.decode(r.value, 0)))
+            elif kind == KRAFT_VERSION:
+                from kproto.messages.k_raft_version_record import KRaftVersionRecord
+                data = m.kraft_version_data(KRaftVersionRecord.decode(r.value, 0).k_raft_version)
             else:
                 data = bytes(r.value or b"")
             yield m.Entry(r.offset, epoch, data, control=True)

@@ -15,11 +15,13 @@ from typing import Any, Optional
 NONE = 0
 NOT_LEADER_OR_FOLLOWER = 6
 REQUEST_TIMED_OUT = 7
+INVALID_REQUEST = 42
 UNSUPPORTED_VERSION = 35
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
 SNAPSHOT_NOT_FOUND = 98
 POSITION_OUT_OF_RANGE = 99
+INCONSISTENT_CLUSTER_ID = 104
 DUPLICATE_VOTER = 126
 VOTER_NOT_FOUND = 127
 
@@ -75,6 +77,16 @@ def parse_voters(data: bytes):
     import json
     return tuple(VoterInfo(i, d, tuple(tuple(e) for e in eps))
                  for i, d, eps in json.loads(data[len(VOTERS_PREFIX):]))
+
+
+# a control entry whose data starts with this holds the kraft.version (Kafka's KRaftVersionRecord):
+# the first leader of a dynamic quorum writes it, with the bootstrap voter set, after its
+# LeaderChange (the voter set then is in the log, as Kafka's leader does)
+KRAFT_VERSION_PREFIX = b"kraft.version:"
+
+
+def kraft_version_data(version: int) -> bytes:
+    return KRAFT_VERSION_PREFIX + str(version).encode()
 
 
 @dataclass(frozen=True)

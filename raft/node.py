@@ -49,7 +49,7 @@ from raft.messages import (
     QuorumState, Ready, SNAPSHOT_NOT_FOUND, SnapshotId, Truncate,
     UNKNOWN_LEADER_EPOCH, VoteRequest, VoteResponse,
     DUPLICATE_VOTER, REQUEST_TIMED_OUT, UNSUPPORTED_VERSION, VOTER_NOT_FOUND,
-    VoterChangeRefused, VoterInfo, parse_voters, voters_data,
+    VoterChangeRefused, VoterInfo, kraft_version_data, parse_voters, voters_data,
 )
 
 UNATTACHED = "unattached"   # knows the epoch, no leader; may have voted
@@ -89,6 +89,9 @@ class RaftConfig:
     # the voter set a snapshot's data holds (the shell's format), for snapshots fetched from the
     # leader; None keeps the current set
     snapshot_voters: Optional[object] = None
+    # controller.quorum.bootstrap.servers (KIP-853), as the shell's ids for them (Kafka's are
+    # negative: -2, -3, ...): an observer that knows no leader asks one of them who leads
+    bootstrap: tuple = ()
 
 
 @dataclass
@@ -508,8 +511,16 @@ class RaftNode:
         for v in self.voters:
             if v != self.id:
                 self.replicas[v] = ReplicaState(last_fetch_ms=self.now)
-        self._append_local([Entry(self.end_offset, self.epoch,
-                                  leader_change_data(self.id, self.voters), control=True)])
+        start = [Entry(self.end_offset, self.epoch, leader_change_data(self.id, self.voters), control=True)]
+        if self.kraft_version >= 1 and self.voters_offset < 0 and (
+                self.snapshot_id is None or self.snapshot_id.end_offset == 0):
+            # the voter set comes from the bootstrap checkpoint (storage format --standalone /
+            # --initial-controllers), not the log: the first leader writes it there, with the
+            # kraft.version, after its LeaderChange (Kafka's appendStartOfEpochControlRecords)
+            start.append(Entry(self.end_offset + 1, self.epoch, kraft_version_data(self.kraft_version),
+                               control=True))
+            start.append(Entry(self.end_offset + 2, self.epoch, voters_data(self.voter_infos), control=True))
+        self._append_local(start)
         self.begin_pending = set(v for v in self.voters if v != self.id)
         self._send_begin()
         self._update_hwm()
@@ -624,8 +635,12 @@ class RaftNode:
             if self.is_voter:
                 self.fetch_retry_at = None
                 return
-            # an observer asks any voter who leads
-            target = self.rng.choice(self.voters)
+            # an observer asks a bootstrap server (or, with none configured, any voter) who leads
+            choices = [v for v in (self.config.bootstrap or self.voters) if v != self.id]
+            if not choices:
+                self.fetch_retry_at = self.now + self.config.request_timeout_ms
+                return
+            target = self.rng.choice(choices)
         elif self.durable_end < self.end_offset:
             # the fetch offset tells the leader what we hold durably: wait
             # for the fsync (durable() fetches again)

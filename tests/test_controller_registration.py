@@ -129,9 +129,10 @@ def test_kafka_tools_with_bootstrap_controller(cluster):
     assert roles == {str(i): ("Leader" if i == leader else "Follower") for i in (1, 2, 3)}, rows
     assert _tool("kafka-cluster.sh", "cluster-id", "--bootstrap-controller", controller(c, 3)).strip() == \
         f"Cluster ID: {c.cluster_id}"
-    # RemoveRaftVoter reaches the active controller; a static quorum refuses it as Kafka 3.9 does
+    # RemoveRaftVoter reaches the active controller; a static quorum refuses it as Kafka 3.9 does (a
+    # valid voter key: with the zero directory id Kafka refuses it first, INVALID_REQUEST)
     err = _tool("kafka-metadata-quorum.sh", "--bootstrap-controller", controller(c, 3), "remove-controller",
-                "--controller-id", "3", "--controller-directory-id", "AAAAAAAAAAAAAAAAAAAAAA", ok=False)
+                "--controller-id", "3", "--controller-directory-id", "b8pVHLAGT_OMDdxdqrdWaQ", ok=False)
     assert "UnsupportedVersionException: Cluster doesn't support removing voter because the kraft.version " \
         "feature is 0" in err, err[-2000:]
 

@@ -199,5 +199,16 @@ def test_three_controllers_and_two_brokers_brokers_follow_as_observers():
         assert sorted(o.replica_id for o in q.observers) == [4, 5]
         assert all(v.log_end_offset > 0 for v in q.current_voters) and q.high_watermark > 0
         assert all(o.last_fetch_timestamp > 1_000_000_000_000 for o in q.observers)   # wall-clock ms
+        # AddRaftVoter on a broker listener goes to the active controller, whose static quorum
+        # (kraft.version 0) refuses it as Kafka 3.9's does
+        import uuid
+
+        from kproto.messages.add_raft_voter_request import AddRaftVoterRequest, Listener
+        with WireClient(f"127.0.0.1:{c.ports[5]}", timeout=10.0) as client:
+            r = client.call(AddRaftVoterRequest(cluster_id=c.cluster_id, timeout_ms=5000, voter_id=6,
+                                                voter_directory_id=uuid.uuid4(),
+                                                listeners=[Listener(name="CONTROLLER", host="127.0.0.1", port=1)]), 0)
+        assert (r.error_code, r.error_message) == (
+            35, "Cluster doesn't support adding voter because the kraft.version feature is 0")
     finally:
         c.cleanup()

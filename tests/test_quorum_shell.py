@@ -241,7 +241,7 @@ async def _dynamic_cluster(nursery, voters=3, observers=1):
     ids = list(range(1, voters + observers + 1))
     listeners = {i: await trio.open_tcp_listeners(0, host="127.0.0.1") for i in ids}
     peers = {i: ("127.0.0.1", ls[0].socket.getsockname()[1]) for i, ls in listeners.items()}
-    voter_set = tuple(VoterInfo(i, "", (("CONTROLLER",) + peers[i],)) for i in ids[:voters])
+    voter_set = tuple(VoterInfo(i, _directory(i), (("CONTROLLER",) + peers[i],)) for i in ids[:voters])
     members = {}
     for i in ids:
         # an observer knows only the voters (controller.quorum.bootstrap.servers) and itself
@@ -250,6 +250,13 @@ async def _dynamic_cluster(nursery, voters=3, observers=1):
                             voter_set=voter_set)
         await nursery.start(members[i].run)
     return members, peers
+
+
+def _directory(node_id: int) -> str:
+    """A node's (made-up) metadata directory id, as Kafka's Uuid text."""
+    import uuid
+    from raft import convert
+    return convert.uuid_to_text(uuid.UUID(int=1000 + node_id))
 
 
 async def _call(port, request):
@@ -275,7 +282,9 @@ def test_add_raft_voter_and_remove_raft_voter_over_the_wire():
             with trio.fail_after(5):
                 while not leader.shell.node.replica_caught_up(4):
                     await trio.sleep(0.01)
+            from raft.convert import uuid_from_text
             add = AddRaftVoterRequest(cluster_id="test-cluster", timeout_ms=5000, voter_id=4,
+                                      voter_directory_id=uuid_from_text(_directory(4)),
                                       listeners=[Listener("CONTROLLER", *peers[4])])
             resp = await _call(peers[leader.id][1], add)
             assert resp.error_code == 0, resp.error_message
@@ -291,8 +300,12 @@ def test_add_raft_voter_and_remove_raft_voter_over_the_wire():
             resp = await _call(peers[follower.id][1], add)
             assert resp.error_code == 6
             # the leader removes itself: once committed it hands over, and writes go on
+            # (Kafka's refusal without the voter's directory id)
             resp = await _call(peers[leader.id][1], RemoveRaftVoterRequest(
                 cluster_id="test-cluster", voter_id=leader.id))
+            assert (resp.error_code, resp.error_message) == (42, "Remove voter request didn't include a valid voter")
+            resp = await _call(peers[leader.id][1], RemoveRaftVoterRequest(
+                cluster_id="test-cluster", voter_id=leader.id, voter_directory_id=uuid_from_text(_directory(leader.id))))
             assert resp.error_code == 0, resp.error_message
             with trio.fail_after(10):
                 new, _ = await _propose(members, b"after", exclude=(leader.id,))
@@ -312,8 +325,14 @@ def test_a_static_quorum_answers_add_raft_voter_with_unsupported_version():
             with trio.fail_after(5):
                 leader, _ = await _propose(members, b"x")
             port = leader.shell.peers[leader.id][1]
+            import uuid
             resp = await _call(port, AddRaftVoterRequest(cluster_id="test-cluster", timeout_ms=1000,
                                                          voter_id=9))
+            # without a directory id: Kafka's INVALID_REQUEST comes first
+            assert (resp.error_code, resp.error_message) == (
+                42, "Add voter request didn't include a valid voter")
+            resp = await _call(port, AddRaftVoterRequest(cluster_id="test-cluster", timeout_ms=1000,
+                                                         voter_id=9, voter_directory_id=uuid.uuid4()))
             assert resp.error_code == 35
             assert resp.error_message == ("Cluster doesn't support adding voter because the "
                                           "kraft.version feature is 0")

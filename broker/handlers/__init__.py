@@ -36,6 +36,7 @@ MODULES = (
     "delegation_tokens",
     "replication",
     "reassignments",
+    "raft_voters",
 )
 
 

@@ -24,10 +24,11 @@ KEEP_SNAPSHOTS = 2
 
 
 class LogStorage:
-    def __init__(self, plog, voters=()):
+    def __init__(self, plog, voters=(), dynamic: bool = False):
         self.plog = plog
         self.dir = plog.dir
         self.voters = sorted(voters)
+        self.dynamic = dynamic   # KIP-853: quorum-state data_version 1 (no voter list, a directory id)
 
     # ------------------------------------------------------------- start
 
@@ -63,6 +64,12 @@ class LogStorage:
     # ----------------------------------------------------------- the shell
 
     def write_quorum_state(self, qs: m.QuorumState) -> None:
+        if self.dynamic:
+            # Kafka's ElectionState: a vote is kept until a leader is known, then only the leader
+            state_file.write(self.dir, state_file.QuorumState(
+                leader_id=qs.leader_id, leader_epoch=qs.leader_epoch,
+                voted_id=qs.voted_id if qs.leader_id < 0 else -1, data_version=1), sync=True)
+            return
         state_file.write(self.dir, state_file.QuorumState(
             leader_id=qs.leader_id, leader_epoch=qs.leader_epoch, voted_id=qs.voted_id,
             current_voters=list(self.voters)), sync=True)

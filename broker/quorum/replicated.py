@@ -57,7 +57,8 @@ FORWARDED = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITION
              ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.CREATE_ACLS,
              ApiKey.DELETE_ACLS, ApiKey.ALTER_CLIENT_QUOTAS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
              ApiKey.CREATE_DELEGATION_TOKEN, ApiKey.RENEW_DELEGATION_TOKEN,
-             ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.UPDATE_FEATURES, ApiKey.DESCRIBE_QUORUM}
+             ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.UPDATE_FEATURES, ApiKey.DESCRIBE_QUORUM,
+             ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER}
 ENVELOPE = 58
 BROKER_REGISTRATION = 62
 CONTROLLER_REGISTRATION = 70
@@ -68,8 +69,54 @@ _pending: contextvars.ContextVar = contextvars.ContextVar("kproto_quorum_pending
 
 
 def is_multi_voter(config) -> bool:
+    """A node of a replicated quorum: a static one of more than one voter (controller.quorum.voters),
+    or a dynamic one (KIP-853: controller.quorum.bootstrap.servers; the voter set is the bootstrap
+    checkpoint's, then the log's, so even a lone `--standalone` voter runs raft to admit others)."""
     k = config.kraft
-    return k is not None and len(k.voters) > 1
+    return k is not None and (len(k.voters) > 1 or is_dynamic(k))
+
+
+def is_dynamic(k) -> bool:
+    return not k.voters and bool(k.bootstrap_servers)
+
+
+def _bootstrap_addresses(k) -> dict:
+    """controller.quorum.bootstrap.servers as the raft shell's peers, under Kafka's ids for them
+    (-2, -3, ...), leaving out this node's own controller listener."""
+    from broker.config.validators import _host_port
+    own = {(e.host, e.port) for e in list(k.controller_endpoints) + list(k.advertised_controller_endpoints)}
+    out = {}
+    for i, entry in enumerate(k.bootstrap_servers):
+        hp = _host_port(entry)
+        if hp is None:
+            continue
+        host, port = hp
+        if (host, port) in own or (k.is_controller and port in {p for _h, p in own}
+                                   and host in ("127.0.0.1", "localhost", "0.0.0.0", "")):
+            continue
+        out[-2 - i] = (host, int(port))
+    return out
+
+
+def _metadata_directory_id(metadata_log_dir: str):
+    """directory.id of the metadata log directory's meta.properties (a uuid.UUID), or None."""
+    import os
+    from broker.storage.checkpoints import read_meta_properties, uuid_from_str
+    try:
+        props = read_meta_properties(os.path.join(metadata_log_dir, "meta.properties")) or {}
+        return uuid_from_str(props["directory.id"])
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def _snapshot_voters(data: bytes):
+    """The voter set a snapshot holds (VoterInfo, ...), or None."""
+    from raft import convert
+    try:
+        snap = snapshots.decode(data)
+    except Exception:
+        return None
+    return convert.voters_from_record(snap.voters) if snap.voters is not None else None
 
 
 class _ForwardedConn:
@@ -107,7 +154,8 @@ class ReplicatedMetadata:
         k = broker.config.kraft
         self.k = k
         self.node_id = k.node_id
-        self.voters = dict(k.voters)
+        self.dynamic = is_dynamic(k)
+        self.voters = dict(k.voters)   # a static quorum's; a dynamic one's are in self.node.voter_infos
         self.image: MetadataImage = broker.image
         self.shell: QuorumShell | None = None
         self.metadata: ReplicatedMetadataLog | None = None
@@ -129,19 +177,29 @@ class ReplicatedMetadata:
 
     def open(self, plog) -> ReplicatedMetadataLog:
         k = self.k
-        self.storage = LogStorage(plog, self.voters)
+        self.storage = LogStorage(plog, self.voters, dynamic=self.dynamic)
         persisted = self.storage.load()
+        bootstrap = _bootstrap_addresses(k) if self.dynamic else {}
+        dynamic = {}
+        if self.dynamic:
+            # KIP-853: kraft.version 1, the voter set from the snapshots and the log, the leader found
+            # through the bootstrap servers
+            dynamic = dict(kraft_version=1, snapshot_voters=_snapshot_voters, bootstrap=tuple(bootstrap))
         cfg = RaftConfig(
             self.node_id, tuple(sorted(self.voters)), election_timeout_ms=k.election_timeout_ms,
             fetch_timeout_ms=k.fetch_timeout_ms, election_backoff_max_ms=k.election_backoff_max_ms,
             request_timeout_ms=k.request_timeout_ms, retry_backoff_ms=k.retry_backoff_ms,
             fetch_max_wait_ms=min(500, max(50, k.fetch_timeout_ms // 4)),
-            max_bytes_between_snapshots=k.max_record_bytes_between_snapshots, pre_vote=False)
+            max_bytes_between_snapshots=k.max_record_bytes_between_snapshots, pre_vote=False, **dynamic)
         self._raft_args = (cfg, persisted)
         node = RaftNode(cfg, random.Random(), QuorumShell.now_ms() if _in_trio() else 0, persisted)
-        self.shell = QuorumShell(node, self.voters, self.storage, cluster_id=self.broker.cluster_id,
+        self.shell = QuorumShell(node, {**self.voters, **bootstrap}, self.storage,
+                                 cluster_id=self.broker.cluster_id,
                                  on_commit=self._on_commit, on_load_snapshot=self._on_load_snapshot,
                                  take_snapshot=self._take_snapshot, on_leader=self._on_leader)
+        if self.dynamic:
+            self.shell._voters_changed(node.voter_infos)   # the voters' controller endpoints
+            self.shell.directory_id = _metadata_directory_id(k.metadata_log_dir)
         self.shell.other_requests = self._serve_other
         # the log end this node started with: the image is complete once it applied a high
         # watermark learned beyond it (broker/replicas.py removes stray directories only then)
@@ -162,7 +220,7 @@ class ReplicatedMetadata:
         if self.is_active_controller:
             return await self._controller_rpc(request.API_KEY, request)
         leader = self.active_controller_id
-        if leader < 0 or leader == self.node_id or leader not in self.voters:
+        if leader < 0 or leader == self.node_id or leader not in self.shell.peers:
             return None
         with trio.move_on_after(timeout_s):
             return await self._call(leader, request)
@@ -200,6 +258,11 @@ class ReplicatedMetadata:
                 listeners.extend(ls)
                 port = ls[0].socket.getsockname()[1]
                 self.broker.bound.append((e.name, e.host or "0.0.0.0", port))
+            self.shell.listener_name = (self.k.controller_listener_names or [None])[0]
+            if self.dynamic:
+                # named as the leader's endpoint to the observers that find it through a bootstrap server
+                _name, host, port, _p = self.controller_apis.endpoints()[0]
+                self.shell.own_endpoint = (host, port)
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             await nursery.start(self.shell.run, listeners)
@@ -280,9 +343,14 @@ class ReplicatedMetadata:
     def _take_snapshot(self, sid) -> bytes:
         # from the committed state only (the leader's image may be ahead of the commit)
         image = self._committed_image(sid.end_offset)
+        voters = None
+        if self.node.kraft_version >= 1:   # a dynamic quorum's snapshot holds its voter set (KIP-853)
+            from raft import convert
+            voters = convert.voters_record(self.node.voters_at(sid.end_offset))
         return snapshots.encode(metadata_snapshots.image_records(image, self.broker.metadata_version,
                                                                  self.node_id),
-                                last_contained_timestamp=int(time.time() * 1000))
+                                last_contained_timestamp=int(time.time() * 1000), voters=voters,
+                                kraft_version=self.node.kraft_version)
 
     def _committed_image(self, upto: int) -> MetadataImage:
         node = self.node
@@ -393,6 +461,22 @@ class ReplicatedMetadata:
         and observers with their log end offsets and wall-clock fetch / caught-up times."""
         from kproto.messages.describe_quorum_response import Listener, Node
         resp = self.shell.describe_quorum_response()
+        if self.dynamic:
+            # KIP-853: the voters with their directory ids and endpoints, as the voter set names them
+            from raft import convert
+            infos = {v.node_id: v for v in self.node.voter_infos}
+            part = resp.topics[0].partitions[0]
+            for row in part.current_voters:
+                if row.replica_id in infos:
+                    row.replica_directory_id = convert.uuid_from_text(infos[row.replica_id].directory_id)
+            for row in part.observers:
+                known = self.shell.replica_directories.get(row.replica_id)
+                if known is not None:
+                    row.replica_directory_id = known
+            if api_version >= 2:
+                resp.nodes = [Node(node_id=i, listeners=[Listener(name=n, host=h, port=p) for n, h, p in v.endpoints])
+                              for i, v in sorted(infos.items())]
+            return resp
         if api_version >= 2:
             name = self.k.controller_listener_names[0] if self.k.controller_listener_names else "CONTROLLER"
             resp.nodes = [Node(node_id=i, listeners=[Listener(name=name, host=h, port=p)])
@@ -416,7 +500,7 @@ class ReplicatedMetadata:
                 if forwarded:
                     return _error(ctx, request, ErrorCode.NOT_CONTROLLER)
                 leader = self.active_controller_id
-                if leader >= 0 and leader != self.node_id and leader in self.voters:
+                if leader >= 0 and leader != self.node_id and leader in self.shell.peers:
                     resp = await self._forward(leader, ctx, request, deadline)
                     if resp is not None:
                         return resp
@@ -498,7 +582,7 @@ class ReplicatedMetadata:
         return await self._call_on(node_id, request, None)
 
     async def _call_on(self, node_id: int, request, stream):
-        host, port = self.voters[node_id]
+        host, port = self.shell.peers[node_id]   # (a static voter, or a dynamic quorum's leader as learned)
         version = api.version_range(request.API_KEY)[1]
         idle = self._pool.setdefault(node_id, [])
         if stream is None:
@@ -613,7 +697,7 @@ class ReplicatedMetadata:
         inner = api.encode_request(req, version, 1, f"kproto-{self.node_id}")[4:]
         try:
             leader = self.active_controller_id
-            if leader >= 0 and leader != self.node_id and leader in self.voters:
+            if leader >= 0 and leader != self.node_id and leader in self.shell.peers:
                 await self._call_while_leader(leader, trio.current_time() + 5, EnvelopeRequest(
                     request_data=inner, request_principal=b"", client_host_address=b"\x7f\x00\x00\x01"))
         except _CONN_ERRORS as exc:

@@ -216,8 +216,8 @@ async def resign_controller(broker, wait_s_: float = 2.0) -> None:
     if q is None or q.shell is None or not q.k.is_controller:
         return
     from raft.node import LEADER
-    if q.node.role != LEADER:
-        return
+    if q.node.role != LEADER or [v for v in q.node.voters if v != q.node_id] == []:
+        return   # (a lone voter has no one to hand over to: resigning would only elect itself again)
     q.node.resign()
     q.shell._pump()
     with trio.move_on_after(wait_s_):

@@ -101,3 +101,25 @@ def kraft_version(broker) -> int:
     if shell is not None:
         return shell.node.kraft_version
     return 1 if getattr(broker, "quorum_voter_set", None) is not None else 0
+
+
+ADD_RAFT_VOTER = 80
+NOT_LEADER_OR_FOLLOWER, INVALID_REQUEST, INCONSISTENT_CLUSTER_ID = 6, 42, 104
+
+
+def request_refusal(key: int, req, cluster_id: str, listener_name: str | None, is_leader: bool):
+    """(error code, message) when an AddRaftVoter / RemoveRaftVoter request is refused before the
+    voter set is looked at, in KafkaRaftClient's order (cluster id, leadership, the voter key, the
+    endpoint on the controller listener); None when it goes on."""
+    if req.cluster_id is not None and req.cluster_id != cluster_id:
+        return INCONSISTENT_CLUSTER_ID, f'The given id "{req.cluster_id}" doesn\'t match the cluster id "{cluster_id}"'
+    if not is_leader:
+        return NOT_LEADER_OR_FOLLOWER, None
+    verb = "Add" if key == ADD_RAFT_VOTER else "Remove"
+    if req.voter_id < 0 or req.voter_directory_id is None or req.voter_directory_id.int == 0:
+        return INVALID_REQUEST, f"{verb} voter request didn't include a valid voter"
+    if key == ADD_RAFT_VOTER and listener_name is not None and all(x.name != listener_name for x in req.listeners):
+        listed = ", ".join(f"ListenerName({x.name})={x.host}/<unresolved>:{x.port}" for x in req.listeners)
+        return INVALID_REQUEST, (f"Add voter request didn't include the endpoint (Endpoints(endpoints={{{listed}}})) "
+                                 f"for the default listener ListenerName({listener_name})")
+    return None
