@@ -158,8 +158,12 @@ def controller_metrics(b):
     regs = getattr(image, "brokers", None) or {}
     fenced = sum(1 for r in regs.values() if getattr(r, "fenced", False))
     yield gauge(p + "fencedbrokercount", "Registered brokers that are fenced", fenced)
-    yield gauge(p + "activebrokercount", "Registered brokers that are not fenced",
-                len(regs) - fenced if regs else (1 if b.partitions is not None else 0))
+    if not regs:   # a single node registers nowhere: it is the one broker if it has the role
+        k = _kraft(b)
+        active = 1 if k is None or k.is_broker else 0
+    else:
+        active = len(regs) - fenced
+    yield gauge(p + "activebrokercount", "Registered brokers that are not fenced", active)
 
 
 # -- raft-metrics ---------------------------------------------------------------------------
@@ -183,12 +187,13 @@ def raft_metrics(b):
     else:
         # a single node: the sole voter leads its own metadata log
         md = b.metadata
-        leader = b.node_id if is_controller_node(b) else NO_LEADER
+        sole = is_controller_node(b)
+        leader = b.node_id if sole else NO_LEADER
         epoch = getattr(md, "leader_epoch", None) or 0
-        vote = b.node_id
+        vote = b.node_id if sole else NO_LEADER
         hwm = leo = md.plog.log_end_offset if md is not None else 0
         leo_epoch = epoch
-        state = "leader"
+        state = "leader" if sole else "unattached"
         commit = election = (math.nan, math.nan)
         unknown = 0
     p = "kafka_server_raft_metrics_"
