@@ -12,6 +12,7 @@ not run in CI (three JVMs)."""
 from __future__ import annotations
 
 import argparse
+import base64
 import glob
 import os
 import shutil
@@ -21,7 +22,6 @@ import tempfile
 import time
 import urllib.request
 import uuid
-import base64
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RULES = os.path.join(ROOT, "docs", "monitoring", "kafka-jmx-exporter.yml")
@@ -122,7 +122,8 @@ def main() -> None:
     home = os.environ.get("KAFKA_HOME")
     if not home:
         raise SystemExit("KAFKA_HOME is not set")
-    agent = args.jmx_agent or next(iter(sorted(glob.glob(os.path.join(home, "jmx", "jmx_prometheus_javaagent-*.jar")))), None)
+    jars = sorted(glob.glob(os.path.join(home, "jmx", "jmx_prometheus_javaagent-*.jar")))
+    agent = args.jmx_agent or (jars[-1] if jars else None)
     if not agent:
         raise SystemExit("no JMX exporter agent jar: pass --jmx-agent")
     import confluent_kafka
