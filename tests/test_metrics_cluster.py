@@ -158,8 +158,8 @@ def test_replication_controller_and_raft_metrics_follow_the_cluster(cluster):
     group = ConsumerGroupTopicPartitions("lagging", [TopicPartition("watched", p, 1) for p in range(3)])
     wait_until(lambda: admin.alter_consumer_group_offsets([group], request_timeout=15)["lagging"].result(20),
                60, "offsets committed")
-    ends = {p: scrape(cluster.nodes[leader if p != 1 else c_id])[f"kafka_log_log_logendoffset{{partition={p},topic=watched}}"]
-            for p in range(3)}
+    ends = {p: scrape(cluster.nodes[leader if p != 1 else c_id])[
+        f"kafka_log_log_logendoffset{{partition={p},topic=watched}}"] for p in range(3)}
 
     def lag_rows():
         rows = {i: {k: v for k, v in scrape(n).items() if k.startswith("kafka_consumergroup_group_lag{")}

@@ -43,8 +43,8 @@ def test_replica_states_follow_kafka_semantics(tmp_path):
     parts = [_part("t", i, good, "2") for i in range(5)] + [_part("t", 5, bad, "2")]
     b = NS(node_id=1, image=image, partitions=NS(all=lambda: parts),
            dir_failures=NS(failed={os.path.abspath(bad): "I/O error"}))
-    count, leaders, under, under_min, at_min, offline = replica_states(b)
-    assert (count, leaders, offline) == (6, 4, 1)
+    count, leaders, under, under_min, at_min, offline, reassigning = replica_states(b)
+    assert (count, leaders, offline, reassigning) == (6, 4, 1, 1)
     assert under == 2            # partitions 1 and 2
     assert under_min == 1        # partition 2
     assert at_min == 2           # partitions 1 and 4 (ISR 2 == min.insync.replicas 2)
@@ -52,7 +52,7 @@ def test_replica_states_follow_kafka_semantics(tmp_path):
     one = [_part("s", 0, good, "3")]
     b1 = NS(node_id=1, image=_image([("s", _pi(0, 1, [1], [1]))]), partitions=NS(all=lambda: one),
             dir_failures=NS(failed={}))
-    assert replica_states(b1) == (1, 1, 0, 0, 1, 0)
+    assert replica_states(b1) == (1, 1, 0, 0, 1, 0, 0)
 
 
 def test_offline_partitions_count_no_leader_and_a_fenced_leader():

@@ -3,6 +3,8 @@ of their own (`kproto.metrics.listener`, default http://127.0.0.1:9644).
 
 registry.py  the counters the request path updates inline (no locks, no labels)
 collector.py the metric families built from them and from broker state at scrape time
+cluster.py   the ReplicaManager, controller and raft-metrics families (replicas, image, quorum)
+families.py  gauge / counter / metric family helpers
 lag.py       consumer lag per group, topic and partition
 http.py      the listener: /metrics, /ready, /health
 """

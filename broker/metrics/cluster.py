@@ -10,6 +10,8 @@ ReplicaManager (Kafka's ReplicaManager / Partition gauges)
   UnderMinIsrPartitionCount / AtMinIsrPartitionCount  led here, ISR below / equal to the
                        effective min.insync.replicas (the topic's, at most the replica count)
   OfflineReplicaCount  replicas in a failed log directory (broker/storage/dir_failure.py)
+  ReassigningPartitions  led here, with replicas being added or removed
+  ProducerIdCount      producer ids with state on the hosted partitions
   IsrShrinks / IsrExpands / FailedIsrUpdates  AlterPartition ISR changes this broker asked for
                        as a leader, counted when the controller accepted (failed: refused)
 
@@ -28,7 +30,9 @@ raft-metrics (KafkaRaftMetrics), of the metadata quorum
   per Kafka state name, 1 for the node's own: Kafka exports a string the JMX exporter cannot).
 
 A single node (`kproto serve` without a cluster) is its own quorum's leader and the active
-controller; its partitions have one replica each.
+controller; its partitions have one replica each. Names and values were compared with a Kafka
+3.9 single node behind the JMX exporter (1.0.1, the kafka-2_0_0 rules): the same families and
+names, `atminisrpartitioncount` = the RF-1 partitions there too, `current-state` not exported.
 """
 from __future__ import annotations
 
@@ -56,12 +60,13 @@ def _min_isr(part) -> int:
 
 
 def replica_states(b):
-    """(partition count, leaders, under-replicated, under min ISR, at min ISR, offline replicas)."""
+    """(partition count, leaders, under-replicated, under min ISR, at min ISR, offline replicas,
+    reassigning partitions led here)."""
     node = b.node_id
     topics = b.image.topics
     failures = getattr(b, "dir_failures", None)
     failed = set(failures.failed) if failures is not None and failures.failed else None
-    count = leaders = under = under_min = at_min = offline = 0
+    count = leaders = under = under_min = at_min = offline = reassigning = 0
     for part in list(b.partitions.all()) if b.partitions is not None else ():
         count += 1
         if failed is not None:
@@ -77,7 +82,10 @@ def replica_states(b):
         isr = len(p.isr)
         # Kafka's AssignmentState.replicationFactor: replicas being added by a reassignment
         # do not count until it completes
-        rf = len(p.replicas) - len(getattr(p, "adding_replicas", None) or ())
+        adding = getattr(p, "adding_replicas", None) or ()
+        rf = len(p.replicas) - len(adding)
+        if adding or getattr(p, "removing_replicas", None):
+            reassigning += 1
         if isr < rf:
             under += 1
         effective = min(_min_isr(part), len(p.replicas))   # Kafka's effectiveMinIsr
@@ -85,11 +93,22 @@ def replica_states(b):
             under_min += 1
         elif isr == effective:
             at_min += 1
-    return count, leaders, under, under_min, at_min, offline
+    return count, leaders, under, under_min, at_min, offline, reassigning
+
+
+def producer_id_count(b) -> int:
+    """Producer ids with state on the hosted partitions (Kafka's ProducerIdCount)."""
+    by_partition = getattr(b.producers, "_by_partition", None) or {}
+    n = 0
+    for part in list(b.partitions.all()) if b.partitions is not None else ():
+        state = by_partition.get((part.topic, part.index))
+        if state is not None:
+            n += len(state.producers)
+    return n
 
 
 def replica_manager_metrics(b):
-    count, leaders, under, under_min, at_min, offline = replica_states(b)
+    count, leaders, under, under_min, at_min, offline, reassigning = replica_states(b)
     p = "kafka_server_replicamanager_"
     yield gauge(p + "partitioncount", "Replicas hosted on this broker", count)
     yield gauge(p + "leadercount", "Partitions this broker leads", leaders)
@@ -100,6 +119,8 @@ def replica_manager_metrics(b):
     yield gauge(p + "atminisrpartitioncount",
                 "Partitions led here whose ISR is exactly min.insync.replicas", at_min)
     yield gauge(p + "offlinereplicacount", "Replicas in a failed log directory", offline)
+    yield gauge(p + "reassigningpartitions", "Partitions led here with a reassignment in progress", reassigning)
+    yield gauge(p + "produceridcount", "Producer ids with state on the partitions hosted here", producer_id_count(b))
     rm = getattr(b, "replication", None)
     yield counter(p + "isrshrinks", "ISR shrinks this broker made as a leader (AlterPartition accepted)",
                   [({}, rm.isr_shrinks if rm is not None else 0)])
@@ -158,8 +179,12 @@ def controller_metrics(b):
     regs = getattr(image, "brokers", None) or {}
     fenced = sum(1 for r in regs.values() if getattr(r, "fenced", False))
     yield gauge(p + "fencedbrokercount", "Registered brokers that are fenced", fenced)
-    yield gauge(p + "activebrokercount", "Registered brokers that are not fenced",
-                len(regs) - fenced if regs else (1 if b.partitions is not None else 0))
+    if not regs:   # a single node registers nowhere: it is the one broker if it has the role
+        k = _kraft(b)
+        active = 1 if k is None or k.is_broker else 0
+    else:
+        active = len(regs) - fenced
+    yield gauge(p + "activebrokercount", "Registered brokers that are not fenced", active)
 
 
 # -- raft-metrics ---------------------------------------------------------------------------
@@ -183,12 +208,13 @@ def raft_metrics(b):
     else:
         # a single node: the sole voter leads its own metadata log
         md = b.metadata
-        leader = b.node_id if is_controller_node(b) else NO_LEADER
+        sole = is_controller_node(b)
+        leader = b.node_id if sole else NO_LEADER
         epoch = getattr(md, "leader_epoch", None) or 0
-        vote = b.node_id
+        vote = b.node_id if sole else NO_LEADER
         hwm = leo = md.plog.log_end_offset if md is not None else 0
         leo_epoch = epoch
-        state = "leader"
+        state = "leader" if sole else "unattached"
         commit = election = (math.nan, math.nan)
         unknown = 0
     p = "kafka_server_raft_metrics_"

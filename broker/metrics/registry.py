@@ -233,5 +233,5 @@ def remote_time(ctx, since: float) -> None:
     where the server picks it up with the request's finish time (broker/server.py); called
     only after a wait, never on the path of a request that did not wait."""
     conn = ctx.conn
-    if ctx.broker.metrics is not None and hasattr(conn, "remote"):   # not a forwarded request's
+    if getattr(ctx.broker, "metrics", None) is not None and hasattr(conn, "remote"):   # not a forwarded one
         conn.remote += perf_counter() - since
