@@ -161,3 +161,50 @@ def test_broker_listener_serves_add_and_remove_raft_voter_as_kafka_does_for_a_st
         assert remove(voter_directory_id=uuid.UUID(int=0)) == (42, "Remove voter request didn't include a valid voter")
         code, message = add(listeners=[Listener(name="OTHER", host="127.0.0.1", port=9093)])
         assert code == 42 and message.startswith("Add voter request didn't include the endpoint")
+
+
+KAFKA = KAFKA_HOME or os.path.expanduser("~/.cache/kproto-ref/kafka")
+
+
+def _quorum_tool(*args, ok=True):
+    p = subprocess.run([os.path.join(KAFKA, "bin", "kafka-metadata-quorum.sh"), *args], capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256m"})
+    assert (p.returncode == 0) == ok, (p.stdout, p.stderr[-2000:])
+    return p.stdout if ok else p.stderr
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(KAFKA, "bin", "kafka-metadata-quorum.sh")),
+                    reason="no Kafka at KAFKA_HOME (~/.cache/kproto-ref/kafka): runs Kafka's kafka-metadata-quorum.sh")
+def test_kafka_metadata_quorum_add_and_remove_controller():
+    """Kafka 3.9's own procedure, with its tool: add-controller --command-config <the node's
+    server.properties> (node id, directory id from meta.properties, controller endpoint), against a
+    controller and through a broker; describe; remove-controller."""
+    c = DynamicQuorum(3)
+    try:
+        dirs = c.format_dynamic("standalone")
+        c.start()
+        wait_for(lambda: (r := voters_and_observers(c, 1)) and r[2] == [2, 3], 20, "observers 2 and 3")
+        status = _quorum_tool("--bootstrap-controller", c.controller_address(1), "describe", "--status")
+        assert (f'CurrentVoters:          [{{"id": 1, "directoryId": "{dirs[1]}", "endpoints": '
+                f'["CONTROLLER://127.0.0.1:{c.controller_ports[1]}"]}}]') in status, status
+        assert (f'CurrentObservers:       [{{"id": 2, "directoryId": "{dirs[2]}"}}, '
+                f'{{"id": 3, "directoryId": "{dirs[3]}"}}]') in status, status
+        for i, where in ((2, ["--bootstrap-controller", c.controller_address(1)]),
+                         (3, ["--bootstrap-server", f"127.0.0.1:{c.ports[2]}"])):
+            out = _quorum_tool(*where, "--command-config", c.nodes[i].properties, "add-controller")
+            assert out == (f"Added controller {i} with directory id {dirs[i]} and endpoints: "
+                           f"CONTROLLER://127.0.0.1:{c.controller_ports[i]}\n"), out
+        err = _quorum_tool("--bootstrap-controller", c.controller_address(2), "--command-config",
+                           c.nodes[2].properties, "add-controller", ok=False)
+        assert "DuplicateVoterException: The voter id for ReplicaKey(id=2, " in err, err[-2000:]
+        rows = _quorum_tool("--bootstrap-controller", c.controller_address(3), "describe", "--replication")
+        table = [re.split(r"\s+", line.strip()) for line in rows.splitlines()[1:]]
+        assert {r[0]: (r[1], r[-1]) for r in table} == {
+            "1": (dirs[1], "Leader"), "2": (dirs[2], "Follower"), "3": (dirs[3], "Follower")}, rows
+        out = _quorum_tool("--bootstrap-controller", c.controller_address(1), "remove-controller",
+                           "--controller-id", "3", "--controller-directory-id", dirs[3])
+        assert out == f"Removed  KRaft controller 3 with directory id {dirs[3]}\n", out   # (Kafka's two spaces)
+        wait_for(lambda: (r := voters_and_observers(c, 1)) and r[1:] == ([1, 2], [3]), 15, "voters [1, 2]")
+        create_until_ok(c, "after", [3], 15)
+    finally:
+        c.cleanup()
