@@ -290,6 +290,32 @@ class Controller:
             raise
         self.apply_broker_configs()
 
+    def stored_broker_configs(self, node_id: int) -> dict[str, str]:
+        """The dynamic configs the metadata log holds for broker `node_id`."""
+        return dict(self.image.configs.get((BROKER_RESOURCE, str(node_id)), {}))
+
+    def alter_other_broker_configs(self, node_id: int, new_configs: dict[str, str],
+                                   validate_only: bool = False) -> None:
+        """Replace the dynamic configs of another broker (a request it forwarded to this active
+        controller): as Kafka's controller, ConfigRecords only; that broker validated the set
+        against its own config before forwarding, and applies it once the records reach it."""
+        if validate_only:
+            return
+        current = self.stored_broker_configs(node_id)
+        changes: dict[str, str | None] = {k: None for k in current if k not in new_configs}
+        changes.update(new_configs)
+        self.set_configs(BROKER_RESOURCE, str(node_id), changes)
+
+    def broker_configs_changed(self, records: list) -> bool:
+        """Whether metadata records (an empty list: the image was replaced) touch this broker's
+        dynamic configs or the cluster default; they are installed into the running config then."""
+        names = ("", str(self.node_id))
+        if records and not any(isinstance(r, ConfigRecord) and r.resource_type == BROKER_RESOURCE
+                               and r.resource_name in names for r in records):
+            return False
+        self.apply_broker_configs()
+        return True
+
 
 def _internal_rf(config, name: str) -> int:
     """offsets.topic.replication.factor / transaction.state.log.replication.factor for the internal topics."""

@@ -9,6 +9,7 @@ import sys
 
 from kproto import api
 from kproto.api import ApiKey
+from kproto.errors import ErrorCode
 
 
 def _has_field(cls, name: str, version: int) -> bool:
@@ -134,7 +135,96 @@ def _delete_groups(m, req, v, code):
     return {"results": [m.DeletableGroupResult(group_id=g, error_code=code) for g in req.groups_names]}
 
 
+def _write_txn_markers(m, req, v, code):
+    # Kafka keys the answer by producer id: a later marker of the same producer replaces an earlier one
+    by_producer = {}
+    for marker in req.markers:
+        by_producer[marker.producer_id] = [m.WritableTxnMarkerTopicResult(name=t.name, partitions=[
+            m.WritableTxnMarkerPartitionResult(partition_index=p, error_code=code) for p in t.partition_indexes])
+            for t in marker.topics]
+    return {"markers": [m.WritableTxnMarkerResult(producer_id=pid, topics=topics)
+                        for pid, topics in by_producer.items()]}
+
+
+def _create_acls(m, req, v, code):
+    return {"results": [m.AclCreationResult(error_code=code, error_message=None) for _ in req.creations]}
+
+
+def _delete_acls(m, req, v, code):
+    return {"filter_results": [m.DeleteAclsFilterResult(error_code=code, error_message=None, matching_acls=[])
+                               for _ in req.filters]}
+
+
+def _alter_replica_log_dirs(m, req, v, code):
+    return {"results": [m.AlterReplicaLogDirTopicResult(topic_name=t.name, partitions=[
+        m.AlterReplicaLogDirPartitionResult(partition_index=p, error_code=code) for p in t.partitions])
+        for d in req.dirs for t in d.topics]}
+
+
+def _describe_log_dirs(m, req, v, code):
+    # no log dir at all; v3+ carries the code in the top-level error code (v0-2 have no place for it)
+    return {"results": []}
+
+
+def _elect_leaders(m, req, v, code):
+    return {"replica_election_results": [m.ReplicaElectionResult(topic=t.topic, partition_result=[
+        m.PartitionResult(partition_id=p, error_code=code, error_message=None) for p in t.partitions])
+        for t in (req.topic_partitions or [])]}
+
+
+def _alter_client_quotas(m, req, v, code):
+    return {"entries": [m.EntryData(error_code=code, error_message=_message(code), entity=[
+        m.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
+        for entry in req.entries]}
+
+
+def _alter_user_scram_credentials(m, req, v, code):
+    users = sorted({c.name for c in req.deletions} | {c.name for c in req.upsertions})
+    return {"results": [m.AlterUserScramCredentialsResult(user=u, error_code=code, error_message=None)
+                        for u in users]}
+
+
+def _describe_producers(m, req, v, code):
+    return {"topics": [m.TopicResponse(name=t.name, partitions=[
+        m.PartitionResponse(partition_index=p, error_code=code) for p in t.partition_indexes])
+        for t in req.topics]}
+
+
+def _describe_transactions(m, req, v, code):
+    return {"transaction_states": [m.TransactionState(error_code=code, transactional_id=t)
+                                   for t in req.transactional_ids]}
+
+
+def _consumer_group_describe(m, req, v, code):
+    return {"groups": [m.DescribedGroup(error_code=code, group_id=g) for g in req.group_ids]}
+
+
+def _describe_topic_partitions(m, req, v, code):
+    return {"topics": [m.DescribeTopicPartitionsResponseTopic(error_code=code, name=t.name, is_internal=False,
+                                                              partitions=[]) for t in req.topics]}
+
+
+# AlterClientQuotas alone puts the error's standard text (Kafka's Errors.message()) in its entries
+_MESSAGES = {ErrorCode.UNKNOWN_SERVER_ERROR: "The server experienced an unexpected error when processing the request."}
+
+
+def _message(code: int) -> str | None:
+    return _MESSAGES.get(code)
+
+
 _ENTRIES = {
+    ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
+    ApiKey.CREATE_ACLS: _create_acls,
+    ApiKey.DELETE_ACLS: _delete_acls,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: _alter_replica_log_dirs,
+    ApiKey.DESCRIBE_LOG_DIRS: _describe_log_dirs,
+    ApiKey.ELECT_LEADERS: _elect_leaders,
+    ApiKey.ALTER_CLIENT_QUOTAS: _alter_client_quotas,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_user_scram_credentials,
+    ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
+    ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
     ApiKey.FIND_COORDINATOR: _find_coordinator,
     ApiKey.DELETE_RECORDS: _delete_records,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
@@ -158,8 +248,8 @@ _ENTRIES = {
 
 
 def error_response(api_key: int, version: int, request, code: int):
-    """The response carrying ``code`` for this request, or None when the
-    API has no place for an error (the connection is closed then)."""
+    """The response carrying ``code`` for this request, or None for an API
+    this module does not know (the connection is closed then)."""
     cls = api.response_class(api_key)
     fields = {}
     entries = _ENTRIES.get(api_key)
@@ -167,6 +257,6 @@ def error_response(api_key: int, version: int, request, code: int):
         fields.update(entries(_classes(cls), request, version, code))
     if _has_field(cls, "error_code", version):
         fields["error_code"] = code
-    if not fields:
+    if entries is None and not fields:
         return None
     return cls(**fields)

@@ -30,6 +30,7 @@ from raft import messages as m
 from raft.node import LEADER, RaftNode
 
 from broker.framing import take_frame
+from broker.quorum.raft_metrics import RaftMetrics
 
 log = logging.getLogger("kproto.quorum")
 _SIZE = struct.Struct(">i")
@@ -159,6 +160,7 @@ class QuorumShell:
         self._fsync_running = False
         self._fsync_wanted = None
         self.leader = m.LeaderChange(m.NO_LEADER, node.epoch)
+        self.raft_metrics = RaftMetrics()    # Kafka's raft-metrics (commit / election latency)
         # async (header, request, frame, conn) -> response chunks, for the non-raft APIs of the port
         self.other_requests = None
         # security of the controller listener (broker/quorum/secure.py), all None on plaintext:
@@ -247,6 +249,7 @@ class QuorumShell:
                 data = self.take_snapshot(r.snapshot_due)
                 self.storage.write_snapshot(r.snapshot_due, data)
                 node.snapshot_taken(r.snapshot_due, data)
+        self.raft_metrics.after_pump(node, trio.current_time())
         # wake the timer loop only if the node now wants a tick sooner than the loop sleeps to:
         # waking it on every pump made it spin (a core busy, and a MockClock never advanced)
         if self._waiting_until is not None:

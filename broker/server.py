@@ -21,7 +21,7 @@ log = logging.getLogger("kproto.server")
 
 
 class ClientConnection:
-    __slots__ = ("transport", "peer", "listener", "client_software", "session")
+    __slots__ = ("transport", "peer", "listener", "client_software", "session", "remote")
 
     def __init__(self, transport, peer, listener, session=None):
         self.transport = transport
@@ -30,6 +30,7 @@ class ClientConnection:
         # (name, version) the client gave in ApiVersions v3+ (client metrics match on it)
         self.client_software = None
         self.session = session  # broker.security.session.Session: principal, SASL state
+        self.remote = 0.0       # RemoteTime of the request being handled (broker/metrics/registry.py)
 
 
 async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listener: str) -> None:
@@ -52,7 +53,7 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
     else:
         transport, session = Transport(sock, max_frame), None
     conn = ClientConnection(transport, peer, listener, session)
-    # RequestMetrics (broker/metrics): (frame, finished) of each request of a batch
+    # RequestMetrics (broker/metrics): (frame, finished, remote) of each request of a batch
     metrics = getattr(dispatcher.broker, "metrics", None)
     done = [] if metrics is not None else None
     if metrics is not None:
@@ -67,7 +68,8 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
                     while frame is not None:
                         chunks = await dispatcher.handle(frame, conn)
                         if done is not None:
-                            done.append((frame, perf_counter()))
+                            done.append((frame, perf_counter(), conn.remote))
+                            conn.remote = 0.0
                         if chunks:
                             out.extend(chunks)
                         frame = transport.buffered_frame()

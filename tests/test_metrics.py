@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from broker.metrics import parse_listener
 from broker.metrics.registry import Histogram
 from kproto import records as rec
-from tests.wire_client import WireClient, create_topic, produce, produce_req
+from tests.wire_client import WireClient, create_topic, fetch, produce, produce_req
 from tools.broker_process import BrokerProcess, free_port
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -153,6 +153,33 @@ def test_request_counts_are_exact_per_api_and_version(mbroker, topic_name):
     assert value(after, "kafka_server_brokertopicmetrics_totalproducerequests_total", **t) == 8
     assert value(after, "kafka_server_socket_server_metrics_connection_creation_total",
                  listener="PLAINTEXT") >= 1
+
+
+def test_remote_time_is_the_long_poll_wait(mbroker, topic_name):
+    """RequestMetrics RemoteTimeMs: a Fetch that waits for data spends its max.wait.ms in
+    purgatory (remote time, not local time); a Produce on a single-replica partition waits for
+    no follower (remote 0, even with acks=all)."""
+    create_topic(mbroker.bootstrap, topic_name)
+    fetch_sum = ("kafka_network_requestmetrics_remotetimems_sum", (("request", "Fetch"),))
+    produce_sum = ("kafka_network_requestmetrics_remotetimems_sum", (("request", "Produce"),))
+    local_sum = ("kafka_network_requestmetrics_localtimems_sum", (("request", "Fetch"),))
+    before = scrape(mbroker.metrics_url)
+    batch = rec.build_batch([(b"k", b"v", [], 1_700_000_000_000)])
+    with WireClient(mbroker.bootstrap) as c:
+        started = time.monotonic()
+        for _ in range(8):   # one of them is sampled for the local time
+            resp = fetch(c, topic_name, 0, max_wait_ms=150)
+            assert resp.responses[0].partitions[0].error_code == 0
+        waited_ms = (time.monotonic() - started) * 1000
+        assert produce(c, topic_name, bytearray(batch), acks=-1).error_code == 0
+    after = scrape_until(mbroker.metrics_url, lambda s: s.get(fetch_sum, 0) - before.get(fetch_sum, 0) >= 8 * 140)
+    remote = after[fetch_sum] - before.get(fetch_sum, 0)
+    assert remote >= 8 * 140   # (a consumer of an earlier test may still be polling: no upper bound)
+    assert waited_ms >= 8 * 140
+    assert after[("kafka_network_requestmetrics_remotetimems", (("quantile", "0.99"), ("request", "Fetch")))] >= 100
+    assert after.get(produce_sum, 0) == before.get(produce_sum, 0)
+    # the handler's own time no longer holds the wait: the sampled local time stays far below it
+    assert after[local_sum] - before.get(local_sum, 0) < remote / 4
 
 
 def test_consumer_lag_goes_to_zero_when_the_group_catches_up(mbroker, topic_name):

@@ -110,13 +110,31 @@ async def describe_configs(ctx, req):
 
 # -- alter: shared steps -----------------------------------------------------------------------
 
-def _check_node_id(broker, name: str) -> None:
-    """ConfigAdminManager.validateResourceNameIsCurrentNodeId, with its messages."""
+def _check_node_id(ctx, name: str) -> int:
+    """ConfigAdminManager.validateResourceNameIsCurrentNodeId, with its messages: the broker a
+    client sends a per-broker change to checks it is its own. A request another broker forwarded
+    to this active controller was checked there: any node id is accepted (as Kafka's controller,
+    which only checks that the name is a number)."""
+    broker = ctx.broker
     if not (re.fullmatch(r"[+-]?[0-9]+", name) and -(1 << 31) <= int(name) < (1 << 31)):
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}")
-    if int(name) != broker.node_id:
+    if int(name) != broker.node_id and not getattr(ctx.conn, "forwarded", False):
         raise KafkaError(ErrorCode.INVALID_REQUEST,
                          f"Unexpected broker id, expected {broker.node_id}, but received {name}")
+    return int(name)
+
+
+def _alter_broker(ctx, name: str, layer_for, validate_only: bool) -> None:
+    """A BROKER resource: "" (the cluster default), this broker, or (forwarded) another broker;
+    `layer_for(stored)` is the resulting dynamic layer."""
+    broker = ctx.broker
+    node_id = _check_node_id(ctx, name) if name else None
+    if node_id is not None and node_id != broker.node_id:
+        layer = layer_for(broker.controller.stored_broker_configs(node_id))
+        broker.controller.alter_other_broker_configs(node_id, layer, validate_only)
+        return
+    layer = layer_for(broker.controller.dynamic_broker_configs(node_id is not None))
+    _apply_broker_layer(broker, name, layer, validate_only)
 
 
 def _check_request(configs, is_null) -> None:
@@ -219,7 +237,6 @@ def _preflight(resources) -> dict[int, tuple[int, str]]:
 
 
 def _alter(ctx, req, result_cls, alter_one):
-    broker = ctx.broker
     duplicates = _preflight(req.resources)
     results = []
     for i, r in enumerate(req.resources):
@@ -230,7 +247,7 @@ def _alter(ctx, req, result_cls, alter_one):
             out.error_code, out.error_message = duplicates[i]
             continue
         try:
-            alter_one(broker, r, bool(req.validate_only))
+            alter_one(ctx, r, bool(req.validate_only))
         except ConfigError as exc:
             out.error_code, out.error_message = exc.error_code, exc.message
         except KafkaError as exc:
@@ -240,14 +257,12 @@ def _alter(ctx, req, result_cls, alter_one):
 
 # -- IncrementalAlterConfigs -------------------------------------------------------------------
 
-def _incremental_one(broker, r, validate_only: bool) -> None:
+def _incremental_one(ctx, r, validate_only: bool) -> None:
+    broker = ctx.broker
     _check_request(r.configs, lambda c: c.config_operation != OpType.DELETE and c.value is None)
     ops = [(c.name, c.config_operation, c.value) for c in r.configs]
     if r.resource_type == BROKER_RESOURCE:
-        if r.resource_name:
-            _check_node_id(broker, r.resource_name)
-        current = broker.controller.dynamic_broker_configs(bool(r.resource_name))
-        _apply_broker_layer(broker, r.resource_name, _incremental_broker_layer(current, ops), validate_only)
+        _alter_broker(ctx, r.resource_name, lambda stored: _incremental_broker_layer(stored, ops), validate_only)
     elif r.resource_type == TOPIC_RESOURCE:
         _check_topic_name(r.resource_name)
         t = broker.image.topics.get(r.resource_name)
@@ -280,13 +295,12 @@ async def incremental_alter_configs(ctx, req):
 
 # -- AlterConfigs (legacy: the given set replaces every dynamic value of the resource) ---------
 
-def _legacy_one(broker, r, validate_only: bool) -> None:
+def _legacy_one(ctx, r, validate_only: bool) -> None:
+    broker = ctx.broker
     _check_request(r.configs, lambda c: c.value is None)
     pairs = [(c.name, c.value) for c in r.configs]
     if r.resource_type == BROKER_RESOURCE:
-        if r.resource_name:
-            _check_node_id(broker, r.resource_name)
-        _apply_broker_layer(broker, r.resource_name, dict(pairs), validate_only)
+        _alter_broker(ctx, r.resource_name, lambda stored: dict(pairs), validate_only)
     elif r.resource_type == TOPIC_RESOURCE:
         _check_topic_name(r.resource_name)
         t = broker.image.topics.get(r.resource_name)
@@ -301,3 +315,56 @@ def _legacy_one(broker, r, validate_only: bool) -> None:
 async def alter_configs(ctx, req):
     results = _alter(ctx, req, LegacyResult, _legacy_one)
     return AlterConfigsResponse(throttle_time_ms=0, responses=results)
+
+
+# -- before forwarding to the active controller ------------------------------------------------
+
+def preforward(ctx, req, response_cls, result_cls, alter_one):
+    """ConfigAdminManager.preprocess, on the broker that received the request when it forwards it
+    to the active controller: resources named twice, and BROKER resources (the node id must be this
+    broker's; the resulting config must be valid for this broker, which alone knows its static
+    config), are answered here. Returns (the request with the other resources, or None when none
+    is left; merge(controller's response or None) -> the whole response in request order)."""
+    duplicates = _preflight(req.resources)
+    errors: dict[int, tuple[int, str | None]] = {}
+    for i, r in enumerate(req.resources):
+        if i in duplicates:
+            errors[i] = duplicates[i]
+        elif r.resource_type == BROKER_RESOURCE:
+            try:
+                alter_one(ctx, r, True)
+            except ConfigError as exc:
+                errors[i] = (exc.error_code, exc.message)
+            except KafkaError as exc:
+                errors[i] = (exc.code, exc.message)
+    rest = [r for i, r in enumerate(req.resources) if i not in errors]
+
+    def merge(resp):
+        forwarded = iter(resp.responses if resp is not None else [])
+        results = []
+        for i, r in enumerate(req.resources):
+            if i in errors:
+                code, message = errors[i]
+                results.append(result_cls(error_code=code, error_message=message,
+                                          resource_type=r.resource_type, resource_name=r.resource_name))
+            else:
+                results.append(next(forwarded))
+        if resp is None:
+            resp = response_cls(throttle_time_ms=0)
+        resp.responses = results
+        return resp
+
+    if not errors:
+        return req, None
+    if not rest:
+        return None, merge
+    reduced = type(req)(**{f: getattr(req, f) for f in req._fields})
+    reduced.resources = rest
+    return reduced, merge
+
+
+PREFORWARD = {
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: lambda ctx, req: preforward(ctx, req, IncrementalAlterConfigsResponse,
+                                                                  IncrementalResult, _incremental_one),
+    ApiKey.ALTER_CONFIGS: lambda ctx, req: preforward(ctx, req, AlterConfigsResponse, LegacyResult, _legacy_one),
+}

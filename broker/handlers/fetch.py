@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import struct
+from time import perf_counter
 
 import trio
 
@@ -18,6 +19,7 @@ from kproto.messages.fetch_response import FetchResponse
 from broker.error_response import error_response
 from broker.fetch_sessions import FetchSessionCache, ShardError
 from broker.handlers import handles
+from broker.metrics.registry import remote_time
 from broker.partition import OffsetOutOfRange
 from broker.replication import follower_fetching, replica_fetch
 from broker.replication.leader_hint import current_leader
@@ -350,6 +352,7 @@ async def _read(ctx, req, v, items, context) -> list:
     if total >= req.min_bytes or req.max_wait_ms <= 0 or not watched or errors:
         return entries
     deadline = trio.current_time() + req.max_wait_ms / 1000
+    waiting = perf_counter()
     while total < req.min_bytes:
         # no await between the last build and registering: no append is missed
         wake = trio.Event()
@@ -366,4 +369,5 @@ async def _read(ctx, req, v, items, context) -> list:
         entries, total, watched, errors = _build(broker, v, req, items, isolation, incremental)
         if errors:
             break
+    remote_time(ctx, waiting)   # RequestMetrics RemoteTimeMs: the long poll
     return entries

@@ -4,6 +4,7 @@ Produce v0-2, which Kafka converts to a v2 batch on append."""
 from __future__ import annotations
 
 import logging
+from time import perf_counter
 
 from kproto import legacy
 from kproto import records as rec
@@ -13,6 +14,7 @@ from kproto.messages.produce_response import ProduceResponse
 
 from broker.dispatch import CloseConnection
 from broker.handlers import handles
+from broker.metrics.registry import remote_time
 from broker.replication.leader_hint import current_leader, node_endpoint
 from broker.storage.errors import KafkaStorageError
 from broker.topic_names import INTERNAL_TOPICS
@@ -151,7 +153,9 @@ async def produce(ctx, req):
     if durable:
         await _await_fsync(broker.flusher, durable)
     if replicated:
+        waiting = perf_counter()
         await _await_replication(broker, replicated, req.timeout_ms)
+        remote_time(ctx, waiting)   # RequestMetrics RemoteTimeMs: the wait for the ISR
     node_endpoints = []
     if version >= 10:
         node_endpoints = _leader_endpoints(broker, ctx, topics_out)

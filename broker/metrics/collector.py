@@ -9,19 +9,21 @@ RequestMetrics histogram becomes quantile gauges plus `_count`, so existing
 dashboards and alerts mostly work. Consumer lag uses kafka-lag-exporter's
 names. kproto-only values are `kproto_*`.
 
-Replication does not exist yet: the ReplicaManager, controller and raft
-families carry single-node values (no under-replicated or offline
-partitions, this node leads every partition and the quorum).
+The ReplicaManager, controller and raft-metrics families come from the
+node's replica state, metadata image and quorum (broker/metrics/cluster.py
+says what each value is); a single node is its own quorum's leader and
+the active controller.
 """
 from __future__ import annotations
 
 import time
 
-from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample
 
 from kproto.api import ApiKey
 
+from broker.metrics.cluster import cluster_metrics
+from broker.metrics.families import counter as _counter, gauge as _gauge, metric as _metric
 from broker.metrics.lag import consumer_lag
 from broker.metrics.registry import LATENCY_BOUNDS_MS, LATENCY_BUCKETS, quantile
 
@@ -40,7 +42,10 @@ _REQUEST_TIMES = (
     ("totaltimems", "total", "Time from receiving a request to its response sent, ms"),
     ("requestqueuetimems", "queue",
      "Time a request waited behind earlier requests of its connection, ms (sampled: 1 request in 8)"),
-    ("localtimems", "local", "Time in the request handler, ms (sampled: 1 request in 8)"),
+    ("localtimems", "local",
+     "Time in the request handler less its purgatory wait, ms (sampled: 1 request in 8)"),
+    ("remotetimems", "remote",
+     "Time waiting in purgatory: acks=all for the ISR, a fetch for data (long poll), ms"),
     ("responsesendtimems", "send", "Time sending the response, ms (sampled: 1 request in 8)"),
 )
 _GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty")
@@ -52,29 +57,6 @@ def request_name(api_key: int) -> str:
         return "".join(w.capitalize() for w in ApiKey(api_key).name.split("_"))
     except ValueError:
         return str(api_key)
-
-
-def _metric(name: str, doc: str, typ: str, samples=()) -> Metric:
-    m = Metric(name, doc, typ)
-    for sample_name, labels, value in samples:
-        m.samples.append(Sample(sample_name, labels, value))
-    return m
-
-
-def _gauge(name: str, doc: str, value=None, samples=()) -> Metric:
-    m = _metric(name, doc, "gauge")
-    if value is not None:
-        m.samples.append(Sample(name, {}, value))
-    for labels, v in samples:
-        m.samples.append(Sample(name, labels, v))
-    return m
-
-
-def _counter(name: str, doc: str, samples) -> Metric:
-    m = _metric(name, doc, "counter")
-    for labels, v in samples:
-        m.samples.append(Sample(name + "_total", labels, v))
-    return m
 
 
 class BrokerCollector:
@@ -143,7 +125,10 @@ class BrokerCollector:
             for k, s in stats:
                 counts = getattr(s, attr)
                 total_us = getattr(s, attr + "_us")
-                if attr != "total" and s.sampled:
+                if attr == "remote":
+                    counts = list(counts)
+                    counts[0] += s.count - s.waited   # every request that did not wait: 0 ms
+                elif attr != "total" and s.sampled:
                     total_us = total_us * s.count / s.sampled   # the phases are sampled: scaled up
                 req = request_name(k)
                 for q in QUANTILES:
@@ -183,27 +168,7 @@ class BrokerCollector:
         yield _gauge("kafka_log_log_numlogsegments", "Segments of the partition", samples=segments)
         yield _gauge("kafka_log_log_logendoffset", "Log end offset", samples=leo)
         yield _gauge("kafka_log_log_logstartoffset", "Log start offset", samples=lso)
-        n = len(parts)
-        yield _gauge("kafka_server_replicamanager_partitioncount", "Partitions on this broker", n)
-        yield _gauge("kafka_server_replicamanager_leadercount", "Partitions this broker leads", n)
-        for name in ("underreplicatedpartitions", "underminisrpartitioncount", "atminisrpartitioncount",
-                     "offlinereplicacount"):
-            yield _gauge(f"kafka_server_replicamanager_{name}", "Single node: always 0", 0)
-        for name in ("isrshrinks", "isrexpands"):
-            yield _counter(f"kafka_server_replicamanager_{name}", "Single node: always 0", [({}, 0)])
-        topics = b.image.topics
-        yield _gauge("kafka_controller_kafkacontroller_activecontrollercount",
-                     "1 on the active controller (single node: this one)", 1)
-        yield _gauge("kafka_controller_kafkacontroller_offlinepartitionscount",
-                     "Partitions without a leader (single node: 0)", 0)
-        yield _gauge("kafka_controller_kafkacontroller_globaltopiccount", "Topics in the cluster", len(topics))
-        yield _gauge("kafka_controller_kafkacontroller_globalpartitioncount", "Partitions in the cluster",
-                     sum(len(t.partitions) for t in topics.values()))
-        yield _gauge("kafka_server_raft_metrics_current_leader", "Leader of the metadata quorum", b.node_id)
-        yield _gauge("kafka_server_raft_metrics_high_watermark", "Metadata log high watermark",
-                     b.metadata.plog.log_end_offset if b.metadata is not None else 0)
-        yield _gauge("kafka_server_raft_metrics_current_epoch", "Epoch of the metadata quorum's leader",
-                     getattr(b.metadata, "leader_epoch", None) or 0)
+        yield from cluster_metrics(b)   # ReplicaManager, controller, raft-metrics (cluster.py)
 
     # -- groups and lag --------------------------------------------------------------------
 

@@ -68,11 +68,12 @@ class Histogram:
 
 class RequestStats:
     """Kafka's RequestMetrics for one API: requests per version, the total
-    time of every request, and (sampled) the time a request waited behind
-    earlier ones of its connection, spent in its handler, and sending its
-    response. Times are kept in whole microseconds."""
+    time of every request, the time it waited in purgatory (remote), and
+    (sampled) the time a request waited behind earlier ones of its
+    connection, spent in its handler less the purgatory wait (local), and
+    sending its response. Times are kept in whole microseconds."""
     __slots__ = ("api_key", "versions", "count", "total", "total_us", "sampled",
-                 "queue", "queue_us", "local", "local_us", "send", "send_us")
+                 "queue", "queue_us", "local", "local_us", "send", "send_us", "remote", "remote_us", "waited")
 
     def __init__(self, api_key: int):
         self.api_key = api_key
@@ -87,6 +88,11 @@ class RequestStats:
         self.local_us = 0
         self.send = new_counts()
         self.send_us = 0
+        # RemoteTime (purgatory: acks=all waiting for the ISR, a fetch waiting for data): every
+        # request that waited, exactly; the others waited 0 (added at scrape time)
+        self.remote = new_counts()
+        self.remote_us = 0
+        self.waited = 0
 
 
 class _VersionSlot:
@@ -160,14 +166,15 @@ class BrokerMetrics:
                     stats.bytes_out += len(p.records)
 
     def requests_answered(self, done: list, received: float, sent: float) -> None:
-        """`done` holds (frame, finished) of requests that arrived together at
-        `received`, were handled one after another, and whose responses went
-        out in one send that finished at `sent`: a request started when the
-        one before it finished. The per-request work is a few integer
-        operations, no calls."""
+        """`done` holds (frame, finished, remote) of requests that arrived
+        together at `received`, were handled one after another, and whose
+        responses went out in one send that finished at `sent`: a request
+        started when the one before it finished; `remote` is the seconds its
+        handler waited in purgatory (remote_time(), 0 for most requests).
+        The per-request work is a few integer operations, no calls."""
         slots = self.slots
         started = received
-        for frame, finished in done:
+        for frame, finished, remote in done:
             key = frame[1] | frame[0] << 8 | frame[3] << 16 | frame[2] << 24   # api key, version
             slot = slots.get(key)
             if slot is None:
@@ -178,12 +185,17 @@ class BrokerMetrics:
             us = int((sent - received) * 1e6)
             s.total[us.bit_length()] += 1
             s.total_us += us
+            if remote:
+                us = int(remote * 1e6)
+                s.remote[us.bit_length()] += 1
+                s.remote_us += us
+                s.waited += 1
             if not s.count % PHASE_SAMPLING:
                 s.sampled += 1
                 us = int((started - received) * 1e6)
                 s.queue[us.bit_length()] += 1
                 s.queue_us += us
-                us = int((finished - started) * 1e6)
+                us = max(int((finished - started - remote) * 1e6), 0)
                 s.local[us.bit_length()] += 1
                 s.local_us += us
                 us = int((sent - finished) * 1e6)
@@ -213,3 +225,13 @@ class BrokerMetrics:
         if c is not None:
             c[0] -= 1
             c[2] += 1
+
+
+def remote_time(ctx, since: float) -> None:
+    """Kafka's RemoteTime of the request being handled: it waited in purgatory (acks=all for
+    the ISR, a fetch for data) from `since` (perf_counter) until now. Kept on its connection,
+    where the server picks it up with the request's finish time (broker/server.py); called
+    only after a wait, never on the path of a request that did not wait."""
+    conn = ctx.conn
+    if ctx.broker.metrics is not None and hasattr(conn, "remote"):   # not a forwarded request's
+        conn.remote += perf_counter() - since

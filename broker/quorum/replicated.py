@@ -205,6 +205,7 @@ class ReplicatedMetadata:
         # watermark learned beyond it (broker/replicas.py removes stray directories only then)
         self._end_at_start = node.end_offset
         self.metadata = ReplicatedMetadataLog(plog, self.image, self)
+        self.metadata.subscribe(self._broker_configs)
         self.liveness = Liveness(self)
         from broker.quorum.controller_apis import ControllerApis
         self.controller_apis = ControllerApis(self)   # ControllerRegistration, the admin APIs (KIP-919)
@@ -306,6 +307,17 @@ class ReplicatedMetadata:
                 listener(records)
             except Exception:
                 log.exception("metadata listener failed")
+
+    def _broker_configs(self, records: list) -> None:
+        """Dynamic configs of this broker, or the cluster default, changed by the active controller
+        (wherever the request was sent): installed in the running config, as Kafka's
+        DynamicConfigPublisher does, and the topics' effective configs follow."""
+        controller = getattr(self.broker, "controller", None)
+        partitions = getattr(self.broker, "partitions", None)
+        if controller is None or not controller.broker_configs_changed(records) or partitions is None:
+            return
+        for topic in list(self.image.topics):
+            partitions.refresh_configs(topic)
 
     def _on_commit(self, entries) -> None:
         batch, last = [], None
@@ -491,6 +503,16 @@ class ReplicatedMetadata:
             return handler
 
         async def run(ctx, request):
+            merge = None
+            if not getattr(ctx.conn, "forwarded", False) and not self.is_active_controller:
+                # what the receiving broker checks itself before forwarding (Kafka's ConfigAdminManager)
+                request, merge = _preforward(api_key, ctx, request)
+                if request is None:
+                    return merge(None)
+            response = await route(ctx, request)
+            return response if merge is None else merge(response)
+
+        async def route(ctx, request):
             timeout_ms = getattr(request, "timeout_ms", None) or DEFAULT_TIMEOUT_MS
             deadline = trio.current_time() + timeout_ms / 1000
             forwarded = getattr(ctx.conn, "forwarded", False)
@@ -767,6 +789,14 @@ def _in_trio() -> bool:
         return True
     except RuntimeError:
         return False
+
+
+def _preforward(api_key: int, ctx, request):
+    """(the request to forward or None, merge(response) or None): the receiving broker's own
+    checks of a request it forwards (per-broker config changes are validated by that broker)."""
+    from broker.handlers.configs import PREFORWARD
+    pre = PREFORWARD.get(api_key)
+    return (request, None) if pre is None else pre(ctx, request)
 
 
 def _error(ctx, request, code: int):

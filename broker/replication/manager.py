@@ -68,6 +68,12 @@ class ReplicationManager:
         self._sweep_needed = True
         self._coordinator_owned: dict[int, bool] = {}   # __consumer_offsets partition -> led here
         self._coordinator_changes: list[tuple[int, bool]] = []
+        # Kafka's ReplicaManager meters IsrShrinksPerSec / IsrExpandsPerSec / FailedIsrUpdatesPerSec:
+        # ISR changes this leader asked for with AlterPartition, counted when the controller accepted
+        # them (a shrink the controller makes itself, fencing a broker, is not counted: as Kafka)
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self.failed_isr_updates = 0
         self.endpoint_of = lambda broker_id: endpoint_from_image(
             broker.image, broker_id, self._inter_broker_listener())
 
@@ -330,6 +336,7 @@ class ReplicationManager:
                     AlterPartitionRequest.PartitionData(
                         partition_index=part.index, leader_epoch=state.leader_epoch, new_isr=new_isr,
                         leader_recovery_state=0, partition_epoch=state.partition_epoch)])])
+            expand = any(b not in state.isr for b in new_isr)   # else a shrink
             code = ErrorCode.NONE
             try:
                 if self._is_controller():
@@ -353,7 +360,13 @@ class ReplicationManager:
             except (OSError, EOFError, trio.TooSlowError, trio.BrokenResourceError, KafkaError) as exc:
                 log.info("AlterPartition for %s-%d failed: %s", part.topic, part.index, exc)
                 code = ErrorCode.NOT_CONTROLLER
-            if code != ErrorCode.NONE:
+            if code == ErrorCode.NONE:
+                if expand:
+                    self.isr_expands += 1
+                else:
+                    self.isr_shrinks += 1
+            else:
+                self.failed_isr_updates += 1
                 log.info("AlterPartition %s-%d isr %s: %s", part.topic, part.index, new_isr, code.name)
                 state.pending_isr = None
                 self._advance(part, state)   # the maximal ISR is the ISR again
@@ -528,6 +541,7 @@ class Fetcher:
             self._append(part, bytes(data))
         leo = plog.log_end_offset
         if pr.high_watermark >= 0:
+            part.hw_epoch = part.leader_epoch   # the high watermark is the current leader's (consumer lag)
             hw = min(pr.high_watermark, leo)
             if hw != part.replicated_hw:
                 part.replicated_hw = hw

@@ -7,12 +7,14 @@ high watermark and complete acks=all produces."""
 from __future__ import annotations
 
 import time
+from time import perf_counter
 
 import trio
 
 from kproto.errors import ErrorCode
 from kproto.messages.fetch_response import FetchResponse
 
+from broker.metrics.registry import remote_time
 from broker.partition import OffsetOutOfRange  # noqa: F401
 
 _Part = FetchResponse.PartitionData
@@ -116,6 +118,7 @@ async def serve(ctx, req, version: int, items, incremental: bool = False) -> lis
     entries, total, watched = _build(broker, req, version, replica, items, incremental)
     if total >= max(1, req.min_bytes) or req.max_wait_ms <= 0 or not watched:
         return entries
+    waiting = perf_counter()
     ev = trio.Event()
     for p in watched:
         p.add_waiter(ev)
@@ -123,4 +126,6 @@ async def serve(ctx, req, version: int, items, incremental: bool = False) -> lis
         await ev.wait()
     for p in watched:
         p.remove_waiter(ev)
-    return _build(broker, req, version, replica, items, incremental)[0]
+    entries = _build(broker, req, version, replica, items, incremental)[0]
+    remote_time(ctx, waiting)   # RequestMetrics RemoteTimeMs: the follower's long poll
+    return entries

@@ -52,13 +52,23 @@ def _quiet_logger():
 # -- worker processes ------------------------------------------------------------------------------
 
 
+def _thread_wait_s() -> float:
+    """Seconds this process's threads (librdkafka's included) spent
+    runnable but not running (schedstat)."""
+    return runqueue_wait_s(os.getpid())
+
+
 def producer_worker(bootstrap: str, topic: str, partitions: int, rate: float, seconds: float, size: int,
-                    acks: str, linger_ms: int, ready, go, start, first_partition: int, out) -> None:
+                    acks: str, linger_ms: int, ready, go, start, first_partition: int, out,
+                    tick_ms: float = 0.2) -> None:
     """Warms up, says so on ``ready``, then sends ``rate`` records/s for
     ``seconds`` from ``start.value`` (monotonic ns, set before ``go``),
     round-robin over the partitions, each record stamped with its scheduled
-    send time; puts its ack histogram and counts on ``out``."""
+    send time; puts its ack histogram, counts and CPU time on ``out``.
+    Between bursts it sleeps (no busy-waiting: on a small machine the load
+    generator's CPU is the broker's), at least ``tick_ms``."""
     from confluent_kafka import Producer
+    tick_ns = int(tick_ms * 1e6)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": linger_ms,
                          "logger": _quiet_logger(), "client.id": "kproto-bench-latency",
                          "queue.buffering.max.messages": 1_000_000})
@@ -90,16 +100,17 @@ def producer_worker(bootstrap: str, topic: str, partitions: int, rate: float, se
         pad = b"\x00" * max(size - STAMP.size, 0)
         count = int(rate * seconds)
         interval_ns = 1e9 / rate
-        produce, poll, now_ns = producer.produce, producer.poll, time.monotonic_ns
+        produce, poll, now_ns, sleep = producer.produce, producer.poll, time.monotonic_ns, time.sleep
         part = first_partition
         i = 0
         behind = 0
+        cpu0, wait0 = time.process_time(), _thread_wait_s()
         while i < count:
             now = now_ns()
             due = min(count, int((now - start_ns) / interval_ns) + 1) if now >= start_ns else 0
             if due - i > rate * 0.05:
                 behind += 1      # more than 50 ms worth queued in this process: the client lags
-            while i < due:
+            while i < due:       # every record now due, in one burst
                 stamp = start_ns + int(i * interval_ns)
                 try:
                     produce(topic, STAMP.pack(stamp) + pad, partition=part, on_delivery=delivered)
@@ -108,14 +119,28 @@ def producer_worker(bootstrap: str, topic: str, partitions: int, rate: float, se
                     continue
                 part = part + 1 if part + 1 < partitions else 0
                 i += 1
-            if i < count:
-                next_ns = start_ns + int(i * interval_ns)
-                poll(max(0.0, min(0.01, (next_ns - now_ns()) / 1e9)))
+            if i >= count:
+                break
+            # Sleep until the next record is due, serving delivery callbacks.
+            # librdkafka's poll() takes whole milliseconds (a timeout under
+            # 1 ms is poll(0), which returns at once: the old loop spun here
+            # and its producers took the CPU the broker needed); it returns
+            # early when a delivery report arrives, so acks are timed when they
+            # come. A wait under 1 ms is a plain sleep, at least ``tick``.
+            wait = start_ns + int(i * interval_ns) - now_ns()
+            if wait >= 1_000_000:
+                poll((wait // 1_000_000) / 1000)
+            else:
+                poll(0)
+                if wait > 0:
+                    sleep(max(wait, tick_ns) / 1e9)
+        cpu = time.process_time() - cpu0
+        wait_s = _thread_wait_s() - wait0
         deadline = time.monotonic() + STALL_SECONDS
         while producer.flush(0.1) and time.monotonic() < deadline:
             pass
         out.put({"ack": hist.to_dict(), "sent": count, "acked": acked[0], "errors": errors[:3],
-                 "error_count": len(errors), "behind_ticks": behind})
+                 "error_count": len(errors), "behind_ticks": behind, "cpu_s": cpu, "runq_s": wait_s})
     except Exception as exc:  # reported by the parent
         out.put({"fatal": f"{type(exc).__name__}: {exc}"})
 
@@ -145,6 +170,7 @@ def consumer_worker(bootstrap: str, topic: str, partitions: int, expected: int, 
                 raise RuntimeError(f"consumer saw warm-up records of {len(seen)}/{partitions} partitions")
         ready.set()
         go.wait(STALL_SECONDS)
+        cpu0 = time.process_time()
         hist = Histogram()
         record = hist.record
         got = 0
@@ -163,8 +189,9 @@ def consumer_worker(bootstrap: str, topic: str, partitions: int, expected: int, 
                     continue
                 record((now - STAMP.unpack_from(v, 0)[0]) // 1000)
                 got += 1
+        cpu = time.process_time() - cpu0
         consumer.close()
-        out.put({"e2e": hist.to_dict(), "consumed": got})
+        out.put({"e2e": hist.to_dict(), "consumed": got, "cpu_s": cpu})
     except Exception as exc:
         ready.set()
         out.put({"fatal": f"consumer: {type(exc).__name__}: {exc}"})
@@ -243,7 +270,7 @@ def runqueue_wait_s(pid: int) -> float:
 
 
 def run_case(target, rate: int, size: int, acks: str, partitions: int, seconds: float, producers: int,
-             linger_ms: int, topic: str) -> dict:
+             linger_ms: int, topic: str, tick_ms: float = 0.2) -> dict:
     from tools.bench import procstat
     target.create_topics({topic: partitions})
     out = _CTX.Queue()
@@ -262,7 +289,7 @@ def run_case(target, rate: int, size: int, acks: str, partitions: int, seconds: 
     ready_q, go_p, start = _CTX.Queue(), _CTX.Event(), _CTX.Value("q", 0)
     procs = [_CTX.Process(target=producer_worker, daemon=True,
                           args=(target.bootstrap, topic, partitions, rate_each, seconds, size, acks, linger_ms,
-                                ready_q, go_p, start, i % partitions, out))
+                                ready_q, go_p, start, i % partitions, out, tick_ms))
              for i in range(producers)]
     for p in procs:
         p.start()
@@ -301,6 +328,7 @@ def run_case(target, rate: int, size: int, acks: str, partitions: int, seconds: 
         raise RuntimeError(fatal[0])
     ack, e2e = Histogram(), Histogram()
     sent = acked = consumed = errors = behind = 0
+    producer_cpu = consumer_cpu = 0.0
     for r in results:
         if "ack" in r:
             ack.merge(Histogram.from_dict(r["ack"]))
@@ -308,12 +336,18 @@ def run_case(target, rate: int, size: int, acks: str, partitions: int, seconds: 
             acked += r["acked"]
             errors += r["error_count"]
             behind += r["behind_ticks"]
+            producer_cpu += r["cpu_s"]
         if "e2e" in r:
             e2e.merge(Histogram.from_dict(r["e2e"]))
             consumed = r["consumed"]
+            consumer_cpu = r["cpu_s"]
     res = {"sent": sent, "acked": acked, "consumed": consumed, "errors": errors, "client behind ticks": behind,
            "broker cpu %": 100.0 * cpu / max(elapsed, 1e-9),
            "runq wait %": 100.0 * wait / max(elapsed, 1e-9), "load avg": (load_before + load_after) / 2,
+           # the load generator's share, as % of one core over the case's
+           # wall time: on a small machine what it takes, the broker lacks
+           "producers cpu %": 100.0 * producer_cpu / max(elapsed, 1e-9),
+           "consumer cpu %": 100.0 * consumer_cpu / max(elapsed, 1e-9),
            "ack": ack.to_dict(), "e2e": e2e.to_dict()}
     for name, h in (("ack", ack), ("e2e", e2e)):
         for label, q in (("p50", 50), ("p99", 99), ("p999", 99.9)):
@@ -354,6 +388,8 @@ def parser() -> argparse.ArgumentParser:
                     help="a discarded run per target first, at the highest rate (default 10; JIT warm-up)")
     ap.add_argument("--producers", type=int, default=3, help="producer processes sharing the rate (default 3)")
     ap.add_argument("--linger-ms", type=int, default=1, help="producers' linger.ms (default 1)")
+    ap.add_argument("--tick-ms", type=float, default=0.2,
+                    help="producers' shortest sleep between bursts of due records (default 0.2)")
     ap.add_argument("--broker-set", action="append", default=[], metavar="KEY=VALUE",
                     help="a setting for every broker (kproto --set, a line of Kafka's server.properties)")
     ap.add_argument("--kafka-home", default=os.environ.get("KAFKA_HOME"), help="default $KAFKA_HOME")
@@ -485,7 +521,8 @@ def run(args) -> dict:
                 print(f"{t.label}: warming up {args.warmup_seconds:.0f} s at {max(args.rates)}/s", flush=True)
                 try:
                     run_case(t, max(args.rates), max(args.sizes), acks[-1], max(args.partitions),
-                             args.warmup_seconds, args.producers, args.linger_ms, f"lat-{t.name}-warmup")
+                             args.warmup_seconds, args.producers, args.linger_ms, f"lat-{t.name}-warmup",
+                             args.tick_ms)
                 except Exception as exc:
                     print(f"{t.label}: warm-up failed: {exc}", flush=True)
         n = 0
@@ -499,7 +536,7 @@ def run(args) -> dict:
                              "partitions": parts}
                     try:
                         entry |= run_case(t, rate, size, ack, parts, args.seconds, args.producers,
-                                          args.linger_ms, topic)
+                                          args.linger_ms, topic, args.tick_ms)
                     except Exception as exc:
                         entry["error"] = f"{type(exc).__name__}: {exc}"
                     doc["cases"].append(entry)
@@ -515,7 +552,8 @@ def run(args) -> dict:
 
 
 COLUMNS = ("ack p50 ms", "ack p99 ms", "ack p999 ms", "ack max ms", "e2e p50 ms", "e2e p99 ms", "e2e p999 ms",
-           "e2e max ms", "loop p99 ms", "loop max ms", "broker cpu %", "runq wait %", "requests/s",
+           "e2e max ms", "loop p99 ms", "loop max ms", "broker cpu %", "runq wait %", "producers cpu %",
+           "consumer cpu %", "requests/s",
            "cpu us/request", "load avg")
 HEADER = f"{'case':<30} {'target':<7} {'rep':>3} " + " ".join(f"{c.replace(' ms', ''):>9}" for c in COLUMNS)
 
