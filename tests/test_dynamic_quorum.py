@@ -12,7 +12,7 @@ import time
 import pytest
 
 pytest.importorskip("confluent_kafka")
-from tests.test_quorum_cluster import create, create_until_ok, describe_quorum, metadata, topics_seen  # noqa: E402
+from tests.test_quorum_cluster import create_until_ok, describe_quorum, metadata, topics_seen  # noqa: E402
 from broker.storage.checkpoints import uuid_from_str  # noqa: E402
 from tools.dynamic_quorum import DynamicQuorum  # noqa: E402
 
