@@ -12,7 +12,7 @@ import time
 import pytest
 
 pytest.importorskip("confluent_kafka")
-from tests.test_quorum_cluster import create, create_until_ok, describe_quorum, metadata, topics_seen  # noqa: E402
+from tests.test_quorum_cluster import create_until_ok, describe_quorum, metadata, topics_seen  # noqa: E402
 from broker.storage.checkpoints import uuid_from_str  # noqa: E402
 from tools.dynamic_quorum import DynamicQuorum  # noqa: E402
 
@@ -127,7 +127,8 @@ def test_initial_controllers_with_a_broker():
 def test_broker_listener_serves_add_and_remove_raft_voter_as_kafka_does_for_a_static_quorum(broker):
     """The embedded single-node default (a static one-voter quorum): ApiVersions advertises AddRaftVoter
     and RemoveRaftVoter v0 as Kafka 3.9's brokers do, and both are refused as Kafka's raft client
-    refuses them for a static quorum, its checks in Kafka's order."""
+    refuses them for a static quorum, its checks in Kafka's order (every answer here is what a
+    single-node Kafka 3.9 gave to the same requests on its broker listener)."""
     import uuid
 
     from kproto.messages.add_raft_voter_request import AddRaftVoterRequest, Listener
@@ -156,8 +157,59 @@ def test_broker_listener_serves_add_and_remove_raft_voter_as_kafka_does_for_a_st
 
         assert add() == (35, "Cluster doesn't support adding voter because the kraft.version feature is 0")
         assert remove() == (35, "Cluster doesn't support removing voter because the kraft.version feature is 0")
-        assert add(cluster_id="other") == (104, f'The given id "other" doesn\'t match the cluster id "{cluster_id}"')
+        assert add(cluster_id="other") == (104, 'The given id "other" doesn\'t match the cluster id ""')   # (sic)
+        assert add(cluster_id=None)[0] == 35
         assert add(voter_directory_id=uuid.UUID(int=0)) == (42, "Add voter request didn't include a valid voter")
         assert remove(voter_directory_id=uuid.UUID(int=0)) == (42, "Remove voter request didn't include a valid voter")
         code, message = add(listeners=[Listener(name="OTHER", host="127.0.0.1", port=9093)])
-        assert code == 42 and message.startswith("Add voter request didn't include the endpoint")
+        assert (code, message) == (42, "Add voter request didn't include the endpoint (Endpoints(endpoints={"
+                                       "ListenerName(OTHER)=127.0.0.1/<unresolved>:9093})) for the default "
+                                       "listener ListenerName(CONTROLLER)")
+        assert add(voter_id=-1) == (42, "Add voter request didn't include a valid voter")
+
+
+KAFKA = KAFKA_HOME or os.path.expanduser("~/.cache/kproto-ref/kafka")
+
+
+def _quorum_tool(*args, ok=True):
+    p = subprocess.run([os.path.join(KAFKA, "bin", "kafka-metadata-quorum.sh"), *args], capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256m"})
+    assert (p.returncode == 0) == ok, (p.stdout, p.stderr[-2000:])
+    return p.stdout if ok else p.stderr
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(KAFKA, "bin", "kafka-metadata-quorum.sh")),
+                    reason="no Kafka at KAFKA_HOME (~/.cache/kproto-ref/kafka): runs Kafka's kafka-metadata-quorum.sh")
+def test_kafka_metadata_quorum_add_and_remove_controller():
+    """Kafka 3.9's own procedure, with its tool: add-controller --command-config <the node's
+    server.properties> (node id, directory id from meta.properties, controller endpoint), against a
+    controller and through a broker; describe; remove-controller."""
+    c = DynamicQuorum(3)
+    try:
+        dirs = c.format_dynamic("standalone")
+        c.start()
+        wait_for(lambda: (r := voters_and_observers(c, 1)) and r[2] == [2, 3], 20, "observers 2 and 3")
+        status = _quorum_tool("--bootstrap-controller", c.controller_address(1), "describe", "--status")
+        assert (f'CurrentVoters:          [{{"id": 1, "directoryId": "{dirs[1]}", "endpoints": '
+                f'["CONTROLLER://127.0.0.1:{c.controller_ports[1]}"]}}]') in status, status
+        assert (f'CurrentObservers:       [{{"id": 2, "directoryId": "{dirs[2]}"}}, '
+                f'{{"id": 3, "directoryId": "{dirs[3]}"}}]') in status, status
+        for i, where in ((2, ["--bootstrap-controller", c.controller_address(1)]),
+                         (3, ["--bootstrap-server", f"127.0.0.1:{c.ports[2]}"])):
+            out = _quorum_tool(*where, "--command-config", c.nodes[i].properties, "add-controller")
+            assert out == (f"Added controller {i} with directory id {dirs[i]} and endpoints: "
+                           f"CONTROLLER://127.0.0.1:{c.controller_ports[i]}\n"), out
+        err = _quorum_tool("--bootstrap-controller", c.controller_address(2), "--command-config",
+                           c.nodes[2].properties, "add-controller", ok=False)
+        assert "DuplicateVoterException: The voter id for ReplicaKey(id=2, " in err, err[-2000:]
+        rows = _quorum_tool("--bootstrap-controller", c.controller_address(3), "describe", "--replication")
+        table = [re.split(r"\s+", line.strip()) for line in rows.splitlines()[1:]]
+        assert {r[0]: (r[1], r[-1]) for r in table} == {
+            "1": (dirs[1], "Leader"), "2": (dirs[2], "Follower"), "3": (dirs[3], "Follower")}, rows
+        out = _quorum_tool("--bootstrap-controller", c.controller_address(1), "remove-controller",
+                           "--controller-id", "3", "--controller-directory-id", dirs[3])
+        assert out == f"Removed  KRaft controller 3 with directory id {dirs[3]}\n", out   # (Kafka's two spaces)
+        wait_for(lambda: (r := voters_and_observers(c, 1)) and r[1:] == ([1, 2], [3]), 15, "voters [1, 2]")
+        create_until_ok(c, "after", [3], 15)
+    finally:
+        c.cleanup()

@@ -188,3 +188,20 @@ def test_a_node_conversation_through_the_codecs():
     follower = next(n for n in nodes.values() if n is not leader)
     assert follower.hwm == leader.hwm >= 5
     assert [e.data for e in follower.entries] == [e.data for e in leader.entries]
+
+
+def test_start_of_epoch_records_are_one_control_batch():
+    """LeaderChange, KRaftVersion and VotersRecord of a dynamic quorum's first epoch: one control batch
+    (as Kafka's leader writes them, and as `storage format --standalone`'s first start did), read back
+    to the same entries."""
+    from raft.messages import Entry, VoterInfo, kraft_version_data, voters_data
+    voters = (VoterInfo(1, "AAAAAAAAAAAAAAAAAAAAAQ", (("CONTROLLER", "127.0.0.1", 9093),)),)
+    entries = [Entry(0, 1, leader_change_data(1, (1,)), control=True),
+               Entry(1, 1, kraft_version_data(1), control=True),
+               Entry(2, 1, voters_data(voters), control=True), Entry(3, 1, b"data")]
+    buf = convert.entries_to_records(entries)
+    headers = [(h.base_offset, h.is_control) for _pos, h in rec.iter_batch_headers(buf)]
+    assert headers == [(0, True), (3, False)]
+    types = [rec.control_record_type(r) for r in rec.iter_records(buf, 0)]
+    assert types == [convert.LEADER_CHANGE, convert.KRAFT_VERSION, convert.KRAFT_VOTERS]
+    assert list(convert.records_to_entries(buf)) == entries

@@ -103,3 +103,45 @@ def test_the_checks_catch_a_leader_that_makes_two_voter_changes_at_once():
     finally:
         undo()
     run_seed(209, voters=5, observers=2, reconfig_every_ms=300, config={"pre_vote": False})
+
+
+def test_an_observer_with_no_voter_set_asks_a_bootstrap_server_and_follows_the_leader_it_names():
+    """A node formatted --no-initial-controllers knows no voters: its fetch goes to a bootstrap server
+    (Kafka's ids -2, -3, ...), whose answer names the leader; then it fetches from the leader."""
+    import random
+
+    from raft.messages import Envelope, FetchRequest, FetchResponse, FENCED_LEADER_EPOCH
+    from raft.node import FOLLOWER, RaftConfig, RaftNode
+    node = RaftNode(RaftConfig(4, (), kraft_version=1, bootstrap=(-2, -3)), random.Random(1), 0)
+    node.tick(100)
+    (sent,) = node.ready().messages
+    assert sent.dst in (-2, -3) and isinstance(sent.msg, FetchRequest) and sent.msg.replica_id == 4
+    node.step(Envelope(sent.dst, 4, sent.correlation_id, FetchResponse(FENCED_LEADER_EPOCH, 3, 1)), 110)
+    assert (node.role, node.leader_id, node.epoch, node.is_voter) == (FOLLOWER, 1, 3, False)
+    assert [e.dst for e in node.ready().messages] == [1]
+    # with neither voters nor bootstrap servers, nothing to ask (and no crash)
+    lone = RaftNode(RaftConfig(5, (), kraft_version=1), random.Random(1), 0)
+    lone.tick(100)
+    assert lone.ready().messages == []
+
+
+def test_the_first_leader_writes_the_bootstrap_voter_set_into_the_log():
+    """Voters from the bootstrap checkpoint (snapshot 0-0): the first leader's epoch starts with
+    LeaderChange, kraft.version and the voter set, as Kafka's; a later leader writes LeaderChange alone."""
+    import random
+
+    from raft.messages import SnapshotId, kraft_version_data, parse_voters
+    from raft.node import Persisted, RaftConfig, RaftNode
+    infos = (VoterInfo(1, "dir-1", (("CONTROLLER", "h", 9093),)),)
+    node = RaftNode(RaftConfig(1, (), kraft_version=1, snapshot_voters=lambda data: infos), random.Random(1), 0,
+                    Persisted(snapshot_id=SnapshotId(0, 0), snapshot_data=b"bootstrap"))
+    assert node.voters == (1,) and node.voters_offset == -1
+    node.tick(10)
+    assert node.role == LEADER
+    first = [(e.offset, e.control) for e in node.entries]
+    assert first == [(0, True), (1, True), (2, True)]
+    assert node.entries[1].data == kraft_version_data(1) and parse_voters(node.entries[2].data) == infos
+    assert node.voters_offset == 2
+    node.resign()
+    node.tick(10 ** 6)
+    assert node.role == LEADER and len(node.entries) == 4   # the next epoch: LeaderChange only

@@ -26,7 +26,6 @@ class DynamicQuorum(QuorumCluster):
     then `nodes - controllers` brokers (roles=broker), or combined nodes when controllers is None."""
 
     def __init__(self, nodes: int = 3, controllers: int | None = None, settings: dict | None = None, **kw):
-        self._dynamic_settings = dict(settings or {})
         super().__init__(nodes, controllers, settings={"controller.quorum.voters": "", **(settings or {})}, **kw)
         servers = ",".join(f"{self.host}:{p}" for p in self.controller_ports.values())
         self.settings["controller.quorum.bootstrap.servers"] = servers

@@ -112,7 +112,8 @@ def request_refusal(key: int, req, cluster_id: str, listener_name: str | None, i
     voter set is looked at, in KafkaRaftClient's order (cluster id, leadership, the voter key, the
     endpoint on the controller listener); None when it goes on."""
     if req.cluster_id is not None and req.cluster_id != cluster_id:
-        return INCONSISTENT_CLUSTER_ID, f'The given id "{req.cluster_id}" doesn\'t match the cluster id "{cluster_id}"'
+        # (Kafka 3.9 names its own cluster id as "" here, on either listener: observed)
+        return INCONSISTENT_CLUSTER_ID, f'The given id "{req.cluster_id}" doesn\'t match the cluster id ""'
     if not is_leader:
         return NOT_LEADER_OR_FOLLOWER, None
     verb = "Add" if key == ADD_RAFT_VOTER else "Remove"

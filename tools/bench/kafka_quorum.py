@@ -23,11 +23,13 @@ import time
 N = 3
 
 
-def cfg_text(i, base, data):
+def cfg_text(i, base, data, dynamic=False):
     voters = ",".join(f"{j}@127.0.0.1:{base + 10 * j + 1}" for j in range(1, N + 1))
+    bootstrap = ",".join(f"127.0.0.1:{base + 10 * j + 1}" for j in range(1, N + 1))
     return "\n".join([
         "process.roles=broker,controller", f"node.id={i}",
-        f"controller.quorum.voters={voters}",
+        # --dynamic: KIP-853, the controllers named by controller.quorum.bootstrap.servers
+        f"controller.quorum.bootstrap.servers={bootstrap}" if dynamic else f"controller.quorum.voters={voters}",
         f"listeners=PLAINTEXT://127.0.0.1:{base + 10 * i},CONTROLLER://127.0.0.1:{base + 10 * i + 1}",
         f"advertised.listeners=PLAINTEXT://127.0.0.1:{base + 10 * i}",
         "controller.listener.names=CONTROLLER",
@@ -37,8 +39,9 @@ def cfg_text(i, base, data):
 
 
 class KafkaCluster:
-    def __init__(self, home, base, tmp):
+    def __init__(self, home, base, tmp, dynamic=False):
         self.home, self.base, self.tmp = home, base, tmp
+        self.dynamic = dynamic
         self.procs = {}
 
     def bootstrap(self, exclude=()):
@@ -46,15 +49,21 @@ class KafkaCluster:
                         if i not in exclude)
 
     def format(self):
-        cid = subprocess.check_output([f"{self.home}/bin/kafka-storage.sh", "random-uuid"],
-                                      text=True).strip()
+        def uuid():
+            return subprocess.check_output([f"{self.home}/bin/kafka-storage.sh", "random-uuid"],
+                                           text=True).strip()
+        cid = uuid()
+        extra = []
+        if self.dynamic:   # all three voters from the start: --initial-controllers
+            extra = ["--initial-controllers", ",".join(f"{j}@127.0.0.1:{self.base + 10 * j + 1}:{uuid()}"
+                                                       for j in range(1, N + 1))]
         for i in range(1, N + 1):
             d = os.path.join(self.tmp, f"n{i}")
             os.makedirs(d, exist_ok=True)
             with open(f"{d}/server.properties", "w") as f:
-                f.write(cfg_text(i, self.base, d))
+                f.write(cfg_text(i, self.base, d, self.dynamic))
             subprocess.check_call([f"{self.home}/bin/kafka-storage.sh", "format", "-t", cid,
-                                   "-c", f"{d}/server.properties"], stdout=subprocess.DEVNULL)
+                                   "-c", f"{d}/server.properties", *extra], stdout=subprocess.DEVNULL)
 
     def start(self, i):
         d = os.path.join(self.tmp, f"n{i}")
@@ -99,6 +108,8 @@ def main(argv=None):
     ap.add_argument("--kills", type=int, default=5)
     ap.add_argument("--creates", type=int, default=100)
     ap.add_argument("--base-port", type=int, default=21100)
+    ap.add_argument("--dynamic", action="store_true",
+                    help="a dynamic quorum (KIP-853): bootstrap servers, formatted --initial-controllers")
     args = ap.parse_args(argv)
     home = os.environ.get("KAFKA_HOME")
     if not home:
@@ -106,7 +117,7 @@ def main(argv=None):
         return 0
     from confluent_kafka.admin import AdminClient
     with tempfile.TemporaryDirectory(prefix="raft-kafka-") as tmp:
-        c = KafkaCluster(home, args.base_port, tmp)
+        c = KafkaCluster(home, args.base_port, tmp, args.dynamic)
         c.format()
         try:
             for i in range(1, N + 1):

@@ -30,14 +30,20 @@ def main(argv=None) -> int:
     ap.add_argument("--creates", type=int, default=100)
     ap.add_argument("--nodes", type=int, default=3)
     ap.add_argument("--log-level", default="WARNING")
+    ap.add_argument("--dynamic", action="store_true",
+                    help="a dynamic quorum (KIP-853): bootstrap servers, formatted --initial-controllers")
     args = ap.parse_args(argv)
     from confluent_kafka.admin import AdminClient
 
+    from tools.dynamic_quorum import DynamicQuorum
     from tools.quorum_cluster import QuorumCluster
-    c = QuorumCluster(args.nodes, log_level=args.log_level)
+    c = (DynamicQuorum if args.dynamic else QuorumCluster)(args.nodes, log_level=args.log_level)
     everyone = list(c.nodes)
     try:
-        c.format()
+        if args.dynamic:
+            c.format_dynamic("initial")
+        else:
+            c.format()
         c.start()
         t0 = time.monotonic()
         while True:
