@@ -129,7 +129,9 @@ class ReplicatedMetadata:
 
     def open(self, plog) -> ReplicatedMetadataLog:
         k = self.k
-        self.storage = LogStorage(plog, self.voters)
+        self.storage = LogStorage(plog, self.voters,
+                                  retention_bytes=self.config.get_long("metadata.max.retention.bytes"),
+                                  retention_ms=self.config.get_long("metadata.max.retention.ms"))
         persisted = self.storage.load()
         cfg = RaftConfig(
             self.node_id, tuple(sorted(self.voters)), election_timeout_ms=k.election_timeout_ms,
