@@ -26,6 +26,9 @@ log = logging.getLogger("kproto.quorum")
 def maybe_clean(plog, max_bytes: int, max_ms: int, now_ms: int | None = None) -> bool:
     """Apply both limits to the metadata partition log `plog`; whether anything was cleaned."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    # segments deleted earlier whose delay passed (a metadata.log.dir outside log.dirs has no
+    # periodic log maintenance to do it)
+    plog.purge_deleted(now_ms)
     cleaned = False
     if max_bytes >= 0:
         sizes = {sid: _size(plog.dir, sid) for sid in snapshots.list_snapshots(plog.dir)}
