@@ -146,8 +146,9 @@ class Broker:
         existing = existing_meta_properties(self.log_dirs)
         meta = self.logs.ensure_meta_properties(self.node_id, existing.get("cluster.id") or new_cluster_id())
         self.cluster_id = meta["cluster.id"]
-        plog = self._metadata_logs().get_or_create(METADATA_TOPIC, 0, METADATA_TOPIC_ID,
-                                                   {"segment.bytes": 1 << 30})
+        plog = self._metadata_logs().get_or_create(METADATA_TOPIC, 0, METADATA_TOPIC_ID, {
+            "segment.bytes": self.config.get_int("metadata.log.segment.bytes"),
+            "segment.ms": self.config.get_long("metadata.log.segment.ms")})
         if is_multi_voter(self.config):
             # a multi-node quorum: the raft shell replicates the log; the image follows the commit
             self.quorum = ReplicatedMetadata(self)
@@ -171,7 +172,9 @@ class Broker:
             plog, self.image, max_bytes=self.config.get_long("metadata.log.max.record.bytes.between.snapshots"),
             max_interval_ms=self.config.get_long("metadata.log.max.snapshot.interval.ms"),
             metadata_version=self.metadata_version, node_id=self.node_id, voter_set=self.quorum_voter_set,
-            sync=self._metadata_logs().sync)
+            sync=self._metadata_logs().sync,
+            retention_bytes=self.config.get_long("metadata.max.retention.bytes"),
+            retention_ms=self.config.get_long("metadata.max.retention.ms"))
         self.features_epoch = max(self.image.offset, 0)
         self._open_services(started, count)
 

@@ -204,6 +204,29 @@ def _describe_topic_partitions(m, req, v, code):
                                                               partitions=[]) for t in req.topics]}
 
 
+def _alter_partition_reassignments(m, req, v, code):
+    return {"error_message": None, "responses": [m.ReassignableTopicResponse(name=t.name, partitions=[
+        m.ReassignablePartitionResponse(partition_index=p.partition_index, error_code=code, error_message=None)
+        for p in t.partitions]) for t in req.topics]}
+
+
+def _list_partition_reassignments(m, req, v, code):
+    return {"error_message": None, "topics": [m.OngoingTopicReassignment(name=t.name, partitions=[
+        m.OngoingPartitionReassignment(partition_index=p) for p in t.partition_indexes])
+        for t in (req.topics or [])]}
+
+
+def _describe_user_scram_credentials(m, req, v, code):
+    # one result per user asked about, with no user name (as Kafka builds it)
+    return {"error_message": None, "results": [
+        m.DescribeUserScramCredentialsResult(user="", error_code=code, error_message=None)
+        for _ in (req.users or [])]}
+
+
+def _describe_client_quotas(m, req, v, code):
+    return {"error_message": None, "entries": None}
+
+
 # AlterClientQuotas alone puts the error's standard text (Kafka's Errors.message()) in its entries
 _MESSAGES = {ErrorCode.UNKNOWN_SERVER_ERROR: "The server experienced an unexpected error when processing the request."}
 
@@ -225,6 +248,10 @@ _ENTRIES = {
     ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
     ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: _alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: _list_partition_reassignments,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _describe_user_scram_credentials,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: _describe_client_quotas,
     ApiKey.FIND_COORDINATOR: _find_coordinator,
     ApiKey.DELETE_RECORDS: _delete_records,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,

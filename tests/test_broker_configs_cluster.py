@@ -22,10 +22,10 @@ KEY = "log.retention.bytes"
 TOPIC, BROKER, SET = 2, 4, 0
 
 
-def _value(admin, node: int):
-    """(value, source) of KEY in broker `node`'s DescribeConfigs (sent to that broker)."""
+def _value(admin, node: int, key: str = KEY):
+    """(value, source) of `key` in broker `node`'s DescribeConfigs (sent to that broker)."""
     res = ConfigResource(ResourceType.BROKER, str(node))
-    entry = admin.describe_configs([res], request_timeout=10)[res].result(15)[KEY]
+    entry = admin.describe_configs([res], request_timeout=10)[res].result(15)[key]
     return entry.value, entry.source
 
 
@@ -81,3 +81,10 @@ def test_per_broker_configs_changed_through_any_broker_reach_that_broker():
         assert _value(admin, third)[0] == str(1000 + third)
         res = ConfigResource(ResourceType.TOPIC, "t")
         assert admin.describe_configs([res])[res].result(15)["retention.ms"].value == "3600000"
+
+        # a cluster-wide default sent to a broker that is not the controller reaches every broker
+        assert _raw_alter(cluster.ports[other], [(BROKER, "", "log.retention.ms", "7200000")]) == [(0, None)]
+        for node in (1, 2, 3):
+            wait_until(lambda: _value(admin, node, "log.retention.ms") == (
+                "7200000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value), 20,
+                f"broker {node} showing the new cluster default")

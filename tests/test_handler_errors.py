@@ -14,11 +14,13 @@ import trio
 from kproto import api
 from kproto.api import ApiKey
 from kproto.errors import ErrorCode
+from kproto.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
 from kproto.messages.create_acls_request import CreateAclsRequest
 from kproto.messages.delete_acls_request import DeleteAclsRequest
 from kproto.messages.describe_log_dirs_request import DescribeLogDirsRequest
 from kproto.messages.describe_producers_request import DescribeProducersRequest
 from kproto.messages.describe_transactions_request import DescribeTransactionsRequest
+from kproto.messages.describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest
 from kproto.messages.fetch_request import FetchRequest
 from kproto.messages.heartbeat_request import HeartbeatRequest
 from kproto.messages.list_offsets_request import ListOffsetsRequest
@@ -204,6 +206,13 @@ def test_every_served_api_version_answers_a_failure_with_unknown_server_error(mo
         producer_id=5, topics=[WriteTxnMarkersRequest.WritableTxnMarkerTopic(name="t", partition_indexes=[1])])]),
      lambda r: [(m.producer_id, t.name, p.partition_index, p.error_code)
                 for m in r.markers for t in m.topics for p in t.partitions]),
+    (ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, AlterPartitionReassignmentsRequest(topics=[
+        AlterPartitionReassignmentsRequest.ReassignableTopic(name="t", partitions=[
+            AlterPartitionReassignmentsRequest.ReassignablePartition(partition_index=3, replicas=[1])])]),
+     lambda r: (r.error_code, [(t.name, p.partition_index, p.error_code) for t in r.responses for p in t.partitions])),
+    (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, DescribeUserScramCredentialsRequest(users=[
+        DescribeUserScramCredentialsRequest.UserName(name="alice")]),
+     lambda r: (r.error_code, [(x.user, x.error_code) for x in r.results])),
 ])
 def test_error_answers_as_kafka_builds_them(failing, key, version, request_, where):
     failing(key)
@@ -215,5 +224,7 @@ def test_error_answers_as_kafka_builds_them(failing, key, version, request_, whe
         ApiKey.DESCRIBE_PRODUCERS: [(0, UNKNOWN), (2, UNKNOWN)],
         ApiKey.DESCRIBE_TRANSACTIONS: [("a", UNKNOWN), ("b", UNKNOWN)],
         ApiKey.WRITE_TXN_MARKERS: [(5, "t", 1, UNKNOWN)],
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: (UNKNOWN, [("t", 3, UNKNOWN)]),
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (UNKNOWN, [("", UNKNOWN)]),   # Kafka names no user
     }[key]
     assert resp is not None and where(resp) == expected

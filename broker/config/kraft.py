@@ -175,6 +175,11 @@ def validate(values, static, listeners: list[Endpoint], advertised: list[Endpoin
              f"listeners. Found {','.join(ordered)}. The valid options based on the current "
              f"configuration are {','.join(listener_names)}")
 
+    # KafkaMetadataLog's check; its minimum is an internal setting (not described), lowered by tests
+    min_segment = int(static.get("metadata.log.segment.min.bytes") or 8 * 1024 * 1024)
+    if values["metadata.log.segment.bytes"] < min_segment:
+        raise ConfigError(f"Cannot set metadata.log.segment.bytes below {min_segment}: "
+                          f"{values['metadata.log.segment.bytes']}")
     return KRaftSettings(
         roles=roles, node_id=node_id, voters=voters, bootstrap_servers=bootstrap,
         controller_listener_names=list(controller_names),

@@ -20,20 +20,29 @@ ENDPOINT_TYPES = {1: "BROKER", 2: "CONTROLLER"}
 BROKER_ENDPOINT = 1
 
 
+def endpoint_type_error(version: int, req, serving: int) -> DescribeClusterResponse | None:
+    """Kafka's check of DescribeCluster's endpoint type on a listener serving `serving` endpoints
+    (a broker listener BROKER, a controller listener CONTROLLER): an unknown type, or one this
+    listener does not serve, gets its error (INVALID_REQUEST in v0, which has no type); else None."""
+    endpoint_type = req.endpoint_type if version >= 1 else BROKER_ENDPOINT
+    if endpoint_type not in ENDPOINT_TYPES:
+        return DescribeClusterResponse(
+            error_code=ErrorCode.INVALID_REQUEST if version == 0 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+            error_message=f"Unsupported endpoint type {endpoint_type}", brokers=[])
+    if endpoint_type != serving:
+        return DescribeClusterResponse(
+            error_code=ErrorCode.INVALID_REQUEST if version == 0 else ErrorCode.MISMATCHED_ENDPOINT_TYPE,
+            error_message=(f"The request was sent to an endpoint of type {ENDPOINT_TYPES[serving]}, but we "
+                           f"wanted an endpoint of type {ENDPOINT_TYPES[endpoint_type]}"), brokers=[])
+    return None
+
+
 @handles(ApiKey.DESCRIBE_CLUSTER, 0, 1)
 async def describe_cluster(ctx, req):
     broker = ctx.broker
-    v = ctx.api_version
-    endpoint_type = req.endpoint_type if v >= 1 else BROKER_ENDPOINT
-    if endpoint_type not in ENDPOINT_TYPES:
-        return DescribeClusterResponse(
-            error_code=ErrorCode.INVALID_REQUEST if v == 0 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
-            error_message=f"Unsupported endpoint type {endpoint_type}", brokers=[])
-    if endpoint_type != BROKER_ENDPOINT:
-        return DescribeClusterResponse(
-            error_code=ErrorCode.INVALID_REQUEST if v == 0 else ErrorCode.MISMATCHED_ENDPOINT_TYPE,
-            error_message=("The request was sent to an endpoint of type BROKER, but we wanted an endpoint "
-                           f"of type {ENDPOINT_TYPES[endpoint_type]}"), brokers=[])
+    refused = endpoint_type_error(ctx.api_version, req, BROKER_ENDPOINT)
+    if refused is not None:
+        return refused
     host, port = broker.advertised_address(ctx.conn.listener if ctx.conn else None)
     brokers = [DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port, rack=None)]
     registered = registered_brokers(broker, ctx.conn.listener if ctx.conn else None)

@@ -31,7 +31,7 @@ from kproto.errors import ErrorCode, KafkaError
 log = logging.getLogger("kproto.quorum")
 
 API_VERSIONS, DESCRIBE_QUORUM, DESCRIBE_CLUSTER, CONTROLLER_REGISTRATION = 18, 55, 60, 70
-BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
+CONTROLLER_ENDPOINT = 2
 # what the controller listener serves (raft, the brokers' RPCs, voter changes, these), as Kafka's
 # controller API set; SASL's two only where the listener logs in
 _RAFT = (1, 52, 53, 54, 59)
@@ -186,18 +186,11 @@ class ControllerApis:
         return resp
 
     def describe_cluster(self, version: int, request, conn):
-        from broker.handlers.cluster import ENDPOINT_TYPES
+        from broker.handlers.cluster import endpoint_type_error
         from kproto.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
-        endpoint_type = request.endpoint_type if version >= 1 else BROKER_ENDPOINT
-        if endpoint_type not in ENDPOINT_TYPES:
-            return DescribeClusterResponse(
-                error_code=ErrorCode.INVALID_REQUEST if version == 0 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
-                error_message=f"Unsupported endpoint type {endpoint_type}", brokers=[])
-        if endpoint_type != CONTROLLER_ENDPOINT:
-            return DescribeClusterResponse(
-                error_code=ErrorCode.INVALID_REQUEST if version == 0 else ErrorCode.MISMATCHED_ENDPOINT_TYPE,
-                error_message=("The request was sent to an endpoint of type CONTROLLER, but we wanted an "
-                               f"endpoint of type {ENDPOINT_TYPES[endpoint_type]}"), brokers=[])
+        refused = endpoint_type_error(version, request, CONTROLLER_ENDPOINT)
+        if refused is not None:
+            return refused
         listener = getattr(conn, "listener", None) or (self.q.k.controller_listener_names or [None])[0]
         nodes = []
         for cid, r in sorted(self.q.image.controllers.items()):

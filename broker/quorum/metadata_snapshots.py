@@ -8,7 +8,8 @@ SCRAM credentials and delegation tokens, in the order Kafka's MetadataImage.writ
 One is taken once `metadata.log.max.record.bytes.between.snapshots` bytes of records were appended
 since the last, or `metadata.log.max.snapshot.interval.ms` passed with new records. At start the
 newest snapshot is loaded and only the log after its end offset is replayed. The two newest
-snapshots are kept.
+snapshots are kept, and the log below them goes by metadata.max.retention.bytes / .ms
+(broker/quorum/metadata_retention.py).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from kproto.metadata.topic_record import TopicRecord
 from kproto.metadata.user_scram_credential_record import UserScramCredentialRecord
 
 from broker.metadata.image import TOPIC_RESOURCE
-from broker.quorum import snapshots
+from broker.quorum import metadata_retention, snapshots
 
 log = logging.getLogger("kproto.quorum")
 KEEP = 2
@@ -83,12 +84,15 @@ class Snapshotter:
     """Decides when to snapshot the image and writes the snapshot."""
 
     def __init__(self, plog, image, *, max_bytes: int, max_interval_ms: int, metadata_version: int,
-                 node_id: int, voter_set=None, sync: bool = True):
+                 node_id: int, voter_set=None, sync: bool = True, retention_bytes: int = 104857600,
+                 retention_ms: int = 604800000):
         self.plog, self.image = plog, image
         self.max_bytes, self.max_interval_ms = max_bytes, max_interval_ms
         self.metadata_version, self.node_id, self.voter_set, self.sync = metadata_version, node_id, voter_set, sync
         self.bytes_since = 0
         self.last_ms = int(time.time() * 1000)
+        # metadata.max.retention.bytes / .ms (broker/quorum/metadata_retention.py)
+        self.retention_bytes, self.retention_ms = retention_bytes, retention_ms
 
     def appended(self, nbytes: int) -> str | None:
         """Count an append; take a snapshot when one is due. Returns its path, if any."""
@@ -113,4 +117,5 @@ class Snapshotter:
             except OSError:
                 log.warning("could not delete metadata snapshot %s-%s", old_end, old_epoch)
         log.info("metadata snapshot at offset %d epoch %d", end, epoch)
+        metadata_retention.maybe_clean(self.plog, self.retention_bytes, self.retention_ms, now)
         return path

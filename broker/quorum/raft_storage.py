@@ -13,7 +13,7 @@ import logging
 import os
 import time
 
-from broker.quorum import snapshots, state_file
+from broker.quorum import metadata_retention, snapshots, state_file
 from broker.storage.replay import stored_batches
 from raft import convert
 from raft import messages as m
@@ -24,11 +24,14 @@ KEEP_SNAPSHOTS = 2
 
 
 class LogStorage:
-    def __init__(self, plog, voters=(), dynamic: bool = False):
+    def __init__(self, plog, voters=(), dynamic: bool = False, retention_bytes: int = 104857600,
+                 retention_ms: int = 604800000):
         self.plog = plog
         self.dir = plog.dir
         self.voters = sorted(voters)
         self.dynamic = dynamic   # KIP-853: quorum-state data_version 1 (no voter list, a directory id)
+        # metadata.max.retention.bytes / .ms (broker/quorum/metadata_retention.py)
+        self.retention_bytes, self.retention_ms = retention_bytes, retention_ms
 
     # ------------------------------------------------------------- start
 
@@ -95,7 +98,9 @@ class LogStorage:
             plog.truncate_fully_and_start_at(op.snapshot_id.end_offset)
             plog.flush()
         elif isinstance(op, m.DeleteBefore):
-            pass   # the segments below a snapshot stay until retention; load() skips them
+            # a new snapshot (the raft node dropped the entries before it): the segments below the
+            # snapshots go by metadata.max.retention.bytes / .ms; load() skips what is still there
+            metadata_retention.maybe_clean(plog, self.retention_bytes, self.retention_ms)
 
     def fsync(self) -> None:
         self.plog.flush()

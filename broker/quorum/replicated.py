@@ -177,7 +177,9 @@ class ReplicatedMetadata:
 
     def open(self, plog) -> ReplicatedMetadataLog:
         k = self.k
-        self.storage = LogStorage(plog, self.voters, dynamic=self.dynamic)
+        self.storage = LogStorage(plog, self.voters, dynamic=self.dynamic,
+                                  retention_bytes=self.config.get_long("metadata.max.retention.bytes"),
+                                  retention_ms=self.config.get_long("metadata.max.retention.ms"))
         persisted = self.storage.load()
         bootstrap = _bootstrap_addresses(k) if self.dynamic else {}
         dynamic = {}

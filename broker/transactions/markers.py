@@ -28,7 +28,7 @@ from kproto.messages.write_txn_markers_request import WriteTxnMarkersRequest
 
 from broker.internal_topics import OFFSETS_TOPIC
 from broker.producers import MarkerRefused
-from broker.transactions.peers import PeerConnections
+from broker.transactions.peers import PeerConnections, errors_by_partition
 
 log = logging.getLogger("kproto.transactions")
 
@@ -225,27 +225,16 @@ class MarkerChannel:
 
     async def _remote(self, job, leader: int, tps: list) -> dict:
         """WriteTxnMarkers to the leader's broker: {tp: error}."""
-        endpoint = self._endpoint(leader)
-        if endpoint is None:
-            return {tp: E.NETWORK_EXCEPTION for tp in tps}
-        by_topic: dict[str, list[int]] = {}
-        for topic, index in tps:
-            by_topic.setdefault(topic, []).append(index)
-        req = WriteTxnMarkersRequest(markers=[WriteTxnMarkersRequest.WritableTxnMarker(
-            producer_id=job.producer_id, producer_epoch=job.producer_epoch, transaction_result=job.commit,
-            coordinator_epoch=job.coordinator_epoch,
-            topics=[WriteTxnMarkersRequest.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
-                    for t, ps in by_topic.items()])])
-        resp = await self._peers.request(leader, endpoint, req, WRITE_TXN_MARKERS_VERSION,
-                                         _request_timeout_ms(self.broker) / 1000 + 5)
-        if resp is None:
-            return {tp: E.NETWORK_EXCEPTION for tp in tps}
-        out = {}
-        for marker in resp.markers:
-            for t in marker.topics:
-                for p in t.partitions:
-                    out[(t.name, p.partition_index)] = p.error_code
-        return out
+        def make_request(by_topic):
+            return WriteTxnMarkersRequest(markers=[WriteTxnMarkersRequest.WritableTxnMarker(
+                producer_id=job.producer_id, producer_epoch=job.producer_epoch, transaction_result=job.commit,
+                coordinator_epoch=job.coordinator_epoch,
+                topics=[WriteTxnMarkersRequest.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
+                        for t, ps in by_topic.items()])])
+        return await self._peers.partition_errors(
+            leader, self._endpoint(leader), tps, make_request, WRITE_TXN_MARKERS_VERSION,
+            _request_timeout_ms(self.broker) / 1000 + 5,
+            lambda resp: errors_by_partition(resp.markers, "topics", "partitions", "error_code"))
 
     # -- the metadata image --------------------------------------------------------------
 

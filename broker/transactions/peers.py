@@ -8,6 +8,8 @@ import logging
 
 import trio
 
+from kproto.errors import ErrorCode
+
 log = logging.getLogger("kproto.transactions")
 
 
@@ -39,6 +41,21 @@ class PeerConnections:
                 await conn.aclose()
         return resp
 
+    async def partition_errors(self, broker_id: int, endpoint, partitions, make_request, version: int,
+                               timeout: float, read_errors) -> dict:
+        """A request about `partitions` [(topic, index)] to broker_id: make_request({topic: [index]})
+        builds it, read_errors(response) gives {(topic, index): error}. Every partition gets
+        NETWORK_EXCEPTION when the broker has no endpoint or does not answer."""
+        if endpoint is None:
+            return {tp: ErrorCode.NETWORK_EXCEPTION for tp in partitions}
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            by_topic.setdefault(topic, []).append(index)
+        resp = await self.request(broker_id, endpoint, make_request(by_topic), version, timeout)
+        if resp is None:
+            return {tp: ErrorCode.NETWORK_EXCEPTION for tp in partitions}
+        return read_errors(resp)
+
     async def aclose(self) -> None:
         for conn, _lock, _ep in list(self._conns.values()):
             await conn.aclose()
@@ -52,3 +69,11 @@ def _connection(broker, endpoint, client_id: str):
         return make(endpoint[0], endpoint[1], client_id)
     from broker.replication.client import BrokerConnection
     return BrokerConnection(endpoint[0], endpoint[1], client_id)
+
+
+def errors_by_partition(groups, topics: str, partitions: str, error: str) -> dict:
+    """{(topic name, partition index): error} from a response's groups (markers, transactions),
+    each with a list of topics (attribute `topics`), each with its partitions (`partitions`)
+    carrying `partition_index` and an error code (`error`)."""
+    return {(t.name, p.partition_index): getattr(p, error)
+            for g in groups for t in getattr(g, topics) for p in getattr(t, partitions)}

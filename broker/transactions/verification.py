@@ -13,7 +13,7 @@ from __future__ import annotations
 from kproto.errors import ErrorCode as E
 from kproto.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
 
-from broker.transactions.peers import PeerConnections
+from broker.transactions.peers import PeerConnections, errors_by_partition
 from broker.transactions.placement import TRANSACTION_STATE_TOPIC, partition_for
 
 
@@ -57,26 +57,20 @@ class RemoteVerifier:
                    partitions) -> dict:
         repl = getattr(self.broker, "replication", None)
         endpoint = repl.endpoint_of(leader) if repl is not None else None
-        if endpoint is None:
-            return {tp: E.NETWORK_EXCEPTION for tp in partitions}
-        by_topic: dict[str, list[int]] = {}
-        for topic, index in partitions:
-            by_topic.setdefault(topic, []).append(index)
-        req = AddPartitionsToTxnRequest(transactions=[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
-            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
-            verify_only=True, topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=ps)
-                                      for t, ps in by_topic.items()])])
-        resp = await self._peers.request(leader, endpoint, req, ADD_PARTITIONS_VERSION, 10)
-        if resp is None:
-            return {tp: E.NETWORK_EXCEPTION for tp in partitions}
-        if resp.error_code:
-            return {tp: resp.error_code for tp in partitions}
-        out = {}
-        for txn in resp.results_by_transaction:
-            for t in txn.topic_results:
-                for p in t.results_by_partition:
-                    out[(t.name, p.partition_index)] = p.partition_error_code
-        return out
+
+        def make_request(by_topic):
+            return AddPartitionsToTxnRequest(transactions=[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
+                transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
+                verify_only=True, topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=ps)
+                                          for t, ps in by_topic.items()])])
+
+        def read_errors(resp):
+            if resp.error_code:
+                return {tp: resp.error_code for tp in partitions}
+            return errors_by_partition(resp.results_by_transaction, "topic_results", "results_by_partition",
+                                       "partition_error_code")
+        return await self._peers.partition_errors(leader, endpoint, partitions, make_request,
+                                                  ADD_PARTITIONS_VERSION, 10, read_errors)
 
     async def aclose(self) -> None:
         await self._peers.aclose()
