@@ -826,6 +826,15 @@ class RaftNode:
         if req.candidate_epoch < self.epoch:
             self._reject(env, VoteResponse, FENCED_LEADER_EPOCH, vote_granted=False)
             return
+        if (self.kraft_version >= 1 and self.role == FOLLOWER and not self.leader_gone
+                and self.now < self.fetch_deadline and req.candidate_id not in self.voters):
+            # a dynamic quorum: a candidate outside this follower's voter set (a node removed
+            # while it was cut off, whose stale set still names this one) while the leader is
+            # heard from: turned down without moving to its epoch, or it would keep this node
+            # from following the leader, election after election (the Raft dissertation's
+            # disruptive removed server, 4.2.3; found by the simulation with --reconfig)
+            self._send(env.src, VoteResponse(NONE, self.epoch, self.leader_id, False), env.correlation_id)
+            return
         # a follower that knows its leader is gone keeps its early election time if it turns this
         # candidate down (a stale log): it must not wait a whole election timeout on its account
         early = self.fetch_deadline if self.role == FOLLOWER and self.leader_gone else None

@@ -145,3 +145,29 @@ def test_the_first_leader_writes_the_bootstrap_voter_set_into_the_log():
     node.resign()
     node.tick(10 ** 6)
     assert node.role == LEADER and len(node.entries) == 4   # the next epoch: LeaderChange only
+
+
+def test_a_removed_voter_with_a_stale_voter_set_does_not_keep_the_quorum_from_electing():
+    """Seed 225 (--reconfig, 5 voters, 1 observer): a node removed while cut off still counts
+    itself and an observer-turned-voter as voters and stands again and again; every VoteRequest at a
+    higher epoch pulled that voter away from the real leader before it caught up, and no write
+    committed after the faults healed. A follower that hears from its leader now turns down a
+    candidate outside its voter set without moving to its epoch."""
+    import random
+
+    from raft.messages import Envelope, FetchResponse
+    from raft.node import FOLLOWER, RaftConfig, RaftNode, VoteRequest
+    stats = run_seed(225, voters=5, observers=1, reconfig_every_ms=300, config={"pre_vote": False})
+    assert stats["recovery_ms"] < 10000
+    # the rule itself: a follower of a live leader, a candidate it does not count as a voter
+    node = RaftNode(RaftConfig(2, (1, 2), kraft_version=1), random.Random(1), 0)
+    node.step(Envelope(1, 2, 1, FetchResponse(0, 5, 1)), 10)
+    assert (node.role, node.epoch) == (FOLLOWER, 5)
+    node.ready()
+    node.step(Envelope(9, 2, 2, VoteRequest(9, 9, 5, 100)), 20)
+    assert (node.role, node.epoch, node.leader_id) == (FOLLOWER, 5, 1)
+    (answer,) = node.ready().messages
+    assert answer.dst == 9 and not answer.msg.vote_granted
+    # a candidate among its voters still moves it to the new epoch (the rules of Kafka 3.9)
+    node.step(Envelope(1, 2, 3, VoteRequest(6, 1, 5, 100)), 30)
+    assert node.epoch == 6
