@@ -516,6 +516,8 @@ def run(args) -> dict:
     acks = [a.strip() for a in args.acks.split(",") if a.strip()]
     cases = [(r, s, a, p) for s in args.sizes for a in acks for p in args.partitions for r in args.rates]
     doc = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count(),
+           "command": " ".join(["python -m tools.bench latency"] + list(getattr(args, "argv", None) or [])),
+           "load avg at start": os.getloadavg(),
            "args": {k: v for k, v in vars(args).items() if k not in ("from_json",)},
            "targets": {}, "cases": []}
     try:
@@ -556,6 +558,7 @@ def run(args) -> dict:
                         entry["error"] = f"{type(exc).__name__}: {exc}"
                     doc["cases"].append(entry)
                     print(row(entry), flush=True)
+        doc["load avg at end"] = os.getloadavg()
     finally:
         _pause_others(None, targets, False)    # every broker running again, to shut down cleanly
         for t in targets:
@@ -675,28 +678,30 @@ def goal_check(by: dict) -> list[str]:
 
 def plot(doc: dict, path: str) -> None:
     """Per (size, acks, partitions): ack and e2e p50/p99/p99.9 against
-    offered rate, one line per target and percentile (median over reps)."""
+    offered rate, one line per target and percentile (median over reps),
+    the 10 ms goal as a line, and each broker's CPU share and run-queue
+    wait (who had the CPU)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     groups = sorted({(e["size"], e["acks"], e["partitions"]) for e in doc["cases"] if "error" not in e})
     if not groups:
         return
-    fig, axes = plt.subplots(len(groups), 2, figsize=(11, 3.6 * len(groups)), squeeze=False)
+    fig, axes = plt.subplots(len(groups), 3, figsize=(15, 3.8 * len(groups)), squeeze=False)
     colors = {"kproto": "tab:blue", "kafka": "tab:orange"}
     styles = {"p50": ":", "p99": "-", "p999": "--"}
+    targets = sorted({e["target"] for e in doc["cases"]})
     for row_i, (size, acks, parts) in enumerate(groups):
+        per = {t: [e for e in doc["cases"] if "error" not in e and e["target"] == t
+                   and (e["size"], e["acks"], e["partitions"]) == (size, acks, parts)] for t in targets}
         for col, kind in enumerate(("ack", "e2e")):
             ax = axes[row_i][col]
-            for target in sorted({e["target"] for e in doc["cases"]}):
-                es = [e for e in doc["cases"] if "error" not in e and e["target"] == target
-                      and (e["size"], e["acks"], e["partitions"]) == (size, acks, parts)]
+            for target, es in per.items():
                 rates = sorted({e["rate"] for e in es})
                 for pct, style in styles.items():
-                    ys = []
-                    for r in rates:
-                        ys.append(statistics.median(e[f"{kind} {pct} ms"] for e in es if e["rate"] == r))
+                    ys = [_median(e[f"{kind} {pct} ms"] for e in es if e["rate"] == r) for r in rates]
                     ax.plot(rates, ys, style, marker="o", color=colors.get(target), label=f"{target} {pct}")
+            ax.axhline(GOAL_MS, color="grey", linewidth=0.8)
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_xlabel("offered records/s")
@@ -704,22 +709,42 @@ def plot(doc: dict, path: str) -> None:
             ax.set_title(f"{kind}: {size} B, acks={acks}, {parts} partition(s)")
             ax.grid(True, which="both", alpha=0.3)
             ax.legend(fontsize=7)
-    fig.suptitle(f"latency vs offered load ({doc.get('started', '')}, {doc.get('cpus')} CPUs)")
+        ax = axes[row_i][2]
+        for target, es in per.items():
+            rates = sorted({e["rate"] for e in es})
+            for metric, style in (("broker cpu %", "-"), ("runq wait %", "--")):
+                ys = [_median(e[metric] for e in es if e["rate"] == r) for r in rates]
+                ax.plot(rates, ys, style, marker="o", color=colors.get(target), label=f"{target} {metric}")
+        ax.set_xscale("log")
+        ax.set_xlabel("offered records/s")
+        ax.set_ylabel("% of one core")
+        ax.set_title("broker CPU, and time runnable but waiting for a CPU")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    loads = [e["load avg"] for e in doc["cases"] if "load avg" in e]
+    load = f", load avg {min(loads):.1f}-{max(loads):.1f}" if loads else ""
+    fig.suptitle(f"latency vs offered load ({doc.get('started', '')}, {doc.get('cpus')} CPUs{load}; "
+                 f"median of {doc.get('args', {}).get('reps', '?')} reps; grey line: {GOAL_MS:g} ms)")
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
 
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    args.argv = list(sys.argv[2:] if argv is None else argv)
     if args.from_json:
         with open(args.from_json) as f:
             doc = json.load(f)
     else:
+        print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
+              f"({os.cpu_count()} CPUs; under 1 for figures that are the brokers' own)", flush=True)
         print(HEADER, flush=True)
         doc = run(args)
         print()
     print(summary(doc))
+    if "load avg at end" in doc:
+        print(f"load average at start / end: {doc['load avg at start'][0]:.2f} / {doc['load avg at end'][0]:.2f}")
     if args.json and not args.from_json:
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=1, default=lambda x: None)
