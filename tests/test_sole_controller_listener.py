@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -141,10 +142,47 @@ def test_controller_describe_quorum(node):
 
 
 def test_controller_closes_the_connection_for_a_broker_api(node):
-    # Kafka's SocketServer: "Received request api key METADATA ... which is not enabled"
     with WireClient(node.controller) as c:
         with pytest.raises(ConnectionError):
             c.call(MetadataRequest(topics=None), 12)
+    # Kafka's SocketServer wording, in the log
+    said = "Received request api key METADATA with version 12 which is not enabled"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any(said in line for line in node.stderr_lines):
+        time.sleep(0.1)
+    assert any(said in line for line in node.stderr_lines), node.stderr_lines[-5:]
+
+
+def listening_ports(pid: int) -> set:
+    """The TCP ports a process listens on (/proc: its socket inodes in LISTEN state)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in list(f)[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and fields[9] in inodes:   # 0A: LISTEN
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def test_listens_on_its_broker_and_controller_ports(node):
+    assert listening_ports(node.proc.pid) == {node.port, node.cport}
+
+
+def test_embedded_default_has_no_controller_listener(tmp_path):
+    proc = BrokerProcess(str(tmp_path / "data")).start()
+    try:
+        assert listening_ports(proc.proc.pid) == {proc.port}
+    finally:
+        proc.stop()
 
 
 def test_describe_configs_listeners_all_listen(node):

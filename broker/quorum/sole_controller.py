@@ -29,13 +29,15 @@ from __future__ import annotations
 
 import logging
 
+from kproto import api
+from kproto._codec import DecodeError
 from kproto.api import ApiKey
 from kproto.errors import ErrorCode
 from kproto.messages.api_versions_response import ApiVersionsResponse
 from kproto.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
 
 from broker.config.listeners import canonical_local_host
-from broker.dispatch import Dispatcher
+from broker.dispatch import CloseConnection, Dispatcher
 from broker.handlers import HANDLERS
 from broker.server import run_listener
 
@@ -88,6 +90,20 @@ class ControllerDispatcher(Dispatcher):
 
     def api_keys(self) -> list:
         return [(key, lo, hi) for key, (lo, hi, _fn) in sorted(self.handlers.items())]
+
+    async def handle(self, frame, conn):
+        session = getattr(conn, "session", None)
+        if session is None or not session.raw_tokens:   # (bare SASL tokens have no header)
+            try:
+                key, version, _cid = api.peek_header(frame)
+            except DecodeError:
+                key = None   # the base class closes with the decoder's message
+            if key is not None and key not in self.handlers:
+                # Kafka's SocketServer, for an API the listener's ApiVersionManager does not enable
+                name = ApiKey(key).name if key in ApiKey._value2member_map_ else str(key)
+                raise CloseConnection(f"Received request api key {name} with version {version} which is "
+                                      f"not enabled")
+        return await super().handle(frame, conn)
 
     async def _api_versions(self, ctx, req):
         resp = await HANDLERS[ApiKey.API_VERSIONS][2](ctx, req)   # the broker's (features, checks)
