@@ -222,3 +222,52 @@ def test_kafka_tools_bootstrap_controller(node):
     assert rows[1].split()[-1] == "Leader"
     assert _kafka_tool("kafka-cluster.sh", "cluster-id", "--bootstrap-controller", node.controller) == (
         f"Cluster ID: {node.cluster_id}\n")
+
+
+def test_sasl_controller_listener_with_an_authorizer(tmp_path):
+    """A SASL_PLAINTEXT controller listener: logins as on a broker listener; with an authorizer,
+    DescribeCluster there needs ALTER on the cluster and DescribeQuorum DESCRIBE (Kafka's
+    ControllerApis), so a user without cluster ACLs is refused and a super user is answered."""
+    from kproto.messages.sasl_authenticate_request import SaslAuthenticateRequest
+    from kproto.messages.sasl_handshake_request import SaslHandshakeRequest
+    from tests.security_helpers import PLAIN_JAAS
+    port, cport = free_port(), free_port()
+    proc = BrokerProcess(str(tmp_path / "data"), port=port, settings={
+        "process.roles": "broker,controller", "node.id": "1", "controller.quorum.voters": f"1@127.0.0.1:{cport}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.controller.protocol": "PLAIN",
+        "listener.name.controller.plain.sasl.jaas.config": PLAIN_JAAS,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin;User:ANONYMOUS"}).start(timeout=60)   # (ANONYMOUS: the ACL set-up)
+
+    def ask(user, password):
+        with WireClient(f"127.0.0.1:{cport}") as c:
+            assert c.call(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+            assert c.call(SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()), 2).error_code == 0
+            cluster = c.call(DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=2), 1)
+            quorum = c.call(DescribeQuorumRequest(topics=[TopicData(
+                topic_name="__cluster_metadata", partitions=[PartitionData(partition_index=0)])]), 2)
+        return cluster, quorum
+    try:
+        with WireClient(f"127.0.0.1:{cport}") as c:   # ApiVersions before the login, as Kafka
+            keys = {k.api_key for k in c.call(ApiVersionsRequest(client_software_name="t",
+                                                                  client_software_version="1"), 3).api_keys}
+        assert {ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE} <= keys
+        cluster, quorum = ask("alice", "alice-secret")
+        assert (cluster.error_code, cluster.brokers) == (31, [])   # CLUSTER_AUTHORIZATION_FAILED
+        assert quorum.error_code == 31
+        from kproto.messages.create_acls_request import CreateAclsRequest
+        with WireClient(proc.bootstrap) as c:   # DESCRIBE on the cluster: enough for DescribeQuorum only
+            r = c.call(CreateAclsRequest(creations=[CreateAclsRequest.AclCreation(
+                resource_type=4, resource_name="kafka-cluster", resource_pattern_type=3, principal="User:alice",
+                host="*", operation=8, permission_type=3)]), 3)
+        assert r.results[0].error_code == 0
+        cluster, quorum = ask("alice", "alice-secret")
+        assert (cluster.error_code, quorum.error_code) == (31, 0)
+        cluster, quorum = ask("admin", "admin-secret")
+        assert (cluster.error_code, [(b.broker_id, b.port) for b in cluster.brokers]) == (0, [(1, cport)])
+        assert (quorum.error_code, quorum.topics[0].partitions[0].leader_id) == (0, 1)
+    finally:
+        proc.stop()
