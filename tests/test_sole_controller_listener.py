@@ -59,10 +59,16 @@ class QuickstartNode(BrokerProcess):
     """`kproto serve --config server.properties`, the file Kafka's quickstart uses with only the
     ports and log.dirs changed (and kproto's metrics listener off, so nodes do not share 9644)."""
 
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, dynamic: bool = False):
         self.cport = free_port()
         super().__init__(str(tmp_path / "logs"), port=free_port())
-        text = open(QUICKSTART).read() if os.path.exists(QUICKSTART) else QUICKSTART_KEYS
+        self.dynamic = dynamic
+        if dynamic:   # config/kraft/reconfig-server.properties: the same with a dynamic quorum
+            sample = os.path.join(KAFKA, "config", "kraft", "reconfig-server.properties")
+            text = open(sample).read() if os.path.exists(sample) else QUICKSTART_KEYS.replace(
+                "controller.quorum.voters=1@", "controller.quorum.bootstrap.servers=")
+        else:
+            text = open(QUICKSTART).read() if os.path.exists(QUICKSTART) else QUICKSTART_KEYS
         text = text.replace(":9092", f":{self.port}").replace(":9093", f":{self.cport}")
         text = re.sub(r"(?m)^log\.dirs=.*$", f"log.dirs={self.data_dir}", text)
         self.properties = str(tmp_path / "server.properties")
@@ -77,7 +83,8 @@ class QuickstartNode(BrokerProcess):
         env = dict(os.environ, PYTHONPATH=ROOT)
         uuid = subprocess.run([sys.executable, "-m", "broker.cli", "storage", "random-uuid"], env=env,
                               capture_output=True, text=True, timeout=60, check=True).stdout.strip()
-        subprocess.run([sys.executable, "-m", "broker.cli", "storage", "format", "-t", uuid, "-c", self.properties],
+        subprocess.run([sys.executable, "-m", "broker.cli", "storage", "format", "-t", uuid, "-c", self.properties]
+                       + (["--standalone"] if self.dynamic else []),
                        env=env, capture_output=True, text=True, timeout=60, check=True)
         self.cluster_id = uuid
 
@@ -271,3 +278,23 @@ def test_sasl_controller_listener_with_an_authorizer(tmp_path):
         assert (quorum.error_code, quorum.topics[0].partitions[0].leader_id) == (0, 1)
     finally:
         proc.stop()
+
+
+def test_kafka_dynamic_sample_config_binds_its_controller_listener(tmp_path):
+    """Kafka's reconfig-server.properties (controller.quorum.bootstrap.servers, formatted
+    --standalone): no static voters are derived from `listeners`, so the node is a dynamic quorum
+    of one (the replicated path) with its controller listener."""
+    n = QuickstartNode(tmp_path, dynamic=True)
+    n.format()
+    n.start(timeout=60)
+    try:
+        assert listening_ports(n.proc.pid) == {n.port, n.cport}
+        with WireClient(n.controller) as c:
+            r = c.call(DescribeQuorumRequest(topics=[TopicData(
+                topic_name="__cluster_metadata", partitions=[PartitionData(partition_index=0)])]), 2)
+        (v,) = r.topics[0].partitions[0].current_voters
+        assert v.replica_id == 1 and v.replica_directory_id.int != 0   # a dynamic voter's directory id
+        assert [(x.node_id, [(e.name, e.port) for e in x.listeners]) for x in r.nodes] == [
+            (1, [("CONTROLLER", n.cport)])]
+    finally:
+        n.stop()
