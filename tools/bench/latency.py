@@ -662,6 +662,8 @@ def goal_check(by: dict) -> list[str]:
         cells = []
         for name in targets:
             best, note = None, ""
+            under = [r for r in rates if by[(r, size, acks, parts)].get(name)
+                     and _median(e["ack p99 ms"] for e in by[(r, size, acks, parts)][name]) < GOAL_MS]
             for r in rates:
                 es = by[(r, size, acks, parts)].get(name)
                 if not es:
@@ -670,9 +672,10 @@ def goal_check(by: dict) -> list[str]:
                 if not _median(e["ack p99 ms"] for e in es) < GOAL_MS:
                     break
                 best = r
-            cells.append(f"{name} {f'{best}/s' if best is not None else 'none'}{note}")
+            cells.append(f"{name} {f'{best}/s' if best is not None else 'none'}{note} "
+                         f"[under at {', '.join(map(str, under)) or 'none'}]")
         label = case_label(0, size, acks, parts).split("/s", 1)[1].strip()
-        out.append(f"  {label:<22} " + ", ".join(cells) + f" (rates tried: {', '.join(map(str, rates))})")
+        out.append(f"  {label:<22} " + "; ".join(cells) + f" (rates tried: {', '.join(map(str, rates))})")
     return out
 
 
