@@ -263,6 +263,10 @@ class Broker:
                     self.bound.append((e.name, host, port))
                     shown = e.host or host
                     addresses.append(f"{e.name}://{shown}:{port}")
+                if self.quorum is None and self.config.kraft is not None and self.config.kraft.controller_endpoints:
+                    # a sole voter's controller listeners (broker/quorum/sole_controller.py)
+                    from broker.quorum import sole_controller
+                    await sole_controller.bind(self, nursery, max_frame)
                 nursery.start_soon(self._housekeeping)
                 await nursery.start(self.replication.run)
                 nursery.start_soon(self._log_cleaner)

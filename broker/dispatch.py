@@ -53,6 +53,7 @@ class Dispatcher:
     def __init__(self, broker):
         self.broker = broker
         load_all()
+        self.handlers = HANDLERS   # (a controller listener's is smaller: broker/quorum/sole_controller.py)
 
     def _frame(self, api_key: int, version: int, correlation_id: int, response) -> list:
         out = bytearray(8)
@@ -84,7 +85,7 @@ class Dispatcher:
             api_key, version, correlation_id = api.peek_header(frame)
         except DecodeError as exc:
             raise CloseConnection(str(exc)) from None
-        entry = HANDLERS.get(api_key)
+        entry = self.handlers.get(api_key)
         if entry is None:
             raise CloseConnection(f"unknown or unsupported API key {api_key}")
         lo, hi, handler = entry

@@ -151,7 +151,10 @@ class BrokerConfig:
                   if k in user or not any(t in user for t in _EMBEDDED_YIELDS_TO.get(k, ()))}
         static.update(user)
         embedded_quorum = _embedded_single_node_quorum(static, user)
-        if "controller.quorum.voters" not in static and not embedded_quorum:
+        # (a dynamic quorum, controller.quorum.bootstrap.servers, has no voters to derive: Kafka's
+        # config/kraft/reconfig-server.properties)
+        if "controller.quorum.voters" not in static and not embedded_quorum \
+                and not static.get("controller.quorum.bootstrap.servers", "").strip():
             voters = _single_node_voters(static)
             if voters:
                 static["controller.quorum.voters"] = voters

@@ -200,7 +200,8 @@ def _build(broker, v, req, items, isolation, incremental=False) -> tuple[list, i
             # client drops their records
             aborted = [_Aborted(producer_id=pid, first_offset=first)
                        for pid, first in partition.aborted_transactions(
-                           fp.fetch_offset, _data_upper_bound(region, upper))] if size else []
+                           fp.fetch_offset, _data_upper_bound(region, upper))] \
+                if size and partition.txn_index.maybe_any() else []
         entries.append((key, name, topic_id, _Part(
             partition_index=fp.partition, error_code=0,
             high_watermark=partition.high_watermark,

@@ -158,6 +158,12 @@ class PartitionTxnIndex:
         i = bisect.bisect_right(bases, txn.last_offset) - 1
         self._index_for(bases[max(i, 0)]).append(txn)
 
+    def maybe_any(self) -> bool:
+        """False when the partition certainly has no aborted transaction (no
+        index file, the common case): a read_committed fetch then need not
+        find the upper bound of the bytes it returns (a read per batch)."""
+        return bool(self._indexes)
+
     def collect(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """The aborted transactions a read_committed fetch of
         [fetch_offset, upper_bound) must report."""
