@@ -163,6 +163,9 @@ class QuorumShell:
         self.raft_metrics = RaftMetrics()    # Kafka's raft-metrics (commit / election latency)
         # async (header, request, frame, conn) -> response chunks, for the non-raft APIs of the port
         self.other_requests = None
+        # () -> the API keys the port serves (its ApiVersions), or None: any; another API closes the
+        # connection, as Kafka's SocketServer does for an API the listener does not enable
+        self.enabled_apis = None
         # security of the controller listener (broker/quorum/secure.py), all None on plaintext:
         # connect(host, port, client_id) -> stream: an outgoing connection, TLS and SASL done;
         # accept(stream) -> (stream, conn) or None: an incoming one's TLS handshake;
@@ -452,6 +455,13 @@ class QuorumShell:
                             send.send_nowait(answer)
                             continue
                     header, kreq = api.decode_request(frame)
+                    key = header.request_api_key
+                    if key not in _RAFT_APIS and self.enabled_apis is not None and key not in self.enabled_apis():
+                        log.warning("closing connection from %s on the controller listener: Received request "
+                                    "api key %s with version %d which is not enabled", getattr(conn, "peer", None),
+                                    key, header.request_api_version)
+                        send.close()
+                        return
                     if header.request_api_key in (ADD_RAFT_VOTER, REMOVE_RAFT_VOTER):
                         n.start_soon(self._answer_voter_change, send, header, kreq)
                         continue

@@ -296,5 +296,8 @@ def test_kafka_dynamic_sample_config_binds_its_controller_listener(tmp_path):
         assert v.replica_id == 1 and v.replica_directory_id.int != 0   # a dynamic voter's directory id
         assert [(x.node_id, [(e.name, e.port) for e in x.listeners]) for x in r.nodes] == [
             (1, [("CONTROLLER", n.cport)])]
+        with WireClient(n.controller) as c:   # not a controller API: the connection closes, as on Kafka
+            with pytest.raises(ConnectionError):
+                c.call(MetadataRequest(topics=None), 12)
     finally:
         n.stop()

@@ -203,6 +203,7 @@ class ReplicatedMetadata:
             self.shell._voters_changed(node.voter_infos)   # the voters' controller endpoints
             self.shell.directory_id = _metadata_directory_id(k.metadata_log_dir)
         self.shell.other_requests = self._serve_other
+        self.shell.enabled_apis = lambda: {k for k, _lo, _hi in self.controller_apis.api_keys()}
         # the log end this node started with: the image is complete once it applied a high
         # watermark learned beyond it (broker/replicas.py removes stray directories only then)
         self._end_at_start = node.end_offset
