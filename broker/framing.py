@@ -23,3 +23,15 @@ def take_frame(buf: bytearray, max_size: int | None = None) -> bytes | None:
     frame = bytes(buf[4:4 + size])
     del buf[:4 + size]
     return frame
+
+
+def recv_exact(sock, n: int) -> bytes:
+    """n bytes from a blocking socket (the command-line tools' and benches' one-request clients);
+    ConnectionError if the peer closes first."""
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("connection closed")
+        buf += chunk
+    return buf

@@ -15,6 +15,7 @@ from kproto import api
 from kproto.messages.add_raft_voter_request import AddRaftVoterRequest, Listener
 from kproto.messages.remove_raft_voter_request import RemoveRaftVoterRequest
 
+from broker.framing import recv_exact
 from broker.storage.checkpoints import read_meta_properties, uuid_from_str
 from tools.quorum_cluster import QuorumCluster
 
@@ -94,16 +95,7 @@ def call(address: str, request, timeout_s: float = 30.0):
     version = api.version_range(request.API_KEY)[1]
     with socket.create_connection((host, int(port)), timeout=timeout_s) as s:
         s.sendall(api.encode_request(request, version, 7, client_id="kproto-dynamic-quorum"))
-        size = struct.unpack(">i", _exact(s, 4))[0]
-        _corr, resp = api.decode_response(_exact(s, size), request.API_KEY, version)
+        size = struct.unpack(">i", recv_exact(s, 4))[0]
+        _corr, resp = api.decode_response(recv_exact(s, size), request.API_KEY, version)
     return resp
 
-
-def _exact(s, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("connection closed")
-        buf += chunk
-    return buf

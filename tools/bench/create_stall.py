@@ -16,6 +16,8 @@ import struct
 import threading
 import time
 
+from broker.framing import recv_exact
+
 
 def _ping_loop(host: str, port: int, stop: threading.Event, round_trips: list) -> None:
     body = struct.pack(">hhih", 18, 0, 1, 1) + b"x"     # ApiVersions v0, client id "x"
@@ -24,20 +26,10 @@ def _ping_loop(host: str, port: int, stop: threading.Event, round_trips: list) -
         while not stop.is_set():
             t = time.perf_counter()
             s.sendall(frame)
-            n = struct.unpack(">i", _recv(s, 4))[0]
-            _recv(s, n)
+            n = struct.unpack(">i", recv_exact(s, 4))[0]
+            recv_exact(s, n)
             round_trips.append(time.perf_counter() - t)
             time.sleep(0.001)
-
-
-def _recv(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        buf += chunk
-    return buf
 
 
 def main(argv=None) -> None:
