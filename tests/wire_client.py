@@ -10,6 +10,7 @@ import uuid
 
 from kproto import api
 from kproto.messages.api_versions_request import ApiVersionsRequest
+from kproto.messages.create_topics_request import CreateTopicsRequest
 from kproto.messages.delete_records_request import DeleteRecordsRequest
 from kproto.messages.fetch_request import FetchRequest
 from kproto.messages.list_offsets_request import ListOffsetsRequest
@@ -165,3 +166,36 @@ def create_topic(bootstrap: str, name: str, partitions: int | None = None, timeo
             if time.monotonic() > deadline:
                 raise AssertionError(f"topic {name} did not appear: error {t.error_code}")
             time.sleep(0.05)
+
+
+# -- the command-line tools' set-up against kproto or a real Kafka (errors end the tool) ----------
+
+def create_led_topic(c: WireClient, name: str, partitions: int, hint: str = "", timeout: float = 30.0):
+    """CreateTopics (replication factor 1), then Metadata until every partition has a leader;
+    the topic's metadata entry. A refusal or no leaders in time ends the tool (SystemExit)."""
+    req = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=1)], timeout_ms=30000)
+    code = c.call(req, 5).topics[0].error_code
+    if code:
+        raise SystemExit(f"CreateTopics {name}: error {code}{hint}")
+    deadline = time.monotonic() + timeout
+    while True:
+        t = c.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)]), METADATA_V).topics[0]
+        if t.error_code == 0 and len(t.partitions) == partitions and all(p.leader_id >= 0 for p in t.partitions):
+            return t
+        if time.monotonic() > deadline:
+            raise SystemExit(f"topic {name} has no leaders")
+        time.sleep(0.1)
+
+
+def produce_once_led(c: WireClient, req: ProduceRequest, what: str) -> None:
+    """Send a one-partition ProduceRequest, again while the partition has no leader yet (a new Kafka
+    partition's leader needs a moment: UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE,
+    NOT_LEADER_OR_FOLLOWER); any other error ends the tool (SystemExit naming `what`)."""
+    for _ in range(100):
+        err = c.call(req, PRODUCE_V).responses[0].partition_responses[0].error_code
+        if err not in (3, 5, 6):
+            break
+        time.sleep(0.2)
+    if err:
+        raise SystemExit(f"{what}: error {err}")

@@ -19,12 +19,10 @@ import uuid
 
 from kproto import records as rec
 from kproto.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
-from kproto.messages.create_topics_request import CreateTopicsRequest
 from kproto.messages.end_txn_request import EndTxnRequest
 from kproto.messages.fetch_request import FetchRequest
 from kproto.messages.find_coordinator_request import FindCoordinatorRequest
 from kproto.messages.init_producer_id_request import InitProducerIdRequest
-from kproto.messages.metadata_request import MetadataRequest
 from kproto.messages.produce_request import ProduceRequest
 
 TOPIC = "fetch-limits"
@@ -57,21 +55,9 @@ def _client(bootstrap: str):
 
 def prepare(bootstrap: str, topic: str = TOPIC) -> uuid.UUID:
     """Create the topic, write the layout's batches; the topic id."""
+    from tests.wire_client import create_led_topic, produce_once_led
     with _client(bootstrap) as c:
-        req = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
-            name=topic, num_partitions=len(LAYOUT), replication_factor=1)], timeout_ms=30000)
-        code = c.call(req, 5).topics[0].error_code
-        if code:
-            raise SystemExit(f"CreateTopics {topic}: error {code} (the grid needs a new topic: --topic)")
-        deadline = time.monotonic() + 30
-        while True:
-            md = c.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12)
-            t = md.topics[0]
-            if t.error_code == 0 and len(t.partitions) == len(LAYOUT) and all(p.leader_id >= 0 for p in t.partitions):
-                break
-            if time.monotonic() > deadline:
-                raise SystemExit(f"topic {topic} has no leaders")
-            time.sleep(0.1)
+        t = create_led_topic(c, topic, len(LAYOUT), hint=" (the grid needs a new topic: --topic)")
         for partition, batches in LAYOUT.items():
             for n, sizes in enumerate(batches):
                 records = [(f"k{partition}-{n}-{i}".encode(), bytes([65 + n]) * size, [], TIMESTAMP + i)
@@ -79,13 +65,7 @@ def prepare(bootstrap: str, topic: str = TOPIC) -> uuid.UUID:
                 req = ProduceRequest(acks=-1, timeout_ms=30000, topic_data=[ProduceRequest.TopicProduceData(
                     name=topic, partition_data=[ProduceRequest.PartitionProduceData(
                         index=partition, records=rec.build_batch(records))])])
-                for _ in range(100):  # (a new Kafka topic's leader needs a moment)
-                    err = c.call(req, 9).responses[0].partition_responses[0].error_code
-                    if err not in (3, 5, 6):
-                        break
-                    time.sleep(0.2)
-                if err:
-                    raise SystemExit(f"Produce to {topic}-{partition}: error {err}")
+                produce_once_led(c, req, f"Produce to {topic}-{partition}")
         _write_transactions(c, topic)
         return t.topic_id
 

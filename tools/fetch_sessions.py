@@ -22,13 +22,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 import uuid
 
 from kproto import records as rec
-from kproto.messages.create_topics_request import CreateTopicsRequest
 from kproto.messages.fetch_request import FetchRequest
-from kproto.messages.metadata_request import MetadataRequest
 from kproto.messages.produce_request import ProduceRequest
 
 TIMESTAMP = 1_760_000_000_000
@@ -123,26 +120,11 @@ def _client(bootstrap: str):
 
 def prepare(bootstrap: str, prefix: str) -> dict:
     """Create the topics (``prefix`` + A/B); their ids."""
+    from tests.wire_client import create_led_topic
     ids = {}
     with _client(bootstrap) as c:
         for label, count in TOPICS.items():
-            name = prefix + label
-            req = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
-                name=name, num_partitions=count, replication_factor=1)], timeout_ms=30000)
-            code = c.call(req, 5).topics[0].error_code
-            if code:
-                raise SystemExit(f"CreateTopics {name}: error {code} (use a new --prefix)")
-        deadline = time.monotonic() + 30
-        for label, count in TOPICS.items():
-            while True:
-                md = c.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=prefix + label)]), 12)
-                t = md.topics[0]
-                if t.error_code == 0 and len(t.partitions) == count and all(p.leader_id >= 0 for p in t.partitions):
-                    ids[label] = t.topic_id
-                    break
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"topic {prefix}{label} has no leaders")
-                time.sleep(0.1)
+            ids[label] = create_led_topic(c, prefix + label, count, hint=" (use a new --prefix)").topic_id
     return ids
 
 
@@ -167,13 +149,8 @@ class Runner:
         req = ProduceRequest(acks=-1, timeout_ms=30000, topic_data=[ProduceRequest.TopicProduceData(
             name=self.name(topic), partition_data=[ProduceRequest.PartitionProduceData(
                 index=partition, records=rec.build_batch(records))])])
-        for _ in range(100):
-            err = self.c.call(req, 9).responses[0].partition_responses[0].error_code
-            if err not in (3, 5, 6):
-                break
-            time.sleep(0.2)
-        if err:
-            raise SystemExit(f"Produce to {topic}-{partition}: error {err}")
+        from tests.wire_client import produce_once_led
+        produce_once_led(self.c, req, f"Produce to {topic}-{partition}")
 
     def delete(self, topic, partition, offset) -> None:
         from tests.wire_client import delete_records

@@ -28,9 +28,7 @@ import time
 
 from kproto import api
 from kproto import records as rec
-from kproto.messages.create_topics_request import CreateTopicsRequest
 from kproto.messages.fetch_request import FetchRequest
-from kproto.messages.metadata_request import MetadataRequest
 from kproto.messages.produce_request import ProduceRequest
 from tools.bench.procstat import cpu_seconds
 
@@ -77,32 +75,16 @@ class Client:
 
 
 def prepare(c: Client, topic: str, partitions: int) -> None:
-    req = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
-        name=topic, num_partitions=partitions, replication_factor=1)], timeout_ms=60000)
-    code = c.call(req, 5).topics[0].error_code
-    if code:
-        raise SystemExit(f"CreateTopics {topic}: error {code}")
-    deadline = time.monotonic() + 60
-    while True:
-        t = c.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12).topics[0]
-        if t.error_code == 0 and len(t.partitions) == partitions and all(p.leader_id >= 0 for p in t.partitions):
-            return
-        if time.monotonic() > deadline:
-            raise SystemExit(f"{topic}: no leaders")
-        time.sleep(0.1)
+    from tests.wire_client import create_led_topic
+    create_led_topic(c, topic, partitions, timeout=60)
 
 
 def produce(c: Client, topic: str, partition: int, n: int) -> None:
+    from tests.wire_client import produce_once_led
     batch = rec.build_batch([(b"k", b"x" * 100)] * n)
     req = ProduceRequest(acks=1, timeout_ms=30000, topic_data=[ProduceRequest.TopicProduceData(
         name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=partition, records=batch)])])
-    for _ in range(100):   # (a new Kafka partition's leader needs a moment)
-        err = c.call(req, 9).responses[0].partition_responses[0].error_code
-        if err not in (3, 5, 6):
-            break
-        time.sleep(0.2)
-    if err:
-        raise SystemExit(f"produce: error {err}")
+    produce_once_led(c, req, "produce")
 
 
 class Consumer:
