@@ -233,7 +233,9 @@ def _fetch(gc):
     return err, (out[0][2].offset if out else None)
 
 
-def test_a_new_leader_serves_its_groups_only_once_its_high_watermark_covers_its_log():
+def _with_an_unreplicated_commit(steps):
+    """Run a coordinator whose partition holds one commit (offset 7) above its high watermark; after
+    0.3 s of loading, `steps(part, gc)`."""
     part = FakePartition()
     part.log.add([(grec.offset_commit_key("g", TOPIC, 0), grec.offset_commit_value(7, 0, "", 0))])
     gc = _coordinator(part)
@@ -242,31 +244,29 @@ def test_a_new_leader_serves_its_groups_only_once_its_high_watermark_covers_its_
         async with trio.open_nursery() as nursery:
             await nursery.start(gc.run)
             await trio.sleep(0.3)
-            assert _fetch(gc)[0] == E.COORDINATOR_LOAD_IN_PROGRESS   # the record is not replicated yet
-            part.advance(1)
-            await trio.sleep(0.3)
-            assert _fetch(gc) == (E.NONE, 7)
+            await steps(part, gc)
             nursery.cancel_scope.cancel()
     trio.run(main)
+
+
+def test_a_new_leader_serves_its_groups_only_once_its_high_watermark_covers_its_log():
+    async def steps(part, gc):
+        assert _fetch(gc)[0] == E.COORDINATOR_LOAD_IN_PROGRESS   # the record is not replicated yet
+        part.advance(1)
+        await trio.sleep(0.3)
+        assert _fetch(gc) == (E.NONE, 7)
+    _with_an_unreplicated_commit(steps)
 
 
 def test_a_load_stops_when_the_leadership_moves_meanwhile():
-    part = FakePartition()
-    part.log.add([(grec.offset_commit_key("g", TOPIC, 0), grec.offset_commit_value(7, 0, "", 0))])
-    gc = _coordinator(part)
-
-    async def main():
-        async with trio.open_nursery() as nursery:
-            await nursery.start(gc.run)
-            await trio.sleep(0.3)
-            part.is_leader = False
-            await gc.partition_leadership(0, False)
-            part.advance(1)
-            await trio.sleep(0.3)
-            assert _fetch(gc)[0] == E.NOT_COORDINATOR
-            assert not gc.state.groups
-            nursery.cancel_scope.cancel()
-    trio.run(main)
+    async def steps(part, gc):
+        part.is_leader = False
+        await gc.partition_leadership(0, False)
+        part.advance(1)
+        await trio.sleep(0.3)
+        assert _fetch(gc)[0] == E.NOT_COORDINATOR
+        assert not gc.state.groups
+    _with_an_unreplicated_commit(steps)
 
 
 def test_a_commit_is_answered_once_replicated_and_failures_are_kafkas_errors():
