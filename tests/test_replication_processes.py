@@ -3,10 +3,14 @@ combined broker,controller nodes, tools/quorum_cluster.py): a topic with
 replication factor 3 and min.insync.replicas=2, an idempotent acks=all
 confluent-kafka producer (a few thousand records a second, to keep the read-back short), and kill -9 of the partition leader
 (KPROTO_REPLICATION_KILLS times, 2 in CI). Every acknowledged record is read
-back exactly once, in order, by a second client library (kafka-python)."""
+back exactly once, in order, by a second client library (kafka-python). Throughout, no
+broker's Metadata names a partition leader it does not list among the brokers (Kafka fences a
+broker and elects its partitions' new leaders in one batch; kafka-python 3's consumer stops
+fetching for good when its leader is not a listed broker)."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import pytest
@@ -15,6 +19,8 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 kafka = pytest.importorskip("kafka")
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
+from kproto.messages.metadata_request import MetadataRequest  # noqa: E402
+from tests.wire_client import WireClient  # noqa: E402
 from tools.cluster_client import (QUIET, AckedProducer, assert_exactly_once_in_order, create_topic,  # noqa: E402
                                   longest_ack_gap, partition_state, wait_until)
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
@@ -32,6 +38,41 @@ def cluster():
         yield c
 
 
+class LeaderWatch:
+    """Polls every live broker's Metadata for `topic` (a few hundred a second, bounded by `stop`)
+    and keeps each answer whose partition leader is not among the brokers it lists."""
+
+    def __init__(self, cluster, topic):
+        self.cluster, self.topic = cluster, topic
+        self.bad, self.answers = [], 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        req = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=self.topic)])
+        while not self.stop.is_set():
+            for i, node in list(self.cluster.nodes.items()):
+                try:
+                    with WireClient(f"{self.cluster.host}:{self.cluster.ports[i]}", timeout=1) as c:
+                        r = c.call(req, 12)
+                except OSError:
+                    continue   # the killed node, or one starting
+                self.answers += 1
+                listed = {b.node_id for b in r.brokers}
+                for p in r.topics[0].partitions:
+                    if p.leader_id >= 0 and p.leader_id not in listed:
+                        self.bad.append((i, p.partition_index, p.leader_id, sorted(listed)))
+            self.stop.wait(0.005)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(10)
+
+
 def test_leader_kill_loses_no_acknowledged_record(cluster):
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
     topic = "replicated"
@@ -44,6 +85,7 @@ def test_leader_kill_loses_no_acknowledged_record(cluster):
     producer = AckedProducer(cluster.bootstrap, topic, b"m%07d", breather=(50, 0.01), buffer_poll=0.05).start()
     acked, errors = producer.acked, producer.errors
     kill_times = []
+    watch = LeaderWatch(cluster, topic).start()
     try:
         for _ in range(KILLS):
             producer.wait_for_acks(1000, 30)
@@ -55,8 +97,12 @@ def test_leader_kill_loses_no_acknowledged_record(cluster):
             cluster.nodes[leader].start()
             wait_until(lambda: len(partition_state(admin, topic)[2]) == 3, 30, "the old leader back in the ISR")
     finally:
+        watch.close()
         producer.stop(90)
     assert not errors, errors[:3]
+    assert watch.answers > 100, watch.answers
+    # (node answering, partition, leader it named, brokers it listed)
+    assert not watch.bad, f"{len(watch.bad)} Metadata answers named an unlisted leader: {watch.bad[:3]}"
 
     consumer = kafka.KafkaConsumer(bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest",
                                    enable_auto_commit=False, consumer_timeout_ms=5000)

@@ -2,7 +2,10 @@
 Kafka's brokers talk to the active controller:
 
 - BrokerHeartbeat every `broker.heartbeat.interval.ms`; the active controller fences a registered
-  broker whose heartbeats stop for `broker.session.timeout.ms` (FenceBrokerRecord) and unfences it
+  broker whose heartbeats stop for `broker.session.timeout.ms` (FenceBrokerRecord, in one batch with
+  the elections that take it out of every ISR and give its partitions new leaders, as Kafka's
+  handleBrokerFenced: no metadata image ever has a fenced leader, which clients such as
+  kafka-python cannot look up among the brokers Metadata lists) and unfences it
   at its next heartbeat (UnfenceBrokerRecord). A new active controller gives every broker a full
   session before fencing it. The image's `brokers[id].fenced` is what Metadata and placement use.
 - AllocateProducerIds: a node hands out producer ids from a block the active controller allocated
@@ -11,6 +14,7 @@ Kafka's brokers talk to the active controller:
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import trio
@@ -25,6 +29,7 @@ from kproto.metadata.producer_ids_record import ProducerIdsRecord
 from kproto.metadata.unfence_broker_record import UnfenceBrokerRecord
 
 from broker.producer_ids import BLOCK_SIZE, ProducerIdManager
+from broker.replication import election
 
 log = logging.getLogger("kproto.quorum")
 
@@ -98,11 +103,22 @@ class Liveness:
             for bid, b in list(q.image.brokers.items()):
                 seen = self.last_seen.setdefault(bid, now)
                 if not b.fenced and now - seen > self.session_s:
-                    log.info("broker %d fenced: no heartbeat for %.1f s", bid, now - seen)
+                    records = self.fence_records(bid, b.broker_epoch)
+                    log.info("broker %d fenced: no heartbeat for %.1f s, %d partition change(s)",
+                             bid, now - seen, len(records) - 1)
                     try:
-                        q.propose_nowait([FenceBrokerRecord(id=bid, epoch=b.broker_epoch)])
+                        q.propose_nowait(records)
                     except KafkaError:
                         pass
+
+    def fence_records(self, bid: int, epoch: int) -> list:
+        """The batch that fences broker `bid`: its partitions' elections, then the fence."""
+        q = self.q
+        brokers = dict(q.broker.controller.brokers())
+        if bid in brokers:
+            brokers[bid] = dataclasses.replace(brokers[bid], fenced=True)
+        records = election.on_broker_gone(q.image, bid, brokers, election.unclean_default(q.config))
+        return records + [FenceBrokerRecord(id=bid, epoch=epoch)]
 
     async def handle_allocate(self, req) -> AllocateProducerIdsResponse:
         q = self.q

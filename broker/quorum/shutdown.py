@@ -44,13 +44,6 @@ def _response(fenced: bool, go: bool) -> BrokerHeartbeatResponse:
                                    should_shut_down=go)
 
 
-def _unclean_default(config) -> bool:
-    try:
-        return str(config.get("unclean.leader.election.enable")).lower() == "true"
-    except KeyError:
-        return False
-
-
 class ShutdownTracker:
     """The active controller's view of controlled shutdowns (in memory, as Kafka's
     BrokerHeartbeatManager: a new active controller starts from the registrations)."""
@@ -93,7 +86,7 @@ class ShutdownTracker:
             return _response(False, False)   # (Kafka keeps it in controlled shutdown)
         if self._leads_anything(bid):
             # a partition got it back as leader meanwhile (a race with another election): move it
-            records = election.on_broker_gone(q.image, bid, self._brokers(), _unclean_default(q.config))
+            records = election.on_broker_gone(q.image, bid, self._brokers(), election.unclean_default(q.config))
             if records:
                 try:
                     await self._propose(records, bid)
@@ -118,7 +111,7 @@ class ShutdownTracker:
             brokers[bid] = dataclasses.replace(brokers[bid], in_controlled_shutdown=True)
         records = [BrokerRegistrationChangeRecord(broker_id=bid, broker_epoch=reg.broker_epoch,
                                                   in_controlled_shutdown=IN_CONTROLLED_SHUTDOWN)]
-        records += election.on_broker_gone(q.image, bid, brokers, _unclean_default(q.config))
+        records += election.on_broker_gone(q.image, bid, brokers, election.unclean_default(q.config))
         log.info("broker %d: controlled shutdown begins, %d partition change(s)", bid, len(records) - 1)
         try:
             await self._propose(records, bid)

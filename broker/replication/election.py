@@ -65,6 +65,14 @@ def change(topic_id, p, brokers: dict[int, BrokerInfo], *, target_isr: list[int]
     return rec if changed else None
 
 
+def unclean_default(config) -> bool:
+    """The broker's `unclean.leader.election.enable` (a topic's own setting overrides it)."""
+    try:
+        return str(config.get("unclean.leader.election.enable")).lower() == "true"
+    except KeyError:
+        return False
+
+
 def _unclean_enabled(topic, default: bool) -> bool:
     v = topic.configs.get("unclean.leader.election.enable")
     return default if v is None else str(v).lower() == "true"

@@ -391,11 +391,8 @@ class ReplicationManager:
             if not self._sweep_needed and int(time.monotonic() * 10) % 10:
                 continue   # otherwise once a second anyway
             self._sweep_needed = False
-            try:
-                unclean = str(self.broker.config.get("unclean.leader.election.enable")).lower() == "true"
-            except KeyError:
-                unclean = False
-            records = election.sweep(self.broker.image, self.broker.controller.brokers(), unclean)
+            records = election.sweep(self.broker.image, self.broker.controller.brokers(),
+                                     election.unclean_default(self.broker.config))
             if records:
                 try:
                     self.broker.controller.log.append(records)
