@@ -116,6 +116,9 @@ def test_counters_move_by_what_was_produced_and_consumed(mbroker, topic_name):
     assert produce_requests >= 1
     assert value(after, "kafka_network_requestmetrics_totaltimems_count", request="Produce") == produce_requests
     assert value(after, "kafka_network_requestmetrics_totaltimems", request="Produce", quantile="0.99") > 0
+    # the quantile labels the JMX exporter's Kafka rules write ("0.$N" of NthPercentile)
+    assert {dict(k[1]).get("quantile") for k in after if k[0] == "kafka_network_requestmetrics_totaltimems"} \
+        == {"0.50", "0.75", "0.95", "0.98", "0.99", "0.999"}
 
     c = confluent_kafka.Consumer({"bootstrap.servers": mbroker.bootstrap, "group.id": "g-" + topic_name,
                                   "auto.offset.reset": "earliest", "enable.auto.commit": False})

@@ -27,8 +27,9 @@ from broker.metrics.families import counter as _counter, gauge as _gauge, metric
 from broker.metrics.lag import consumer_lag
 from broker.metrics.registry import LATENCY_BOUNDS_MS, LATENCY_BUCKETS, quantile
 
-# the quantiles the JMX exporter exports of a Yammer histogram
-QUANTILES = (0.5, 0.75, 0.95, 0.98, 0.99, 0.999)
+# the quantiles the JMX exporter exports of a Yammer histogram, labelled as its Kafka rules write
+# them ("0.$N" of the NthPercentile attribute: 50thPercentile is "0.50")
+QUANTILES = ((0.5, "0.50"), (0.75, "0.75"), (0.95, "0.95"), (0.98, "0.98"), (0.99, "0.99"), (0.999, "0.999"))
 _TOPIC_COUNTERS = (
     ("messagesin", "messages_in", "Records appended by produce requests"),
     ("bytesin", "bytes_in", "Bytes of record batches appended by produce requests"),
@@ -131,8 +132,8 @@ class BrokerCollector:
                 elif attr != "total" and s.sampled:
                     total_us = total_us * s.count / s.sampled   # the phases are sampled: scaled up
                 req = request_name(k)
-                for q in QUANTILES:
-                    fam.samples.append(Sample(name, {"request": req, "quantile": str(q)}, quantile(counts, q)))
+                for q, label in QUANTILES:
+                    fam.samples.append(Sample(name, {"request": req, "quantile": label}, quantile(counts, q)))
                 fam.samples.append(Sample(name + "_count", {"request": req}, s.count))
                 fam.samples.append(Sample(name + "_sum", {"request": req}, total_us / 1000.0))
             yield fam
