@@ -239,7 +239,14 @@ def test_static_members_restart_and_group_survives_broker_kill(tmp_path):
         # broker kill -9 and restart: the group, its epoch and members come back from __consumer_offsets
         kbroker.kill()
         kbroker.start()
-        d = describe(b, group)
+        # COORDINATOR_LOAD_IN_PROGRESS (14, retriable, as Kafka answers) until the log is loaded
+        d = None
+
+        def loaded():
+            nonlocal d
+            d = describe(b, group)
+            return d.error_code != 14
+        wait_until(loaded, 30, "the group coordinator loaded")
         assert d.error_code == 0 and d.group_epoch == epoch and len(d.members) == 2
         produce(b, topic, 60, 6)
         expected = all_records(topic, 60)
