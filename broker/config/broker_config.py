@@ -20,7 +20,8 @@ import re
 from typing import Iterable, Mapping
 
 from broker.config import kraft
-from broker.config.catalog import BROKER_CONFIGS, TOPIC_CONFIGS, broker_config_type, broker_synonyms
+from broker.config.catalog import (
+    BROKER_CONFIGS, DYNAMIC_ONLY_BROKER_CONFIGS, TOPIC_CONFIGS, broker_config_type, broker_synonyms)
 from broker.config.listeners import (
     Endpoint, canonical_local_host, parse_listeners, parse_security_protocol_map)
 from broker.config.properties import load_properties
@@ -92,7 +93,7 @@ def _check(name: str, raw: str | None):
     if type_ is None:
         return raw
     value = parse_value(name, type_, raw)
-    key = BROKER_CONFIGS.get(name)
+    key = BROKER_CONFIGS.get(name) or DYNAMIC_ONLY_BROKER_CONFIGS.get(name)
     if key is not None and key.validator is not None:
         key.validator(name, value)
     return value
@@ -382,7 +383,7 @@ class BrokerConfig:
 def _dynamic(name: str) -> bool:
     """Dynamically updatable: a dynamic config, or a listener override of one
     (listener.name.<l>.ssl.keystore.location, as Kafka's reconfigurable listeners)."""
-    key = BROKER_CONFIGS.get(name)
+    key = BROKER_CONFIGS.get(name) or DYNAMIC_ONLY_BROKER_CONFIGS.get(name)
     if key is not None:
         return key.dynamic
     base = broker_synonyms(name)[-1]
