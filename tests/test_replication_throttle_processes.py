@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.request
 
 import pytest
 
@@ -23,11 +24,21 @@ from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
 SETTINGS = {"broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": "3000",
             "replica.lag.time.max.ms": "10000", "replica.fetch.wait.max.ms": "100",
-            "replica.fetch.backoff.ms": "100", "offsets.topic.replication.factor": "1"}
+            "replica.fetch.backoff.ms": "100", "offsets.topic.replication.factor": "1",
+            "kproto.metrics.listener": "http://127.0.0.1:0"}
 RATE = 200_000                 # bytes/s, leader and follower
 SIZE = 2_500_000               # bytes of records per topic
 FETCH = 1_048_576              # replica.fetch.max.bytes: the first fetch is not held back
 RECORD = 10_000
+
+
+def _byte_rate(node, kind: str) -> float:
+    """kafka_server_{leader,follower}replication_byte_rate from the node's /metrics."""
+    with urllib.request.urlopen(node.metrics_url, timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(f"kafka_server_{kind}replication_byte_rate "):
+                return float(line.split()[1])
+    raise AssertionError(f"no {kind} byte-rate on node {node.node_id}")
 
 
 def _fill(bootstrap: str, topic: str) -> None:
@@ -98,6 +109,9 @@ def test_throttled_reassignment_catches_up_at_the_rate_and_acks_all_keeps_workin
             before = len(latencies)
             throttled = _move_to_three(cluster, admin, "slow")
             during = latencies[before:]
+            # the quota sensors, over the 11 s window: about the rate, not the burst of a free move
+            rates = {"leader": _byte_rate(cluster.nodes[1], "leader"),
+                     "follower": _byte_rate(cluster.nodes[3], "follower")}
         finally:
             stop.set()
             producer.join(60)
@@ -105,9 +119,11 @@ def test_throttled_reassignment_catches_up_at_the_rate_and_acks_all_keeps_workin
     bound = (SIZE - FETCH) / RATE                      # what is left after the first fetch, at the rate
     print(f"\nunthrottled catch-up {unthrottled:.2f} s, throttled {throttled:.2f} s "
           f"(lower bound asserted {0.7 * bound:.2f} s), acks=all during: {len(during)} acks, "
-          f"max {max(during, default=0) * 1000:.0f} ms")
+          f"max {max(during, default=0) * 1000:.0f} ms; byte-rate {rates}")
     assert throttled >= 0.7 * bound, throttled
     assert unthrottled < 0.35 * bound, unthrottled     # far below what the throttle imposes
     assert not errors, errors[:3]
     assert len(during) >= throttled * 5                # acknowledged all along (about 20 a second)
     assert max(during) < 2.0                           # the in-sync follower is never held back
+    for kind, value in rates.items():
+        assert 0.3 * RATE < value < 2 * RATE, (kind, value)
