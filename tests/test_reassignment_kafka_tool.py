@@ -117,6 +117,8 @@ def test_generate_execute_verify_onto_an_added_broker(tmp_path):
             {"topic": "tool-stuck", "partition": 0, "replicas": [1, 4], "log_dirs": ["any"] * 2}]}))
         out = reassign(c.bootstrap, "--list")
         assert "tool-stuck-0: replicas: 1,4,2. adding: 4. removing: 2." in out, out
+        # (--preserve-throttles: clearing throttles asks every broker the tool lists, and the
+        # cancelled move's broker is down)
         out = reassign(c.bootstrap, "--reassignment-json-file", str(stuck), "--verify", "--preserve-throttles")
         assert "Reassignment of partition tool-stuck-0 is still in progress." in out, out
         out = reassign(c.bootstrap, "--reassignment-json-file", str(stuck), "--cancel", "--preserve-throttles")
