@@ -139,8 +139,12 @@ def test_rate_is_the_brokers_then_the_cluster_default_then_none():
 
 
 def test_static_rate_is_not_a_bound():
-    config = BrokerConfig.load(overrides={LEADER_RATE: "5"})
+    config = BrokerConfig.load(overrides={LEADER_RATE: "5", FOLLOWER_RATE: "abc"})
     assert rate_bound(config, LEADER_RATE) == LONG_MAX   # as Kafka: BrokerConfigHandler reads dynamic configs
+    # unknown to Kafka's static config: warned about, not validated
+    assert f"The configuration '{LEADER_RATE}' was supplied but isn't a known config." in config.warnings
+    config.set_dynamic(per_broker={LEADER_RATE: "7"})
+    assert rate_bound(config, LEADER_RATE) == 7
 
 
 @pytest.mark.parametrize("value, message", [

@@ -122,8 +122,10 @@ class BrokerConfig:
         self._dynamic_default: dict[str, str] = {}
         self._dynamic_broker: dict[str, str] = {}
         # kproto.* keys are kproto's own settings (kproto.metrics.listener), not unknown ones
-        self.unknown_keys: list[str] = [k for k in static if _known_type(k) is None
-                                        and not k.startswith("kproto.")]
+        # (a dynamic-only config such as leader.replication.throttled.rate is unknown to Kafka's
+        # static KafkaConfig too: warned about, and not a rate)
+        self.unknown_keys: list[str] = [k for k in static if (_known_type(k) is None
+                                        or k in DYNAMIC_ONLY_BROKER_CONFIGS) and not k.startswith("kproto.")]
         self.warnings: list[str] = [
             f"The configuration '{k}' was supplied but isn't a known config." for k in self.unknown_keys]
         for w in self.warnings:
@@ -167,6 +169,9 @@ class BrokerConfig:
         values = dict(_DEFAULT_VALUES)
         layered = {**static, **dynamic_default, **dynamic_broker}
         for name, raw in layered.items():
+            if name in DYNAMIC_ONLY_BROKER_CONFIGS and name not in dynamic_default and name not in dynamic_broker:
+                values[name] = raw   # given statically: not validated (Kafka does not know it there)
+                continue
             values[name] = _check(name, raw)
         self._derived_checks(values)
         self._values = values
