@@ -121,7 +121,7 @@ def test_throttled_reassignment_catches_up_at_the_rate_and_acks_all_keeps_workin
           f"(lower bound asserted {0.7 * bound:.2f} s), acks=all during: {len(during)} acks, "
           f"max {max(during, default=0) * 1000:.0f} ms; byte-rate {rates}")
     assert throttled >= 0.7 * bound, throttled
-    assert unthrottled < 0.35 * bound, unthrottled     # far below what the throttle imposes
+    assert unthrottled < 0.5 * bound, unthrottled      # far below what the throttle imposes
     assert not errors, errors[:3]
     assert len(during) >= throttled * 5                # acknowledged all along (about 20 a second)
     assert max(during) < 2.0                           # the in-sync follower is never held back
