@@ -5,9 +5,8 @@ completed, and Metadata shows the new replica set; a move onto a broker that
 is down stays in progress (--list, --verify) until --cancel reverts it. Needs an Apache Kafka
 installation in KAFKA_HOME (skipped otherwise).
 
---verify runs with --preserve-throttles: clearing throttles alters the dynamic
-configs of every broker through one node, and kproto's controller changes
-only its own broker's dynamic configs (docs/operations.md)."""
+The first move runs with --throttle: --execute sets the brokers' replication rates and the
+topic's throttled-replica lists, and --verify, once the move completed, clears them all."""
 from __future__ import annotations
 
 import json
@@ -41,6 +40,18 @@ def reassign(bootstrap: str, *args: str) -> str:
     return proc.stdout
 
 
+def _throttles(admin, brokers) -> dict:
+    """The throttle configs set on the topic tool-moved and on each broker (DescribeConfigs)."""
+    from confluent_kafka.admin import ConfigResource
+    out = {}
+    for key, res in [("topic", ConfigResource("topic", "tool-moved"))] + [
+            (b, ConfigResource("broker", str(b))) for b in brokers]:
+        cfg = admin.describe_configs([res])[res].result(20)
+        out[key] = {k: e.value for k, e in cfg.items() if "throttled" in k and not e.is_default
+                    and e.source in (1, 2)}   # DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG
+    return out
+
+
 def test_generate_execute_verify_onto_an_added_broker(tmp_path):
     c = QuorumCluster(3, settings=SETTINGS)
     try:
@@ -67,16 +78,25 @@ def test_generate_execute_verify_onto_an_added_broker(tmp_path):
         plan = tmp_path / "plan.json"
         plan.write_text(json.dumps({"version": 1, "partitions": [
             {"topic": "tool-moved", "partition": 0, "replicas": target, "log_dirs": ["any"] * 3}]}))
-        out = reassign(c.bootstrap, "--reassignment-json-file", str(plan), "--execute")
+        out = reassign(c.bootstrap, "--reassignment-json-file", str(plan), "--execute", "--throttle", "50000000")
         assert "Successfully started partition reassignment for tool-moved-0" in out
+        assert "The inter-broker throttle limit was set to 50000000 B/s" in out
+        throttles = _throttles(admin, replicas + [4])
+        assert throttles["topic"]["leader.replication.throttled.replicas"] == ",".join(f"0:{b}" for b in sorted(replicas))
+        assert throttles["topic"]["follower.replication.throttled.replicas"] == "0:4"
+        assert all(throttles[b] == {"leader.replication.throttled.rate": "50000000",
+                                    "follower.replication.throttled.rate": "50000000"} for b in replicas + [4])
         deadline = time.monotonic() + 60
         while True:
-            out = reassign(c.bootstrap, "--reassignment-json-file", str(plan), "--verify", "--preserve-throttles")
+            out = reassign(c.bootstrap, "--reassignment-json-file", str(plan), "--verify")
             if "Reassignment of partition tool-moved-0 is completed." in out:
                 break
             assert "Reassignment of partition tool-moved-0 is still in progress." in out, out
             assert time.monotonic() < deadline, out
             time.sleep(1)
+        assert "Clearing broker-level throttles on brokers 1,2,3,4" in out, out
+        assert "Clearing topic-level throttles on topic tool-moved" in out, out
+        assert _throttles(admin, [1, 2, 3, 4]) == {"topic": {}, 1: {}, 2: {}, 3: {}, 4: {}}
         _leader, replicas, _isr = _partition(admin, "tool-moved")
         assert replicas == target
 
@@ -97,6 +117,8 @@ def test_generate_execute_verify_onto_an_added_broker(tmp_path):
             {"topic": "tool-stuck", "partition": 0, "replicas": [1, 4], "log_dirs": ["any"] * 2}]}))
         out = reassign(c.bootstrap, "--list")
         assert "tool-stuck-0: replicas: 1,4,2. adding: 4. removing: 2." in out, out
+        # (--preserve-throttles: clearing throttles asks every broker the tool lists, and the
+        # cancelled move's broker is down)
         out = reassign(c.bootstrap, "--reassignment-json-file", str(stuck), "--verify", "--preserve-throttles")
         assert "Reassignment of partition tool-stuck-0 is still in progress." in out, out
         out = reassign(c.bootstrap, "--reassignment-json-file", str(stuck), "--cancel", "--preserve-throttles")

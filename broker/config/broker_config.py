@@ -20,7 +20,8 @@ import re
 from typing import Iterable, Mapping
 
 from broker.config import kraft
-from broker.config.catalog import BROKER_CONFIGS, TOPIC_CONFIGS, broker_config_type, broker_synonyms
+from broker.config.catalog import (
+    BROKER_CONFIGS, DYNAMIC_ONLY_BROKER_CONFIGS, TOPIC_CONFIGS, broker_config_type, broker_synonyms)
 from broker.config.listeners import (
     Endpoint, canonical_local_host, parse_listeners, parse_security_protocol_map)
 from broker.config.properties import load_properties
@@ -92,7 +93,7 @@ def _check(name: str, raw: str | None):
     if type_ is None:
         return raw
     value = parse_value(name, type_, raw)
-    key = BROKER_CONFIGS.get(name)
+    key = BROKER_CONFIGS.get(name) or DYNAMIC_ONLY_BROKER_CONFIGS.get(name)
     if key is not None and key.validator is not None:
         key.validator(name, value)
     return value
@@ -121,8 +122,10 @@ class BrokerConfig:
         self._dynamic_default: dict[str, str] = {}
         self._dynamic_broker: dict[str, str] = {}
         # kproto.* keys are kproto's own settings (kproto.metrics.listener), not unknown ones
-        self.unknown_keys: list[str] = [k for k in static if _known_type(k) is None
-                                        and not k.startswith("kproto.")]
+        # (a dynamic-only config such as leader.replication.throttled.rate is unknown to Kafka's
+        # static KafkaConfig too: warned about, and not a rate)
+        self.unknown_keys: list[str] = [k for k in static if (_known_type(k) is None
+                                        or k in DYNAMIC_ONLY_BROKER_CONFIGS) and not k.startswith("kproto.")]
         self.warnings: list[str] = [
             f"The configuration '{k}' was supplied but isn't a known config." for k in self.unknown_keys]
         for w in self.warnings:
@@ -166,6 +169,9 @@ class BrokerConfig:
         values = dict(_DEFAULT_VALUES)
         layered = {**static, **dynamic_default, **dynamic_broker}
         for name, raw in layered.items():
+            if name in DYNAMIC_ONLY_BROKER_CONFIGS and name not in dynamic_default and name not in dynamic_broker:
+                values[name] = raw   # given statically: not validated (Kafka does not know it there)
+                continue
             values[name] = _check(name, raw)
         self._derived_checks(values)
         self._values = values
@@ -382,7 +388,7 @@ class BrokerConfig:
 def _dynamic(name: str) -> bool:
     """Dynamically updatable: a dynamic config, or a listener override of one
     (listener.name.<l>.ssl.keystore.location, as Kafka's reconfigurable listeners)."""
-    key = BROKER_CONFIGS.get(name)
+    key = BROKER_CONFIGS.get(name) or DYNAMIC_ONLY_BROKER_CONFIGS.get(name)
     if key is not None:
         return key.dynamic
     base = broker_synonyms(name)[-1]

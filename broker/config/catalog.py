@@ -386,6 +386,17 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {k.name: k for k in (
 )}
 
 
+# DynamicConfig.Broker's configs: set only dynamically (IncrementalAlterConfigs on a BROKER
+# resource, per broker or as the cluster default), not KafkaConfig's. Kafka 3.9's DescribeConfigs
+# lists one only once it is set, as a read-only LONG (observed); the replication rates are
+# broker/replication/quota.py's bounds.
+DYNAMIC_ONLY_BROKER_CONFIGS: dict[str, BrokerConfigKey] = {k.name: k for k in (
+    _b("follower.replication.throttled.rate", LONG, str((1 << 63) - 1), DYN, at_least(0)),
+    _b("leader.replication.throttled.rate", LONG, str((1 << 63) - 1), DYN, at_least(0)),
+    _b("replica.alter.log.dirs.io.max.bytes.per.second", LONG, str((1 << 63) - 1), DYN, at_least(0)),
+)}
+
+
 # Broker configs that set the same thing in other units; the first one set wins
 # (DynamicBrokerConfig.brokerConfigSynonyms), and DescribeConfigs lists them as synonyms.
 _ROLL = ("log.roll.ms", "log.roll.hours")
@@ -423,7 +434,8 @@ def broker_config_type(name: str) -> ConfigType:
         key = BROKER_CONFIGS.get(n)
         if key is not None:
             return key.type
-    return ConfigType.UNKNOWN
+    key = DYNAMIC_ONLY_BROKER_CONFIGS.get(name)
+    return key.type if key is not None else ConfigType.UNKNOWN
 
 
 # Factors that convert a broker synonym's unit into the topic config's milliseconds.

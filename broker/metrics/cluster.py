@@ -128,6 +128,16 @@ def replica_manager_metrics(b):
                   [({}, rm.isr_expands if rm is not None else 0)])
     yield counter(p + "failedisrupdates", "ISR changes the controller refused or did not answer",
                   [({}, rm.failed_isr_updates if rm is not None else 0)])
+    quotas = getattr(rm, "quotas", None)
+    if quotas is not None:
+        # ReplicationQuotaManager's sensors (Kafka metrics: kafka.server:type=LeaderReplication,
+        # attribute byte-rate), named as kafka-jmx-exporter.yml's rule names them
+        yield gauge("kafka_server_leaderreplication_byte_rate",
+                    "Bytes/s this broker sent to followers for leader-throttled partitions "
+                    "(replication quota window)", quotas.leader.byte_rate())
+        yield gauge("kafka_server_followerreplication_byte_rate",
+                    "Bytes/s this broker fetched for follower-throttled partitions "
+                    "(replication quota window)", quotas.follower.byte_rate())
 
 
 # -- controller -----------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from broker.replication.client import BrokerConnection
 from broker.security.outbound import AuthenticationFailed
 from broker.replication.fetch_session_handler import FetchSessionHandler
 from broker.replication.leader_state import LeaderState
+from broker.replication.quota import ReplicationQuotas
 
 log = logging.getLogger("kproto.replication")
 
@@ -76,6 +77,8 @@ class ReplicationManager:
         self.failed_isr_updates = 0
         self.endpoint_of = lambda broker_id: endpoint_from_image(
             broker.image, broker_id, self._inter_broker_listener())
+        # replication throttles (KIP-73): the leader and follower quotas of this broker
+        self.quotas = ReplicationQuotas(self.node_id, broker.config)
 
     def _inter_broker(self):
         """broker/security/outbound.py's settings for the inter-broker listener (None: plaintext)."""
@@ -108,6 +111,7 @@ class ReplicationManager:
         """Metadata listener (after ReplicaManager.reconcile): apply leader/follower roles."""
         self._sweep_needed = True
         image = self.broker.image
+        self.quotas.refresh(image)   # the topics' throttled-replica lists
         seen = set()
         for part in list(self.broker.partitions.all()):
             t = image.topics.get(part.topic)
@@ -197,6 +201,8 @@ class ReplicationManager:
             f = self.fetchers[p.leader] = Fetcher(self, p.leader)
             if self._nursery is not None:
                 self._nursery.start_soon(f.run)
+        if key not in f.partitions:
+            f.lag.pop(key, None)   # a new fetch state: not known to be in sync
         f.partitions[key] = part
 
     def _drop_leader(self, key) -> None:
@@ -212,6 +218,11 @@ class ReplicationManager:
         state = self.leaders.get((part.topic, part.index))
         if state is not None:
             self._advance(part, state)
+
+    def leader_isr(self, part) -> list[int]:
+        """The committed ISR of a partition this broker leads (Partition.inSyncReplicaIds)."""
+        state = self.leaders.get((part.topic, part.index))
+        return state.isr if state is not None else []
 
     def follower_fetched(self, part, replica: int, fetch_offset: int, now_ms: int) -> None:
         state = self.leaders.get((part.topic, part.index))
@@ -411,6 +422,10 @@ class Fetcher:
         self.partitions: dict[tuple[str, int], object] = {}
         self.done = False
         self.session = FetchSessionHandler()   # incremental fetch session with this leader (KIP-227)
+        # Kafka's PartitionFetchState.lag: the leader's high watermark minus our log end offset
+        # after the last answer with records; 0 is in sync (never throttled), unknown is not
+        self.lag: dict[tuple[str, int], int] = {}
+        self.held = False   # the last request left partitions out for the follower quota
 
     async def run(self) -> None:
         m = self.manager
@@ -428,7 +443,9 @@ class Fetcher:
                     conn = m.connection(ep[0], ep[1], f"replica-fetcher-{m.node_id}")
                 req, parts = self._request()
                 if not parts:
-                    await trio.sleep(0.05)
+                    # every partition held back by the follower quota: Kafka's fetcher backs off
+                    # replica.fetch.backoff.ms when it has nothing to fetch
+                    await trio.sleep(backoff if self.held else 0.05)
                     continue
                 try:
                     with trio.fail_after(m._cfg_int("replica.socket.timeout.ms", 30000) / 1000):
@@ -459,10 +476,19 @@ class Fetcher:
         image = m.broker.image
         wanted = {}
         parts = {}
+        quota, exceeded, self.held = m.quotas.follower, None, False
         for key, part in self.partitions.items():
             t = image.topics.get(key[0])
             if t is None:
                 continue
+            if quota.is_throttled(*key) and self.lag.get(key, 1) > 0:
+                if exceeded is None:
+                    exceeded = quota.is_quota_exceeded()
+                if exceeded:
+                    # shouldFollowerThrottle: an out-of-sync throttled partition is left out of
+                    # the fetch while the follower quota is exceeded
+                    self.held = True
+                    continue
             latest = part.log.latest_epoch
             wanted[(t.topic_id, key[1])] = FetchRequest.FetchPartition(
                 partition=key[1], current_leader_epoch=part.leader_epoch, fetch_offset=part.log.log_end_offset,
@@ -470,6 +496,8 @@ class Fetcher:
                 log_start_offset=part.log.log_start_offset,
                 partition_max_bytes=m._cfg_int("replica.fetch.max.bytes", 1048576))
             parts[(t.topic_id, key[1])] = part
+        if not wanted:
+            return None, parts   # nothing to send: the session stays as it is
         # an incremental fetch names only partitions added or changed (KIP-227)
         send, forget = self.session.build(wanted)
         topics: dict = {}
@@ -535,7 +563,14 @@ class Fetcher:
             return False
         data = pr.records
         if data:
+            key = (part.topic, part.index)
+            quota = self.manager.quotas.follower
+            if quota.is_throttled(*key):
+                quota.record(len(data))   # ReplicaFetcherThread.processPartitionData
+            before = plog.log_end_offset
             self._append(part, bytes(data))
+            if plog.log_end_offset > before and pr.high_watermark >= 0:
+                self.lag[key] = max(0, pr.high_watermark - plog.log_end_offset)
         leo = plog.log_end_offset
         if pr.high_watermark >= 0:
             part.hw_epoch = part.leader_epoch   # the high watermark is the current leader's (consumer lag)

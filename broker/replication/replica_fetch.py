@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from time import perf_counter
+from typing import NamedTuple
 
 import trio
 
@@ -47,6 +48,9 @@ def _build(broker, req, version: int, replica: int, items, incremental: bool = F
     total = 0
     first = True
     entries, unknown, watched = [], [], []
+    quota = manager.quotas.leader   # replication throttles (broker/replication/quota.py)
+    exceeded = None                 # the leader quota's state, looked at once per answer
+    throttled_bytes, held = 0, False
     for key, name, topic_id, fp in items:
         t = broker.image.topics_by_id.get(topic_id) if version >= 13 else broker.image.topics.get(name)
         if t is None or fp.partition not in t.partitions:
@@ -101,31 +105,61 @@ def _build(broker, req, version: int, replica: int, items, incremental: bool = F
         if not recorded:
             manager.follower_fetched(partition, replica, fp.fetch_offset, now_ms)
         out.high_watermark = partition.high_watermark
+        throttled = quota.is_throttled(t.name, fp.partition)
+        if throttled and replica not in manager.leader_isr(partition):
+            if exceeded is None:
+                exceeded = quota.is_quota_exceeded()
+            if exceeded:
+                # ReplicaManager.shouldLeaderThrottle: a replica out of the ISR gets no records
+                # while the leader quota is exceeded; its data does not end the long poll
+                entries.append((key, name, topic_id, out))
+                held = True
+                continue
         part_limit = min(fp.partition_max_bytes, max(0, limit - total))
         sl, incomplete = plog.fetch_slice(fp.fetch_offset, part_limit, plog.log_end_offset, min_one_batch=first)
         if sl.length and not incomplete:
             out.records = sl.region()
             total += sl.length
             first = False
+            if throttled:
+                throttled_bytes += sl.length
         entries.append((key, name, topic_id, out))
         watched.append(partition)
-    return entries + unknown, total, watched
+    return _Built(entries + unknown, total, watched, throttled_bytes, held)
+
+
+class _Built(NamedTuple):
+    entries: list
+    total: int              # record bytes in the answer
+    watched: list           # partitions whose new data ends the long poll
+    throttled_bytes: int    # record bytes of leader-throttled partitions
+    held: bool              # a throttled partition was answered without records
 
 
 async def serve(ctx, req, version: int, items, incremental: bool = False) -> list:
     broker = ctx.broker
     replica = replica_id_of(req, version)
-    entries, total, watched = _build(broker, req, version, replica, items, incremental)
-    if total >= max(1, req.min_bytes) or req.max_wait_ms <= 0 or not watched:
-        return entries
+    built = _build(broker, req, version, replica, items, incremental)
+    if (built.total >= max(1, req.min_bytes) or req.max_wait_ms <= 0
+            or not (built.watched or built.held)):
+        return _sent(broker, built)
     waiting = perf_counter()
     ev = trio.Event()
-    for p in watched:
+    for p in built.watched:
         p.add_waiter(ev)
+    # a partition held back by the leader quota waits out max_wait_ms (Kafka's DelayedFetch does
+    # not count its bytes), then is looked at again
     with trio.move_on_after(req.max_wait_ms / 1000):
         await ev.wait()
-    for p in watched:
+    for p in built.watched:
         p.remove_waiter(ev)
-    entries = _build(broker, req, version, replica, items, incremental)[0]
+    built = _build(broker, req, version, replica, items, incremental)
     remote_time(ctx, waiting)   # RequestMetrics RemoteTimeMs: the follower's long poll
-    return entries
+    return _sent(broker, built)
+
+
+def _sent(broker, built: _Built) -> list:
+    # KafkaApis records what a follower's answer carries for throttled partitions (in-sync
+    # replicas' too) against the leader quota
+    broker.replication.quotas.leader.record(built.throttled_bytes)
+    return built.entries
