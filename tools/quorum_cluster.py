@@ -124,8 +124,11 @@ class QuorumCluster:
         if env is None:
             env = dict(os.environ)
             env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-        subprocess.run([sys.executable, "-m", "broker.cli", "storage", "format", f"--cluster-id={self.cluster_id}",
-                        "-c", n.properties, *extra_args], check=True, capture_output=True, env=env)
+        r = subprocess.run([sys.executable, "-m", "broker.cli", "storage", "format", f"--cluster-id={self.cluster_id}",
+                            "-c", n.properties, *extra_args], capture_output=True, text=True, env=env)
+        if r.returncode:
+            raise RuntimeError(f"storage format of node {n.node_id} exited {r.returncode}: "
+                               f"{(r.stderr or r.stdout).strip()[-2000:]}")
 
     def start(self, timeout: float = 60.0) -> "QuorumCluster":
         for n in self.nodes.values():
