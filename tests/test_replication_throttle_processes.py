@@ -8,7 +8,6 @@ beats by far, while an acks=all producer on the same partition is acknowledged t
 in-sync followers are never throttled)."""
 from __future__ import annotations
 
-import threading
 import time
 import urllib.request
 
@@ -19,7 +18,7 @@ kafka = pytest.importorskip("kafka")
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource  # noqa: E402
 from kafka import KafkaAdminClient, TopicPartition  # noqa: E402
 
-from tools.cluster_client import QUIET, create_topic, partition_state, wait_until  # noqa: E402
+from tools.cluster_client import QUIET, AckProbe, create_topic, partition_state, wait_until  # noqa: E402
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
 SETTINGS = {"broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": "3000",
@@ -89,32 +88,15 @@ def test_throttled_reassignment_catches_up_at_the_rate_and_acks_all_keeps_workin
             for name in ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")])])
 
         # acks=all to the throttled partition throughout the move: ~20 records/s, each timed
-        latencies, errors, stop = [], [], threading.Event()
-
-        def produce():
-            p = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
-                                          "linger.ms": 0, "message.timeout.ms": 30000, **QUIET})
-            while not stop.is_set():
-                sent = time.monotonic()
-                p.produce("slow", b"during", on_delivery=lambda err, _m, sent=sent: (
-                    errors.append(err) if err is not None else latencies.append(time.monotonic() - sent)))
-                p.poll(0)
-                time.sleep(0.05)
-            p.flush(30)
-
-        producer = threading.Thread(target=produce)
-        producer.start()
-        try:
+        with AckProbe(cluster.bootstrap, "slow") as probe:
             time.sleep(1)
-            before = len(latencies)
+            before = len(probe.latencies)
             throttled = _move_to_three(cluster, admin, "slow")
-            during = latencies[before:]
+            during = probe.latencies[before:]
             # the quota sensors, over the 11 s window: about the rate, not the burst of a free move
             rates = {"leader": _byte_rate(cluster.nodes[1], "leader"),
                      "follower": _byte_rate(cluster.nodes[3], "follower")}
-        finally:
-            stop.set()
-            producer.join(60)
+        errors = probe.errors
 
     bound = (SIZE - FETCH) / RATE                      # what is left after the first fetch, at the rate
     print(f"\nunthrottled catch-up {unthrottled:.2f} s, throttled {throttled:.2f} s "

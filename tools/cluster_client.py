@@ -122,6 +122,39 @@ class AckedProducer:
                            f"producer alive {self.thread.is_alive()})", interval)
 
 
+class AckProbe:
+    """A thread that produces one acks=all record to `topic` every `interval` seconds until the
+    `with` block ends: `latencies` holds each acknowledged record's send-to-ack seconds, `errors`
+    the failed deliveries (how a partition's writers fare while something else goes on)."""
+
+    def __init__(self, bootstrap: str, topic: str, value: bytes = b"during", interval: float = 0.05):
+        self.bootstrap, self.topic, self.value, self.interval = bootstrap, topic, value, interval
+        self.latencies: list = []
+        self.errors: list = []
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run)
+
+    def _run(self) -> None:
+        import confluent_kafka
+        p = confluent_kafka.Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "linger.ms": 0,
+                                      "message.timeout.ms": 30000, **QUIET})
+        while not self._stop.is_set():
+            sent = time.monotonic()
+            p.produce(self.topic, self.value, on_delivery=lambda err, _m, sent=sent: (
+                self.errors.append(err) if err is not None else self.latencies.append(time.monotonic() - sent)))
+            p.poll(0)
+            time.sleep(self.interval)
+        p.flush(30)
+
+    def __enter__(self) -> "AckProbe":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self.thread.join(60)
+
+
 def longest_ack_gap(ack_times, at: float, end: float | None = None, count: int | None = None) -> float:
     """The longest time without an ack from the last ack before `at` (a delivery report may reach
     its callback a little after the ack arrived, so "first ack after `at`" would understate it) up

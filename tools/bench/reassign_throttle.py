@@ -18,10 +18,9 @@ import os
 import shutil
 import subprocess
 import tempfile
-import threading
 import time
 
-from tools.cluster_client import QUIET, create_topic, partition_state, wait_until
+from tools.cluster_client import QUIET, AckProbe, create_topic, partition_state, wait_until
 
 RECORD = 10_000
 
@@ -79,25 +78,9 @@ def main(argv=None) -> int:
             return time.monotonic() - started, out
 
         free, _ = reassign("free")
-        lat, errors, stop = [], [], threading.Event()
-
-        def produce():
-            q = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, **QUIET})
-            while not stop.is_set():
-                sent = time.monotonic()
-                q.produce("slow", b"during", on_delivery=lambda err, _m, sent=sent: (
-                    errors.append(err) if err is not None else lat.append(time.monotonic() - sent)))
-                q.poll(0)
-                time.sleep(0.05)
-            q.flush(30)
-
-        producer = threading.Thread(target=produce)
-        producer.start()
-        try:
+        with AckProbe(bootstrap, "slow") as probe:
             slow, executed = reassign("slow", "--throttle", str(args.rate))
-        finally:
-            stop.set()
-            producer.join(60)
+        lat, errors = probe.latencies, probe.errors
 
         def configs() -> list[str]:
             lines = []
