@@ -736,6 +736,7 @@ class ReplicatedMetadata:
     async def _registration_loop(self):
         """Register this broker with each new active controller."""
         from kproto.messages.broker_registration_request import BrokerRegistrationRequest, Listener
+        from broker.storage.dir_assignments import online_dir_ids
         incarnation = uuid.uuid4()
         while True:
             await trio.sleep(0.2)
@@ -753,7 +754,8 @@ class ReplicatedMetadata:
             req = BrokerRegistrationRequest(broker_id=self.node_id, cluster_id=self.broker.cluster_id or "",
                                             incarnation_id=incarnation, listeners=listeners, features=[],
                                             rack=self.config.get("broker.rack") or None,   # placement, KIP-392
-                                            is_migrating_zk_broker=False, log_dirs=[],
+                                            is_migrating_zk_broker=False,
+                                            log_dirs=online_dir_ids(self.broker),   # KIP-858
                                             previous_broker_epoch=-1)
             try:
                 await self.to_controller(req)
@@ -773,7 +775,7 @@ class ReplicatedMetadata:
             broker_id=req.broker_id, incarnation_id=req.incarnation_id, broker_epoch=self.image.offset + 1,
             end_points=[BrokerEndpoint(name=lst.name, host=lst.host, port=lst.port,
                                        security_protocol=lst.security_protocol) for lst in req.listeners],
-            rack=req.rack, fenced=False)
+            rack=req.rack, fenced=False, log_dirs=sorted(req.log_dirs or []))   # sorted, as Kafka keeps them
         try:
             await self.propose([record], timeout_ms=5000)
         except KafkaError as exc:
