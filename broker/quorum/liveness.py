@@ -8,6 +8,8 @@ Kafka's brokers talk to the active controller:
   kafka-python cannot look up among the brokers Metadata lists) and unfences it
   at its next heartbeat (UnfenceBrokerRecord). A new active controller gives every broker a full
   session before fencing it. The image's `brokers[id].fenced` is what Metadata and placement use.
+- AssignReplicasToDirs (KIP-858): where a broker placed a replica among its log dirs
+  (broker/quorum/log_dirs.py).
 - AllocateProducerIds: a node hands out producer ids from a block the active controller allocated
   with a ProducerIdsRecord (committed before the block is used, so no id is ever given twice); each
   node keeps the next block ready so InitProducerId does not wait on the quorum.
@@ -29,6 +31,7 @@ from kproto.metadata.producer_ids_record import ProducerIdsRecord
 from kproto.metadata.unfence_broker_record import UnfenceBrokerRecord
 
 from broker.producer_ids import BLOCK_SIZE, ProducerIdManager
+from broker.quorum import log_dirs
 from broker.replication import election
 
 log = logging.getLogger("kproto.quorum")
@@ -119,6 +122,21 @@ class Liveness:
             brokers[bid] = dataclasses.replace(brokers[bid], fenced=True)
         records = election.on_broker_gone(q.image, bid, brokers, election.unclean_default(q.config))
         return records + [FenceBrokerRecord(id=bid, epoch=epoch)]
+
+    async def handle_assign_dirs(self, req):
+        """AssignReplicasToDirs (KIP-858), on the active controller."""
+        from kproto.messages.assign_replicas_to_dirs_response import AssignReplicasToDirsResponse
+        q = self.q
+        if not q.is_active_controller:
+            return AssignReplicasToDirsResponse(error_code=ErrorCode.NOT_CONTROLLER, directories=[])
+        resp, records = log_dirs.assign(q.image, req, dict(q.broker.controller.brokers()),
+                                        election.unclean_default(q.config))
+        if records:
+            try:
+                await q.propose(records, timeout_ms=5000)
+            except KafkaError as exc:
+                return AssignReplicasToDirsResponse(error_code=exc.code, directories=[])
+        return resp
 
     async def handle_allocate(self, req) -> AllocateProducerIdsResponse:
         q = self.q

@@ -62,6 +62,7 @@ FORWARDED = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITION
 ENVELOPE = 58
 BROKER_REGISTRATION = 62
 CONTROLLER_REGISTRATION = 70
+ASSIGN_REPLICAS_TO_DIRS = 73
 DEFAULT_TIMEOUT_MS = 30000
 
 # the proposals made while handling the current request (awaited before it is answered)
@@ -242,6 +243,8 @@ class ReplicatedMetadata:
             return await self.liveness.handle_allocate(request)
         if key == CONTROLLER_REGISTRATION:
             return await self.controller_apis.handle_registration(request)
+        if key == ASSIGN_REPLICAS_TO_DIRS:
+            return await self.liveness.handle_assign_dirs(request)
         raise ValueError(f"API {key} on the controller listener")
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED):
@@ -277,6 +280,8 @@ class ReplicatedMetadata:
             if self.k.is_broker:
                 nursery.start_soon(self._registration_loop)
                 nursery.start_soon(self.liveness.heartbeat_loop)
+                from broker.storage.dir_assignments import DirAssignments
+                nursery.start_soon(DirAssignments(self).run)   # AssignReplicasToDirs (KIP-858)
                 if isinstance(self.broker.producer_ids, QuorumProducerIds):
                     nursery.start_soon(self.broker.producer_ids.run)
             task_status.started()
