@@ -26,16 +26,22 @@ from .files import META_PROPERTIES, METADATA_TOPIC
 log = logging.getLogger("kproto.storage")
 
 
+# log dir -> directory.id, as read once: a failed disk may not answer a read any more
+_ids: dict = {}
+
+
 def directory_ids(log_dirs: list[str]) -> dict:
     """log dir (absolute path) -> its directory.id (uuid.UUID), for the dirs that have one."""
     out = {}
     for d in log_dirs:
         d = os.path.abspath(d)
-        try:
-            props = read_meta_properties(os.path.join(d, META_PROPERTIES)) or {}
-            out[d] = uuid_from_str(props["directory.id"])
-        except (OSError, KeyError, ValueError):
-            continue
+        if d not in _ids:
+            try:
+                props = read_meta_properties(os.path.join(d, META_PROPERTIES)) or {}
+                _ids[d] = uuid_from_str(props["directory.id"])
+            except (OSError, KeyError, ValueError):
+                continue
+        out[d] = _ids[d]
     return out
 
 

@@ -56,6 +56,9 @@ class LogDirFailures:
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.failed: dict[str, str] = {}      # log dir -> why
         self._all_failed = trio.Event()
+        # set at each newly failed dir (the heartbeat reports it at once, KIP-858); the
+        # waiter replaces it
+        self.changed = trio.Event()
 
     def report(self, exc: BaseException) -> bool:
         """Record the failure behind ``exc`` if it is one of the disk; True if it was."""
@@ -71,6 +74,7 @@ class LogDirFailures:
             reason = getattr(cause, "strerror", None) or str(cause)
             self.failed[failed] = reason
             log.error("log directory %s failed: %s", failed, reason)
+            self.changed.set()
             if len(self.failed) == len(self.log_dirs):
                 self._all_failed.set()
         return True
