@@ -142,6 +142,7 @@ class Broker:
         self.logs = open_log_dirs(self.log_dirs, None, broker_config=self._log_manager_settings(),
                                     progress=recovery_progress, snapshot_provider_for=snapshot_provider_for)
         self.logs.set_flush_scheduler(self.flusher.request)
+        self.logs.offline = self.dir_failures.failed   # JBOD: no new partition in a failed dir
         # a formatted directory keeps its cluster id; only a fresh one gets a new id
         existing = existing_meta_properties(self.log_dirs)
         meta = self.logs.ensure_meta_properties(self.node_id, existing.get("cluster.id") or new_cluster_id())
