@@ -85,7 +85,7 @@ class Broker:
         self.producers = ProducerStateManager()
         self.flusher = Flusher()  # fsyncs in worker threads, group commit
         self.checkpoints = CheckpointWriter()  # periodic checkpoint files, written off the event loop
-        self.dir_failures = LogDirFailures(self.log_dirs)   # a disk that refuses writes: halt as Kafka does
+        self.dir_failures = LogDirFailures(self.log_dirs, self.metadata_log_dir)   # a failed disk: halt as Kafka does
         self.flusher.on_disk_error = self.checkpoints.on_disk_error = self.dir_failures.report
         self.security = None  # broker.security.manager.SecurityManager, set in run()
         self.authorizer = None  # broker.security.acls.Authorizer when authorizer.class.name is set
