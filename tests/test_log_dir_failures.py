@@ -41,3 +41,19 @@ def test_a_failure_without_a_path_does_not_halt_for_the_metadata_dir(tmp_path):
     f = LogDirFailures([a, b], metadata_dir=a)
     f.report(OSError(errno.EIO, "Input/output error"))     # os.write errors carry no file name
     assert f.failed == {a: "Input/output error"} and not f._all_failed.is_set()
+
+
+def test_an_offline_dir_the_controller_never_heard_of_shuts_the_broker_down(tmp_path):
+    from broker.storage.dir_assignments import OfflineDirReports
+    reports = OfflineDirReports(timeout_s=30)
+    reports.noticed(["d1"], now=100)
+    reports.noticed(["d1", "d2"], now=110)     # d1 stays noticed at 100
+    assert reports.overdue(129) == []
+    assert reports.overdue(130) == ["d1"]
+    reports.answered(["d1"])                   # a heartbeat naming it was answered without error
+    assert reports.overdue(135) == [] and reports.overdue(140) == ["d2"]
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    f = LogDirFailures([a, b], metadata_dir=a)
+    f.report(_enospc(os.path.join(b, "t-0", "00000000000000000000.log")))
+    f.halt("couldn't communicate offline log dir X with controllers within log.dir.failure.timeout.ms")
+    assert f._all_failed.is_set() and f.halt_reason.startswith("couldn't communicate offline log dir X")

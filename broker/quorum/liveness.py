@@ -36,7 +36,8 @@ from kproto.metadata.unfence_broker_record import UnfenceBrokerRecord
 from broker.producer_ids import BLOCK_SIZE, ProducerIdManager
 from broker.quorum import log_dirs
 from broker.replication import election
-from broker.storage.dir_assignments import offline_dir_ids
+from broker.storage.checkpoints import uuid_to_str
+from broker.storage.dir_assignments import OfflineDirReports, offline_dir_ids
 
 log = logging.getLogger("kproto.quorum")
 
@@ -53,6 +54,7 @@ class Liveness:
         self.last_seen: dict[int, float] = {}
         self._active_since = None
         self.want_shut_down = False   # set by a controlled shutdown (broker/quorum/shutdown.py)
+        self.offline_dirs = OfflineDirReports(cfg.get_long("log.dir.failure.timeout.ms") / 1000)
 
     # ------------------------------------------------------- broker side
 
@@ -66,15 +68,23 @@ class Liveness:
                     failures.changed = trio.Event()
                 else:
                     await trio.sleep_forever()
+            offline = offline_dir_ids(self.q.broker)
+            self.offline_dirs.noticed(offline, trio.current_time())
+            overdue = self.offline_dirs.overdue(trio.current_time())
+            if overdue and failures is not None:
+                failures.halt(f"couldn't communicate offline log dir {uuid_to_str(overdue[0])} with controllers "
+                              f"within log.dir.failure.timeout.ms")
             b = self.q.image.brokers.get(self.q.node_id)
             if b is None:
                 continue
             req = BrokerHeartbeatRequest(broker_id=self.q.node_id, broker_epoch=b.broker_epoch,
                                          current_metadata_offset=max(self.q.image.offset, 0),
                                          want_fence=False, want_shut_down=self.want_shut_down,
-                                         offline_log_dirs=offline_dir_ids(self.q.broker))
+                                         offline_log_dirs=offline)
             try:
-                await self.q.to_controller(req, timeout_s=self.interval_s)
+                resp = await self.q.to_controller(req, timeout_s=self.interval_s)
+                if resp is not None and resp.error_code == 0:
+                    self.offline_dirs.answered(offline)
             except Exception as exc:   # noqa: BLE001 - the next heartbeat tries again
                 log.debug("broker heartbeat: %s", exc)
 

@@ -7,7 +7,9 @@ and AssignmentsManager:
   with AssignReplicasToDirs (the controller listener), batched, until the metadata agrees;
 - a failed dir (broker/storage/dir_failure.py) goes to the controller in the next heartbeat's
   OfflineLogDirs, sent at once (broker/quorum/liveness.py), so the controller moves leadership
-  of the partitions there to replicas on healthy brokers.
+  of the partitions there to replicas on healthy brokers; a broker that cannot get one such
+  heartbeat answered within `log.dir.failure.timeout.ms` shuts down (OfflineDirReports), since
+  the controller would otherwise keep it leading partitions it cannot serve.
 """
 from __future__ import annotations
 
@@ -115,3 +117,25 @@ class DirAssignments:
                     log.debug("AssignReplicasToDirs: error %d", resp.error_code)
             except Exception as exc:   # noqa: BLE001 - the next round tries again
                 log.debug("AssignReplicasToDirs: %s", exc)
+
+
+class OfflineDirReports:
+    """BrokerLifecycleManager's offlineDirs: each failed dir from when it was noticed until a
+    heartbeat naming it is answered without error; overdue() are those still unanswered after
+    `log.dir.failure.timeout.ms` ("Shutting down because couldn't communicate offline log dir
+    ... with controllers")."""
+
+    def __init__(self, timeout_s: float):
+        self.timeout_s = timeout_s
+        self.since: dict = {}
+        self.acked: set = set()
+
+    def noticed(self, dirs, now: float) -> None:
+        for d in dirs:
+            self.since.setdefault(d, now)
+
+    def answered(self, dirs) -> None:
+        self.acked |= set(dirs)
+
+    def overdue(self, now: float) -> list:
+        return [d for d, t in self.since.items() if d not in self.acked and now - t >= self.timeout_s]

@@ -88,6 +88,12 @@ class LogDirFailures:
             self._all_failed.set()
         return True
 
+    def halt(self, reason: str) -> None:
+        """Halt the broker now, saying why (halt_when_all_failed does it)."""
+        if self.halt_reason is None:
+            self.halt_reason = reason
+        self._all_failed.set()
+
     async def halt_when_all_failed(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         await self._all_failed.wait()
