@@ -188,3 +188,30 @@ def test_a_replica_in_a_failed_dir_is_neither_elected_nor_taken_back_into_the_is
                                        new_isr_with_epochs=[])])])
     resp, records = alter_partition.handle(img, req, 2, brokers)
     assert resp.topics[0].partitions[0].error_code == ErrorCode.INELIGIBLE_REPLICA and records == []
+
+
+def test_the_broker_reports_replicas_whose_dir_the_metadata_does_not_name(tmp_path):
+    """Broker side (broker/storage/dir_assignments.py): what AssignReplicasToDirs carries."""
+    from broker.storage.dir_assignments import pending
+    from broker.storage.jbod import LogDirs
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    logs = LogDirs.open([a, b])
+    try:
+        img = _image()
+        _partition(img, 0, [1, 2], [UNASSIGNED, C])   # not said yet
+        _partition(img, 1, [1, 2], [B, C])            # named, and there
+        _partition(img, 2, [2, 3], [C, UNASSIGNED])   # not a replica here
+        _partition(img, 3, [1, 2], [A, C])            # named A, but moved (AlterReplicaLogDirs) to b
+        for i, where in ((0, a), (1, b), (3, b)):
+            logs.preferred[("t", i)] = where
+            logs.get_or_create("t", i, TID)
+
+        class _Broker:
+            image, dir_failures = img, None
+        _Broker.logs = logs
+        ids = {a: A, b: B}
+        assert pending(_Broker, 1, ids) == {A: {TID: [0]}, B: {TID: [3]}}
+        _apply(img, [PartitionChangeRecord(partition_id=3, topic_id=TID, directories=[B, C])])
+        assert pending(_Broker, 1, ids) == {A: {TID: [0]}}   # the metadata agrees on 3 now
+    finally:
+        logs.close()

@@ -63,11 +63,11 @@ def offline_dir_ids(broker) -> list:
 
 
 def pending(broker, node_id: int, ids: dict) -> dict:
-    """{dir id: {topic id: [partition]}}: this broker's replicas whose log is in a healthy dir
-    other than the one the metadata names."""
+    """{dir id: {topic id: [partition]}}: this broker's replicas whose log is in another dir than
+    the one the metadata names. A failed dir's too: the controller then moves the replica out of
+    the ISR and leadership (handleAssignReplicasToDirs), which an UNASSIGNED one escapes."""
     logs = broker.logs
     dir_of = getattr(logs, "dir_of", None)
-    failed = set(getattr(getattr(broker, "dir_failures", None), "failed", {}) or {})
     out: dict = {}
     for t in broker.image.topics.values():
         if t.name == METADATA_TOPIC:
@@ -76,7 +76,7 @@ def pending(broker, node_id: int, ids: dict) -> dict:
             if node_id not in p.replicas or len(p.directories) != len(p.replicas):
                 continue
             where = dir_of(t.name, p.partition) if dir_of else (logs.log_dir if logs.get(t.name, p.partition) else None)
-            if where is None or where in failed or where not in ids:
+            if where is None or where not in ids:
                 continue
             if p.directories[p.replicas.index(node_id)] != ids[where]:
                 out.setdefault(ids[where], {}).setdefault(t.topic_id, []).append(p.partition)
