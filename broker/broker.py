@@ -85,7 +85,7 @@ class Broker:
         self.producers = ProducerStateManager()
         self.flusher = Flusher()  # fsyncs in worker threads, group commit
         self.checkpoints = CheckpointWriter()  # periodic checkpoint files, written off the event loop
-        self.dir_failures = LogDirFailures(self.log_dirs)   # a disk that refuses writes: halt as Kafka does
+        self.dir_failures = LogDirFailures(self.log_dirs, self.metadata_log_dir)   # a failed disk: halt as Kafka does
         self.flusher.on_disk_error = self.checkpoints.on_disk_error = self.dir_failures.report
         self.security = None  # broker.security.manager.SecurityManager, set in run()
         self.authorizer = None  # broker.security.acls.Authorizer when authorizer.class.name is set
@@ -142,6 +142,7 @@ class Broker:
         self.logs = open_log_dirs(self.log_dirs, None, broker_config=self._log_manager_settings(),
                                     progress=recovery_progress, snapshot_provider_for=snapshot_provider_for)
         self.logs.set_flush_scheduler(self.flusher.request)
+        self.logs.offline = self.dir_failures.failed   # JBOD: no new partition in a failed dir
         # a formatted directory keeps its cluster id; only a fresh one gets a new id
         existing = existing_meta_properties(self.log_dirs)
         meta = self.logs.ensure_meta_properties(self.node_id, existing.get("cluster.id") or new_cluster_id())

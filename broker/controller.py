@@ -18,6 +18,7 @@ from broker.config import ConfigError
 from broker.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from broker.replication import placement
 from broker.replication.brokers import brokers_from_image
+from broker.quorum.log_dirs import new_directories
 from broker.replication.reassignment import check_target
 from broker.topic_names import collision_key, invalid_reason
 
@@ -156,7 +157,8 @@ class Controller:
         return PartitionRecord(partition_id=index, topic_id=topic_id, replicas=replicas,
                                isr=list(replicas), removing_replicas=[], adding_replicas=[],
                                leader=replicas[0], leader_recovery_state=0, leader_epoch=0,
-                               partition_epoch=0, directories=[], eligible_leader_replicas=None,
+                               partition_epoch=0, directories=new_directories(self.image, replicas),
+                               eligible_leader_replicas=None,
                                last_known_elr=None)
 
     def create_topic(self, spec: TopicSpec, validate_only: bool = False) -> CreatedTopic:

@@ -131,3 +131,19 @@ def test_interrupted_moves_are_resolved_at_start(tmp_path):
         assert dirs.dir_of("t", 0) == dest and dirs.get("t", 0).log_end_offset == 3
     finally:
         dirs.close()
+
+
+def test_new_partitions_skip_a_failed_log_dir(tmp_path):
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    logs = LogDirs.open(dirs)
+    try:
+        logs.offline = {dirs[0]: "No space left on device"}   # as broker/storage/dir_failure.py records it
+        logs.preferred[("t", 2)] = dirs[0]                    # even where AlterReplicaLogDirs asked for it
+        for i in range(3):
+            logs.get_or_create("t", i, None)
+        assert {logs.dir_of("t", i) for i in range(3)} == {dirs[1]}
+        logs.offline = {}
+        logs.get_or_create("t", 3, None)
+        assert logs.dir_of("t", 3) == dirs[0]
+    finally:
+        logs.close()

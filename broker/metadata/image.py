@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass, field
 
 TOPIC_RESOURCE = 2
+_UNASSIGNED = uuid.UUID(int=0)   # DirectoryId.UNASSIGNED (broker/quorum/log_dirs.py)
 BROKER_RESOURCE = 4
 
 
@@ -21,6 +22,9 @@ class PartitionImage:
     # an ongoing reassignment (KIP-455): replicas being added / removed; both empty otherwise
     adding_replicas: list[int] = field(default_factory=list)
     removing_replicas: list[int] = field(default_factory=list)
+    # the log dir (directory.id) of each replica, in replica order (KIP-858); UNASSIGNED
+    # (uuid 0) until the broker says where it placed it
+    directories: list = field(default_factory=list)
 
 
 @dataclass
@@ -33,6 +37,13 @@ class TopicImage:
     @property
     def internal(self) -> bool:
         return self.name in ("__consumer_offsets", "__transaction_state")
+
+
+def _directories(dirs, n: int) -> list:
+    """A PartitionRecord's Directories, or UNASSIGNED for each replica when it names none
+    (records from before metadata.version 3.7-IV2)."""
+    dirs = list(dirs or [])
+    return dirs if len(dirs) == n else [_UNASSIGNED] * n
 
 
 class MetadataImage:
@@ -74,7 +85,8 @@ class MetadataImage:
             return
         t.partitions[r.partition_id] = PartitionImage(
             r.partition_id, list(r.replicas), list(r.isr), r.leader, r.leader_epoch, r.partition_epoch,
-            list(r.adding_replicas or []), list(r.removing_replicas or []))
+            list(r.adding_replicas or []), list(r.removing_replicas or []),
+            _directories(r.directories, len(r.replicas)))
 
     def _apply_PartitionChangeRecord(self, r):
         t = self.topics_by_id.get(r.topic_id)
@@ -87,7 +99,12 @@ class MetadataImage:
         if r.isr is not None:
             p.isr = list(r.isr)
         if r.replicas is not None:
+            # replicas kept keep their dir, new ones are UNASSIGNED (unless the record names them)
+            old = dict(zip(p.replicas, p.directories)) if len(p.directories) == len(p.replicas) else {}
             p.replicas = list(r.replicas)
+            p.directories = [old.get(b, _UNASSIGNED) for b in p.replicas]
+        if r.directories is not None and len(r.directories) == len(p.replicas):
+            p.directories = list(r.directories)
         if r.adding_replicas is not None:
             p.adding_replicas = list(r.adding_replicas)
         if r.removing_replicas is not None:
@@ -173,3 +190,6 @@ class MetadataImage:
             b.fenced = False
         if getattr(r, "in_controlled_shutdown", 0) == 1:
             b.in_controlled_shutdown = True
+        if getattr(r, "log_dirs", None):
+            # the broker's online log dirs (KIP-858: the failed ones left out); empty: unchanged
+            b.log_dirs = list(r.log_dirs)

@@ -36,7 +36,7 @@ CONTROLLER_ENDPOINT = 2
 # controller API set; SASL's two only where the listener logs in
 _RAFT = (1, 52, 53, 54, 59)
 _ALWAYS = _RAFT + (API_VERSIONS, DESCRIBE_QUORUM, 58, DESCRIBE_CLUSTER, 62, 63, 67, CONTROLLER_REGISTRATION,
-                   80, 81)
+                   73, 80, 81)
 _SASL = (17, 36)
 _PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 # the cluster operations a Kafka 3.9 controller reports (observed: 8096, the cluster resource's

@@ -8,6 +8,11 @@ Kafka's brokers talk to the active controller:
   kafka-python cannot look up among the brokers Metadata lists) and unfences it
   at its next heartbeat (UnfenceBrokerRecord). A new active controller gives every broker a full
   session before fencing it. The image's `brokers[id].fenced` is what Metadata and placement use.
+- OfflineLogDirs (KIP-858): a broker whose log dir failed says so in its next heartbeat, sent at
+  once; the controller moves its replicas in that dir out of ISRs and leadership and records its
+  online dirs (broker/quorum/log_dirs.py).
+- AssignReplicasToDirs (KIP-858): where a broker placed a replica among its log dirs
+  (broker/quorum/log_dirs.py).
 - AllocateProducerIds: a node hands out producer ids from a block the active controller allocated
   with a ProducerIdsRecord (committed before the block is used, so no id is ever given twice); each
   node keeps the next block ready so InitProducerId does not wait on the quorum.
@@ -29,7 +34,10 @@ from kproto.metadata.producer_ids_record import ProducerIdsRecord
 from kproto.metadata.unfence_broker_record import UnfenceBrokerRecord
 
 from broker.producer_ids import BLOCK_SIZE, ProducerIdManager
+from broker.quorum import log_dirs
 from broker.replication import election
+from broker.storage.checkpoints import uuid_to_str
+from broker.storage.dir_assignments import OfflineDirReports, offline_dir_ids
 
 log = logging.getLogger("kproto.quorum")
 
@@ -46,21 +54,37 @@ class Liveness:
         self.last_seen: dict[int, float] = {}
         self._active_since = None
         self.want_shut_down = False   # set by a controlled shutdown (broker/quorum/shutdown.py)
+        self.offline_dirs = OfflineDirReports(cfg.get_long("log.dir.failure.timeout.ms") / 1000)
 
     # ------------------------------------------------------- broker side
 
     async def heartbeat_loop(self):
+        failures = getattr(self.q.broker, "dir_failures", None)
         while True:
-            await trio.sleep(self.interval_s if self.q._registered_epoch is not None else 0.2)
+            # a newly failed log dir is reported at once (BrokerLifecycleManager.propagateDirectoryFailure)
+            with trio.move_on_after(self.interval_s if self.q._registered_epoch is not None else 0.2):
+                if failures is not None:
+                    await failures.changed.wait()
+                    failures.changed = trio.Event()
+                else:
+                    await trio.sleep_forever()
+            offline = offline_dir_ids(self.q.broker)
+            self.offline_dirs.noticed(offline, trio.current_time())
+            overdue = self.offline_dirs.overdue(trio.current_time())
+            if overdue and failures is not None:
+                failures.halt(f"couldn't communicate offline log dir {uuid_to_str(overdue[0])} with controllers "
+                              f"within log.dir.failure.timeout.ms")
             b = self.q.image.brokers.get(self.q.node_id)
             if b is None:
                 continue
             req = BrokerHeartbeatRequest(broker_id=self.q.node_id, broker_epoch=b.broker_epoch,
                                          current_metadata_offset=max(self.q.image.offset, 0),
                                          want_fence=False, want_shut_down=self.want_shut_down,
-                                         offline_log_dirs=[])
+                                         offline_log_dirs=offline)
             try:
-                await self.q.to_controller(req, timeout_s=self.interval_s)
+                resp = await self.q.to_controller(req, timeout_s=self.interval_s)
+                if resp is not None and resp.error_code == 0:
+                    self.offline_dirs.answered(offline)
             except Exception as exc:   # noqa: BLE001 - the next heartbeat tries again
                 log.debug("broker heartbeat: %s", exc)
 
@@ -80,6 +104,16 @@ class Liveness:
         answer = await shutdowns.on_heartbeat(req, b)
         if answer is not None:
             return answer
+        if req.offline_log_dirs:
+            records = log_dirs.offline_records(q.image, req.broker_id, b.broker_epoch, req.offline_log_dirs,
+                                               dict(q.broker.controller.brokers()),
+                                               election.unclean_default(q.config))
+            if records:
+                log.info("broker %d: log dir(s) offline, %d partition change(s)", req.broker_id, len(records) - 1)
+                try:
+                    await q.propose(records, timeout_ms=5000)
+                except KafkaError as exc:
+                    return BrokerHeartbeatResponse(error_code=exc.code, is_fenced=b.fenced)
         if b.fenced and not req.want_fence:
             try:
                 await q.propose([UnfenceBrokerRecord(id=req.broker_id, epoch=b.broker_epoch)], timeout_ms=5000)
@@ -119,6 +153,21 @@ class Liveness:
             brokers[bid] = dataclasses.replace(brokers[bid], fenced=True)
         records = election.on_broker_gone(q.image, bid, brokers, election.unclean_default(q.config))
         return records + [FenceBrokerRecord(id=bid, epoch=epoch)]
+
+    async def handle_assign_dirs(self, req):
+        """AssignReplicasToDirs (KIP-858), on the active controller."""
+        from kproto.messages.assign_replicas_to_dirs_response import AssignReplicasToDirsResponse
+        q = self.q
+        if not q.is_active_controller:
+            return AssignReplicasToDirsResponse(error_code=ErrorCode.NOT_CONTROLLER, directories=[])
+        resp, records = log_dirs.assign(q.image, req, dict(q.broker.controller.brokers()),
+                                        election.unclean_default(q.config))
+        if records:
+            try:
+                await q.propose(records, timeout_ms=5000)
+            except KafkaError as exc:
+                return AssignReplicasToDirsResponse(error_code=exc.code, directories=[])
+        return resp
 
     async def handle_allocate(self, req) -> AllocateProducerIdsResponse:
         q = self.q

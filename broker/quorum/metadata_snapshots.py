@@ -49,7 +49,8 @@ def image_records(image, metadata_version: int, node_id: int) -> list:
                 partition_id=p.partition, topic_id=t.topic_id, replicas=list(p.replicas), isr=list(p.isr),
                 removing_replicas=list(p.removing_replicas), adding_replicas=list(p.adding_replicas),
                 leader=p.leader, leader_recovery_state=0,
-                leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch, directories=[],
+                leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch,
+                directories=list(getattr(p, "directories", [])),
                 eligible_leader_replicas=None, last_known_elr=None))
     for t in image.topics.values():
         out += [ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=t.name, name=k, value=v)

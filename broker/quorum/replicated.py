@@ -62,6 +62,7 @@ FORWARDED = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITION
 ENVELOPE = 58
 BROKER_REGISTRATION = 62
 CONTROLLER_REGISTRATION = 70
+ASSIGN_REPLICAS_TO_DIRS = 73
 DEFAULT_TIMEOUT_MS = 30000
 
 # the proposals made while handling the current request (awaited before it is answered)
@@ -242,6 +243,8 @@ class ReplicatedMetadata:
             return await self.liveness.handle_allocate(request)
         if key == CONTROLLER_REGISTRATION:
             return await self.controller_apis.handle_registration(request)
+        if key == ASSIGN_REPLICAS_TO_DIRS:
+            return await self.liveness.handle_assign_dirs(request)
         raise ValueError(f"API {key} on the controller listener")
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED):
@@ -277,6 +280,8 @@ class ReplicatedMetadata:
             if self.k.is_broker:
                 nursery.start_soon(self._registration_loop)
                 nursery.start_soon(self.liveness.heartbeat_loop)
+                from broker.storage.dir_assignments import DirAssignments
+                nursery.start_soon(DirAssignments(self).run)   # AssignReplicasToDirs (KIP-858)
                 if isinstance(self.broker.producer_ids, QuorumProducerIds):
                     nursery.start_soon(self.broker.producer_ids.run)
             task_status.started()
@@ -736,6 +741,7 @@ class ReplicatedMetadata:
     async def _registration_loop(self):
         """Register this broker with each new active controller."""
         from kproto.messages.broker_registration_request import BrokerRegistrationRequest, Listener
+        from broker.storage.dir_assignments import online_dir_ids
         incarnation = uuid.uuid4()
         while True:
             await trio.sleep(0.2)
@@ -753,7 +759,8 @@ class ReplicatedMetadata:
             req = BrokerRegistrationRequest(broker_id=self.node_id, cluster_id=self.broker.cluster_id or "",
                                             incarnation_id=incarnation, listeners=listeners, features=[],
                                             rack=self.config.get("broker.rack") or None,   # placement, KIP-392
-                                            is_migrating_zk_broker=False, log_dirs=[],
+                                            is_migrating_zk_broker=False,
+                                            log_dirs=online_dir_ids(self.broker),   # KIP-858
                                             previous_broker_epoch=-1)
             try:
                 await self.to_controller(req)
@@ -773,7 +780,7 @@ class ReplicatedMetadata:
             broker_id=req.broker_id, incarnation_id=req.incarnation_id, broker_epoch=self.image.offset + 1,
             end_points=[BrokerEndpoint(name=lst.name, host=lst.host, port=lst.port,
                                        security_protocol=lst.security_protocol) for lst in req.listeners],
-            rack=req.rack, fenced=False)
+            rack=req.rack, fenced=False, log_dirs=sorted(req.log_dirs or []))   # sorted, as Kafka keeps them
         try:
             await self.propose([record], timeout_ms=5000)
         except KafkaError as exc:

@@ -8,6 +8,7 @@ from kproto.errors import ErrorCode
 from kproto.messages.alter_partition_response import AlterPartitionResponse
 from kproto.metadata.partition_change_record import PartitionChangeRecord
 
+from broker.metadata.directory_id import is_online, replica_dir
 from broker.replication.brokers import BrokerInfo
 from broker.replication.election import RECOVERED, RECOVERING
 
@@ -46,7 +47,8 @@ def validate(broker_id: int, p, pd, version: int, brokers: dict[int, BrokerInfo]
         return ErrorCode.INVALID_REQUEST
     for b, epoch in new_isr:
         info = brokers.get(b)
-        if info is None or info.in_controlled_shutdown or info.fenced or (epoch != -1 and info.epoch != epoch):
+        if (info is None or info.in_controlled_shutdown or info.fenced or (epoch != -1 and info.epoch != epoch)
+                or not is_online(replica_dir(p, b), info.log_dirs)):   # in a failed log dir (KIP-858)
             # Kafka answers OPERATION_NOT_ATTEMPTED to AlterPartition v0 clients
             return ErrorCode.INELIGIBLE_REPLICA if version > 0 else ErrorCode.OPERATION_NOT_ATTEMPTED
     return ErrorCode.NONE

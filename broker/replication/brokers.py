@@ -16,6 +16,7 @@ class BrokerInfo:
     fenced: bool = False
     in_controlled_shutdown: bool = False
     epoch: int = -1
+    log_dirs: tuple = ()   # its online log dirs' ids (KIP-858); () when it registered none
 
     @property
     def acceptable_leader(self) -> bool:
@@ -35,5 +36,6 @@ def brokers_from_image(image, self_id: int, self_rack: str | None = None) -> dic
         out[bid] = BrokerInfo(
             bid, getattr(reg, "rack", None) or None, bool(getattr(reg, "fenced", False)),
             bool(getattr(reg, "in_controlled_shutdown", False)),
-            int(getattr(reg, "epoch", getattr(reg, "broker_epoch", -1))))
+            int(getattr(reg, "epoch", getattr(reg, "broker_epoch", -1))),
+            tuple(getattr(reg, "log_dirs", None) or ()))
     return out

@@ -10,8 +10,11 @@ Everything returns PartitionChangeRecords (None when nothing changes); the
 records reach the image through the metadata log like any other."""
 from __future__ import annotations
 
+import dataclasses
+
 from kproto.metadata.partition_change_record import PartitionChangeRecord
 
+from broker.metadata.directory_id import is_online, replica_dir
 from broker.replication.brokers import BrokerInfo
 
 NO_LEADER = -1
@@ -20,9 +23,12 @@ RECOVERED = 0
 RECOVERING = 1
 
 
-def _acceptable(brokers: dict[int, BrokerInfo], b: int) -> bool:
+def _acceptable(brokers: dict[int, BrokerInfo], b: int, p=None) -> bool:
+    """Kafka's LeaderAcceptor: the broker may lead and (for partition `p`) its replica is not
+    in one of its failed log dirs."""
     info = brokers.get(b)
-    return info is not None and info.acceptable_leader
+    return (info is not None and info.acceptable_leader
+            and (p is None or is_online(replica_dir(p, b), info.log_dirs)))
 
 
 def change(topic_id, p, brokers: dict[int, BrokerInfo], *, target_isr: list[int] | None = None,
@@ -42,12 +48,12 @@ def change(topic_id, p, brokers: dict[int, BrokerInfo], *, target_isr: list[int]
     new_recovery = recovery_state
     if preferred:
         first = p.replicas[0] if p.replicas else NO_LEADER
-        if first != leader and first in isr and _acceptable(brokers, first):
+        if first != leader and first in isr and _acceptable(brokers, first, p):
             leader = first
-    elif leader == NO_LEADER or leader not in isr or not _acceptable(brokers, leader):
-        leader = next((r for r in p.replicas if r in isr and _acceptable(brokers, r)), NO_LEADER)
+    elif leader == NO_LEADER or leader not in isr or not _acceptable(brokers, leader, p):
+        leader = next((r for r in p.replicas if r in isr and _acceptable(brokers, r, p)), NO_LEADER)
         if leader == NO_LEADER and unclean:
-            leader = next((r for r in p.replicas if _acceptable(brokers, r)), NO_LEADER)
+            leader = next((r for r in p.replicas if _acceptable(brokers, r, p)), NO_LEADER)
             if leader != NO_LEADER:
                 isr = [leader]
                 new_recovery = RECOVERING   # the leader may lack acknowledged records
@@ -87,6 +93,35 @@ def on_broker_gone(image, broker_id: int, brokers: dict[int, BrokerInfo],
         unclean = _unclean_enabled(t, unclean_default)
         for p in t.partitions.values():
             if broker_id in p.isr or p.leader == broker_id:
+                r = change(t.topic_id, p, brokers, remove=broker_id, unclean=unclean)
+                if r is not None:
+                    out.append(r)
+    return out
+
+
+def without_leader(brokers: dict[int, BrokerInfo], broker_id: int) -> dict[int, BrokerInfo]:
+    """`brokers` with `broker_id` not an acceptable leader."""
+    if broker_id not in brokers:
+        return brokers
+    return {**brokers, broker_id: dataclasses.replace(brokers[broker_id], fenced=True)}
+
+
+def on_dirs_offline(image, broker_id: int, dirs: set, brokers: dict[int, BrokerInfo],
+                    unclean_default: bool = False) -> list:
+    """Log dirs of a broker failed (KIP-858): its replicas in those dirs (a partition's
+    Directories) leave the ISR and the partitions it led there get new leaders; its other
+    partitions are left alone. For those partitions the broker may not lead (Kafka's
+    isAcceptableLeader in generateLeaderAndIsrUpdates), so one whose ISR was that broker
+    alone keeps it there, leaderless, as with fencing."""
+    brokers = without_leader(brokers, broker_id)
+    out = []
+    for t in image.topics.values():
+        unclean = _unclean_enabled(t, unclean_default)
+        for p in t.partitions.values():
+            placed = list(getattr(p, "directories", None) or [])
+            if broker_id not in p.replicas or len(placed) != len(p.replicas):
+                continue
+            if placed[p.replicas.index(broker_id)] in dirs and (broker_id in p.isr or p.leader == broker_id):
                 r = change(t.topic_id, p, brokers, remove=broker_id, unclean=unclean)
                 if r is not None:
                     out.append(r)
@@ -133,11 +168,11 @@ def sweep(image, brokers: dict[int, BrokerInfo], unclean_default: bool = False) 
     for t in image.topics.values():
         unclean = _unclean_enabled(t, unclean_default)
         for p in t.partitions.values():
-            isr = [b for b in p.isr if _acceptable(brokers, b)]
+            isr = [b for b in p.isr if _acceptable(brokers, b, p)]
             if not isr:
                 # Kafka keeps the last member in the ISR of a partition that lost them all
                 isr = [p.leader] if p.leader in p.isr else list(p.isr[:1])
-            if isr == list(p.isr) and p.leader != NO_LEADER and _acceptable(brokers, p.leader):
+            if isr == list(p.isr) and p.leader != NO_LEADER and _acceptable(brokers, p.leader, p):
                 continue
             r = change(t.topic_id, p, brokers, target_isr=isr, unclean=unclean)
             if r is not None:

@@ -26,12 +26,15 @@ LEADER_NOT_AVAILABLE = 5
 
 
 def offline_replicas(broker, p) -> list[int]:
-    """Replicas on brokers that are not registered or are fenced (as Kafka's
-    metadata cache reports them); none while the image has no registrations."""
+    """Replicas on brokers that are not registered or are fenced, or in a log dir of their
+    broker that failed (KIP-858), as Kafka's metadata cache reports them; none while the
+    image has no registrations."""
+    from broker.quorum.log_dirs import replica_in_offline_dir
     regs = getattr(broker.image, "brokers", None)
     if not regs:
         return []
-    return [r for r in p.replicas if r not in regs or getattr(regs[r], "fenced", False)]
+    return [r for r in p.replicas if r not in regs or getattr(regs[r], "fenced", False)
+            or replica_in_offline_dir(regs[r], p, r)]
 
 
 def partition_error(p) -> int:

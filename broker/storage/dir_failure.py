@@ -52,10 +52,17 @@ def _path_of(exc: BaseException) -> str | None:
 
 
 class LogDirFailures:
-    def __init__(self, log_dirs: list[str]):
+    def __init__(self, log_dirs: list[str], metadata_dir: str | None = None):
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        # KRaft: a broker whose metadata log dir failed halts even with other dirs online
+        # (Kafka's ReplicaManager: "Shutdown broker because the metadata log dir ... has failed")
+        self.metadata_dir = os.path.abspath(metadata_dir) if metadata_dir else None
+        self.halt_reason: str | None = None
         self.failed: dict[str, str] = {}      # log dir -> why
         self._all_failed = trio.Event()
+        # set at each newly failed dir (the heartbeat reports it at once, KIP-858); the
+        # waiter replaces it
+        self.changed = trio.Event()
 
     def report(self, exc: BaseException) -> bool:
         """Record the failure behind ``exc`` if it is one of the disk; True if it was."""
@@ -67,13 +74,25 @@ class LogDirFailures:
         # a path outside every log dir (the metadata log's own dir) fails the first one,
         # where the metadata lives unless metadata.log.dir says otherwise
         failed = dirs[0] if dirs else self.log_dirs[0]
+        reason = getattr(cause, "strerror", None) or str(cause)
         if failed not in self.failed:
-            reason = getattr(cause, "strerror", None) or str(cause)
             self.failed[failed] = reason
             log.error("log directory %s failed: %s", failed, reason)
+            self.changed.set()
             if len(self.failed) == len(self.log_dirs):
                 self._all_failed.set()
+        md = self.metadata_dir
+        if md is not None and (path == md or path.startswith(md + os.sep)) and self.halt_reason is None:
+            # (only a failure known to be there: one without a path is not the metadata log's)
+            self.halt_reason = f"the metadata log dir {md} has failed ({reason})"
+            self._all_failed.set()
         return True
+
+    def halt(self, reason: str) -> None:
+        """Halt the broker now, saying why (halt_when_all_failed does it)."""
+        if self.halt_reason is None:
+            self.halt_reason = reason
+        self._all_failed.set()
 
     async def halt_when_all_failed(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
@@ -82,6 +101,8 @@ class LogDirFailures:
         await trio.sleep(0.05)
         dirs = ", ".join(f"{d} ({why})" for d, why in self.failed.items())
         line = f"kproto: shutting down: every log directory has failed: {dirs}"
+        if self.halt_reason is not None and len(self.failed) < len(self.log_dirs):
+            line = f"kproto: shutting down: {self.halt_reason}"
         log.error(line)
         for handler in logging.getLogger().handlers:
             handler.flush()

@@ -84,6 +84,9 @@ class LogDirs:
         # AlterReplicaLogDirs for a partition not hosted yet: where it goes once created
         # (Kafka's LogManager.maybeUpdatePreferredLogDir)
         self.preferred: dict[tuple[str, int], str] = {}
+        # failed log dirs (broker/storage/dir_failure.py): new partitions go elsewhere, as
+        # Kafka's nextLogDirs picks among the online dirs only
+        self.offline: dict | set = {}
 
     @classmethod
     def open(cls, dirs: list[str], config_for=None, *, progress=None, **kwargs) -> "LogDirs":
@@ -169,10 +172,10 @@ class LogDirs:
         return sorted((p for m in self.managers.values() for p in m.partitions(topic)), key=lambda p: p.partition)
 
     def next_dir(self) -> str:
-        """Where a new partition goes: the directory with the fewest partitions."""
+        """Where a new partition goes: the online directory with the fewest partitions."""
         def load(item):
-            i, (_d, mgr) = item
-            return (sum(1 for tp in mgr.logs if tp[0] != METADATA_TOPIC), i)
+            i, (d, mgr) = item
+            return (d in self.offline, sum(1 for tp in mgr.logs if tp[0] != METADATA_TOPIC), i)
         return min(enumerate(self.managers.items()), key=load)[1][0]
 
     def get_or_create(self, topic: str, partition: int, topic_id, config: Mapping | None = None,
@@ -180,7 +183,7 @@ class LogDirs:
         mgr = self.manager_of(topic, partition)
         if mgr is None:
             where = self.preferred.pop((topic, partition), None)
-            if where not in self.managers:
+            if where not in self.managers or where in self.offline:
                 where = self.log_dir if topic == METADATA_TOPIC else self.next_dir()
             mgr = self.managers[where]
         return mgr.get_or_create(topic, partition, topic_id, config, now_ms)

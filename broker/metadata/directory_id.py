@@ -1,0 +1,28 @@
+"""Kafka's DirectoryId (KIP-858): the reserved log-dir ids a partition's Directories may hold,
+and whether a replica's dir is online for its broker's registration."""
+from __future__ import annotations
+
+import uuid
+
+UNASSIGNED = uuid.UUID(int=0)   # the broker has not said which of its dirs holds the replica
+LOST = uuid.UUID(int=1)         # the replica's dir is gone
+MIGRATING = uuid.UUID(int=2)    # a broker registered without dirs (before 3.7-IV2)
+
+
+def is_online(d, online_dirs) -> bool:
+    """DirectoryId.isOnline: UNASSIGNED and MIGRATING count as online, LOST never; a broker
+    registered without dirs has every dir online (it halts when all have failed)."""
+    if d in (UNASSIGNED, MIGRATING):
+        return True
+    if d == LOST:
+        return False
+    online_dirs = list(online_dirs or [])
+    return not online_dirs or d in online_dirs
+
+
+def replica_dir(p, broker_id: int):
+    """The dir partition image `p` names for the replica on `broker_id` (UNASSIGNED if none)."""
+    dirs = list(getattr(p, "directories", None) or [])
+    if broker_id in p.replicas and len(dirs) == len(p.replicas):
+        return dirs[p.replicas.index(broker_id)]
+    return UNASSIGNED

@@ -1,0 +1,118 @@
+"""A failed log directory in a cluster moves leadership away (JBOD in KRaft, KIP-858), with real
+processes: a 3-node KRaft cluster (tools/quorum_cluster.py) whose node 1 has two log dirs, the
+second a small tmpfs (needs root to mount it, skipped otherwise). A topic has a partition led by
+node 1 in each of its dirs, acks=all idempotent producers write to both; the tmpfs is then filled,
+so node 1's next write there fails (ENOSPC). As with Kafka 3.9: the partition in the failed dir
+gets a new leader on another broker within a few seconds (node 1's heartbeat reports the dir,
+the controller elects), Metadata lists node 1's replica there as offline, producing to it goes
+on, and every acknowledged record is read back once, in order; the partition in node 1's healthy
+dir stays led by node 1, which keeps running. (Kafka 3.9 in the same scenario, run by hand: the
+leadership moved in 0.3 s, ISR [2, 3], offline replicas [1], the other partition kept leader 1.)"""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka.admin import AdminClient  # noqa: E402
+
+from tests.wire_client import WireClient  # noqa: E402
+from tests.wire_client import metadata as wire_metadata  # noqa: E402
+
+from tools.cluster_client import (  # noqa: E402
+    QUIET, AckedProducer, assert_exactly_once_in_order, create_topic, partition_state, read_partition, wait_until,
+)
+from tools.quorum_cluster import QuorumCluster  # noqa: E402
+
+SETTINGS = {"broker.heartbeat.interval.ms": "500", "broker.session.timeout.ms": "6000",
+            "replica.lag.time.max.ms": "10000", "replica.fetch.wait.max.ms": "100",
+            "replica.fetch.backoff.ms": "100", "min.insync.replicas": "2"}
+TOPIC = "jbod"
+
+
+@pytest.fixture
+def small_dir(tmp_path):
+    path = tmp_path / "node1b"
+    path.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(path)], capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {p.stderr.strip()}")
+    yield str(path)
+    subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def _fill(path: str) -> None:
+    """Take every free byte of the file system at `path`."""
+    with open(os.path.join(path, "filler"), "wb") as f:
+        chunk = b"\0" * 65536
+        try:
+            while True:
+                f.write(chunk)
+                f.flush()
+        except OSError:
+            pass
+
+
+def _offline_replicas(node, partition: int) -> list:
+    """Metadata's offline replicas of a partition, as node answers (v12)."""
+    with WireClient(node.bootstrap) as c:
+        return next(p.offline_replicas for p in wire_metadata(c, TOPIC, version=12).partitions
+                    if p.partition_index == partition)
+
+
+@pytest.mark.timeout(180)
+def test_a_failed_log_dir_moves_its_partitions_leadership_to_healthy_brokers(tmp_path, small_dir):
+    healthy = str(tmp_path / "node1a")
+    cluster = QuorumCluster(3, base_dir=str(tmp_path), settings=SETTINGS,
+                            node_settings={1: {"log.dirs": f"{healthy},{small_dir}"}})
+    producers = {}
+    try:
+        cluster.format()
+        cluster.start()
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
+        # node 1 leads both partitions; its replicas go one to each dir (the one with fewer partitions)
+        wait_until(lambda: create_topic(admin, TOPIC, 2, replica_assignment=[[1, 2, 3], [1, 3, 2]]), 60,
+                   "the topic created")
+        wait_until(lambda: all(len(partition_state(admin, TOPIC, i)[2]) == 3 for i in (0, 1)), 30, "ISRs of 3")
+        in_dir = {i: next(d for d in (healthy, small_dir) if os.path.isdir(os.path.join(d, f"{TOPIC}-{i}")))
+                  for i in (0, 1)}
+        failing = next(i for i in (0, 1) if in_dir[i] == small_dir)
+        kept = 1 - failing
+        assert in_dir[kept] == healthy
+        producers = {i: AckedProducer(cluster.bootstrap, TOPIC, partition=i, rate=200).start() for i in (0, 1)}
+        for p in producers.values():
+            p.wait_for_acks(200, 60, "acks before the failure")
+
+        _fill(small_dir)
+        failed_at = time.monotonic()
+        wait_until(lambda: partition_state(admin, TOPIC, failing)[0] not in (1, -1), 20,
+                   "a new leader for the partition in the failed dir",
+                   detail=lambda: f"state {partition_state(admin, TOPIC, failing)}")
+        took = time.monotonic() - failed_at
+        leader, _replicas, isr = partition_state(admin, TOPIC, failing)
+        assert leader in (2, 3) and 1 not in isr, (leader, isr)
+        print(f"leadership moved in {took:.1f} s")
+        # every node's Metadata lists node 1's replica there as offline (KRaftMetadataCache)
+        wait_until(lambda: all(_offline_replicas(n, failing) == [1] for n in cluster.nodes.values()), 10,
+                   "node 1's replica offline")
+        # the partition in the healthy dir keeps its leader, node 1, which keeps running
+        assert partition_state(admin, TOPIC, kept)[0] == 1
+        assert _offline_replicas(cluster.nodes[2], kept) == []
+        for p in producers.values():
+            p.wait_for_acks(300, 60, "acks after the failure")
+        assert partition_state(admin, TOPIC, kept)[0] == 1 and cluster.nodes[1].alive()
+        for i, p in producers.items():
+            p.stop()
+            assert not p.errors, (i, p.errors[:3])
+            # every acknowledged record, once, in order (read from the leader each partition has now)
+            values = read_partition(cluster.bootstrap, TOPIC, len(p.acked), 60, group=f"check{i}", partition=i)
+            assert_exactly_once_in_order(values, p.acked)
+    finally:
+        for p in producers.values():
+            p.stop(5)
+        cluster.cleanup()
