@@ -124,15 +124,19 @@ class Liveness:
 
     async def fence_loop(self):
         """On the active controller: fence brokers whose session expired."""
+        woke = trio.current_time()
         while True:
             await trio.sleep(0.25)
             q = self.q
+            now, slept = trio.current_time(), trio.current_time() - woke
+            woke = now
             if not q.is_active_controller:
                 self._active_since = None
                 continue
-            now = trio.current_time()
-            if self._active_since is None:
-                self._active_since = now   # a new controller: everyone gets a full session
+            if self._active_since is None or slept > self.session_s / 2:
+                # a new controller, or this one was stopped or stalled (SIGSTOP, a blocked loop):
+                # heartbeats could not reach it meanwhile, so everyone gets a full session
+                self._active_since = now
                 self.last_seen = {b: now for b in q.image.brokers}
             for bid, b in list(q.image.brokers.items()):
                 seen = self.last_seen.setdefault(bid, now)

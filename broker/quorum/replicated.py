@@ -7,7 +7,13 @@
 - Only the active controller (the raft leader) appends: ReplicatedMetadataLog.append proposes the
   records. The leader applies them at once to its own image (as Kafka's active controller works
   ahead of the commit, so the next validation sees them); if its leadership ends, the image is
-  rebuilt from the committed log, so nothing uncommitted stays. A request that changed metadata is
+  rebuilt from the committed log, so nothing uncommitted stays. The node's broker side acts on
+  committed metadata only, as Kafka's brokers do: leader and follower roles and ISRs
+  (ReplicationManager.reconcile) wait until the image holds nothing uncommitted
+  (`image_committed`, `commit_listeners`). A controller paused past the broker session that
+  resumes still believing it leads fences everyone and elects itself with an ISR of one; acting on
+  that before the commit (which never comes) would acknowledge acks=all writes that the real
+  leader does not have. A request that changed metadata is
   answered only once its records are committed (REQUEST_TIMED_OUT after the request timeout, e.g.
   with no majority; NOT_CONTROLLER if the leader changed and the records were lost).
 - Forwarding: a metadata-changing request that reaches a node which is not the active controller
@@ -166,6 +172,9 @@ class ReplicatedMetadata:
         self._bootstrapped = False
         self._registered_epoch = None
         self.commit_count = 0
+        # called once the image holds nothing uncommitted again (the leader's own proposals
+        # committed): what waits for committed metadata (ReplicationManager.reconcile)
+        self.commit_listeners: list = []
         self._nursery = None
         self._creating: set = set()
         self.listener_security = None   # broker/quorum/secure.py, on a controller
@@ -327,16 +336,27 @@ class ReplicatedMetadata:
         for topic in list(self.image.topics):
             partitions.refresh_configs(topic)
 
+    def image_committed(self) -> bool:
+        """True unless the image holds this leader's own proposals that are not committed yet."""
+        return self.image.offset < self.node.applied
+
     def _on_commit(self, entries) -> None:
-        batch, last = [], None
+        batch, last, own = [], None, False
         for e in entries:
             if e.offset <= self.image.offset:
+                own = True
                 continue   # the leader applied its own proposals already
             batch.append(serde.decode(e.data))
             last = e.offset
             self.commit_count += 1
         if batch:
             self._apply_records(last, batch)
+        if own and self.image_committed():
+            for listener in self.commit_listeners:
+                try:
+                    listener()
+                except Exception:
+                    log.exception("commit listener failed")
         self._maybe_caught_up()
 
     def _maybe_caught_up(self) -> None:
