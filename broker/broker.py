@@ -190,10 +190,9 @@ class Broker:
         self.logs.high_watermark_for = self._high_watermark
         self.logs.last_stable_offset_for = self._last_stable_offset
         self.partitions.reconcile()
-        self.metadata.subscribe(self.partitions.reconcile)
         self.replication = ReplicationManager(self)   # leader/follower roles (broker/replication)
         self.replication.reconcile()
-        self.metadata.subscribe(self.replication.reconcile)
+        self.metadata.subscribe(self._reconcile_replicas)
         self.groups = GroupCoordinator(self)
         self.groups.open()
         self.transactions = TransactionCoordinator(self)
@@ -286,6 +285,18 @@ class Broker:
     @property
     def metrics_url(self) -> str | None:
         return self.metrics_server.url if self.metrics_server is not None else None
+
+    def _reconcile_replicas(self, _records=None) -> None:
+        """Metadata listener: local partitions (created, deleted, leader epochs) and their roles.
+        On committed metadata only, as Kafka's brokers: the active controller's image also holds
+        its own proposals before they commit, and one that resumes after a pause believing it
+        still leads proposes what never commits (broker/quorum/replicated.py)."""
+        committed = getattr(self.quorum, "image_committed", None)   # (in-process test clusters: none)
+        if committed is not None and not committed():
+            self.quorum.when_committed(self._reconcile_replicas)
+            return
+        self.partitions.reconcile()
+        self.replication.reconcile()
 
     def _start_metrics_listener(self) -> None:
         """Bound first, so /ready and /health answer while storage opens. A

@@ -9,8 +9,8 @@
   ahead of the commit, so the next validation sees them); if its leadership ends, the image is
   rebuilt from the committed log, so nothing uncommitted stays. The node's broker side acts on
   committed metadata only, as Kafka's brokers do: leader and follower roles and ISRs
-  (ReplicationManager.reconcile) wait until the image holds nothing uncommitted
-  (`image_committed`, `commit_listeners`). A controller paused past the broker session that
+  (Broker._reconcile_replicas: ReplicaManager and ReplicationManager) wait until the image holds
+  nothing uncommitted (`image_committed`, `when_committed`). A controller paused past the broker session that
   resumes still believing it leads fences everyone and elects itself with an ISR of one; acting on
   that before the commit (which never comes) would acknowledge acks=all writes that the real
   leader does not have. A request that changed metadata is
@@ -173,8 +173,8 @@ class ReplicatedMetadata:
         self._registered_epoch = None
         self.commit_count = 0
         # called once the image holds nothing uncommitted again (the leader's own proposals
-        # committed): what waits for committed metadata (ReplicationManager.reconcile)
-        self.commit_listeners: list = []
+        # committed): what waits for committed metadata (Broker._reconcile_replicas)
+        self._when_committed: list = []
         self._nursery = None
         self._creating: set = set()
         self.listener_security = None   # broker/quorum/secure.py, on a controller
@@ -340,6 +340,12 @@ class ReplicatedMetadata:
         """True unless the image holds this leader's own proposals that are not committed yet."""
         return self.image.offset < self.node.applied
 
+    def when_committed(self, callback) -> None:
+        """Call `callback()` once the image holds nothing uncommitted (at most once per wait; a
+        rebuild after lost leadership calls the metadata listeners itself)."""
+        if callback not in self._when_committed:
+            self._when_committed.append(callback)
+
     def _on_commit(self, entries) -> None:
         batch, last, own = [], None, False
         for e in entries:
@@ -351,12 +357,13 @@ class ReplicatedMetadata:
             self.commit_count += 1
         if batch:
             self._apply_records(last, batch)
-        if own and self.image_committed():
-            for listener in self.commit_listeners:
+        if own and self.image_committed() and self._when_committed:
+            waiting, self._when_committed = self._when_committed, []
+            for callback in waiting:
                 try:
-                    listener()
+                    callback()
                 except Exception:
-                    log.exception("commit listener failed")
+                    log.exception("a callback waiting for the commit failed")
         self._maybe_caught_up()
 
     def _maybe_caught_up(self) -> None:

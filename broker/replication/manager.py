@@ -79,7 +79,6 @@ class ReplicationManager:
             broker.image, broker_id, self._inter_broker_listener())
         # replication throttles (KIP-73): the leader and follower quotas of this broker
         self.quotas = ReplicationQuotas(self.node_id, broker.config)
-        self._waits_for_commit = False   # reconcile() waits for the quorum's commit (see reconcile)
 
     def _inter_broker(self):
         """broker/security/outbound.py's settings for the inter-broker listener (None: plaintext)."""
@@ -111,14 +110,6 @@ class ReplicationManager:
     def reconcile(self, _records=None) -> None:
         """Metadata listener (after ReplicaManager.reconcile): apply leader/follower roles."""
         self._sweep_needed = True
-        q = getattr(self.broker, "quorum", None)
-        if q is not None and not q.image_committed():
-            # the active controller's image runs ahead of the commit: roles and ISRs follow
-            # committed metadata only (see broker/quorum/replicated.py); run again at the commit
-            if not self._waits_for_commit:
-                self._waits_for_commit = True
-                q.commit_listeners.append(self._committed)
-            return
         image = self.broker.image
         self.quotas.refresh(image)   # the topics' throttled-replica lists
         seen = set()
@@ -140,13 +131,6 @@ class ReplicationManager:
         self._coordinator_roles()
         for f in self.fetchers.values():
             f.partitions = {k: v for k, v in f.partitions.items() if k in seen}
-
-    def _committed(self) -> None:
-        q = self.broker.quorum
-        if self._committed in q.commit_listeners:
-            q.commit_listeners.remove(self._committed)
-        self._waits_for_commit = False
-        self.reconcile()
 
     def _coordinator_roles(self) -> None:
         """The group coordinator follows the leadership of the __consumer_offsets partitions
