@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from tests.tmpfs import small_tmpfs
 from tools.broker_process import BrokerProcess
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -23,16 +24,8 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 
 @pytest.fixture
 def small_disk(tmp_path):
-    path = tmp_path / "disk"
-    path.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(path)],
-                       capture_output=True, text=True)
-    if p.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {p.stderr.strip()}")
-    yield path
-    subprocess.run(["umount", "-l", str(path)], capture_output=True)
+    with small_tmpfs(tmp_path / "disk", "3m") as path:
+        yield path
 
 
 def _read_all(bootstrap: str, topic: str, expected: int, timeout_s: float = 30) -> list:

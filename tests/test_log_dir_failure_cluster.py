@@ -11,7 +11,6 @@ leadership moved in 0.3 s, ISR [2, 3], offline replicas [1], the other partition
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 
 import pytest
@@ -26,6 +25,7 @@ from tools.cluster_client import (  # noqa: E402
     QUIET, AckedProducer, assert_exactly_once_in_order, create_topic, partition_state, read_partition, wait_until,
 )
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
+from tests.tmpfs import small_tmpfs  # noqa: E402
 
 SETTINGS = {"broker.heartbeat.interval.ms": "500", "broker.session.timeout.ms": "6000",
             "replica.lag.time.max.ms": "10000", "replica.fetch.wait.max.ms": "100",
@@ -35,15 +35,8 @@ TOPIC = "jbod"
 
 @pytest.fixture
 def small_dir(tmp_path):
-    path = tmp_path / "node1b"
-    path.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(path)], capture_output=True, text=True)
-    if p.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {p.stderr.strip()}")
-    yield str(path)
-    subprocess.run(["umount", "-l", str(path)], capture_output=True)
+    with small_tmpfs(tmp_path / "node1b", "16m") as path:
+        yield str(path)
 
 
 def _fill(path: str) -> None:
