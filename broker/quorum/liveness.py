@@ -128,8 +128,8 @@ class Liveness:
         while True:
             await trio.sleep(0.25)
             q = self.q
-            now, slept = trio.current_time(), trio.current_time() - woke
-            woke = now
+            now = trio.current_time()
+            slept, woke = now - woke, now
             if not q.is_active_controller:
                 self._active_since = None
                 continue
