@@ -18,6 +18,8 @@ import pytest
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
+from kproto.errors import ErrorCode  # noqa: E402
+from kproto.messages.describe_log_dirs_request import DescribeLogDirsRequest  # noqa: E402
 from tests.wire_client import WireClient  # noqa: E402
 from tests.wire_client import metadata as wire_metadata  # noqa: E402
 
@@ -58,6 +60,13 @@ def _offline_replicas(node, partition: int) -> list:
                     if p.partition_index == partition)
 
 
+def _log_dirs(node) -> dict:
+    """{log dir: (error code, topics it reports)} as node answers DescribeLogDirs v4."""
+    with WireClient(node.bootstrap) as c:
+        r = c.call(DescribeLogDirsRequest(topics=None), 4)
+    return {d.log_dir: (d.error_code, sorted(t.name for t in d.topics)) for d in r.results}
+
+
 @pytest.mark.timeout(180)
 def test_a_failed_log_dir_moves_its_partitions_leadership_to_healthy_brokers(tmp_path, small_dir):
     healthy = str(tmp_path / "node1a")
@@ -96,6 +105,11 @@ def test_a_failed_log_dir_moves_its_partitions_leadership_to_healthy_brokers(tmp
         # the partition in the healthy dir keeps its leader, node 1, which keeps running
         assert partition_state(admin, TOPIC, kept)[0] == 1
         assert _offline_replicas(cluster.nodes[2], kept) == []
+        # node 1's DescribeLogDirs: the failed dir answers KAFKA_STORAGE_ERROR and nothing more
+        # (ReplicaManager.describeLogDirs), the healthy one goes on reporting its partition
+        dirs = {os.path.abspath(d): v for d, v in _log_dirs(cluster.nodes[1]).items()}
+        assert dirs[os.path.abspath(small_dir)] == (ErrorCode.KAFKA_STORAGE_ERROR, []), dirs
+        assert dirs[os.path.abspath(healthy)] == (0, [TOPIC]), dirs
         for p in producers.values():
             p.wait_for_acks(300, 60, "acks after the failure")
         assert partition_state(admin, TOPIC, kept)[0] == 1 and cluster.nodes[1].alive()

@@ -69,9 +69,15 @@ async def describe_log_dirs(ctx, req):
         wanted = None
     else:
         wanted = {(t.topic, p) for t in req.topics for p in t.partitions}
-    # one result per log directory (JBOD: log.dirs names several), as Kafka's
+    failures = getattr(broker, "dir_failures", None)
+    failed = failures.failed if failures is not None else {}
+    # one result per log directory (JBOD: log.dirs names several), as Kafka's; a failed one
+    # answers KAFKA_STORAGE_ERROR and nothing else (ReplicaManager.describeLogDirs: "Log
+    # directory ... is offline")
     return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=[
-        _log_dir_result(path, mgr.logs, wanted) for path, mgr in managers(broker.logs)])
+        DescribeLogDirsResult(error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=path, topics=[])
+        if os.path.abspath(path) in failed else _log_dir_result(path, mgr.logs, wanted)
+        for path, mgr in managers(broker.logs)])
 
 
 def _log_dir_result(path: str, logs: dict, wanted) -> DescribeLogDirsResult:
