@@ -137,6 +137,17 @@ def test_counters_move_by_what_was_produced_and_consumed(mbroker, topic_name):
     assert value(consumed, "kafka_server_brokertopicmetrics_failedproducerequests_total", **t) == 0
 
 
+def test_a_single_nodes_commit_latency_is_its_metadata_flush(mbroker, topic_name):
+    # a sole voter commits each metadata append when it has flushed it: after a CreateTopics
+    # its raft-metrics commit latency is a number (it was NaN, as on a node that never appends)
+    create_topic(mbroker.bootstrap, topic_name)
+    s = scrape(mbroker.metrics_url)
+    avg = value(s, "kafka_server_raft_metrics_commit_latency_avg")
+    peak = value(s, "kafka_server_raft_metrics_commit_latency_max")
+    assert 0 <= avg <= peak < 60000, (avg, peak)
+    assert value(s, "kafka_server_raft_metrics_current_state", state="leader") == 1
+
+
 def test_request_counts_are_exact_per_api_and_version(mbroker, topic_name):
     create_topic(mbroker.bootstrap, topic_name)
     before = scrape(mbroker.metrics_url)

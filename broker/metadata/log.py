@@ -13,6 +13,7 @@ import time
 from kproto import records as rec
 
 from broker.metadata import serde
+from broker.quorum.raft_metrics import WindowedStat
 from broker.storage.replay import stored_batches
 
 log = logging.getLogger("kproto.metadata")
@@ -28,6 +29,7 @@ class MetadataLog:
         # the quorum epoch this node leads: stamped on every batch it appends
         self.leader_epoch = 0
         self.snapshotter = None   # takes snapshots of the image when due (set by the broker)
+        self.commit_latency = WindowedStat()   # ms from an append to its flush (monotonic clock)
 
     def subscribe(self, listener) -> None:
         """listener(records) is called after each append, once applied."""
@@ -61,10 +63,13 @@ class MetadataLog:
     def append(self, records: list) -> int:
         """Durably append records as one batch (all or nothing), then apply
         them and tell the listeners. Returns the batch's last offset."""
+        started = time.monotonic()
         now = int(time.time() * 1000)
         batch = bytearray(rec.build_batch([(None, serde.encode(r), [], now) for r in records]))
         info = self.plog.append(batch, self.leader_epoch, now)
         self.plog.flush()
+        # a sole voter commits what it has written and flushed: raft-metrics' commit latency
+        self.commit_latency.record((time.monotonic() - started) * 1000.0, started)
         for r in records:
             self.image.apply(r)
         self.image.offset = info.last_offset

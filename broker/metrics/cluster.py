@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 
 from broker.metrics.families import counter, gauge
 
@@ -225,7 +226,11 @@ def raft_metrics(b):
         hwm = leo = md.plog.log_end_offset if md is not None else 0
         leo_epoch = epoch
         state = "leader" if sole else "unattached"
-        commit = election = (math.nan, math.nan)
+        # its commit is the flush of its own append; it never stands for election
+        stat = getattr(md, "commit_latency", None)
+        now = time.monotonic()
+        commit = (stat.avg(now), stat.max(now)) if stat is not None else (math.nan, math.nan)
+        election = (math.nan, math.nan)
         unknown = 0
     p = "kafka_server_raft_metrics_"
     yield gauge(p + "current_leader", "Leader of the metadata quorum (-1: none known)", leader)
