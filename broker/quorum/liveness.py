@@ -56,6 +56,7 @@ class Liveness:
         self._active_since = None
         self.want_shut_down = False   # set by a controlled shutdown (broker/quorum/shutdown.py)
         self.caught_up = False   # a heartbeat answer said is_caught_up (then want_fence=false)
+        self.broker_epoch = None   # from this process's successful BrokerRegistration
         self.offline_dirs = OfflineDirReports(cfg.get_long("log.dir.failure.timeout.ms") / 1000)
 
     # ------------------------------------------------------- broker side
@@ -81,10 +82,17 @@ class Liveness:
                 failures.halt(f"couldn't communicate offline log dir {uuid_to_str(overdue[0])} with controllers "
                               f"within log.dir.failure.timeout.ms")
             b = self.q.image.brokers.get(self.q.node_id)
-            if b is None or b.incarnation_id != self.q.incarnation:
-                wait = 0.05   # not registered (yet): the registration of another process is not ours
-                continue
-            req = BrokerHeartbeatRequest(broker_id=self.q.node_id, broker_epoch=b.broker_epoch,
+            if b is not None and b.incarnation_id == self.q.incarnation:
+                epoch = b.broker_epoch
+            else:
+                # the epoch the registration answer gave (Kafka's broker heartbeats right after it,
+                # before its metadata shows the registration); none: not registered, and the
+                # registration of another process with this node.id is not ours
+                epoch = self.broker_epoch
+                if epoch is None:
+                    wait = 0.01
+                    continue
+            req = BrokerHeartbeatRequest(broker_id=self.q.node_id, broker_epoch=epoch,
                                          current_metadata_offset=max(self.q.image.offset, 0),
                                          want_fence=not self.caught_up, want_shut_down=self.want_shut_down,
                                          offline_log_dirs=offline)

@@ -807,6 +807,7 @@ class ReplicatedMetadata:
                     log.info("broker %d registered with broker epoch %d", self.node_id, resp.broker_epoch)
                 failed, warned = 0, False
                 self._registered_epoch = epoch
+                self.liveness.broker_epoch = resp.broker_epoch   # the first heartbeat goes at once
                 continue
             if resp.error_code == ErrorCode.DUPLICATE_BROKER_REGISTRATION and not warned:
                 warned = True
