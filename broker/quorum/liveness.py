@@ -6,8 +6,10 @@ Kafka's brokers talk to the active controller:
   the elections that take it out of every ISR and give its partitions new leaders, as Kafka's
   handleBrokerFenced: no metadata image ever has a fenced leader, which clients such as
   kafka-python cannot look up among the brokers Metadata lists) and unfences it
-  at its next heartbeat (UnfenceBrokerRecord). A new active controller gives every broker a full
-  session before fencing it. The image's `brokers[id].fenced` is what Metadata and placement use.
+  at its next heartbeat with want_fence=false once the broker caught up with its registration
+  (UnfenceBrokerRecord, with the elections of the leaderless partitions it may lead; the rules are
+  broker/quorum/registration.py's). A new active controller gives every broker a full session
+  before fencing it. The image's `brokers[id].fenced` is what Metadata and placement use.
 - OfflineLogDirs (KIP-858): a broker whose log dir failed says so in its next heartbeat, sent at
   once; the controller moves its replicas in that dir out of ISRs and leadership and records its
   online dirs (broker/quorum/log_dirs.py).
