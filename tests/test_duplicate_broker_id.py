@@ -6,7 +6,8 @@ incarnation's session is valid; a new incarnation registers fenced and is unfenc
   registered (Metadata lists it with its own address throughout), the second logs one warning
   naming the duplicate id, and registers once the first is killed -9 and its session expired;
 - a node killed -9 and restarted at once is fenced, and its leaderships moved, before it is back in
-  Metadata; every partition always has a leader that Metadata lists.
+  Metadata; every partition always has a leader that Metadata lists; meanwhile the restarted
+  process does not act as the leader its old registration still is (NOT_LEADER_OR_FOLLOWER).
 
 Short sessions (2 s), so each test runs in about 20 s."""
 from __future__ import annotations
@@ -102,6 +103,7 @@ def test_a_node_killed_and_restarted_at_once_is_fenced_before_it_is_back():
         c.nodes[victim].kill()
         c.nodes[victim].start(60)
         seen = []   # (listed, leads anything)
+        refused = []   # Produce answers of the restarted process while its old registration leads
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -111,6 +113,12 @@ def test_a_node_killed_and_restarted_at_once_is_fenced_before_it_is_back():
             # every partition has a leader, and Metadata lists it
             assert leaders and all(v in brokers for v in leaders.values()), (brokers, leaders)
             seen.append((victim in brokers, victim in leaders.values()))
+            led = [i for i, v in leaders.items() if v == victim]
+            if led and not any(not listed for listed, _ in seen):
+                # the restarted process, not registered yet, does not act as that leader
+                code = _produce_code(host, c.ports[victim], topic, led[0])
+                assert code != 0, "the restarted process accepted a write before it registered"
+                refused.append(code)
             if seen[-1][0] and any(not listed for listed, _ in seen):
                 break
             time.sleep(0.05)
@@ -118,3 +126,15 @@ def test_a_node_killed_and_restarted_at_once_is_fenced_before_it_is_back():
         assert gone, "the restarted node was never fenced: it re-registered over its live session"
         assert not seen[gone[0]][1], "fenced with its leaderships not moved"
         assert seen[-1][0], "the restarted node is not back in Metadata"
+        assert 6 in refused, refused   # NOT_LEADER_OR_FOLLOWER while its old registration was the leader
+
+
+def _produce_code(host: str, port: int, topic: str, partition: int) -> int:
+    from kproto import records as rec
+    from tests.wire_client import produce
+    try:
+        with WireClient(f"{host}:{port}", timeout=5) as c:
+            return produce(c, topic, rec.build_batch([(b"k", b"v", [], int(time.time() * 1000))]),
+                           partition, acks=1).error_code
+    except OSError:
+        return -1   # not listening yet
