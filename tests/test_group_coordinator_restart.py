@@ -23,8 +23,9 @@ from tests.test_group_coordinator_failover import GROUP, OFFSETS_PARTITIONS, TOP
 from tools.cluster_client import QUIET, create_topic, wait_until  # noqa: E402
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
-# one replica of __consumer_offsets: the restarted node leads its partition again
-SETTINGS = {"broker.heartbeat.interval.ms": "500", "broker.session.timeout.ms": "30000",
+# one replica of __consumer_offsets: the restarted node leads its partition again (once its old
+# session expired and it registered again: a short session keeps that wait short)
+SETTINGS = {"broker.heartbeat.interval.ms": "500", "broker.session.timeout.ms": "3000",
             "replica.fetch.wait.max.ms": "100", "replica.fetch.backoff.ms": "100",
             "offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
             "default.replication.factor": "3", "min.insync.replicas": "2"}

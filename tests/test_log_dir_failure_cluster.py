@@ -77,10 +77,15 @@ def test_a_failed_log_dir_moves_its_partitions_leadership_to_healthy_brokers(tmp
         cluster.format()
         cluster.start()
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
+        # every broker unfenced first (a broker registers fenced and may not lead until unfenced)
+        wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 60, "every broker unfenced")
         # node 1 leads both partitions; its replicas go one to each dir (the one with fewer partitions)
         wait_until(lambda: create_topic(admin, TOPIC, 2, replica_assignment=[[1, 2, 3], [1, 3, 2]]), 60,
                    "the topic created")
         wait_until(lambda: all(len(partition_state(admin, TOPIC, i)[2]) == 3 for i in (0, 1)), 30, "ISRs of 3")
+        # (node 1 creates its replicas' directories once its image has the topic)
+        wait_until(lambda: all(any(os.path.isdir(os.path.join(d, f"{TOPIC}-{i}")) for d in (healthy, small_dir))
+                               for i in (0, 1)), 30, "node 1's replicas created")
         in_dir = {i: next(d for d in (healthy, small_dir) if os.path.isdir(os.path.join(d, f"{TOPIC}-{i}")))
                   for i in (0, 1)}
         failing = next(i for i in (0, 1) if in_dir[i] == small_dir)

@@ -1,11 +1,12 @@
 """The replication, controller and raft metrics of a real 3-node cluster (three `kproto serve`
 processes, combined broker,controller, tools/quorum_cluster.py), scraped from every node's
-/metrics: they describe the cluster as it is, not a single node. A follower killed with
-kill -9 makes its leaders' partitions under-replicated (ISR shrink through AlterPartition);
-restarted, it rejoins the ISR (ISR expand) and nothing is under-replicated any more; a Produce
+/metrics: they describe the cluster as it is, not a single node. A follower stopped (SIGSTOP)
+makes its leaders' partitions under-replicated (ISR shrink through AlterPartition); resumed, it
+rejoins the ISR (ISR expand) and nothing is under-replicated any more; a Produce
 with acks=all then spends its wait for the ISR in RemoteTimeMs."""
 from __future__ import annotations
 
+import signal
 import urllib.request
 
 import pytest
@@ -102,8 +103,10 @@ def test_replication_controller_and_raft_metrics_follow_the_cluster(cluster):
     shrinks = {i: m[i][RM + "isrshrinks_total"] for i in (leader, c_id)}
     expands = {i: m[i][RM + "isrexpands_total"] for i in (leader, c_id)}
 
-    # kill -9 the follower; records keep coming (acks=1): its leaders drop it from the ISR
-    cluster.nodes[victim].kill()
+    # stop the follower; records keep coming (acks=1): its leaders drop it from the ISR. (Not a
+    # kill -9 and restart: within the long session the new process would wait for the old one's
+    # session to expire before it registers, DUPLICATE_BROKER_REGISTRATION, as Kafka's does.)
+    cluster.nodes[victim].signal(signal.SIGSTOP)
     producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "1", **QUIET})
 
     def produce():
@@ -125,8 +128,8 @@ def test_replication_controller_and_raft_metrics_follow_the_cluster(cluster):
     assert sum(v[KC + "activecontrollercount"] for v in m.values()) == 1
     assert m[leader][RAFT + "current_leader"] == m[c_id][RAFT + "current_leader"] == c_id
 
-    # restarted, it catches up and rejoins: expansions counted, nothing under-replicated
-    cluster.nodes[victim].start(60)
+    # resumed, it catches up and rejoins: expansions counted, nothing under-replicated
+    cluster.nodes[victim].signal(signal.SIGCONT)
 
     def healed():
         produce()

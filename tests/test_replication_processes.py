@@ -170,10 +170,11 @@ def test_group_offsets_survive_the_loss_of_the_group_coordinator(cluster):
 
 
 def test_a_leader_restarted_before_it_is_fenced_keeps_its_log(tmp_path):
-    # the node comes back within broker.session.timeout.ms, so it is never fenced and still leads;
-    # it opens with an empty metadata image that catches up with the committed log: the partition
-    # directories on its disk must not be taken for strays meanwhile (they held every record)
-    with QuorumCluster(3, settings={**SETTINGS, "broker.session.timeout.ms": "30000"}) as c:
+    # the node comes back before its session expired (it then waits for the expiry, is fenced,
+    # and registers again, as Kafka's DUPLICATE_BROKER_REGISTRATION has it); it opens with an empty
+    # metadata image that catches up with the committed log: the partition directories on its disk
+    # must not be taken for strays meanwhile (they held every record)
+    with QuorumCluster(3, settings={**SETTINGS, "broker.session.timeout.ms": "3000"}) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap, **QUIET})
         topic = "restarted"
         wait_until(lambda: create_topic(admin, topic), 60, "the topic created")

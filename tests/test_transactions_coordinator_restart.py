@@ -34,9 +34,10 @@ from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
 TOPIC = "cr-out"
 TXN_ID = "cr-txn"
-# one replica of __transaction_state and a long session: the restarted node is not fenced
-# and leads its partition again, as a node back within broker.session.timeout.ms does
-SETTINGS = {"broker.heartbeat.interval.ms": "500", "broker.session.timeout.ms": "30000",
+# one replica of __transaction_state: the restarted node waits for its old session to expire
+# (DUPLICATE_BROKER_REGISTRATION), is fenced (the partition leaderless, it the last ISR member),
+# registers and leads its partition again once unfenced; a short session keeps that wait short
+SETTINGS = {"broker.heartbeat.interval.ms": "500", "broker.session.timeout.ms": "3000",
             "replica.fetch.wait.max.ms": "100", "replica.fetch.backoff.ms": "100",
             "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1",
             "transaction.state.log.num.partitions": "3", "offsets.topic.replication.factor": "3",

@@ -6,8 +6,10 @@ Kafka's brokers talk to the active controller:
   the elections that take it out of every ISR and give its partitions new leaders, as Kafka's
   handleBrokerFenced: no metadata image ever has a fenced leader, which clients such as
   kafka-python cannot look up among the brokers Metadata lists) and unfences it
-  at its next heartbeat (UnfenceBrokerRecord). A new active controller gives every broker a full
-  session before fencing it. The image's `brokers[id].fenced` is what Metadata and placement use.
+  at its next heartbeat with want_fence=false once the broker caught up with its registration
+  (UnfenceBrokerRecord, with the elections of the leaderless partitions it may lead; the rules are
+  broker/quorum/registration.py's). A new active controller gives every broker a full session
+  before fencing it. The image's `brokers[id].fenced` is what Metadata and placement use.
 - OfflineLogDirs (KIP-858): a broker whose log dir failed says so in its next heartbeat, sent at
   once; the controller moves its replicas in that dir out of ISRs and leadership and records its
   online dirs (broker/quorum/log_dirs.py).
@@ -34,7 +36,7 @@ from kproto.metadata.producer_ids_record import ProducerIdsRecord
 from kproto.metadata.unfence_broker_record import UnfenceBrokerRecord
 
 from broker.producer_ids import BLOCK_SIZE, ProducerIdManager
-from broker.quorum import log_dirs
+from broker.quorum import log_dirs, registration
 from broker.replication import election
 from broker.storage.checkpoints import uuid_to_str
 from broker.storage.dir_assignments import OfflineDirReports, offline_dir_ids
@@ -52,17 +54,24 @@ class Liveness:
         self.session_s = cfg.get_int("broker.session.timeout.ms") / 1000
         self.interval_s = cfg.get_int("broker.heartbeat.interval.ms") / 1000
         self.last_seen: dict[int, float] = {}
+        self.register_offsets: dict[int, int] = {}   # broker id -> offset of its RegisterBrokerRecord
         self._active_since = None
         self.want_shut_down = False   # set by a controlled shutdown (broker/quorum/shutdown.py)
+        self.caught_up = False   # a heartbeat answer said is_caught_up (then want_fence=false)
+        self.broker_epoch = None   # from this process's successful BrokerRegistration
         self.offline_dirs = OfflineDirReports(cfg.get_long("log.dir.failure.timeout.ms") / 1000)
 
     # ------------------------------------------------------- broker side
 
     async def heartbeat_loop(self):
+        """BrokerLifecycleManager's heartbeats: with want_fence=true until an answer says the broker
+        caught up with its registration (heartbeats every 10 ms meanwhile, so start-up is quick),
+        then want_fence=false at once, then every broker.heartbeat.interval.ms."""
         failures = getattr(self.q.broker, "dir_failures", None)
+        wait, failures_in_a_row = 0.05, 0
         while True:
             # a newly failed log dir is reported at once (BrokerLifecycleManager.propagateDirectoryFailure)
-            with trio.move_on_after(self.interval_s if self.q._registered_epoch is not None else 0.2):
+            with trio.move_on_after(wait):
                 if failures is not None:
                     await failures.changed.wait()
                     failures.changed = trio.Event()
@@ -75,16 +84,37 @@ class Liveness:
                 failures.halt(f"couldn't communicate offline log dir {uuid_to_str(overdue[0])} with controllers "
                               f"within log.dir.failure.timeout.ms")
             b = self.q.image.brokers.get(self.q.node_id)
-            if b is None:
-                continue
-            req = BrokerHeartbeatRequest(broker_id=self.q.node_id, broker_epoch=b.broker_epoch,
+            if b is not None and b.incarnation_id == self.q.incarnation:
+                epoch = b.broker_epoch
+            else:
+                # the epoch the registration answer gave (Kafka's broker heartbeats right after it,
+                # before its metadata shows the registration); none: not registered, and the
+                # registration of another process with this node.id is not ours
+                epoch = self.broker_epoch
+                if epoch is None:
+                    wait = 0.01
+                    continue
+            req = BrokerHeartbeatRequest(broker_id=self.q.node_id, broker_epoch=epoch,
                                          current_metadata_offset=max(self.q.image.offset, 0),
-                                         want_fence=False, want_shut_down=self.want_shut_down,
+                                         want_fence=not self.caught_up, want_shut_down=self.want_shut_down,
                                          offline_log_dirs=offline)
+            # after a failure: Kafka's backoff from 100 ms (at most the interval here)
+            wait = min(self.interval_s, 0.1 * 2 ** min(failures_in_a_row, 8))
+            failures_in_a_row += 1
             try:
                 resp = await self.q.to_controller(req, timeout_s=self.interval_s)
                 if resp is not None and resp.error_code == 0:
+                    failures_in_a_row = 0
+                    wait = self.interval_s
                     self.offline_dirs.answered(offline)
+                    if not self.caught_up:
+                        if resp.is_caught_up:
+                            log.info("broker %d has caught up with the cluster metadata: asking to be unfenced",
+                                     self.q.node_id)
+                            self.caught_up = True
+                            wait = 0
+                        else:
+                            wait = 0.01   # Kafka's 10 ms while STARTING
             except Exception as exc:   # noqa: BLE001 - the next heartbeat tries again
                 log.debug("broker heartbeat: %s", exc)
 
@@ -97,6 +127,10 @@ class Liveness:
         b = q.image.brokers.get(req.broker_id)
         if b is None:
             return BrokerHeartbeatResponse(error_code=ErrorCode.BROKER_ID_NOT_REGISTERED, is_fenced=True)
+        if req.broker_epoch != b.broker_epoch:
+            # ClusterControlManager.checkBrokerEpoch: e.g. a previous incarnation's heartbeat, which
+            # must not keep the current registration's session alive
+            return BrokerHeartbeatResponse(error_code=ErrorCode.STALE_BROKER_EPOCH, is_fenced=True)
         self.last_seen[req.broker_id] = trio.current_time()
         from broker.quorum import shutdown
         shutdowns = shutdown.tracker(q)
@@ -114,13 +148,59 @@ class Liveness:
                     await q.propose(records, timeout_ms=5000)
                 except KafkaError as exc:
                     return BrokerHeartbeatResponse(error_code=exc.code, is_fenced=b.fenced)
-        if b.fenced and not req.want_fence:
+        register_offset = self.register_offset(req.broker_id, b)
+        state = registration.next_state(b.fenced, req.want_fence, req.current_metadata_offset, register_offset)
+        if state != (registration.FENCED if b.fenced else registration.UNFENCED):
+            if state == registration.UNFENCED:
+                records = self.unfence_records(req.broker_id, b.broker_epoch)
+                what = (f"broker {req.broker_id} unfenced: caught up with its registration at offset "
+                        f"{register_offset}, {len(records) - 1} partition change(s)")
+            else:
+                records = self.fence_records(req.broker_id, b.broker_epoch)
+                what = f"broker {req.broker_id} fenced at its request, {len(records) - 1} partition change(s)"
             try:
-                await q.propose([UnfenceBrokerRecord(id=req.broker_id, epoch=b.broker_epoch)], timeout_ms=5000)
-                log.info("broker %d unfenced", req.broker_id)
+                await q.propose(records, timeout_ms=5000)
+                log.info("%s", what)
             except KafkaError as exc:
-                return BrokerHeartbeatResponse(error_code=exc.code, is_fenced=True)
-        return BrokerHeartbeatResponse(error_code=0, is_caught_up=True, is_fenced=b.fenced)
+                return BrokerHeartbeatResponse(error_code=exc.code, is_fenced=b.fenced)
+        return BrokerHeartbeatResponse(
+            error_code=0, is_fenced=state == registration.FENCED,
+            is_caught_up=registration.is_caught_up(req.current_metadata_offset, register_offset))
+
+    # the controller's view of sessions (Kafka's BrokerHeartbeatManager, in memory)
+
+    def has_valid_session(self, bid: int, now: float) -> bool:
+        """BrokerHeartbeatManager.hasValidSession: registered, unfenced and heard from within the
+        session. A controller that has not yet started its sessions (just elected) gives every
+        broker a full one, as Kafka's activate()."""
+        b = self.q.image.brokers.get(bid)
+        if b is None or b.fenced:
+            return False
+        seen = self.last_seen.get(bid)
+        if self._active_since is None or seen is None:
+            return True
+        return now - seen <= self.session_s
+
+    def registered(self, bid: int, offset: int, now: float) -> None:
+        """A registration was written at `offset`: it counts as contact (heartbeatManager.register)."""
+        self.register_offsets[bid] = offset
+        self.last_seen[bid] = now
+
+    def register_offset(self, bid: int, b) -> int:
+        """The offset of the broker's RegisterBrokerRecord (a controller that did not write it
+        uses the broker epoch, the offset at which that incarnation registered)."""
+        offset = self.register_offsets.get(bid)
+        return offset if offset is not None and offset >= b.broker_epoch else b.broker_epoch
+
+    def unfence_records(self, bid: int, epoch: int) -> list:
+        """The batch that unfences broker `bid`, with the elections of the leaderless partitions it
+        can lead (ReplicationControlManager.handleBrokerUnfenced)."""
+        q = self.q
+        brokers = dict(q.broker.controller.brokers())
+        if bid in brokers:
+            brokers[bid] = dataclasses.replace(brokers[bid], fenced=False)
+        elections = election.on_broker_unfenced(q.image, bid, brokers, election.unclean_default(q.config))
+        return [UnfenceBrokerRecord(id=bid, epoch=epoch)] + elections
 
     async def fence_loop(self):
         """On the active controller: fence brokers whose session expired."""

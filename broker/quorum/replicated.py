@@ -171,6 +171,7 @@ class ReplicatedMetadata:
         self._was_leader = False
         self._bootstrapped = False
         self._registered_epoch = None
+        self.incarnation = uuid.uuid4()   # this process run's broker incarnation (BrokerLifecycleManager)
         self.commit_count = 0
         # called once the image holds nothing uncommitted again (the leader's own proposals
         # committed): what waits for committed metadata (Broker._reconcile_replicas)
@@ -766,12 +767,17 @@ class ReplicatedMetadata:
     # ---------------------------------------------------- registration
 
     async def _registration_loop(self):
-        """Register this broker with each new active controller."""
+        """Register this broker with each new active controller (BrokerLifecycleManager): after a
+        refusal, again with Kafka's backoff (100 ms doubling, at most broker.session.timeout.ms);
+        DUPLICATE_BROKER_REGISTRATION (another process registered with this node.id, or this node's
+        previous run, killed, whose session has not expired yet) is said once, as a warning."""
         from kproto.messages.broker_registration_request import BrokerRegistrationRequest, Listener
         from broker.storage.dir_assignments import online_dir_ids
-        incarnation = uuid.uuid4()
+        incarnation = self.incarnation
+        failed, warned, wait = 0, False, 0.05
         while True:
-            await trio.sleep(0.2)
+            await trio.sleep(wait)
+            wait = 0.05
             leader, epoch = self.active_controller_id, self.shell.leader.epoch
             if leader < 0 or self._registered_epoch == epoch:
                 continue
@@ -790,29 +796,86 @@ class ReplicatedMetadata:
                                             log_dirs=online_dir_ids(self.broker),   # KIP-858
                                             previous_broker_epoch=-1)
             try:
-                await self.to_controller(req)
+                resp = await self.to_controller(req)
             except Exception as exc:
                 log.debug("broker registration: %s", exc)
+                resp = None
+            if resp is None or resp.error_code == ErrorCode.NOT_CONTROLLER:
+                continue   # no active controller reached: looked for again
+            if resp.error_code == 0:
+                if failed or warned:
+                    log.info("broker %d registered with broker epoch %d", self.node_id, resp.broker_epoch)
+                failed, warned = 0, False
+                self._registered_epoch = epoch
+                self.liveness.broker_epoch = resp.broker_epoch   # the first heartbeat goes at once
+                continue
+            if resp.error_code == ErrorCode.DUPLICATE_BROKER_REGISTRATION and not warned:
+                warned = True
+                log.warning("broker %d: registration refused (DUPLICATE_BROKER_REGISTRATION): another broker "
+                            "is registered with node.id %d and its session is live (a second process with "
+                            "the same node.id, or this node's previous run until broker.session.timeout.ms "
+                            "expires); retrying", self.node_id, self.node_id)
+            elif resp.error_code != ErrorCode.DUPLICATE_BROKER_REGISTRATION:
+                log.info("broker %d: unable to register: the controller returned error %s",
+                         self.node_id, _error_name(resp.error_code))
+            wait = _backoff_s(failed, self.liveness.session_s)
+            failed += 1
 
     def _registered(self, incarnation) -> bool:
         b = getattr(self.image, "brokers", {}).get(self.node_id)
         return b is not None and b.incarnation_id == incarnation
 
     async def _register(self, req):
+        """BrokerRegistration on the active controller (broker/quorum/registration.py): a new
+        incarnation registers fenced, a duplicate of a live one is refused."""
         from kproto.messages.broker_registration_response import BrokerRegistrationResponse
-        from kproto.metadata.register_broker_record import BrokerEndpoint, RegisterBrokerRecord
+        from broker.quorum import registration
         if not self.is_active_controller:
             return BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER, broker_epoch=-1)
-        record = RegisterBrokerRecord(
-            broker_id=req.broker_id, incarnation_id=req.incarnation_id, broker_epoch=self.image.offset + 1,
-            end_points=[BrokerEndpoint(name=lst.name, host=lst.host, port=lst.port,
-                                       security_protocol=lst.security_protocol) for lst in req.listeners],
-            rack=req.rack, fenced=False, log_dirs=sorted(req.log_dirs or []))   # sorted, as Kafka keeps them
+        bid = req.broker_id
+        existing = self.image.brokers.get(bid)
+        now = trio.current_time()
         try:
-            await self.propose([record], timeout_ms=5000)
+            record = registration.registration_record(
+                req, existing, self.liveness.has_valid_session(bid, now), self.image.offset + 1,
+                self.broker.cluster_id)
+        except KafkaError as exc:
+            if exc.code == ErrorCode.DUPLICATE_BROKER_REGISTRATION:
+                log.info("broker %d: registration of incarnation %s refused: incarnation %s is registered "
+                         "and its session is valid (DUPLICATE_BROKER_REGISTRATION)",
+                         bid, req.incarnation_id, existing.incarnation_id)
+            return BrokerRegistrationResponse(error_code=exc.code, broker_epoch=-1)
+        records = [record]
+        if existing is not None and existing.incarnation_id != req.incarnation_id and not existing.fenced:
+            # the previous incarnation's session expired but it is not fenced yet: it is fenced in
+            # the same batch (its leaderships move), so no image has a new, fenced incarnation leading
+            records = self.liveness.fence_records(bid, existing.broker_epoch) + records
+        if existing is None or existing.incarnation_id != req.incarnation_id:
+            log.info("broker %d: %s incarnation %s, broker epoch %d (fenced until caught up)", bid,
+                     "new" if existing is None else "a new", req.incarnation_id, record.broker_epoch)
+        token = _pending.set([])
+        try:
+            offset = self.propose_nowait(records)
+            self.liveness.registered(bid, offset, now)
+            await self._await_pending(5000)
         except KafkaError as exc:
             return BrokerRegistrationResponse(error_code=exc.code, broker_epoch=-1)
+        finally:
+            _pending.reset(token)
         return BrokerRegistrationResponse(error_code=0, broker_epoch=record.broker_epoch)
+
+
+def _backoff_s(failed: int, session_s: float) -> float:
+    """Kafka's ExponentialBackoff(100 ms, x2, broker.session.timeout.ms, jitter 0.02)."""
+    base = min(0.1 * 2 ** min(failed, 30), session_s)
+    return base * random.uniform(0.98, 1.02)
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
 
 
 def _protocol_id(endpoint) -> int:

@@ -179,8 +179,8 @@ async def controlled_shutdown(broker, timeout_s: float | None = None) -> bool:
     log.info("controlled shutdown: asking the controller to move leadership away")
     while trio.current_time() < deadline:
         reg = q.image.brokers.get(q.node_id)
-        if reg is None:
-            return True   # not registered: nothing leads here
+        if reg is None or reg.incarnation_id != q.incarnation:
+            return True   # not registered (another process's registration is not ours): nothing leads here
         req = BrokerHeartbeatRequest(broker_id=q.node_id, broker_epoch=reg.broker_epoch,
                                      current_metadata_offset=max(q.image.offset, 0),
                                      want_fence=False, want_shut_down=True, offline_log_dirs=[])

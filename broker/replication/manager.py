@@ -113,6 +113,7 @@ class ReplicationManager:
         image = self.broker.image
         self.quotas.refresh(image)   # the topics' throttled-replica lists
         seen = set()
+        may_lead = self.may_lead()
         for part in list(self.broker.partitions.all()):
             t = image.topics.get(part.topic)
             p = t.partitions.get(part.index) if t else None
@@ -120,10 +121,14 @@ class ReplicationManager:
                 continue
             key = (part.topic, part.index)
             seen.add(key)
-            if len(p.replicas) <= 1 and p.leader == self.node_id and part.replication is None:
+            if len(p.replicas) <= 1 and p.leader == self.node_id and part.replication is None and may_lead:
                 continue   # never replicated (a reassignment may have made it so): nothing changes for it
-            if p.leader == self.node_id:
+            if p.leader == self.node_id and may_lead:
                 self._become_leader(part, p)
+            elif p.leader == self.node_id:
+                # named leader under a registration that is not this process's (its previous run,
+                # killed, until the controller fences it) or a fenced one: neither leader nor follower
+                self._become_follower(part, _Leaderless(p.leader_epoch))
             else:
                 self._become_follower(part, p)
         for key in [k for k in self.leaders if k not in seen]:
@@ -132,6 +137,18 @@ class ReplicationManager:
         for f in self.fetchers.values():
             f.partitions = {k: v for k, v in f.partitions.items() if k in seen}
 
+    def may_lead(self) -> bool:
+        """Whether this process may act on the leaderships the image gives its node id: in a
+        cluster, only under its own registration (this process's incarnation), unfenced. Kafka's
+        broker serves nothing before it is registered, caught up and unfenced."""
+        q = getattr(self.broker, "quorum", None)
+        regs = getattr(self.broker.image, "brokers", None)
+        incarnation = getattr(q, "incarnation", None)
+        if incarnation is None or not regs:
+            return True   # a single node (or an in-process test cluster): its own broker
+        b = regs.get(self.node_id)
+        return b is not None and b.incarnation_id == incarnation and not b.fenced
+
     def _coordinator_roles(self) -> None:
         """The group coordinator follows the leadership of the __consumer_offsets partitions
         (Kafka's onElection / onResignation). At start the coordinator has loaded every local
@@ -139,8 +156,9 @@ class ReplicationManager:
         t = self.broker.image.topics.get(OFFSETS_TOPIC)
         if t is None:
             return
+        may_lead = self.may_lead()
         for index, p in t.partitions.items():
-            led = p.leader == self.node_id
+            led = p.leader == self.node_id and may_lead
             before = self._coordinator_owned.get(index)
             if before == led or (before is None and led):
                 self._coordinator_owned[index] = led
@@ -411,6 +429,14 @@ class ReplicationManager:
                         f"{r.partition_id}:leader={r.leader},isr={r.isr}" for r in records))
                 except KafkaError as exc:
                     log.info("elections not written: %s", exc)
+
+
+class _Leaderless:
+    """A partition's image as a follower with no leader to fetch from sees it."""
+    leader = -1
+
+    def __init__(self, leader_epoch: int):
+        self.leader_epoch = leader_epoch
 
 
 class Fetcher:

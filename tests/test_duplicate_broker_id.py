@@ -1,0 +1,140 @@
+"""Broker registration of real `kproto serve` processes, as Kafka 3.9's controller does it
+(ClusterControlManager.registerBroker: DUPLICATE_BROKER_REGISTRATION while the registered
+incarnation's session is valid; a new incarnation registers fenced and is unfenced once caught up):
+
+- a second process started with the node.id of a live broker is refused: the first stays
+  registered (Metadata lists it with its own address throughout), the second logs one warning
+  naming the duplicate id, and registers once the first is killed -9 and its session expired;
+- a node killed -9 and restarted at once is fenced, and its leaderships moved, before it is back in
+  Metadata; every partition always has a leader that Metadata lists; meanwhile the restarted
+  process does not act as the leader its old registration still is (NOT_LEADER_OR_FOLLOWER).
+
+Short sessions (2 s), so each test runs in about 20 s."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+pytest.importorskip("confluent_kafka")
+from confluent_kafka.admin import AdminClient  # noqa: E402
+
+from tests.wire_client import WireClient  # noqa: E402
+from tools.broker_process import free_port  # noqa: E402
+from tools.cluster_client import QUIET, create_topic, wait_until  # noqa: E402
+from tools.quorum_cluster import QuorumCluster, QuorumNode  # noqa: E402
+
+SESSION_MS = 2000
+SETTINGS = {"broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": str(SESSION_MS),
+            "replica.lag.time.max.ms": "3000", "replica.fetch.wait.max.ms": "100",
+            "replica.fetch.backoff.ms": "100", "default.replication.factor": "3", "min.insync.replicas": "2"}
+DUPLICATE_LINE = "DUPLICATE_BROKER_REGISTRATION"
+
+
+def _metadata(host: str, port: int, topic: str | None = None):
+    """(brokers {id: port}, {partition: leader}) as a Metadata v12 answer says."""
+    from kproto.messages.metadata_request import MetadataRequest
+    topics = None if topic is None else [MetadataRequest.MetadataRequestTopic(name=topic)]
+    with WireClient(f"{host}:{port}", timeout=5) as c:
+        resp = c.call(MetadataRequest(topics=topics, allow_auto_topic_creation=False), 12)
+    brokers = {b.node_id: b.port for b in resp.brokers}
+    leaders = {}
+    for t in resp.topics:
+        if t.name == topic and t.error_code == 0:
+            leaders = {p.partition_index: p.leader_id for p in t.partitions}
+    return brokers, leaders
+
+
+def _duplicate(cluster: QuorumCluster, node_id: int) -> QuorumNode:
+    """A second process with node `node_id`'s node.id: its own listener port and log dir."""
+    node = cluster.nodes[node_id]
+    port = free_port()
+    data = os.path.join(cluster.base_dir, f"duplicate{node_id}")
+    props = os.path.join(cluster.base_dir, f"duplicate{node_id}.properties")
+    with open(node.properties) as f:
+        text = f.read()
+    text = text.replace(f":{cluster.ports[node_id]}", f":{port}").replace(f"log.dirs={node.data_dir}\n",
+                                                                          f"log.dirs={data}\n")
+    with open(props, "w") as f:
+        f.write(text)
+    dup = QuorumNode(node_id, props, data, port, None, "WARNING")
+    cluster._format(dup)
+    return dup
+
+
+def test_a_second_process_with_a_live_node_id_is_refused_until_the_first_is_gone():
+    with QuorumCluster(3, settings=SETTINGS) as c:
+        first = c.add_broker(4)
+        host, other = c.host, c.ports[1]
+        wait_until(lambda: _metadata(host, other)[0].get(4) == first.port, 60, "broker 4 registered")
+        dup = _duplicate(c, 4)
+        dup.start(60)
+        try:
+            wait_until(lambda: any(DUPLICATE_LINE in line for line in dup.stderr_lines), 30,
+                       "the duplicate's warning", detail=lambda: "".join(dup.stderr_lines[-10:]))
+            # for longer than a session, the first stays registered with its own address
+            end = time.monotonic() + SESSION_MS / 1000 * 1.5
+            while time.monotonic() < end:
+                assert _metadata(host, other)[0].get(4) == first.port, "the first process lost its registration"
+                time.sleep(0.1)
+            lines = [line for line in dup.stderr_lines if DUPLICATE_LINE in line]
+            assert len(lines) == 1 and "node.id 4" in lines[0], lines
+            first.kill()
+            # the first's session expires (it is fenced), then the second registers
+            wait_until(lambda: _metadata(host, other)[0].get(4) == dup.port, 60,
+                       "the second process registered", detail=lambda: "".join(dup.stderr_lines[-10:]))
+        finally:
+            dup.kill()
+
+
+def test_a_node_killed_and_restarted_at_once_is_fenced_before_it_is_back():
+    with QuorumCluster(3, settings=SETTINGS) as c:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap, **QUIET})
+        topic = "restarts"
+        wait_until(lambda: create_topic(admin, topic, partitions=6), 60, "the topic created")
+        host = c.host
+        wait_until(lambda: len(_metadata(host, c.ports[1], topic)[1]) == 6
+                   and all(v >= 0 for v in _metadata(host, c.ports[1], topic)[1].values()), 30, "leaders")
+        # the victim leads something, and a survivor is asked meanwhile
+        leaders = _metadata(host, c.ports[1], topic)[1]
+        victim = max(set(leaders.values()), key=list(leaders.values()).count)
+        watcher = next(i for i in c.nodes if i != victim)
+        c.nodes[victim].kill()
+        c.nodes[victim].start(60)
+        seen = []   # (listed, leads anything)
+        refused = []   # Produce answers of the restarted process while its old registration leads
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                brokers, leaders = _metadata(host, c.ports[watcher], topic)
+            except OSError:
+                continue
+            # every partition has a leader, and Metadata lists it
+            assert leaders and all(v in brokers for v in leaders.values()), (brokers, leaders)
+            seen.append((victim in brokers, victim in leaders.values()))
+            led = [i for i, v in leaders.items() if v == victim]
+            if led and not any(not listed for listed, _ in seen):
+                # the restarted process, not registered yet, does not act as that leader
+                code = _produce_code(host, c.ports[victim], topic, led[0])
+                assert code != 0, "the restarted process accepted a write before it registered"
+                refused.append(code)
+            if seen[-1][0] and any(not listed for listed, _ in seen):
+                break
+            time.sleep(0.05)
+        gone = [i for i, (listed, _) in enumerate(seen) if not listed]
+        assert gone, "the restarted node was never fenced: it re-registered over its live session"
+        assert not seen[gone[0]][1], "fenced with its leaderships not moved"
+        assert seen[-1][0], "the restarted node is not back in Metadata"
+        assert 6 in refused, refused   # NOT_LEADER_OR_FOLLOWER while its old registration was the leader
+
+
+def _produce_code(host: str, port: int, topic: str, partition: int) -> int:
+    from kproto import records as rec
+    from tests.wire_client import produce
+    try:
+        with WireClient(f"{host}:{port}", timeout=5) as c:
+            return produce(c, topic, rec.build_batch([(b"k", b"v", [], int(time.time() * 1000))]),
+                           partition, acks=1).error_code
+    except OSError:
+        return -1   # not listening yet
