@@ -59,8 +59,8 @@ class FakeController:
     async def _await_pending(self, timeout_ms):
         pass
 
-    async def register(self, bid, incarnation):
-        req = BrokerRegistrationRequest(broker_id=bid, cluster_id="c1", incarnation_id=incarnation,
+    async def register(self, bid, incarnation, cluster_id="c1"):
+        req = BrokerRegistrationRequest(broker_id=bid, cluster_id=cluster_id, incarnation_id=incarnation,
                                         listeners=[Listener(name="PLAINTEXT", host="h", port=9000 + bid,
                                                             security_protocol=0)],
                                         features=[], rack=None, log_dirs=[], previous_broker_epoch=-1)
@@ -190,3 +190,11 @@ async def test_a_new_incarnation_over_an_expired_unfenced_one_fences_it_in_the_s
     p = c.image.topics["t"].partitions[0]
     assert (p.leader, p.isr) == (2, [2]), "the old incarnation's leadership moved in the registration's batch"
     assert c.image.brokers[1].fenced
+
+
+@run
+async def test_a_registration_from_another_cluster_is_refused_and_writes_nothing(c):
+    # ClusterControlManager.registerBroker: "Expected cluster ID c1, but got cluster ID c2"
+    r = await c.register(1, uuid.uuid4(), cluster_id="c2")
+    assert (r.error_code, r.broker_epoch) == (ErrorCode.INCONSISTENT_CLUSTER_ID, -1)
+    assert c.batches == [] and 1 not in c.image.brokers
