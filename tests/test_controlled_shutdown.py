@@ -24,7 +24,7 @@ from kproto.errors import ErrorCode  # noqa: E402
 from tests.wire_client import WireClient, produce_req  # noqa: E402
 from tests.wire_client import metadata as wire_metadata  # noqa: E402
 from tools.cluster_client import (QUIET, AckedProducer, assert_exactly_once_in_order, create_topic,  # noqa: E402
-                                  longest_ack_gap, partition_state, read_partition, wait_until)
+                                  longest_ack_gap, partition_state, read_partition, wait_until, wait_brokers_unfenced)
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
 ROUNDS = int(os.environ.get("KPROTO_SHUTDOWN_ROUNDS", "1"))
@@ -51,6 +51,7 @@ def cluster():
 
 def test_sigterm_of_a_leader_moves_leadership_before_it_exits(cluster):
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
+    wait_brokers_unfenced(admin, cluster.broker_count)   # leaders spread over all brokers
     wait_until(lambda: create_topic(admin, TOPIC), 60, "the topic created")
     wait_until(lambda: len(partition_state(admin, TOPIC)[2]) == 3, 30, "an ISR of 3")
 

@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from broker.groups.placement import partition_for  # noqa: E402
-from tools.cluster_client import QUIET, create_topic, wait_until  # noqa: E402
+from tools.cluster_client import QUIET, create_topic, wait_until, wait_brokers_unfenced  # noqa: E402
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
 KILLS = int(os.environ.get("KPROTO_GROUP_KILLS", "2"))
@@ -119,6 +119,7 @@ def test_committed_offsets_survive_coordinator_kills_and_never_go_back():
     h = History()
     try:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
+        wait_brokers_unfenced(admin, cluster.broker_count)   # leaders spread over all brokers
         wait_until(lambda: create_topic(admin, TOPIC), 60, "the topic created")
         go, paused = threading.Event(), threading.Event()
         go.set()

@@ -20,7 +20,7 @@ from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from tests.test_group_coordinator_failover import GROUP, OFFSETS_PARTITIONS, TOPIC, _offsets_partition  # noqa: E402
-from tools.cluster_client import QUIET, create_topic, wait_until  # noqa: E402
+from tools.cluster_client import QUIET, create_topic, wait_until, wait_brokers_unfenced  # noqa: E402
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
 # one replica of __consumer_offsets: the restarted node leads its partition again (once its old
@@ -43,6 +43,7 @@ def _committed(bootstrap) -> int | None:
 def test_committed_offsets_survive_a_restart_of_their_coordinator():
     with QuorumCluster(3, settings=SETTINGS) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
+        wait_brokers_unfenced(admin, cluster.broker_count)   # leaders spread over all brokers
         wait_until(lambda: create_topic(admin, TOPIC), 60, "the topic created")
         c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": GROUP, **QUIET})
         wait_until(lambda: c.commit(offsets=[TopicPartition(TOPIC, 0, 1234)], asynchronous=False) or True, 60,

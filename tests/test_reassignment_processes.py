@@ -20,7 +20,7 @@ kafka = pytest.importorskip("kafka")
 from confluent_kafka.admin import AdminClient  # noqa: E402
 from kafka import KafkaAdminClient, TopicPartition  # noqa: E402
 
-from tools.cluster_client import QUIET, create_topic, partition_state, wait_until  # noqa: E402
+from tools.cluster_client import QUIET, create_topic, partition_state, wait_until, wait_brokers_unfenced  # noqa: E402
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
 SETTINGS = {"broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": "3000",
@@ -47,6 +47,7 @@ def cluster():
 
 def test_new_broker_joins_and_takes_over_a_partition_under_load(cluster):
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
+    wait_brokers_unfenced(admin, cluster.broker_count)   # leaders spread over all brokers
     topic = "moving"
     _wait(lambda: create_topic(admin, topic), 60, "the topic created")
     _wait(lambda: len(_partition(admin, topic)[2]) == 3, 30, "an ISR of 3")

@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient  # noqa: E402
 from kproto.messages.metadata_request import MetadataRequest  # noqa: E402
 from tests.wire_client import WireClient  # noqa: E402
 from tools.cluster_client import (QUIET, AckedProducer, assert_exactly_once_in_order, create_topic,  # noqa: E402
-                                  longest_ack_gap, partition_state, wait_until)
+                                  longest_ack_gap, partition_state, wait_until, wait_brokers_unfenced)
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
 KILLS = int(os.environ.get("KPROTO_REPLICATION_KILLS", "2"))
@@ -75,6 +75,7 @@ class LeaderWatch:
 
 def test_leader_kill_loses_no_acknowledged_record(cluster):
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
+    wait_brokers_unfenced(admin, cluster.broker_count)   # leaders spread over all brokers
     topic = "replicated"
     wait_until(lambda: create_topic(admin, topic), 60, "the topic created")
     wait_until(lambda: len(partition_state(admin, topic)[2]) == 3, 20, "an ISR of 3")
@@ -125,6 +126,7 @@ def test_group_offsets_survive_the_loss_of_the_group_coordinator(cluster):
     (replicated, offsets.topic.replication.factor=3): offsets committed before its broker is
     killed are where a new member of the group starts."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
+    wait_brokers_unfenced(admin, cluster.broker_count)   # leaders spread over all brokers
     topic = "grouped"
     wait_until(lambda: create_topic(admin, topic), 60, "the topic created")
     wait_until(lambda: len(partition_state(admin, topic)[2]) == 3, 30, "an ISR of 3")
@@ -176,6 +178,7 @@ def test_a_leader_restarted_before_it_is_fenced_keeps_its_log(tmp_path):
     # must not be taken for strays meanwhile (they held every record)
     with QuorumCluster(3, settings={**SETTINGS, "broker.session.timeout.ms": "3000"}) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap, **QUIET})
+        wait_brokers_unfenced(admin, c.broker_count)   # leaders spread over all brokers
         topic = "restarted"
         wait_until(lambda: create_topic(admin, topic), 60, "the topic created")
         wait_until(lambda: len(partition_state(admin, topic)[2]) == 3, 20, "an ISR of 3")
@@ -212,6 +215,7 @@ def test_transactions_with_offsets_commit_whichever_broker_coordinates_them(tmp_
     settings = {**SETTINGS, "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2"}
     with QuorumCluster(3, settings=settings) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap, **QUIET})
+        wait_brokers_unfenced(admin, c.broker_count)   # leaders spread over all brokers
         for t in ("txn-in", "txn-out"):
             wait_until(lambda: create_topic(admin, t), 60, f"{t} created")
         committed = 0
@@ -242,6 +246,7 @@ def test_read_committed_across_brokers_sees_committed_transactions():
     settings = {**SETTINGS, "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2"}
     with QuorumCluster(3, settings=settings) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap, **QUIET})
+        wait_brokers_unfenced(admin, c.broker_count)   # leaders spread over all brokers
         wait_until(lambda: create_topic(admin, "rc-out"), 60, "rc-out created")
         for i in range(6):   # six transactional ids: their coordinators spread over the brokers
             p = confluent_kafka.Producer({"bootstrap.servers": c.bootstrap, "transactional.id": f"rc-{i}", **QUIET})

@@ -29,7 +29,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from tests.test_transactions_failover import coordinator_of  # noqa: E402
-from tools.cluster_client import QUIET, create_topic, wait_until  # noqa: E402
+from tools.cluster_client import QUIET, create_topic, wait_until, wait_brokers_unfenced  # noqa: E402
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
 TOPIC = "cr-out"
@@ -79,6 +79,7 @@ def _read_committed(cluster, timeout: float) -> list[bytes]:
 def test_a_transaction_open_across_a_coordinator_restart_does_not_block_read_committed():
     with QuorumCluster(3, settings=SETTINGS) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
+        wait_brokers_unfenced(admin, cluster.broker_count)   # leaders spread over all brokers
         wait_until(lambda: create_topic(admin, TOPIC), 60, "the topic created")
         p = _producer(cluster)
         wait_until(lambda: _init(p), 60, "init_transactions")

@@ -28,7 +28,7 @@ from kproto.messages.init_producer_id_request import InitProducerIdRequest  # no
 
 from broker.transactions.placement import partition_for  # noqa: E402
 from tests.wire_client import WireClient, produce  # noqa: E402
-from tools.cluster_client import QUIET, create_topic, wait_until  # noqa: E402
+from tools.cluster_client import QUIET, create_topic, wait_until, wait_brokers_unfenced  # noqa: E402
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
 SETTINGS = {"broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": "2000",
@@ -127,6 +127,7 @@ def test_coordinator_killed_after_commit_and_mid_transaction():
     c.start()
     try:
         admin = AdminClient({"bootstrap.servers": c.bootstrap, **QUIET})
+        wait_brokers_unfenced(admin, c.broker_count)   # leaders spread over all brokers
         wait_until(lambda: create_topic(admin, TOPIC, 3), 60, f"{TOPIC} created")
         wait_until(lambda: all(v >= 0 for v in leaders(admin, TOPIC).values()), 30, "leaders")
         parts = [0, 1, 2]

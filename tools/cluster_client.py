@@ -33,6 +33,14 @@ def wait_until(predicate, timeout: float, what, interval: float = 0.1, detail=No
     raise AssertionError(f"timed out waiting for {what() if callable(what) else what} (last error: {last}){tail}")
 
 
+def wait_brokers_unfenced(admin, count: int, timeout: float = 60) -> None:
+    """Until Metadata lists `count` brokers. A broker registers fenced and is listed (and may lead)
+    only once unfenced, as in Kafka; a topic created before that has every leader on the brokers
+    already unfenced, so tests that need leaders spread over the brokers wait for this first."""
+    wait_until(lambda: len(admin.list_topics(timeout=5).brokers) >= count, timeout,
+               f"{count} brokers unfenced")
+
+
 def create_topic(admin, topic: str, partitions: int = 1, replication_factor: int = 3,
                  replica_assignment=None, timeout: float = 20) -> bool:
     """Create the topic with a confluent AdminClient; one that already exists (an earlier attempt

@@ -110,6 +110,10 @@ class QuorumCluster:
         return node
 
     @property
+    def broker_count(self) -> int:
+        return sum("broker" in r for r in self.roles.values())
+
+    @property
     def bootstrap(self) -> str:
         return ",".join(f"{self.host}:{self.ports[i]}" for i in self.nodes if "broker" in self.roles[i])
 
