@@ -23,7 +23,7 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
                                    NewTopic, ResourcePatternType, ResourceType)
 
 from tools.certs import Pki  # noqa: E402
-from tools.cluster_client import QUIET, create_topic, wait_until  # noqa: E402
+from tools.cluster_client import QUIET, create_topic, wait_until, wait_brokers_unfenced  # noqa: E402
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -236,6 +236,7 @@ def test_a_wrong_inter_broker_password_stops_replication_visibly(pki):
         cluster.format(("--add-scram", "SCRAM-SHA-256=[name=broker,password=broker-secret]"))
         cluster.start(timeout=90)
         admin = AdminClient(_client(pki, cluster.bootstrap, "broker", "broker-secret"))
+        wait_brokers_unfenced(admin, 3)   # leaders spread: node 3 must follow some partition
         wait_until(lambda: create_topic(admin, "lagging", 3), 60, "the topic created")
 
         def shrunk():
