@@ -21,6 +21,7 @@ from kproto.metadata.partition_record import PartitionRecord
 from kproto.metadata.topic_record import TopicRecord
 from kproto.metadata.unfence_broker_record import UnfenceBrokerRecord
 
+from broker.metadata import serde
 from broker.metadata.image import MetadataImage
 from broker.quorum.liveness import Liveness
 from broker.quorum.replicated import ReplicatedMetadata
@@ -198,3 +199,63 @@ async def test_a_registration_from_another_cluster_is_refused_and_writes_nothing
     r = await c.register(1, uuid.uuid4(), cluster_id="c2")
     assert (r.error_code, r.broker_epoch) == (ErrorCode.INCONSISTENT_CLUSTER_ID, -1)
     assert c.batches == [] and 1 not in c.image.brokers
+
+
+class ReplayingController(FakeController):
+    """A controller that did not write the registrations: it replays the committed batches through
+    ReplicatedMetadata._on_commit, as a standby controller does, and is elected afterwards."""
+
+    commit_count = 0
+
+    def __init__(self):
+        super().__init__()
+        self._when_committed = []
+
+    def _apply_records(self, last, records):
+        for r in records:
+            self.image.apply(r)
+        self.image.offset = last
+
+    def image_committed(self):
+        return True
+
+    def _maybe_caught_up(self):
+        pass
+
+    def replay(self, batches, first_offset):
+        records = [r for batch in batches for r in batch]
+        entries = [types.SimpleNamespace(offset=first_offset + i, data=serde.encode(r), control=False)
+                   for i, r in enumerate(records)]
+        ReplicatedMetadata._on_commit(self, entries)
+
+
+@run
+async def test_a_controller_elected_later_waits_for_the_register_record_itself(c):
+    # Kafka's controllers keep each RegisterBrokerRecord's offset on replay
+    # (ClusterControlManager.registerBrokerRecordOffsets): a broker is caught up once it reached that
+    # record, not the broker epoch (the first offset of its batch, which may fence the old incarnation)
+    await c.register(1, uuid.uuid4())
+    await c.register(2, uuid.uuid4())
+    await c.heartbeat(1, offset=c.image.offset)
+    await c.heartbeat(2, offset=c.image.offset)
+    topic = uuid.uuid4()
+    c.propose_nowait([TopicRecord(name="t", topic_id=topic),
+                      PartitionRecord(partition_id=0, topic_id=topic, replicas=[1, 2], isr=[1, 2], leader=1,
+                                      leader_epoch=0, partition_epoch=0)])
+    await trio.sleep(SESSION_MS / 1000 - 0.5)
+    await c.heartbeat(2, offset=c.image.offset)
+    await trio.sleep(1.0)   # broker 1's session expired, not fenced yet: the new registration fences it
+    assert (await c.register(1, uuid.uuid4())).error_code == 0
+    epoch, record_offset = c.image.brokers[1].broker_epoch, c.image.offset
+    assert record_offset > epoch, "the registration's batch starts with the old incarnation's fencing"
+
+    d = ReplayingController()
+    d.replay(c.batches, first_offset=100)
+    assert d.image.offset == record_offset and d.image.brokers[1].broker_epoch == epoch
+    d.liveness._active_since = trio.current_time()   # d is the active controller now
+    answer = await d.heartbeat(1, offset=epoch)
+    assert (answer.error_code, answer.is_fenced, answer.is_caught_up) == (0, True, False)
+    assert d.image.brokers[1].fenced
+    answer = await d.heartbeat(1, offset=record_offset)
+    assert (answer.error_code, answer.is_fenced, answer.is_caught_up) == (0, False, True)
+    assert not d.image.brokers[1].fenced

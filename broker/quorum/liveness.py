@@ -187,8 +187,9 @@ class Liveness:
         self.last_seen[bid] = now
 
     def register_offset(self, bid: int, b) -> int:
-        """The offset of the broker's RegisterBrokerRecord (a controller that did not write it
-        uses the broker epoch, the offset at which that incarnation registered)."""
+        """The offset of the broker's RegisterBrokerRecord, kept as each controller writes or
+        replays it; a registration read from a snapshot has only its broker epoch, the first
+        offset of the batch that registered that incarnation."""
         offset = self.register_offsets.get(bid)
         return offset if offset is not None and offset >= b.broker_epoch else b.broker_epoch
 

@@ -45,6 +45,7 @@ from kproto.api import ApiKey
 from kproto.errors import ErrorCode, KafkaError
 from kproto.messages.envelope_request import EnvelopeRequest
 from kproto.messages.envelope_response import EnvelopeResponse
+from kproto.metadata.register_broker_record import RegisterBrokerRecord
 
 from broker.metadata import serde
 from broker.metadata.image import MetadataImage
@@ -353,7 +354,13 @@ class ReplicatedMetadata:
             if e.offset <= self.image.offset:
                 own = True
                 continue   # the leader applied its own proposals already
-            batch.append(serde.decode(e.data))
+            record = serde.decode(e.data)
+            if type(record) is RegisterBrokerRecord:
+                # every controller keeps the record's own offset, as Kafka's replay does
+                # (registerBrokerRecordOffsets): the broker is caught up once it reached it, also
+                # when a controller elected later answers its heartbeats
+                self.liveness.register_offsets[record.broker_id] = e.offset
+            batch.append(record)
             last = e.offset
             self.commit_count += 1
         if batch:
