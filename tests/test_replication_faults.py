@@ -2,7 +2,9 @@
 processes (replication factor 3, min.insync.replicas=2), with an idempotent
 acks=all producer at full speed and a consumer group: SIGSTOP of the leader
 for longer than the broker session, the leader cut off from everybody by the
-network (namespaces), and a rolling restart (SIGTERM) of all three nodes.
+network (namespaces), the leader killed and restarted behind a cut link (it
+cannot register until the link is healed), and a rolling restart (SIGTERM)
+of all three nodes.
 Each run is checked for what a user sees (tools/chaos/scenarios.py): every
 acknowledged value read back exactly once, in order per producer and
 partition; nothing read that is later lost; the group reads everything; and
@@ -51,6 +53,19 @@ def test_leader_cut_off_by_the_network_then_healed(tmp_path):
         pytest.skip(f"network namespaces unavailable: {why}")
     v, text = _run(tmp_path, "isolate-leader")
     _assert_clean(v, text, 1)
+
+
+@pytest.mark.timeout(240)
+def test_leader_killed_and_restarted_behind_a_cut_link_registers_once_healed(tmp_path):
+    # the restarted process cannot reach a controller for longer than its old session: its old
+    # registration is fenced meanwhile; once the link is healed it registers, catches up and is
+    # back in Metadata and in every ISR, and nothing acknowledged is lost
+    ok, why = namespaces_available()
+    if not ok:
+        pytest.skip(f"network namespaces unavailable: {why}")
+    v, text = _run(tmp_path, "restart-isolated")
+    _assert_clean(v, text, 1)
+    assert len(v["registered"]) == 1, text
 
 
 @pytest.mark.timeout(240)

@@ -69,7 +69,9 @@ class Node:
     def prepare(self) -> None:
         os.makedirs(self.data_dir, exist_ok=True)
 
-    def start(self, timeout: float = 60.0) -> None:
+    def start(self, timeout: float = 60.0, wait: bool = True) -> None:
+        """Start the process; with wait, until its port answers (a node behind a cut link is
+        started with wait=False, and wait_listening() once the link is healed)."""
         env = dict(os.environ)
         env.update(self.env)
         env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
@@ -81,6 +83,10 @@ class Node:
         log.close()
         self.starts += 1
         self.paused = False
+        if wait:
+            self.wait_listening(timeout)
+
+    def wait_listening(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -218,10 +224,10 @@ class KafkaNode(Node):
     def command(self) -> list[str]:
         return [os.path.join(self.kafka_home, "bin", "kafka-server-start.sh"), self.config_path]
 
-    def start(self, timeout: float = 120.0) -> None:
+    def start(self, timeout: float = 120.0, wait: bool = True) -> None:
         self.env.setdefault("KAFKA_HEAP_OPTS", "-Xmx512m -Xms256m")
         self.env.setdefault("LOG_DIR", os.path.join(os.path.dirname(self.data_dir), f"{self.name}-logs"))
-        super().start(timeout)
+        super().start(timeout, wait)
 
 
 class Cluster:

@@ -10,6 +10,10 @@ user sees.
                    still thinks it leads), then SIGCONT
   isolate-leader   the leader's link down (network namespaces): it hears
                    nobody and nobody hears it, then the link is healed
+  restart-isolated kill -9 of the leader, restarted behind a cut link (it
+                   cannot register with the controllers) for longer than the
+                   broker session, then the link is healed: it must register,
+                   catch up and rejoin every ISR
   rolling-restart  SIGTERM of every node in turn, each restarted and back
                    in the ISR of every partition before the next one
 
@@ -49,7 +53,8 @@ from .cluster import Cluster
 from .history import HistoryWriter, read_history, tp_key
 from .workloads import QUIET, ConsumerLoop, ProducerLoop, create_topics, final_read
 
-SCENARIOS = ("kill-leader", "pause-leader", "isolate-leader", "rolling-restart")
+SCENARIOS = ("kill-leader", "pause-leader", "isolate-leader", "restart-isolated", "rolling-restart")
+NETNS = ("isolate-leader", "restart-isolated")   # need a link of their own to cut
 # fast fencing: a paused or cut-off node is fenced within 2 s (Kafka's
 # defaults are 9 s / 2 s; the keys are Kafka's)
 FAST = {"broker.session.timeout.ms": "2000", "broker.heartbeat.interval.ms": "300",
@@ -89,13 +94,13 @@ class Scenario:
             os.unlink(self.hist_path)
         shutil.rmtree(os.path.join(workdir, "nodes"), ignore_errors=True)
         self.cluster = Cluster("kafka" if kafka_home else "kproto", 3, os.path.join(workdir, "nodes"),
-                               use_netns=(kind == "isolate-leader"), kafka_home=kafka_home, log=log,
+                               use_netns=(kind in NETNS), kafka_home=kafka_home, log=log,
                                props={**FAST, **(settings or {})})
         for n in self.cluster.nodes:
             n.log_level = "INFO"   # a follower's truncation of a divergent tail is logged at INFO
-        if kind == "isolate-leader" and self.cluster.net is None:
+        if kind in NETNS and self.cluster.net is None:
             self.cluster.close()
-            raise Abort("isolate-leader needs network namespaces (root with iproute2)")
+            raise Abort(f"{kind} needs network namespaces (root with iproute2)")
         self.h = HistoryWriter(self.hist_path)
         self.producers = producers
         self.stop_produce, self.stop_consume = threading.Event(), threading.Event()
@@ -169,11 +174,30 @@ class Scenario:
             self.cluster.net.heal(node.index)
             rec["end"] = time.time()
             self.nemesis("partition", node, "healed", False)
+        elif self.kind == "restart-isolated":
+            node.kill()
+            self.nemesis("kill", node, "kill -9", True)
+            detail = self.cluster.net.isolate(node.index)
+            self.nemesis("partition", node, detail, True)
+            node.start(wait=False)   # its registration cannot reach a controller
+            self.nemesis("kill", node, "restarted behind the cut link", False)
+            self.progress(200, 60, "with the old leader killed and cut off")
+            time.sleep(self.hold)   # longer than its old session: it is fenced, not re-registered
+            self.cluster.net.heal(node.index)
+            node.wait_listening(60)
+            rec["end"] = time.time()
+            self.nemesis("partition", node, "healed", False)
+            # back in Metadata once registered and caught up (Metadata lists unfenced brokers)
+            t0 = time.monotonic()
+            _wait(lambda: leader in self.admin.list_topics(timeout=5).brokers, 60,
+                  f"node {leader} registered again after the link was healed")
+            rec["registered_s"] = time.monotonic() - t0
         self.faults.append(rec)
         self.full_isr()
         if snapshot is not None:
             self.truncated += self.divergent_tail(snapshot)
-        self.log(f"fault {i + 1}: {self.kind} of node {leader} (led partitions {led}); "
+        back = f", listed again {rec['registered_s']:.2f}s after the heal" if "registered_s" in rec else ""
+        self.log(f"fault {i + 1}: {self.kind} of node {leader} (led partitions {led}){back}; "
                  f"{self.acks()} acked so far, ISR full again")
 
     def rolling_restart(self) -> None:
@@ -340,6 +364,7 @@ class Scenario:
         self.group_missing = sorted(set(ix.acked) - group_read)
         gaps = failover_gaps(ops, self.faults)
         return {"result": result, "ops": ops, "acked": len(ix.acked), "faults": len(self.faults),
+                "registered": [f["registered_s"] for f in self.faults if "registered_s" in f],
                 "anomalies": result["anomalies"], "completed": result["completed"],
                 "divergent": self.divergent, "group_missing": self.group_missing,
                 "truncated": self.truncated, "truncations": self.truncations(), "gaps": gaps,
@@ -385,6 +410,10 @@ def describe(v: dict) -> str:
     lines.append(f"failover (last ack before the fault -> first ack after, partitions it led): "
                  f"p50 {pct(g, .5):.2f}s p99 {pct(g, .99):.2f}s max {max(g, default=float('nan')):.2f}s "
                  f"over {len(g)} faults")
+    if v.get("registered"):
+        r = v["registered"]
+        lines.append(f"restarted node listed again after the heal: p50 {pct(r, .5):.2f}s max {max(r):.2f}s "
+                     f"over {len(r)} faults")
     lines.append(f"records of a faulted leader's log (read while it was down) replaced since: {v['truncated']}")
     lines.append(f"divergent tails truncated by returning replicas: {len(v['truncations'])}")
     lines += [f"  {t}" for t in v["truncations"][:5]]
