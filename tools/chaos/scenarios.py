@@ -184,11 +184,11 @@ class Scenario:
             self.progress(200, 60, "with the old leader killed and cut off")
             time.sleep(self.hold)   # longer than its old session: it is fenced, not re-registered
             self.cluster.net.heal(node.index)
-            node.wait_listening(60)
+            t0 = time.monotonic()
             rec["end"] = time.time()
             self.nemesis("partition", node, "healed", False)
+            node.wait_listening(60)   # (Kafka's broker listens only once unfenced, kproto's at once)
             # back in Metadata once registered and caught up (Metadata lists unfenced brokers)
-            t0 = time.monotonic()
             _wait(lambda: leader in self.admin.list_topics(timeout=5).brokers, 60,
                   f"node {leader} registered again after the link was healed")
             rec["registered_s"] = time.monotonic() - t0
