@@ -7,10 +7,13 @@ gets a new leader on another broker within a few seconds (node 1's heartbeat rep
 the controller elects), Metadata lists node 1's replica there as offline, producing to it goes
 on, and every acknowledged record is read back once, in order; the partition in node 1's healthy
 dir stays led by node 1, which keeps running. (Kafka 3.9 in the same scenario, run by hand: the
-leadership moved in 0.3 s, ISR [2, 3], offline replicas [1], the other partition kept leader 1.)"""
+leadership moved in 0.3 s, ISR [2, 3], offline replicas [1], the other partition kept leader 1.)
+A broker whose failed dir no controller acknowledges (the other voters stopped) halts once
+log.dir.failure.timeout.ms has passed, saying why, as Kafka's BrokerLifecycleManager does."""
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 import pytest
@@ -18,9 +21,10 @@ import pytest
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
+from kproto import records as rec  # noqa: E402
 from kproto.errors import ErrorCode  # noqa: E402
 from kproto.messages.describe_log_dirs_request import DescribeLogDirsRequest  # noqa: E402
-from tests.wire_client import WireClient  # noqa: E402
+from tests.wire_client import WireClient, produce  # noqa: E402
 from tests.wire_client import metadata as wire_metadata  # noqa: E402
 
 from tools.cluster_client import (  # noqa: E402
@@ -127,4 +131,50 @@ def test_a_failed_log_dir_moves_its_partitions_leadership_to_healthy_brokers(tmp
     finally:
         for p in producers.values():
             p.stop(5)
+        cluster.cleanup()
+
+
+@pytest.mark.timeout(180)
+def test_a_broker_that_cannot_report_its_failed_dir_halts_after_the_timeout(tmp_path, small_dir):
+    # Kafka's BrokerLifecycleManager: a failed dir not acknowledged by the controller within
+    # log.dir.failure.timeout.ms shuts the broker down ("couldn't communicate offline log dir ...
+    # with controllers"), since its replicas there would otherwise stay leaders nobody can read
+    healthy = str(tmp_path / "node1a")
+    timeout_ms = 3000
+    cluster = QuorumCluster(3, base_dir=str(tmp_path), settings=SETTINGS,
+                            node_settings={1: {"log.dirs": f"{healthy},{small_dir}",
+                                               "log.dir.failure.timeout.ms": str(timeout_ms)}})
+    try:
+        cluster.format()
+        cluster.start()
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
+        wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 60, "every broker unfenced")
+        wait_until(lambda: create_topic(admin, TOPIC, 2, replica_assignment=[[1, 2, 3], [1, 3, 2]]), 60,
+                   "the topic created")
+        wait_until(lambda: all(len(partition_state(admin, TOPIC, i)[2]) == 3 for i in (0, 1)), 30, "ISRs of 3")
+        wait_until(lambda: any(os.path.isdir(os.path.join(small_dir, f"{TOPIC}-{i}")) for i in (0, 1)), 30,
+                   "node 1's replica in the small dir")
+        failing = next(i for i in (0, 1) if os.path.isdir(os.path.join(small_dir, f"{TOPIC}-{i}")))
+        node = cluster.nodes[1]
+        # no controller can answer node 1: the other two voters stopped, so no quorum commits its
+        # report (node 1 itself may be the raft leader, without a majority)
+        for i in (2, 3):
+            cluster.nodes[i].signal(signal.SIGSTOP)
+        _fill(small_dir)
+        with WireClient(node.bootstrap) as c:   # node 1's next append there fails (ENOSPC)
+            code = produce(c, TOPIC, rec.build_batch([(b"k", b"v")]), failing, acks=1).error_code
+        failed_at = time.monotonic()
+        assert code == ErrorCode.KAFKA_STORAGE_ERROR, code
+        wait_until(lambda: not node.alive(), 30, "node 1 to halt",
+                   detail=lambda: "".join(node.stderr_lines[-10:]))
+        took = time.monotonic() - failed_at
+        assert node.proc.returncode == 1, node.proc.returncode
+        # not before the timeout: until then a controller may still acknowledge the report
+        assert took >= timeout_ms / 1000 - 0.5, took
+        lines = [line for line in node.stderr_lines if "couldn't communicate offline log dir" in line]
+        assert lines and "log.dir.failure.timeout.ms" in lines[0], "".join(node.stderr_lines[-10:])
+        print(f"halted {took:.1f} s after the dir failed (log.dir.failure.timeout.ms={timeout_ms})")
+    finally:
+        for i in (2, 3):
+            cluster.nodes[i].signal(signal.SIGCONT)
         cluster.cleanup()
