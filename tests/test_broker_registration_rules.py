@@ -173,8 +173,9 @@ async def test_unfencing_elects_the_leaderless_partitions_it_can_lead_in_the_sam
     assert c.image.topics["t"].partitions[0].leader == 1
 
 
-@run
-async def test_a_new_incarnation_over_an_expired_unfenced_one_fences_it_in_the_same_batch(c):
+async def _register_over_an_expired_session(c):
+    """Brokers 1 and 2 registered and unfenced, partition t-0 led by 1; broker 1's session expires
+    (the fence loop has not fenced it yet) and a new incarnation of broker 1 registers."""
     await c.register(1, uuid.uuid4())
     await c.register(2, uuid.uuid4())
     await c.heartbeat(1, offset=c.image.offset)
@@ -185,8 +186,13 @@ async def test_a_new_incarnation_over_an_expired_unfenced_one_fences_it_in_the_s
                                       leader_epoch=0, partition_epoch=0)])
     await trio.sleep(SESSION_MS / 1000 - 0.5)
     await c.heartbeat(2, offset=c.image.offset)
-    await trio.sleep(1.0)   # broker 1's session expired; the fence loop has not fenced it yet
-    resp = await c.register(1, uuid.uuid4())
+    await trio.sleep(1.0)
+    return await c.register(1, uuid.uuid4())
+
+
+@run
+async def test_a_new_incarnation_over_an_expired_unfenced_one_fences_it_in_the_same_batch(c):
+    resp = await _register_over_an_expired_session(c)
     assert resp.error_code == 0
     p = c.image.topics["t"].partitions[0]
     assert (p.leader, p.isr) == (2, [2]), "the old incarnation's leadership moved in the registration's batch"
@@ -234,18 +240,7 @@ async def test_a_controller_elected_later_waits_for_the_register_record_itself(c
     # Kafka's controllers keep each RegisterBrokerRecord's offset on replay
     # (ClusterControlManager.registerBrokerRecordOffsets): a broker is caught up once it reached that
     # record, not the broker epoch (the first offset of its batch, which may fence the old incarnation)
-    await c.register(1, uuid.uuid4())
-    await c.register(2, uuid.uuid4())
-    await c.heartbeat(1, offset=c.image.offset)
-    await c.heartbeat(2, offset=c.image.offset)
-    topic = uuid.uuid4()
-    c.propose_nowait([TopicRecord(name="t", topic_id=topic),
-                      PartitionRecord(partition_id=0, topic_id=topic, replicas=[1, 2], isr=[1, 2], leader=1,
-                                      leader_epoch=0, partition_epoch=0)])
-    await trio.sleep(SESSION_MS / 1000 - 0.5)
-    await c.heartbeat(2, offset=c.image.offset)
-    await trio.sleep(1.0)   # broker 1's session expired, not fenced yet: the new registration fences it
-    assert (await c.register(1, uuid.uuid4())).error_code == 0
+    assert (await _register_over_an_expired_session(c)).error_code == 0
     epoch, record_offset = c.image.brokers[1].broker_epoch, c.image.offset
     assert record_offset > epoch, "the registration's batch starts with the old incarnation's fencing"
 

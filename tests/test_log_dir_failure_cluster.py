@@ -71,6 +71,26 @@ def _log_dirs(node) -> dict:
     return {d.log_dir: (d.error_code, sorted(t.name for t in d.topics)) for d in r.results}
 
 
+def _start_with_a_partition_in_each_dir(cluster, healthy: str, small_dir: str):
+    """Start the cluster and create TOPIC: node 1 leads both partitions and places its replicas one
+    in each dir (the one with fewer partitions). (admin, {partition: node 1's dir holding it})."""
+    cluster.format()
+    cluster.start()
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
+    # every broker unfenced first (a broker registers fenced and may not lead until unfenced)
+    wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 60, "every broker unfenced")
+    wait_until(lambda: create_topic(admin, TOPIC, 2, replica_assignment=[[1, 2, 3], [1, 3, 2]]), 60,
+               "the topic created")
+    wait_until(lambda: all(len(partition_state(admin, TOPIC, i)[2]) == 3 for i in (0, 1)), 30, "ISRs of 3")
+    # (node 1 creates its replicas' directories once its image has the topic)
+    wait_until(lambda: all(any(os.path.isdir(os.path.join(d, f"{TOPIC}-{i}")) for d in (healthy, small_dir))
+                           for i in (0, 1)), 30, "node 1's replicas created")
+    in_dir = {i: next(d for d in (healthy, small_dir) if os.path.isdir(os.path.join(d, f"{TOPIC}-{i}")))
+              for i in (0, 1)}
+    assert sorted(in_dir.values()) == sorted([healthy, small_dir]), in_dir
+    return admin, in_dir
+
+
 @pytest.mark.timeout(180)
 def test_a_failed_log_dir_moves_its_partitions_leadership_to_healthy_brokers(tmp_path, small_dir):
     healthy = str(tmp_path / "node1a")
@@ -78,23 +98,9 @@ def test_a_failed_log_dir_moves_its_partitions_leadership_to_healthy_brokers(tmp
                             node_settings={1: {"log.dirs": f"{healthy},{small_dir}"}})
     producers = {}
     try:
-        cluster.format()
-        cluster.start()
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
-        # every broker unfenced first (a broker registers fenced and may not lead until unfenced)
-        wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 60, "every broker unfenced")
-        # node 1 leads both partitions; its replicas go one to each dir (the one with fewer partitions)
-        wait_until(lambda: create_topic(admin, TOPIC, 2, replica_assignment=[[1, 2, 3], [1, 3, 2]]), 60,
-                   "the topic created")
-        wait_until(lambda: all(len(partition_state(admin, TOPIC, i)[2]) == 3 for i in (0, 1)), 30, "ISRs of 3")
-        # (node 1 creates its replicas' directories once its image has the topic)
-        wait_until(lambda: all(any(os.path.isdir(os.path.join(d, f"{TOPIC}-{i}")) for d in (healthy, small_dir))
-                               for i in (0, 1)), 30, "node 1's replicas created")
-        in_dir = {i: next(d for d in (healthy, small_dir) if os.path.isdir(os.path.join(d, f"{TOPIC}-{i}")))
-                  for i in (0, 1)}
+        admin, in_dir = _start_with_a_partition_in_each_dir(cluster, healthy, small_dir)
         failing = next(i for i in (0, 1) if in_dir[i] == small_dir)
         kept = 1 - failing
-        assert in_dir[kept] == healthy
         producers = {i: AckedProducer(cluster.bootstrap, TOPIC, partition=i, rate=200).start() for i in (0, 1)}
         for p in producers.values():
             p.wait_for_acks(200, 60, "acks before the failure")
@@ -145,16 +151,8 @@ def test_a_broker_that_cannot_report_its_failed_dir_halts_after_the_timeout(tmp_
                             node_settings={1: {"log.dirs": f"{healthy},{small_dir}",
                                                "log.dir.failure.timeout.ms": str(timeout_ms)}})
     try:
-        cluster.format()
-        cluster.start()
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
-        wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 60, "every broker unfenced")
-        wait_until(lambda: create_topic(admin, TOPIC, 2, replica_assignment=[[1, 2, 3], [1, 3, 2]]), 60,
-                   "the topic created")
-        wait_until(lambda: all(len(partition_state(admin, TOPIC, i)[2]) == 3 for i in (0, 1)), 30, "ISRs of 3")
-        wait_until(lambda: any(os.path.isdir(os.path.join(small_dir, f"{TOPIC}-{i}")) for i in (0, 1)), 30,
-                   "node 1's replica in the small dir")
-        failing = next(i for i in (0, 1) if os.path.isdir(os.path.join(small_dir, f"{TOPIC}-{i}")))
+        _admin, in_dir = _start_with_a_partition_in_each_dir(cluster, healthy, small_dir)
+        failing = next(i for i in (0, 1) if in_dir[i] == small_dir)
         node = cluster.nodes[1]
         # no controller can answer node 1: the other two voters stopped, so no quorum commits its
         # report (node 1 itself may be the raft leader, without a majority)

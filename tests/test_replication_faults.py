@@ -30,6 +30,12 @@ def _run(tmp_path, kind, **kw):
     return v, text
 
 
+def _needs_namespaces():
+    ok, why = namespaces_available()
+    if not ok:
+        pytest.skip(f"network namespaces unavailable: {why}")
+
+
 def _assert_clean(v, text, faults):
     assert v["completed"], text
     assert v["faults"] == faults, text
@@ -48,9 +54,7 @@ def test_sigstop_of_the_leader_longer_than_the_session(tmp_path):
 
 @pytest.mark.timeout(240)
 def test_leader_cut_off_by_the_network_then_healed(tmp_path):
-    ok, why = namespaces_available()
-    if not ok:
-        pytest.skip(f"network namespaces unavailable: {why}")
+    _needs_namespaces()
     v, text = _run(tmp_path, "isolate-leader")
     _assert_clean(v, text, 1)
 
@@ -60,9 +64,7 @@ def test_leader_killed_and_restarted_behind_a_cut_link_registers_once_healed(tmp
     # the restarted process cannot reach a controller for longer than its old session: its old
     # registration is fenced meanwhile; once the link is healed it registers, catches up and is
     # back in Metadata and in every ISR, and nothing acknowledged is lost
-    ok, why = namespaces_available()
-    if not ok:
-        pytest.skip(f"network namespaces unavailable: {why}")
+    _needs_namespaces()
     v, text = _run(tmp_path, "restart-isolated")
     _assert_clean(v, text, 1)
     assert len(v["registered"]) == 1, text
