@@ -20,7 +20,7 @@ from kproto.errors import ErrorCode  # noqa: E402
 from kproto.messages.elect_leaders_request import ElectLeadersRequest, TopicPartitions  # noqa: E402
 from tests.wire_client import WireClient  # noqa: E402
 from tests.wire_client import metadata as wire_metadata  # noqa: E402
-from tools.cluster_client import QUIET, create_topic, wait_until  # noqa: E402
+from tools.cluster_client import QUIET, create_topic, wait_brokers_unfenced, wait_until  # noqa: E402
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
 KAFKA_HOME = os.environ.get("KAFKA_HOME")
@@ -62,7 +62,7 @@ def test_leaders_move_away_on_sigterm_and_back_when_the_broker_returns(cluster):
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
     # every broker unfenced first: a broker registers fenced (Kafka's placement uses fenced brokers
     # too, but never as leaders, so a topic created earlier is not led by its preferred replicas)
-    wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 60, "every broker unfenced")
+    wait_brokers_unfenced(admin, cluster.broker_count)
     wait_until(lambda: create_topic(admin, TOPIC, 3), 60, "the topic created")
     boot = cluster.nodes[1].bootstrap
     wait_until(lambda: len(_parts(boot)) == 3 and all(len(p.isr_nodes) == 3 for p in _parts(boot).values()), 30,

@@ -28,7 +28,8 @@ from tests.wire_client import WireClient, produce  # noqa: E402
 from tests.wire_client import metadata as wire_metadata  # noqa: E402
 
 from tools.cluster_client import (  # noqa: E402
-    QUIET, AckedProducer, assert_exactly_once_in_order, create_topic, partition_state, read_partition, wait_until,
+    QUIET, AckedProducer, assert_exactly_once_in_order, create_topic, partition_state, read_partition,
+    wait_brokers_unfenced, wait_until,
 )
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 from tests.tmpfs import small_tmpfs  # noqa: E402
@@ -78,7 +79,7 @@ def _start_with_a_partition_in_each_dir(cluster, healthy: str, small_dir: str):
     cluster.start()
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
     # every broker unfenced first (a broker registers fenced and may not lead until unfenced)
-    wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 60, "every broker unfenced")
+    wait_brokers_unfenced(admin, cluster.broker_count)
     wait_until(lambda: create_topic(admin, TOPIC, 2, replica_assignment=[[1, 2, 3], [1, 3, 2]]), 60,
                "the topic created")
     wait_until(lambda: all(len(partition_state(admin, TOPIC, i)[2]) == 3 for i in (0, 1)), 30, "ISRs of 3")
