@@ -11,23 +11,23 @@ import uuid
 import trio
 
 from broker.config import BrokerConfig, ConfigError, validate_topic_config
-from broker.controller import Controller
-from broker.dispatch import Dispatcher
-from broker.flusher import Flusher
+from broker.controller.controller import Controller
+from broker.server.dispatch import Dispatcher
+from broker.storage.flusher import Flusher
 from broker.groups.coordinator import GroupCoordinator
 from broker.metadata.image import MetadataImage
 from broker.metadata.log import METADATA_TOPIC, MetadataLog
-from broker.checkpoint_writer import CheckpointWriter
+from broker.storage.checkpoint_writer import CheckpointWriter
 from broker.metrics import LISTENER_KEY, BrokerMetrics, parse_listener, watch_event_loop
-from broker.producer_ids import ProducerIdManager
+from broker.controller.producer_ids import ProducerIdManager
 from broker.quorum.leadership import become_sole_leader, bootstrap_batch_records, bootstrap_voters
-from broker.quorum.metadata_snapshots import Snapshotter
+from broker.metadata.snapshotter import Snapshotter
 from broker.quorum.replicated import ReplicatedMetadata, is_multi_voter
 from broker.quorum.startup import prepare_storage
-from broker.producers import ProducerStateManager
-from broker.replicas import ReplicaManager
+from broker.partitions.producers import ProducerStateManager
+from broker.partitions.replicas import ReplicaManager
 from broker.replication.manager import ReplicationManager
-from broker.server import run_listener
+from broker.server.listener import run_listener
 from broker.storage import LogManager
 from broker.storage.checkpoints import read_meta_properties
 from broker.storage.files import META_PROPERTIES
@@ -51,7 +51,7 @@ CLEANER_SLICE_S = 0.005
 def _security_manager(broker):
     """TLS, SASL and principals of client connections; bad TLS or JAAS settings stop start-up."""
     from broker.security.manager import SecurityManager
-    from broker.startup_errors import StartupError
+    from broker.launch.startup_errors import StartupError
     try:
         return SecurityManager(broker)
     except ConfigError as exc:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from compat_tests import wire
-from tools.broker_process import BrokerProcess, free_port
+from broker.launch.process import BrokerProcess, free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from tools.broker_process import BrokerProcess
+from broker.launch.process import BrokerProcess
 
 
 @pytest.fixture(scope="module")

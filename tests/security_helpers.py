@@ -7,7 +7,7 @@ import time
 import ssl
 
 from tests.wire_client import WireClient
-from tools.broker_process import BrokerProcess, free_port
+from broker.launch.process import BrokerProcess, free_port
 
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
               'username="admin" password="admin-secret" '

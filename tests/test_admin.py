@@ -28,7 +28,7 @@ from kproto.messages.describe_configs_request import DescribeConfigsRequest, Des
 from kproto.messages.describe_log_dirs_request import DescribableLogDirTopic, DescribeLogDirsRequest
 from kproto.messages.incremental_alter_configs_request import (
     AlterableConfig, AlterConfigsResource, IncrementalAlterConfigsRequest)
-from tools.broker_process import BrokerProcess
+from broker.launch.process import BrokerProcess
 
 TOPIC, BROKER = 2, 4
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3

@@ -1,6 +1,6 @@
 """The active controller's broker registration and fencing rules, as Kafka 3.9's
 ClusterControlManager.registerBroker and BrokerHeartbeatManager.calculateNextBrokerState
-(broker/quorum/registration.py, driven through ReplicatedMetadata._register and
+(broker/controller/registration.py, driven through ReplicatedMetadata._register and
 Liveness.handle_heartbeat over an in-memory image): a new incarnation registers fenced, a
 registration over a live session is DUPLICATE_BROKER_REGISTRATION, the same incarnation amends and
 keeps its state, and a heartbeat unfences only once the broker caught up with its registration

@@ -1,5 +1,5 @@
 """The periodic checkpoint files are written by a worker thread, not on the
-event loop (broker/checkpoint_writer.py): the log manager only snapshots the
+event loop (broker/storage/checkpoint_writer.py): the log manager only snapshots the
 offsets and submits the write; a newer snapshot replaces a pending one."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import uuid
 
 import trio
 
-from broker.checkpoint_writer import CheckpointWriter
+from broker.storage.checkpoint_writer import CheckpointWriter
 from broker.storage.logmanager import LogManager
 
 from tests.test_storage import T0, multi_batch

@@ -19,7 +19,7 @@ from kproto.messages.incremental_alter_configs_request import (
 from kproto.messages.list_client_metrics_resources_request import ListClientMetricsResourcesRequest
 from kproto.messages.push_telemetry_request import PushTelemetryRequest
 from tests.wire_client import WireClient
-from tools.broker_process import BrokerProcess
+from broker.launch.process import BrokerProcess
 
 pytestmark = pytest.mark.timeout(60)
 

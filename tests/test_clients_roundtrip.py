@@ -16,7 +16,7 @@ import pytest
 from tests.client_adapters import CLIENTS, KCAT, Got, Rec, consume, kcat_consume, produce
 from kproto.api import ApiKey
 from tests.wire_client import WireClient, create_topic
-from tools.broker_process import BrokerProcess
+from broker.launch.process import BrokerProcess
 
 PARTITIONS = 3
 COUNT = 10_000

@@ -539,7 +539,7 @@ def _wait(predicate, timeout=30.0, interval=0.2):
 
 @pytest.fixture
 def compacting_broker(tmp_path):
-    from tools.broker_process import BrokerProcess
+    from broker.launch.process import BrokerProcess
     proc = BrokerProcess(str(tmp_path / "data"), settings={
         "log.cleaner.backoff.ms": "200",
         "offsets.topic.num.partitions": "1",

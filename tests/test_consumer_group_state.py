@@ -15,7 +15,7 @@ import pytest
 from kproto.errors import ErrorCode as E
 
 from broker.groups import assignors
-from broker.groups.config import GroupConfig
+from broker.config.groups import GroupConfig
 from broker.groups.consumer_classic import decode_assignment, encode_assignment
 from broker.groups.consumer_model import (
     MEMBER_STABLE, MEMBER_UNRELEASED_PARTITIONS, MEMBER_UNREVOKED_PARTITIONS, ConsumerGroup, compile_regex,

@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from kproto.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest  # noqa: E402
 from tests.wire_client import WireClient  # noqa: E402
-from tools.broker_process import BrokerProcess  # noqa: E402
+from broker.launch.process import BrokerProcess  # noqa: E402
 
 # shorter than Kafka's defaults (45 s session, 5 s heartbeat) so a killed member goes quickly
 SETTINGS = {

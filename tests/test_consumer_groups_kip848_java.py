@@ -13,7 +13,7 @@ from compat_tests.java_client import JavaUnavailable, classpath_jars, find_libs
 from tests.test_consumer_groups_kip848 import (
     SETTINGS, STATIC_SETTINGS, ConsumerProc, all_records, check_delivery, create, describe, produce, wait_until,
 )
-from tools.broker_process import BrokerProcess
+from broker.launch.process import BrokerProcess
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "java", "Kip848Consumer.java")
 

@@ -182,7 +182,7 @@ def test_controller_registrations_survive_a_metadata_snapshot():
     import uuid
 
     from broker.metadata.image import MetadataImage
-    from broker.quorum.metadata_snapshots import image_records
+    from broker.metadata.snapshotter import image_records
     from kproto.metadata.register_controller_record import ControllerEndpoint, RegisterControllerRecord
     image = MetadataImage()
     incarnation = uuid.uuid4()

@@ -17,7 +17,7 @@ from kproto.messages.api_versions_request import ApiVersionsRequest
 from kproto.messages.describe_quorum_request import DescribeQuorumRequest, PartitionData, TopicData
 
 from tests.wire_client import WireClient
-from tools.broker_process import BrokerProcess, free_port
+from broker.launch.process import BrokerProcess, free_port
 
 KAFKA_HOME = os.environ.get("KAFKA_HOME")
 
@@ -124,7 +124,8 @@ def test_kafka_metadata_quorum_replication(node):
 def test_dynamic_quorum_formatted_standalone(tmp_path):
     """`storage format --standalone` then two starts: quorum-state version 1, the voter set written
     to the log in the first epoch (as Kafka's leader does), DescribeQuorum with the directory id."""
-    from broker.quorum import control, state_file
+    from broker.metadata import control
+    from broker.quorum import state_file
     from broker.storage.checkpoints import read_meta_properties, uuid_from_str
     from kproto import records as rec
     data = tmp_path / "data"
@@ -137,7 +138,7 @@ def test_dynamic_quorum_formatted_standalone(tmp_path):
         **settings, "process.roles": "broker,controller", "node.id": "1", "controller.listener.names": "CONTROLLER",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"}.items()))
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    f = subprocess.run([sys.executable, "-m", "broker.cli", "storage", "format", "-t", "K_iKt0NETNuvBO7rTe6QYg",
+    f = subprocess.run([sys.executable, "-m", "broker.launch.cli", "storage", "format", "-t", "K_iKt0NETNuvBO7rTe6QYg",
                         "-c", str(props), "--standalone"], capture_output=True, text=True, env=env, timeout=60)
     assert f.returncode == 0, f.stderr
     directory_id = read_meta_properties(str(data / "meta.properties"))["directory.id"]

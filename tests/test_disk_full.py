@@ -17,7 +17,7 @@ import time
 import pytest
 
 from tests.tmpfs import small_tmpfs
-from tools.broker_process import BrokerProcess
+from broker.launch.process import BrokerProcess
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 

@@ -21,7 +21,7 @@ pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from tests.wire_client import WireClient  # noqa: E402
-from tools.broker_process import free_port  # noqa: E402
+from broker.launch.process import free_port  # noqa: E402
 from tools.cluster_client import QUIET, create_topic, wait_until  # noqa: E402
 from tools.quorum_cluster import QuorumCluster, QuorumNode  # noqa: E402
 

@@ -19,7 +19,7 @@ import pytest
 from kproto import records as rec
 from kproto.api import ApiKey
 from tests.wire_client import WireClient, create_topic, fetch_req, list_offset, metadata, produce
-from tools.broker_process import BrokerProcess
+from broker.launch.process import BrokerProcess
 
 pytestmark = pytest.mark.timeout(120)
 

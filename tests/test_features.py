@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from broker import features
+from broker.controller import features
 from broker.metadata.image import MetadataImage
 from kproto.errors import ErrorCode
 from kproto.messages.api_versions_request import ApiVersionsRequest

@@ -10,7 +10,7 @@ from kproto.errors import ErrorCode
 from kproto.messages.fetch_request import FetchRequest
 from kproto.messages.fetch_response import FetchResponse
 
-from broker.fetch_sessions import NUM_SHARDS, SESSION_ID_RANGE, FetchSessionCache, ShardError, next_epoch
+from broker.partitions.fetch_sessions import NUM_SHARDS, SESSION_ID_RANGE, FetchSessionCache, ShardError, next_epoch
 from broker.replication.fetch_session_handler import FetchSessionHandler
 
 TID = uuid.UUID(int=7)

@@ -18,7 +18,7 @@ from kproto import records as rec
 from kproto.errors import ErrorCode
 from kproto.messages.fetch_request import FetchRequest
 from tests.wire_client import WireClient, create_topic, produce
-from tools.broker_process import BrokerProcess
+from broker.launch.process import BrokerProcess
 
 V = 12
 

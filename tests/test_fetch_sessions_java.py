@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tools.broker_process import BrokerProcess
+from broker.launch.process import BrokerProcess
 
 KAFKA_HOME = os.environ.get("KAFKA_HOME")
 

@@ -14,7 +14,7 @@ import json
 import os
 
 from tools import fetch_sessions
-from tools.broker_process import BrokerProcess
+from broker.launch.process import BrokerProcess
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "fetch_sessions_kafka39.json")
 

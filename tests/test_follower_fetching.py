@@ -9,7 +9,7 @@ from __future__ import annotations
 from kproto.errors import ErrorCode
 from kproto.messages.fetch_request import FetchRequest
 
-from broker.controller import TopicSpec
+from broker.controller.controller import TopicSpec
 from tools.replication_cluster import _values, run_with_cluster
 
 FAST = {"replica.lag.time.max.ms": "1500", "replica.fetch.wait.max.ms": "100",

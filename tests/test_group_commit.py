@@ -1,4 +1,4 @@
-"""Group commit (broker/flusher.py): fsyncs run in worker threads, never on
+"""Group commit (broker/storage/flusher.py): fsyncs run in worker threads, never on
 the trio thread; the recovery point moves only after an fsync completed;
 acks=-1 produce to a topic with flush.messages=1 is answered only once an
 fsync covered it, and concurrent producers share fsyncs.
@@ -23,8 +23,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.broker import Broker
 from broker.config import BrokerConfig
-from broker.controller import TopicSpec
-from broker.flusher import Flusher
+from broker.controller.controller import TopicSpec
+from broker.storage.flusher import Flusher
 from broker.handlers import HANDLERS, load_all
 from broker.storage import checkpoints as cp
 from broker.storage.log import FlushTargets, PartitionLog
@@ -32,7 +32,7 @@ from kproto import api
 from kproto.api import ApiKey
 from kproto.messages.produce_request import ProduceRequest
 from kproto.records import build_batch
-from tools.broker_process import BrokerProcess
+from broker.launch.process import BrokerProcess
 
 PRODUCE_V = 9
 

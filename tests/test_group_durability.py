@@ -15,7 +15,7 @@ from kproto.errors import ErrorCode as E
 
 from broker.groups import records as grec
 from broker.groups.append_errors import commit_error, fail_answer, operation_error, store_group_error
-from broker.groups.config import GroupConfig
+from broker.config.groups import GroupConfig
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.model import PREPARING_REBALANCE, STABLE
 from broker.groups.results import JoinResult, OffsetCommitResult, SyncResult

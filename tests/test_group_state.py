@@ -12,7 +12,7 @@ import pytest
 from kproto.errors import ErrorCode as E
 
 from broker.groups import records as rec
-from broker.groups.config import GroupConfig
+from broker.config.groups import GroupConfig
 from broker.groups.model import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 from broker.groups.placement import java_string_hashcode, partition_for
 from broker.groups.state import GroupStateMachine

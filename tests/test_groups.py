@@ -396,7 +396,7 @@ def raw_member(bootstrap: str, group: str, topic: str, instance_id=None, client_
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    from tools.broker_process import BrokerProcess
+    from broker.launch.process import BrokerProcess
     proc = BrokerProcess(str(tmp_path_factory.mktemp("kproto-groups")),
                          settings={"group.initial.rebalance.delay.ms": "100"})
     proc.start()
@@ -640,7 +640,7 @@ def test_committed_offsets_survive_broker_restarts(tmp_path):
     from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    from tools.broker_process import BrokerProcess
+    from broker.launch.process import BrokerProcess
     b = BrokerProcess(str(tmp_path / "data"), settings={"group.initial.rebalance.delay.ms": "100"}).start()
     try:
         topic = "restart-t"
@@ -1013,7 +1013,7 @@ def test_offsets_topic_holds_kafkas_records(broker, request):
 def test_default_initial_rebalance_delay_and_its_extension(tmp_path):
     """group-flow.json initial_delay_extension with the default group.initial.rebalance.delay.ms
     (3000): members joining at 0 s and 1 s are both answered at about 6 s."""
-    from tools.broker_process import BrokerProcess
+    from broker.launch.process import BrokerProcess
     b = BrokerProcess(str(tmp_path / "data")).start()
     try:
         probe = Raw(b.bootstrap)

@@ -26,9 +26,9 @@ from kproto.messages.heartbeat_request import HeartbeatRequest
 from kproto.messages.list_offsets_request import ListOffsetsRequest
 from kproto.messages.write_txn_markers_request import WriteTxnMarkersRequest
 
-from broker.dispatch import CloseConnection, Dispatcher
+from broker.server.dispatch import CloseConnection, Dispatcher
 from broker.handlers import HANDLERS, load_all
-from broker.server import serve_connection
+from broker.server.listener import serve_connection
 
 UNKNOWN = ErrorCode.UNKNOWN_SERVER_ERROR
 
@@ -156,7 +156,7 @@ def test_every_served_api_version_answers_a_failure_with_unknown_server_error(mo
     """Each API kproto serves, in each version, with a request naming one
     of everything: a failing handler gets an answer (never a closed
     connection) that carries UNKNOWN_SERVER_ERROR. A new API without an
-    error answer in broker/error_response.py fails here."""
+    error answer in kproto/error_response.py fails here."""
     load_all()
     for key, (lo, hi, _) in list(HANDLERS.items()):
         monkeypatch.setitem(HANDLERS, key, (lo, hi, _failing))

@@ -17,7 +17,7 @@ from kproto.messages.alter_replica_log_dirs_request import (
 from kproto.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from kproto.messages.describe_log_dirs_request import DescribableLogDirTopic, DescribeLogDirsRequest
 from tests.wire_client import WireClient, list_offset, produce
-from tools.broker_process import BrokerProcess
+from broker.launch.process import BrokerProcess
 
 pytestmark = pytest.mark.timeout(60)
 

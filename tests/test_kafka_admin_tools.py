@@ -13,7 +13,7 @@ import pytest
 
 from kproto.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from tests.wire_client import WireClient
-from tools.broker_process import BrokerProcess
+from broker.launch.process import BrokerProcess
 
 KAFKA_HOME = os.environ.get("KAFKA_HOME")
 

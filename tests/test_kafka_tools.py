@@ -11,7 +11,7 @@ import pytest
 
 from kproto import records as rec
 from tests.wire_client import WireClient, create_topic, produce
-from tools.broker_process import BrokerProcess
+from broker.launch.process import BrokerProcess
 
 KAFKA_HOME = os.environ.get("KAFKA_HOME")
 DUMP_LOG = os.path.join(KAFKA_HOME, "bin", "kafka-dump-log.sh") if KAFKA_HOME else None

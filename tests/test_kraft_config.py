@@ -190,7 +190,7 @@ def test_setting_process_roles_alone_keeps_the_embedded_quorum():
 
 def run_cli(*args, timeout=30):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "broker.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "broker.launch.cli", *args], capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=ROOT)
 
 
@@ -253,7 +253,7 @@ def test_formatted_for_another_node_refuses_to_start(tmp_path):
 
 
 def test_single_node_formats_itself_on_first_start(tmp_path):
-    from broker.quorum import snapshots
+    from broker.metadata import snapshots
     from broker.quorum.startup import prepare_storage
     from broker.storage.checkpoints import read_meta_properties
     c = BrokerConfig.load(overrides=[f"log.dirs={tmp_path / 'data'}", "listeners=PLAINTEXT://127.0.0.1:0"])

@@ -1,5 +1,5 @@
 """Log directories in the metadata (JBOD in KRaft, KIP-858), controller side
-(broker/quorum/log_dirs.py): which dir a new replica gets, AssignReplicasToDirs,
+(broker/controller/log_dirs.py): which dir a new replica gets, AssignReplicasToDirs,
 and what a failed dir reported in a heartbeat moves, checked against Kafka 3.9's
 ClusterControlManager.defaultDir, DirectoryId.isOnline,
 ReplicationControlManager.handleAssignReplicasToDirs / handleDirectoriesOffline.
@@ -20,9 +20,9 @@ from kproto.metadata.topic_record import TopicRecord
 
 from broker.metadata import serde
 from broker.metadata.image import MetadataImage
-from broker.quorum import log_dirs
-from broker.quorum.log_dirs import LOST, MIGRATING, UNASSIGNED
-from broker.quorum.metadata_snapshots import image_records
+from broker.controller import log_dirs
+from broker.controller.log_dirs import LOST, MIGRATING, UNASSIGNED
+from broker.metadata.snapshotter import image_records
 from broker.replication.brokers import brokers_from_image
 from broker.replication.leader_hint import offline_replicas
 
@@ -65,7 +65,7 @@ def test_is_online_follows_directory_id():
 
 
 def test_a_created_partition_records_its_directories():
-    from broker.controller import Controller
+    from broker.controller.controller import Controller
     img = _image()
     ctl = Controller.__new__(Controller)
     ctl.image, ctl.node_id = img, 1

@@ -12,9 +12,9 @@ from kproto.messages.incremental_alter_configs_request import (
     AlterableConfig, AlterConfigsResource, IncrementalAlterConfigsRequest)
 from kproto.messages.metadata_request import MetadataRequest
 
-from broker.quorum import metadata_retention, snapshots
+from broker.metadata import retention as metadata_retention, snapshots
 from tests.wire_client import WireClient
-from tools.broker_process import BrokerProcess
+from broker.launch.process import BrokerProcess
 from tools.cluster_client import wait_until
 
 pytestmark = pytest.mark.timeout(240)

@@ -1,4 +1,4 @@
-"""A metadata snapshot (broker/quorum/metadata_snapshots.py) rebuilds the whole image: broker
+"""A metadata snapshot (broker/metadata/snapshotter.py) rebuilds the whole image: broker
 registrations with their fenced / controlled-shutdown state (Metadata's offline replicas and the
 controller's elections read them), client quotas, ACLs, SCRAM credentials and delegation tokens,
 besides topics, partitions and configs."""
@@ -16,7 +16,7 @@ from kproto.metadata.topic_record import TopicRecord
 from kproto.metadata.user_scram_credential_record import UserScramCredentialRecord
 
 from broker.metadata.image import MetadataImage
-from broker.quorum import metadata_snapshots, snapshots
+from broker.metadata import snapshotter as metadata_snapshots, snapshots
 
 
 def _state(image):

@@ -17,7 +17,7 @@ from broker.metrics import parse_listener
 from broker.metrics.registry import Histogram
 from kproto import records as rec
 from tests.wire_client import WireClient, create_topic, fetch, produce, produce_req
-from tools.broker_process import BrokerProcess, free_port
+from broker.launch.process import BrokerProcess, free_port
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -264,7 +264,7 @@ def test_metrics_off_by_default_in_tests_and_a_taken_port_costs_only_the_metrics
 
 
 def test_bad_listener_setting_stops_startup(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "broker.cli", "serve", "--set", f"log.dirs={tmp_path}",
+    r = subprocess.run([sys.executable, "-m", "broker.launch.cli", "serve", "--set", f"log.dirs={tmp_path}",
                         "--set", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}",
                         "--set", "kproto.metrics.listener=https://x:1"],
                        capture_output=True, text=True, timeout=30)
@@ -397,7 +397,7 @@ def test_a_failed_start_says_only_why_even_with_the_metrics_port_taken(tmp_path)
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        r = subprocess.run([sys.executable, "-m", "broker.cli", "serve", "--set", f"log.dirs={tmp_path}",
+        r = subprocess.run([sys.executable, "-m", "broker.launch.cli", "serve", "--set", f"log.dirs={tmp_path}",
                             "--set", f"listeners=PLAINTEXT://127.0.0.1:{port}",
                             "--set", f"kproto.metrics.listener=http://127.0.0.1:{port}"],
                            capture_output=True, text=True, timeout=30)

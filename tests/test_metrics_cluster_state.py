@@ -1,4 +1,4 @@
-"""broker/metrics/cluster.py and broker/quorum/raft_metrics.py on made-up states the 3-process
+"""broker/metrics/cluster.py and broker/metadata/raft_metrics.py on made-up states the 3-process
 test (tests/test_metrics_cluster.py) does not reach: a failed log directory, a reassignment
 adding a replica, an ISR below min.insync.replicas, a fenced leader, raft roles and latencies."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from types import SimpleNamespace as NS
 
 from broker.metadata.image import PartitionImage
 from broker.metrics.cluster import offline_partitions, replica_states
-from broker.quorum.raft_metrics import RaftMetrics, WindowedStat, state_name
+from broker.metadata.raft_metrics import RaftMetrics, WindowedStat, state_name
 from raft.node import CANDIDATE, FOLLOWER, LEADER, UNATTACHED
 
 

@@ -32,7 +32,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-from tools.broker_process import BrokerProcess  # noqa: E402
+from broker.launch.process import BrokerProcess  # noqa: E402
 from tools.pipeline import stream  # noqa: E402
 from tools.pipeline.generate import encode, make_events, produce_events  # noqa: E402
 from tools.pipeline.replay import KAFKA_COLUMNS, ReplayOptions, read_range, replay  # noqa: E402

@@ -1,5 +1,5 @@
-"""The pytest plugin (broker/pytest_plugin.py) and the embedding API
-(broker/embedded.py): the example project in tests/plugin_project tests a
+"""The pytest plugin (broker/launch/pytest_plugin.py) and the embedding API
+(broker/launch/embedded.py): the example project in tests/plugin_project tests a
 small application with nothing but the plugin's fixtures."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from importlib.metadata import entry_points
 import pytest
 import trio
 
-from broker.embedded import BrokerSubprocess, create_topic, open_broker, open_trio_broker
+from broker.launch.embedded import BrokerSubprocess, create_topic, open_broker, open_trio_broker
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -29,7 +29,7 @@ def run_project(*args: str, env_extra: dict | None = None) -> subprocess.Complet
     installed entry point loads the plugin (before kproto is installed,
     -p loads it from this tree)."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env_extra or {}))
-    plugin = [] if _plugin_installed() else ["-p", "broker.pytest_plugin"]
+    plugin = [] if _plugin_installed() else ["-p", "broker.launch.pytest_plugin"]
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin, *args],
                           cwd=PROJECT, env=env, capture_output=True, text=True, timeout=180)
 
@@ -52,7 +52,7 @@ def test_example_project_catches_a_broken_application_in_thread_mode():
 def test_plugin_is_registered_as_a_pytest11_entry_point():
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         project = tomllib.load(f)["project"]
-    assert project["entry-points"]["pytest11"] == {"kproto": "broker.pytest_plugin"}
+    assert project["entry-points"]["pytest11"] == {"kproto": "broker.launch.pytest_plugin"}
     if not _plugin_installed():
         pytest.skip("kproto is not installed with its entry points here (pip install -e .)")
     r = subprocess.run([sys.executable, "-m", "pytest", "--help"], capture_output=True, text=True, cwd=PROJECT,

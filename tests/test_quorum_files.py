@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.quorum import control, snapshots, state_file, voters as dynamic_voters
+from broker.metadata import control, snapshots
+from broker.quorum import state_file
+from broker.config import voters as dynamic_voters
 from broker.quorum.state_file import QuorumState, QuorumStateError
 from broker.metadata import serde
 from kproto import records as rec
@@ -188,7 +190,7 @@ def _batches(path):
 
 
 def test_each_start_leads_a_new_epoch_with_a_leader_change_record(tmp_path):
-    from tools.broker_process import BrokerProcess
+    from broker.launch.process import BrokerProcess
     data = tmp_path / "data"
     meta = tmp_path / "meta"
     for _ in range(2):
@@ -251,7 +253,7 @@ def _state(image):
 
 def test_metadata_snapshots_are_taken_and_loaded(tmp_path):
     from broker.quorum.leadership import become_sole_leader
-    from broker.quorum.metadata_snapshots import Snapshotter
+    from broker.metadata.snapshotter import Snapshotter
     from kproto.metadata.config_record import ConfigRecord
     from kproto.metadata.partition_change_record import PartitionChangeRecord
     from kproto.metadata.partition_record import PartitionRecord

@@ -1,4 +1,4 @@
-"""broker/quorum_shell.py: three RaftNodes over real loopback sockets with
+"""broker/quorum/shell.py: three RaftNodes over real loopback sockets with
 Kafka's framing and codecs elect a leader, commit writes everywhere, and
 survive the loss of the leader."""
 import json
@@ -7,7 +7,7 @@ import random
 import trio
 import trio.testing
 
-from broker.quorum_shell import MemoryStorage, NotLeaderError, ProposalLostError, QuorumShell
+from broker.quorum.shell import MemoryStorage, NotLeaderError, ProposalLostError, QuorumShell
 from raft.node import LEADER, Persisted, RaftConfig, RaftNode
 
 TIMEOUTS = dict(election_timeout_ms=300, fetch_timeout_ms=600, election_backoff_max_ms=300,
@@ -261,7 +261,7 @@ def _directory(node_id: int) -> str:
 
 async def _call(port, request):
     from kproto import api
-    from broker.quorum_shell import _read_frame
+    from broker.quorum.shell import _read_frame
     stream = await trio.open_tcp_stream("127.0.0.1", port)
     async with stream:
         await stream.send_all(api.encode_request(request, 0, 7, client_id="test"))

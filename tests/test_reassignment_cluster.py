@@ -10,7 +10,7 @@ from kproto.messages.alter_partition_reassignments_request import (
     AlterPartitionReassignmentsRequest, ReassignablePartition, ReassignableTopic)
 from kproto.messages.list_partition_reassignments_request import ListPartitionReassignmentsRequest
 
-from broker.controller import TopicSpec
+from broker.controller.controller import TopicSpec
 from tools.replication_cluster import run_with_cluster
 
 FAST = {"replica.lag.time.max.ms": "1500", "replica.fetch.wait.max.ms": "100",

@@ -15,7 +15,7 @@ from kproto.metadata.partition_record import PartitionRecord
 from kproto.metadata.topic_record import TopicRecord
 
 from broker.metadata.image import MetadataImage
-from broker.quorum.metadata_snapshots import image_records
+from broker.metadata.snapshotter import image_records
 from broker.replication import reassignment
 from broker.replication.brokers import BrokerInfo
 

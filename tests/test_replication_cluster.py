@@ -9,7 +9,7 @@ import trio
 
 from kproto.errors import ErrorCode
 
-from broker.controller import TopicSpec
+from broker.controller.controller import TopicSpec
 from tools.replication_cluster import run_with_cluster
 
 FAST = {"replica.lag.time.max.ms": "1500", "replica.fetch.wait.max.ms": "100",

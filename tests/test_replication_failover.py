@@ -13,7 +13,7 @@ import time
 
 import trio
 
-from broker.controller import TopicSpec
+from broker.controller.controller import TopicSpec
 from tools.replication_cluster import Cluster, RawClient, _values
 
 KILLS = int(os.environ.get("KPROTO_REPLICATION_KILLS", "3"))

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import trio
 
-from broker import fetch_sessions
-from broker.controller import TopicSpec
+from broker.partitions import fetch_sessions
+from broker.controller.controller import TopicSpec
 from tools.replication_cluster import run_with_cluster
 
 FAST = {"replica.lag.time.max.ms": "3000", "replica.fetch.wait.max.ms": "100",

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from broker.quorum import snapshots
+from broker.metadata import snapshots
 from broker.quorum.scram_bootstrap import ScramFormatError, parse
 from broker.security import sasl
 
@@ -21,7 +21,7 @@ def test_format_writes_the_credential(tmp_path):
     props.write_text(f"process.roles=broker,controller\nnode.id=1\ncontroller.quorum.voters=1@127.0.0.1:9093\n"
                      f"listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093\n"
                      f"controller.listener.names=CONTROLLER\nlog.dirs={tmp_path / 'd'}\n")
-    out = subprocess.run([sys.executable, "-m", "broker.cli", "storage", "format", "-t", "q1Sh-9_ISia_zwGINzRvyQ",
+    out = subprocess.run([sys.executable, "-m", "broker.launch.cli", "storage", "format", "-t", "q1Sh-9_ISia_zwGINzRvyQ",
                           "-c", str(props), "--add-scram", "SCRAM-SHA-512=[name=broker,password=\"pw,1\",iterations=8192]"],
                          capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode == 0, out.stderr

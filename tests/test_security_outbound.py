@@ -164,7 +164,7 @@ def test_start_up_refusals_are_one_line(tmp_path):
         props = tmp_path / "server.properties"
         props.write_text("".join(f"{k}={v}\n" for k, v in {**CLUSTER, "log.dirs": str(tmp_path / "d"),
                                                            **extra}.items()))
-        out = subprocess.run([sys.executable, "-m", "broker.cli", "serve", "--config", str(props)],
+        out = subprocess.run([sys.executable, "-m", "broker.launch.cli", "serve", "--config", str(props)],
                              capture_output=True, text=True, timeout=60, cwd=ROOT)
         assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr
         return [line for line in out.stderr.splitlines() if line.strip()]

@@ -16,7 +16,7 @@ from kproto import records as rec
 from kproto.messages.alter_client_quotas_request import AlterClientQuotasRequest
 from kproto.messages.describe_client_quotas_request import DescribeClientQuotasRequest
 from tests.wire_client import WireClient, create_topic, fetch, produce
-from tools.broker_process import BrokerProcess
+from broker.launch.process import BrokerProcess
 
 A = AlterClientQuotasRequest
 

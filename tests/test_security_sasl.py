@@ -326,7 +326,7 @@ def test_a_sasl_listener_left_at_the_gssapi_default_stops_start_up(tmp_path):
     import os
     import subprocess
     import sys
-    cmd = [sys.executable, "-m", "broker.cli", "serve", "--set", f"log.dirs={tmp_path / 'd'}",
+    cmd = [sys.executable, "-m", "broker.launch.cli", "serve", "--set", f"log.dirs={tmp_path / 'd'}",
            "--set", "listeners=SASL_PLAINTEXT://127.0.0.1:0", "--set", "inter.broker.listener.name=SASL_PLAINTEXT"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=30,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

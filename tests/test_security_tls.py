@@ -166,7 +166,7 @@ def test_pkcs12_keystore_and_truststore(tls_broker, pki):
 def test_bad_keystore_stops_start_up_naming_the_problem(tmp_path):
     bad = tmp_path / "store.jks"
     bad.write_bytes(b"\xfe\xed\xfe\xed" + os.urandom(64))
-    cmd = [sys.executable, "-m", "broker.cli", "serve", "--set", f"log.dirs={tmp_path / 'd'}",
+    cmd = [sys.executable, "-m", "broker.launch.cli", "serve", "--set", f"log.dirs={tmp_path / 'd'}",
            "--set", "listeners=SSL://127.0.0.1:0", "--set", "inter.broker.listener.name=SSL",
            "--set", f"ssl.keystore.location={bad}"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=30,

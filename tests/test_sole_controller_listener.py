@@ -23,7 +23,7 @@ from kproto.messages.describe_quorum_request import DescribeQuorumRequest, Parti
 from kproto.messages.metadata_request import MetadataRequest
 
 from tests.wire_client import WireClient
-from tools.broker_process import BrokerProcess, free_port
+from broker.launch.process import BrokerProcess, free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KAFKA = os.environ.get("KAFKA_HOME") or os.path.expanduser("~/.cache/kproto-ref/kafka")
@@ -76,14 +76,14 @@ class QuickstartNode(BrokerProcess):
             f.write(text)
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "broker.cli", "serve", "--config", self.properties,
+        return [sys.executable, "-m", "broker.launch.cli", "serve", "--config", self.properties,
                 "--log-level", self.log_level, "--set", "kproto.metrics.listener=off"]
 
     def format(self) -> None:
         env = dict(os.environ, PYTHONPATH=ROOT)
-        uuid = subprocess.run([sys.executable, "-m", "broker.cli", "storage", "random-uuid"], env=env,
+        uuid = subprocess.run([sys.executable, "-m", "broker.launch.cli", "storage", "random-uuid"], env=env,
                               capture_output=True, text=True, timeout=60, check=True).stdout.strip()
-        subprocess.run([sys.executable, "-m", "broker.cli", "storage", "format", "-t", uuid, "-c", self.properties]
+        subprocess.run([sys.executable, "-m", "broker.launch.cli", "storage", "format", "-t", uuid, "-c", self.properties]
                        + (["--standalone"] if self.dynamic else []),
                        env=env, capture_output=True, text=True, timeout=60, check=True)
         self.cluster_id = uuid

@@ -9,13 +9,13 @@ import sys
 
 import pytest
 
-from tools.broker_process import free_port
+from broker.launch.process import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _serve(*args: str, data_dir: str | None = None, port: int | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "broker.cli", "serve"]
+    cmd = [sys.executable, "-m", "broker.launch.cli", "serve"]
     if data_dir is not None:
         cmd += ["--set", f"log.dirs={data_dir}"]
     cmd += ["--set", f"listeners=PLAINTEXT://127.0.0.1:{port or free_port()}",

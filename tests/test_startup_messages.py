@@ -3,7 +3,7 @@ a clean shutdown, or an unclean one with recovery (never "unclean" for a
 directory that never held a broker)."""
 from __future__ import annotations
 
-from tools.broker_process import BrokerProcess
+from broker.launch.process import BrokerProcess
 
 
 def _loading_line(proc: BrokerProcess) -> str:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from broker import cli
-from broker.quorum import snapshots
+from broker.launch import cli
+from broker.metadata import snapshots
 from broker.storage.checkpoints import read_meta_properties, uuid_from_str
 from kproto import records as rec
 
@@ -258,7 +258,7 @@ def test_command_line_exit_codes(tmp_path):
     config = properties(tmp_path)
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "broker.cli", "storage", *args], capture_output=True,
+        return subprocess.run([sys.executable, "-m", "broker.launch.cli", "storage", *args], capture_output=True,
                               text=True, env=env, timeout=60)
     first = run("format", "-t", CLUSTER, "-c", config)
     again = run("format", "-t", CLUSTER, "-c", config)

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from tools.broker_process import BrokerProcess
+from broker.launch.process import BrokerProcess
 from tests.wire_client import create_topic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -146,7 +146,7 @@ def test_idempotent_producer_survives_broker_kill(tmp_path, topic_name):
     each time with batches written whose acknowledgements never came back
     (the producer sends those again; the restarted broker must know them)."""
     from confluent_kafka import Producer
-    from tools.broker_process import free_port
+    from broker.launch.process import free_port
     port = free_port()
     relay = Relay(port)
     proc = BrokerProcess(str(tmp_path / "data"), port=port, settings={

@@ -373,7 +373,7 @@ def test_transactions_survive_a_broker_kill(tmp_path, topic_name):
     last stable offset at the open transaction, the aborted-transaction index
     is rebuilt from the log (its file was deleted) and a retried batch is
     still recognised."""
-    from tools.broker_process import BrokerProcess
+    from broker.launch.process import BrokerProcess
     proc = BrokerProcess(str(tmp_path / "data")).start()
     try:
         topic, txn_id = topic_name, f"{topic_name}-txn"
@@ -422,7 +422,7 @@ def test_aborted_index_across_segment_rolls_is_rebuilt_from_snapshots(tmp_path, 
     gone, the producer snapshot taken at the last roll (which remembers the
     open transaction's first offset) and the replay after it rebuild it."""
     from confluent_kafka.admin import AdminClient, NewTopic
-    from tools.broker_process import BrokerProcess
+    from broker.launch.process import BrokerProcess
     proc = BrokerProcess(str(tmp_path / "data")).start()
     try:
         topic, txn_id = topic_name, f"{topic_name}-txn"

@@ -413,7 +413,7 @@ def test_idle_producers_expire_but_not_with_an_open_transaction():
 
     from kproto import records as rec
 
-    from broker.producers import ProducerStateManager
+    from broker.partitions.producers import ProducerStateManager
     part = SimpleNamespace(topic="t", index=0, open_transactions={}, log_start_offset=0)
     mgr = ProducerStateManager()
     state = mgr.state(part)

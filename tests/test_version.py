@@ -8,13 +8,13 @@ import re
 import subprocess
 import sys
 
-from broker.version import VERSION
+from broker.launch.version import VERSION
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_version_option():
-    proc = subprocess.run([sys.executable, "-m", "broker.cli", "--version"], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "broker.launch.cli", "--version"], capture_output=True, text=True,
                           timeout=30, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert re.fullmatch(r"kproto \d+\.\d+\.\d+\S* \(Kafka 3\.9 protocol\)\n", proc.stdout), proc.stdout

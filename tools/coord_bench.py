@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from tools.broker_process import BrokerProcess  # noqa: E402
+from broker.launch.process import BrokerProcess  # noqa: E402
 
 
 def _figures(name: str, samples: list[float], seconds: float) -> dict:
@@ -116,7 +116,7 @@ def _best_cpu_us(fn, n: int, rounds: int = 5) -> float:
 
 
 def in_process(commits: int, txns: int) -> list[dict]:
-    from broker.groups.config import GroupConfig
+    from broker.config.groups import GroupConfig
     from broker.groups.coordinator import GroupCoordinator
     from broker.transactions.config import TxnConfig
     from broker.transactions.coordinator import TransactionCoordinator

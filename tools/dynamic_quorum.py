@@ -15,7 +15,7 @@ from kproto import api
 from kproto.messages.add_raft_voter_request import AddRaftVoterRequest, Listener
 from kproto.messages.remove_raft_voter_request import RemoveRaftVoterRequest
 
-from broker.framing import recv_exact
+from broker.net.framing import recv_exact
 from broker.storage.checkpoints import read_meta_properties, uuid_from_str
 from tools.quorum_cluster import QuorumCluster
 

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import uuid
 
-from tools.broker_process import BrokerProcess, free_port
+from broker.launch.process import BrokerProcess, free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -27,7 +27,7 @@ class QuorumNode(BrokerProcess):
         self.controller_port = controller_port
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "broker.cli", "serve", "--log-level", self.log_level,
+        return [sys.executable, "-m", "broker.launch.cli", "serve", "--log-level", self.log_level,
                 "--config", self.properties]
 
     def signal(self, sig) -> None:
@@ -128,7 +128,7 @@ class QuorumCluster:
         if env is None:
             env = dict(os.environ)
             env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-        r = subprocess.run([sys.executable, "-m", "broker.cli", "storage", "format", f"--cluster-id={self.cluster_id}",
+        r = subprocess.run([sys.executable, "-m", "broker.launch.cli", "storage", "format", f"--cluster-id={self.cluster_id}",
                             "-c", n.properties, *extra_args], capture_output=True, text=True, env=env)
         if r.returncode:
             raise RuntimeError(f"storage format of node {n.node_id} exited {r.returncode}: "

@@ -20,12 +20,12 @@ from kproto import records as rec
 from kproto.messages.fetch_request import FetchRequest
 from kproto.messages.produce_request import ProduceRequest
 
-from broker.embedded import _config
+from broker.launch.embedded import _config
 from broker.replication.client import BrokerConnection
 
 
 def _free_port() -> int:
-    from tools.broker_process import free_port
+    from broker.launch.process import free_port
     return free_port()
 
 

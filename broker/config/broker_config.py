@@ -199,7 +199,7 @@ class BrokerConfig:
         self._kraft = kraft.validate(values, self._static, listeners, advertised, controller_names,
                                      protocol_map, _log_dirs(values), embedded_quorum=self._embedded_quorum)
         # group.consumer.* bounds (KIP-848 consumer groups), checked at start-up as Kafka does
-        from broker.groups.config import check_consumer_bounds
+        from broker.config.groups import check_consumer_bounds
         check_consumer_bounds(lambda key, default: default if values.get(key) is None else int(values[key]))
         self._protocol_map = protocol_map
         self._controller_names = controller_names

@@ -25,7 +25,7 @@ cancel scope that is cancelled when a step sets an earlier one. `run` owns
 that task (and the loading) in its nursery; when it ends, requests still
 waiting raise CoordinatorClosed.
 
-The metadata quorum's shell (broker/quorum_shell.py) keeps its own loop:
+The metadata quorum's shell (broker/quorum/shell.py) keeps its own loop:
 docs/architecture.md, "Coordinator shell", says why.
 """
 from __future__ import annotations

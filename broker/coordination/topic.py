@@ -6,7 +6,7 @@ import logging
 
 from kproto.errors import ErrorCode, KafkaError
 
-from broker.internal_topics import internal_topic_spec
+from broker.metadata.internal_topics import internal_topic_spec
 
 log = logging.getLogger("kproto.coordination")
 

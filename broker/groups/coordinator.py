@@ -22,7 +22,7 @@ from kproto.metadata.remove_topic_record import RemoveTopicRecord
 from broker.coordination.shell import CoordinatorShell, Output
 from broker.coordination.topic import ensure_internal_topic
 from broker.groups.append_errors import fail_answer
-from broker.groups.config import GroupConfig
+from broker.config.groups import GroupConfig
 from broker.groups.placement import OFFSETS_TOPIC
 from broker.groups.state import GroupStateMachine
 from broker.storage.replay import stored_batches

@@ -23,7 +23,7 @@ from kproto.errors import ErrorCode as E
 
 from broker.groups import records as rec
 from broker.groups.append_errors import store_group_error
-from broker.groups.config import GroupConfig
+from broker.config.groups import GroupConfig
 from broker.groups.consumer_classic import ClassicMembersMixin
 from broker.groups.consumer_model import ConsumerGroup
 from broker.groups.consumer_records import group_tombstones as consumer_group_tombstones

@@ -5,7 +5,7 @@ from kproto.api import ApiKey
 from kproto.errors import ErrorCode
 from kproto.messages.api_versions_response import ApiVersionsResponse
 
-from broker import features
+from broker.controller import features
 from broker.handlers import ADVERTISED_WHEN, HANDLERS, handles
 
 API_VERSIONS_RANGE = (0, 4)
@@ -43,7 +43,7 @@ async def api_versions(ctx, req):
         # the offset of the metadata the levels were read from, as Kafka's image
         resp.finalized_features_epoch = max(image.offset, 0)
         levels = features.finalized(image)
-        from broker.quorum.voters import kraft_version
+        from broker.config.voters import kraft_version
         if kraft_version(ctx.broker) > 0:   # a dynamic quorum (KIP-853): kraft.version 1, as Kafka
             levels[features.KRAFT_VERSION] = kraft_version(ctx.broker)
         resp.finalized_features = [

@@ -27,7 +27,7 @@ from broker.config import (
 from broker.config.catalog import BROKER_CONFIGS
 from broker.handlers import handles
 from broker.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
-from broker.topic_names import invalid_reason
+from broker.metadata.topic_names import invalid_reason
 
 log = logging.getLogger("kproto.handlers.configs")
 
@@ -277,7 +277,7 @@ def _incremental_one(ctx, r, validate_only: bool) -> None:
 
 def _incremental_client_metrics(broker, name: str, ops, validate_only: bool) -> None:
     """A client-metrics subscription (KIP-714), validated as Kafka's controller does."""
-    from broker import client_metrics
+    from broker.metrics import client_metrics
     current = dict(broker.image.configs.get((CLIENT_METRICS_RESOURCE, name), {}))
     new = client_metrics.incremental(current, ops)
     client_metrics.validate(name, new)

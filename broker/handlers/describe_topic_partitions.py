@@ -19,7 +19,7 @@ from kproto.messages.describe_topic_partitions_response import (
 from broker.handlers import handles
 from broker.handlers.metadata import TOPIC_OPERATIONS_ALL
 from broker.replication.leader_hint import offline_replicas, partition_error
-from broker.topic_names import INTERNAL_TOPICS, invalid_reason
+from broker.metadata.topic_names import INTERNAL_TOPICS, invalid_reason
 
 
 def _error_response(req, code: int) -> DescribeTopicPartitionsResponse:

@@ -1,11 +1,11 @@
 """UpdateFeatures: finalize cluster feature levels (KIP-584), as Kafka 3.9's
-controller does; ApiVersions reports the result (broker/features.py)."""
+controller does; ApiVersions reports the result (broker/controller/features.py)."""
 from __future__ import annotations
 
 from kproto.api import ApiKey
 from kproto.messages.update_features_response import UpdatableFeatureResult, UpdateFeaturesResponse
 
-from broker import features
+from broker.controller import features
 from broker.handlers import handles
 
 

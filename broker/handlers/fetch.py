@@ -16,11 +16,11 @@ from kproto.api import ApiKey
 from kproto.errors import ErrorCode
 from kproto.messages.fetch_response import FetchResponse
 
-from broker.error_response import error_response
-from broker.fetch_sessions import FetchSessionCache, ShardError
+from kproto.error_response import error_response
+from broker.partitions.fetch_sessions import FetchSessionCache, ShardError
 from broker.handlers import handles
 from broker.metrics.registry import remote_time
-from broker.partition import OffsetOutOfRange
+from broker.partitions.partition import OffsetOutOfRange
 from broker.replication import follower_fetching, replica_fetch
 from broker.replication.leader_hint import current_leader
 from broker.replication.replica_fetch import replica_id_of

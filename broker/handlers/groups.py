@@ -22,7 +22,7 @@ from kproto.messages.offset_fetch_response import OffsetFetchResponse
 from kproto.messages.sync_group_response import SyncGroupResponse
 
 from broker.handlers import handles
-from broker.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from broker.metadata.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from broker.replication.leader_hint import coordinator_node
 
 # Errors.message() of the errors FindCoordinator reports with a message

@@ -10,9 +10,9 @@ from kproto.messages.metadata_response import MetadataResponse
 
 from broker.quorum.replicated import controller_id, registered_brokers
 from broker.handlers import handles
-from broker.internal_topics import internal_topic_spec
+from broker.metadata.internal_topics import internal_topic_spec
 from broker.replication.leader_hint import offline_replicas, partition_error
-from broker.topic_names import INTERNAL_TOPICS, invalid_reason
+from broker.metadata.topic_names import INTERNAL_TOPICS, invalid_reason
 
 log = logging.getLogger("kproto.metadata")
 

@@ -12,8 +12,8 @@ from kproto.messages.list_offsets_response import ListOffsetsResponse
 from kproto.messages.offset_for_leader_epoch_response import OffsetForLeaderEpochResponse
 
 from broker.handlers import handles
-from broker.partition import OffsetOutOfRange
-from broker.topic_names import INTERNAL_TOPICS
+from broker.partitions.partition import OffsetOutOfRange
+from broker.metadata.topic_names import INTERNAL_TOPICS
 
 LATEST = -1
 EARLIEST = -2

@@ -12,12 +12,12 @@ from kproto.api import ApiKey
 from kproto.errors import ErrorCode
 from kproto.messages.produce_response import ProduceResponse
 
-from broker.dispatch import CloseConnection
+from broker.server.dispatch import CloseConnection
 from broker.handlers import handles
 from broker.metrics.registry import remote_time
 from broker.replication.leader_hint import current_leader, node_endpoint
 from broker.storage.errors import KafkaStorageError
-from broker.topic_names import INTERNAL_TOPICS
+from broker.metadata.topic_names import INTERNAL_TOPICS
 
 log = logging.getLogger("kproto.produce")
 

@@ -1,6 +1,6 @@
 """AddRaftVoter (80) and RemoveRaftVoter (81) on the broker listener (KIP-853), as Kafka 3.9's
 brokers serve them: forwarded to the active controller (broker/quorum/replicated.py FORWARDED), where
-its raft client checks and commits the new voter set (broker/quorum_shell.py voter_change, the same
+its raft client checks and commits the new voter set (broker/quorum/shell.py voter_change, the same
 code that answers them on the controller listener). ALTER on CLUSTER with an authorizer
 (broker/security/authz.py), as Kafka's ControllerApis.
 
@@ -33,7 +33,7 @@ async def _change(ctx, key: int, req, verb: str) -> tuple:
     quorum = getattr(broker, "quorum", None)
     if quorum is not None:   # the active controller (a request reaches it forwarded from any node)
         return await quorum.shell.voter_change(int(key), req)
-    from broker.quorum.voters import kraft_version, request_refusal
+    from broker.config.voters import kraft_version, request_refusal
     k = broker.config.kraft
     refused = request_refusal(int(key), req, broker.cluster_id,
                               (k.controller_listener_names or [None])[0] if k is not None else None, True)

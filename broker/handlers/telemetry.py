@@ -1,5 +1,5 @@
 """Client telemetry (KIP-714): GetTelemetrySubscriptions, PushTelemetry and
-ListClientMetricsResources (broker/client_metrics.py has the rules).
+ListClientMetricsResources (broker/metrics/client_metrics.py has the rules).
 
 Kafka advertises the two telemetry APIs only when a telemetry receiver is
 configured; kproto has one built in and advertises them while a client-metrics
@@ -15,7 +15,7 @@ from kproto.messages.list_client_metrics_resources_response import (
     ClientMetricsResource, ListClientMetricsResourcesResponse)
 from kproto.messages.push_telemetry_response import PushTelemetryResponse
 
-from broker import client_metrics as cm
+from broker.metrics import client_metrics as cm
 from broker.handlers import advertised_when, handles
 
 

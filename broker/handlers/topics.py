@@ -13,7 +13,7 @@ from kproto.messages.create_topics_response import (
 from kproto.messages.delete_topics_response import DeletableTopicResult, DeleteTopicsResponse
 
 from broker.config.describe import created_topic_configs
-from broker.controller import TopicSpec
+from broker.controller.controller import TopicSpec
 from broker.handlers import handles
 from broker.metadata.log import METADATA_TOPIC
 

@@ -20,8 +20,8 @@ from kproto.messages.write_txn_markers_response import WriteTxnMarkersResponse
 from broker.groups.placement import partition_for as group_partition_for
 from broker.coordination.shell import wall_clock_ms
 from broker.handlers import handles
-from broker.internal_topics import OFFSETS_TOPIC
-from broker.topic_names import INTERNAL_TOPICS, invalid_reason
+from broker.metadata.internal_topics import OFFSETS_TOPIC
+from broker.metadata.topic_names import INTERNAL_TOPICS, invalid_reason
 from broker.transactions.markers import append_marker, await_marker, offsets_completed
 
 UNKNOWN_PARTITION_MESSAGE = "This server does not host this topic-partition."

@@ -7,7 +7,7 @@ import uuid
 from dataclasses import dataclass, field
 
 TOPIC_RESOURCE = 2
-_UNASSIGNED = uuid.UUID(int=0)   # DirectoryId.UNASSIGNED (broker/quorum/log_dirs.py)
+_UNASSIGNED = uuid.UUID(int=0)   # DirectoryId.UNASSIGNED (broker/controller/log_dirs.py)
 BROKER_RESOURCE = 4
 
 

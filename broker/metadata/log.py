@@ -13,7 +13,7 @@ import time
 from kproto import records as rec
 
 from broker.metadata import serde
-from broker.quorum.raft_metrics import WindowedStat
+from broker.metadata.raft_metrics import WindowedStat
 from broker.storage.replay import stored_batches
 
 log = logging.getLogger("kproto.metadata")
@@ -36,9 +36,9 @@ class MetadataLog:
         self._listeners.append(listener)
 
     def replay(self) -> int:
-        """Apply the newest snapshot (broker/quorum/metadata_snapshots.py), then every stored record
+        """Apply the newest snapshot (broker/metadata/snapshotter.py), then every stored record
         after it, to the image; returns the record count."""
-        from broker.quorum import metadata_snapshots
+        from broker.metadata import snapshotter as metadata_snapshots
         count = 0
         start = 0
         found = metadata_snapshots.latest(self.plog.dir) if self.plog.dir else None

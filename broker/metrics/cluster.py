@@ -1,6 +1,6 @@
 """The replication, controller and metadata-quorum families of one node, read at scrape time
-from its replica state (broker/replicas.py, broker/replication/manager.py), its metadata image
-and its quorum shell (broker/quorum_shell.py). The values are what Kafka 3.9 exports:
+from its replica state (broker/partitions/replicas.py, broker/replication/manager.py), its metadata image
+and its quorum shell (broker/quorum/shell.py). The values are what Kafka 3.9 exports:
 
 ReplicaManager (Kafka's ReplicaManager / Partition gauges)
   PartitionCount       replicas hosted on this broker (led or followed, offline ones too)
@@ -201,7 +201,7 @@ def controller_metrics(b):
 # -- raft-metrics ---------------------------------------------------------------------------
 
 def raft_metrics(b):
-    from broker.quorum.raft_metrics import STATES, state_name
+    from broker.metadata.raft_metrics import STATES, state_name
     q = getattr(b, "quorum", None)
     shell = getattr(q, "shell", None) if q is not None else None
     now = None

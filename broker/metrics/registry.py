@@ -230,7 +230,7 @@ class BrokerMetrics:
 def remote_time(ctx, since: float) -> None:
     """Kafka's RemoteTime of the request being handled: it waited in purgatory (acks=all for
     the ISR, a fetch for data) from `since` (perf_counter) until now. Kept on its connection,
-    where the server picks it up with the request's finish time (broker/server.py); called
+    where the server picks it up with the request's finish time (broker/server/listener.py); called
     only after a wait, never on the path of a request that did not wait."""
     conn = ctx.conn
     if getattr(ctx.broker, "metrics", None) is not None and hasattr(conn, "remote"):   # not a forwarded one

@@ -101,7 +101,7 @@ class ControllerApis:
         return out
 
     def registration_request(self):
-        from broker import features
+        from broker.controller import features
         from kproto.messages.controller_registration_request import (
             ControllerRegistrationRequest, Feature, Listener)
         return ControllerRegistrationRequest(
@@ -156,7 +156,7 @@ class ControllerApis:
         guard = self.q.listener_security
         operation = "ALTER" if key == DESCRIBE_CLUSTER else "DESCRIBE"
         if guard is not None and not guard.may_cluster_action(conn, operation):
-            from broker.error_response import error_response
+            from kproto.error_response import error_response
             return error_response(key, version, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         if key == DESCRIBE_CLUSTER:
             return self.describe_cluster(version, request, conn)

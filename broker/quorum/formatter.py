@@ -12,7 +12,8 @@ import uuid
 
 from kproto.metadata.feature_level_record import FeatureLevelRecord
 
-from broker.quorum import snapshots, voters as dynamic_voters
+from broker.metadata import snapshots
+from broker.config import voters as dynamic_voters
 from broker.storage.checkpoints import (
     meta_properties, read_meta_properties, uuid_to_str, write_meta_properties)
 

@@ -11,7 +11,8 @@ import time
 from kproto.messages.k_raft_version_record import KRaftVersionRecord
 from kproto.messages.leader_change_message import LeaderChangeMessage, Voter
 
-from broker.quorum import control, snapshots, state_file
+from broker.metadata import control, snapshots
+from broker.quorum import state_file
 from broker.quorum.state_file import QuorumState
 
 

@@ -8,13 +8,13 @@ Kafka's brokers talk to the active controller:
   kafka-python cannot look up among the brokers Metadata lists) and unfences it
   at its next heartbeat with want_fence=false once the broker caught up with its registration
   (UnfenceBrokerRecord, with the elections of the leaderless partitions it may lead; the rules are
-  broker/quorum/registration.py's). A new active controller gives every broker a full session
+  broker/controller/registration.py's). A new active controller gives every broker a full session
   before fencing it. The image's `brokers[id].fenced` is what Metadata and placement use.
 - OfflineLogDirs (KIP-858): a broker whose log dir failed says so in its next heartbeat, sent at
   once; the controller moves its replicas in that dir out of ISRs and leadership and records its
-  online dirs (broker/quorum/log_dirs.py).
+  online dirs (broker/controller/log_dirs.py).
 - AssignReplicasToDirs (KIP-858): where a broker placed a replica among its log dirs
-  (broker/quorum/log_dirs.py).
+  (broker/controller/log_dirs.py).
 - AllocateProducerIds: a node hands out producer ids from a block the active controller allocated
   with a ProducerIdsRecord (committed before the block is used, so no id is ever given twice); each
   node keeps the next block ready so InitProducerId does not wait on the quorum.
@@ -35,8 +35,8 @@ from kproto.metadata.fence_broker_record import FenceBrokerRecord
 from kproto.metadata.producer_ids_record import ProducerIdsRecord
 from kproto.metadata.unfence_broker_record import UnfenceBrokerRecord
 
-from broker.producer_ids import BLOCK_SIZE, ProducerIdManager
-from broker.quorum import log_dirs, registration
+from broker.controller.producer_ids import BLOCK_SIZE, ProducerIdManager
+from broker.controller import log_dirs, registration
 from broker.replication import election
 from broker.storage.checkpoints import uuid_to_str
 from broker.storage.dir_assignments import OfflineDirReports, offline_dir_ids

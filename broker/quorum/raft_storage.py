@@ -1,6 +1,6 @@
 """The QuorumShell's storage over a node's real metadata files: the `__cluster_metadata-0`
 partition log (Kafka's segment layout, leader-epoch-checkpoint), the `quorum-state` file and the
-`<end offset>-<epoch>.checkpoint` snapshots in that directory. What broker/quorum_shell.py's
+`<end offset>-<epoch>.checkpoint` snapshots in that directory. What broker/quorum/shell.py's
 MemoryStorage keeps in memory, this keeps on disk, so a restarted node comes back with its vote,
 its log and its latest snapshot (load() gives the raft node what it needs to start).
 
@@ -13,7 +13,8 @@ import logging
 import os
 import time
 
-from broker.quorum import metadata_retention, snapshots, state_file
+from broker.metadata import retention as metadata_retention, snapshots
+from broker.quorum import state_file
 from broker.storage.replay import stored_batches
 from raft import convert
 from raft import messages as m
@@ -30,7 +31,7 @@ class LogStorage:
         self.dir = plog.dir
         self.voters = sorted(voters)
         self.dynamic = dynamic   # KIP-853: quorum-state data_version 1 (no voter list, a directory id)
-        # metadata.max.retention.bytes / .ms (broker/quorum/metadata_retention.py)
+        # metadata.max.retention.bytes / .ms (broker/metadata/retention.py)
         self.retention_bytes, self.retention_ms = retention_bytes, retention_ms
 
     # ------------------------------------------------------------- start

@@ -1,5 +1,5 @@
 """The metadata quorum of a multi-voter cluster, in a `kproto serve` process: the QuorumShell
-(broker/quorum_shell.py) drives a RaftNode over the node's real metadata files
+(broker/quorum/shell.py) drives a RaftNode over the node's real metadata files
 (broker/quorum/raft_storage.py), and this module connects it to the broker.
 
 - Committed records are applied to the node's MetadataImage on every node (voters and observers),
@@ -50,10 +50,10 @@ from kproto.metadata.register_broker_record import RegisterBrokerRecord
 from broker.metadata import serde
 from broker.metadata.image import MetadataImage
 from broker.metadata.log import MetadataLog
-from broker.quorum import metadata_snapshots, snapshots
+from broker.metadata import snapshotter as metadata_snapshots, snapshots
 from broker.quorum.liveness import ALLOCATE_PRODUCER_IDS, BROKER_HEARTBEAT, Liveness, QuorumProducerIds
 from broker.quorum.raft_storage import LogStorage
-from broker.quorum_shell import _AUTH_ERRORS, _CONN_ERRORS, QuorumShell, _read_frame
+from broker.quorum.shell import _AUTH_ERRORS, _CONN_ERRORS, QuorumShell, _read_frame
 from raft import messages as m
 from raft.node import LEADER, RaftConfig, RaftNode
 
@@ -217,7 +217,7 @@ class ReplicatedMetadata:
         self.shell.other_requests = self._serve_other
         self.shell.enabled_apis = lambda: {k for k, _lo, _hi in self.controller_apis.api_keys()}
         # the log end this node started with: the image is complete once it applied a high
-        # watermark learned beyond it (broker/replicas.py removes stray directories only then)
+        # watermark learned beyond it (broker/partitions/replicas.py removes stray directories only then)
         self._end_at_start = node.end_offset
         self.metadata = ReplicatedMetadataLog(plog, self.image, self)
         self.metadata.subscribe(self._broker_configs)
@@ -260,7 +260,7 @@ class ReplicatedMetadata:
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED):
         """Bind the controller listener (controller role) and run the quorum until cancelled."""
-        from broker.dispatch import Dispatcher
+        from broker.server.dispatch import Dispatcher
         from broker.quorum import secure
         self.dispatcher = Dispatcher(self.broker)
         secure.install(self, self.broker)   # TLS / SASL / CLUSTER_ACTION on the controller connections
@@ -541,7 +541,7 @@ class ReplicatedMetadata:
     # ------------------------------------------------ request handling
 
     def wrap(self, api_key: int, handler):
-        """The handler a metadata-changing request runs through on this node (broker/dispatch.py)."""
+        """The handler a metadata-changing request runs through on this node (broker/server/dispatch.py)."""
         if api_key not in FORWARDED:
             return handler
 
@@ -688,7 +688,7 @@ class ReplicatedMetadata:
             return self.dispatcher._frame(key, version, header.correlation_id, own)
         guard = self.listener_security
         if guard is not None and not guard.may_cluster_action(conn):
-            from broker.error_response import error_response
+            from kproto.error_response import error_response
             response = (EnvelopeResponse(response_data=b"", error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
                         if key == ENVELOPE else
                         error_response(key, version, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
@@ -729,7 +729,7 @@ class ReplicatedMetadata:
         auto-created topics) are created by the active controller: on another node the creation
         is sent to it as a CreateTopics request (the caller answers as when a topic is still being
         created, and clients retry)."""
-        from broker.controller import _internal_rf
+        from broker.controller.controller import _internal_rf
         ensure, auto = controller.ensure_internal_topic, controller.auto_create_topics
 
         def ensure_internal_topic(name, partitions, configs):
@@ -833,10 +833,10 @@ class ReplicatedMetadata:
         return b is not None and b.incarnation_id == incarnation
 
     async def _register(self, req):
-        """BrokerRegistration on the active controller (broker/quorum/registration.py): a new
+        """BrokerRegistration on the active controller (broker/controller/registration.py): a new
         incarnation registers fenced, a duplicate of a live one is refused."""
         from kproto.messages.broker_registration_response import BrokerRegistrationResponse
-        from broker.quorum import registration
+        from broker.controller import registration
         if not self.is_active_controller:
             return BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER, broker_epoch=-1)
         bid = req.broker_id
@@ -907,7 +907,7 @@ def _preforward(api_key: int, ctx, request):
 
 
 def _error(ctx, request, code: int):
-    from broker.error_response import error_response
+    from kproto.error_response import error_response
     response = error_response(ctx.api_key, ctx.api_version, request, code)
     if response is None:
         raise KafkaError(code)

@@ -130,7 +130,7 @@ class ControllerListenerSecurity:
 
     async def screen(self, conn, frame):
         """The SASL exchange and ApiVersions are answered here; raft requests need CLUSTER_ACTION."""
-        from broker.dispatch import CloseConnection
+        from broker.server.dispatch import CloseConnection
         session = conn.session
         if session.raw_tokens:
             return await self._answer(frame, conn)
@@ -152,7 +152,7 @@ class ControllerListenerSecurity:
         if (key in RAFT_APIS and not self.may_cluster_action(conn)) or \
                 (key in VOTER_CHANGES and not self.may_cluster_action(conn, "ALTER")):
             # as Kafka's ControllerApis: the raft request is answered CLUSTER_AUTHORIZATION_FAILED
-            from broker.error_response import error_response
+            from kproto.error_response import error_response
             from kproto.errors import ErrorCode
             try:
                 header, request = api.decode_request(frame)

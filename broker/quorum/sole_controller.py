@@ -37,9 +37,9 @@ from kproto.messages.api_versions_response import ApiVersionsResponse
 from kproto.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
 
 from broker.config.listeners import canonical_local_host
-from broker.dispatch import CloseConnection, Dispatcher
+from broker.server.dispatch import CloseConnection, Dispatcher
 from broker.handlers import HANDLERS
-from broker.server import run_listener
+from broker.server.listener import run_listener
 
 log = logging.getLogger("kproto.quorum")
 

@@ -7,7 +7,7 @@ import trio
 
 from kproto import api
 
-from broker.framing import take_frame
+from broker.net.framing import take_frame
 
 
 class BrokerConnection:

@@ -9,7 +9,7 @@ fetch full again: FETCH_SESSION_ID_NOT_FOUND asks for a new session from
 scratch, any other error closes the old one and asks for a new one."""
 from __future__ import annotations
 
-from broker.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
+from broker.partitions.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from kproto.errors import ErrorCode
 
 

@@ -29,7 +29,7 @@ def offline_replicas(broker, p) -> list[int]:
     """Replicas on brokers that are not registered or are fenced, or in a log dir of their
     broker that failed (KIP-858), as Kafka's metadata cache reports them; none while the
     image has no registrations."""
-    from broker.quorum.log_dirs import replica_in_offline_dir
+    from broker.controller.log_dirs import replica_in_offline_dir
     regs = getattr(broker.image, "brokers", None)
     if not regs:
         return []

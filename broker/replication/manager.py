@@ -24,7 +24,7 @@ from kproto.errors import ErrorCode, KafkaError
 from kproto.messages.alter_partition_request import AlterPartitionRequest
 from kproto.messages.fetch_request import FetchRequest
 
-from broker.internal_topics import OFFSETS_TOPIC
+from broker.metadata.internal_topics import OFFSETS_TOPIC
 from broker.replication import alter_partition, election, preferred, reassigner
 from broker.replication.client import BrokerConnection
 from broker.security.outbound import AuthenticationFailed

@@ -16,7 +16,7 @@ from kproto.errors import ErrorCode
 from kproto.messages.fetch_response import FetchResponse
 
 from broker.metrics.registry import remote_time
-from broker.partition import OffsetOutOfRange  # noqa: F401
+from broker.partitions.partition import OffsetOutOfRange  # noqa: F401
 
 _Part = FetchResponse.PartitionData
 _Epoch = FetchResponse.EpochEndOffset

@@ -82,7 +82,7 @@ def _rtype_name(t):
 
 
 def _close(reason: str):
-    from broker.dispatch import CloseConnection
+    from broker.server.dispatch import CloseConnection
     return CloseConnection(reason)
 
 

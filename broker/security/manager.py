@@ -11,7 +11,7 @@ from broker.security.principal import NoMatchingRule, SslPrincipalMapper, certif
 from broker.security.session import Session
 from broker.security.settings import listener_value
 from broker.security.tls import ListenerTls
-from broker.transport import Transport
+from broker.net.transport import Transport
 
 log = logging.getLogger("kproto.security")
 

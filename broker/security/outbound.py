@@ -33,7 +33,7 @@ from kproto.messages.sasl_authenticate_request import SaslAuthenticateRequest
 from kproto.messages.sasl_handshake_request import SaslHandshakeRequest
 
 from broker.config.types import ConfigError
-from broker.framing import take_frame
+from broker.net.framing import take_frame
 from broker.security import tls
 from broker.security.jaas import parse_jaas
 from broker.security.settings import listener_value

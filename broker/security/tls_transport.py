@@ -8,7 +8,7 @@ import ssl
 
 import trio
 
-from broker.transport import ConnectionClosed, Transport
+from broker.net.transport import ConnectionClosed, Transport
 
 HANDSHAKE_TIMEOUT_S = 30.0
 _FILE_CHUNK = 256 * 1024

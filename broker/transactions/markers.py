@@ -26,8 +26,8 @@ import trio
 from kproto.errors import ErrorCode as E
 from kproto.messages.write_txn_markers_request import WriteTxnMarkersRequest
 
-from broker.internal_topics import OFFSETS_TOPIC
-from broker.producers import MarkerRefused
+from broker.metadata.internal_topics import OFFSETS_TOPIC
+from broker.partitions.producers import MarkerRefused
 from broker.transactions.peers import PeerConnections, errors_by_partition
 
 log = logging.getLogger("kproto.transactions")

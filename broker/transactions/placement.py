@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from broker.groups.placement import java_abs, java_string_hashcode
-from broker.internal_topics import TRANSACTION_STATE_TOPIC
+from broker.metadata.internal_topics import TRANSACTION_STATE_TOPIC
 
 __all__ = ["TRANSACTION_STATE_TOPIC", "partition_for"]
 

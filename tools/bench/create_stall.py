@@ -16,7 +16,7 @@ import struct
 import threading
 import time
 
-from broker.framing import recv_exact
+from broker.net.framing import recv_exact
 
 
 def _ping_loop(host: str, port: int, stop: threading.Event, round_trips: list) -> None:
@@ -39,7 +39,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from tools.broker_process import BrokerProcess
+    from broker.launch.process import BrokerProcess
     broker = BrokerProcess()
     broker.start()
     try:

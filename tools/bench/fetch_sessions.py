@@ -171,7 +171,7 @@ def main(argv=None) -> None:
     if args.kproto:
         targets["kproto"] = args.kproto
     else:
-        from tools.broker_process import BrokerProcess
+        from broker.launch.process import BrokerProcess
         proc = BrokerProcess(tempfile.mkdtemp(prefix="bench-fs-"), new_session=True).start()
         targets["kproto"] = proc.bootstrap
     if args.kafka:

@@ -425,12 +425,12 @@ def _watched_kproto(workdir: str, settings: dict[str, str], report: str, no_free
     """A kproto target run under tools/bench/loopwatch.py (slow task steps,
     their stacks and gc pauses, written to ``report``)."""
     from tools.bench.targets import KprotoTarget
-    from tools.broker_process import BrokerProcess
+    from broker.launch.process import BrokerProcess
 
     class Watched(BrokerProcess):
         def command(self):
             cmd = super().command()
-            i = cmd.index("broker.cli")
+            i = cmd.index("broker.launch.cli")
             own = ["--out", report] + (["--no-freeze"] if no_freeze else [])
             return cmd[:i] + ["tools.bench.loopwatch"] + own + ["--"] + cmd[i + 1:]
 

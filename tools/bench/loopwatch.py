@@ -188,7 +188,7 @@ def main(argv=None) -> None:
     def final():
         watch.final_gc = watch.full_collection()
         watch.dump()
-    from broker import cli
+    from broker.launch import cli
     sys.argv = ["kproto"] + rest
     try:
         cli.main()

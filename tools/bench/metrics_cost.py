@@ -28,7 +28,7 @@ import time
 import urllib.request
 
 from tools.bench import procstat, workloads
-from tools.broker_process import BrokerProcess
+from broker.launch.process import BrokerProcess
 
 
 def cpu_seconds(pid: int) -> float:

@@ -1,4 +1,4 @@
-"""Metadata quorum figures for raft/ + broker/quorum_shell.py, in one process
+"""Metadata quorum figures for raft/ + broker/quorum/shell.py, in one process
 over loopback sockets (Kafka framing and codecs, memory storage with an
 optional real fsync of a scratch file):
 
@@ -23,7 +23,7 @@ import tempfile
 
 import trio
 
-from broker.quorum_shell import MemoryStorage, NotLeaderError, ProposalLostError, QuorumShell
+from broker.quorum.shell import MemoryStorage, NotLeaderError, ProposalLostError, QuorumShell
 from raft.node import LEADER, Persisted, RaftConfig, RaftNode
 
 

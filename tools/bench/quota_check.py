@@ -20,7 +20,7 @@ from confluent_kafka import Producer
 
 from kproto import api
 from kproto.messages.alter_client_quotas_request import AlterClientQuotasRequest as A
-from tools.broker_process import BrokerProcess, free_port
+from broker.launch.process import BrokerProcess, free_port
 
 
 def set_quota(bootstrap: str, client_id: str, rate: float) -> None:

@@ -20,7 +20,7 @@ import time
 
 import trio
 
-from broker.controller import TopicSpec
+from broker.controller.controller import TopicSpec
 from tools.replication_cluster import Cluster, RawClient
 
 FAST = {"replica.lag.time.max.ms": "5000", "replica.fetch.wait.max.ms": "100",

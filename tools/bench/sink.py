@@ -208,7 +208,7 @@ class Sink:
 
     async def connection(self, stream) -> None:
         sock = stream.socket
-        # trio sets TCP_NOTSENT_LOWAT to 16 KiB, which slows bulk sends (as in broker/server.py)
+        # trio sets TCP_NOTSENT_LOWAT to 16 KiB, which slows bulk sends (as in broker/server/listener.py)
         sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, "TCP_NOTSENT_LOWAT", 25), 0x7FFFFFFF)
         buf = bytearray()
         try:

@@ -17,7 +17,7 @@ import uuid
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tools.bench import apiversions, procstat
-from tools.broker_process import BrokerProcess, free_port
+from broker.launch.process import BrokerProcess, free_port
 
 JOIN_GROUP = 11
 CREATE_TOPICS = 19

@@ -18,7 +18,7 @@ import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tools.broker_process import BrokerProcess, free_port
+from broker.launch.process import BrokerProcess, free_port
 from tools.certs import Pki
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '

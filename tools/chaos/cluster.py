@@ -28,7 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def _free_port(host: str = "127.0.0.1") -> int:
-    from tools.broker_process import free_port
+    from broker.launch.process import free_port
     return free_port(host)
 
 
@@ -132,7 +132,7 @@ class KprotoNode(Node):
     kind = "kproto"
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "broker.cli", "serve", "--log-level", self.log_level,
+        return [sys.executable, "-m", "broker.launch.cli", "serve", "--log-level", self.log_level,
                 "--set", f"log.dirs={self.data_dir}",
                 "--set", f"listeners=PLAINTEXT://{self.host}:{self.port}",
                 "--set", "kproto.metrics.listener=off",   # (nodes would fight over port 9644)
@@ -180,12 +180,12 @@ class KprotoClusterNode(Node):
             f.writelines(f"{k}={v}\n" for k, v in props.items())
         env = dict(os.environ)
         env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-        subprocess.run([sys.executable, "-m", "broker.cli", "storage", "format", f"--cluster-id={self.cluster_id}",
+        subprocess.run([sys.executable, "-m", "broker.launch.cli", "storage", "format", f"--cluster-id={self.cluster_id}",
                         "-c", self.config_path, "--ignore-formatted"],
                        check=True, capture_output=True, text=True, env=env, cwd=ROOT)
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "broker.cli", "serve", "--log-level", self.log_level, "--config",
+        return [sys.executable, "-m", "broker.launch.cli", "serve", "--log-level", self.log_level, "--config",
                 self.config_path]
 
 

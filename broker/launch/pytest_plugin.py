@@ -1,6 +1,6 @@
 """pytest fixtures for testing Kafka applications against a real kproto
 broker: registered through the `pytest11` entry point, so installing kproto
-makes them available (before installing: `pytest -p broker.pytest_plugin`).
+makes them available (before installing: `pytest -p broker.launch.pytest_plugin`).
 
     def test_roundtrip(kafka_bootstrap, kafka_topic, kafka_producer, kafka_consumer):
         p = kafka_producer()                       # confluent-kafka Producer
@@ -59,9 +59,9 @@ def _start(config, tmp_dir: str, settings=None):
     mode = config.getoption("--kproto-mode") or config.getini("kproto_mode")
     metrics = config.getoption("--kproto-metrics")
     if mode == "thread":
-        from broker.embedded import EmbeddedBroker
+        from broker.launch.embedded import EmbeddedBroker
         return EmbeddedBroker(tmp_dir, settings=settings, metrics=metrics).start()
-    from broker.embedded import BrokerSubprocess
+    from broker.launch.embedded import BrokerSubprocess
     return BrokerSubprocess(tmp_dir, settings=settings, metrics=metrics).start()
 
 
@@ -107,7 +107,7 @@ def kafka_cluster():
 @pytest.fixture
 def kafka_topic(request, kafka_bootstrap) -> str:
     """The name of a topic created for this test (unique per test and run)."""
-    from broker.embedded import create_topic
+    from broker.launch.embedded import create_topic
     marker = request.node.get_closest_marker("kafka_topic")
     kwargs = dict(marker.kwargs) if marker else {}
     safe = re.sub(r"[^A-Za-z0-9._-]", "-", request.node.name)[:150]

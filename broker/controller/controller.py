@@ -18,9 +18,9 @@ from broker.config import ConfigError
 from broker.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from broker.replication import placement
 from broker.replication.brokers import brokers_from_image
-from broker.quorum.log_dirs import new_directories
+from broker.controller.log_dirs import new_directories
 from broker.replication.reassignment import check_target
-from broker.topic_names import collision_key, invalid_reason
+from broker.metadata.topic_names import collision_key, invalid_reason
 
 log = logging.getLogger("kproto.controller")
 

@@ -12,7 +12,7 @@ from kproto._codec import DecodeError, UnsupportedVersionError, i32
 from kproto.api import ApiKey
 from kproto.errors import ErrorCode
 
-from broker.error_response import error_response
+from kproto.error_response import error_response
 from broker.handlers import HANDLERS, load_all
 from broker.handlers.api_versions import unsupported_version_response
 from broker.security import authz as security_authz

@@ -1,6 +1,6 @@
 """Run a kproto broker inside a program or a test.
 
-    from broker.embedded import open_broker
+    from broker.launch.embedded import open_broker
 
     with open_broker() as b:                  # a thread of this process, a free port
         produce_to(b.bootstrap)               # "127.0.0.1:PORT"
@@ -35,7 +35,7 @@ from typing import Mapping
 
 import trio
 
-from tools.broker_process import BrokerProcess
+from broker.launch.process import BrokerProcess
 
 __all__ = ["EmbeddedBroker", "open_broker", "open_trio_broker", "BrokerSubprocess", "create_topic"]
 

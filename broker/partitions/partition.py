@@ -68,7 +68,7 @@ class Partition:
 
     def _read_flush_config(self) -> None:
         # flush.messages=1 is how Kafka users ask for an fsync before the ack:
-        # an acks=-1 produce then waits for the flusher (broker/flusher.py)
+        # an acks=-1 produce then waits for the flusher (broker/storage/flusher.py)
         self.fsync_before_ack = self.log.config.flush_messages <= 1
 
     # -- offsets ---------------------------------------------------------------

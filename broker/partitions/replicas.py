@@ -7,7 +7,7 @@ import logging
 
 from broker.config import TopicConfig
 from broker.metadata.log import METADATA_TOPIC
-from broker.partition import Partition
+from broker.partitions.partition import Partition
 
 log = logging.getLogger("kproto.replicas")
 

@@ -5,7 +5,7 @@ path that creates them: Metadata auto-creation, FindCoordinator for groups
 and for transactional ids."""
 from __future__ import annotations
 
-from broker.topic_names import INTERNAL_TOPICS
+from broker.metadata.topic_names import INTERNAL_TOPICS
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"

@@ -9,7 +9,7 @@ One is taken once `metadata.log.max.record.bytes.between.snapshots` bytes of rec
 since the last, or `metadata.log.max.snapshot.interval.ms` passed with new records. At start the
 newest snapshot is loaded and only the log after its end offset is replayed. The two newest
 snapshots are kept, and the log below them goes by metadata.max.retention.bytes / .ms
-(broker/quorum/metadata_retention.py).
+(broker/metadata/retention.py).
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from kproto.metadata.topic_record import TopicRecord
 from kproto.metadata.user_scram_credential_record import UserScramCredentialRecord
 
 from broker.metadata.image import TOPIC_RESOURCE
-from broker.quorum import metadata_retention, snapshots
+from broker.metadata import retention as metadata_retention, snapshots
 
 log = logging.getLogger("kproto.quorum")
 KEEP = 2
@@ -92,7 +92,7 @@ class Snapshotter:
         self.metadata_version, self.node_id, self.voter_set, self.sync = metadata_version, node_id, voter_set, sync
         self.bytes_since = 0
         self.last_ms = int(time.time() * 1000)
-        # metadata.max.retention.bytes / .ms (broker/quorum/metadata_retention.py)
+        # metadata.max.retention.bytes / .ms (broker/metadata/retention.py)
         self.retention_bytes, self.retention_ms = retention_bytes, retention_ms
 
     def appended(self, nbytes: int) -> str | None:

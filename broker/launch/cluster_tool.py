@@ -64,12 +64,12 @@ def run(args) -> int:
         if "broker" in props["process.roles"].split(","):
             brokers.append(f"{args.host}:{args.base_port + i - 1}")
         if not os.path.exists(os.path.join(data, "meta.properties")):
-            subprocess.run([sys.executable, "-m", "broker.cli", "storage", "format", f"--cluster-id={cluster_id}",
+            subprocess.run([sys.executable, "-m", "broker.launch.cli", "storage", "format", f"--cluster-id={cluster_id}",
                             "-c", path], check=True, stdout=subprocess.DEVNULL)
     procs = []
     for i, path, data in configs:
         log = open(os.path.join(base_dir, f"node{i}.log"), "ab")
-        procs.append(subprocess.Popen([sys.executable, "-m", "broker.cli", "serve", "--config", path,
+        procs.append(subprocess.Popen([sys.executable, "-m", "broker.launch.cli", "serve", "--config", path,
                                        "--log-level", args.log_level], stdout=log, stderr=log))
     print(f"kproto cluster: {args.nodes} nodes, data in {base_dir}")
     for i, path, data in configs:

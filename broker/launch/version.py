@@ -17,7 +17,8 @@ def _version() -> str:
             pass
     except ImportError:
         pass
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pyproject.toml")
+    checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = os.path.join(checkout, "pyproject.toml")
     try:
         with open(path) as f:
             m = re.search(r'^version\s*=\s*"([^"]+)"', f.read(), re.M)

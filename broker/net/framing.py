@@ -1,7 +1,7 @@
 """Kafka's size-prefixed frames (a 4-byte big-endian length, then the bytes) taken out of a
 receive buffer, for the broker's own outbound connections (replica fetchers and other node-to-node
 requests, their SASL login, the raft transport). The client listener has its own zero-copy
-reader (broker/transport.py)."""
+reader (broker/net/transport.py)."""
 from __future__ import annotations
 
 import struct

@@ -12,10 +12,10 @@ from time import perf_counter
 
 import trio
 
-from broker.dispatch import CloseConnection, Dispatcher
+from broker.server.dispatch import CloseConnection, Dispatcher
 from broker.security.throttle import mute_if_throttled
-from broker.startup_errors import listen_failed
-from broker.transport import ConnectionClosed, FrameTooLarge, Transport, tune
+from broker.launch.startup_errors import listen_failed
+from broker.net.transport import ConnectionClosed, FrameTooLarge, Transport, tune
 
 log = logging.getLogger("kproto.server")
 

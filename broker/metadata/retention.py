@@ -8,7 +8,7 @@ log start offset moves to the next one's end offset, the segments wholly below i
 `file.delete.delay.ms`, as any deleted segment) and so do the snapshots before it. The newest
 snapshot always stays, so what was deleted is always covered: a restart loads that snapshot, and a
 follower that needs older entries is sent it (FetchSnapshot). Run after each new snapshot, by the
-single-node metadata log (broker/quorum/metadata_snapshots.py) and the replicated one
+single-node metadata log (broker/metadata/snapshotter.py) and the replicated one
 (broker/quorum/raft_storage.py)."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import time
 
 from kproto import records as rec
 
-from broker.quorum import control, snapshots
+from broker.metadata import control, snapshots
 
 log = logging.getLogger("kproto.quorum")
 

@@ -7,7 +7,8 @@ import os
 import sys
 
 from broker.config import BrokerConfig, ConfigError
-from broker.quorum import formatter, voters as dynamic_voters
+from broker.quorum import formatter
+from broker.config import voters as dynamic_voters
 from broker.quorum.formatter import FormatError
 from broker.storage.checkpoints import read_meta_properties, uuid_to_str
 

@@ -9,7 +9,7 @@ import time
 
 import trio
 
-from broker import logging_setup
+from broker.launch import logging_setup
 
 
 def _parse_set(values: list[str]) -> dict[str, str]:
@@ -25,7 +25,7 @@ def _parse_set(values: list[str]) -> dict[str, str]:
 def main(argv=None) -> None:
     started = time.monotonic()
     ap = argparse.ArgumentParser(prog="kproto", description="A Kafka-compatible broker.")
-    from broker.version import KAFKA_VERSION, VERSION
+    from broker.launch.version import KAFKA_VERSION, VERSION
     ap.add_argument("--version", action="version", version=f"kproto {VERSION} (Kafka {KAFKA_VERSION} protocol)")
     sub = ap.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="start a single-node broker (broker and controller)")
@@ -33,16 +33,16 @@ def main(argv=None) -> None:
     serve.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
                        help="override one property (repeatable)")
     serve.add_argument("--log-level", default="WARNING", help="WARNING (default), INFO or DEBUG")
-    from broker import storage_tool
+    from broker.launch import storage_tool
     storage_tool.add_parser(sub)
-    from broker import cluster_tool
+    from broker.launch import cluster_tool
     cluster_tool.add_parser(sub)
     args = ap.parse_args(argv)
     if args.command == "storage":
         raise SystemExit(storage_tool.run(args))
     if args.command == "cluster":
         raise SystemExit(cluster_tool.run(args))
-    from broker.startup_errors import LOG_LEVELS, explain
+    from broker.launch.startup_errors import LOG_LEVELS, explain
     if args.log_level.upper() not in LOG_LEVELS:
         _fail(f"unknown --log-level {args.log_level!r}: use WARNING (default), INFO or DEBUG")
     logging_setup.setup(args.log_level)
@@ -107,7 +107,7 @@ async def _serve(broker, started: float, state: dict) -> None:
 
         addresses = await nursery.start(broker.run, progress)
         listing = ", ".join(addresses)
-        from broker.version import VERSION
+        from broker.launch.version import VERSION
         metrics = f" metrics {broker.metrics_url}" if getattr(broker, "metrics_url", None) else ""
         # the handlers are in place before the ready line: a SIGTERM right
         # after it is a clean shutdown, not a kill

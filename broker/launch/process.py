@@ -69,7 +69,7 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "broker.cli", "serve", "--log-level", self.log_level,
+        cmd = [sys.executable, "-m", "broker.launch.cli", "serve", "--log-level", self.log_level,
                "--set", f"log.dirs={self.data_dir}",
                "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port}"]
         if "kproto.metrics.listener" not in self.settings:
@@ -80,7 +80,9 @@ class BrokerProcess:
 
     def start(self, timeout: float = 30.0) -> "BrokerProcess":
         env = dict(os.environ)
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        # the folder that holds the `broker` package this module came from (a checkout or
+        # site-packages), so the child runs the same code as its parent
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
         self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, env=env, start_new_session=self.new_session)

@@ -23,7 +23,7 @@ from kproto.messages.snapshot_footer_record import SnapshotFooterRecord
 from kproto.messages.snapshot_header_record import SnapshotHeaderRecord
 
 from broker.metadata import serde
-from broker.quorum import control
+from broker.metadata import control
 from broker.storage.checkpoints import atomic_write
 
 SUFFIX = ".checkpoint"

@@ -29,8 +29,8 @@ from raft import convert
 from raft import messages as m
 from raft.node import LEADER, RaftNode
 
-from broker.framing import take_frame
-from broker.quorum.raft_metrics import RaftMetrics
+from broker.net.framing import take_frame
+from broker.metadata.raft_metrics import RaftMetrics
 
 log = logging.getLogger("kproto.quorum")
 _SIZE = struct.Struct(">i")
@@ -442,7 +442,7 @@ class QuorumShell:
                         try:
                             answer = await self.screen(conn, frame)
                         except Exception as exc:
-                            if type(exc).__name__ != "CloseConnection":   # (broker/dispatch.py's)
+                            if type(exc).__name__ != "CloseConnection":   # (broker/server/dispatch.py's)
                                 raise
                             log.warning("closing connection from %s on the controller listener: %s",
                                         getattr(conn, "peer", None), exc)
@@ -511,7 +511,7 @@ class QuorumShell:
         """An AddRaftVoter / RemoveRaftVoter request's (error code, message), as Kafka's
         KafkaRaftClient checks and does it (the answer comes once the new voter set is committed).
         Also used by the broker listener's handler (broker/handlers/raft_voters.py)."""
-        from broker.quorum.voters import request_refusal
+        from broker.config.voters import request_refusal
         refused = request_refusal(key, kreq, self.cluster_id, self.listener_name, self.node.role == LEADER)
         if refused is not None:
             return refused
