@@ -51,7 +51,7 @@ CLEANER_SLICE_S = 0.005
 def _security_manager(broker):
     """TLS, SASL and principals of client connections; bad TLS or JAAS settings stop start-up."""
     from broker.security.manager import SecurityManager
-    from broker.launch.startup_errors import StartupError
+    from broker.config.types import StartupError
     try:
         return SecurityManager(broker)
     except ConfigError as exc:

@@ -6,6 +6,10 @@
     topic_config   topic override validation and effective values
     alter          IncrementalAlterConfigs / AlterConfigs on topic overrides
     describe       DescribeConfigs entries
+    kraft          KRaft settings (process.roles, controller listeners, quorum voters)
+    voters         `--initial-controllers` voter strings (Kafka's DynamicVoters.parse)
+    groups         the group coordinator's settings and the assignor names
+    types          ConfigError, StartupError and the config types
 """
 from broker.config.alter import OpType, alter_topic_configs, incremental_alter_topic_configs
 from broker.config.broker_config import EMBEDDED_CONFIG, BrokerConfig, parse_override

@@ -1,8 +1,30 @@
 """The group coordinator's settings, read from the broker config under
-Kafka's names."""
+Kafka's names, and the assignor names `group.consumer.assignors` accepts."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+UNIFORM = "uniform"
+RANGE = "range"
+
+# group.consumer.assignors holds class names; clients name them by these
+CLASS_NAMES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": UNIFORM,
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": RANGE,
+    UNIFORM: UNIFORM,
+    RANGE: RANGE,
+}
+
+
+def assignor_names(configured) -> list[str]:
+    """group.consumer.assignors (class names or short names) -> short names,
+    in preference order; the first is the default."""
+    out = []
+    for name in configured or ():
+        short = CLASS_NAMES.get(str(name).strip())
+        if short is not None and short not in out:
+            out.append(short)
+    return out or [UNIFORM, RANGE]
 
 
 @dataclass
@@ -91,7 +113,6 @@ def _migration_policy(config) -> str:
 def _consumer_settings(config, get) -> dict:
     """group.consumer.*, checked as Kafka's GroupCoordinatorConfig does: the
     session timeout and heartbeat interval within their min and max."""
-    from broker.groups.assignors import assignor_names
 
     def names(key, default):
         try:

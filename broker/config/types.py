@@ -196,3 +196,8 @@ def to_kafka_string(type_: ConfigType, value) -> str | None:
     if type_ is ConfigType.LIST:
         return ",".join(java_str(v) for v in value)
     return java_str(value)
+
+
+class StartupError(Exception):
+    """A start-up failure with its one-line explanation (printed alone by `kproto serve`,
+    exit code 1: broker/launch/startup_errors.py)."""

@@ -23,7 +23,8 @@ from kproto.messages.assign_replicas_to_dirs_response import (
 from kproto.metadata.broker_registration_change_record import BrokerRegistrationChangeRecord
 from kproto.metadata.partition_change_record import PartitionChangeRecord
 
-from broker.metadata.directory_id import LOST, MIGRATING, UNASSIGNED, is_online, replica_dir  # noqa: F401
+from broker.metadata.directory_id import (LOST, MIGRATING, UNASSIGNED, is_online,  # noqa: F401
+                                          replica_dir, replica_in_offline_dir)
 from broker.replication import election
 
 ASSIGN_REPLICAS_TO_DIRS = 73
@@ -39,11 +40,6 @@ def default_dir(image, broker_id: int):
     if not dirs:
         return MIGRATING
     return dirs[0] if len(dirs) == 1 else UNASSIGNED
-
-
-def replica_in_offline_dir(reg, p, broker_id: int) -> bool:
-    """KRaftMetadataCache.isReplicaInOfflineDir."""
-    return not is_online(replica_dir(p, broker_id), getattr(reg, "log_dirs", None))
 
 
 def offline_records(image, broker_id: int, broker_epoch: int, offline_dirs, brokers,

@@ -10,16 +10,8 @@ member subscribed to it. Pure functions; no I/O.
 """
 from __future__ import annotations
 
-UNIFORM = "uniform"
-RANGE = "range"
-
-# group.consumer.assignors holds class names; clients name them by these
-CLASS_NAMES = {
-    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": UNIFORM,
-    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": RANGE,
-    UNIFORM: UNIFORM,
-    RANGE: RANGE,
-}
+# the names of the assignors are configuration (group.consumer.assignors): broker/config/groups.py
+from broker.config.groups import CLASS_NAMES, RANGE, UNIFORM, assignor_names  # noqa: F401
 
 
 def _empty_result(members) -> dict:
@@ -116,14 +108,3 @@ def range_(members: dict, topics: dict, current: dict) -> dict:
 
 
 ASSIGNORS = {UNIFORM: uniform, RANGE: range_}
-
-
-def assignor_names(configured) -> list[str]:
-    """group.consumer.assignors (class names or short names) -> short names,
-    in preference order; the first is the default."""
-    out = []
-    for name in configured or ():
-        short = CLASS_NAMES.get(str(name).strip())
-        if short is not None and short not in out:
-            out.append(short)
-    return out or [UNIFORM, RANGE]

@@ -21,6 +21,8 @@ _VALID_PREVIOUS = {
     EMPTY: {PREPARING_REBALANCE},
 }
 
+# JoinGroupRequest.UNKNOWN_MEMBER_ID: a member's first JoinGroup, before it has an id
+UNKNOWN_MEMBER_ID = ""
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
@@ -318,3 +320,8 @@ class Group:
         for tp in found:
             del self.offsets[tp]
         return found
+
+
+def java_string_length(s: str) -> int:
+    """String#length: UTF-16 code units (offset metadata is limited in them)."""
+    return len(s.encode("utf-16-le")) // 2

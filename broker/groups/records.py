@@ -11,6 +11,9 @@ from kproto.coordinator.group_metadata_value import GroupMetadataValue
 from kproto.coordinator.offset_commit_key import OffsetCommitKey
 from kproto.coordinator.offset_commit_value import OffsetCommitValue
 
+# Bytes a batch of one record adds around key and value (batch header, record framing).
+BATCH_OVERHEAD = 61 + 24
+
 _VERSION = struct.Struct(">h")
 
 OFFSET_COMMIT_KEY_VERSION = 1      # OffsetCommitKey.HIGHEST_SUPPORTED_VERSION

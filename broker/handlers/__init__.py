@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import importlib
 
+from kproto.api import ApiKey
+
 HANDLERS: dict[int, tuple[int, int, object]] = {}
 
 # Modules that register handlers when imported.
@@ -64,3 +66,13 @@ def load_all() -> dict:
             if exc.name != f"broker.handlers.{name}":
                 raise
     return HANDLERS
+
+
+# the requests that change cluster metadata: a node that is not the active controller forwards them
+# there (broker/quorum/replicated.py); a handler module adds its own APIs when it is loaded
+FORWARDED = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
+             ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.CREATE_ACLS,
+             ApiKey.DELETE_ACLS, ApiKey.ALTER_CLIENT_QUOTAS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+             ApiKey.CREATE_DELEGATION_TOKEN, ApiKey.RENEW_DELEGATION_TOKEN,
+             ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.UPDATE_FEATURES, ApiKey.DESCRIBE_QUORUM,
+             ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER}

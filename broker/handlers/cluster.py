@@ -10,9 +10,9 @@ from kproto.messages.describe_cluster_response import DescribeClusterBroker, Des
 from kproto.messages.describe_log_dirs_response import (
     DescribeLogDirsPartition, DescribeLogDirsResponse, DescribeLogDirsResult, DescribeLogDirsTopic)
 
-from broker.quorum.replicated import controller_id, registered_brokers
 from broker.handlers import handles
-from broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS_ALL
+from broker.handlers.metadata import (AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS_ALL, controller_id,
+                                     registered_brokers)
 from broker.metadata.log import METADATA_TOPIC
 from broker.storage.jbod import managers
 

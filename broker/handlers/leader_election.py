@@ -14,14 +14,13 @@ from kproto.errors import ErrorCode
 from kproto.messages.elect_leaders_response import ElectLeadersResponse, PartitionResult, ReplicaElectionResult
 
 from broker.handlers import handles
-from broker.quorum.replicated import FORWARDED
+from broker.handlers import FORWARDED
 from broker.replication import preferred
 from broker.security import authz
 
 log = logging.getLogger("kproto.replication")
 
-# metadata-changing: handled by the active controller (FORWARDED is the quorum's list; added here
-# so the quorum module need not know this API)
+# metadata-changing: handled by the active controller
 FORWARDED.add(ApiKey.ELECT_LEADERS)
 
 

@@ -8,7 +8,6 @@ from kproto.api import ApiKey
 from kproto.errors import ErrorCode, KafkaError
 from kproto.messages.metadata_response import MetadataResponse
 
-from broker.quorum.replicated import controller_id, registered_brokers
 from broker.handlers import handles
 from broker.metadata.internal_topics import internal_topic_spec
 from broker.replication.leader_hint import offline_replicas, partition_error
@@ -115,3 +114,31 @@ async def metadata(ctx, req):
         cluster_authorized_operations=(CLUSTER_OPERATIONS_ALL if req.include_cluster_authorized_operations
                                        else AUTHORIZED_OPERATIONS_OMITTED),
     )
+
+
+def registered_brokers(broker, listener):
+    """[(id, host, port, rack)] of the registered, unfenced brokers on `listener` (Metadata and
+    DescribeCluster), or None when the cluster is a single node (the node answers for itself)."""
+    if getattr(broker, "quorum", None) is None:
+        return None
+    out = []
+    for bid, r in sorted(broker.image.brokers.items()):
+        if r.fenced:
+            continue
+        eps = [e for e in r.end_points if listener is None or e.name == listener] or list(r.end_points)
+        if eps:
+            out.append((bid, eps[0].host, eps[0].port, r.rack))
+    return out
+
+
+def controller_id(broker) -> int:
+    """The controller id Kafka reports to clients. A KRaft broker reports a random alive broker,
+    since clients cannot reach the controllers and any broker forwards; kproto reports the node
+    that answers (it forwards to the active controller), so a client never waits on a dead one;
+    before this node's registration is committed, a registered broker (one the answer lists)."""
+    q = getattr(broker, "quorum", None)
+    me = broker.image.brokers.get(broker.node_id) if q is not None else None
+    if q is None or (me is not None and not me.fenced):
+        return broker.node_id
+    live = sorted(b for b, r in broker.image.brokers.items() if not r.fenced)
+    return live[0] if live else broker.node_id

@@ -12,7 +12,7 @@ from kproto.api import ApiKey
 from kproto.errors import ErrorCode
 from kproto.messages.produce_response import ProduceResponse
 
-from broker.server.dispatch import CloseConnection
+from broker.net.transport import CloseConnection
 from broker.handlers import handles
 from broker.metrics.registry import remote_time
 from broker.replication.leader_hint import current_leader, node_endpoint

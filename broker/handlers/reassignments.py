@@ -15,7 +15,7 @@ from kproto.messages.list_partition_reassignments_response import (
     ListPartitionReassignmentsResponse, OngoingPartitionReassignment, OngoingTopicReassignment)
 
 from broker.handlers import handles
-from broker.quorum.replicated import FORWARDED
+from broker.handlers import FORWARDED
 from broker.replication import reassignment
 
 log = logging.getLogger("kproto.reassignment")

@@ -12,6 +12,8 @@ from kproto.metadata.remove_user_scram_credential_record import RemoveUserScramC
 from kproto.metadata.user_scram_credential_record import UserScramCredentialRecord
 
 from broker.handlers import handles
+from broker.security.acls import OPS
+from broker.security.authz import Check
 from broker.security.sasl import SCRAM_MECHANISM_NAMES, SCRAM_MECHANISMS, scram_keys
 
 MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384
@@ -20,7 +22,7 @@ _HASHES = {v[0]: v[1] for v in SCRAM_MECHANISMS.values()}
 
 def _authorized(ctx, operation: str) -> bool:
     authz = getattr(ctx.broker, "authorizer", None)
-    return authz is None or authz.authorize_cluster(ctx, operation)
+    return authz is None or Check(authz, ctx).cluster(OPS[operation])
 
 
 @handles(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0)

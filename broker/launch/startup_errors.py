@@ -2,24 +2,11 @@
 `kproto serve` to print instead of a traceback (exit code 1)."""
 from __future__ import annotations
 
-import errno
-import os
 
+from broker.config.types import StartupError
 from broker.storage.errors import LogDirLocked
 
 LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
-
-
-class StartupError(Exception):
-    """A start-up failure with its one-line explanation."""
-
-
-def listen_failed(listener: str, exc: OSError) -> StartupError:
-    what = os.strerror(exc.errno) if exc.errno else str(exc)
-    hint = ("another process (a running kproto or Kafka?) has the port: stop it or choose another "
-            "port with --set listeners=PLAINTEXT://HOST:PORT") if exc.errno == errno.EADDRINUSE else \
-        "check the host and port in listeners"
-    return StartupError(f"cannot listen on {listener} (listeners): {what.lower()}; {hint}")
 
 
 def leaves(exc: BaseException) -> list[BaseException]:

@@ -26,3 +26,8 @@ def replica_dir(p, broker_id: int):
     if broker_id in p.replicas and len(dirs) == len(p.replicas):
         return dirs[p.replicas.index(broker_id)]
     return UNASSIGNED
+
+
+def replica_in_offline_dir(reg, p, broker_id: int) -> bool:
+    """KRaftMetadataCache.isReplicaInOfflineDir."""
+    return not is_online(replica_dir(p, broker_id), getattr(reg, "log_dirs", None))

@@ -188,12 +188,8 @@ class BrokerCollector:
                      samples=[({"group": g.group_id}, g.generation) for g in groups])
 
     def _transactions(self, b):
-        from broker.transactions.model import STATE_NAMES
-        txns = list(b.transactions.state.txns.values()) if b.transactions is not None else []
-        by_state = dict.fromkeys(STATE_NAMES.values(), 0)
-        for md in txns:
-            name = STATE_NAMES.get(md.state, str(md.state))
-            by_state[name] = by_state.get(name, 0) + 1
+        # the coordinator names its states (broker/transactions/): metrics import nothing above them
+        by_state = b.transactions.state.count_by_state() if b.transactions is not None else {}
         yield _gauge("kproto_transactions", "Transactional ids known to the coordinator, by state",
                      samples=[({"state": st}, n) for st, n in by_state.items()])
         loading = len(b.transactions.state.loading) if b.transactions is not None else 0

@@ -163,3 +163,9 @@ class Transport:
 
 def tune(sock: trio.socket.SocketType) -> None:
     sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered; Kafka closes the connection."""
+    chunks = None   # a last response to send first (failed logins)
+    delay_s = 0.0   # and how long to wait before it (connection.failed.authentication.delay.ms)

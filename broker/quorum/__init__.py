@@ -1,8 +1,17 @@
-"""The I/O side of the KRaft metadata quorum: Kafka's on-disk files (quorum-state, snapshots,
-bootstrap.checkpoint), storage formatting, and the settings the raft/ state machine runs with.
+"""The KRaft metadata quorum in a `kproto serve` process: the I/O shell around raft/'s pure state
+machine, its files, and the controller's runtime on top of it.
 
-    control      KRaft control records (LeaderChange, SnapshotHeader/Footer, KRaftVersion, Voters)
-    snapshots    `<offset>-<epoch>.checkpoint` snapshot files and bootstrap.checkpoint
-    state_file   the `quorum-state` file
-    formatter    `kproto storage format` (Kafka's Formatter): meta.properties and bootstrap files
+    shell            QuorumShell: sockets, timers and storage for raft.node.RaftNode
+    raft_storage     the raft log and snapshots on disk as raft/ sees them
+    state_file       the `quorum-state` file
+    formatter        `kproto storage format` (Kafka's Formatter): meta.properties and bootstrap files
+    startup          storage checks at start-up (formatted, one cluster)
+    leadership       a one-voter quorum's election at start
+    replicated       ReplicatedMetadata: committed records into the image, proposals, forwarding
+    liveness         broker heartbeats, fencing, producer-id blocks over the controller listener
+    shutdown         controlled shutdown (broker and controller side)
+    controller_apis  what the controller listener answers (ControllerRegistration, DescribeCluster...)
+    sole_controller  the controller listener of a node that is its quorum's only voter
+    secure           TLS, SASL and CLUSTER_ACTION on the controller listener
+    scram_bootstrap  SCRAM credentials written at format time
 """

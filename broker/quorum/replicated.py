@@ -33,6 +33,7 @@ the active controller; register more with `broker.quorum.controller_rpcs[api_key
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Callable
 import logging
 import random
 import time
@@ -41,12 +42,12 @@ import uuid
 import trio
 
 from kproto import api
-from kproto.api import ApiKey
 from kproto.errors import ErrorCode, KafkaError
 from kproto.messages.envelope_request import EnvelopeRequest
 from kproto.messages.envelope_response import EnvelopeResponse
 from kproto.metadata.register_broker_record import RegisterBrokerRecord
 
+from broker.handlers import FORWARDED
 from broker.metadata import serde
 from broker.metadata.image import MetadataImage
 from broker.metadata.log import MetadataLog
@@ -59,13 +60,6 @@ from raft.node import LEADER, RaftConfig, RaftNode
 
 log = logging.getLogger("kproto.quorum")
 
-# the requests that change cluster metadata: handled by the active controller (Kafka forwards them)
-FORWARDED = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
-             ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.CREATE_ACLS,
-             ApiKey.DELETE_ACLS, ApiKey.ALTER_CLIENT_QUOTAS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
-             ApiKey.CREATE_DELEGATION_TOKEN, ApiKey.RENEW_DELEGATION_TOKEN,
-             ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.UPDATE_FEATURES, ApiKey.DESCRIBE_QUORUM,
-             ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER}
 ENVELOPE = 58
 BROKER_REGISTRATION = 62
 CONTROLLER_REGISTRATION = 70
@@ -488,12 +482,16 @@ class ReplicatedMetadata:
         self.shell._pump()
         return p.last_offset
 
-    async def propose(self, records: list, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+    async def propose(self, records: list, timeout_ms: int = DEFAULT_TIMEOUT_MS,
+                      on_proposed: Callable[[int], None] | None = None) -> None:
         """Propose records from any node and wait for their commit (forwarded to the leader as a
-        raw record batch when this node does not lead). Raises KafkaError."""
+        raw record batch when this node does not lead). Raises KafkaError. `on_proposed` is told
+        the batch's last offset as soon as it is proposed, before the commit."""
         token = _pending.set([])
         try:
-            self.propose_nowait(records)
+            last_offset = self.propose_nowait(records)
+            if on_proposed is not None:
+                on_proposed(last_offset)
             await self._await_pending(timeout_ms)
         finally:
             _pending.reset(token)
@@ -924,31 +922,3 @@ def _not_controller(resp) -> bool:
             if hasattr(item, "error_code"):
                 codes.append(item.error_code)
     return bool(codes) and all(c == ErrorCode.NOT_CONTROLLER for c in codes)
-
-
-def registered_brokers(broker, listener):
-    """[(id, host, port, rack)] of the registered, unfenced brokers on `listener` (Metadata and
-    DescribeCluster), or None when the cluster is a single node (the node answers for itself)."""
-    if getattr(broker, "quorum", None) is None:
-        return None
-    out = []
-    for bid, r in sorted(broker.image.brokers.items()):
-        if r.fenced:
-            continue
-        eps = [e for e in r.end_points if listener is None or e.name == listener] or list(r.end_points)
-        if eps:
-            out.append((bid, eps[0].host, eps[0].port, r.rack))
-    return out
-
-
-def controller_id(broker) -> int:
-    """The controller id Kafka reports to clients. A KRaft broker reports a random alive broker,
-    since clients cannot reach the controllers and any broker forwards; kproto reports the node
-    that answers (it forwards to the active controller), so a client never waits on a dead one;
-    before this node's registration is committed, a registered broker (one the answer lists)."""
-    q = getattr(broker, "quorum", None)
-    me = broker.image.brokers.get(broker.node_id) if q is not None else None
-    if q is None or (me is not None and not me.fenced):
-        return broker.node_id
-    live = sorted(b for b, r in broker.image.brokers.items() if not r.fenced)
-    return live[0] if live else broker.node_id

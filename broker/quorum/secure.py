@@ -130,7 +130,7 @@ class ControllerListenerSecurity:
 
     async def screen(self, conn, frame):
         """The SASL exchange and ApiVersions are answered here; raft requests need CLUSTER_ACTION."""
-        from broker.server.dispatch import CloseConnection
+        from broker.net.transport import CloseConnection
         session = conn.session
         if session.raw_tokens:
             return await self._answer(frame, conn)

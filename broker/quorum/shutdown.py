@@ -122,13 +122,9 @@ class ShutdownTracker:
     async def _propose(self, records, bid: int) -> None:
         """Propose and await the commit, remembering the batch's last offset (what every active
         broker must have applied before the shutdown is granted)."""
-        from broker.quorum.replicated import _pending
-        token = _pending.set([])
-        try:
-            self.shutdown_offset[bid] = self.q.propose_nowait(records)
-            await self.q._await_pending(5000)
-        finally:
-            _pending.reset(token)
+        def remember(last_offset: int) -> None:
+            self.shutdown_offset[bid] = last_offset
+        await self.q.propose(records, 5000, on_proposed=remember)
 
 
 def tracker(quorum) -> ShutdownTracker:

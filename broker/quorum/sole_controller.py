@@ -37,7 +37,8 @@ from kproto.messages.api_versions_response import ApiVersionsResponse
 from kproto.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
 
 from broker.config.listeners import canonical_local_host
-from broker.server.dispatch import CloseConnection, Dispatcher
+from broker.net.transport import CloseConnection
+from broker.server.dispatch import Dispatcher
 from broker.handlers import HANDLERS
 from broker.server.listener import run_listener
 

@@ -3,6 +3,8 @@ carries the partition's current leader and epoch, and the response lists
 that leader's endpoint, so clients move on without a metadata round trip."""
 from __future__ import annotations
 
+from broker.metadata.directory_id import replica_in_offline_dir
+
 
 def current_leader(broker, topic: str, index: int) -> tuple[int, int]:
     t = broker.image.topics.get(topic)
@@ -29,7 +31,6 @@ def offline_replicas(broker, p) -> list[int]:
     """Replicas on brokers that are not registered or are fenced, or in a log dir of their
     broker that failed (KIP-858), as Kafka's metadata cache reports them; none while the
     image has no registrations."""
-    from broker.controller.log_dirs import replica_in_offline_dir
     regs = getattr(broker.image, "brokers", None)
     if not regs:
         return []

@@ -211,10 +211,6 @@ class Authorizer:
                     return True
         return False
 
-    def authorize_cluster(self, ctx, operation: str) -> bool:
-        from broker.security.authz import Check
-        return Check(self, ctx).cluster(OPS[operation])
-
     def authorized_operations(self, principal: str, host: str, resource_type: int, name: str) -> int:
         bits = 0
         for op in SUPPORTED_OPERATIONS[resource_type]:

@@ -16,7 +16,9 @@ from kproto._codec import ZERO_UUID
 from kproto.api import ApiKey
 from kproto.errors import ErrorCode as E
 
-from broker.security.acls import (CLUSTER, CLUSTER_NAME, GROUP, OPS, TOPIC, TRANSACTIONAL_ID)
+from broker.net.transport import CloseConnection
+from broker.security.acls import (CLUSTER, CLUSTER_NAME, GROUP, OP_NAMES, OPS, RESOURCE_TYPES, TOPIC,
+                                  TRANSACTIONAL_ID)
 from broker.security.principal import ANONYMOUS
 
 log = logging.getLogger("kproto.authorizer")
@@ -72,17 +74,14 @@ class Check:
 
 
 def _op_name(op):
-    from broker.security.acls import OP_NAMES
     return OP_NAMES.get(op, op)
 
 
 def _rtype_name(t):
-    from broker.security.acls import RESOURCE_TYPES
     return RESOURCE_TYPES.get(t, t)
 
 
 def _close(reason: str):
-    from broker.server.dispatch import CloseConnection
     return CloseConnection(reason)
 
 

@@ -13,6 +13,8 @@ from kproto.api import ApiKey
 from kproto.errors import ErrorCode
 
 from kproto.error_response import error_response
+
+from broker.net.transport import CloseConnection
 from broker.handlers import HANDLERS, load_all
 from broker.handlers.api_versions import unsupported_version_response
 from broker.security import authz as security_authz
@@ -22,12 +24,6 @@ from broker.security import throttle as security_throttle
 from broker.security.authenticate import RespondThenClose
 
 log = logging.getLogger("kproto.dispatch")
-
-
-class CloseConnection(Exception):
-    """The request cannot be answered; Kafka closes the connection."""
-    chunks = None   # a last response to send first (failed logins)
-    delay_s = 0.0   # and how long to wait before it (connection.failed.authentication.delay.ms)
 
 
 class RequestContext:

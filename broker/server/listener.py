@@ -7,15 +7,17 @@ their responses go out in one send.
 """
 from __future__ import annotations
 
+import errno
 import logging
+import os
 from time import perf_counter
 
 import trio
 
-from broker.server.dispatch import CloseConnection, Dispatcher
+from broker.server.dispatch import Dispatcher
 from broker.security.throttle import mute_if_throttled
-from broker.launch.startup_errors import listen_failed
-from broker.net.transport import ConnectionClosed, FrameTooLarge, Transport, tune
+from broker.config.types import StartupError
+from broker.net.transport import CloseConnection, ConnectionClosed, FrameTooLarge, Transport, tune
 
 log = logging.getLogger("kproto.server")
 
@@ -173,3 +175,11 @@ def _peer_ip(sock) -> str:
         return sock.getpeername()[0]
     except OSError:
         return ""
+
+
+def listen_failed(listener: str, exc: OSError) -> StartupError:
+    what = os.strerror(exc.errno) if exc.errno else str(exc)
+    hint = ("another process (a running kproto or Kafka?) has the port: stop it or choose another "
+            "port with --set listeners=PLAINTEXT://HOST:PORT") if exc.errno == errno.EADDRINUSE else \
+        "check the host and port in listeners"
+    return StartupError(f"cannot listen on {listener} (listeners): {what.lower()}; {hint}")

@@ -5,6 +5,9 @@
     PartitionLog   one ``<topic>-<partition>/`` directory: append, read for
                    sendfile, timestamp lookups, leader epochs, retention
     LogSegment     one ``.log`` with its ``.index`` / ``.timeindex``
+    LogCleaner     compaction (cleaner.py schedules, compaction.py cleans, swaps.py recovers)
+    Flusher        group commit: fsyncs off the trio thread (flusher.py)
+    CheckpointWriter  the periodic checkpoint files, written by a worker thread
 
 Synchronous plain file I/O; the trio server calls it directly.
 """

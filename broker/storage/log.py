@@ -8,6 +8,11 @@ flush() (explicitly, by ``flush.messages``/``flush.ms``, or for rolled
 segments in flush_rolled()). With ``on_flush_due`` set (the broker's
 flusher), due flushes are handed over instead and run in another thread
 through flush_targets() / FlushTargets.sync() / flushed().
+
+PartitionLog is one object over one directory, written in parts: this module has opening,
+append, reads, timestamp and epoch lookups, truncation and the lifecycle (the paths every
+produce and fetch takes); log_loading.py what open() finds on disk and recovers, log_retention.py
+what deletes data, log_flush.py what makes it durable.
 """
 from __future__ import annotations
 
@@ -27,15 +32,16 @@ from kproto.records import (
 )
 
 from . import checkpoints as cp
-from .cleaner import recover_interrupted_swaps
 from .epochs import LeaderEpochCache
 from .errors import InconsistentTopicId, KafkaStorageError, OffsetOutOfRange
 from .files import (
-    CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX,
-    PARTITION_METADATA, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, delete_dir_name,
-    offset_from_name, parse_partition_dir, segment_path,
+    LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, delete_dir_name,
+    parse_partition_dir,
 )
-from .index import NO_TIMESTAMP, CorruptIndexError
+from .index import NO_TIMESTAMP
+from .log_flush import LogFlushMixin
+from .log_loading import LogLoadingMixin, ProgressCallback
+from .log_retention import LogRetentionMixin
 from .logconfig import LogConfig
 from .segment import LogSegment
 from .snapshots import (
@@ -92,57 +98,9 @@ class FetchSlice(NamedTuple):
 EMPTY_SLICE = FetchSlice(None, 0, 0)
 
 SnapshotProvider = Callable[[int], Iterable[ProducerSnapshotEntry]]
-ProgressCallback = Callable[[int, int], None]
 
 
-class FlushTargets:
-    """The files one flush of a log fsyncs (PartitionLog.flush_targets()):
-    descriptors opened on the log's thread, so that the thread doing the
-    fsyncs makes no other system call (each one it returns from has to win
-    the GIL back from the busy server thread)."""
-    __slots__ = ("upto", "generation", "dir", "fds")
-
-    def __init__(self, upto: int, generation: int, dir: str | None):
-        self.upto = upto
-        self.generation = generation
-        self.dir = dir  # the partition directory, when it gained a segment
-        self.fds: list[int] = []
-
-    def open(self, path: str) -> None:
-        try:
-            self.fds.append(os.open(path, os.O_RDONLY))
-        except FileNotFoundError:
-            pass  # (an index a segment does not have)
-
-    def sync(self, close: bool = True) -> None:
-        """fdatasync every file (any thread; the directory is fsynced), then
-        close the descriptors unless told not to (close() them later).
-        A directory renamed for deletion meanwhile is skipped."""
-        try:
-            # (fdatasync for the indexes too, as msync of their mappings does)
-            for fd in self.fds:
-                os.fdatasync(fd)
-            if self.dir is not None:
-                try:
-                    fd = os.open(self.dir, os.O_RDONLY)
-                except FileNotFoundError:
-                    pass
-                else:
-                    try:
-                        os.fsync(fd)
-                    finally:
-                        os.close(fd)
-        finally:
-            if close:
-                self.close()
-
-    def close(self) -> None:
-        fds, self.fds = self.fds, []
-        for fd in fds:
-            os.close(fd)
-
-
-class PartitionLog:
+class PartitionLog(LogLoadingMixin, LogRetentionMixin, LogFlushMixin):
     """The log of one partition. Use PartitionLog.open(); not thread-safe."""
 
     def __init__(self, dir: str, config: LogConfig, topic_id: uuid.UUID | None,
@@ -230,146 +188,6 @@ class PartitionLog:
                 seg.file.close()
             raise
         return plog
-
-    def _test_drop_last_batch(self, now_ms: int) -> None:
-        """A deliberately broken broker for the chaos suite's own test
-        (KPROTO_TEST_FAULT=drop-last-acked-batch-on-restart): every reopened
-        user partition loses its last batch, acknowledged or not. Never set
-        outside tests; the fault-injection checkers must report the loss."""
-        if self.topic.startswith("__") or self._leo <= self._log_start:
-            return
-        last = None
-        for header in self.iter_batches(self._segments[-1].base_offset):
-            last = header
-        if last is not None and not last.is_control:
-            log.warning("KPROTO_TEST_FAULT: dropping the last batch of %s-%d at offset %d",
-                        self.topic, self.partition, last.base_offset)
-            self.truncate_to(last.base_offset, now_ms)
-
-    @staticmethod
-    def _prepare_files(dir: str) -> list[int]:
-        """Remove leftovers of interrupted work; return the segment base offsets."""
-        # a compaction's segment swap a crash interrupted is completed first
-        recover_interrupted_swaps(dir)
-        names = os.listdir(dir)
-        logs = set()
-        for name in names:
-            path = os.path.join(dir, name)
-            if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")):
-                os.unlink(path)
-            elif name.endswith(LOG_SUFFIX) and name[:-len(LOG_SUFFIX)].isdigit():
-                logs.add(offset_from_name(name))
-        for name in names:
-            # an index without its .log is an orphan (Kafka deletes it too)
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                if name.endswith(suffix) and name[:-len(suffix)].isdigit():
-                    if offset_from_name(name) not in logs:
-                        log.warning("deleting orphaned index file %s", os.path.join(dir, name))
-                        os.unlink(os.path.join(dir, name))
-        return sorted(logs)
-
-    def _load(self, clean: bool, recovery_point: int, log_start_checkpoint: int,
-              progress: ProgressCallback | None, now_ms: int) -> None:
-        if not self._segments:
-            self._add_segment(LogSegment.create(self.dir, log_start_checkpoint, self.config, now_ms))
-            self._dir_dirty = True
-        segments = self._segments
-        broken = set()
-        for seg in segments:
-            if seg.indexes_missing():
-                broken.add(seg.base_offset)
-                continue
-            try:
-                seg.offset_index.sanity_check(os.path.getsize(seg.offset_index.path))
-                seg.time_index.sanity_check(os.path.getsize(seg.time_index.path))
-            except CorruptIndexError as exc:
-                log.warning("%s; rebuilding the indexes", exc)
-                broken.add(seg.base_offset)
-        if clean:
-            to_scan = [s for s in segments if s.base_offset in broken]
-            last = segments[-1]
-            if last.base_offset not in broken and not last.tail_is_sane():
-                log.warning("%s: log tail does not match its index after a clean shutdown; recovering",
-                            last.log_path)
-                to_scan.append(last)
-        else:
-            start = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
-            to_scan = segments[start:]
-            to_scan += [s for s in segments[:start] if s.base_offset in broken]
-            to_scan.sort(key=lambda s: s.base_offset)
-        self._recover_segments(to_scan, progress, unclean=not clean)
-
-        last = self._segments[-1]
-        last.activate()
-        self._leo = last.read_next_offset()
-        self.epochs.truncate_from_end(self._leo)
-        self._log_start = max(log_start_checkpoint, self._segments[0].base_offset)
-        if self._log_start > self._leo:
-            # everything the log held is below its start: begin anew there
-            log.warning("%s: log start offset %d beyond log end %d; deleting all segments",
-                        self.dir, self._log_start, self._leo)
-            for seg in list(self._segments):
-                self._remove_segment(seg)
-                seg.delete_files()
-            self._add_segment(LogSegment.create(self.dir, self._log_start, self.config, now_ms))
-            self._leo = self._log_start
-            self.epochs.clear()
-        self.epochs.truncate_from_start(self._log_start)
-        self._recovery_point = self._leo if clean else min(recovery_point, self._leo)
-        self._clean_snapshots()
-
-    def _recover_segments(self, to_scan: list[LogSegment], progress: ProgressCallback | None,
-                          unclean: bool) -> None:
-        total = sum(s.size for s in to_scan)
-        done = 0
-        if progress is not None:
-            progress(0, total)
-        epochs = self.epochs
-
-        def on_batch(header: BatchHeader) -> None:
-            epoch = header.partition_leader_epoch
-            latest = epochs.latest_epoch
-            if epoch >= 0 and (latest is None or epoch > latest):
-                epochs.assign(epoch, header.base_offset)
-
-        for seg in to_scan:
-            if seg not in self._segments:
-                continue
-            log.info("recovering segment %s (%d bytes)", seg.log_path, seg.size)
-            seg_size = seg.size
-            report = None if progress is None else (lambda p, d=done: progress(d + p, total))
-            truncated = seg.recover(on_batch, report)
-            done += seg_size
-            if truncated and unclean:
-                later = [s for s in self._segments if s.base_offset > seg.base_offset]
-                if later:
-                    log.warning("corruption in segment %s; deleting %d later segments",
-                                seg.log_path, len(later))
-                for s in later:
-                    self._remove_segment(s)
-                    s.delete_files()
-                    done += s.size
-                break
-        if progress is not None and to_scan:
-            progress(total, total)
-
-    def _clean_snapshots(self) -> None:
-        """Kafka's removeStraySnapshots, plus snapshots past the log end go."""
-        bases = set(self._bases)
-        max_base = self._bases[-1]
-        stray = None
-        for offset in list_snapshots(self.dir):
-            if offset > self._leo:
-                os.unlink(snapshot_path(self.dir, offset))
-                continue
-            if offset not in bases:
-                if stray is not None:
-                    os.unlink(snapshot_path(self.dir, stray))
-                stray = offset
-        if stray is not None and stray < max_base:
-            os.unlink(snapshot_path(self.dir, stray))
-        remaining = list_snapshots(self.dir)
-        self._last_snap_offset = remaining[-1] if remaining else 0
 
     # ============================================================ properties
 
@@ -713,170 +531,6 @@ class PartitionLog:
 
     # ============================================================ retention
 
-    def apply_retention(self, now_ms: int | None = None, high_watermark: int | None = None) -> int:
-        """Kafka's deleteOldSegments: segments below the log start offset, then
-        by ``retention.bytes``, then by ``retention.ms`` (the latter two only
-        with cleanup.policy delete). Only segments wholly below the high
-        watermark go; the active one too (after a roll) when it qualifies.
-        Returns the number of segments deleted."""
-        self._check_open()
-        now_ms = _now_ms() if now_ms is None else now_ms
-        hw = self._leo if high_watermark is None else high_watermark
-        deleted = self._delete_start_offset_breached(hw, now_ms)
-        if self.config.delete_enabled:
-            deleted += self._delete_size_breached(hw, now_ms)
-            deleted += self._delete_time_breached(hw, now_ms)
-        self.purge_deleted(now_ms)
-        return deleted
-
-    def _delete_start_offset_breached(self, hw: int, now_ms: int) -> int:
-        start = self._log_start
-        return self._delete_old_segments(
-            lambda seg, nxt: nxt is not None and nxt.base_offset <= start, hw, now_ms,
-            "log start offset breach")
-
-    def _delete_size_breached(self, hw: int, now_ms: int) -> int:
-        retention = self.config.retention_bytes
-        size = self.size
-        if retention < 0 or size < retention:
-            return 0
-        diff = size - retention
-
-        def predicate(seg, nxt):
-            nonlocal diff
-            if diff - seg.size >= 0:
-                diff -= seg.size
-                return True
-            return False
-        return self._delete_old_segments(predicate, hw, now_ms, "retention.bytes breach")
-
-    def _delete_time_breached(self, hw: int, now_ms: int) -> int:
-        retention = self.config.retention_ms
-        if retention < 0:
-            return 0
-        return self._delete_old_segments(
-            lambda seg, nxt: now_ms - seg.largest_timestamp() > retention, hw, now_ms,
-            "retention.ms breach")
-
-    def _delete_old_segments(self, predicate, hw: int, now_ms: int, reason: str) -> int:
-        deletable = []
-        segments = self._segments
-        for i, seg in enumerate(segments):
-            nxt = segments[i + 1] if i + 1 < len(segments) else None
-            upper = nxt.base_offset if nxt is not None else self._leo
-            if hw >= upper and predicate(seg, nxt) and not (nxt is None and seg.size == 0):
-                deletable.append(seg)
-            else:
-                break
-        if not deletable:
-            return 0
-        count = len(deletable)
-        if count == len(segments):
-            # a log always has a segment: start the next one before deleting all
-            new = self.roll(now_ms=now_ms)
-            if new is deletable[-1]:
-                deletable.pop()
-        log.info("%s-%d: deleting segments %s due to %s", self.topic, self.partition,
-                 [s.base_offset for s in deletable], reason)
-        self._delete_segments(deletable, now_ms)
-        self._increment_log_start(self._segments[0].base_offset)
-        return count
-
-    def _delete_segments(self, deletable: list[LogSegment], now_ms: int) -> None:
-        due = now_ms + self.config.file_delete_delay_ms
-        for seg in deletable:
-            self._remove_segment(seg)
-            seg.mark_deleted()
-            extra = []
-            snap = snapshot_path(self.dir, seg.base_offset)
-            if os.path.exists(snap):
-                os.rename(snap, snap + DELETED_SUFFIX)
-                extra.append(snap + DELETED_SUFFIX)
-            self._pending_deletes.append((due, seg, extra))
-
-    def replace_segments(self, base_offset: int, old: list[LogSegment], now_ms: int | None = None,
-                         sync: bool = True) -> LogSegment:
-        """Put the segment whose files wait as ``<base_offset>.*.swap`` (the log
-        cleaner's output) in place of ``old``, as Kafka's replaceSegments does:
-        the old segments go through the usual ``.deleted`` delay (a fetch
-        holding one of their files still completes), then the ``.swap`` files
-        lose their suffix. A crash in between is completed at the next open."""
-        self._check_open()
-        now_ms = _now_ms() if now_ms is None else now_ms
-        if any(seg.deleted or seg not in self._segments for seg in old):
-            raise KafkaStorageError(f"{self.topic}-{self.partition}: segments to replace are gone")
-        if old and old[-1] is self._segments[-1]:
-            raise KafkaStorageError(f"{self.topic}-{self.partition}: the active segment is never replaced")
-        due = now_ms + self.config.file_delete_delay_ms
-        for seg in old:
-            self._remove_segment(seg)
-            seg.mark_deleted()
-            extra = []
-            snap = snapshot_path(self.dir, seg.base_offset)
-            # (the snapshot at the new segment's base stays, as in Kafka)
-            if seg.base_offset != base_offset and os.path.exists(snap):
-                os.rename(snap, snap + DELETED_SUFFIX)
-                extra.append(snap + DELETED_SUFFIX)
-            self._pending_deletes.append((due, seg, extra))
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-            path = segment_path(self.dir, base_offset, suffix)
-            if os.path.exists(path + SWAP_SUFFIX):
-                os.replace(path + SWAP_SUFFIX, path)
-        if sync:
-            cp.fsync_dir(self.dir)
-        new = LogSegment.load(self.dir, base_offset, self.config, now_ms)
-        self._add_segment(new)
-        return new
-
-    def purge_deleted(self, now_ms: int | None = None, force: bool = False) -> int:
-        """Remove ``.deleted`` files whose ``file.delete.delay.ms`` has passed."""
-        now_ms = _now_ms() if now_ms is None else now_ms
-        keep, gone = [], 0
-        for entry in self._pending_deletes:
-            due, seg, extra = entry
-            if force or due <= now_ms:
-                seg.delete_files()
-                for path in extra:
-                    try:
-                        os.unlink(path)
-                    except FileNotFoundError:
-                        pass
-                gone += 1
-            else:
-                keep.append(entry)
-        self._pending_deletes = keep
-        return gone
-
-    def _increment_log_start(self, new_start: int) -> None:
-        if new_start > self._log_start:
-            self._log_start = new_start
-            log.info("%s-%d: incremented log start offset to %d", self.topic, self.partition, new_start)
-            self.epochs.truncate_from_start(new_start)
-            if self.on_log_start_offset_change is not None:
-                self.on_log_start_offset_change(new_start)
-
-    def delete_records_before(self, offset: int, high_watermark: int | None = None,
-                              now_ms: int | None = None) -> int:
-        """DeleteRecords: move the log start offset up to ``offset`` (-1: the high
-        watermark) and drop the segments wholly below it. Returns the new log
-        start offset (the low watermark)."""
-        self._check_open()
-        now_ms = _now_ms() if now_ms is None else now_ms
-        hw = self._leo if high_watermark is None else high_watermark
-        if offset == -1:
-            offset = hw
-        if offset < 0:
-            raise OffsetOutOfRange(f"cannot delete records before negative offset {offset}",
-                                   self._log_start, self._leo)
-        if offset > hw:
-            raise OffsetOutOfRange(
-                f"cannot increment the log start offset to {offset} of partition "
-                f"{self.topic}-{self.partition} since it is larger than the high watermark {hw}",
-                self._log_start, self._leo)
-        self._increment_log_start(offset)
-        self._delete_start_offset_breached(hw, now_ms)
-        return self._log_start
-
     # =========================================================== truncation
 
     def truncate_to(self, offset: int, now_ms: int | None = None) -> bool:
@@ -931,88 +585,6 @@ class PartitionLog:
         self._last_snap_offset = remaining[-1] if remaining else 0
 
     # ================================================================ flush
-
-    def flush(self, upto: int | None = None) -> None:
-        """fsync the data and indexes of [recovery point, ``upto``) (default: all)
-        and move the recovery point there."""
-        self._check_open()
-        upto = self._leo if upto is None else min(upto, self._leo)
-        if upto > self._recovery_point or self._dir_dirty:
-            start = max(0, self._floor_segment_index(self._recovery_point))
-            for seg in self._segments[start:]:
-                if seg.base_offset >= upto:
-                    break
-                seg.flush()
-            if self._dir_dirty:
-                cp.fsync_dir(self.dir)
-                self._dir_dirty = False
-            self._recovery_point = max(self._recovery_point, upto)
-        self._last_flush_ms = _now_ms()
-        if self._pending_flush_upto is not None and self._pending_flush_upto <= self._recovery_point:
-            self._pending_flush_upto = None
-
-    def flush_rolled(self) -> bool:
-        """fsync segments rolled since the last flush (Kafka does this right after
-        a roll, in the background); True if anything was flushed."""
-        if self._pending_flush_upto is None or self._closed:
-            return False
-        if self.on_flush_due is not None:
-            self.on_flush_due(self, self._pending_flush_upto)
-        else:
-            self.flush(self._pending_flush_upto)
-        return True
-
-    def maybe_flush(self, now_ms: int | None = None) -> bool:
-        """Flush if ``flush.ms`` has passed since the last flush."""
-        now_ms = _now_ms() if now_ms is None else now_ms
-        if not self._closed and now_ms - self._last_flush_ms >= self.config.flush_ms:
-            if self.on_flush_due is not None:
-                self.on_flush_due(self, None)
-            else:
-                self.flush()
-            return True
-        return False
-
-    def flush_targets(self, upto: int | None = None) -> "FlushTargets | None":
-        """What flush(``upto``) would fsync, for another thread: descriptors
-        of the segment files and their indexes of its own (a segment may roll,
-        close or be deleted while the fsync runs), the directory if it gained
-        a segment. None when nothing needs flushing. Run
-        ``FlushTargets.sync()`` anywhere, then pass the targets to flushed()."""
-        if self._closed:
-            return None
-        upto = self._leo if upto is None else min(upto, self._leo)
-        if upto <= self._recovery_point and not self._dir_dirty:
-            return None
-        targets = FlushTargets(upto, self._truncations, self.dir if self._dir_dirty else None)
-        try:
-            start = max(0, self._floor_segment_index(self._recovery_point))
-            for seg in self._segments[start:]:
-                if seg.base_offset >= upto:
-                    break
-                targets.fds.append(os.dup(seg.fd))
-                targets.open(seg.offset_index.path)
-                targets.open(seg.time_index.path)
-                targets.open(segment_path(self.dir, seg.base_offset, TXN_INDEX_SUFFIX))
-        except BaseException:
-            targets.close()
-            raise
-        self._dir_dirty = False
-        return targets
-
-    def flushed(self, targets: "FlushTargets", ok: bool = True) -> None:
-        """The fsyncs of ``targets`` are done (``ok``) or failed: move the
-        recovery point, never past what they covered."""
-        if not ok:
-            if targets.dir is not None:
-                self._dir_dirty = True
-            return
-        if self._closed or targets.generation != self._truncations:
-            return
-        self._recovery_point = max(self._recovery_point, min(targets.upto, self._leo))
-        self._last_flush_ms = _now_ms()
-        if self._pending_flush_upto is not None and self._pending_flush_upto <= self._recovery_point:
-            self._pending_flush_upto = None
 
     # ============================================================ lifecycle
 

@@ -143,6 +143,15 @@ class TransactionStateMachine:
         self._fx: Effects | None = None
         self._now = 0
 
+    def count_by_state(self) -> dict[str, int]:
+        """Transactional ids per state, by Kafka's state names (every state listed, 0 included):
+        the kproto_transactions gauge."""
+        counts = dict.fromkeys(STATE_NAMES.values(), 0)
+        for md in self.txns.values():
+            name = STATE_NAMES.get(md.state, str(md.state))
+            counts[name] = counts.get(name, 0) + 1
+        return counts
+
     # ================================================================ plumbing
 
     def _begin(self, now_ms: int) -> None:
