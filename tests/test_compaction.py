@@ -14,9 +14,8 @@ from kproto.records import (
 )
 from broker.storage import LogManager, PartitionLog, ProducerSnapshotEntry
 from broker.storage import checkpoints as cp
-from broker.storage.cleaner import (
-    CleanerSettings, CleaningRound, clean_log, log_to_clean, recover_interrupted_swaps,
-)
+from broker.storage.compaction import CleanerSettings, CleaningRound, clean_log, log_to_clean
+from broker.storage.swaps import recover_interrupted_swaps
 from broker.storage.txnindex import AbortedTxn, TransactionIndex, read_entries
 
 T0 = 1_700_000_000_000
@@ -312,7 +311,7 @@ def test_aborted_data_goes_commit_markers_go_after_horizon_abort_markers_stay(tm
     clean_log(plog, 0, now_ms=T0 + 1020)
     heads = {h.base_offset: h for h in headers_of(plog)}
     assert commit.base_offset not in heads
-    # the ABORT marker stays (see broker/storage/cleaner.py), with its record
+    # the ABORT marker stays (see broker/storage/compaction.py), with its record
     assert heads[abort.base_offset].record_count == 1
 
 
@@ -369,7 +368,7 @@ def _interrupted_round(tmp_path, stop_after: str):
         return real_replace(base, old, now_ms, sync)
 
     if stop_after == "cleaned-written":
-        from broker.storage import cleaner as mod
+        from broker.storage import compaction as mod
         real_rename = mod._CleanedSegmentWriter.rename_to_swap
 
         def no_rename(self):

@@ -27,7 +27,8 @@ from broker.controller.controller import TopicSpec
 from broker.storage.flusher import Flusher
 from broker.handlers import HANDLERS, load_all
 from broker.storage import checkpoints as cp
-from broker.storage.log import FlushTargets, PartitionLog
+from broker.storage.log import PartitionLog
+from broker.storage.log_flush import FlushTargets
 from kproto import api
 from kproto.api import ApiKey
 from kproto.messages.produce_request import ProduceRequest

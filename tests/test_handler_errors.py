@@ -26,7 +26,8 @@ from kproto.messages.heartbeat_request import HeartbeatRequest
 from kproto.messages.list_offsets_request import ListOffsetsRequest
 from kproto.messages.write_txn_markers_request import WriteTxnMarkersRequest
 
-from broker.server.dispatch import CloseConnection, Dispatcher
+from broker.net.transport import CloseConnection
+from broker.server.dispatch import Dispatcher
 from broker.handlers import HANDLERS, load_all
 from broker.server.listener import serve_connection
 
