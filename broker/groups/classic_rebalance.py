@@ -12,14 +12,7 @@ from kproto.errors import ErrorCode as E
 from broker.groups.consumer_model import ConsumerGroup
 from broker.groups.consumer_records import group_tombstones as consumer_group_tombstones
 from broker.groups.model import (
-    COMPLETING_REBALANCE,
-    DEAD,
-    EMPTY,
-    PREPARING_REBALANCE,
-    STABLE,
-    UNKNOWN_MEMBER_ID,
-    Group,
-    Member,
+    COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, UNKNOWN_MEMBER_ID, Group, Member,
 )
 from broker.groups.results import Effects, JoinResult, LeaveResult, SyncResult
 

@@ -12,15 +12,8 @@ from broker.groups import records as rec
 from broker.groups.append_errors import store_group_error
 from broker.groups.consumer_model import ConsumerGroup
 from broker.groups.model import (
-    COMPLETING_REBALANCE,
-    DEAD,
-    EMPTY,
-    PREPARING_REBALANCE,
-    STABLE,
-    UNKNOWN_MEMBER_ID,
-    Group,
-    OffsetEntry,
-    java_string_length,
+    COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, UNKNOWN_MEMBER_ID, Group,
+    OffsetEntry, java_string_length,
 )
 from broker.groups.records import BATCH_OVERHEAD
 from broker.groups.results import DeleteOffsetsResult, Effects, FetchedOffset, OffsetCommitResult

@@ -41,33 +41,14 @@ from collections.abc import Generator, Iterable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 from kproto.records import (
-    ABORT,
-    COMMIT,
-    CONTROL_BIT,
-    DELETE_HORIZON_BIT,
-    HEADER,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    MIN_BATCH_LENGTH,
-    NO_TIMESTAMP,
-    TIMESTAMP_TYPE_BIT,
-    TRANSACTIONAL_BIT,
-    BatchHeader,
-    CorruptRecordError,
-    build_batch,
-    control_record_type,
-    iter_records,
-    set_crc,
+    ABORT, COMMIT, CONTROL_BIT, DELETE_HORIZON_BIT, HEADER, HEADER_SIZE, LOG_OVERHEAD,
+    MIN_BATCH_LENGTH, NO_TIMESTAMP, TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT, BatchHeader,
+    CorruptRecordError, build_batch, control_record_type, iter_records, set_crc,
 )
 
 from . import checkpoints as cp
 from .files import (
-    CLEANED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
+    CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX,
     segment_path,
 )
 from .index import OffsetIndex, TimeIndex

@@ -11,12 +11,7 @@ import time
 from . import checkpoints as cp
 from .errors import KafkaStorageError, OffsetOutOfRange
 from .files import (
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
+    DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX,
     segment_path,
 )
 from .segment import LogSegment
