@@ -54,11 +54,10 @@ class FakeController:
         self.image.offset += len(records)
         return self.image.offset
 
-    async def propose(self, records, timeout_ms=0):
-        self.propose_nowait(records)
-
-    async def _await_pending(self, timeout_ms):
-        pass
+    async def propose(self, records, timeout_ms=0, on_proposed=None):
+        offset = self.propose_nowait(records)
+        if on_proposed is not None:
+            on_proposed(offset)
 
     async def register(self, bid, incarnation, cluster_id="c1"):
         req = BrokerRegistrationRequest(broker_id=bid, cluster_id=cluster_id, incarnation_id=incarnation,

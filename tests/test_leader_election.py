@@ -129,11 +129,10 @@ class _Quorum:
         self.proposed.append(records)
         return self.image.offset
 
-    async def propose(self, records, timeout_ms=0):
-        self.propose_nowait(records)
-
-    async def _await_pending(self, timeout_ms):
-        return None
+    async def propose(self, records, timeout_ms=0, on_proposed=None):
+        offset = self.propose_nowait(records)
+        if on_proposed is not None:
+            on_proposed(offset)
 
 
 def _registered(image, n=3):
