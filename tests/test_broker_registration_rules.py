@@ -59,6 +59,9 @@ class FakeController:
         if on_proposed is not None:
             on_proposed(offset)
 
+    async def _await_pending(self, timeout_ms):
+        pass
+
     async def register(self, bid, incarnation, cluster_id="c1"):
         req = BrokerRegistrationRequest(broker_id=bid, cluster_id=cluster_id, incarnation_id=incarnation,
                                         listeners=[Listener(name="PLAINTEXT", host="h", port=9000 + bid,
