@@ -80,6 +80,22 @@ def test_invalid_quota_alterations(quota_broker, entity, ops, message):
     assert alter(quota_broker.bootstrap, entity, ops) == (42, message)
 
 
+@pytest.mark.parametrize("key,value", [
+    ("producer_byte_rate", -5), ("producer_byte_rate", 0), ("consumer_byte_rate", 0),
+    ("request_percentage", -1), ("controller_mutation_rate", 0),
+])
+def test_quota_values_must_be_greater_than_zero(quota_broker, key, value):
+    # Kafka 3.9's ClientQuotaControlManager: INVALID_REQUEST, and nothing is stored for the entity
+    bs = quota_broker.bootstrap
+    good = "consumer_byte_rate" if key == "producer_byte_rate" else "producer_byte_rate"
+    assert alter(bs, {"client-id": "c-nonpositive"}, {good: 1024, key: value}) == (
+        42, f"Quota {key} must be greater than 0")
+    assert describe(bs, [("client-id", 0, "c-nonpositive")]) == {}
+    assert alter(bs, {"ip": "127.0.0.9"}, {"connection_creation_rate": value}) == (
+        42, "Quota connection_creation_rate must be greater than 0")
+    assert describe(bs, [("ip", 0, "127.0.0.9")]) == {}
+
+
 def _produce_for(bootstrap, client_id, topic, seconds, throttles, acked, elapsed):
     started = time.monotonic()
     p = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,

@@ -47,6 +47,9 @@ def _op_error(types: set, op) -> str | None:
         return f"Invalid configuration key {op.key}"
     if op.remove:
         return None
+    if not op.value > 0:
+        # Kafka 3.9 refuses a quota that could not limit anything (NaN included)
+        return f"Quota {op.key} must be greater than 0"
     if op.key in _LONG_KEYS and op.value != int(op.value):
         return f"Configuration {op.key} must be a Long value"
     if op.key in _INT_KEYS and op.value != int(op.value):

@@ -102,7 +102,11 @@ class QuotaManager:
         if key == REQUEST_PERCENTAGE:
             bound = bound / 100.0 * 1000.0     # percent of one thread -> ms of handling per second
         rate = sensor.value(now)
-        if bound <= 0 or rate <= bound:
+        if bound <= 0:
+            # only a log written before values were validated holds one: as Kafka, whose
+            # (rate - 0) / 0 throttle is capped, such a client is throttled to the maximum
+            return self.max_throttle_ms if rate > 0 else 0
+        if rate <= bound:
             return 0
         throttle = (rate - bound) / bound * sensor.window_s(now) * 1000.0
         return int(min(throttle, self.max_throttle_ms))
