@@ -141,23 +141,41 @@ def test_producer_over_its_quota_is_throttled_and_a_neighbour_is_not(quota_broke
     assert fast_rate > 2 * slow_rate, (fast_rate, slow_rate)
 
 
-def test_consumer_over_its_quota_gets_throttle_time_and_is_muted(quota_broker, topic_name):
+def _record_bytes(resp) -> int:
+    return sum(len(p.records or b"") for t in resp.responses for p in t.partitions)
+
+
+def test_consumer_over_its_quota_gets_an_empty_throttled_fetch_and_is_muted(quota_broker, topic_name):
+    # Kafka 3.9 (KafkaApis.handleFetchRequest, KIP-219): a fetch reads at most quota x
+    # (quota.window.num - 1) windows' worth; one that would take the client over its quota is
+    # answered without data, with throttle_time_ms, and its connection is muted for that long
     bs = quota_broker.bootstrap
     create_topic(bs, topic_name)
     with WireClient(bs) as c:
-        batch = rec.build_batch([(None, b"y" * 100_000, [], int(time.time() * 1000)) for _ in range(5)])
-        assert produce(c, topic_name, batch).error_code == 0
+        for _ in range(20):
+            batch = rec.build_batch([(None, b"y" * 50_000, [], int(time.time() * 1000))])
+            assert produce(c, topic_name, batch).error_code == 0
     assert alter(bs, {"client-id": "kproto-tests"}, {"consumer_byte_rate": 100_000}) == (0, None)
     try:
         with WireClient(bs) as c:
+            assert fetch(c, topic_name, 20).throttle_time_ms == 0   # at the end: a few bytes
+            time.sleep(0.3)
+            # 1 MB is there; one fetch reads no more than 3 windows x 100 kB (4 samples of 1 s)
             first = fetch(c, topic_name, 0)
-            assert first.throttle_time_ms > 0
+            part = first.responses[0].partitions[0]
+            assert first.throttle_time_ms == 0 and 0 < _record_bytes(first) <= 300_000
+            headers = [h for _pos, h in rec.iter_batch_headers(part.records, allow_partial_tail=True)]
+            next_offset = headers[-1].last_offset + 1
+            # the next one would take the client over its quota: no data, a throttle time
+            second = fetch(c, topic_name, next_offset)
+            assert second.throttle_time_ms > 0
+            assert second.responses == [] and second.error_code == 0
             started = time.monotonic()
-            second = fetch(c, topic_name, 0)
+            third = fetch(c, topic_name, next_offset)
             waited = time.monotonic() - started
-            # the connection stayed muted for (most of) the first throttle time
-            assert waited >= 0.8 * first.throttle_time_ms / 1000.0, (waited, first.throttle_time_ms)
-            assert second.responses[0].partitions[0].error_code == 0
+            # the connection stayed muted for (most of) the throttle time
+            assert waited >= 0.8 * second.throttle_time_ms / 1000.0, (waited, second.throttle_time_ms)
+            assert third.error_code == 0
     finally:
         alter(bs, {"client-id": "kproto-tests"}, {}, remove=["consumer_byte_rate"])
 

@@ -18,7 +18,7 @@ from kproto.messages.fetch_response import FetchResponse
 
 from kproto.error_response import error_response
 from broker.partitions.fetch_sessions import FetchSessionCache, ShardError
-from broker.handlers import handles
+from broker.handlers import fetch_quota, handles
 from broker.metrics.registry import remote_time
 from broker.partitions.partition import OffsetOutOfRange
 from broker.replication import follower_fetching, replica_fetch
@@ -339,7 +339,11 @@ async def _fetch(ctx, req):
     if follower and getattr(broker, "replication", None) is not None:
         entries = await replica_fetch.serve(ctx, req, v, items, context.kind == "incremental")   # a follower's fetch
     else:
+        fetch_quota.cap_max_bytes(ctx, req, v)
         entries = await _read(ctx, req, v, items, context)
+        throttle = fetch_quota.throttle_ms(ctx, v, response_topics(entries))
+        if throttle:
+            return fetch_quota.throttled_response(context, throttle)
     code, session_id, entries = sessions.finish(context, entries)
     return FetchResponse(throttle_time_ms=0, error_code=code, session_id=session_id,
                          responses=response_topics(entries))

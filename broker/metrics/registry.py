@@ -233,5 +233,8 @@ def remote_time(ctx, since: float) -> None:
     where the server picks it up with the request's finish time (broker/server/listener.py); called
     only after a wait, never on the path of a request that did not wait."""
     conn = ctx.conn
+    waited = perf_counter() - since
+    if hasattr(ctx, "remote_s"):
+        ctx.remote_s += waited   # not the broker's work: client quotas leave it out (security/throttle.py)
     if getattr(ctx.broker, "metrics", None) is not None and hasattr(conn, "remote"):   # not a forwarded one
-        conn.remote += perf_counter() - since
+        conn.remote += waited

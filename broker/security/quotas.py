@@ -20,7 +20,7 @@ DEFAULT = None   # the entity name of a default quota
 
 class Rate:
     """Kafka's Rate over a SampledStat: the sum of the live samples divided
-    by the window they cover (at least num-1 full samples)."""
+    by the window they cover (at least num-1 full samples and the current one's part)."""
 
     __slots__ = ("num", "size", "samples")
 
@@ -42,9 +42,14 @@ class Rate:
             del self.samples[0]
 
     def window_s(self, now: float) -> float:
+        """Kafka's Rate.windowSize: the time since the oldest sample began, plus the full
+        windows missing to make num-1 of them."""
         self._purge(now)
         elapsed = now - self.samples[0][0] if self.samples else 0.0
-        return max(elapsed, (self.num - 1) * self.size)
+        full = int(elapsed // self.size)
+        if full < self.num - 1:
+            elapsed += (self.num - 1 - full) * self.size
+        return elapsed
 
     def value(self, now: float) -> float:
         self._purge(now)
@@ -87,8 +92,9 @@ class QuotaManager:
                 return values[key], tags
         return None, None
 
-    def record(self, key: str, user: str, client_id: str, value: float) -> int:
-        """Record usage; the throttle time in ms (0 within the quota)."""
+    def record(self, key: str, user: str, client_id: str, value: float, check: bool = True) -> int:
+        """Record usage; the throttle time in ms (0 within the quota). With check=False the
+        usage only counts against later requests (Kafka's recordNoThrottle)."""
         if not self._configured():
             return 0
         bound, tags = self.quota(key, user, client_id)
@@ -99,6 +105,8 @@ class QuotaManager:
         if sensor is None:
             sensor = self.sensors[(key, tags)] = Rate(self.num, self.size)
         sensor.record(value, now)
+        if not check:
+            return 0
         if key == REQUEST_PERCENTAGE:
             bound = bound / 100.0 * 1000.0     # percent of one thread -> ms of handling per second
         rate = sensor.value(now)
@@ -110,6 +118,25 @@ class QuotaManager:
             return 0
         throttle = (rate - bound) / bound * sensor.window_s(now) * 1000.0
         return int(min(throttle, self.max_throttle_ms))
+
+
+    def unrecord(self, key: str, user: str, client_id: str, value: float) -> None:
+        """Take usage back out of the current sample (Kafka's unrecordQuotaSensor: a throttled
+        fetch is answered empty, so its bytes were never delivered)."""
+        bound, tags = self.quota(key, user, client_id)
+        sensor = self.sensors.get((key, tags)) if bound is not None else None
+        if sensor is not None:
+            sensor.record(-value, time.monotonic())
+
+    def max_value_in_window(self, key: str, user: str, client_id: str) -> float | None:
+        """The most one request may record without being throttled for sure: the quota times
+        (quota.window.num - 1) windows (Kafka's getMaxValueInQuotaWindow); None without a quota."""
+        if not self._configured():
+            return None
+        bound, _tags = self.quota(key, user, client_id)
+        if bound is None:
+            return None
+        return bound * (self.num - 1) * self.size
 
 
 def user_name(principal: str) -> str:

@@ -28,9 +28,9 @@ log = logging.getLogger("kproto.dispatch")
 
 class RequestContext:
     __slots__ = ("broker", "conn", "header", "api_key", "api_version", "correlation_id",
-                 "client_id", "received_ms")
+                 "client_id", "received_ms", "started", "remote_s", "quota_recorded_at", "quota_throttle_ms")
 
-    def __init__(self, broker, conn, header, api_version):
+    def __init__(self, broker, conn, header, api_version, started: float | None = None):
         self.broker = broker
         self.conn = conn
         self.header = header
@@ -39,6 +39,12 @@ class RequestContext:
         self.correlation_id = header.correlation_id
         self.client_id = header.client_id
         self.received_ms = int(time.time() * 1000)
+        # client quotas (broker/security/throttle.py): when the frame arrived (perf_counter), how
+        # long the request waited in purgatory, and what a handler that records itself decided
+        self.started = time.perf_counter() if started is None else started
+        self.remote_s = 0.0
+        self.quota_recorded_at = None
+        self.quota_throttle_ms = 0
 
 
 async def _mutation_limited(mutation_quotas, handler, ctx, request):
@@ -73,6 +79,7 @@ class Dispatcher:
     async def handle(self, frame, conn) -> list | None:
         """Response chunks for one request frame, or None when the request
         gets no answer (Produce with acks=0)."""
+        arrived = time.perf_counter()
         session = getattr(conn, "session", None)
         if session is not None and session.raw_tokens:
             # after SaslHandshake v0 the client sends bare SASL tokens
@@ -98,8 +105,7 @@ class Dispatcher:
             header, request = api.decode_request(frame)
         except (DecodeError, UnsupportedVersionError) as exc:
             raise CloseConnection(f"malformed request (api {api_key} v{version}): {exc}") from None
-        ctx = RequestContext(self.broker, conn, header, version)
-        started = time.perf_counter()
+        ctx = RequestContext(self.broker, conn, header, version, arrived)
         quotas = getattr(self.broker, "quotas", None)
         if quotas is not None and quotas.active and api_key in security_mutations.STRICT_FROM:
             # controller_mutation_rate: topics over the quota are refused before the handler runs
@@ -125,7 +131,7 @@ class Dispatcher:
             # Kafka answers UNKNOWN_SERVER_ERROR and keeps the connection
             return self._internal_error(api_key, version, correlation_id, header, request)
         if quotas is not None and quotas.active:
-            return self._throttled(quotas, ctx, frame, response, started)
+            return self._throttled(quotas, ctx, frame, response)
         if response is None:
             return None
         return self._frame(api_key, version, correlation_id, response)
@@ -141,13 +147,13 @@ class Dispatcher:
             raise CloseConnection(f"{name} failed and has no error field to answer with") from None
         return self._frame(api_key, version, correlation_id, response)
 
-    def _throttled(self, quotas, ctx, frame, response, started):
+    def _throttled(self, quotas, ctx, frame, response):
         """Client quotas: account the request, put the throttle time in the response."""
         chunks = None if response is None else self._frame(ctx.api_key, ctx.api_version,
                                                            ctx.correlation_id, response)
-        size = sum(len(c) for c in chunks) if chunks and ctx.api_key == ApiKey.FETCH else 0
-        throttle = security_throttle.account(quotas, ctx, len(frame), size, time.perf_counter() - started)
-        if throttle and chunks is not None and hasattr(response, "throttle_time_ms"):
+        throttle = security_throttle.account(quotas, ctx, len(frame))
+        if (throttle and chunks is not None and hasattr(response, "throttle_time_ms")
+                and throttle > (response.throttle_time_ms or 0)):
             response.throttle_time_ms = throttle
             chunks = self._frame(ctx.api_key, ctx.api_version, ctx.correlation_id, response)
         return chunks
