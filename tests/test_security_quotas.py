@@ -180,6 +180,52 @@ def test_consumer_over_its_quota_gets_an_empty_throttled_fetch_and_is_muted(quot
         alter(bs, {"client-id": "kproto-tests"}, {}, remove=["consumer_byte_rate"])
 
 
+def test_librdkafka_consumer_over_its_quota_gets_everything_through_throttled_fetches(quota_broker, topic_name):
+    # the empty throttled answers leave librdkafka's incremental fetch session intact: the
+    # consumer sees throttle events and still gets every message, none twice
+    from confluent_kafka import Consumer, TopicPartition
+    bs = quota_broker.bootstrap
+    create_topic(bs, topic_name)
+    with WireClient(bs) as c:
+        for i in range(12):
+            batch = rec.build_batch([(None, bytes([i]) * 50_000, [], int(time.time() * 1000))])
+            assert produce(c, topic_name, batch).error_code == 0
+    assert alter(bs, {"client-id": "slow-consumer"}, {"consumer_byte_rate": 150_000}) == (0, None)
+    throttles = []
+    consumer = Consumer({"bootstrap.servers": bs, "client.id": "slow-consumer", "group.id": f"g-{topic_name}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "throttle_cb": lambda ev: throttles.append(ev.throttle_time)})
+    try:
+        consumer.assign([TopicPartition(topic_name, 0, 0)])   # no group join to wait for
+        got = []
+        deadline = time.monotonic() + 60
+        while len(got) < 12 and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value()[0])
+        assert got == list(range(12))
+        assert throttles and max(throttles) > 0
+    finally:
+        consumer.close()
+        alter(bs, {"client-id": "slow-consumer"}, {}, remove=["consumer_byte_rate"])
+
+
+def test_request_percentage_counts_the_brokers_work_not_a_long_poll(quota_broker, topic_name):
+    # Kafka counts network and request-thread time against request_percentage, not the time a
+    # fetch waits in purgatory for data: a consumer long-polling an idle topic is not throttled
+    bs = quota_broker.bootstrap
+    create_topic(bs, topic_name)
+    # 5% of a thread: 50 ms a second, 150 ms over the 3 s window; each poll below waits 400 ms
+    assert alter(bs, {"client-id": "kproto-tests"}, {"request_percentage": 5}) == (0, None)
+    try:
+        with WireClient(bs) as c:
+            polls = [fetch(c, topic_name, 0, max_wait_ms=400) for _ in range(3)]
+        assert [p.throttle_time_ms for p in polls] == [0, 0, 0]
+        assert all(p.responses[0].partitions[0].error_code == 0 for p in polls)
+    finally:
+        alter(bs, {"client-id": "kproto-tests"}, {}, remove=["request_percentage"])
+
+
 def test_connection_limits_per_ip_and_per_broker(tmp_path):
     from tests.wire_client import api_versions_ok
     b = BrokerProcess(str(tmp_path / "data"), settings={"max.connections.per.ip": "3",
