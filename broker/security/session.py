@@ -20,7 +20,7 @@ class Session:
     __slots__ = ("listener", "protocol", "peer_host", "principal", "sasl", "authenticated",
                  "mechanism_name", "mechanism", "handshake_version", "raw_tokens", "expires_at",
                  "reauthenticating", "security", "cert_principal", "throttle_until",
-                 "token_authenticated")
+                 "token_authenticated", "quota_entity")
 
     def __init__(self, security, listener: str, protocol: str, peer_host: str):
         self.security = security
@@ -39,6 +39,7 @@ class Session:
         self.reauthenticating = False
         self.throttle_until = 0.0   # monotonic seconds: muted for a quota until then
         self.token_authenticated = False   # logged in with a delegation token
+        self.quota_entity = None    # (user, client id) of its last request a quota covered
 
     def expired(self) -> bool:
         return self.expires_at is not None and time.monotonic() >= self.expires_at

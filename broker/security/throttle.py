@@ -38,6 +38,7 @@ def account(quotas, ctx, request_size: int) -> int:
     if entity is None:
         return 0
     user, client_id = entity
+    ctx.conn.session.quota_entity = entity   # for the time writing the answer (record_network)
     now = time.perf_counter()
     if ctx.quota_recorded_at is not None:
         # the handler recorded up to then and decided the throttle (Fetch); encoding the
@@ -53,6 +54,14 @@ def account(quotas, ctx, request_size: int) -> int:
     if throttle > 0:
         mute(ctx, throttle)
     return throttle
+
+
+def record_network(quotas, session, seconds: float) -> None:
+    """The time spent writing a connection's answers (and their metrics) counts against its
+    client's request_percentage afterwards, as Kafka records network thread time (recordNoThrottle)."""
+    entity = session.quota_entity
+    if entity is not None and quotas is not None and quotas.active:
+        quotas.record(REQUEST_PERCENTAGE, entity[0], entity[1], seconds * 1000.0, check=False)
 
 
 def mute(ctx, throttle_ms: int) -> None:

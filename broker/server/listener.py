@@ -15,7 +15,7 @@ from time import perf_counter
 import trio
 
 from broker.server.dispatch import Dispatcher
-from broker.security.throttle import mute_if_throttled
+from broker.security.throttle import mute_if_throttled, record_network
 from broker.config.types import StartupError
 from broker.net.transport import CloseConnection, ConnectionClosed, FrameTooLarge, Transport, tune
 
@@ -57,6 +57,7 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
     conn = ClientConnection(transport, peer, listener, session)
     # RequestMetrics (broker/metrics): (frame, finished, remote) of each request of a batch
     metrics = getattr(dispatcher.broker, "metrics", None)
+    quotas = getattr(dispatcher.broker, "quotas", None)
     done = [] if metrics is not None else None
     if metrics is not None:
         metrics.connection_opened(listener)
@@ -85,11 +86,14 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
                     if out:
                         await transport.send(out)
                     raise
+                writing = perf_counter()
                 if out:
                     await transport.send(out)
                 if done:
                     metrics.requests_answered(done, received, perf_counter())
                     done.clear()
+                if session is not None and session.quota_entity is not None:
+                    record_network(quotas, session, perf_counter() - writing)
                 if session is not None and session.throttle_until:
                     await mute_if_throttled(session)
     except (ConnectionClosed, trio.BrokenResourceError, trio.ClosedResourceError,
