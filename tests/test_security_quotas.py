@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 from kproto import records as rec
 from kproto.messages.alter_client_quotas_request import AlterClientQuotasRequest
 from kproto.messages.describe_client_quotas_request import DescribeClientQuotasRequest
-from tests.wire_client import WireClient, create_topic, fetch, produce
+from tests.wire_client import PRODUCE_V, WireClient, create_topic, fetch, produce, produce_req
 from broker.launch.process import BrokerProcess
 
 A = AlterClientQuotasRequest
@@ -208,6 +208,29 @@ def test_librdkafka_consumer_over_its_quota_gets_everything_through_throttled_fe
     finally:
         consumer.close()
         alter(bs, {"client-id": "slow-consumer"}, {}, remove=["consumer_byte_rate"])
+
+
+def test_requests_pipelined_behind_a_throttled_one_wait_for_the_throttle(quota_broker, topic_name):
+    # Kafka mutes a throttled channel once the answer is sent: a request the client already
+    # pipelined behind it is not read, so not answered, until the throttle time is up
+    from kproto import api
+    bs = quota_broker.bootstrap
+    create_topic(bs, topic_name)
+    assert alter(bs, {"client-id": "kproto-tests"}, {"producer_byte_rate": 50_000}) == (0, None)
+    try:
+        with WireClient(bs) as c:
+            big = rec.build_batch([(None, b"z" * 200_000, [], int(time.time() * 1000))])
+            small = rec.build_batch([(None, b"z", [], int(time.time() * 1000))])
+            c.send(produce_req(topic_name, big), PRODUCE_V)
+            c.send(produce_req(topic_name, small), PRODUCE_V)
+            _cid, first = api.decode_response(c.recv_frame(), 0, PRODUCE_V)
+            answered = time.monotonic()
+            assert c.recv_frame() is not None
+            waited = time.monotonic() - answered
+        assert first.throttle_time_ms > 0
+        assert waited >= 0.8 * first.throttle_time_ms / 1000.0, (waited, first.throttle_time_ms)
+    finally:
+        alter(bs, {"client-id": "kproto-tests"}, {}, remove=["producer_byte_rate"])
 
 
 def test_request_percentage_counts_the_brokers_work_not_a_long_poll(quota_broker, topic_name):

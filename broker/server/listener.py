@@ -75,6 +75,10 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
                             conn.remote = 0.0
                         if chunks:
                             out.extend(chunks)
+                        if session is not None and session.throttle_until:
+                            # Kafka reads nothing more from a throttled channel, even what the
+                            # client pipelined: those wait until the throttle time is up
+                            break
                         frame = transport.buffered_frame()
                 except (CloseConnection, FrameTooLarge) as exc:
                     # Kafka answers requests one at a time: those before the
