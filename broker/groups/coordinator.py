@@ -288,6 +288,11 @@ class GroupCoordinator:
             return None
         return self.state.partition_for(group_id)
 
+    def is_loading(self, index: int) -> bool:
+        """Whether __consumer_offsets-index is being loaded (its groups are not served yet):
+        a transaction marker for it waits until the load is done (broker/transactions/markers.py)."""
+        return index in self.state.loading
+
     def on_transaction_completed(self, producer_id: int, commit: bool, partitions=None) -> None:
         """For the transaction coordinator: a COMMIT/ABORT marker for
         producer_id was written to these __consumer_offsets partitions."""

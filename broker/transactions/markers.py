@@ -6,7 +6,10 @@
   ReplicaManager does for markers (requiredAcks=-1): NOT_ENOUGH_REPLICAS
   before the append when the ISR is below min.insync.replicas, and the
   answer waits until the high watermark passes the marker (the last stable
-  offset moves with it);
+  offset moves with it); a `__consumer_offsets` partition whose groups are
+  still loading answers NOT_LEADER_OR_FOLLOWER (retried), as Kafka 3.9's
+  WriteTxnMarkers handler answers its coordinator runtime's refusal, so no
+  completion of transactional offsets is lost to a load;
 - the coordinator's side (`MarkerChannel`, Kafka's
   TransactionMarkerChannelManager): the markers of a transaction go to the
   current leader of each of its partitions, one connection per destination
@@ -46,6 +49,12 @@ def _request_timeout_ms(broker) -> int:
         return 30000
 
 
+def _groups_loading(broker, index: int) -> bool:
+    """Whether the group coordinator is loading __consumer_offsets-index."""
+    groups = getattr(broker, "groups", None)
+    return groups is not None and groups.is_loading(index)
+
+
 def _replicated(partition) -> bool:
     repl = getattr(partition, "replication", None)
     return repl is not None and (partition.topic, partition.index) in repl.leaders
@@ -64,6 +73,13 @@ def append_marker(broker, topic: str, index: int, producer_id: int, producer_epo
         return (E.NOT_LEADER_OR_FOLLOWER if t is not None and index in t.partitions
                 else E.UNKNOWN_TOPIC_OR_PARTITION), None
     if not getattr(partition, "is_leader", True):
+        return E.NOT_LEADER_OR_FOLLOWER, None
+    if topic == OFFSETS_TOPIC and _groups_loading(broker, index):
+        # the group coordinator is still reading this partition: a marker appended now could
+        # fall after the point its load reads to, and its completion would find no group to
+        # complete (the transaction's offsets would stay pending for good). Kafka 3.9's
+        # coordinator runtime refuses the completion of a loading partition and the
+        # WriteTxnMarkers handler answers it NOT_LEADER_OR_FOLLOWER: the coordinator retries
         return E.NOT_LEADER_OR_FOLLOWER, None
     replicated = _replicated(partition)
     if replicated:
