@@ -329,6 +329,26 @@ def test_a_completion_that_fails_to_be_written_is_resumed():
     assert h.state() == "CompleteCommit"
 
 
+def test_a_marker_job_whose_write_raised_is_retried():
+    """The shell reports an error code, not per-partition results, when a write raised
+    (CoordinatorShell._write): the markers are tried again, the transaction is not left
+    pending with nothing in flight (CONCURRENT_TRANSACTIONS to its producer for good)."""
+    h = Harness(marker_retry_backoff_ms=100)
+    pid = h.init().producer_id
+    assert h.add("tx", pid, 0, ("t", 0), ("__consumer_offsets", 3)) == E.NONE
+    h.hold_markers = True
+    assert h.end("tx", pid, 0, True) == E.NONE
+    (job,) = h.held
+    h.held = []
+    h.hold_markers = False
+    h.run(h.sm.markers_done(job, E.UNKNOWN_SERVER_ERROR, h.now))
+    assert h.state() == "PrepareCommit" and h.markers == []
+    h.tick(100)
+    assert sorted(m[-1] for m in h.markers) == [("__consumer_offsets", 3), ("t", 0)]
+    assert h.state() == "CompleteCommit"
+    assert h.add("tx", pid, 0, ("t", 0)) == E.NONE
+
+
 # ============================================================ loading
 
 def _replay_into(source: Harness, target: TransactionStateMachine, partition: int) -> None:

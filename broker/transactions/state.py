@@ -528,8 +528,11 @@ class TransactionStateMachine:
     def markers_done(self, job: MarkerJob, results: dict, now_ms: int) -> Effects:
         """results: {(topic, partition): None when written (or the partition is
         gone), else the error}. Failed partitions are tried again later;
-        once all are written, CompleteCommit/CompleteAbort is logged."""
+        once all are written, CompleteCommit/CompleteAbort is logged. An error
+        code instead of a dict (the write itself raised): every partition failed."""
         self._begin(now_ms)
+        if not isinstance(results, dict):
+            results = dict.fromkeys(job.partitions, results or E.UNKNOWN_SERVER_ERROR)
         md = self.txns.get(job.transactional_id)
         if md is None or md.pending_state != job.transit.state or md.producer_id != job.producer_id:
             log.warning("markers of %r finished after its transaction changed: %s", job.transactional_id, md)
