@@ -9,9 +9,11 @@ transaction is CompleteCommit). Their group answered UNSTABLE_OFFSET_COMMIT to e
 require_stable OffsetFetch and showed the old offset to the others, for good; the producer's
 next transaction that ends the other way would complete them wrongly.
 
-Kafka 3.9's coordinator runtime refuses a completion for a loading partition and the marker is
-retried (TransactionMarkerChannelManager) until it is written after the load; kproto's partition
-leader answers the marker NOT_LEADER_OR_FOLLOWER while the group coordinator loads it.
+kproto's partition leader now answers the marker NOT_LEADER_OR_FOLLOWER while the group
+coordinator loads the partition, and the transaction coordinator retries it (as Kafka's
+TransactionMarkerChannelManager retries markers until they are written) until after the load,
+where its completion finds the group; Kafka's group coordinator runtime likewise refuses the
+completion of a partition that is not loaded yet.
 
 The test runs a real broker in this trio run; the load is made slow by replaying the partition
 one batch at a time (as a large partition replays chunk by chunk) over a few hundred batches."""

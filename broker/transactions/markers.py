@@ -7,9 +7,8 @@
   before the append when the ISR is below min.insync.replicas, and the
   answer waits until the high watermark passes the marker (the last stable
   offset moves with it); a `__consumer_offsets` partition whose groups are
-  still loading answers NOT_LEADER_OR_FOLLOWER (retried), as Kafka 3.9's
-  WriteTxnMarkers handler answers its coordinator runtime's refusal, so no
-  completion of transactional offsets is lost to a load;
+  still loading answers NOT_LEADER_OR_FOLLOWER (retried), so no completion
+  of transactional offsets is lost to a load;
 - the coordinator's side (`MarkerChannel`, Kafka's
   TransactionMarkerChannelManager): the markers of a transaction go to the
   current leader of each of its partitions, one connection per destination
@@ -77,9 +76,10 @@ def append_marker(broker, topic: str, index: int, producer_id: int, producer_epo
     if topic == OFFSETS_TOPIC and _groups_loading(broker, index):
         # the group coordinator is still reading this partition: a marker appended now could
         # fall after the point its load reads to, and its completion would find no group to
-        # complete (the transaction's offsets would stay pending for good). Kafka 3.9's
-        # coordinator runtime refuses the completion of a loading partition and the
-        # WriteTxnMarkers handler answers it NOT_LEADER_OR_FOLLOWER: the coordinator retries
+        # complete (the transaction's offsets would stay pending for good). Kafka's group
+        # coordinator runtime (group.coordinator.new.enable) likewise refuses the completion of a
+        # partition that is not loaded yet; NOT_LEADER_OR_FOLLOWER is an error every
+        # transaction coordinator retries (TransactionMarkerRequestCompletionHandler)
         return E.NOT_LEADER_OR_FOLLOWER, None
     replicated = _replicated(partition)
     if replicated:
