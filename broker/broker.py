@@ -101,6 +101,14 @@ class Broker:
             raise ConfigError(str(exc)) from None
         self.metrics = BrokerMetrics() if self.metrics_listener else None
         self.metrics_server = None
+        # the schema registry (broker/schema_registry): None unless schema.registry.listeners is set
+        from broker.schema_registry import settings as registry_settings
+        try:
+            self.schema_registry_settings = registry_settings.read(config)
+        except registry_settings.SettingError as exc:
+            raise ConfigError(str(exc)) from None
+        self.schema_registry = None
+        self.schema_registry_url = None
 
     # -- start -------------------------------------------------------------------
 
@@ -274,6 +282,9 @@ class Broker:
                 nursery.start_soon(self.transactions.run)
                 if self.metrics is not None:
                     nursery.start_soon(watch_event_loop, self.metrics)
+                if self.schema_registry_settings is not None:
+                    from broker import schema_registry
+                    await nursery.start(schema_registry.run, self, self.schema_registry_settings)
                 self.ready = True
                 if getattr(self, "metrics_warning", None):
                     log.warning(self.metrics_warning)

@@ -125,7 +125,7 @@ class BrokerConfig:
         # (a dynamic-only config such as leader.replication.throttled.rate is unknown to Kafka's
         # static KafkaConfig too: warned about, and not a rate)
         self.unknown_keys: list[str] = [k for k in static if (_known_type(k) is None
-                                        or k in DYNAMIC_ONLY_BROKER_CONFIGS) and not k.startswith("kproto.")]
+                                        or k in DYNAMIC_ONLY_BROKER_CONFIGS) and not k.startswith(("kproto.", "schema.registry."))]
         self.warnings: list[str] = [
             f"The configuration '{k}' was supplied but isn't a known config." for k in self.unknown_keys]
         for w in self.warnings:

@@ -109,6 +109,8 @@ async def _serve(broker, started: float, state: dict) -> None:
         listing = ", ".join(addresses)
         from broker.launch.version import VERSION
         metrics = f" metrics {broker.metrics_url}" if getattr(broker, "metrics_url", None) else ""
+        if getattr(broker, "schema_registry_url", None):
+            metrics += f" schema registry {broker.schema_registry_url}"
         # the handlers are in place before the ready line: a SIGTERM right
         # after it is a clean shutdown, not a kill
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

@@ -1,0 +1,30 @@
+"""Serving the registry's ASGI app with hypercorn's trio worker on the
+broker's event loop (no thread, no HTTP parser of ours)."""
+from __future__ import annotations
+
+import logging
+
+import trio
+
+log = logging.getLogger("kproto.schema_registry")
+
+
+def hypercorn_config(settings, ssl_files=None):
+    from hypercorn.config import Config
+    config = Config()
+    config.bind = [settings.bind]
+    config.accesslog = None
+    config.errorlog = logging.getLogger("kproto.schema_registry.http")
+    config.graceful_timeout = 1.0
+    config.keep_alive_timeout = 75.0   # clients keep connections for their session (requests' pool)
+    if settings.scheme == "https" and ssl_files:
+        config.certfile, config.keyfile = ssl_files[0], ssl_files[1]
+        if len(ssl_files) > 2 and ssl_files[2]:
+            config.ca_certs = ssl_files[2]
+    return config
+
+
+async def serve(app, config, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Bind, report the bound URL(s) through task_status, serve until cancelled."""
+    from hypercorn.trio import serve as hypercorn_serve
+    await hypercorn_serve(app, config, shutdown_trigger=trio.sleep_forever, mode="asgi", task_status=task_status)
