@@ -1,0 +1,114 @@
+"""The compatibility rules, on the cases Confluent's schema-evolution docs
+give for each level and format (Avro's through the avro library, JSON Schema
+and Protobuf through the rules in broker/schema_registry/compatibility.py)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from broker.schema_registry import compatibility, schemas
+from broker.schema_registry.errors import RegistryError
+
+
+def avro(*fields):
+    return schemas.parse("AVRO", json.dumps({"type": "record", "name": "R", "fields": list(fields)}), {})
+
+
+def js(doc):
+    return schemas.parse("JSON", json.dumps(doc), {})
+
+
+def proto(body, package="ex"):
+    return schemas.parse("PROTOBUF", f'syntax = "proto3";\npackage {package};\n{body}\n', {})
+
+
+A = {"name": "a", "type": "string"}
+B_REQ = {"name": "b", "type": "int"}
+B_OPT = {"name": "b", "type": "int", "default": 0}
+
+
+def ok(level, new, *old):
+    return compatibility.check(level, new, list(old)) == []
+
+
+# Confluent's summary table: BACKWARD lets you delete fields and add optional ones;
+# FORWARD add fields and delete optional ones; FULL add or delete optional fields only.
+@pytest.mark.parametrize("level,new,old,expected", [
+    ("BACKWARD", [A], [A, B_REQ], True),          # delete a field
+    ("BACKWARD", [A, B_OPT], [A], True),          # add an optional field
+    ("BACKWARD", [A, B_REQ], [A], False),         # add a field without a default
+    ("FORWARD", [A, B_REQ], [A], True),           # add a field
+    ("FORWARD", [A], [A, B_OPT], True),           # delete an optional field
+    ("FORWARD", [A], [B_REQ, A], False),          # delete a field without a default
+    ("FULL", [A, B_OPT], [A], True),
+    ("FULL", [A], [A, B_OPT], True),
+    ("FULL", [A, B_REQ], [A], False),
+    ("NONE", [B_REQ], [A], True),
+])
+def test_avro_levels(level, new, old, expected):
+    assert ok(level, avro(*new), avro(*old)) is expected
+
+
+def test_avro_transitive_checks_every_version():
+    v1, v2 = avro(A), avro(A, B_OPT)
+    v3 = avro(A, B_OPT, {"name": "c", "type": "long"})   # no default: v2's and v1's data lack c
+    assert not ok("BACKWARD", v3, v1, v2)
+    v3b = avro({"name": "a", "type": "string"}, B_REQ)   # b required: fine against v2 (has b), not v1
+    assert ok("BACKWARD", v3b, v1, v2) and not ok("BACKWARD_TRANSITIVE", v3b, v1, v2)
+
+
+def test_avro_type_promotion_int_to_long_is_backward_compatible():
+    assert ok("BACKWARD", avro({"name": "n", "type": "long"}), avro({"name": "n", "type": "int"}))
+    assert not ok("BACKWARD", avro({"name": "n", "type": "int"}), avro({"name": "n", "type": "long"}))
+
+
+OBJ = {"type": "object", "properties": {"a": {"type": "string"}}}
+
+
+@pytest.mark.parametrize("new,old,expected", [
+    (OBJ, OBJ, True),
+    (dict(OBJ, required=["a"]), OBJ, False),                                          # required added
+    ({"type": "object", "properties": {"a": {"type": "integer"}}}, OBJ, False),       # type changed
+    ({"type": "number"}, {"type": "integer"}, True),                                  # widened
+    ({"type": "integer"}, {"type": "number"}, False),                                 # narrowed
+    ({"type": "string", "maxLength": 5}, {"type": "string", "maxLength": 10}, False),
+    ({"type": "string", "maxLength": 10}, {"type": "string", "maxLength": 5}, True),
+    ({"enum": ["x"]}, {"enum": ["x", "y"]}, False),
+    ({"enum": ["x", "y"]}, {"enum": ["x"]}, True),
+    # an open content model: the old writer may have put anything under a new name
+    ({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}}, OBJ, False),
+    (OBJ, dict(OBJ, additionalProperties=False), True),
+    (dict(OBJ, additionalProperties=False), OBJ, False),
+])
+def test_json_schema_backward(new, old, expected):
+    assert ok("BACKWARD", js(new), js(old)) is expected
+
+
+@pytest.mark.parametrize("new,old,expected", [
+    ("message M { string a = 1; int32 b = 2; }", "message M { string a = 1; }", True),    # field added
+    ("message M { string a = 1; }", "message M { string a = 1; int32 b = 2; }", True),    # field removed
+    ("message M { int64 a = 1; }", "message M { int32 a = 1; }", True),                   # wire compatible
+    ("message M { string a = 1; }", "message M { int32 a = 1; }", False),                 # kind changed
+    ("message M { repeated string a = 1; }", "message M { string a = 1; }", False),       # label changed
+    ("message M { string a = 1; }", "message M { string a = 1; } message N { int32 x = 1; }", False),  # removed
+])
+def test_protobuf_backward(new, old, expected):
+    assert ok("BACKWARD", proto(new), proto(old)) is expected
+
+
+def test_protobuf_package_change_is_incompatible():
+    assert not ok("BACKWARD", proto("message M { string a = 1; }", "other"), proto("message M { string a = 1; }"))
+
+
+@pytest.mark.parametrize("kind,text", [
+    ("AVRO", '{"type": "record", "name": "R", "fields": [{"name": "a", "type": "nope"}]}'),
+    ("AVRO", "{"),
+    ("JSON", '{"type": "object", "properties": 5}'),
+    ("PROTOBUF", "message M { string a = ; }"),
+    ("PROTOBUF", "hello"),
+])
+def test_unparsable_schemas_are_42201(kind, text):
+    with pytest.raises(RegistryError) as exc:
+        schemas.parse(kind, text, {})
+    assert exc.value.code == 42201
