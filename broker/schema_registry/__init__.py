@@ -32,45 +32,52 @@ class RegistryMetrics:
 
 
 async def run(broker, settings, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Serve the registry until cancelled; task_status gets the URL it listens on once its store
-    has read `_schemas` to the end."""
+    """Serve the registry until cancelled. task_status gets its URL once bound; the store then
+    reads `_schemas` (created if missing) to the end, and requests wait for that."""
     from broker.schema_registry.app import App
     from broker.schema_registry.registry import Registry
     from broker.schema_registry.server import hypercorn_config, serve
     from broker.schema_registry.topic import SchemasTopic
     from broker.startup_errors import StartupError
 
-    topic = SchemasTopic(broker, settings.topic)
+    rf = int(broker.config.static_configs.get("schema.registry.topic.replication.factor") or 3)
+    topic = SchemasTopic(broker, settings.topic, rf if _multi_node(broker) else 1)
     metrics = RegistryMetrics()
     registry = Registry(topic, settings.level, metrics)
     broker.schema_registry = registry
-    registry.metrics = metrics
     auth = None
     if settings.authentication == "basic":
         from broker.schema_registry.auth import BasicAuth
         auth = BasicAuth(broker)
-    forwarder = None
-    async with trio.open_nursery() as nursery:
-        await nursery.start(topic.tail, registry.store.apply)
-        if _multi_node(broker):
-            from broker.schema_registry.election import WriterElection
-            from broker.schema_registry.forward import Forwarder
-            election = WriterElection(broker, settings)
-            registry.is_writer = election.is_writer
-            registry.writer_generation = lambda: election.generation
-            forwarder = Forwarder(election)
-        app = App(registry, forwarder, auth, metrics)
-        try:
-            binds = await nursery.start(serve, app, hypercorn_config(settings, _ssl_files(broker, settings)))
-        except OSError as exc:
-            raise StartupError(f"cannot listen on {settings.scheme}://{settings.bind} (schema.registry.listeners): "
-                               f"{(exc.strerror or str(exc)).lower()}") from None
-        url = binds[0] if binds else f"{settings.scheme}://{settings.bind}"
-        broker.schema_registry_url = url
-        if forwarder is not None:
-            election.url = url
-            nursery.start_soon(election.run)
-        task_status.started(url)
+    election = forwarder = None
+    if _multi_node(broker):
+        from broker.schema_registry.election import WriterElection
+        from broker.schema_registry.forward import Forwarder
+        election = WriterElection(broker, settings)
+        registry.is_writer = election.is_writer
+        registry.writer_generation = lambda: election.generation
+        forwarder = Forwarder(election)
+    app = App(registry, forwarder, auth, metrics)
+    try:
+        async with trio.open_nursery() as nursery:
+            try:
+                binds = await nursery.start(serve, app, hypercorn_config(settings, _ssl_files(broker, settings)))
+            except OSError as exc:
+                raise StartupError(f"cannot listen on {settings.scheme}://{settings.bind} "
+                                   f"(schema.registry.listeners): {(exc.strerror or str(exc)).lower()}") from None
+            url = binds[0] if binds else f"{settings.scheme}://{settings.bind}"
+            broker.schema_registry_url = url
+            task_status.started(url)
+            await nursery.start(topic.tail, registry.store.apply)
+            registry.ready.set()
+            log.info("schema registry on %s: %d schemas, %d subjects", url, len(registry.store.by_id),
+                     len(registry.store.subject_names()))
+            if election is not None:
+                election.url = url
+                nursery.start_soon(election.run)
+    finally:
+        with trio.CancelScope(shield=True):
+            await topic.aclose()
 
 
 def _multi_node(broker) -> bool:

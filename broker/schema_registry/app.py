@@ -8,6 +8,8 @@ import logging
 import re
 from urllib.parse import parse_qs, unquote
 
+import trio
+
 from broker.schema_registry import errors
 from broker.schema_registry.registry import parse_version
 from broker.schema_registry.schemas import TYPES
@@ -16,6 +18,7 @@ log = logging.getLogger("kproto.schema_registry")
 
 CONTENT_TYPE = b"application/vnd.schemaregistry.v1+json"
 MAX_BODY = 16 << 20   # a schema larger than this is a mistake, not a schema
+READY_WAIT_S = 30.0   # a request at start-up waits this long for the store to catch up
 
 
 def _flag(query: dict, name: str) -> bool:
@@ -90,6 +93,11 @@ class App:
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
             principal = self.auth(headers) if self.auth is not None else None
             raw = await _read_body(receive, headers)
+            if not self.registry.ready.is_set():
+                with trio.move_on_after(READY_WAIT_S):
+                    await self.registry.ready.wait()
+                if not self.registry.ready.is_set():
+                    raise errors.operation_timeout("the registry has not read _schemas yet")
             allowed = False
             for m, pattern, handler, write in self.routes:
                 match = pattern.match(path)
@@ -100,7 +108,9 @@ class App:
                     continue
                 query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
                 if write and self.forwarder is not None and not self.registry.is_writer():
-                    return await self.forwarder.forward(scope, raw, headers)
+                    forwarded = await self.forwarder.forward(scope, raw, headers)
+                    if forwarded is not None:
+                        return forwarded
                 params = {k: unquote(v) for k, v in match.groupdict().items()}
                 body = _json(raw) if method in ("POST", "PUT") else None
                 if principal is not None and hasattr(self.auth, "authorize"):

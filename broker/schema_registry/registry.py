@@ -29,6 +29,7 @@ class Registry:
         self.writer_generation = lambda: 0
         self._synced_generation = None
         self.metrics = metrics
+        self.ready = trio.Event()   # set once the store has read `_schemas` to its end
 
     # -- parsing stored versions ------------------------------------------------------------
 

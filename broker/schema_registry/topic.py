@@ -24,6 +24,7 @@ log = logging.getLogger("kproto.schema_registry")
 
 TOPIC = "_schemas"
 FETCH_WAIT_MS = 200
+SHORT_CLUSTER_AFTER_S = 15.0   # a cluster with fewer brokers than the replication factor, after this
 RETRIABLE = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
              ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT,
              ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_CONTROLLER, ErrorCode.UNKNOWN_LEADER_EPOCH}
@@ -76,17 +77,27 @@ class SchemasTopic:
     # -- the topic ---------------------------------------------------------------------------
 
     async def ensure(self) -> None:
-        """Create `_schemas` (1 partition, compacted) unless it exists."""
+        """Create `_schemas` (1 partition, compacted) unless it exists: with the replication factor
+        asked for (3, Confluent's kafkastore.topic.replication.factor) while the cluster may still be
+        starting, then with as many replicas as there are brokers (a warning says so)."""
+        started = trio.current_time()
         while self.topic not in self.broker.image.topics:
-            brokers = len(getattr(self.broker.image, "brokers", {}) or {}) or 1
-            rf = max(1, min(self.replication_factor, brokers))
+            rf = self.replication_factor
+            if trio.current_time() - started > SHORT_CLUSTER_AFTER_S:
+                brokers = [b for b in (getattr(self.broker.image, "brokers", {}) or {}).values()
+                           if not getattr(b, "fenced", False)]
+                if 0 < len(brokers) < rf:
+                    log.warning("%s: %d brokers, fewer than replication factor %d: creating it with %d",
+                                self.topic, len(brokers), rf, len(brokers))
+                    rf = len(brokers)
             req = CreateTopicsRequest(timeout_ms=30000, topics=[CreatableTopic(
                 name=self.topic, num_partitions=1, replication_factor=rf, configs=[
                     CreatableTopicConfig(name="cleanup.policy", value="compact")])])
             try:
                 resp = await self._conn(self._local(), "admin").request(req, 5)
                 code = resp.topics[0].error_code
-                if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+                if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS,
+                                ErrorCode.INVALID_REPLICATION_FACTOR):
                     log.warning("cannot create %s yet: error %s", self.topic, code)
             except (OSError, EOFError, trio.BrokenResourceError) as exc:
                 log.warning("cannot create %s yet: %s", self.topic, exc)
