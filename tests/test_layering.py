@@ -21,7 +21,7 @@ LAYERS = [
     ("launch",),
     ("broker",),            # broker/broker.py: assembles one node
     ("quorum",),
-    ("server",),
+    ("server", "schema_registry"),
     ("handlers",),
     ("transactions",),
     ("groups",),

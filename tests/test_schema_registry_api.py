@@ -10,7 +10,7 @@ import json
 import pytest
 import requests
 
-from tools.broker_process import BrokerProcess, free_port
+from broker.launch.process import BrokerProcess, free_port
 
 CT = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
 

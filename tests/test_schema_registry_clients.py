@@ -19,7 +19,7 @@ from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSe
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer  # noqa: E402
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 
-from tools.broker_process import BrokerProcess, free_port  # noqa: E402
+from broker.launch.process import BrokerProcess, free_port  # noqa: E402
 
 AVRO_V1 = json.dumps({"type": "record", "name": "Order", "namespace": "kproto.test",
                       "fields": [{"name": "id", "type": "string"}, {"name": "amount", "type": "long"}]})

@@ -18,7 +18,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient  # noqa
 from confluent_kafka.schema_registry.avro import AvroSerializer  # noqa: E402
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 
-from tools.broker_process import free_port  # noqa: E402
+from broker.launch.process import free_port  # noqa: E402
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
 SETTINGS = {"broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": "2000",

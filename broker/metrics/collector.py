@@ -85,8 +85,8 @@ class BrokerCollector:
         yield from self._connections(m)
         yield from fetch_session_metrics(b)
         yield from client_telemetry_metrics(b)
-        from broker.schema_registry.metrics import registry_metrics
-        yield from registry_metrics(b)
+        for source in getattr(b, "metric_sources", ()):   # services above this room add theirs (schema registry)
+            yield from source()
         yield _gauge("kproto_event_loop_lag_seconds",
                      "How late the event loop ran a 1 s timer, last measurement", m.loop_lag_s)
         yield _gauge("kproto_event_loop_lag_max_seconds", "Largest event-loop lag measured", m.loop_lag_max_s)

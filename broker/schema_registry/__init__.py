@@ -38,13 +38,15 @@ async def run(broker, settings, task_status=trio.TASK_STATUS_IGNORED) -> None:
     from broker.schema_registry.registry import Registry
     from broker.schema_registry.server import hypercorn_config, serve
     from broker.schema_registry.topic import SchemasTopic
-    from broker.startup_errors import StartupError
+    from broker.config.types import StartupError
 
     rf = int(broker.config.static_configs.get("schema.registry.topic.replication.factor") or 3)
     topic = SchemasTopic(broker, settings.topic, rf if _multi_node(broker) else 1)
     metrics = RegistryMetrics()
     registry = Registry(topic, settings.level, metrics)
     broker.schema_registry = registry
+    from broker.schema_registry.metrics import registry_metrics
+    broker.metric_sources = [*getattr(broker, "metric_sources", []), lambda: registry_metrics(broker)]
     auth = None
     if settings.authentication == "basic":
         from broker.schema_registry.auth import BasicAuth
@@ -92,6 +94,6 @@ def _ssl_files(broker, settings):
     cfg = broker.config.static_configs
     location = cfg.get("ssl.keystore.location")
     if not location:
-        from broker.startup_errors import StartupError
+        from broker.config.types import StartupError
         raise StartupError("schema.registry.listeners is https but ssl.keystore.location is not set")
     return (location, cfg.get("schema.registry.ssl.key.location") or location, cfg.get("ssl.truststore.location"))
