@@ -63,10 +63,13 @@ async def run(broker, settings, task_status=trio.TASK_STATUS_IGNORED) -> None:
     try:
         async with trio.open_nursery() as nursery:
             try:
-                binds = await nursery.start(serve, app, hypercorn_config(settings, _ssl_files(broker, settings)))
-            except OSError as exc:
-                raise StartupError(f"cannot listen on {settings.scheme}://{settings.bind} "
-                                   f"(schema.registry.listeners): {(exc.strerror or str(exc)).lower()}") from None
+                binds = await nursery.start(serve, app, hypercorn_config(settings, _ssl_context(broker, settings)))
+            except (OSError, BaseExceptionGroup) as exc:   # (hypercorn's nursery wraps the bind error)
+                bind_error = _os_error(exc)
+                if bind_error is None:
+                    raise
+                raise StartupError(f"cannot listen on {settings.scheme}://{settings.bind} (schema.registry."
+                                   f"listeners): {(bind_error.strerror or str(bind_error)).lower()}") from None
             url = binds[0] if binds else f"{settings.scheme}://{settings.bind}"
             broker.schema_registry_url = url
             task_status.started(url)
@@ -82,18 +85,30 @@ async def run(broker, settings, task_status=trio.TASK_STATUS_IGNORED) -> None:
             await topic.aclose()
 
 
+def _os_error(exc: BaseException) -> OSError | None:
+    if isinstance(exc, OSError):
+        return exc
+    for inner in getattr(exc, "exceptions", ()):
+        found = _os_error(inner)
+        if found is not None:
+            return found
+    return None
+
+
 def _multi_node(broker) -> bool:
     return getattr(broker, "quorum", None) is not None
 
 
-def _ssl_files(broker, settings):
-    """PEM files of the broker's ssl.* settings for an https listener (ssl.keystore.type=PEM with
-    ssl.keystore.location naming a file with the certificate chain and the key)."""
+def _ssl_context(broker, settings):
+    """The broker's TLS settings (ssl.* or listener.name.schema_registry.ssl.*) for an https
+    listener, as broker/security/tls.py builds them for Kafka listeners."""
     if settings.scheme != "https":
         return None
-    cfg = broker.config.static_configs
-    location = cfg.get("ssl.keystore.location")
-    if not location:
-        from broker.config.types import StartupError
-        raise StartupError("schema.registry.listeners is https but ssl.keystore.location is not set")
-    return (location, cfg.get("schema.registry.ssl.key.location") or location, cfg.get("ssl.truststore.location"))
+    from broker.config.types import ConfigError, StartupError
+    from broker.security.tls import ListenerTls
+    try:
+        ctx = ListenerTls(broker.config, "schema_registry", "SSL").context()
+    except (ConfigError, OSError, ValueError) as exc:
+        raise StartupError(f"schema.registry.listeners is https: {exc}") from None
+    ctx.set_alpn_protocols(["http/1.1"])
+    return ctx

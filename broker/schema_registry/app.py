@@ -81,8 +81,10 @@ class App:
             return
         status, body = await self._answer(scope, receive)
         payload = body if isinstance(body, bytes) else json.dumps(body).encode()
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", CONTENT_TYPE), (b"content-length", str(len(payload)).encode())]})
+        headers = [(b"content-type", CONTENT_TYPE), (b"content-length", str(len(payload)).encode())]
+        if status == 401:
+            headers.append((b"www-authenticate", b'Basic realm="kproto schema registry"'))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": payload})
 
     async def _answer(self, scope, receive):

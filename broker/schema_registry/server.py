@@ -9,18 +9,25 @@ import trio
 log = logging.getLogger("kproto.schema_registry")
 
 
-def hypercorn_config(settings, ssl_files=None):
+def hypercorn_config(settings, ssl_context=None):
     from hypercorn.config import Config
-    config = Config()
+
+    class _Config(Config):
+        """hypercorn's config with the broker's own SSLContext (its ssl.* settings: PEM, PKCS12
+        or JKS stores, protocols, cipher suites, ssl.client.auth) instead of PEM file paths."""
+
+        @property
+        def ssl_enabled(self) -> bool:
+            return ssl_context is not None
+
+        def create_ssl_context(self):
+            return ssl_context
+    config = _Config()
     config.bind = [settings.bind]
     config.accesslog = None
     config.errorlog = logging.getLogger("kproto.schema_registry.http")
     config.graceful_timeout = 1.0
     config.keep_alive_timeout = 75.0   # clients keep connections for their session (requests' pool)
-    if settings.scheme == "https" and ssl_files:
-        config.certfile, config.keyfile = ssl_files[0], ssl_files[1]
-        if len(ssl_files) > 2 and ssl_files[2]:
-            config.ca_certs = ssl_files[2]
     return config
 
 
