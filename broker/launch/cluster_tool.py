@@ -23,7 +23,8 @@ def add_parser(sub) -> None:
     p.add_argument("--dir", default=None, help="where the nodes' configs and data go (default: a new temp dir)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--base-port", type=int, default=20092,
-                   help="node i listens on base+i-1, its controller listener on base+100+i-1 (default 20092)")
+                   help="node i listens on base+i-1, its controller listener on base+100+i-1, its schema "
+                        "registry on base+200+i-1 (default 20092)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
                    help="a property for every node (repeatable)")
     p.add_argument("--log-level", default="WARNING")
@@ -44,6 +45,8 @@ def node_properties(i: int, nodes: int, controllers: int | None, host: str, base
              "log.dirs": data, "kproto.metrics.listener": "off"}
     if roles != "controller":
         props["inter.broker.listener.name"] = "PLAINTEXT"
+        # the schema registry on every broker (base+200+i-1): any node serves it, one writes
+        props["schema.registry.listeners"] = f"http://{host}:{base + 200 + i - 1}"
     props.update(extra)
     return props
 
@@ -53,7 +56,7 @@ def run(args) -> int:
     os.makedirs(base_dir, exist_ok=True)
     extra = dict(item.split("=", 1) for item in args.set)
     cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    configs, brokers = [], []
+    configs, brokers, props_of = [], [], []
     for i in range(1, args.nodes + 1):
         data = os.path.join(base_dir, f"node{i}")
         props = node_properties(i, args.nodes, args.controllers, args.host, args.base_port, data, extra)
@@ -61,6 +64,7 @@ def run(args) -> int:
         with open(path, "w") as f:
             f.write("".join(f"{k}={v}\n" for k, v in props.items()))
         configs.append((i, path, data))
+        props_of.append(props)
         if "broker" in props["process.roles"].split(","):
             brokers.append(f"{args.host}:{args.base_port + i - 1}")
         if not os.path.exists(os.path.join(data, "meta.properties")):
@@ -75,6 +79,10 @@ def run(args) -> int:
     for i, path, data in configs:
         print(f"  node {i}: config {path}, data {data}, log {os.path.join(base_dir, f'node{i}.log')}")
     print(f"bootstrap servers: {','.join(brokers)}", flush=True)
+    registries = [p["schema.registry.listeners"] for p in props_of
+                  if p.get("schema.registry.listeners", "off") != "off"]
+    if registries:
+        print(f"schema registry: {','.join(registries)}", flush=True)
     print("Ctrl-C stops the cluster", flush=True)
     try:
         while all(p.poll() is None for p in procs):

@@ -96,7 +96,12 @@ def _os_error(exc: BaseException) -> OSError | None:
 
 
 def _multi_node(broker) -> bool:
-    return getattr(broker, "quorum", None) is not None
+    """A node of a cluster (a multi-voter quorum, or a broker-only node of any quorum): its registry
+    takes part in the writer election. kproto's single node writes alone, without a group."""
+    if getattr(broker, "quorum", None) is not None:
+        return True
+    kraft = broker.config.kraft
+    return kraft is not None and not kraft.is_controller
 
 
 def _ssl_context(broker, settings):

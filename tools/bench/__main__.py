@@ -11,7 +11,8 @@ import sys
 
 from tools.bench.cli import COMMANDS
 
-MODULE_COMMANDS = ("codec", "sink", "metrics_cost", "latency", "scaling", "create_stall", "fetch_sessions")
+MODULE_COMMANDS = ("codec", "sink", "metrics_cost", "latency", "scaling", "create_stall", "fetch_sessions",
+                   "schema_registry")
 
 
 def usage() -> str:
