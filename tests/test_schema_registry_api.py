@@ -97,6 +97,13 @@ def test_incompatible_schema_is_409_and_compatibility_endpoint_says_why(registry
                                                    for m in check["messages"])
     assert post(url, f"/compatibility/subjects/{s}/versions/latest",
                 {"schema": avro_record(F, G_DEFAULT)}).json() == {"is_compatible": True}
+    # against a version a subject does not have: 40402 (also when the subject has none); "latest" of
+    # a subject with no versions: compatible
+    assert error(post(url, f"/compatibility/subjects/{s}/versions/9", {"schema": avro_record(F)})) == (404, 40402)
+    assert error(post(url, "/compatibility/subjects/api-compat-none/versions/1", {"schema": avro_record(F)})) == (
+        404, 40402)
+    assert post(url, "/compatibility/subjects/api-compat-none/versions/latest",
+                {"schema": avro_record(F)}).json() == {"is_compatible": True}
     # NONE on the subject lets it through; the versions go on from 1
     assert requests.put(f"{url}/config/{s}", json={"compatibility": "NONE"}, timeout=10).json() == {
         "compatibility": "NONE"}
@@ -180,7 +187,8 @@ def test_soft_and_hard_delete(registry):
     assert requests.get(f"{url}/subjects/{s}/versions/2", params={"deleted": "true"}, timeout=10).json()["id"] == sid
     assert requests.get(f"{url}/schemas/ids/{sid}", timeout=10).status_code == 200   # ids outlive soft deletes
     assert error(requests.delete(f"{url}/subjects/{s}?permanent=true", timeout=10)) == (404, 40405)
-    assert requests.delete(f"{url}/subjects/{s}", timeout=10).json() == [1, 2]
+    # a soft delete answers the versions it deleted (2 was already), a permanent one every version
+    assert requests.delete(f"{url}/subjects/{s}", timeout=10).json() == [1]
     assert error(requests.delete(f"{url}/subjects/{s}", timeout=10)) == (404, 40404)
     assert s not in requests.get(f"{url}/subjects", timeout=10).json()
     assert s in requests.get(f"{url}/subjects", params={"deleted": "true"}, timeout=10).json()

@@ -225,9 +225,13 @@ class App:
 
     async def compatibility(self, body, query, subject, version=None):
         if version is not None:
-            parse_version(version)
+            number = parse_version(version)
             if not self.registry.store.versions(subject):
-                raise errors.subject_not_found(subject)
+                # Confluent: a given version of a subject with none is not found (40402); "latest" of
+                # no version is compatible (nothing to be compatible with)
+                if number != -1:
+                    raise errors.version_not_found(number)
+                return {"is_compatible": True, **({"messages": []} if _flag(query, "verbose") else {})}
         messages = self.registry.check_compatibility(subject, body, version, _flag(query, "normalize"))
         out = {"is_compatible": not messages}
         if _flag(query, "verbose"):

@@ -164,7 +164,14 @@ class Registry:
             raise errors.store_error(str(exc)) from None
 
     async def _write(self, key: dict, value) -> None:
-        offset = await self._append(key, value)
+        await self._write_all([(key, value)])
+
+    async def _write_all(self, pairs: list) -> None:
+        """One batch: a subject's versions go (or stay) together."""
+        try:
+            offset = await self.topic.append_all(pairs)
+        except OSError as exc:
+            raise errors.store_error(str(exc)) from None
         with trio.move_on_after(30) as scope:
             await self.store.wait_applied(offset)
         if scope.cancelled_caught:
@@ -256,13 +263,15 @@ class Registry:
                 if self.store.referenced_by(subject, v.version):
                     raise errors.reference_exists(
                         f"{{magic=1,keytype=SCHEMA,subject={subject},version={v.version}}}")
+            pairs = []
             for v in every:
                 if permanent:
-                    await self._write(schema_key(subject, v.version), None)
-                else:
+                    pairs.append((schema_key(subject, v.version), None))
+                elif not v.deleted:
                     v2 = Version(v.subject, v.version, v.id, v.schema_type, v.schema, v.references, True)
-                    await self._write(schema_key(subject, v.version), v2.value())
-            return [v.version for v in every]
+                    pairs.append((schema_key(subject, v.version), v2.value()))
+            await self._write_all(pairs)
+            return [v.version for v in (every if permanent else live)]
 
     async def set_config(self, subject: str | None, body) -> dict:
         level = body.get("compatibility") if isinstance(body, dict) else None

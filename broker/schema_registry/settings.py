@@ -9,6 +9,7 @@ named as Confluent's registry names them where it has one):
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -16,6 +17,9 @@ from broker.schema_registry.compatibility import LEVELS
 
 PREFIX = "schema.registry."
 LISTENERS = "schema.registry.listeners"
+KNOWN = {LISTENERS} | {PREFIX + k for k in ("compatibility.level", "topic", "topic.replication.factor",
+                                            "authentication", "group.id", "session.timeout.ms")}
+log = logging.getLogger("kproto.schema_registry")
 
 
 class SettingError(ValueError):
@@ -44,6 +48,9 @@ def _get(config, key: str, default: str) -> str:
 
 def read(config) -> Settings | None:
     """None when the registry is off; SettingError naming the mistake."""
+    for key in config.static_configs:
+        if key.startswith(PREFIX) and key not in KNOWN:   # (a typo would otherwise pass unnoticed)
+            log.warning("The configuration '%s' was supplied but isn't a known config.", key)
     value = _get(config, LISTENERS, "off")
     if value.lower() in ("off", "none", "false"):
         return None

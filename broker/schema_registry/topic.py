@@ -105,7 +105,12 @@ class SchemasTopic:
 
     async def append(self, key: dict, value: dict | None, timeout_s: float = 30.0) -> int:
         """Produce one record (acks=all); its offset. OSError when the cluster does not take it in time."""
-        batch = rec.build_batch([(encode(key), encode(value), [], int(time.time() * 1000))])
+        return await self.append_all([(key, value)], timeout_s)
+
+    async def append_all(self, pairs: list, timeout_s: float = 30.0) -> int:
+        """Produce (key, value) records as one batch, appended whole or not at all; the last offset."""
+        now = int(time.time() * 1000)
+        batch = rec.build_batch([(encode(k), encode(v), [], now) for k, v in pairs])
         req = ProduceRequest(acks=-1, timeout_ms=int(timeout_s * 1000), topic_data=[ProduceRequest.TopicProduceData(
             name=self.topic, partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch)])])
         deadline = trio.current_time() + timeout_s
@@ -119,7 +124,7 @@ class SchemasTopic:
                         resp = await conn.request(req, 9)
                         p = resp.responses[0].partition_responses[0]
                         if p.error_code == ErrorCode.NONE:
-                            return p.base_offset
+                            return p.base_offset + len(pairs) - 1
                         last = f"error {p.error_code}"
                         if p.error_code not in RETRIABLE:
                             raise OSError(f"produce to {self.topic} failed: {last}")
