@@ -6,6 +6,7 @@ nothing behind."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import requests
@@ -257,3 +258,67 @@ def test_modes_readonly_and_import(registry):
     # later ids go on above the imported one: ids are never reused
     nxt = post(url, "/subjects/api-after-import/versions", {"schema": avro_record({"name": "q", "type": "int"})})
     assert nxt.json()["id"] > 5000
+
+
+def test_a_hard_deleted_id_is_not_handed_out_again_after_compaction(tmp_path):
+    """Hard delete leaves tombstones; once the cleaner has removed the schema's records (and the
+    tombstones), a restarted registry still hands out ids above it (the maxId kept in the NOOP
+    record that compaction keeps)."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = BrokerProcess(str(tmp_path / "data"), settings={"schema.registry.listeners": url,
+                                                           "log.cleaner.backoff.ms": "100"})
+    proc.start()
+    try:
+        s = "compact-value"
+        assert requests.put(f"{url}/config", json={"compatibility": "NONE"}, timeout=10).status_code == 200
+        first = post(url, f"/subjects/{s}/versions", {"schema": avro_record(F)}).json()["id"]
+        second = post(url, f"/subjects/{s}/versions", {"schema": avro_record(G_NO_DEFAULT)}).json()["id"]
+        admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+        resource = ConfigResource("TOPIC", "_schemas", incremental_configs=[
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in (
+                ("segment.bytes", "100"), ("delete.retention.ms", "0"), ("min.cleanable.dirty.ratio", "0.01"),
+                ("min.compaction.lag.ms", "0"))])
+        for f in admin.incremental_alter_configs([resource]).values():
+            f.result(30)
+        assert requests.delete(f"{url}/subjects/{s}", timeout=10).status_code == 200
+        assert requests.delete(f"{url}/subjects/{s}?permanent=true", timeout=10).json() == [1, 2]
+
+        def records() -> list:
+            """Every (key, value) left in _schemas, read from offset 0 to the high watermark."""
+            c = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": "peek", "enable.auto.commit": False})
+            try:
+                _low, high = c.get_watermark_offsets(TopicPartition("_schemas", 0), timeout=10)
+                c.assign([TopicPartition("_schemas", 0, 0)])
+                out, last = [], -1
+                for _ in range(200):   # bounded: 200 polls of at most 0.2 s
+                    if last >= high - 1:
+                        break
+                    m = c.poll(0.2)
+                    if m is None or m.error():
+                        continue
+                    last = m.offset()
+                    out.append((json.loads(m.key()), m.value()))
+                assert last >= high - 1, "could not read _schemas to its end"
+                return out
+            finally:
+                c.close()
+
+        def subject_records() -> int:
+            return sum(1 for key, _v in records() if key.get("subject") == s)
+        assert subject_records() >= 2
+        deadline = time.monotonic() + 60
+        while subject_records() and time.monotonic() < deadline:
+            # CONFIG writes roll the tiny segments so the cleaner can reach the subject's records
+            requests.put(f"{url}/config/other", json={"compatibility": "FULL"}, timeout=10)
+            requests.put(f"{url}/config/other", json={"compatibility": "NONE"}, timeout=10)
+            time.sleep(1)
+        assert subject_records() == 0, "the cleaner did not remove the deleted subject's records"
+        proc.stop()
+        proc.start()
+        again = post(url, f"/subjects/{s}/versions", {"schema": avro_record(F, {"name": "n", "type": "int"})})
+        assert again.json()["id"] > max(first, second)
+    finally:
+        proc.stop()

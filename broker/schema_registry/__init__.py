@@ -16,6 +16,7 @@ compacted `_schemas` topic in Confluent's record layout.
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 import trio
 
@@ -73,7 +74,7 @@ async def run(broker, settings, task_status=trio.TASK_STATUS_IGNORED) -> None:
             url = binds[0] if binds else f"{settings.scheme}://{settings.bind}"
             broker.schema_registry_url = url
             task_status.started(url)
-            await nursery.start(topic.tail, registry.store.apply)
+            await nursery.start(partial(topic.tail, registry.store.apply, advance=registry.store.advance))
             registry.ready.set()
             log.info("schema registry on %s: %d schemas, %d subjects", url, len(registry.store.by_id),
                      len(registry.store.subject_names()))

@@ -14,6 +14,7 @@ from broker.schema_registry.store import Store, Version, config_key, mode_key, r
 log = logging.getLogger("kproto.schema_registry")
 
 MODES = ("READWRITE", "READONLY", "IMPORT")
+NOOP_KEY = {"keytype": "NOOP", "magic": 0}
 MAX_VERSION = 2 ** 31 - 1
 
 
@@ -153,15 +154,15 @@ class Registry:
         """A new writer first reads everything the previous one wrote (ids are never reused)."""
         generation = self.writer_generation()
         if self._synced_generation != generation:
-            offset = await self._append({"keytype": "NOOP", "magic": 0}, None)
-            await self.store.wait_applied(offset)
+            try:
+                end = await self.topic.end_offset()
+            except OSError as exc:
+                raise errors.store_error(str(exc)) from None
+            with trio.move_on_after(30) as scope:
+                await self.store.wait_applied(end - 1)
+            if scope.cancelled_caught:
+                raise errors.operation_timeout("this node has not read _schemas to its end")
             self._synced_generation = generation
-
-    async def _append(self, key: dict, value) -> int:
-        try:
-            return await self.topic.append(key, value)
-        except OSError as exc:
-            raise errors.store_error(str(exc)) from None
 
     async def _write(self, key: dict, value) -> None:
         await self._write_all([(key, value)])
@@ -240,7 +241,8 @@ class Registry:
             if users:
                 raise errors.reference_exists(f"{{magic=1,keytype=SCHEMA,subject={subject},version={v.version}}}")
             if permanent:
-                await self._write(schema_key(subject, v.version), None)
+                await self._write_all([(schema_key(subject, v.version), None),
+                                       (NOOP_KEY, {"maxId": self.store.max_id})])
             else:
                 v2 = Version(v.subject, v.version, v.id, v.schema_type, v.schema, v.references, True)
                 await self._write(schema_key(subject, v.version), v2.value())
@@ -263,7 +265,7 @@ class Registry:
                 if self.store.referenced_by(subject, v.version):
                     raise errors.reference_exists(
                         f"{{magic=1,keytype=SCHEMA,subject={subject},version={v.version}}}")
-            pairs = []
+            pairs = [(NOOP_KEY, {"maxId": self.store.max_id})] if permanent else []
             for v in every:
                 if permanent:
                     pairs.append((schema_key(subject, v.version), None))

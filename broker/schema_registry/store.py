@@ -9,7 +9,7 @@ Confluent's records:
   CONFIG  {"keytype":"CONFIG","subject":S|null,"magic":0} -> {"compatibilityLevel":L} (null: removed)
   MODE    {"keytype":"MODE","subject":S|null,"magic":0} -> {"mode":M} (null: removed)
   DELETE_SUBJECT / CLEAR_SUBJECT {"keytype":..,"subject":S,"magic":0} -> {"subject":S,"version":V}
-  NOOP    {"keytype":"NOOP","magic":0}
+  NOOP    {"keytype":"NOOP","magic":0} -> null, or (kproto) {"maxId": N}: the highest id handed out
 """
 from __future__ import annotations
 
@@ -78,6 +78,10 @@ class Store:
             self._setting(self.configs, key.get("subject"), (value or {}).get("compatibilityLevel"))
         elif kind == "MODE":
             self._setting(self.modes, key.get("subject"), (value or {}).get("mode"))
+        elif kind == "NOOP" and isinstance(value, dict):
+            # kproto's NOOP records carry the highest id handed out: compaction keeps the last one,
+            # so a hard-deleted schema's id is not handed out again once its records are cleaned
+            self.max_id = max(self.max_id, int(value.get("maxId") or 0))
         elif kind in ("DELETE_SUBJECT", "CLEAR_SUBJECT") and value is not None:
             subject, upto = value.get("subject"), value.get("version", 0)
             for v in list(self.subjects.get(subject, {}).values()):
@@ -86,7 +90,11 @@ class Store:
                         v.deleted = True
                     else:
                         self.subjects[subject].pop(v.version, None)
-        self.applied = max(self.applied, offset)
+        self.advance(offset + 1)
+
+    def advance(self, next_offset: int) -> None:
+        """The reader is at next_offset: every offset before it is applied (or was compacted away)."""
+        self.applied = max(self.applied, next_offset - 1)
         still = []
         for at, event in self._waiters:
             if at <= self.applied:

@@ -18,6 +18,7 @@ from kproto import records as rec
 from kproto.errors import ErrorCode
 from kproto.messages.create_topics_request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 from kproto.messages.fetch_request import FetchRequest
+from kproto.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kproto.messages.produce_request import ProduceRequest
 
 log = logging.getLogger("kproto.schema_registry")
@@ -134,7 +135,27 @@ class SchemasTopic:
             await trio.sleep(0.1)
         raise OSError(f"produce to {self.topic} timed out ({last})")
 
-    async def tail(self, apply, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def end_offset(self, timeout_s: float = 30.0) -> int:
+        """The partition's end (committed) offset, asked of its leader now."""
+        req = ListOffsetsRequest(replica_id=-1, isolation_level=1, topics=[ListOffsetsTopic(
+            name=self.topic, partitions=[ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
+                                                              timestamp=-1)])])
+        deadline = trio.current_time() + timeout_s
+        while trio.current_time() < deadline:
+            endpoint = self._leader_endpoint()
+            if endpoint is not None:
+                conn = self._conn(endpoint, "write")
+                try:
+                    resp = await conn.request(req, 5)
+                    p = resp.topics[0].partitions[0]
+                    if p.error_code == ErrorCode.NONE:
+                        return p.offset
+                except (OSError, EOFError, trio.BrokenResourceError):
+                    await conn.aclose()
+            await trio.sleep(0.1)
+        raise OSError(f"no end offset of {self.topic} in {timeout_s} s")
+
+    async def tail(self, apply, task_status=trio.TASK_STATUS_IGNORED, advance=None) -> None:
         """Read from offset 0 for ever, apply(key, value, offset) for each record; task_status
         is started once the reader has caught up with the end of the log it first saw."""
         await self.ensure()
@@ -178,6 +199,8 @@ class SchemasTopic:
                         log.warning("%s offset %d: not a registry record, skipped", self.topic, r.offset)
                     offset = r.offset + 1
                 offset = max(offset, header.last_offset + 1)
+            if advance is not None:
+                advance(offset)   # (records removed by compaction leave gaps: the position still moves)
             if not started and offset >= p.high_watermark:
                 started = True
                 task_status.started()
