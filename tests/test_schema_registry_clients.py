@@ -146,8 +146,9 @@ def test_protobuf_serializer_round_trip(node):
     assert [(m.id, m.amount) for m in got] == [(m.id, m.amount) for m in values]
     registered = client.get_latest_version(f"{topic}-value")
     assert registered.schema.schema_type == "PROTOBUF"
-    latest = ProtobufSerializer(Order, client, {"use.deprecated.format": False, "auto.register.schemas": False,
-                                                "use.latest.version": True})
+    # (a new client: the first one caches the latest version it read, in the default text form)
+    latest = ProtobufSerializer(Order, SchemaRegistryClient({"url": url}), {
+        "use.deprecated.format": False, "auto.register.schemas": False, "use.latest.version": True})
     raw = latest(Order(id="q", amount=1), SerializationContext(topic, MessageField.VALUE))
     assert int.from_bytes(raw[1:5], "big") == registered.schema_id
 
@@ -173,3 +174,36 @@ def test_state_survives_kill_9_and_ids_are_not_reused(tmp_path):
         assert new not in (first, second, other) and new > max(first, second, other)
     finally:
         proc.stop()
+
+
+def test_protobuf_forms_convert_both_ways(node):
+    """A .proto text registered as Java clients do is read by the Python serializer and
+    deserializer (format=serialized: a descriptor built from the text); a descriptor registered by
+    the Python serializer is answered as .proto text by default (what Java deserializers parse)."""
+    import requests
+    from proto_schema_parser.parser import Parser
+    proc, url = node
+    text = 'syntax = "proto3";\npackage kproto.test;\n\nmessage Order {\n  string id = 1;\n  int64 amount = 2;\n}\n'
+    client = SchemaRegistryClient({"url": url})
+    sid = client.register_schema("sr-proto-text-value", Schema(text, "PROTOBUF"))
+    Order = order_message_class()
+    # (clients of their own: the registering one caches the text it sent under the id)
+    ser = ProtobufSerializer(Order, SchemaRegistryClient({"url": url}), {
+        "use.deprecated.format": False, "auto.register.schemas": False, "use.latest.version": True})
+    de = ProtobufDeserializer(Order, {"use.deprecated.format": False},
+                              schema_registry_client=SchemaRegistryClient({"url": url}))
+    values = [Order(id=f"t{i}", amount=i) for i in range(3)]
+    got = round_trip(proc.bootstrap, "sr-proto-text", ser, de, values)
+    assert [(m.id, m.amount) for m in got] == [(m.id, m.amount) for m in values]
+    raw = requests.get(f"{url}/schemas/ids/{sid}", params={"format": "serialized"}, timeout=10).json()["schema"]
+    from google.protobuf import descriptor_pb2
+    import base64
+    fd = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(raw))
+    assert [m.name for m in fd.message_type] == ["Order"] and fd.package == "kproto.test"
+    # the other way: the Python serializer's descriptor, read back as text
+    reg = ProtobufSerializer(Order, SchemaRegistryClient({"url": url}), {"use.deprecated.format": False})
+    framed = reg(Order(id="d", amount=1), SerializationContext("sr-proto-desc", MessageField.VALUE))
+    did = int.from_bytes(framed[1:5], "big")
+    as_text = requests.get(f"{url}/schemas/ids/{did}", timeout=10).json()["schema"]
+    assert "message Order {" in as_text and "int64 amount = 2;" in as_text
+    assert Parser().parse(as_text).file_elements

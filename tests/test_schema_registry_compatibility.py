@@ -112,3 +112,36 @@ def test_unparsable_schemas_are_42201(kind, text):
     with pytest.raises(RegistryError) as exc:
         schemas.parse(kind, text, {})
     assert exc.value.code == 42201
+
+
+def test_protobuf_text_and_descriptor_convert_both_ways():
+    """.proto text -> descriptor (loads in a pool, encodes and decodes a message with nested types,
+    a map, a oneof, an enum and a proto3 optional) -> text -> descriptor again."""
+    from google.protobuf import descriptor_pool, message_factory
+    from broker.schema_registry import protobuf_text
+    text = '''syntax = "proto3";
+package ex.v1;
+message Order {
+  string id = 1;
+  repeated Item items = 3;
+  map<string, int32> tags = 4;
+  oneof pay { string card = 5; string iban = 6; }
+  Status status = 7;
+  optional string note = 8;
+  message Item { string sku = 1; }
+  enum Status { NEW = 0; DONE = 1; }
+  reserved 20 to 25;
+}
+'''
+    for _ in range(2):
+        fd = protobuf_text.descriptor_from_text(schemas._parse_proto_text(text), "order.proto")
+        pool = descriptor_pool.DescriptorPool()
+        pool.Add(fd)
+        order = message_factory.GetMessageClass(pool.FindMessageTypeByName("ex.v1.Order"))
+        m = order(id="a", tags={"x": 1}, iban="i", status=1, note="n")
+        m.items.add(sku="s")
+        back = order.FromString(m.SerializeToString())
+        assert (back.id, dict(back.tags), back.WhichOneof("pay"), back.status, back.HasField("note"),
+                back.items[0].sku) == ("a", {"x": 1}, "iban", 1, True, "s")
+        text = protobuf_text.text_from_descriptor(fd)
+    assert "map<string, int32> tags = 4;" in text and "optional string note = 8;" in text

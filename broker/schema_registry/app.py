@@ -21,6 +21,10 @@ MAX_BODY = 16 << 20   # a schema larger than this is a mistake, not a schema
 READY_WAIT_S = 30.0   # a request at start-up waits this long for the store to catch up
 
 
+def _format(query: dict) -> str | None:
+    return query.get("format", [None])[-1]
+
+
 def _flag(query: dict, name: str) -> bool:
     return (query.get(name, ["false"])[-1] or "").lower() == "true"
 
@@ -149,11 +153,11 @@ class App:
 
     async def get_version(self, body, query, subject, version):
         v = self.registry.get_version(subject, version, _flag(query, "deleted"))
-        return self.registry.version_body(v)
+        return self.registry.version_body(v, _format(query))
 
     async def get_version_schema(self, body, query, subject, version):
         v = self.registry.get_version(subject, version, _flag(query, "deleted"))
-        return v.schema.encode()
+        return self.registry.render(v, _format(query)).encode()
 
     async def referenced_by(self, body, query, subject, version):
         v = self.registry.get_version(subject, version, True)
@@ -185,11 +189,11 @@ class App:
             out["schemaType"] = v.schema_type
         if v.references:
             out["references"] = v.references
-        out["schema"] = v.schema
+        out["schema"] = self.registry.render(v, _format(query))
         return out
 
     async def get_schema_text(self, body, query, id):
-        return self._by_id(id).schema.encode()
+        return self.registry.render(self._by_id(id), _format(query)).encode()
 
     async def id_subjects(self, body, query, id):
         v = self._by_id(id)

@@ -85,14 +85,32 @@ class Registry:
     def get_version(self, subject: str, version, deleted: bool = False) -> Version:
         return self._version(subject, version, deleted)
 
-    def version_body(self, v: Version) -> dict:
+    def version_body(self, v: Version, fmt: str | None = None) -> dict:
         out = {"subject": v.subject, "version": v.version, "id": v.id}
         if v.schema_type != "AVRO":
             out["schemaType"] = v.schema_type
         if v.references:
             out["references"] = v.references
-        out["schema"] = v.schema
+        out["schema"] = self.render(v, fmt)
         return out
+
+    def render(self, v: Version, fmt: str | None = None) -> str:
+        """The schema text as asked for: a Protobuf schema as .proto text by default (as Confluent
+        answers, whichever form it was registered in), as a base64 descriptor for format=serialized."""
+        if v.schema_type != "PROTOBUF":
+            return v.schema
+        from broker.schema_registry import protobuf_text
+        model = self.parsed(v).parsed
+        try:
+            if fmt == "serialized":
+                if model.descriptor is not None:
+                    return v.schema
+                return protobuf_text.serialized(schemas._parse_proto_text(v.schema), f"{v.subject}.proto")
+            if model.descriptor is not None:
+                return protobuf_text.text_from_descriptor(model.descriptor)
+        except (ValueError, TypeError, KeyError) as exc:
+            log.warning("schema %d: cannot convert to the %s form: %s", v.id, fmt or "text", exc)
+        return v.schema
 
     def schema_by_id(self, schema_id: int) -> Version:
         v = self.store.by_id.get(schema_id)
