@@ -4,6 +4,7 @@ Reads are answered from this node's store; writes run only on the writer
 node (the app forwards them there), one at a time."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import trio
@@ -42,7 +43,9 @@ class Registry:
         if p is None:
             resolved = self._resolve(v.references)
             p = self._parsed[v.id] = schemas.parse(v.schema_type, v.schema, resolved)
-        p.version = v.version
+        if getattr(p, "version", None) != v.version:
+            p = dataclasses.replace(p)   # (one parse per id; the version label is this subject's)
+            p.version = v.version
         return p
 
     def _resolve(self, refs, out: dict | None = None, depth: int = 0) -> dict:
