@@ -75,6 +75,8 @@ def test_register_look_up_and_read_back(registry):
     found = post(url, f"/subjects/{s}", {"schema": avro_record(F)})
     assert found.status_code == 200 and found.json()["version"] == 1 and found.json()["id"] == sid
     assert sorted(requests.get(f"{url}/schemas/types", timeout=10).json()) == ["AVRO", "JSON", "PROTOBUF"]
+    listed = requests.get(f"{url}/schemas", params={"subjectPrefix": "api-basic"}, timeout=10).json()
+    assert [(x["subject"], x["version"], x["id"]) for x in listed] == [(s, 1, sid)]
 
 
 def test_the_same_schema_under_two_subjects_shares_its_id(registry):

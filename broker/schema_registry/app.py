@@ -50,6 +50,7 @@ class App:
         route("DELETE", s + v, self.delete_version, write=True)
         route("POST", s, self.lookup)
         route("DELETE", s, self.delete_subject, write=True)
+        route("GET", r"/schemas", self.list_schemas)
         route("GET", r"/schemas/types", self.types)
         route("GET", i, self.get_schema)
         route("GET", i + r"/schema", self.get_schema_text)
@@ -171,6 +172,17 @@ class App:
 
     async def delete_subject(self, body, query, subject):
         return await self.registry.delete_subject(subject, _flag(query, "permanent"))
+
+    async def list_schemas(self, body, query):
+        """GET /schemas: every version (subjectPrefix, deleted, latestOnly), as UIs list them."""
+        prefix, deleted = query.get("subjectPrefix", [""])[-1], _flag(query, "deleted")
+        out = []
+        for subject in self.registry.store.subject_names(deleted):
+            if subject.startswith(prefix):
+                versions = self.registry.store.versions(subject, deleted)
+                for v in versions[-1:] if _flag(query, "latestOnly") else versions:
+                    out.append(self.registry.version_body(v, _format(query)))
+        return out
 
     async def types(self, body, query):
         return sorted(TYPES)
