@@ -324,3 +324,20 @@ def test_a_hard_deleted_id_is_not_handed_out_again_after_compaction(tmp_path):
         assert again.json()["id"] > max(first, second)
     finally:
         proc.stop()
+
+
+def test_records_that_are_not_the_registrys_in_schemas_are_skipped(registry):
+    """Anything else a client writes to _schemas (not JSON, an unknown key type, a SCHEMA value
+    without its fields) is skipped by the reader: the registry goes on serving and writing."""
+    from confluent_kafka import Producer
+    proc, url = registry
+    p = Producer({"bootstrap.servers": proc.bootstrap})
+    p.produce("_schemas", key=b"\xff not json", value=b"junk")
+    p.produce("_schemas", key=b'{"keytype":"SOMETHING","magic":0}', value=b"{}")
+    p.produce("_schemas", key=b'{"keytype":"SCHEMA","subject":"junk","version":1,"magic":1}', value=b'{"id":5}')
+    p.produce("_schemas", key=b'{"keytype":"CONFIG","subject":"junk","magic":0}', value=b'[1]')
+    assert p.flush(30) == 0
+    after = post(url, "/subjects/api-after-junk/versions", {"schema": avro_record({"name": "j", "type": "int"})})
+    assert after.status_code == 200, after.text
+    assert requests.get(f"{url}/schemas/ids/{after.json()['id']}", timeout=10).status_code == 200
+    assert "junk" not in requests.get(f"{url}/subjects", timeout=10).json()

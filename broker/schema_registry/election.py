@@ -90,6 +90,11 @@ class WriterElection:
                     self._lose()
                     await self._drop()
                     await trio.sleep(0.2)
+                except Exception:   # (a bug here costs this node its writer role, never the broker)
+                    log.exception("schema registry election failed; joining again")
+                    self._lose()
+                    await self._drop()
+                    await trio.sleep(1.0)
         finally:
             self._lose()
             with trio.CancelScope(shield=True), trio.move_on_after(1):

@@ -178,25 +178,36 @@ class SchemasTopic:
                 await conn.aclose()
                 await trio.sleep(0.2)
                 continue
+            except Exception:   # (an answer that does not decode: the registry waits, the broker goes on)
+                log.exception("fetch of %s from %s failed", self.topic, endpoint)
+                await conn.aclose()
+                await trio.sleep(1.0)
+                continue
             p = resp.responses[0].partitions[0]
             if p.error_code != ErrorCode.NONE:
                 if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     offset = max(offset, p.log_start_offset)
                 await trio.sleep(0.1)
                 continue
-            data = p.records or b""
+            data = bytes(p.records or b"")
             for batch_pos, header in _batches(data):
                 if header.is_control:
                     offset = header.last_offset + 1
                     continue
-                for r in rec.iter_records(data, batch_pos):
+                try:
+                    batch = list(rec.iter_records(data, batch_pos))
+                except Exception as exc:   # (a batch that does not decode is skipped, with a warning)
+                    log.warning("%s: batch at offset %d does not decode (%s), skipped", self.topic,
+                                header.base_offset, exc)
+                    batch = []
+                for r in batch:
                     if r.offset < offset:
                         continue
                     try:
                         apply(json.loads(r.key) if r.key else None,
                               json.loads(r.value) if r.value is not None else None, r.offset)
-                    except ValueError:
-                        log.warning("%s offset %d: not a registry record, skipped", self.topic, r.offset)
+                    except Exception as exc:   # (a record this registry cannot read must not stop the reader)
+                        log.warning("%s offset %d: not a registry record (%s), skipped", self.topic, r.offset, exc)
                     offset = r.offset + 1
                 offset = max(offset, header.last_offset + 1)
             if advance is not None:
