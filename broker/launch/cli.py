@@ -37,7 +37,12 @@ def main(argv=None) -> None:
     storage_tool.add_parser(sub)
     from broker.launch import cluster_tool
     cluster_tool.add_parser(sub)
+    from broker.admin import commands as admin_commands   # topic, produce, consume, group, ... (docs/cli.md)
+    admin_commands.add_parsers(sub)
+    admin_commands.add_cluster_verbs(sub.choices["cluster"])
     args = ap.parse_args(argv)
+    if admin_commands.handles(args):
+        raise SystemExit(admin_commands.run(args))
     if args.command == "storage":
         raise SystemExit(storage_tool.run(args))
     if args.command == "cluster":

@@ -1,0 +1,138 @@
+"""The admin CLI's view of a cluster: a bootstrap connection, connections to each broker by node
+id (leaders for produce/fetch/offsets, coordinators for groups, every broker for log dirs and group
+lists), and the lookups several command families share (metadata, offsets, coordinators)."""
+from __future__ import annotations
+
+import time
+
+from kproto.messages.find_coordinator_request import FindCoordinatorRequest
+from kproto.messages.list_offsets_request import ListOffsetsRequest
+from kproto.messages.metadata_request import MetadataRequest
+
+from broker.admin.connection import Connection, ConnectionFailed
+from broker.admin.errors import AdminError, KafkaError, check
+from broker.admin.settings import bootstrap_addresses
+
+EARLIEST, LATEST = -2, -1
+METADATA_V = 12
+# errors worth another try after a moment: the cluster is electing or loading
+RETRIABLE = {3, 5, 6, 14, 15, 16}
+
+
+class Admin:
+    def __init__(self, settings: dict):
+        self.settings = settings
+        self.timeout = int(settings.get("request.timeout.ms", 30000)) / 1000
+        self._by_node: dict[int, Connection] = {}
+        self._brokers: dict[int, tuple[str, int]] = {}
+        errors = []
+        for host, port in bootstrap_addresses(settings):
+            try:
+                self.bootstrap = Connection(host, port, settings, self.timeout)
+                break
+            except ConnectionFailed as exc:
+                errors.append(str(exc))
+        else:
+            raise ConnectionFailed("; ".join(errors))
+
+    def close(self) -> None:
+        self.bootstrap.close()
+        for c in self._by_node.values():
+            c.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- connections -------------------------------------------------------------------------
+
+    def node(self, node_id: int) -> Connection:
+        """A connection to a broker by node id (from the last Metadata answer)."""
+        conn = self._by_node.get(node_id)
+        if conn is None:
+            if node_id not in self._brokers:
+                self.metadata([])
+            if node_id not in self._brokers:
+                raise AdminError(f"LEADER_NOT_AVAILABLE: broker {node_id} is not in the cluster's metadata")
+            host, port = self._brokers[node_id]
+            conn = self._by_node[node_id] = Connection(host, port, self.settings, self.timeout)
+        return conn
+
+    def call(self, request, version: int):
+        return self.bootstrap.call(request, version)
+
+    # -- metadata ----------------------------------------------------------------------------
+
+    def metadata(self, topics: list[str] | None = None, allow_auto_create: bool = False):
+        """Metadata for the named topics (None: every topic; []: brokers only)."""
+        req = MetadataRequest(
+            topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+            allow_auto_topic_creation=allow_auto_create)
+        resp = self.call(req, METADATA_V)
+        self._brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
+        return resp
+
+    def brokers(self) -> dict[int, tuple[str, int]]:
+        if not self._brokers:
+            self.metadata([])
+        return self._brokers
+
+    def topic(self, name: str):
+        """The metadata of one existing topic, its partitions sorted."""
+        t = self.metadata([name]).topics[0]
+        check(t.error_code, f"topic {name}")
+        t.partitions.sort(key=lambda p: p.partition_index)
+        return t
+
+    # -- offsets -----------------------------------------------------------------------------
+
+    def list_offsets(self, topic: str, partitions: dict[int, int], timestamp: int) -> dict[int, int]:
+        """{partition: offset} for ListOffsets at `timestamp` (EARLIEST, LATEST or a time in ms),
+        each asked of the partition's leader; -1 where no record is that recent."""
+        t = self.topic(topic)
+        by_leader: dict[int, list[int]] = {}
+        for p in t.partitions:
+            if p.partition_index in partitions:
+                if p.leader_id < 0:
+                    raise KafkaError(5, f"{topic}-{p.partition_index}")
+                by_leader.setdefault(p.leader_id, []).append(p.partition_index)
+        out = {}
+        for leader, parts in by_leader.items():
+            req = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+                ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[
+                    ListOffsetsRequest.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1,
+                                                            timestamp=timestamp) for p in parts])])
+            for rt in self.node(leader).call(req, 7).topics:
+                for rp in rt.partitions:
+                    check(rp.error_code, f"{topic}-{rp.partition_index}")
+                    out[rp.partition_index] = rp.offset
+        return out
+
+    def coordinator(self, group: str) -> Connection:
+        """A connection to the group's coordinator; again while the cluster is still creating
+        __consumer_offsets or electing its leaders (COORDINATOR_NOT_AVAILABLE), as clients do."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                return self._coordinator(group)
+            except KafkaError as exc:
+                if exc.code not in RETRIABLE or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.2)
+
+    def _coordinator(self, group: str) -> Connection:
+        conn = self.bootstrap
+        v = conn.version(FindCoordinatorRequest, 4)
+        if v >= 4:
+            resp = conn.call(FindCoordinatorRequest(key_type=0, coordinator_keys=[group]), v)
+            c = resp.coordinators[0]
+            code, message, node_id, host, port = c.error_code, c.error_message, c.node_id, c.host, c.port
+        else:
+            resp = conn.call(FindCoordinatorRequest(key=group, key_type=0), v)
+            code, message = resp.error_code, resp.error_message
+            node_id, host, port = resp.node_id, resp.host, resp.port
+        check(code, f"group {group}", message)
+        self._brokers.setdefault(node_id, (host, port))
+        return self.node(node_id)

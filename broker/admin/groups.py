@@ -1,0 +1,236 @@
+"""`kproto group list|describe|seek|delete`: what kafka-consumer-groups.sh does: groups and their
+states, members and assignments, committed offset, log end and lag per partition with the total,
+offset resets (earliest, latest, an offset, a timestamp, a shift; a dry run unless --execute, and
+only while the group has no members, as Kafka requires) and deletion."""
+from __future__ import annotations
+
+import struct
+import sys
+
+from kproto.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
+from kproto.messages.delete_groups_request import DeleteGroupsRequest
+from kproto.messages.describe_groups_request import DescribeGroupsRequest
+from kproto.messages.list_groups_request import ListGroupsRequest
+from kproto.messages.offset_commit_request import OffsetCommitRequest
+from kproto.messages.offset_fetch_request import OffsetFetchRequest
+
+from broker.admin import output
+from broker.admin.client import EARLIEST, LATEST
+from broker.admin.errors import USAGE, AdminError, KafkaError, check
+
+OFFSET_COLUMNS = [("group", "GROUP"), ("topic", "TOPIC"), ("partition", "PARTITION"),
+                  ("current_offset", "CURRENT-OFFSET"), ("log_end_offset", "LOG-END-OFFSET"), ("lag", "LAG"),
+                  ("consumer_id", "CONSUMER-ID"), ("host", "HOST"), ("client_id", "CLIENT-ID")]
+
+
+def add_parser(sub, leaf) -> None:
+    p = sub.add_parser("group", help="list, describe, reset offsets of and delete consumer groups")
+    s = p.add_subparsers(dest="action", required=True)
+    lst = leaf(s, "list", "groups with their state and protocol type")
+    lst.add_argument("--state", action="append", default=[], help="only groups in this state (repeatable)")
+    d = leaf(s, "describe", "members, assignments, offsets and lag per partition")
+    d.add_argument("groups", nargs="+", metavar="GROUP")
+    k = leaf(s, "seek", "reset a group's committed offsets (dry run unless --execute)")
+    k.add_argument("group", metavar="GROUP")
+    k.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P...]",
+                   help="the topic (and partitions) to reset (repeatable)")
+    k.add_argument("--all-topics", action="store_true", help="every topic the group has offsets for")
+    to = k.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true")
+    to.add_argument("--to-latest", action="store_true")
+    to.add_argument("--to-offset", type=int)
+    to.add_argument("--to-timestamp", metavar="TIME", help="ms since the epoch, or ISO-8601")
+    to.add_argument("--shift-by", type=int)
+    k.add_argument("--execute", action="store_true", help="commit the new offsets (default: only show them)")
+    k.add_argument("--dry-run", action="store_true", help="only show the new offsets (the default)")
+    dl = leaf(s, "delete", "delete groups (only groups without members)")
+    dl.add_argument("groups", nargs="+", metavar="GROUP")
+
+
+def run(args, admin) -> int:
+    return {"list": list_groups, "describe": describe, "seek": seek, "delete": delete}[args.action](args, admin)
+
+
+def list_groups(args, admin) -> int:
+    groups = {}
+    for node_id in sorted(admin.brokers()):
+        resp = admin.node(node_id).call(ListGroupsRequest(states_filter=list(args.state)), 4)
+        check(resp.error_code, f"ListGroups on broker {node_id}")
+        for g in resp.groups:
+            groups[g.group_id] = {"group": g.group_id, "state": g.group_state, "protocol_type": g.protocol_type}
+    rows = [groups[g] for g in sorted(groups)]
+    output.emit(args, rows, lambda rows: output.table(
+        rows, [("group", "GROUP"), ("state", "STATE"), ("protocol_type", "PROTOCOL-TYPE")]))
+    return 0
+
+
+def committed_offsets(admin, group: str, conn=None) -> dict[str, dict[int, int]]:
+    """{topic: {partition: committed offset}} of a group (OffsetFetch for every topic)."""
+    conn = conn or admin.coordinator(group)
+    v = conn.version(OffsetFetchRequest, 8)
+    if v >= 8:
+        resp = conn.call(OffsetFetchRequest(require_stable=False, groups=[
+            OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group, topics=None)]), v)
+        g = resp.groups[0]
+        check(g.error_code, f"group {group}")
+        topics = g.topics
+    else:
+        resp = conn.call(OffsetFetchRequest(group_id=group, topics=None), v)
+        check(resp.error_code, f"group {group}")
+        topics = resp.topics
+    out: dict[str, dict[int, int]] = {}
+    for t in topics:
+        for p in t.partitions:
+            check(p.error_code, f"group {group} at {t.name}-{p.partition_index}")
+            if p.committed_offset >= 0:
+                out.setdefault(t.name, {})[p.partition_index] = p.committed_offset
+    return out
+
+
+def _assignment(data) -> list[tuple[str, list[int]]]:
+    if not data or len(data) < 2:
+        return []
+    version = struct.unpack_from(">h", data)[0]
+    try:
+        a = ConsumerProtocolAssignment.decode(bytes(data), min(version, ConsumerProtocolAssignment.MAX_VERSION), 2)
+    except Exception:   # noqa: BLE001 (not a consumer's assignment: a connect worker's, say)
+        return []
+    return [(tp.topic, list(tp.partitions)) for tp in a.assigned_partitions]
+
+
+def _describe_one(admin, group: str) -> dict:
+    conn = admin.coordinator(group)
+    g = conn.call(DescribeGroupsRequest(groups=[group], include_authorized_operations=False), 5).groups[0]
+    check(g.error_code, f"group {group}")
+    committed = committed_offsets(admin, group, conn)
+    if g.group_state == "Dead" and not committed:
+        raise KafkaError(69, f"group {group}", f"Consumer group '{group}' does not exist.")
+    members, owner = [], {}
+    for m in g.members:
+        assigned = _assignment(m.member_assignment) if g.protocol_type == "consumer" else []
+        members.append({"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id, "host": m.client_host,
+                        "assignment": [{"topic": t, "partitions": sorted(ps)} for t, ps in assigned]})
+        for t, ps in assigned:
+            for p in ps:
+                owner[(t, p)] = m
+    keys = {(t, p) for t, ps in committed.items() for p in ps} | set(owner)
+    ends: dict[str, dict[int, int]] = {}
+    for t in sorted({t for t, _ in keys}):
+        try:
+            ends[t] = admin.list_offsets(t, {p: 0 for tt, p in keys if tt == t}, LATEST)
+        except KafkaError:
+            ends[t] = {}
+    rows = []
+    for t, p in sorted(keys):
+        cur = committed.get(t, {}).get(p)
+        end = ends.get(t, {}).get(p)
+        m = owner.get((t, p))
+        rows.append({"group": group, "topic": t, "partition": p, "current_offset": cur, "log_end_offset": end,
+                     "lag": None if cur is None or end is None else max(0, end - cur),
+                     "consumer_id": m.member_id if m else None, "host": m.client_host if m else None,
+                     "client_id": m.client_id if m else None})
+    return {"group": group, "state": g.group_state, "protocol_type": g.protocol_type, "protocol": g.protocol_data,
+            "members": members, "offsets": rows, "total_lag": sum(r["lag"] or 0 for r in rows)}
+
+
+def describe(args, admin) -> int:
+    data = [_describe_one(admin, g) for g in args.groups]
+
+    def render(data):
+        for d in data:
+            print(f"Consumer group '{d['group']}' is {d['state']} with {len(d['members'])} members; "
+                  f"total lag {d['total_lag']}")
+            if d["offsets"]:
+                output.table(d["offsets"], OFFSET_COLUMNS)
+    output.emit(args, data, render)
+    return 0
+
+
+def _targets(args, admin, committed) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    if args.all_topics:
+        out = {t: sorted(ps) for t, ps in committed.items()}
+    for item in args.topic:
+        name, _, parts = item.partition(":")
+        if parts:
+            try:
+                out[name] = sorted(int(x) for x in parts.split(","))
+            except ValueError:
+                raise AdminError(f"--topic {item!r}: partitions are numbers (TOPIC:0,1)", USAGE) from None
+        else:
+            out[name] = [p.partition_index for p in admin.topic(name).partitions]
+    if not out:
+        raise AdminError("seek needs --topic TOPIC or --all-topics", USAGE)
+    return out
+
+
+def seek(args, admin) -> int:
+    group = args.group
+    conn = admin.coordinator(group)
+    g = conn.call(DescribeGroupsRequest(groups=[group], include_authorized_operations=False), 5).groups[0]
+    check(g.error_code, f"group {group}")
+    if g.group_state not in ("Empty", "Dead"):
+        # kafka-consumer-groups.sh's refusal, word for word
+        raise AdminError(f"Assignments can only be reset if the group '{group}' is inactive, but the "
+                         f"current state is {g.group_state}.")
+    committed = committed_offsets(admin, group, conn)
+    plan = []
+    for topic, parts in sorted(_targets(args, admin, committed).items()):
+        wanted = dict.fromkeys(parts, 0)
+        earliest = admin.list_offsets(topic, wanted, EARLIEST)
+        latest = admin.list_offsets(topic, wanted, LATEST)
+        if args.to_timestamp is not None:
+            from broker.admin.consume import parse_time
+            at = admin.list_offsets(topic, wanted, parse_time(args.to_timestamp))
+        for p in parts:
+            if args.to_earliest:
+                new = earliest[p]
+            elif args.to_latest:
+                new = latest[p]
+            elif args.to_offset is not None:
+                new = args.to_offset
+            elif args.to_timestamp is not None:
+                new = at[p] if at[p] >= 0 else latest[p]
+            else:
+                new = committed.get(topic, {}).get(p, latest[p]) + args.shift_by
+            new = min(max(new, earliest[p]), latest[p])   # Kafka clamps into the log's range
+            plan.append({"group": group, "topic": topic, "partition": p, "new_offset": new})
+    if args.execute:
+        by_topic: dict[str, list] = {}
+        for r in plan:
+            by_topic.setdefault(r["topic"], []).append(OffsetCommitRequest.OffsetCommitRequestPartition(
+                partition_index=r["partition"], committed_offset=r["new_offset"], committed_leader_epoch=-1,
+                committed_metadata=""))
+        req = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                                  group_instance_id=None, topics=[OffsetCommitRequest.OffsetCommitRequestTopic(
+                                      name=t, partitions=ps) for t, ps in by_topic.items()])
+        for t in conn.call(req, 8).topics:
+            for p in t.partitions:
+                check(p.error_code, f"group {group} at {t.name}-{p.partition_index}")
+    else:
+        print("WARN: No action will be performed as the --execute option is missing. "
+              "In a future major release, the default behavior of this command will be to prompt the user "
+              "before executing the reset rather than doing a dry run. You should add the --dry-run option "
+              "explicitly if you are scripting this command and want to keep the current default behavior "
+              "without prompting.", file=sys.stderr)
+    output.emit(args, {"executed": args.execute, "offsets": plan}, lambda d: output.table(
+        d["offsets"], [("group", "GROUP"), ("topic", "TOPIC"), ("partition", "PARTITION"),
+                       ("new_offset", "NEW-OFFSET")]))
+    return 0
+
+
+def delete(args, admin) -> int:
+    results, failure = [], None
+    for group in args.groups:
+        r = admin.coordinator(group).call(DeleteGroupsRequest(groups_names=[group]), 2).results[0]
+        if r.error_code:
+            failure = failure or KafkaError(r.error_code, f"group {group}")
+        else:
+            results.append({"group": group, "deleted": True})
+    output.emit(args, results, lambda rows: rows and print(
+        "Deletion of requested consumer groups (" + ", ".join(f"'{r['group']}'" for r in rows) +
+        ") was successful."))
+    if failure:
+        raise failure
+    return 0
