@@ -32,7 +32,7 @@ LAYERS = [
     ("metadata",),
     ("security",),
     ("config",),
-    ("storage", "net"),
+    ("storage", "net", "admin"),   # admin: the admin CLI's Kafka client, kproto/ only
 ]
 LEVEL = {room: i for i, rooms in enumerate(LAYERS) for room in rooms}
 # What the packages under broker/ may import of each other (raft/ and kproto/ are below broker/).

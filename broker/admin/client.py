@@ -4,13 +4,14 @@ lists), and the lookups several command families share (metadata, offsets, coord
 from __future__ import annotations
 
 import time
+from datetime import datetime
 
 from kproto.messages.find_coordinator_request import FindCoordinatorRequest
 from kproto.messages.list_offsets_request import ListOffsetsRequest
 from kproto.messages.metadata_request import MetadataRequest
 
 from broker.admin.connection import Connection, ConnectionFailed
-from broker.admin.errors import AdminError, KafkaError, check
+from broker.admin.errors import USAGE, AdminError, KafkaError, check
 from broker.admin.settings import bootstrap_addresses
 
 EARLIEST, LATEST = -2, -1
@@ -136,3 +137,14 @@ class Admin:
         check(code, f"group {group}", message)
         self._brokers.setdefault(node_id, (host, port))
         return self.node(node_id)
+
+
+def parse_time(text: str) -> int:
+    """A time given as ms since the epoch or ISO-8601 (naive times are local), in ms."""
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise AdminError(f"{text!r}: not ms since the epoch nor ISO-8601", USAGE) from None
+    return int(dt.timestamp() * 1000)

@@ -12,14 +12,12 @@ import base64
 import json
 import sys
 import time
-from datetime import datetime
 
 from kproto.messages.fetch_request import FetchRequest
 from kproto.messages.offset_commit_request import OffsetCommitRequest
 from kproto.records import iter_batch_headers, iter_records
 
-from broker.admin import output
-from broker.admin.client import EARLIEST, LATEST
+from broker.admin.client import EARLIEST, LATEST, parse_time
 from broker.admin.errors import USAGE, AdminError, KafkaError, check
 
 FIELDS = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
@@ -46,16 +44,6 @@ def add_parser(sub, leaf) -> None:
                    help="how keys and values are shown (auto: text when UTF-8, else hex)")
     p.add_argument("--isolation", choices=("read_uncommitted", "read_committed"), default="read_uncommitted")
     p.set_defaults(format="text")
-
-
-def parse_time(text: str) -> int:
-    if text.lstrip("-").isdigit():
-        return int(text)
-    try:
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise AdminError(f"--from-timestamp {text!r}: not ms since the epoch nor ISO-8601", USAGE) from None
-    return int(dt.timestamp() * 1000)
 
 
 def decode(data, how: str):

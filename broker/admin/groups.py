@@ -15,7 +15,7 @@ from kproto.messages.offset_commit_request import OffsetCommitRequest
 from kproto.messages.offset_fetch_request import OffsetFetchRequest
 
 from broker.admin import output
-from broker.admin.client import EARLIEST, LATEST
+from broker.admin.client import EARLIEST, LATEST, parse_time
 from broker.admin.errors import USAGE, AdminError, KafkaError, check
 
 OFFSET_COLUMNS = [("group", "GROUP"), ("topic", "TOPIC"), ("partition", "PARTITION"),
@@ -181,7 +181,6 @@ def seek(args, admin) -> int:
         earliest = admin.list_offsets(topic, wanted, EARLIEST)
         latest = admin.list_offsets(topic, wanted, LATEST)
         if args.to_timestamp is not None:
-            from broker.admin.consume import parse_time
             at = admin.list_offsets(topic, wanted, parse_time(args.to_timestamp))
         for p in parts:
             if args.to_earliest:

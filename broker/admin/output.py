@@ -34,7 +34,6 @@ def table(rows: list[dict], columns: list[tuple[str, str]], title: str | None = 
 
 def fields(pairs: list[tuple[str, object]], title: str | None = None) -> None:
     """A two-column list of name: value."""
-    from rich import box
     from rich.table import Table
     t = Table(title=title, box=None, show_header=False, title_justify="left", pad_edge=False)
     t.add_column(style="bold")
