@@ -2,6 +2,7 @@
 kafka-configs.sh do for topics, with partition sizes (DescribeLogDirs) and config sources."""
 from __future__ import annotations
 
+import sys
 import time
 
 from kproto.messages.create_partitions_request import CreatePartitionsRequest
@@ -12,6 +13,7 @@ from kproto.messages.describe_log_dirs_request import DescribeLogDirsRequest
 from kproto.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
 
 from broker.admin import output
+from broker.admin.connection import ConnectionFailed
 from broker.admin.errors import USAGE, AdminError, KafkaError, check
 
 TOPIC_RESOURCE = 2
@@ -136,7 +138,11 @@ def partition_sizes(admin, topics) -> dict[tuple[str, int], dict[int, int]]:
         topic=t.name, partitions=[p.partition_index for p in t.partitions]) for t in topics])
     sizes: dict[tuple[str, int], dict[int, int]] = {}
     for node_id in sorted(admin.brokers()):
-        resp = admin.node(node_id).call(req, 4)
+        try:
+            resp = admin.node(node_id).call(req, 4)
+        except ConnectionFailed as exc:   # a broker just gone: the others' sizes still count
+            print(f"kproto: warning: no sizes from broker {node_id}: {exc}", file=sys.stderr)
+            continue
         for d in resp.results:
             if d.error_code:
                 continue
