@@ -195,6 +195,25 @@ def test_consume_positions_formats_and_produce_options(broker, tmp_path):
     fails(kp(broker, "consume", "cli-c", "--print", "colour", "-e"), 2, "unknown field 'colour'")
 
 
+def test_consume_skips_transaction_markers_and_read_committed_skips_aborted_records(broker):
+    from confluent_kafka import Producer
+    ok(kp(broker, "topic", "create", "cli-txn"))
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "cli-txn-producer"})
+    p.init_transactions(30)
+    for values, commit in ((["ok1", "ok2"], True), (["bad1", "bad2"], False), (["ok3"], True)):
+        p.begin_transaction()
+        for v in values:
+            p.produce("cli-txn", value=v)
+        p.flush(15)
+        (p.commit_transaction if commit else p.abort_transaction)(30)
+    ok(kp(broker, "produce", "cli-txn", stdin=b"plain\n"))
+    # the log holds 5 data records, 3 markers and the plain one (offsets 0-8)
+    everything = ok(kp(broker, "consume", "cli-txn", "--from-beginning", "-e", "--print", "offset,value")).out
+    assert everything == "0\tok1\n1\tok2\n3\tbad1\n4\tbad2\n6\tok3\n8\tplain\n"
+    committed = ok(kp(broker, "consume", "cli-txn", "--from-beginning", "-e", "--isolation", "read_committed"))
+    assert committed.out == "ok1\nok2\nok3\nplain\n"
+
+
 # -- groups ----------------------------------------------------------------------------------
 
 def _confluent_offsets(broker, group: str, topic: str, partitions: int) -> dict[int, int]:

@@ -15,7 +15,7 @@ import time
 
 from kproto.messages.fetch_request import FetchRequest
 from kproto.messages.offset_commit_request import OffsetCommitRequest
-from kproto.records import iter_batch_headers, iter_records
+from kproto.records import control_record_type, iter_batch_headers, iter_records
 
 from broker.admin.client import EARLIEST, LATEST, parse_time
 from broker.admin.errors import USAGE, AdminError, KafkaError, check
@@ -150,7 +150,7 @@ def run(args, admin) -> int:
                                             for x in admin.topic(args.topic).partitions})
                             continue
                         check(rp.error_code, f"{args.topic}-{p}")
-                        for rec in _records(rp.records, positions[p]):
+                        for rec in _records(rp.records, positions[p], rp.aborted_transactions if isolation else ()):
                             if args.count is not None and seen >= args.count:
                                 break
                             _print(out, args, fields, json_mode, p, rec)
@@ -175,11 +175,23 @@ def run(args, admin) -> int:
     return 0
 
 
-def _records(data, position: int):
+def _records(data, position: int, aborted=()):
+    """The data records at or after `position`; with read_committed (`aborted`: the fetch answer's
+    aborted transactions) without those of aborted transactions, as Kafka's consumer filters them:
+    a producer's batches from an aborted transaction's first offset up to its ABORT marker."""
     if not data:
         return
+    starts = sorted((t.first_offset, t.producer_id) for t in aborted or ())
+    ongoing: set[int] = set()
     for pos, header in iter_batch_headers(data, allow_partial_tail=True):
-        if header.is_control or header.last_offset < position:
+        while starts and starts[0][0] <= header.last_offset:
+            ongoing.add(starts.pop(0)[1])
+        if header.is_control:
+            for rec in iter_records(data, pos):
+                if control_record_type(rec) == 0:   # ABORT: this producer's next batches are live
+                    ongoing.discard(header.producer_id)
+            continue
+        if header.last_offset < position or (header.is_transactional and header.producer_id in ongoing):
             continue
         for rec in iter_records(data, pos):
             if rec.offset >= position:
