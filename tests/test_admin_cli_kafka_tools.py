@@ -1,0 +1,78 @@
+"""The admin CLI's JSON beside what Kafka's own tools print for the same kproto broker:
+`kproto topic describe` against `kafka-topics.sh --describe` (partitions, leaders, replicas, ISR,
+non-default configs), `kproto group describe` against `kafka-consumer-groups.sh --describe`
+(committed offset, log end offset, lag per partition) and `kproto cluster quorum` against
+`kafka-metadata-quorum.sh describe --status` (leader, epoch). Needs an Apache Kafka installation
+in KAFKA_HOME; skips without it."""
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from tests.test_admin_cli import kp, ok
+
+KAFKA_HOME = os.environ.get("KAFKA_HOME")
+
+pytestmark = [
+    pytest.mark.skipif(not KAFKA_HOME, reason="KAFKA_HOME is not set: these tests run Kafka's bin/kafka-*.sh "
+                                              "from an Apache Kafka installation"),
+    pytest.mark.timeout(300),
+]
+
+
+def tool(name: str, *args: str) -> str:
+    proc = subprocess.run([os.path.join(KAFKA_HOME, "bin", name), *args], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    return proc.stdout
+
+
+def _fields(line: str) -> dict[str, str]:
+    """`Topic: t\tPartition: 0\tLeader: 1 ...` -> {"Topic": "t", ...}."""
+    out = {}
+    for cell in line.strip().split("\t"):
+        k, _, v = cell.partition(":")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def test_topic_describe_matches_kafka_topics(broker):
+    ok(kp(broker, "topic", "create", "cmp-t", "-p", "3", "-c", "retention.ms=3600000", "-c", "cleanup.policy=compact"))
+    ours = ok(kp(broker, "topic", "describe", "cmp-t", "--format", "json")).json[0]
+    out = tool("kafka-topics.sh", "--bootstrap-server", broker.bootstrap, "--describe", "--topic", "cmp-t")
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    head = _fields(lines[0])
+    assert int(head["PartitionCount"]) == ours["partition_count"]
+    assert int(head["ReplicationFactor"]) == ours["replication_factor"]
+    kafka_configs = {kv.split("=", 1)[0] for kv in head["Configs"].split(",") if kv}
+    assert kafka_configs == {c["name"] for c in ours["configs"] if c["source"] != "DEFAULT_CONFIG"}
+    rows = [_fields(ln) for ln in lines[1:] if "Partition:" in ln]
+    theirs = {int(r["Partition"]): (int(r["Leader"]), r["Replicas"], r["Isr"]) for r in rows}
+    assert theirs == {p["partition"]: (p["leader"], ",".join(map(str, p["replicas"])), ",".join(map(str, p["isr"])))
+                      for p in ours["partitions"]}
+
+
+def test_group_describe_matches_kafka_consumer_groups(broker):
+    ok(kp(broker, "topic", "create", "cmp-g", "-p", "2"))
+    ok(kp(broker, "produce", "cmp-g", "-p", "0", stdin=b"a\nb\nc\n"))
+    ok(kp(broker, "produce", "cmp-g", "-p", "1", stdin=b"d\n"))
+    ok(kp(broker, "consume", "cmp-g", "-p", "0", "--from-beginning", "-n", "2", "-g", "cmp-group"))
+    ours = ok(kp(broker, "group", "describe", "cmp-group", "--format", "json")).json[0]
+    out = tool("kafka-consumer-groups.sh", "--bootstrap-server", broker.bootstrap, "--describe", "--group", "cmp-group")
+    rows = [ln.split() for ln in out.splitlines() if ln.startswith("cmp-group ")]
+    theirs = {(r[1], int(r[2])): (r[3], r[4], r[5]) for r in rows}
+
+    def cell(v):
+        return "-" if v is None else str(v)
+    assert theirs == {(r["topic"], r["partition"]): (cell(r["current_offset"]), cell(r["log_end_offset"]), cell(r["lag"]))
+                      for r in ours["offsets"]}
+
+
+def test_cluster_quorum_matches_kafka_metadata_quorum(broker):
+    ours = ok(kp(broker, "cluster", "quorum", "--format", "json")).json
+    out = tool("kafka-metadata-quorum.sh", "--bootstrap-server", broker.bootstrap, "describe", "--status")
+    status = dict(ln.split(":", 1) for ln in out.splitlines() if ":" in ln)
+    assert int(status["LeaderId"]) == ours["leader_id"]
+    assert int(status["LeaderEpoch"]) == ours["leader_epoch"]
