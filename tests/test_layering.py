@@ -32,6 +32,7 @@ LAYERS = [
     ("metadata",),
     ("security",),
     ("config",),
+    ("console",),                  # the web console: a Kafka client (admin) of its own broker
     ("storage", "net", "admin"),   # admin: the admin CLI's Kafka client, kproto/ only
 ]
 LEVEL = {room: i for i, rooms in enumerate(LAYERS) for room in rooms}

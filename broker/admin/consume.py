@@ -150,7 +150,7 @@ def run(args, admin) -> int:
                                             for x in admin.topic(args.topic).partitions})
                             continue
                         check(rp.error_code, f"{args.topic}-{p}")
-                        for rec in _records(rp.records, positions[p], rp.aborted_transactions if isolation else ()):
+                        for rec in data_records(rp.records, positions[p], rp.aborted_transactions if isolation else ()):
                             if args.count is not None and seen >= args.count:
                                 break
                             _print(out, args, fields, json_mode, p, rec)
@@ -175,7 +175,7 @@ def run(args, admin) -> int:
     return 0
 
 
-def _records(data, position: int, aborted=()):
+def data_records(data, position: int, aborted=()):
     """The data records at or after `position`; with read_committed (`aborted`: the fetch answer's
     aborted transactions) without those of aborted transactions, as Kafka's consumer filters them:
     a producer's batches from an aborted transaction's first offset up to its ABORT marker."""

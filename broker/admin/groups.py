@@ -98,7 +98,8 @@ def _assignment(data) -> list[tuple[str, list[int]]]:
     return [(tp.topic, list(tp.partitions)) for tp in a.assigned_partitions]
 
 
-def _describe_one(admin, group: str) -> dict:
+def describe_group(admin, group: str) -> dict:
+    """State, members, and offsets with lag per partition of one group."""
     conn = admin.coordinator(group)
     g = conn.call(DescribeGroupsRequest(groups=[group], include_authorized_operations=False), 5).groups[0]
     check(g.error_code, f"group {group}")
@@ -135,7 +136,7 @@ def _describe_one(admin, group: str) -> dict:
 
 
 def describe(args, admin) -> int:
-    data = [_describe_one(admin, g) for g in args.groups]
+    data = [describe_group(admin, g) for g in args.groups]
 
     def render(data):
         for d in data:

@@ -32,6 +32,7 @@ class MetricsServer:
         self.host, self.port = self.sock.getsockname()[:2]
         self.trio_token = None
         self._registry = None
+        self.console = None   # broker.console.Console, made at the first /console request
         self._thread = threading.Thread(target=self._accept_loop, name="kproto-metrics", daemon=True)
         self._thread.start()
 
@@ -75,15 +76,26 @@ class MetricsServer:
         time for nothing more)."""
         reader = conn.makefile("rb")
         request_line = reader.readline(8192).decode("latin-1")
-        while True:   # the headers: nothing in them matters here
+        headers = {}
+        for _ in range(100):   # the headers: only the console reads them (Authorization)
             line = reader.readline(8192)
             if line in (b"\r\n", b"\n", b""):
                 break
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
         parts = request_line.split()
         if len(parts) < 2 or parts[0] not in ("GET", "HEAD"):
             return _send(conn, 405, b"only GET\n")
-        path = parts[1].split("?", 1)[0].rstrip("/") or "/"
+        path, _, query = parts[1].partition("?")
+        path = path.rstrip("/") or "/"
         try:
+            if path == "/console" or path.startswith("/console/"):
+                # the web console (broker/console): pages of its own, off with kproto.console.enable=false
+                if self.console is None:
+                    from broker.console import Console
+                    self.console = Console(self.broker, self)
+                code, body, ctype, extra = self.console.handle(path, query, headers)
+                return _send(conn, code, b"" if parts[0] == "HEAD" else body, ctype, len(body), extra)
             if path == "/metrics":
                 code, body, ctype = 200, self.render(), CONTENT_TYPE
             elif path == "/ready":
@@ -93,7 +105,7 @@ class MetricsServer:
                 code, text = self.health()
                 body, ctype = (text + "\n").encode(), None
             elif path == "/":
-                code, body, ctype = 200, b"kproto: /metrics /ready /health\n", None
+                code, body, ctype = 200, b"kproto: /metrics /ready /health /console\n", None
             else:
                 code, body, ctype = 404, b"not found\n", None
         except trio.RunFinishedError:
@@ -136,11 +148,14 @@ class MetricsServer:
         return 200, "ok"
 
 
-_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+_REASONS = {200: "OK", 303: "See Other", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
+            404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error", 503: "Service Unavailable"}
 
 
-def _send(conn, code: int, body: bytes, content_type: str | None = None, length: int | None = None) -> None:
-    head = (f"HTTP/1.0 {code} {_REASONS.get(code, '')}\r\nServer: kproto\r\n"
+def _send(conn, code: int, body: bytes, content_type: str | None = None, length: int | None = None,
+          extra_headers: dict | None = None) -> None:
+    extra = "".join(f"{k}: {v}\r\n" for k, v in (extra_headers or {}).items())
+    head = (f"HTTP/1.0 {code} {_REASONS.get(code, '')}\r\nServer: kproto\r\n{extra}"
             f"Content-Type: {content_type or 'text/plain; charset=utf-8'}\r\n"
             f"Content-Length: {len(body) if length is None else length}\r\nConnection: close\r\n\r\n")
     conn.sendall(head.encode("latin-1") + body)
