@@ -5,6 +5,7 @@ thread of the metrics listener with a Kafka client of its own, closed when the p
 from __future__ import annotations
 
 import base64
+import logging
 import binascii
 import time
 from datetime import datetime, timezone
@@ -15,6 +16,8 @@ from broker.admin.connection import ConnectionFailed
 from broker.admin.errors import AdminError, KafkaError
 from broker.console import views
 from broker.console.charts import Sampler
+
+log = logging.getLogger("kproto.console")
 
 ENABLE_KEY = "kproto.console.enable"
 HTML = "text/html; charset=utf-8"
@@ -131,6 +134,9 @@ class Console:
         except AdminError as exc:
             name = exc.name if isinstance(exc, KafkaError) else str(exc).split(":", 1)[0]
             return self._page("error.html", {"message": str(exc)}, _STATUS.get(name, 502), user=user)
+        except Exception as exc:   # noqa: BLE001 (a console bug is one page's 500, logged; never the broker's)
+            log.warning("console page %s failed: %r", path, exc, exc_info=True)
+            return self._page("error.html", {"message": f"internal error: {exc!r}"}, 500, user=user)
         if routed is None:
             return self._page("error.html", {"message": "No such page."}, 404, user=user)
         template, data = routed
