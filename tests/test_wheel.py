@@ -62,6 +62,8 @@ def test_the_wheel_holds_kproto_broker_and_raft_only(wheel):
         entry_points = next(z.read(n).decode() for n in z.namelist() if n.endswith("entry_points.txt"))
     assert "kproto = broker.launch.cli:main" in entry_points
     assert "kproto = broker.launch.pytest_plugin" in entry_points
+    with zipfile.ZipFile(wheel) as z:   # the web console's templates are package data
+        assert "broker/console/templates/base.html" in z.namelist()
 
 
 def test_the_installed_package_runs_from_the_venv_and_has_no_tools(venv, tmp_path):
