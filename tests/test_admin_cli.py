@@ -285,6 +285,36 @@ def test_group_list_describe_seek_delete_against_a_live_consumer(broker):
     fails(kp(broker, "group", "delete", "cli-group"), 1, "GROUP_ID_NOT_FOUND")
 
 
+def test_group_describe_and_seek_of_a_kip848_consumer_group(broker):
+    """A `group.protocol=consumer` group (KIP-848): DescribeGroups calls it Dead, so describe and
+    seek ask ConsumerGroupDescribe, as kafka-consumer-groups.sh does by the group's type."""
+    from confluent_kafka import Consumer
+    ok(kp(broker, "topic", "create", "cli-848", "-p", "2"))
+    ok(kp(broker, "produce", "cli-848", "-p", "0", stdin=b"a\nb\nc\n"))
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "cli-848-group", "group.protocol": "consumer",
+                  "client.id": "cli-848-client", "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                  "log_level": 0})
+    c.subscribe(["cli-848"])
+    got = 0
+    deadline = time.monotonic() + 30
+    while got < 3 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got += 1
+    c.commit(asynchronous=False)
+    try:
+        d = ok(kp(broker, "group", "describe", "cli-848-group", "--format", "json")).json[0]
+        assert d["state"] == "Stable" and d["protocol_type"] == "consumer"
+        assert [m["client_id"] for m in d["members"]] == ["cli-848-client"]
+        assert d["members"][0]["assignment"] == [{"topic": "cli-848", "partitions": [0, 1]}]
+        assert {r["partition"]: (r["current_offset"], r["lag"]) for r in d["offsets"]}[0] == (3, 0)
+        assert all(r["consumer_id"] == d["members"][0]["member_id"] for r in d["offsets"])
+        fails(kp(broker, "group", "seek", "cli-848-group", "--all-topics", "--to-earliest", "--execute"), 1,
+              "current state is Stable")
+    finally:
+        c.close()
+
+
 # -- cluster ---------------------------------------------------------------------------------
 
 def test_cluster_info_health_quorum_single_node(broker):

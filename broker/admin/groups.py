@@ -7,6 +7,7 @@ from __future__ import annotations
 import struct
 import sys
 
+from kproto.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from kproto.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
 from kproto.messages.delete_groups_request import DeleteGroupsRequest
 from kproto.messages.describe_groups_request import DescribeGroupsRequest
@@ -98,21 +99,50 @@ def _assignment(data) -> list[tuple[str, list[int]]]:
     return [(tp.topic, list(tp.partitions)) for tp in a.assigned_partitions]
 
 
+class _Member:
+    def __init__(self, member_id, group_instance_id, client_id, client_host, assigned):
+        self.member_id, self.group_instance_id = member_id, group_instance_id
+        self.client_id, self.client_host, self.assigned = client_id, client_host, assigned
+
+
+def group_state(admin, conn, group: str) -> tuple[str, str, str, list[_Member]]:
+    """(state, protocol type, protocol, members) of a classic group (DescribeGroups) or of a
+    KIP-848 consumer group, which DescribeGroups reports Dead: then ConsumerGroupDescribe, as
+    kafka-consumer-groups.sh asks by the group's type."""
+    g = conn.call(DescribeGroupsRequest(groups=[group], include_authorized_operations=False), 5).groups[0]
+    if g.error_code not in (0, 69) and g.error_code != 16:
+        check(g.error_code, f"group {group}")
+    if g.error_code == 0 and g.group_state != "Dead":
+        members = [_Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                           _assignment(m.member_assignment) if g.protocol_type == "consumer" else [])
+                   for m in g.members]
+        return g.group_state, g.protocol_type, g.protocol_data, members
+    if ConsumerGroupDescribeRequest.API_KEY in conn.versions:
+        d = conn.call(ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False), 0).groups[0]
+        if d.error_code == 0:
+            members = [_Member(m.member_id, m.instance_id, m.client_id, m.client_host,
+                               [(tp.topic_name, list(tp.partitions)) for tp in m.assignment.topic_partitions])
+                       for m in d.members]
+            return d.group_state, "consumer", d.assignor_name, members
+        if d.error_code not in (69, 16):   # not a consumer group either: Dead as DescribeGroups said
+            check(d.error_code, f"group {group}", d.error_message)
+    check(g.error_code, f"group {group}")
+    return "Dead", g.protocol_type, g.protocol_data, []
+
+
 def describe_group(admin, group: str) -> dict:
     """State, members, and offsets with lag per partition of one group."""
     conn = admin.coordinator(group)
-    g = conn.call(DescribeGroupsRequest(groups=[group], include_authorized_operations=False), 5).groups[0]
-    check(g.error_code, f"group {group}")
+    state, protocol_type, protocol, group_members = group_state(admin, conn, group)
     committed = committed_offsets(admin, group, conn)
-    if g.group_state == "Dead" and not committed:
+    if state == "Dead" and not committed:
         raise KafkaError(69, f"group {group}", f"Consumer group '{group}' does not exist.")
     members, owner = [], {}
-    for m in g.members:
-        assigned = _assignment(m.member_assignment) if g.protocol_type == "consumer" else []
+    for m in group_members:
         members.append({"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                         "client_id": m.client_id, "host": m.client_host,
-                        "assignment": [{"topic": t, "partitions": sorted(ps)} for t, ps in assigned]})
-        for t, ps in assigned:
+                        "assignment": [{"topic": t, "partitions": sorted(ps)} for t, ps in m.assigned]})
+        for t, ps in m.assigned:
             for p in ps:
                 owner[(t, p)] = m
     keys = {(t, p) for t, ps in committed.items() for p in ps} | set(owner)
@@ -131,7 +161,7 @@ def describe_group(admin, group: str) -> dict:
                      "lag": None if cur is None or end is None else max(0, end - cur),
                      "consumer_id": m.member_id if m else None, "host": m.client_host if m else None,
                      "client_id": m.client_id if m else None})
-    return {"group": group, "state": g.group_state, "protocol_type": g.protocol_type, "protocol": g.protocol_data,
+    return {"group": group, "state": state, "protocol_type": protocol_type, "protocol": protocol,
             "members": members, "offsets": rows, "total_lag": sum(r["lag"] or 0 for r in rows)}
 
 
@@ -169,12 +199,11 @@ def _targets(args, admin, committed) -> dict[str, list[int]]:
 def seek(args, admin) -> int:
     group = args.group
     conn = admin.coordinator(group)
-    g = conn.call(DescribeGroupsRequest(groups=[group], include_authorized_operations=False), 5).groups[0]
-    check(g.error_code, f"group {group}")
-    if g.group_state not in ("Empty", "Dead"):
+    state = group_state(admin, conn, group)[0]
+    if state not in ("Empty", "Dead"):
         # kafka-consumer-groups.sh's refusal, word for word
         raise AdminError(f"Assignments can only be reset if the group '{group}' is inactive, but the "
-                         f"current state is {g.group_state}.")
+                         f"current state is {state}.")
     committed = committed_offsets(admin, group, conn)
     plan = []
     for topic, parts in sorted(_targets(args, admin, committed).items()):
