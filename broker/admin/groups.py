@@ -196,9 +196,9 @@ def _targets(args, admin, committed) -> dict[str, list[int]]:
     return out
 
 
-def seek(args, admin) -> int:
-    group = args.group
-    conn = admin.coordinator(group)
+def reset_plan(admin, conn, group: str, targets: dict[str, list[int]], to: str, value=None) -> list[dict]:
+    """The new offsets of a reset: `to` is earliest, latest, offset, timestamp (value: ms or
+    ISO-8601) or shift (value: +-N from the committed offset); refused while the group has members."""
     state = group_state(admin, conn, group)[0]
     if state not in ("Empty", "Dead"):
         # kafka-consumer-groups.sh's refusal, word for word
@@ -206,37 +206,60 @@ def seek(args, admin) -> int:
                          f"current state is {state}.")
     committed = committed_offsets(admin, group, conn)
     plan = []
-    for topic, parts in sorted(_targets(args, admin, committed).items()):
+    for topic, parts in sorted(targets.items()):
         wanted = dict.fromkeys(parts, 0)
         earliest = admin.list_offsets(topic, wanted, EARLIEST)
         latest = admin.list_offsets(topic, wanted, LATEST)
-        if args.to_timestamp is not None:
-            at = admin.list_offsets(topic, wanted, parse_time(args.to_timestamp))
+        if to == "timestamp":
+            at = admin.list_offsets(topic, wanted, parse_time(str(value)))
         for p in parts:
-            if args.to_earliest:
+            if to == "earliest":
                 new = earliest[p]
-            elif args.to_latest:
+            elif to == "latest":
                 new = latest[p]
-            elif args.to_offset is not None:
-                new = args.to_offset
-            elif args.to_timestamp is not None:
+            elif to == "offset":
+                new = int(value)
+            elif to == "timestamp":
                 new = at[p] if at[p] >= 0 else latest[p]
             else:
-                new = committed.get(topic, {}).get(p, latest[p]) + args.shift_by
+                new = committed.get(topic, {}).get(p, latest[p]) + int(value)
             new = min(max(new, earliest[p]), latest[p])   # Kafka clamps into the log's range
             plan.append({"group": group, "topic": topic, "partition": p, "new_offset": new})
+    return plan
+
+
+def commit_plan(conn, group: str, plan: list[dict]) -> None:
+    """Commit a reset plan's offsets (as a non-member: generation -1, no member id)."""
+    by_topic: dict[str, list] = {}
+    for r in plan:
+        by_topic.setdefault(r["topic"], []).append(OffsetCommitRequest.OffsetCommitRequestPartition(
+            partition_index=r["partition"], committed_offset=r["new_offset"], committed_leader_epoch=-1,
+            committed_metadata=""))
+    req = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                              group_instance_id=None, topics=[OffsetCommitRequest.OffsetCommitRequestTopic(
+                                  name=t, partitions=ps) for t, ps in by_topic.items()])
+    for t in conn.call(req, 8).topics:
+        for p in t.partitions:
+            check(p.error_code, f"group {group} at {t.name}-{p.partition_index}")
+
+
+def seek(args, admin) -> int:
+    group = args.group
+    conn = admin.coordinator(group)
+    if args.to_earliest:
+        to, value = "earliest", None
+    elif args.to_latest:
+        to, value = "latest", None
+    elif args.to_offset is not None:
+        to, value = "offset", args.to_offset
+    elif args.to_timestamp is not None:
+        to, value = "timestamp", args.to_timestamp
+    else:
+        to, value = "shift", args.shift_by
+    targets = _targets(args, admin, committed_offsets(admin, group, conn))
+    plan = reset_plan(admin, conn, group, targets, to, value)
     if args.execute:
-        by_topic: dict[str, list] = {}
-        for r in plan:
-            by_topic.setdefault(r["topic"], []).append(OffsetCommitRequest.OffsetCommitRequestPartition(
-                partition_index=r["partition"], committed_offset=r["new_offset"], committed_leader_epoch=-1,
-                committed_metadata=""))
-        req = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="",
-                                  group_instance_id=None, topics=[OffsetCommitRequest.OffsetCommitRequestTopic(
-                                      name=t, partitions=ps) for t, ps in by_topic.items()])
-        for t in conn.call(req, 8).topics:
-            for p in t.partitions:
-                check(p.error_code, f"group {group} at {t.name}-{p.partition_index}")
+        commit_plan(conn, group, plan)
     else:
         print("WARN: No action will be performed as the --execute option is missing. "
               "In a future major release, the default behavior of this command will be to prompt the user "
