@@ -3,7 +3,8 @@ headless Chromium driven by Selenium clicks through the overview, a topic, the m
 a consumer group of a live 3-node cluster with a producer and a lagging consumer group running,
 and checks what each page shows against the cluster (brokers, quorum leader, partitions and ISR,
 the records produced, committed offsets and lag). With an authorizer, two SCRAM users see only
-what their ACLs allow. A screenshot of every page goes to <pytest basetemp>/console-screenshots
+what their ACLs allow, and a change made from the console (writes enabled) is the user's own,
+refused without the ACL for it. A screenshot of every page goes to <pytest basetemp>/console-screenshots
 (or $KPROTO_CONSOLE_SCREENSHOTS)."""
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ def _text(driver, element_id: str) -> str:
     try:
         return driver.find_element(By.ID, element_id).text
     except NoSuchElementException:
-        raise AssertionError(f"no #{element_id} on {driver.current_url}: {driver.page_source[-1500:]}") from None
+        raise AssertionError(f"no #{element_id} on {driver.current_url}: "
+                             f"{driver.page_source.split('<main>')[-1][:1500]}") from None
 
 
 def _rows(driver, table_id: str) -> list[list[str]]:
@@ -69,7 +71,15 @@ def _rows(driver, table_id: str) -> list[list[str]]:
 
 
 def _click(driver, how, what) -> None:
+    """Click a link or a form's button and wait for the next page (a click returns before the
+    browser has loaded it)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+    old = driver.find_element(By.TAG_NAME, "html")
     driver.find_element(how, what).click()
+    WebDriverWait(driver, 60).until(expected_conditions.staleness_of(old))
+    WebDriverWait(driver, 60).until(lambda d: d.execute_script("return document.readyState") == "complete")
 
 
 class _Traffic:
@@ -192,6 +202,7 @@ def secured(tmp_path_factory):
     b = SecureBroker(str(tmp_path_factory.mktemp("console-acl")), None, listeners=("SASL_PLAINTEXT",), settings={
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:ANONYMOUS",
+        "kproto.console.writes.enable": "true",
         "kproto.metrics.listener": "http://127.0.0.1:0"})
     b.metrics = True
     b.start()
@@ -243,3 +254,17 @@ def test_console_login_and_acl_filtered_views_of_two_users(secured, browser, sho
         assert not browser.find_elements(By.ID, "partition-table")
         browser.get(f"{base}/topics/{theirs}/messages")
         assert "TOPIC_AUTHORIZATION_FAILED" in _text(browser, "error")
+
+    # changes (kproto.console.writes.enable) are made as the user: the authorizer decides
+    browser.get(base + "/topics")
+    browser.find_element(By.ID, "create-name").send_keys("bob-new")
+    _click(browser, By.ID, "create-go")
+    assert "TOPIC_AUTHORIZATION_FAILED" in _text(browser, "error")
+    ok(kp(secured, "acl", "create", "--resource-type", "topic", "--resource-name", "bob-", "--pattern-type",
+          "prefixed", "--principal", "User:bob", "--operation", "all"))
+    browser.get(base + "/topics")
+    browser.find_element(By.ID, "create-name").send_keys("bob-new")
+    browser.find_element(By.ID, "create-partitions").send_keys("3")
+    _click(browser, By.ID, "create-go")
+    assert _text(browser, "topic-name") == "bob-new" and len(_rows(browser, "partition-table")) == 3
+    browser.save_screenshot(os.path.join(shots, "topic-created-by-bob.png"))

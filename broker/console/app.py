@@ -9,7 +9,7 @@ import logging
 import binascii
 import time
 from datetime import datetime, timezone
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs, quote, unquote
 
 from broker.admin.client import Admin, parse_time
 from broker.admin.connection import ConnectionFailed
@@ -20,6 +20,7 @@ from broker.console.charts import Sampler
 log = logging.getLogger("kproto.console")
 
 ENABLE_KEY = "kproto.console.enable"
+WRITES_KEY = "kproto.console.writes.enable"
 HTML = "text/html; charset=utf-8"
 REALM = 'Basic realm="kproto console", charset="UTF-8"'
 # Kafka error name -> HTTP status of the error page
@@ -31,8 +32,10 @@ class Console:
     def __init__(self, broker, server):
         self.broker = broker
         self.server = server
-        raw = str(broker.config.static_configs.get(ENABLE_KEY, "true")).strip().lower()
-        self.enabled = raw not in ("false", "off", "no", "0")
+        static = broker.config.static_configs
+        self.enabled = str(static.get(ENABLE_KEY, "true")).strip().lower() not in ("false", "off", "no", "0")
+        # read-only unless the operator says otherwise
+        self.writes = str(static.get(WRITES_KEY, "false")).strip().lower() in ("true", "on", "yes", "1")
         self._env = None
         self.sampler = Sampler(self._read_counters, server.trio_token)
 
@@ -102,12 +105,12 @@ class Console:
         raise last
 
     def _page(self, template: str, data: dict, code: int = 200, user=None, extra=None):
-        body = self.env().get_template(template).render(user=user, **data).encode()
+        body = self.env().get_template(template).render(user=user, writes=self.writes, **data).encode()
         return code, body, HTML, extra or {}
 
     # -- requests -------------------------------------------------------------------------
 
-    def handle(self, path: str, query: str, headers: dict):
+    def handle(self, path: str, query: str, headers: dict, method: str = "GET", form: bytes = b""):
         if not self.enabled:
             return 404, b"the console is off (kproto.console.enable=false)\n", "text/plain; charset=utf-8", {}
         if not self.broker.ready:
@@ -115,6 +118,10 @@ class Console:
         settings, user = self._settings(headers)
         if settings is None:
             return user   # the login page or why the console cannot serve
+        if method == "POST":
+            refused = self._refuse_write(headers, user)
+            if refused is not None:
+                return refused
         q = {k: v[-1] for k, v in parse_qs(query).items()}
         parts = [unquote(p) for p in path.split("/")[2:] if p]
         started = time.monotonic()
@@ -128,7 +135,11 @@ class Console:
         self.sampler.start()
         try:
             with admin:
-                routed = self._route(admin, settings, parts, q)
+                if method == "POST":
+                    form_data = {k: v[-1] for k, v in parse_qs(form.decode("utf-8", "replace")).items()}
+                    routed = self._act(admin, parts, form_data)
+                else:
+                    routed = self._route(admin, settings, parts, q)
         except (ValueError, KeyError) as exc:
             return self._page("error.html", {"message": f"bad request: {exc}"}, 400, user=user)
         except AdminError as exc:
@@ -139,9 +150,38 @@ class Console:
             return self._page("error.html", {"message": f"internal error: {exc!r}"}, 500, user=user)
         if routed is None:
             return self._page("error.html", {"message": "No such page."}, 404, user=user)
+        if isinstance(routed, str):   # a change made: see its result (POST, then redirect, then GET)
+            return 303, b"", "text/plain; charset=utf-8", {"Location": routed}
         template, data = routed
         data["elapsed_ms"] = round((time.monotonic() - started) * 1000)
         return self._page(template, data, user=user)
+
+    def _refuse_write(self, headers: dict, user):
+        """Why a POST is not carried out, or None: writes off, or a form from another site (the
+        browser's Origin, else Referer, must be this console's own address: no cross-site posts
+        riding on a logged-in browser's credentials)."""
+        if not self.writes:
+            return self._page("error.html", {"message": f"The console is read-only ({WRITES_KEY}=false)."},
+                              403, user=user)
+        host = headers.get("host", "")
+        origin = headers.get("origin") or headers.get("referer", "")
+        if not host or not (origin == f"http://{host}" or origin.startswith(f"http://{host}/")):
+            return self._page("error.html", {"message": "A change must come from the console's own pages."},
+                              403, user=user)
+        return None
+
+    def _act(self, admin, parts: list[str], form: dict):
+        """A change; the page to show next, or None for no such action."""
+        from broker.console import actions
+        if parts == ["topics"]:
+            return "/console/topics/" + quote(actions.create_topic(admin, form), safe="")
+        if len(parts) == 3 and parts[0] == "topics" and parts[2] == "delete":
+            actions.delete_topic(admin, parts[1], form)
+            return "/console/topics"
+        if len(parts) == 3 and parts[0] == "groups" and parts[2] == "reset":
+            actions.reset_group(admin, parts[1], form)
+            return "/console/groups/" + quote(parts[1], safe="")
+        return None
 
     def _route(self, admin, settings, parts: list[str], q: dict):
         page = int(q.get("page", 1) or 1)

@@ -84,17 +84,26 @@ class MetricsServer:
             name, _, value = line.decode("latin-1").partition(":")
             headers[name.strip().lower()] = value.strip()
         parts = request_line.split()
-        if len(parts) < 2 or parts[0] not in ("GET", "HEAD"):
-            return _send(conn, 405, b"only GET\n")
-        path, _, query = parts[1].partition("?")
+        path, _, query = parts[1].partition("?") if len(parts) >= 2 else ("", "", "")
         path = path.rstrip("/") or "/"
+        console = path == "/console" or path.startswith("/console/")
+        form = b""
+        if len(parts) >= 2 and parts[0] == "POST" and console:
+            # the console's forms (only when kproto.console.writes.enable): a small urlencoded body
+            raw = headers.get("content-length", "0")
+            length = int(raw) if raw.isdigit() else -1
+            if not 0 <= length <= 65536:
+                return _send(conn, 400, b"bad Content-Length\n")
+            form = reader.read(length)
+        elif len(parts) < 2 or parts[0] not in ("GET", "HEAD"):
+            return _send(conn, 405, b"only GET\n")
         try:
-            if path == "/console" or path.startswith("/console/"):
+            if console:
                 # the web console (broker/console): pages of its own, off with kproto.console.enable=false
                 if self.console is None:
                     from broker.console import Console
                     self.console = Console(self.broker, self)
-                code, body, ctype, extra = self.console.handle(path, query, headers)
+                code, body, ctype, extra = self.console.handle(path, query, headers, parts[0], form)
                 return _send(conn, code, b"" if parts[0] == "HEAD" else body, ctype, len(body), extra)
             if path == "/metrics":
                 code, body, ctype = 200, self.render(), CONTENT_TYPE
