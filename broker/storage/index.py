@@ -4,14 +4,16 @@
 An index of the active segment is preallocated to ``segment.index.bytes``
 (rounded down to whole entries) and memory-mapped for appends; when the
 segment stops being active the file is trimmed to its real entries. Closed
-indexes are read into memory on first lookup. Entries are big-endian;
+indexes are mapped read-only on first lookup. No index holds a file
+descriptor (mapping.py), as Kafka's do not. Entries are big-endian;
 offsets are stored relative to the segment's base offset.
 """
 from __future__ import annotations
 
-import mmap
 import os
 import struct
+
+from .mapping import Mapping
 
 NO_TIMESTAMP = -1
 
@@ -27,9 +29,9 @@ class _Index:
     def __init__(self, path: str, base_offset: int):
         self.path = path
         self.base_offset = base_offset
-        self._mm: mmap.mmap | None = None  # active: the preallocated, writable mapping
+        self._mm: Mapping | None = None  # active: the preallocated, writable mapping
         # closed: a read-only mapping made on first lookup (pages load on demand)
-        self._ro: mmap.mmap | bytes | None = None
+        self._ro: Mapping | None = None
         self._max_entries = 0
         try:
             size = os.path.getsize(path)
@@ -52,10 +54,10 @@ class _Index:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             os.ftruncate(fd, length)
-            self._max_entries = length // self.entry_size
-            self._mm = mmap.mmap(fd, length) if length else None
         finally:
             os.close(fd)
+        self._max_entries = length // self.entry_size
+        self._mm = Mapping(self.path, length, writable=True) if length else None
 
     def trim(self) -> None:
         """Shrink the file to its real entries (Kafka: trimToValidSize)."""
@@ -69,7 +71,7 @@ class _Index:
         if self._mm is not None:
             self._mm.close()
             self._mm = None
-        if isinstance(self._ro, mmap.mmap):
+        if self._ro is not None:
             self._ro.close()
         self._ro = None
 
@@ -124,15 +126,13 @@ class _Index:
 
     def _view(self):
         if self._mm is not None:
-            return self._mm
+            return self._mm.view
         if self._ro is None:
             length = self._entries * self.entry_size
             if length == 0:
-                self._ro = b""
-            else:
-                with open(self.path, "rb") as f:
-                    self._ro = mmap.mmap(f.fileno(), length, access=mmap.ACCESS_READ)
-        return self._ro
+                return b""
+            self._ro = Mapping(self.path, length, writable=False)
+        return self._ro.view
 
     def _floor_slot(self, target: int, field: int) -> int:
         """Largest slot whose field ``field`` is <= target; -1 if none."""
@@ -153,9 +153,9 @@ class _Index:
         return lo
 
     def raw_entry(self, slot: int) -> tuple:
-        view = self._mm if self._mm is not None else self._ro
-        if view is not None:
-            return self.ENTRY.unpack_from(view, slot * self.entry_size)
+        mapping = self._mm if self._mm is not None else self._ro
+        if mapping is not None:
+            return self.ENTRY.unpack_from(mapping.view, slot * self.entry_size)
         # one entry of an unmapped index: no need to map it
         fd = os.open(self.path, os.O_RDONLY)
         try:
@@ -167,7 +167,7 @@ class _Index:
         return self.ENTRY.unpack(data)
 
     def _write(self, slot: int, *values) -> None:
-        self.ENTRY.pack_into(self._mm, slot * self.entry_size, *values)
+        self.ENTRY.pack_into(self._mm.view, slot * self.entry_size, *values)
 
     def _relative(self, offset: int) -> int:
         rel = offset - self.base_offset
