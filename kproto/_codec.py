@@ -24,14 +24,16 @@ class UnsupportedVersionError(ValueError):
 
 class FileRegion:
     """Record bytes that stay in a file: the response writer sends them with
-    os.sendfile instead of copying them through Python."""
+    os.sendfile instead of copying them through Python. ``owner``, if given, is
+    what keeps ``fd`` open (a file object): the region holds it until sent."""
 
-    __slots__ = ("fd", "offset", "length")
+    __slots__ = ("fd", "offset", "length", "owner")
 
-    def __init__(self, fd: int, offset: int, length: int):
+    def __init__(self, fd: int, offset: int, length: int, owner=None):
         self.fd = fd
         self.offset = offset
         self.length = length
+        self.owner = owner
 
     def __len__(self) -> int:
         return self.length

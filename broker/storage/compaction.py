@@ -482,7 +482,8 @@ def _delete_horizon(header: BatchHeader) -> int | None:
 def _iter_segment_batches(seg: "LogSegment", position: int = 0) -> Iterable[tuple[int, BatchHeader, memoryview]]:
     """(position, header, whole batch) for the batches of a closed segment,
     read a chunk at a time."""
-    fd = seg.fd
+    f = seg.file   # held across the yields: eviction cannot close it under us
+    fd = f.fileno()
     end = seg.size
     while position + HEADER_SIZE <= end:
         chunk = os.pread(fd, min(_READ_CHUNK, end - position), position)

@@ -33,6 +33,8 @@ import logging
 
 import trio
 
+from .limits import flush_files_budget
+
 log = logging.getLogger("kproto.flusher")
 
 
@@ -127,7 +129,17 @@ class Flusher:
             lane.kick = trio.Event()
             wanted, lane.wanted = lane.wanted, {}
             jobs = []
-            for plog, upto in wanted.items():
+            # a round's descriptors (up to four per segment flushed) stay within a
+            # budget: thousands of logs due at once are flushed over several rounds
+            # instead of running the process out of open files
+            budget = flush_files_budget()
+            opened = 0
+            items = list(wanted.items())
+            for i, (plog, upto) in enumerate(items):
+                if opened >= budget:
+                    for later, later_upto in items[i:]:
+                        self._defer(lane, later, later_upto)
+                    break
                 if plog in self._failed:
                     self._wake(plog, failed=True)
                     continue
@@ -141,6 +153,7 @@ class Flusher:
                 if targets is None:
                     self._wake(plog, failed=plog.closed)
                     continue
+                opened += len(targets.fds)
                 jobs.append((plog, targets, plog.recovery_point))
             if not jobs:
                 continue
@@ -174,6 +187,19 @@ class Flusher:
                 if self.on_flushed is not None:
                     self.on_flushed(plog, plog.recovery_point)
                 self._wake(plog, failed=plog.closed)
+
+    @staticmethod
+    def _defer(lane: _Lane, plog, upto) -> None:
+        """Back into the lane for its next round (merged with a newer request)."""
+        if plog in lane.wanted:
+            current = lane.wanted[plog]
+            if current is None or upto is None:
+                lane.wanted[plog] = None
+            else:
+                lane.wanted[plog] = max(current, upto)
+        else:
+            lane.wanted[plog] = upto
+        lane.kick.set()
 
     def _wake(self, plog, failed: bool = False) -> None:
         heap = self._waiters.get(plog)

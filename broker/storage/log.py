@@ -17,7 +17,6 @@ what deletes data, log_flush.py what makes it durable.
 from __future__ import annotations
 
 import bisect
-import io
 import logging
 import os
 import shutil
@@ -43,6 +42,7 @@ from .log_flush import LogFlushMixin
 from .log_loading import LogLoadingMixin, ProgressCallback
 from .log_retention import LogRetentionMixin
 from .logconfig import LogConfig
+from .open_files import FILES, SegmentFile
 from .segment import LogSegment
 from .snapshots import (
     CorruptSnapshotError, ProducerSnapshotEntry, list_snapshots, read_snapshot, snapshot_path,
@@ -73,7 +73,7 @@ class FetchSlice(NamedTuple):
 
     ``file`` stays open at least ``file.delete.delay.ms`` after its segment is
     deleted, so a slice can be sent after an await."""
-    file: io.FileIO | None
+    file: "SegmentFile | None"
     position: int
     length: int
 
@@ -92,7 +92,12 @@ class FetchSlice(NamedTuple):
         if not self.length:
             return b""
         from kproto._codec import FileRegion
-        return FileRegion(self.file.fileno(), self.position, self.length)
+        f = self.file
+        if not FILES.may_pin():
+            # responses in flight already hold as many files as the limit allows
+            return os.pread(f.fileno(), self.length, self.position)
+        # the region holds the file: open until the response is sent (open_files.py)
+        return FileRegion(f.fileno(), self.position, self.length, f)
 
 
 EMPTY_SLICE = FetchSlice(None, 0, 0)
@@ -185,7 +190,7 @@ class PartitionLog(LogLoadingMixin, LogRetentionMixin, LogFlushMixin):
             for seg in plog._segments:
                 seg.offset_index._release()
                 seg.time_index._release()
-                seg.file.close()
+                seg.close_file()
             raise
         return plog
 
@@ -619,8 +624,7 @@ class PartitionLog(LogLoadingMixin, LogRetentionMixin, LogFlushMixin):
         for seg in self._segments + [s for _, s, _ in self._pending_deletes]:
             seg.offset_index._release()
             seg.time_index._release()
-            if not seg.file.closed:
-                seg.file.close()
+            seg.close_file()
         self._pending_deletes = []
         shutil.rmtree(self.dir, ignore_errors=True)
 

@@ -1,5 +1,9 @@
 """One log segment: ``<base>.log`` plus its ``.index`` and ``.timeindex``.
 
+The ``.log`` is opened when first used and may be closed again while the
+segment idles (open_files.py keeps the process's open files bounded); the
+indexes are memory maps without descriptors (mapping.py).
+
 Mirrors Kafka's LogSegment: appends go straight to the file (page cache) with
 one write each; an offset-index entry (and a time-index entry when the max
 timestamp grew) is added once more than ``index.interval.bytes`` were
@@ -8,7 +12,6 @@ position through the index and a short walk over batch headers.
 """
 from __future__ import annotations
 
-import io
 import logging
 import os
 import struct
@@ -26,6 +29,7 @@ from .files import (
 )
 from .index import NO_TIMESTAMP, OffsetIndex, TimeIndex
 from .logconfig import LogConfig
+from .open_files import FILES, SegmentFile
 
 log = logging.getLogger(__name__)
 
@@ -40,14 +44,22 @@ _CRC_START = 21
 class LogSegment:
     """A segment of one partition's log. Not thread-safe (the server is one trio thread)."""
 
-    def __init__(self, dir: str, base_offset: int, config: LogConfig, file: io.FileIO,
-                 now_ms: int):
+    def __init__(self, dir: str, base_offset: int, config: LogConfig, now_ms: int, create: bool = False):
         self.dir = dir
         self.base_offset = base_offset
         self.config = config
-        self.file = file
-        self.log_path = file.name
-        self.size = os.fstat(file.fileno()).st_size
+        self.log_path = segment_path(dir, base_offset, LOG_SUFFIX)
+        self._file: SegmentFile | None = None   # None: not open now (open_files.py)
+        self._closed = False
+        if create:
+            self._file = FILES.open(self, self.log_path, create=True)
+            self.size = 0
+        else:
+            try:
+                self.size = os.stat(self.log_path).st_size
+            except FileNotFoundError:   # (an index without its log: start the log empty)
+                self._file = FILES.open(self, self.log_path, create=True)
+                self.size = 0
         self.offset_index = OffsetIndex(segment_path(dir, base_offset, INDEX_SUFFIX), base_offset)
         self.time_index = TimeIndex(segment_path(dir, base_offset, TIME_INDEX_SUFFIX), base_offset)
         self.created_ms = now_ms
@@ -67,20 +79,43 @@ class LogSegment:
             if os.path.exists(path):
                 log.warning("newly rolled segment file %s already exists; deleting it", path)
                 os.unlink(path)
-        seg = cls(dir, base_offset, config, io.FileIO(segment_path(dir, base_offset, LOG_SUFFIX), "a+"),
-                  now_ms)
+        seg = cls(dir, base_offset, config, now_ms, create=True)
         seg.activate()
         return seg
 
     @classmethod
     def load(cls, dir: str, base_offset: int, config: LogConfig, now_ms: int) -> "LogSegment":
         """An existing segment; its indexes stay as found until activated or recovered."""
-        return cls(dir, base_offset, config, io.FileIO(segment_path(dir, base_offset, LOG_SUFFIX), "a+"),
-                   now_ms)
+        return cls(dir, base_offset, config, now_ms)
+
+    @property
+    def file(self) -> SegmentFile:
+        """The open ``.log``, opened again if it was let go while idle. Hold the
+        object (not its number) across an await: it stays open while held."""
+        f = self._file
+        if f is None:
+            if self._closed:
+                return SegmentFile.closed_file(self.log_path)
+            f = self._file = FILES.open(self, self.log_path)
+        elif not self._closed:
+            FILES.touch(self)
+        return f
 
     @property
     def fd(self) -> int:
         return self.file.fileno()
+
+    def drop_file(self) -> None:
+        """Let go of the open file (open_files.py, making room); it closes once
+        no fetch response holds it, and is opened again on next use."""
+        self._file = None
+
+    def close_file(self) -> None:
+        """Close the ``.log`` now; the segment is not used again."""
+        self._closed = True
+        FILES.forget(self)
+        if self._file is not None:
+            self._file.close()
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, dir={self.dir!r})"
@@ -166,7 +201,8 @@ class LogSegment:
 
     def _write_all(self, data, position: int) -> None:
         view = memoryview(data).cast("B")
-        fd = self.file.fileno()
+        f = self.file
+        fd = f.fileno()
         try:
             written = os.write(fd, view)
             while written < len(view):  # short writes only happen on trouble (disk full)
@@ -193,7 +229,8 @@ class LogSegment:
         """(position, header) of each whole batch in [position, end), by header walk."""
         if end is None:
             end = self.size
-        fd = self.fd
+        f = self.file   # held across the yields: eviction cannot close it under us
+        fd = f.fileno()
         buf = b""
         buf_start = position
         while position + HEADER_SIZE <= end:
@@ -313,7 +350,8 @@ class LogSegment:
         self.offset_index.reset()
         self.time_index.reset()
         self.activate()
-        fd = self.fd
+        f = self.file   # held while the callbacks run
+        fd = f.fileno()
         file_size = os.fstat(fd).st_size
         interval = self.config.index_interval_bytes
         valid = 0
@@ -418,7 +456,7 @@ class LogSegment:
             self.time_index.maybe_append(*self.max_timestamp_and_offset, skip_full_check=True)
         self.offset_index.close()
         self.time_index.close()
-        self.file.close()
+        self.close_file()
 
     def indexes_missing(self) -> bool:
         return not (os.path.exists(self.offset_index.path) and os.path.exists(self.time_index.path))
@@ -444,8 +482,7 @@ class LogSegment:
 
     def delete_files(self) -> None:
         """Close and remove the segment's files (renamed or not)."""
-        if not self.file.closed:
-            self.file.close()
+        self.close_file()
         self.offset_index.delete()
         self.time_index.delete()
         txn = segment_path(self.dir, self.base_offset, TXN_INDEX_SUFFIX)

@@ -1,0 +1,124 @@
+"""Idle partitions hold no descriptors: index maps without files (mapping.py) and a
+bounded table of open segment files (open_files.py), with fetch regions that keep
+their file open until sent."""
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from kproto.records import build_batch, iter_batch_headers, iter_records
+from broker.storage import PartitionLog
+from broker.storage.open_files import FILES
+
+T0 = 1795350497742
+
+
+def _fds() -> int:
+    return len(os.listdir(f"/proc/{os.getpid()}/fd"))
+
+
+def _fd_paths() -> list[str]:
+    fd_dir = f"/proc/{os.getpid()}/fd"
+    out = []
+    for n in os.listdir(fd_dir):
+        try:
+            out.append(os.readlink(f"{fd_dir}/{n}"))
+        except FileNotFoundError:
+            pass   # (the listing's own descriptor)
+    return out
+
+
+def _values(data: bytes) -> list[bytes]:
+    """The record values of every batch in ``data``."""
+    out = []
+    for pos, _header in iter_batch_headers(data):
+        out += [r.value for r in iter_records(data, pos)]
+    return out
+
+
+def _batch(i: int) -> bytearray:
+    return bytearray(build_batch([(None, b"value-%d" % i, [], T0 + i)]))
+
+
+@pytest.fixture
+def small_table():
+    before = FILES.capacity
+    FILES.capacity = 4
+    yield FILES
+    FILES.capacity = before
+
+
+def _open(tmp_path, i: int, config=None, topic_id=None) -> PartitionLog:
+    return PartitionLog.open(str(tmp_path / f"t-{i}"), config, topic_id=topic_id or uuid.uuid4(), sync=False)
+
+
+def test_many_logs_hold_at_most_the_table(tmp_path, small_table):
+    base = _fds()
+    logs = [_open(tmp_path, i) for i in range(40)]
+    try:
+        for round_ in range(3):
+            for i, plog in enumerate(logs):
+                plog.append(_batch(round_ * 100 + i), 0, now_ms=T0)
+        # every log wrote three batches; no more than the table's files are open
+        assert _fds() - base <= small_table.capacity
+        for i, plog in enumerate(logs):
+            values = _values(plog.read(0, 1 << 20).read())
+            assert values == [b"value-%d" % (r * 100 + i) for r in range(3)]
+        assert _fds() - base <= small_table.capacity
+        # the indexes are mapped without descriptors: none of the open files is an index
+        ours = [n for n in _fd_paths() if n.startswith(str(tmp_path))]
+        assert [n for n in ours if n.endswith(".log")]
+        assert not [n for n in ours if n.endswith((".index", ".timeindex"))]
+    finally:
+        for plog in logs:
+            plog.close()
+
+
+def test_a_fetch_region_outlives_the_eviction_of_its_file(tmp_path, small_table):
+    logs = [_open(tmp_path, i) for i in range(10)]
+    try:
+        for i, plog in enumerate(logs):
+            plog.append(_batch(i), 0, now_ms=T0)
+        region = logs[0].read(0, 1 << 20).region()
+        expected = region.read()
+        # the other logs take every slot of the table: log 0's file is let go, and
+        # their files get descriptor numbers freed by the table
+        for plog in logs[1:]:
+            plog.append(_batch(99), 0, now_ms=T0)
+        assert logs[0].segments[0]._file is None
+        # the region still reads its own bytes: its file was held open, not reused
+        assert region.read() == expected
+        assert _values(region.read()) == [b"value-0"]
+        # and log 0 opens its file again when written
+        logs[0].append(_batch(7), 0, now_ms=T0)
+        values = _values(logs[0].read(0, 1 << 20).read())
+        assert values == [b"value-0", b"value-7"]
+    finally:
+        for plog in logs:
+            plog.close()
+
+
+def test_rolled_segments_of_one_log_are_reopened_for_reads(tmp_path, small_table):
+    topic_id = uuid.uuid4()
+    plog = _open(tmp_path, 0, {"segment.bytes": 200}, topic_id)
+    try:
+        for i in range(30):
+            plog.append(_batch(i), 0, now_ms=T0 + i)
+        assert len(plog.segments) > small_table.capacity
+        got = []
+        offset = 0
+        while offset < plog.log_end_offset:
+            values = _values(plog.read(offset, 1 << 20).read())
+            got += values
+            offset += len(values)
+        assert got == [b"value-%d" % i for i in range(30)]
+    finally:
+        plog.close()
+    # a clean reopen finds every segment as written
+    plog = _open(tmp_path, 0, {"segment.bytes": 200}, topic_id)
+    try:
+        assert plog.log_end_offset == 30
+    finally:
+        plog.close()
