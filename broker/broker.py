@@ -33,6 +33,7 @@ from broker.storage.checkpoints import read_meta_properties
 from broker.storage.files import META_PROPERTIES
 from broker.storage.dir_failure import LogDirFailures
 from broker.storage.jbod import existing_meta_properties, managers, open_log_dirs
+from broker.storage.limits import room_for
 from broker.transactions.coordinator import TransactionCoordinator
 from kproto.errors import ErrorCode, KafkaError
 
@@ -189,7 +190,7 @@ class Broker:
 
     def _open_services(self, started, count) -> None:
         self.controller = Controller(self.node_id, self.metadata, self.image, self.config,
-                                     self._validate_topic_configs)
+                                     self._validate_topic_configs, self._check_local_room)
         self.producer_ids = ProducerIdManager(self.node_id, self.metadata, self.image)
         self.partitions = ReplicaManager(self.node_id, self.image, self.logs, self.config)
         if self.quorum is not None:
@@ -235,6 +236,14 @@ class Broker:
             validate_topic_config(self.config, configs)
         except ConfigError as exc:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+
+    @staticmethod
+    def _check_local_room(partitions: int) -> None:
+        # refused before the metadata names logs this process could not open
+        why = room_for(partitions)
+        if why is not None:
+            log.error("refused to host %s", why)
+            raise KafkaError(ErrorCode.POLICY_VIOLATION, why)
 
     def advertised_address(self, listener: str | None = None) -> tuple[str, int]:
         endpoints = self.config.advertised_listeners()

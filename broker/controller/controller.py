@@ -44,13 +44,17 @@ class CreatedTopic:
 
 
 class Controller:
-    def __init__(self, node_id: int, metadata_log, image, broker_config, topic_config_validator=None):
+    def __init__(self, node_id: int, metadata_log, image, broker_config, topic_config_validator=None,
+                 local_room_check=None):
         self.node_id = node_id
         self.log = metadata_log
         self.image = image
         self.config = broker_config
         # validates topic config overrides: dict -> None, raises KafkaError(INVALID_CONFIG)
         self.validate_topic_configs = topic_config_validator or (lambda configs: None)
+        # whether this node can host n more partitions (open files, memory maps): int -> None,
+        # raises KafkaError; checked before a change that places replicas here is committed
+        self.check_local_room = local_room_check or (lambda partitions: None)
         # the broker is built after the metadata log is replayed: install the dynamic broker
         # configs it holds before anything reads the broker's config
         self.apply_broker_configs()
@@ -95,6 +99,7 @@ class Controller:
             if rf == -1:
                 rf = self.config.get_int("default.replication.factor")
             replicas = self._place_partitions(n, rf)
+        self._check_room(replicas)
         topic_id = uuid.uuid4()
         records = [TopicRecord(name=spec.name, topic_id=topic_id)]
         for k, v in configs.items():
@@ -151,6 +156,9 @@ class Controller:
             raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes "
                              f"a partition with {len(broker_ids)} replica(s), but this is not consistent with "
                              f"previous partitions, which have {rf} replica(s).")
+
+    def _check_room(self, replicas: list[list[int]]) -> None:
+        self.check_local_room(sum(1 for r in replicas if self.node_id in r))
 
     def _partition_record(self, topic_id, index: int, replicas: list[int] | None = None) -> PartitionRecord:
         replicas = list(replicas or [self.node_id])
@@ -228,6 +236,7 @@ class Controller:
             replicas = [list(a) for a in assignments]
         else:
             replicas = self._place_partitions(additional, rf)
+        self._check_room(replicas)
         if validate_only:
             return
         self.log.append([self._partition_record(t.topic_id, current + i, r) for i, r in enumerate(replicas)])

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -51,6 +52,11 @@ def main(argv=None) -> None:
     if args.log_level.upper() not in LOG_LEVELS:
         _fail(f"unknown --log-level {args.log_level!r}: use WARNING (default), INFO or DEBUG")
     logging_setup.setup(args.log_level)
+    from broker.storage.limits import raise_open_files_limit
+    # each hosted partition holds a descriptor: use what the hard limit allows, as the JVM does
+    before, after = raise_open_files_limit()
+    if after != before:
+        logging.getLogger("kproto").info("open files limit raised from %d to %d (the hard limit)", before, after)
 
     from broker.config import BrokerConfig, ConfigError
     if args.config is not None and not os.path.isfile(args.config):

@@ -47,7 +47,8 @@ class BrokerProcess:
 
     def __init__(self, data_dir: str | None = None, port: int | None = None,
                  settings: dict[str, str] | None = None, log_level: str = "WARNING",
-                 metrics: bool = False, new_session: bool = False):
+                 metrics: bool = False, new_session: bool = False, open_files_limit: int | None = None,
+                 env: dict[str, str] | None = None):
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="kproto-")
         self.port = port or free_port()
         self.settings = dict(settings or {})
@@ -63,6 +64,9 @@ class BrokerProcess:
         # the CPU with the machine's other sessions, not with the clients
         # that drive it (the latency benchmark)
         self.new_session = new_session
+        # `ulimit -n` (soft and hard) of the child, and extra environment variables
+        self.open_files_limit = open_files_limit
+        self.env = dict(env or {})
 
     @property
     def bootstrap(self) -> str:
@@ -84,8 +88,17 @@ class BrokerProcess:
         # site-packages), so the child runs the same code as its parent
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        env.update(self.env)
+        preexec = None
+        if self.open_files_limit is not None:
+            limit = self.open_files_limit
+
+            def preexec():
+                import resource
+                resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
         self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env=env, start_new_session=self.new_session)
+                                     text=True, env=env, start_new_session=self.new_session,
+                                     preexec_fn=preexec)
         threading.Thread(target=self._drain_stderr, daemon=True).start()
         deadline = time.monotonic() + timeout
         line = ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from broker.config.types import StartupError
 from broker.storage.errors import LogDirLocked
+from broker.storage.limits import explain_exhausted
 
 LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 
@@ -25,6 +26,8 @@ def explain(exc: BaseException, log_dir: str | None) -> str | None:
         if isinstance(e, LogDirLocked):
             return (f"log directory {log_dir} (log.dirs) is in use by another process (a kproto or Kafka "
                     "broker): stop it, or give this broker its own directory with --set log.dirs=PATH")
+        if isinstance(e, OSError) and (why := explain_exhausted(e)) is not None:
+            return f"cannot open the partitions of log directory {log_dir} (log.dirs): {why}"
         if isinstance(e, OSError) and e.filename is not None:
             return (f"cannot use log directory {log_dir} (log.dirs): {e.strerror or e} at {e.filename}; "
                     "choose a directory kproto can create and write with --set log.dirs=PATH")

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from . import checkpoints as cp
 from .cleaner import CLEANER_DEFAULTS, LogCleaner
 from .errors import InconsistentTopicId, LogDirLocked
+from .limits import check_room
 from .files import (
     CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT, DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX,
     LOCK_FILE, LOG_START_OFFSET_CHECKPOINT, LOG_SUFFIX, META_PROPERTIES, METADATA_TOPIC,
@@ -184,6 +185,8 @@ class LogManager:
                 continue
             found.append((tp, path))
 
+        # more partitions than the process may open: say which limit, not the first EMFILE
+        check_room(len(found))
         # bytes each partition's recovery will scan, for one overall progress figure
         to_scan = {}
         if not self.had_clean_shutdown:

@@ -1,0 +1,145 @@
+"""Partitions against the process's limits, with real broker processes and the
+confluent-kafka client: a node under `ulimit -n 256` hosts a thousand partitions
+(idle ones hold no descriptor) and restarts after kill -9; a creation that would
+run past vm.max_map_count is refused with POLICY_VIOLATION before the metadata
+commits to it, and a start-up past it says which setting to raise."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from broker.launch.process import BrokerProcess
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _fds(proc: BrokerProcess) -> int:
+    return len(os.listdir(f"/proc/{proc.proc.pid}/fd"))
+
+
+def _maps(proc: BrokerProcess) -> int:
+    with open(f"/proc/{proc.proc.pid}/maps", "rb") as f:
+        return sum(1 for _ in f)
+
+
+def _admin(proc: BrokerProcess) -> AdminClient:
+    return AdminClient({"bootstrap.servers": proc.bootstrap})
+
+
+def _create(admin: AdminClient, topics: dict[str, int]) -> dict[str, Exception | None]:
+    futures = admin.create_topics([NewTopic(t, num_partitions=n, replication_factor=1) for t, n in topics.items()],
+                                  operation_timeout=60, request_timeout=60)
+    out = {}
+    for name, fut in futures.items():
+        try:
+            fut.result(timeout=60)
+            out[name] = None
+        except Exception as exc:   # the KafkaException with the broker's error
+            out[name] = exc
+    return out
+
+
+def _partition_counts(admin: AdminClient) -> dict[str, int]:
+    md = admin.list_topics(timeout=30)
+    return {name: len(t.partitions) for name, t in md.topics.items() if not name.startswith("__")}
+
+
+def _consume_all(proc: BrokerProcess, partitions: list[tuple[str, int]], expected: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": "limits", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(t, p, 0) for t, p in partitions])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(got) < expected and time.monotonic() < deadline:
+            for msg in consumer.consume(500, timeout=1.0):
+                if msg.error() is None:
+                    got.append(msg.value())
+        return got
+    finally:
+        consumer.close()
+
+
+def test_a_node_under_ulimit_256_hosts_a_thousand_partitions_and_restarts_after_kill(tmp_path):
+    proc = BrokerProcess(str(tmp_path / "data"), open_files_limit=256).start()
+    try:
+        admin = _admin(proc)
+        topics = {f"wide-{i}": 100 for i in range(10)}
+        assert _create(admin, topics) == {t: None for t in topics}
+        assert _partition_counts(admin) == topics
+        # one record to every partition: each log is written, so each was opened
+        producer = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 5})
+        for t in topics:
+            for p in range(100):
+                producer.produce(t, value=f"{t}/{p}".encode(), partition=p)
+        assert producer.flush(60) == 0
+        # a thousand partitions, all written, and the process never held more than its limit allows
+        assert _fds(proc) < 200
+        everything = [(t, p) for t in topics for p in range(100)]
+        expected = sorted(f"{t}/{p}".encode() for t, p in everything)
+        assert sorted(_consume_all(proc, everything, len(expected))) == expected
+        assert _fds(proc) < 200
+
+        proc.kill()
+        proc.start()   # same limit: the crash recovery opens every log again
+        assert _partition_counts(_admin(proc)) == topics
+        assert sorted(_consume_all(proc, everything, len(expected))) == expected
+        assert _fds(proc) < 200
+    finally:
+        proc.stop()
+
+
+def test_creation_past_the_map_limit_is_refused_before_the_metadata_commits(tmp_path):
+    data = str(tmp_path / "data")
+    proc = BrokerProcess(data).start()
+    baseline = _maps(proc)
+    proc.stop()
+    # room for about 100 more partitions (two index maps each) over what the broker maps now
+    # and the reserve limits.py keeps
+    limit = baseline + 1024 + 200
+    proc = BrokerProcess(data, port=proc.port, env={"KPROTO_TEST_MAX_MAP_COUNT": str(limit)}).start()
+    try:
+        admin = _admin(proc)
+        results = _create(admin, {"too-many": 400, "fits": 20})
+        assert results["fits"] is None
+        error = results["too-many"].args[0]
+        assert error.code() == KafkaError.POLICY_VIOLATION
+        assert "vm.max_map_count" in error.str()
+        assert _partition_counts(admin) == {"fits": 20}
+
+        # growing a topic past the limit: refused the same way, the topic keeps its partitions
+        fut = admin.create_partitions([NewPartitions("fits", 420)], operation_timeout=60)["fits"]
+        with pytest.raises(Exception) as raised:
+            fut.result(timeout=60)
+        assert raised.value.args[0].code() == KafkaError.POLICY_VIOLATION
+        assert "vm.max_map_count" in raised.value.args[0].str()
+        assert _partition_counts(admin) == {"fits": 20}
+        # the node still serves
+        producer = Producer({"bootstrap.servers": proc.bootstrap})
+        producer.produce("fits", value=b"after", partition=3)
+        assert producer.flush(30) == 0
+
+        # after kill -9 it starts again, with the topic it accepted only
+        proc.kill()
+        proc.start()
+        assert _partition_counts(_admin(proc)) == {"fits": 20}
+        assert _consume_all(proc, [("fits", 3)], 1) == [b"after"]
+        proc.stop()
+
+        # the same node started with too few maps for its partitions: one line naming the setting
+        proc.env["KPROTO_TEST_MAX_MAP_COUNT"] = str(baseline + 1024 + 10)
+        proc.stderr_lines = []
+        with pytest.raises(RuntimeError):
+            proc.start()
+        assert proc.proc.wait(30) == 1
+        deadline = time.monotonic() + 10
+        while not proc.stderr_lines and time.monotonic() < deadline:
+            time.sleep(0.05)   # (the reader thread drains what the process left)
+        lines = [line for line in proc.stderr_lines if line.strip()]
+        assert len(lines) == 1, lines
+        assert lines[0].startswith("kproto: ") and "vm.max_map_count" in lines[0]
+    finally:
+        proc.stop()
