@@ -1,0 +1,127 @@
+"""Partitions at seed scale on one node: create T topics x P partitions through the admin API, then
+report create time, Metadata latency for all topics, idle CPU, RSS, open files and memory maps,
+and the restart time after kill -9 (until ready, and until Metadata lists every partition).
+
+    python3 -m tools.bench partitions [--topics 100] [--partitions 100] [--idle 20] [--ulimit N]
+
+kproto only: Kafka 3.9 side by side needs KAFKA_HOME (not assembled here). A shared machine's
+other load shows in the CPU figures: run it twice and compare.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+
+
+def _admin(bootstrap: str):
+    from confluent_kafka.admin import AdminClient
+    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+
+
+def _listed(admin) -> int:
+    """Partitions of user topics that Metadata lists (0 while unreachable)."""
+    try:
+        md = admin.list_topics(timeout=30)
+    except Exception:   # noqa: BLE001 - restarting
+        return 0
+    return sum(len(t.partitions) for name, t in md.topics.items() if not name.startswith("__"))
+
+
+def _metadata_ms(admin, runs: int = 7) -> float:
+    """Median wall time of a Metadata request for all topics (client parse included)."""
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        admin.list_topics(timeout=60)
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def _counts(pid: int) -> dict:
+    from tools.bench.procstat import status_kib
+    with open(f"/proc/{pid}/maps", "rb") as f:
+        maps = sum(1 for _ in f)
+    return {"rss_mib": round((status_kib(pid, "VmRSS") or 0) / 1024, 1),
+            "open_files": len(os.listdir(f"/proc/{pid}/fd")), "memory_maps": maps}
+
+
+def _idle_cpu(pid: int, seconds: float) -> float:
+    """Share of one core the process used over ``seconds`` of no client requests."""
+    from tools.bench.procstat import cpu_seconds
+    c0, t0 = cpu_seconds(pid), time.monotonic()
+    time.sleep(seconds)
+    return (cpu_seconds(pid) - c0) / (time.monotonic() - t0)
+
+
+def run(topics: int, partitions: int, idle: float, ulimit: int | None, per_request: int) -> dict:
+    from confluent_kafka.admin import NewTopic
+    from broker.launch.process import BrokerProcess
+    data = tempfile.mkdtemp(prefix="kproto-partitions-")
+    proc = BrokerProcess(data, open_files_limit=ulimit, new_session=True)
+    out: dict = {"topics": topics, "partitions_per_topic": partitions, "ulimit_n": ulimit}
+    try:
+        t0 = time.monotonic()
+        proc.start(timeout=120)
+        out["start_empty_s"] = round(time.monotonic() - t0, 2)
+        pid = proc.proc.pid
+        admin = _admin(proc.bootstrap)
+        total = topics * partitions
+        names = [f"seed-{i:03d}" for i in range(topics)]
+        errors = []
+        t0 = time.monotonic()
+        for i in range(0, topics, per_request):
+            futures = admin.create_topics([NewTopic(n, num_partitions=partitions, replication_factor=1)
+                                           for n in names[i:i + per_request]],
+                                          operation_timeout=300, request_timeout=300)
+            for name, fut in futures.items():
+                try:
+                    fut.result(timeout=300)
+                except Exception as exc:   # noqa: BLE001 - reported
+                    errors.append(f"{name}: {exc}")
+        out["create_answered_s"] = round(time.monotonic() - t0, 2)
+        while _listed(admin) < total and time.monotonic() - t0 < 600:
+            time.sleep(0.2)
+        out["create_visible_s"] = round(time.monotonic() - t0, 2)
+        out["create_errors"] = errors[:5]
+        out["partitions_listed"] = _listed(admin)
+        out["metadata_all_topics_ms"] = round(_metadata_ms(admin), 1)
+        time.sleep(2)   # let the creation's flushes and checkpoints settle
+        out["idle_cpu_core"] = round(_idle_cpu(pid, idle), 4)
+        out.update(_counts(pid))
+
+        proc.kill()
+        t0 = time.monotonic()
+        proc.start(timeout=600)
+        out["restart_ready_s"] = round(time.monotonic() - t0, 2)
+        admin = _admin(proc.bootstrap)
+        while _listed(admin) < total and time.monotonic() - t0 < 600:
+            time.sleep(0.2)
+        out["restart_listed_s"] = round(time.monotonic() - t0, 2)
+        out["after_restart"] = _counts(proc.proc.pid)
+        return out
+    finally:
+        proc.kill()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tools.bench partitions", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--topics", type=int, default=100)
+    ap.add_argument("--partitions", type=int, default=100, help="partitions per topic")
+    ap.add_argument("--per-request", type=int, default=10, help="topics per CreateTopics request")
+    ap.add_argument("--idle", type=float, default=20.0, help="seconds over which idle CPU is measured")
+    ap.add_argument("--ulimit", type=int, default=None, help="`ulimit -n` of the broker (default: inherited)")
+    args = ap.parse_args(argv)
+    if os.environ.get("KAFKA_HOME"):
+        print("(KAFKA_HOME is set, but the Kafka side of this benchmark is not written yet: kproto only)")
+    print(json.dumps(run(args.topics, args.partitions, args.idle, args.ulimit, args.per_request), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
