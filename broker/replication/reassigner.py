@@ -21,6 +21,9 @@ async def run(manager) -> None:
     broker = manager.broker
     last_offset = None
     last_check = 0.0
+    # the partitions under reassignment, found by a scan of the image only when it changed: the
+    # once-a-second look (broker liveness moves without a metadata record) checks just these
+    candidates: list = []
     while True:
         await trio.sleep(0.05)
         if not manager._is_controller():
@@ -29,8 +32,12 @@ async def run(manager) -> None:
         now = time.monotonic()
         if image.offset == last_offset and now - last_check < 1.0:
             continue
+        if image.offset != last_offset:
+            candidates = reassignment.in_progress_partitions(image)
         last_offset, last_check = image.offset, now
-        records = reassignment.completions(image, broker.controller.brokers())
+        if not candidates:
+            continue
+        records = reassignment.completions(image, broker.controller.brokers(), candidates)
         if not records:
             continue
         try:

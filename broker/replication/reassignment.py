@@ -144,21 +144,26 @@ def cancel(t, p, brokers: dict[int, BrokerInfo], unclean_default: bool = False):
     return build(t.topic_id, p, brokers, replicas, isr, [], [])
 
 
-def completions(image, brokers: dict[int, BrokerInfo]) -> list:
+def in_progress_partitions(image) -> list:
+    """(topic image, partition image) of every partition with a reassignment under way."""
+    return [(t, p) for t in image.topics.values() for p in t.partitions.values() if in_progress(p)]
+
+
+def completions(image, brokers: dict[int, BrokerInfo], candidates=None) -> list:
     """The records that finish every reassignment whose adding replicas have all joined the ISR
     (the active controller writes them after each ISR change, as Kafka completes a reassignment in
-    the AlterPartition that makes it possible)."""
+    the AlterPartition that makes it possible). ``candidates``: in_progress_partitions(image),
+    when the caller has it already."""
     out = []
-    for t in image.topics.values():
-        for p in t.partitions.values():
-            if not in_progress(p):
-                continue
-            if _complete(p.replicas, p.isr, p.adding_replicas, p.removing_replicas) is None:
-                continue
-            r = build(t.topic_id, p, brokers, list(p.replicas), list(p.isr), list(p.adding_replicas),
-                      list(p.removing_replicas))
-            if r is not None:
-                out.append(r)
+    if candidates is None:
+        candidates = in_progress_partitions(image)
+    for t, p in candidates:
+        if _complete(p.replicas, p.isr, p.adding_replicas, p.removing_replicas) is None:
+            continue
+        r = build(t.topic_id, p, brokers, list(p.replicas), list(p.isr), list(p.adding_replicas),
+                  list(p.removing_replicas))
+        if r is not None:
+            out.append(r)
     return out
 
 

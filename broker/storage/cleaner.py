@@ -110,6 +110,10 @@ class LogCleaner:
             self._round = CleaningRound(plog, to_clean, now_ms, self.settings, self.sync)
             self._round_tp = tp
 
+    def due(self, now_ms: int) -> bool:
+        """Whether step() has anything to do now (a round under way, or time to look for one)."""
+        return self.enabled and (self._round is not None or now_ms >= self._next_check_ms)
+
     def step(self, logs: Mapping, now_ms: int | None = None, budget_s: float = 0.05,
              stable_offset_for: Callable[[str, int], int | None] | None = None) -> bool:
         """Do up to ``budget_s`` of cleaning; True when a round is still under way.

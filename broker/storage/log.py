@@ -229,6 +229,11 @@ class PartitionLog(LogLoadingMixin, LogRetentionMixin, LogFlushMixin):
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def has_chores(self) -> bool:
+        """A rolled segment to flush or a deleted one to remove (LogManager.periodic)."""
+        return self._pending_flush_upto is not None or bool(self._pending_deletes)
+
     def __repr__(self) -> str:
         return (f"PartitionLog({self.topic}-{self.partition}, start={self._log_start}, "
                 f"end={self._leo}, segments={len(self._segments)})")

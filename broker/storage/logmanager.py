@@ -426,8 +426,9 @@ class LogManager:
         now_ms = _now_ms() if now_ms is None else now_ms
         s = self.settings
         for plog in list(self._logs.values()):
-            plog.flush_rolled()
-            plog.purge_deleted(now_ms)
+            if plog.has_chores:   # (most of thousands of logs have none: one look each)
+                plog.flush_rolled()
+                plog.purge_deleted(now_ms)
         if now_ms - self._last_flush_check >= s["log.flush.scheduler.interval.ms"]:
             self._last_flush_check = now_ms
             for plog in list(self._logs.values()):
@@ -459,6 +460,9 @@ class LogManager:
         while a cleaning round is under way (call again soon)."""
         if self.cleaner is None or self._closed:
             return False
+        now_ms = _now_ms() if now_ms is None else now_ms
+        if not self.cleaner.due(now_ms):
+            return False   # (no round under way, next look later: no map of every log to build)
         logs = {tp: plog for tp, plog in self._logs.items() if tp[0] != METADATA_TOPIC}
         return self.cleaner.step(logs, now_ms, budget_s, self._stable_offset)
 
