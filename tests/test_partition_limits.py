@@ -1,5 +1,5 @@
 """Partitions against the process's limits, with real broker processes and the
-confluent-kafka client: a node under `ulimit -n 256` hosts a thousand partitions
+confluent-kafka client: a node under `ulimit -n 256` hosts two thousand partitions
 (idle ones hold no descriptor) and restarts after kill -9; a creation that would
 run past vm.max_map_count is refused with POLICY_VIOLATION before the metadata
 commits to it, and a start-up past it says which setting to raise."""
@@ -19,6 +19,17 @@ pytestmark = pytest.mark.timeout(180)
 
 def _fds(proc: BrokerProcess) -> int:
     return len(os.listdir(f"/proc/{proc.proc.pid}/fd"))
+
+
+def _fds_at_rest(proc: BrokerProcess) -> int:
+    """Open files once responses in flight and flush rounds are done (they hold a few
+    more for a moment): polled for a few seconds, the lowest count seen."""
+    lowest = _fds(proc)
+    deadline = time.monotonic() + 15
+    while lowest >= 128 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        lowest = min(lowest, _fds(proc))
+    return lowest
 
 
 def _maps(proc: BrokerProcess) -> int:
@@ -63,11 +74,11 @@ def _consume_all(proc: BrokerProcess, partitions: list[tuple[str, int]], expecte
         consumer.close()
 
 
-def test_a_node_under_ulimit_256_hosts_a_thousand_partitions_and_restarts_after_kill(tmp_path):
+def test_a_node_under_ulimit_256_hosts_two_thousand_partitions_and_restarts_after_kill(tmp_path):
     proc = BrokerProcess(str(tmp_path / "data"), open_files_limit=256).start()
     try:
         admin = _admin(proc)
-        topics = {f"wide-{i}": 100 for i in range(10)}
+        topics = {f"wide-{i}": 100 for i in range(20)}
         assert _create(admin, topics) == {t: None for t in topics}
         assert _partition_counts(admin) == topics
         # one record to every partition: each log is written, so each was opened
@@ -76,18 +87,19 @@ def test_a_node_under_ulimit_256_hosts_a_thousand_partitions_and_restarts_after_
             for p in range(100):
                 producer.produce(t, value=f"{t}/{p}".encode(), partition=p)
         assert producer.flush(60) == 0
-        # a thousand partitions, all written, and the process never held more than its limit allows
-        assert _fds(proc) < 200
+        # two thousand partitions, all written under a limit of 256 open files; at rest the
+        # broker holds half the limit (the table of recently used files, connections)
+        assert _fds_at_rest(proc) < 128
         everything = [(t, p) for t in topics for p in range(100)]
         expected = sorted(f"{t}/{p}".encode() for t, p in everything)
         assert sorted(_consume_all(proc, everything, len(expected))) == expected
-        assert _fds(proc) < 200
+        assert _fds_at_rest(proc) < 128
 
         proc.kill()
         proc.start()   # same limit: the crash recovery opens every log again
         assert _partition_counts(_admin(proc)) == topics
         assert sorted(_consume_all(proc, everything, len(expected))) == expected
-        assert _fds(proc) < 200
+        assert _fds_at_rest(proc) < 128
     finally:
         proc.stop()
 
