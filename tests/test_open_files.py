@@ -122,3 +122,49 @@ def test_rolled_segments_of_one_log_are_reopened_for_reads(tmp_path, small_table
         assert plog.log_end_offset == 30
     finally:
         plog.close()
+
+
+def test_a_flush_round_opens_a_bounded_number_of_files(tmp_path):
+    """Thousands of logs due at once are flushed over several rounds, each opening at most
+    half the reserve of descriptors (here: a limit of 640, 32 per round), not all at once."""
+    import resource
+
+    import trio
+
+    from broker.storage.flusher import Flusher
+    from broker.storage.limits import flush_files_budget
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert _fds() < 300
+    table = FILES.capacity   # (as the limit made it before: kept for the tests after this one)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (640, hard))
+    logs = []
+    try:
+        budget = flush_files_budget()
+        assert budget == 32
+        flusher = Flusher()
+        logs = [PartitionLog.open(str(tmp_path / f"t-{i}"), {"flush.messages": "1"}, topic_id=uuid.uuid4(),
+                                  sync=False) for i in range(60)]
+        for plog in logs:
+            plog.on_flush_due = flusher.request
+        results = []
+
+        async def main():
+            async with trio.open_nursery() as outer:
+                await outer.start(flusher.run)
+                # every log asks before the flusher's first round starts
+                lasts = [plog.append(_batch(i), 0, now_ms=T0).last_offset for i, plog in enumerate(logs)]
+                for plog, last in zip(logs, lasts):
+                    results.append(await flusher.wait_flushed(plog, last))
+                outer.cancel_scope.cancel()
+
+        trio.run(main)
+        assert results == [True] * 60
+        assert all(plog.recovery_point == 1 for plog in logs)
+        # three files per log (.log, .index, .timeindex): 180 over rounds of at most ~32
+        assert flusher.rounds >= 180 // (budget + 3), flusher.rounds
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        for plog in logs:
+            plog.close()
+        FILES.capacity = table
