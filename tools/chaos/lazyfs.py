@@ -59,8 +59,10 @@ class FileUndo:
     then, the old contents of the pages overwritten since (page -> bytes),
     and its last write (offset, length, size before, old bytes under it)."""
 
-    def __init__(self, fd: int, size: int):
+    def __init__(self, fd: int, size: int, path: str):
         self.fd = fd                      # our own descriptor: follows renames and unlinks
+        self.path = path                  # (its name when first written: for the report)
+        self.dirty = 0                    # bytes written since the last fsync
         self.durable_size = size
         self.saved: dict[int, bytes] = {}
         self.last: tuple[int, int, int, bytes] | None = None
@@ -124,11 +126,11 @@ class LazyFS:
     def _full(self, path: str) -> str:
         return os.path.join(self.root, path.lstrip("/"))
 
-    def _undo_of(self, fh: int) -> FileUndo:
+    def _undo_of(self, fh: int, path: str) -> FileUndo:
         st = os.fstat(fh)
         u = self.files.get(st.st_ino)
         if u is None:
-            u = self.files[st.st_ino] = FileUndo(os.dup(fh), st.st_size)
+            u = self.files[st.st_ino] = FileUndo(os.dup(fh), st.st_size, path)
         return u
 
     def _to_trash(self, full: str) -> str:
@@ -189,11 +191,12 @@ class LazyFS:
     # ------------------------------------------------------------ file data
     def write(self, path, data, offset, fh):
         with self._mutex:
-            u = self._undo_of(fh)
+            u = self._undo_of(fh, path)
             size = os.fstat(fh).st_size
             u.save_range(offset, offset + len(data))
             u.last = (offset, len(data), size, os.pread(fh, max(0, min(len(data), size - offset)), offset))
             u.writes += 1
+            u.dirty += len(data)
             self.stats["writes"] += 1
             return os.pwrite(fh, data, offset)
 
@@ -203,7 +206,7 @@ class LazyFS:
             if own:
                 fh = os.open(self._full(path), os.O_RDWR)
             try:
-                u = self._undo_of(fh)
+                u = self._undo_of(fh, path)
                 u.save_range(length, u.durable_size)
                 u.last = None    # (a truncation is not a write to tear)
                 u.writes += 1
@@ -233,7 +236,7 @@ class LazyFS:
                     self.truncate(path, 0, fd)
             else:
                 self._entry(EntryUndo("create", _parent(path), path))
-                self._undo_of(fd)
+                self._undo_of(fd, path)
             return fd
 
     def mkdir(self, path, mode):
@@ -291,17 +294,23 @@ class LazyFS:
     def lose_power(self, tear: bool, rng: random.Random) -> dict:
         """Undo everything not fsynced, in the backing directory."""
         with self._mutex:
+            # bytes_lost: of the bytes written since the files' last fsyncs, those gone
+            # (a torn write keeps some); by_file: the biggest losses, by first-written name
             out = {"files_dropped": 0, "files_torn": 0, "bytes_lost": 0, "entries_undone": 0}
+            by_file = []
             for u in self.files.values():
-                size = os.fstat(u.fd).st_size
                 if tear and u.last is not None and rng.random() < 0.5:
-                    u.tear(rng)
+                    lost = u.last[1] - u.tear(rng)
                     out["files_torn"] += 1
                 else:
                     u.drop()
+                    lost = u.dirty
                     out["files_dropped"] += 1
-                out["bytes_lost"] += max(0, size - os.fstat(u.fd).st_size)
+                out["bytes_lost"] += lost
+                if lost:
+                    by_file.append((lost, u.path))
                 os.close(u.fd)
+            out["by_file"] = [f"{p} {n}" for n, p in sorted(by_file, reverse=True)[:8]]
             self.files.clear()
             for e in reversed(self.entries):
                 try:

@@ -83,10 +83,12 @@ def _wait(pred, timeout: float, what: str, interval: float = 0.2):
 
 
 class Scenario:
+    KINDS = SCENARIOS   # (tools/chaos/powerloss.py adds its own)
+
     def __init__(self, kind: str, workdir: str, *, kafka_home: str | None = None, partitions: int = 3,
                  producers: int = 1, hold: float = 5.0, settings: dict | None = None, log=print):
-        if kind not in SCENARIOS:
-            raise ValueError(f"unknown scenario {kind!r} (known: {', '.join(SCENARIOS)})")
+        if kind not in self.KINDS:
+            raise ValueError(f"unknown scenario {kind!r} (known: {', '.join(self.KINDS)})")
         self.kind, self.workdir, self.partitions, self.hold, self.log = kind, workdir, partitions, hold, log
         os.makedirs(workdir, exist_ok=True)
         self.hist_path = os.path.join(workdir, "history.jsonl")
