@@ -151,7 +151,8 @@ def failover(cluster, admin, bootstrap, topic, kills, rate, log):
 def bench(kind, args, log):
     workdir = tempfile.mkdtemp(prefix=f"kproto-bench-{kind}-")
     home = os.environ.get("KAFKA_HOME") if kind == "kafka" else None
-    cluster = Cluster(kind, 3, workdir, use_netns=False, kafka_home=home, log=log, props=dict(SETTINGS))
+    extra = dict(kv.split("=", 1) for kv in args.set)
+    cluster = Cluster(kind, 3, workdir, use_netns=False, kafka_home=home, log=log, props={**SETTINGS, **extra})
     out = {}
     try:
         t = time.monotonic()
@@ -188,10 +189,12 @@ def main(argv=None) -> int:
     ap.add_argument("--kills", type=int, default=10)
     ap.add_argument("--rate", type=float, default=500, help="records/s of the failover producer")
     ap.add_argument("--kafka", action="store_true", help="also a real Kafka 3.9 cluster (KAFKA_HOME)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker property for every node, e.g. log.flush.interval.messages=1 (fsync before ack)")
     args = ap.parse_args(argv)
     log = lambda m: print(m, flush=True)   # noqa: E731
     log(f"one confluent-kafka producer, {args.size} B values, {args.seconds} s per figure; "
-        f"broker settings {SETTINGS}")
+        f"broker settings {SETTINGS} {' '.join(args.set)}")
     results = {"kproto": bench("kproto", args, log)}
     if args.kafka:
         if not os.environ.get("KAFKA_HOME"):

@@ -14,7 +14,7 @@ def main(argv=None) -> int:
     r = sub.add_parser("run", help="run workloads against a cluster under faults, then check")
     r.add_argument("--nodes", type=int, default=1)
     r.add_argument("--nemesis", default="kill,pause",
-                   help="comma-separated: kill,pause,partition,slow,lossy,disk (empty: none)")
+                   help="comma-separated: kill,pause,partition,slow,lossy,disk,power (empty: none)")
     r.add_argument("--workload", default="queue,copier,groups", help="comma-separated: queue,copier,groups")
     r.add_argument("--time", type=float, default=60, help="seconds of faults and load")
     r.add_argument("--seed", type=int, default=1)

@@ -235,7 +235,7 @@ class Cluster:
 
     def __init__(self, kind: str, nodes: int, workdir: str, *, use_netns: bool = True,
                  disk_mb: int = 0, env: dict[str, str] | None = None, kafka_home: str | None = None,
-                 log=print, props: dict[str, str] | None = None):
+                 log=print, props: dict[str, str] | None = None, lazyfs: bool = False):
         self.kind = kind
         self.workdir = workdir
         self.log = log
@@ -243,6 +243,8 @@ class Cluster:
         self.mode = "loopback"
         self.disk_mb = disk_mb
         self._mounts: list[str] = []
+        self.lazyfs = lazyfs           # data dirs on LazyFS: the power nemesis (tools/chaos/lazyfs.py)
+        self.disks: dict[int, object] = {}
         if use_netns:
             ok, why = namespaces_available()
             if ok:
@@ -284,6 +286,12 @@ class Cluster:
             os.makedirs(node.data_dir, exist_ok=True)
             if self.disk_mb:
                 self._mount_tmpfs(node.data_dir)
+            if self.lazyfs:
+                from .lazyfs import LazyMount
+                disk = LazyMount(os.path.join(os.path.dirname(node.data_dir), "disk"), node.data_dir,
+                                 tear=True, seed=node.index * 1000)
+                disk.start()
+                self.disks[node.index] = disk
             node.prepare()
         if self.replicated:
             # all at once: a node of a multi-voter quorum needs a majority of
@@ -340,10 +348,25 @@ class Cluster:
         except FileNotFoundError:
             pass
 
+    def power_off(self, node: Node) -> dict:
+        """Power loss: the process killed, its unsynced writes dropped."""
+        node.kill()
+        return self.disks[node.index].power_loss()
+
+    def power_on(self, node: Node) -> None:
+        disk = self.disks.get(node.index)
+        if disk is not None and disk.proc is None:
+            disk.start()
+
     def close(self) -> None:
         for node in self.nodes:
             try:
                 node.kill()
+            except Exception:
+                pass
+        for disk in self.disks.values():
+            try:
+                disk.stop()
             except Exception:
                 pass
         for path in reversed(self._mounts):

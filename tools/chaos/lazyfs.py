@@ -323,6 +323,8 @@ class LazyFS:
                         if e.trash:
                             os.rename(e.trash, self._full(e.path))
                     out["entries_undone"] += 1
+                    if len(out.setdefault("entries", [])) < 8:
+                        out["entries"].append(f"{e.kind} {e.path}")
                 except OSError:
                     pass   # a later durable operation moved it on: that one stands
             self.entries.clear()

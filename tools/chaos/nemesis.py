@@ -10,6 +10,9 @@ next one starts, and its start and stop are operations in the history.
   slow       rate-limited link (tbf; netem delay and jitter where present)
   lossy      netem packet loss (only where the kernel has sch_netem)
   disk       fill the node's log dir (a small tmpfs) until ENOSPC
+  power      power loss: kill -9 and drop every write the node had not
+             fsynced (its data dir on LazyFS, tools/chaos/lazyfs.py); it
+             boots again when the fault ends
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import time
 from .cluster import Cluster
 from .history import HistoryWriter
 
-KINDS = ("kill", "pause", "partition", "slow", "lossy", "disk")
+KINDS = ("kill", "pause", "partition", "slow", "lossy", "disk", "power")
 NETWORK_KINDS = ("partition", "slow", "lossy")
 
 
@@ -35,6 +38,8 @@ def usable_kinds(cluster: Cluster, wanted: list[str], log=print) -> list[str]:
             log("nemesis lossy: skipped, this kernel has no sch_netem (tc qdisc netem fails)")
         elif k == "disk" and not cluster.disk_mb:
             log("nemesis disk: skipped, log dirs are not on a small tmpfs")
+        elif k == "power" and not cluster.disks:
+            log("nemesis power: skipped, log dirs are not on LazyFS (needs root, /dev/fuse, libfuse3)")
         else:
             kinds.append(k)
     return kinds
@@ -114,6 +119,10 @@ class Nemesis:
                 detail = c.net.lossy(node.index)
             elif kind == "disk":
                 detail = c.fill_disk(node)
+            elif kind == "power":
+                loss = c.power_off(node)
+                detail = (f"lost {loss.get('bytes_lost', 0)} unsynced bytes in {loss.get('files_dropped', 0)} "
+                          f"files, {loss.get('files_torn', 0)} torn, {loss.get('entries_undone', 0)} entries undone")
         except Exception as e:   # a fault that cannot be injected is reported, not fatal
             self.h.write(f="nemesis", type="fail", proc="nemesis", kind=kind, node=node.name, error=str(e))
             self.log(f"nemesis {kind} on {node.name} failed: {e}")
@@ -136,8 +145,10 @@ class Nemesis:
                 c.net.heal(node.index)
             elif kind == "disk":
                 c.free_disk(node)
+            elif kind == "power":
+                c.power_on(node)
             if not node.alive():
-                if kind not in ("kill",):
+                if kind not in ("kill", "power"):
                     self.h.write(f="note", type="info", proc="nemesis",
                                  msg=f"{node.name} exited during {kind} (exit {node.proc.returncode})")
                 self._restart(node)
@@ -161,5 +172,6 @@ class Nemesis:
         for node in c.nodes:
             node.resume()
             c.free_disk(node)
+            c.power_on(node)
             if not node.alive():
                 self._restart(node)

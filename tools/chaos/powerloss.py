@@ -15,6 +15,13 @@ the node boots again on what its disk kept.
                          missing from any node's metadata afterwards, the
                          metadata logs agree where they overlap, and no
                          epoch names two quorum leaders
+  power-loss-all         every node loses power at once and boots again:
+                         what was acknowledged survives only where it was
+                         fsynced before the acknowledgement; with
+                         --set log.flush.interval.messages=1 (fsync before
+                         ack) nothing acknowledged may be lost, with the
+                         defaults (no fsync before ack, as Kafka) the
+                         checker counts what was lost
 
 The load, the checkers (lost, duplicate, reordered, unexpected values; the
 group reads everything) and the replica-log comparison are those of
@@ -45,10 +52,12 @@ from .lazyfs import LazyMount, fuse_available
 from .scenarios import TOPIC, Abort, Scenario, _wait, describe
 from .workloads import QUIET
 
-KINDS = ("power-loss-node", "power-loss-controller")
+KINDS = ("power-loss-node", "power-loss-controller", "power-loss-all")
 META_DIR = "__cluster_metadata-0"
 META_PREFIX = "pl-meta-"
-MAX_META_TOPICS = 400   # (bounds the metadata writer)
+MAX_META_TOPICS = 2000  # (bounds the metadata writer)
+KEEP_META_TOPICS = 4    # the writer deletes older topics: every node recovers a bounded number of partitions
+BOOT_TIMEOUT = 180      # s: a node recovers every partition through the FUSE file system before it listens
 
 
 class PowerLossScenario(Scenario):
@@ -62,6 +71,7 @@ class PowerLossScenario(Scenario):
         self.losses: list[dict] = []
         self.unreadable: list[str] = []
         self.meta_acked: list[str] = []
+        self.meta_deleted: list[str] = []
         self.meta_errors = 0
         self.meta_problems: list[str] = []
         self.stop_meta = threading.Event()
@@ -77,7 +87,7 @@ class PowerLossScenario(Scenario):
         self.nemesis("power-loss", node, "lost " + json.dumps(loss, sort_keys=True), True)
         time.sleep(hold)
         mount.start()
-        node.start()
+        node.start(timeout=BOOT_TIMEOUT)
         self.nemesis("power-loss", node, "booted", False)
         self.losses.append(loss)
         return loss
@@ -96,7 +106,51 @@ class PowerLossScenario(Scenario):
             raise Abort("no quorum-state file names a leader")
         return best[1]
 
+    def power_loss_all(self, hold: float) -> list[dict]:
+        import signal
+        nodes = self.cluster.nodes
+        for n in nodes:                # the cut: every process at once, then every disk
+            if n.alive():
+                os.kill(n.proc.pid, signal.SIGKILL)
+        for n in nodes:
+            n.kill()
+        losses = [m.power_loss() for m in self.mounts]
+        for n, loss in zip(nodes, losses):
+            self.nemesis("power-loss", n, "lost " + json.dumps(loss, sort_keys=True), True)
+        time.sleep(hold)
+        for m in self.mounts:
+            m.start()
+        errors = []
+
+        def boot(n):
+            try:
+                n.start(timeout=BOOT_TIMEOUT)
+            except Exception as e:   # noqa: BLE001
+                errors.append(e)
+        threads = [threading.Thread(target=boot, args=(n,)) for n in nodes]   # (a quorum needs a majority)
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise Abort(f"a node did not boot after the power loss: {errors[0]}")
+        for n in nodes:
+            self.nemesis("power-loss", n, "booted", False)
+        self.losses += losses
+        return losses
+
     def fault_leader(self, i: int) -> None:
+        if self.kind == "power-loss-all":
+            rec = {"node": 0, "partitions": list(range(self.partitions)), "start": time.time()}
+            losses = self.power_loss_all(self.hold)
+            rec["end"] = time.time()
+            self.faults.append(rec)
+            self.progress(200, 120, "after the power loss of every node")
+            self.full_isr()
+            self.log(f"power loss {i + 1} of every node: lost {sum(x.get('bytes_lost', 0) for x in losses)} bytes "
+                     f"({sum(x.get('files_torn', 0) for x in losses)} files torn); {self.acks()} acked so far, "
+                     f"ISR full again")
+            return
         if self.kind == "power-loss-controller":
             self._start_meta_writer()
             n0 = len(self.meta_acked)
@@ -114,6 +168,7 @@ class PowerLossScenario(Scenario):
             n1 = len(self.meta_acked)
             _wait(lambda: len(self.meta_acked) >= n1 + 5, 60, "5 more topics created after the loss")
             self._stop_meta_writer()   # (so that every node has caught up when the run checks them)
+            self._check_topics_listed()
         self.full_isr()
         self.log(f"power loss {i + 1}: {victim.name} (led {led}) lost {loss.get('bytes_lost', 0)} bytes in "
                  f"{loss.get('files_dropped', 0) + loss.get('files_torn', 0)} files "
@@ -135,6 +190,17 @@ class PowerLossScenario(Scenario):
         """Create topics one by one; a creation counts once its future says ok."""
         admin = AdminClient({"bootstrap.servers": self.bootstrap, **QUIET})
         while not self.stop_meta.is_set() and self.meta_next < MAX_META_TOPICS:
+            live = [t for t in self.meta_acked if t not in self.meta_deleted]
+            if len(live) > KEEP_META_TOPICS:
+                old = live[0]
+                try:
+                    admin.delete_topics([old], operation_timeout=10, request_timeout=15)[old].result(20)
+                    self.meta_deleted.append(old)
+                    self.h.write(f="note", type="info", proc="meta", msg=f"deleted {old}")
+                except Exception:   # noqa: BLE001  (not acknowledged: tried again next round)
+                    self.meta_errors += 1
+                    self.stop_meta.wait(0.05)
+                continue
             name = f"{META_PREFIX}{self.meta_next:05d}"
             self.meta_next += 1
             try:
@@ -147,6 +213,24 @@ class PowerLossScenario(Scenario):
             self.stop_meta.wait(0.05)
 
     # ---------------------------------------------------------------- checks
+    def _check_topics_listed(self) -> None:
+        """After a loss: every acknowledged creation not deleted since is in
+        Metadata, no acknowledged deletion is."""
+        want = set(self.meta_acked) - set(self.meta_deleted)
+        gone = set(self.meta_deleted)
+        state = {}
+
+        def agrees():
+            listed = {t for t in self.admin.list_topics(timeout=10).topics if t.startswith(META_PREFIX)}
+            state["missing"], state["back"] = sorted(want - listed), sorted(gone & listed)
+            return not state["missing"] and not state["back"]
+        try:
+            _wait(agrees, 30, "Metadata to list the acknowledged topic creations and deletions")
+        except Exception:   # noqa: BLE001  (reported as a problem below)
+            self.meta_problems.append(f"after power loss {len(self.losses)}: acknowledged creations not listed "
+                                      f"{state.get('missing', [])[:5]}, acknowledged deletions listed "
+                                      f"{state.get('back', [])[:5]}")
+
     def node_logs(self, node) -> dict[int, list[tuple[int, bytes]]]:
         """Scenario's reading, where a log file that does not parse (a torn
         write kept inside the log) is a problem of its own, not a crash."""
@@ -172,7 +256,7 @@ class PowerLossScenario(Scenario):
         problems = super().compare_replicas()
         problems += sorted(set(self.unreadable))
         if self.kind == "power-loss-controller":
-            self.meta_problems = self.check_metadata()
+            self.meta_problems += self.check_metadata()
         return problems
 
     def metadata_entries(self, node) -> dict[int, tuple[int, bytes, bool]]:
@@ -235,7 +319,8 @@ class PowerLossScenario(Scenario):
 
     def verdict(self) -> dict:
         v = super().verdict()
-        v.update(losses=self.losses, meta_acked=len(self.meta_acked), meta_errors=self.meta_errors,
+        v.update(losses=self.losses, meta_acked=len(self.meta_acked), meta_deleted=len(self.meta_deleted),
+                 meta_errors=self.meta_errors,
                  meta_problems=self.meta_problems, quorum_epochs=self.quorum_epochs)
         v["valid"] = v["valid"] and not self.meta_problems
         return v
@@ -249,7 +334,8 @@ def describe_power_loss(v: dict) -> str:
                  f"{sum(x.get('files_dropped', 0) for x in ls)}, torn: {sum(x.get('files_torn', 0) for x in ls)}; "
                  f"directory entries undone: {sum(x.get('entries_undone', 0) for x in ls)}")
     if v["meta_acked"] or v["meta_problems"]:
-        lines.append(f"topics created (acknowledged): {v['meta_acked']}, failed/unknown: {v['meta_errors']}; "
+        lines.append(f"topics created (acknowledged): {v['meta_acked']}, deleted: {v['meta_deleted']}, "
+                     f"failed/unknown: {v['meta_errors']}; "
                      f"quorum epochs in the metadata logs: {v['quorum_epochs']}; "
                      f"metadata after the losses: {'consistent' if not v['meta_problems'] else 'PROBLEMS'}")
         lines += [f"  {p}" for p in v["meta_problems"][:10]]

@@ -44,11 +44,17 @@ def run(args) -> int:
     if args.fault:
         env["KPROTO_TEST_FAULT"] = args.fault
     kind = "kafka" if args.kafka else "kproto"
-    disk_mb = 64 if "disk" in wanted and os.geteuid() == 0 else 0
+    from .lazyfs import fuse_available
+    lazy_ok, lazy_why = fuse_available()
+    lazyfs = "power" in wanted and lazy_ok
+    if "power" in wanted and not lazy_ok:
+        log(f"nemesis power: no FUSE here ({lazy_why})")
+    # (the disk nemesis's tmpfs and LazyFS would both sit on the data dir: power wins)
+    disk_mb = 64 if "disk" in wanted and os.geteuid() == 0 and not lazyfs else 0
     log(f"chaos: {kind} x{args.nodes}, nemesis {','.join(wanted) or 'none'}, workloads {','.join(workloads)}, "
         f"{args.time}s, seed {args.seed}, output {out}")
     cluster = Cluster(kind, args.nodes, os.path.join(out, "nodes"), use_netns=not args.loopback,
-                      disk_mb=disk_mb, env=env, kafka_home=os.environ.get("KAFKA_HOME"), log=log,
+                      disk_mb=disk_mb, lazyfs=lazyfs, env=env, kafka_home=os.environ.get("KAFKA_HOME"), log=log,
                       props=dict(kv.split("=", 1) for kv in getattr(args, "set", None) or []))
     if cluster.replicated:
         log(f"one {args.nodes}-node KRaft cluster, replication factor {min(args.nodes, 3)}, "
