@@ -44,6 +44,7 @@ import tempfile
 import threading
 import time
 
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from raft import convert
@@ -72,7 +73,9 @@ class PowerLossScenario(Scenario):
         self.unreadable: list[str] = []
         self.meta_acked: list[str] = []
         self.meta_deleted: list[str] = []
+        self.meta_gone: list[str] = []    # deleted by an attempt that was not acknowledged
         self.meta_errors = 0
+        self.meta_error_kinds: dict[str, int] = {}   # (the writer's errors, by message: for the report)
         self.meta_problems: list[str] = []
         self.stop_meta = threading.Event()
         self.meta_next = 0
@@ -190,15 +193,18 @@ class PowerLossScenario(Scenario):
         """Create topics one by one; a creation counts once its future says ok."""
         admin = AdminClient({"bootstrap.servers": self.bootstrap, **QUIET})
         while not self.stop_meta.is_set() and self.meta_next < MAX_META_TOPICS:
-            live = [t for t in self.meta_acked if t not in self.meta_deleted]
+            live = [t for t in self.meta_acked if t not in self.meta_deleted and t not in self.meta_gone]
             if len(live) > KEEP_META_TOPICS:
                 old = live[0]
                 try:
                     admin.delete_topics([old], operation_timeout=10, request_timeout=15)[old].result(20)
                     self.meta_deleted.append(old)
                     self.h.write(f="note", type="info", proc="meta", msg=f"deleted {old}")
-                except Exception:   # noqa: BLE001  (not acknowledged: tried again next round)
-                    self.meta_errors += 1
+                except Exception as e:   # noqa: BLE001  (not acknowledged: tried again next round)
+                    self._meta_error("delete", e)
+                    if _code(e) == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                        # an earlier attempt whose answer was lost (a timeout) deleted it
+                        self.meta_gone.append(old)
                     self.stop_meta.wait(0.05)
                 continue
             name = f"{META_PREFIX}{self.meta_next:05d}"
@@ -208,16 +214,23 @@ class PowerLossScenario(Scenario):
                                     request_timeout=15)[name].result(20)
                 self.meta_acked.append(name)
                 self.h.write(f="note", type="info", proc="meta", msg=f"created {name}")
-            except Exception:   # noqa: BLE001  (not acknowledged: may or may not exist)
-                self.meta_errors += 1
+            except Exception as e:   # noqa: BLE001  (not acknowledged: may or may not exist)
+                self._meta_error("create", e)
             self.stop_meta.wait(0.05)
+
+    def _meta_error(self, what: str, e: Exception) -> None:
+        self.meta_errors += 1
+        key = f"{what}: {str(e)[:100]}"
+        if key not in self.meta_error_kinds:
+            self.h.write(f="note", type="info", proc="meta", msg=f"{what} failed: {e}")
+        self.meta_error_kinds[key] = self.meta_error_kinds.get(key, 0) + 1
 
     # ---------------------------------------------------------------- checks
     def _check_topics_listed(self) -> None:
         """After a loss: every acknowledged creation not deleted since is in
         Metadata, no acknowledged deletion is."""
-        want = set(self.meta_acked) - set(self.meta_deleted)
-        gone = set(self.meta_deleted)
+        want = set(self.meta_acked) - set(self.meta_deleted) - set(self.meta_gone)
+        gone = set(self.meta_deleted) | set(self.meta_gone)
         state = {}
 
         def agrees():
@@ -320,10 +333,15 @@ class PowerLossScenario(Scenario):
     def verdict(self) -> dict:
         v = super().verdict()
         v.update(losses=self.losses, meta_acked=len(self.meta_acked), meta_deleted=len(self.meta_deleted),
-                 meta_errors=self.meta_errors,
+                 meta_errors=self.meta_errors, meta_error_kinds=self.meta_error_kinds,
                  meta_problems=self.meta_problems, quorum_epochs=self.quorum_epochs)
         v["valid"] = v["valid"] and not self.meta_problems
         return v
+
+
+def _code(e: Exception):
+    err = e.args[0] if e.args else None
+    return err.code() if isinstance(err, KafkaError) else None
 
 
 def describe_power_loss(v: dict) -> str:
@@ -339,6 +357,8 @@ def describe_power_loss(v: dict) -> str:
                      f"quorum epochs in the metadata logs: {v['quorum_epochs']}; "
                      f"metadata after the losses: {'consistent' if not v['meta_problems'] else 'PROBLEMS'}")
         lines += [f"  {p}" for p in v["meta_problems"][:10]]
+        top = sorted(v["meta_error_kinds"].items(), key=lambda kv: -kv[1])[:5]
+        lines += [f"  metadata writer error x{n}: {k}" for k, n in top]
     return "\n".join(lines)
 
 
