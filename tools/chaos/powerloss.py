@@ -332,6 +332,7 @@ class PowerLossScenario(Scenario):
 
     def verdict(self) -> dict:
         v = super().verdict()
+        v["lost_ages"] = lost_ages(v["ops"], v["anomalies"])
         v.update(losses=self.losses, meta_acked=len(self.meta_acked), meta_deleted=len(self.meta_deleted),
                  meta_errors=self.meta_errors, meta_error_kinds=self.meta_error_kinds,
                  meta_problems=self.meta_problems, quorum_epochs=self.quorum_epochs)
@@ -344,8 +345,28 @@ def _code(e: Exception):
     return err.code() if isinstance(err, KafkaError) else None
 
 
+def lost_ages(ops: list[dict], anomalies: list[dict]) -> list[float]:
+    """For each lost-write: seconds from its acknowledgement to the first
+    power loss after it (the loss that took it): what the flush window let go."""
+    cuts = sorted(o["ts"] for o in ops if o.get("f") == "nemesis" and o.get("type") == "start"
+                  and o.get("kind") in ("power-loss", "power"))
+    ages = []
+    for a in anomalies:
+        if a["kind"] != "lost-write" or not a["ops"]:
+            continue
+        acked = a["ops"][0]["ts"]
+        after = [c for c in cuts if c >= acked]
+        if after:
+            ages.append(after[0] - acked)
+    return sorted(ages)
+
+
 def describe_power_loss(v: dict) -> str:
     lines = [describe(v)]
+    if v.get("lost_ages"):
+        a = v["lost_ages"]
+        lines.append(f"lost acknowledged records: {len(a)}, acknowledged before the power loss that took them "
+                     f"by p50 {a[len(a) // 2]:.2f}s, max {a[-1]:.2f}s")
     ls = v["losses"]
     lines.append(f"power losses: {len(ls)}; bytes of unsynced writes dropped: "
                  f"{sum(x.get('bytes_lost', 0) for x in ls)}; files rolled back: "
