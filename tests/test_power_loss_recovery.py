@@ -21,7 +21,7 @@ from broker.storage import PartitionLog
 from tools.chaos.lazyfs import LazyMount, fuse_available
 
 ok, why = fuse_available()
-pytestmark = pytest.mark.skipif(not ok, reason=f"no FUSE here: {why}")
+needs_fuse = pytest.mark.skipif(not ok, reason=f"no FUSE here: {why}")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOPIC_ID = uuid.UUID(int=29)
@@ -56,6 +56,7 @@ def _batches(plog):
     return [(h.base_offset, h.partition_leader_epoch) for _pos, h in iter_batch_headers(data)]
 
 
+@needs_fuse
 def test_a_truncated_divergent_tail_does_not_come_back_under_the_new_epoch(tmp_path):
     disk = LazyMount(str(tmp_path / "disk"), str(tmp_path / "mnt"))
     disk.start()
@@ -82,6 +83,84 @@ def test_a_truncated_divergent_tail_does_not_come_back_under_the_new_epoch(tmp_p
                           f"past a newer epoch's start {wrong[:3]}"
         # and nothing below the truncation point was lost: it was flushed before
         assert [off for off, _e in batches][:5] == [0, 1, 2, 3, 4], batches
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if disk.proc is not None:
+            disk.stop()
+
+
+def test_torn_checkpoints_of_a_partition_do_not_stop_its_recovery(tmp_path):
+    # partition.metadata and leader-epoch-checkpoint are renamed into place first and fsynced
+    # later by a worker thread; a power loss in between leaves the names with torn contents (seen
+    # as a broker that did not start: "leader-epoch-checkpoint: malformed header"). The broker
+    # must start anyway: the epochs are rebuilt from the log, the topic id written again.
+    from kproto.records import build_batch
+    from broker.storage import checkpoints as cp
+
+    d = str(tmp_path / "t-0")
+    plog = PartitionLog.open(d, None, topic_id=TOPIC_ID, sync=False)
+    for i in range(6):
+        plog.append(bytearray(build_batch([(None, b"v%d" % i)], base_offset=i,
+                                          partition_leader_epoch=1 if i < 3 else 4)),
+                    None, now_ms=0, assign_offsets=False)
+    plog.close()
+    with open(os.path.join(d, "leader-epoch-checkpoint"), "wb") as f:
+        f.write(b"0\n2\n1")
+    with open(os.path.join(d, "partition.metadata"), "wb") as f:
+        f.write(b"vers")
+    plog = PartitionLog.open(d, None, clean_shutdown=False, topic_id=TOPIC_ID, sync=False)
+    try:
+        assert plog.log_end_offset == 6
+        assert plog.epochs.entries == [(1, 0), (4, 3)]
+        assert _batches(plog) == [(0, 1), (1, 1), (2, 1), (3, 4), (4, 4), (5, 4)]
+    finally:
+        plog.close()
+    assert cp.read_partition_metadata(os.path.join(d, "partition.metadata")) == TOPIC_ID
+    assert cp.read_epoch_checkpoint(os.path.join(d, "leader-epoch-checkpoint")) == [(1, 0), (4, 3)]
+
+
+# a new partition's first record, flushed as an acks=all answer with flush.messages=1 waits for,
+# while the creator's fsyncs of the log dir (the checkpoint writer's thread) have not run yet
+NEW_PARTITION = r"""
+import sys, time, uuid
+from kproto.records import build_batch
+from broker.storage import PartitionLog
+
+plog = PartitionLog.open(sys.argv[1], None, topic_id=uuid.UUID(int=29), sync=True,
+                         fsync_later=lambda paths: None)   # (a worker thread that is late)
+plog.append(bytearray(build_batch([(None, b"acked")], base_offset=0, partition_leader_epoch=0)), None,
+            now_ms=0, assign_offsets=False)
+targets = plog.flush_targets()                              # the flusher's round (broker/storage/flusher.py)
+targets.sync()
+plog.flushed(targets)
+assert plog.recovery_point == 1
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+@needs_fuse
+def test_a_flushed_record_of_a_new_partition_survives_with_its_directory(tmp_path):
+    disk = LazyMount(str(tmp_path / "disk"), str(tmp_path / "mnt"))
+    disk.start()
+    d = str(tmp_path / "mnt" / "new-0")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-c", NEW_PARTITION, d], stdout=subprocess.PIPE, text=True,
+                            env=env, cwd=ROOT)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        disk.power_loss()
+        disk.start()
+        assert os.path.isdir(d), "the partition directory was lost with its flushed record"
+        plog = PartitionLog.open(d, None, clean_shutdown=False, topic_id=TOPIC_ID, sync=False)
+        try:
+            assert plog.log_end_offset == 1
+        finally:
+            plog.close()
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -129,6 +129,10 @@ class PartitionLog(LogLoadingMixin, LogRetentionMixin, LogFlushMixin):
         self._recovery_point = 0
         self._pending_flush_upto: int | None = None
         self._dir_dirty = False
+        # the log dir's entry for a partition directory created by open(): fsynced by the first
+        # flush too (the creator's fsync of the log dir may run later, in a worker thread, and an
+        # acks=all answer after an fsync of the data alone was lost with the whole directory)
+        self._parent_dirty = False
         self._last_flush_ms = _now_ms()
         self._last_snap_offset = 0
         self._pending_deletes: list[tuple[int, LogSegment, list[str]]] = []
@@ -160,9 +164,16 @@ class PartitionLog(LogLoadingMixin, LogRetentionMixin, LogFlushMixin):
         """
         now_ms = _now_ms() if now_ms is None else now_ms
         cfg = LogConfig.from_dict(config)
+        created = not os.path.isdir(dir)
         os.makedirs(dir, exist_ok=True)
         meta_path = os.path.join(dir, PARTITION_METADATA)
-        stored_id = cp.read_partition_metadata(meta_path)
+        try:
+            stored_id = cp.read_partition_metadata(meta_path)
+        except cp.CorruptCheckpointError as exc:
+            # its fsync runs after the rename, in a worker thread (fsync_later): a power loss in
+            # between leaves the name with torn contents. The controller's metadata has the id.
+            log.warning("%s; ignored (written again with the topic id)", exc)
+            stored_id = None
         if topic_id is not None:
             topic_id = cp.as_uuid(topic_id)
             if stored_id is None:
@@ -176,12 +187,22 @@ class PartitionLog(LogLoadingMixin, LogRetentionMixin, LogFlushMixin):
             topic_id = stored_id
         epoch_path = os.path.join(dir, LEADER_EPOCH_CHECKPOINT)
         cp.touch(epoch_path)
-        epochs = LeaderEpochCache.load(epoch_path, sync)
+        try:
+            epochs = LeaderEpochCache.load(epoch_path, sync)
+            epochs_lost = False
+        except cp.CorruptCheckpointError as exc:
+            # the same (the leader-epoch checkpoint is fsynced after its rename): rebuilt from
+            # the batches of every segment
+            log.warning("%s; rebuilding the leader epochs from the log", exc)
+            epochs = LeaderEpochCache(epoch_path, [], sync)
+            epochs_lost = True
         epochs.fsync_later = fsync_later
 
         bases = cls._prepare_files(dir)
         segments = [LogSegment.load(dir, base, cfg, now_ms) for base in bases]
         plog = cls(dir, cfg, topic_id, epochs, segments, snapshot_provider)
+        plog._parent_dirty = created
+        plog._epochs_lost = epochs_lost
         try:
             plog._load(clean_shutdown, recovery_point, log_start_offset, progress, now_ms)
             if os.environ.get("KPROTO_TEST_FAULT") == "drop-last-acked-batch-on-restart":

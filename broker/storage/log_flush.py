@@ -24,12 +24,13 @@ class FlushTargets:
     descriptors opened on the log's thread, so that the thread doing the
     fsyncs makes no other system call (each one it returns from has to win
     the GIL back from the busy server thread)."""
-    __slots__ = ("upto", "generation", "dir", "fds")
+    __slots__ = ("upto", "generation", "dir", "parent", "fds")
 
-    def __init__(self, upto: int, generation: int, dir: str | None):
+    def __init__(self, upto: int, generation: int, dir: str | None, parent: str | None = None):
         self.upto = upto
         self.generation = generation
         self.dir = dir  # the partition directory, when it gained a segment
+        self.parent = parent  # the log dir, while its entry for a new partition directory is not fsynced
         self.fds: list[int] = []
 
     def open(self, path: str) -> None:
@@ -46,16 +47,17 @@ class FlushTargets:
             # (fdatasync for the indexes too, as msync of their mappings does)
             for fd in self.fds:
                 os.fdatasync(fd)
-            if self.dir is not None:
+            for d in (self.dir, self.parent):
+                if d is None:
+                    continue
                 try:
-                    fd = os.open(self.dir, os.O_RDONLY)
+                    fd = os.open(d, os.O_RDONLY)
                 except FileNotFoundError:
-                    pass
-                else:
-                    try:
-                        os.fsync(fd)
-                    finally:
-                        os.close(fd)
+                    continue
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
         finally:
             if close:
                 self.close()
@@ -72,7 +74,7 @@ class LogFlushMixin:
         and move the recovery point there."""
         self._check_open()
         upto = self._leo if upto is None else min(upto, self._leo)
-        if upto > self._recovery_point or self._dir_dirty:
+        if upto > self._recovery_point or self._dir_dirty or self._parent_dirty:
             start = max(0, self._floor_segment_index(self._recovery_point))
             for seg in self._segments[start:]:
                 if seg.base_offset >= upto:
@@ -81,6 +83,9 @@ class LogFlushMixin:
             if self._dir_dirty:
                 cp.fsync_dir(self.dir)
                 self._dir_dirty = False
+            if self._parent_dirty:
+                cp.fsync_dir(os.path.dirname(self.dir))
+                self._parent_dirty = False
             self._recovery_point = max(self._recovery_point, upto)
         self._last_flush_ms = _now_ms()
         if self._pending_flush_upto is not None and self._pending_flush_upto <= self._recovery_point:
@@ -117,9 +122,10 @@ class LogFlushMixin:
         if self._closed:
             return None
         upto = self._leo if upto is None else min(upto, self._leo)
-        if upto <= self._recovery_point and not self._dir_dirty:
+        if upto <= self._recovery_point and not self._dir_dirty and not self._parent_dirty:
             return None
-        targets = FlushTargets(upto, self._truncations, self.dir if self._dir_dirty else None)
+        targets = FlushTargets(upto, self._truncations, self.dir if self._dir_dirty else None,
+                               os.path.dirname(self.dir) if self._parent_dirty else None)
         try:
             start = max(0, self._floor_segment_index(self._recovery_point))
             for seg in self._segments[start:]:
@@ -133,6 +139,7 @@ class LogFlushMixin:
             targets.close()
             raise
         self._dir_dirty = False
+        self._parent_dirty = False
         return targets
 
     def flushed(self, targets: "FlushTargets", ok: bool = True) -> None:
@@ -141,6 +148,8 @@ class LogFlushMixin:
         if not ok:
             if targets.dir is not None:
                 self._dir_dirty = True
+            if targets.parent is not None:
+                self._parent_dirty = True
             return
         if self._closed or targets.generation != self._truncations:
             return

@@ -93,6 +93,8 @@ class LogLoadingMixin:
             to_scan = segments[start:]
             to_scan += [s for s in segments[:start] if s.base_offset in broken]
             to_scan.sort(key=lambda s: s.base_offset)
+        if getattr(self, "_epochs_lost", False):
+            to_scan = list(segments)   # (every batch's leader epoch, for the rebuilt cache)
         self._recover_segments(to_scan, progress, unclean=not clean)
 
         last = self._segments[-1]
