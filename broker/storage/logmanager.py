@@ -370,8 +370,9 @@ class LogManager:
         thread: five fsyncs per partition on the event loop made creating a
         topic of 50 partitions stall every connection for about half a second.
         Nothing acknowledged depends on them before the data itself is flushed
-        (Kafka's durability is replication plus the flush policy), and the
-        writer runs them within milliseconds, in order."""
+        (Kafka's durability is replication plus the flush policy; the first
+        flush of a new partition fsyncs the log dir's entry for it itself), and
+        the writer runs them within milliseconds, in order."""
         submit = getattr(self, "_checkpoint_writer", None)
         if submit is None:
             # (loading, before the broker's writer runs: handed to it when it is set,
