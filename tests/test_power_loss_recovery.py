@@ -167,3 +167,27 @@ def test_a_flushed_record_of_a_new_partition_survives_with_its_directory(tmp_pat
             proc.wait()
         if disk.proc is not None:
             disk.stop()
+
+
+def test_a_follower_drops_an_epoch_at_its_log_end_that_the_leader_never_had(tmp_path):
+    """The stuck follower of docs/chaos.md: after every node lost power, a follower's checkpoint
+    ended with (1, end), written when it was elected in epoch 1 and appended nothing. The new
+    leader never had epoch 1 and answers its fetch with the diverging epoch (0, end): nothing to
+    cut, but epoch 1 must go, or every fetch asks with it again. No FUSE needed: the state is
+    built directly."""
+    from types import SimpleNamespace
+    from kproto.records import build_batch
+    from broker.replication.manager import Fetcher
+
+    plog = PartitionLog.open(str(tmp_path / "faults-0"), None, topic_id=TOPIC_ID, sync=False)
+    for i in range(3):
+        plog.append(bytearray(build_batch([(None, b"v%d" % i)])), 0, now_ms=0)
+    plog.assign_epoch(1)                    # elected, then lost the leadership before any append
+    part = SimpleNamespace(topic="faults", index=0, log=plog)
+    answer = SimpleNamespace(error_code=0, diverging_epoch=SimpleNamespace(epoch=0, end_offset=3))
+    rebuilt = []
+    follower = SimpleNamespace(_rebuild=rebuilt.append)
+    assert Fetcher._apply(follower, part, answer) is False
+    assert plog.log_end_offset == 3 and rebuilt == []    # no record cut
+    assert plog.latest_epoch == 0                         # the next fetch asks with epoch 0
+    plog.close()

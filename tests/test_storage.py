@@ -497,6 +497,27 @@ def test_truncate_to_across_segments(tmp_path):
     plog.close()
 
 
+def test_a_truncation_at_the_log_end_drops_an_epoch_that_starts_there(tmp_path):
+    # a leader elected in epoch 1 that appended nothing before it lost the leadership (here: to
+    # a power loss of every node) keeps (1, end) in its checkpoint; the new leader never had epoch
+    # 1 and answers its fetches with a diverging epoch that ends at that very offset. Truncating
+    # there must drop the entry (Kafka's UnifiedLog.truncateTo does even when no record goes),
+    # else the follower asks with epoch 1 again, forever (docs/chaos.md, the stuck follower).
+    topic_id = uuid.uuid4()
+    plog = open_log(tmp_path, topic_id=topic_id)
+    for i in range(3):
+        plog.append(kafka_batch(T0 + i, 100), 0, now_ms=T0)
+    plog.assign_epoch(1)
+    assert plog.latest_epoch == 1
+    assert plog.truncate_to(3) is False            # no record to remove
+    assert plog.latest_epoch == 0
+    assert plog.end_offset_for_epoch(0) == (0, 3)       # what a follower asking with epoch 0 is told
+    plog.close()
+    reopened = open_log(tmp_path, topic_id=topic_id)   # the checkpoint file says so too
+    assert reopened.latest_epoch == 0
+    reopened.close()
+
+
 # ================================================================ log manager
 
 def test_log_manager_checkpoints_and_clean_shutdown(tmp_path):

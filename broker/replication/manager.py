@@ -586,6 +586,11 @@ class Fetcher:
                          plog.log_end_offset, target, div.epoch, div.end_offset)
                 plog.truncate_to(max(target, plog.log_start_offset))
                 self._rebuild(part)
+            else:
+                # no record to cut, but an epoch of ours that starts at our log end and that the
+                # leader never had must go, or the next fetch claims it again and gets the same
+                # answer, forever (AbstractFetcherThread truncates to the offset either way)
+                plog.truncate_to(target)
             return False
         data = pr.records
         if data:

@@ -572,6 +572,11 @@ class PartitionLog(LogLoadingMixin, LogRetentionMixin, LogFlushMixin):
         if offset < 0:
             raise ValueError(f"cannot truncate to negative offset {offset}")
         if offset >= self._leo:
+            # nothing to cut, but an epoch that starts at the log end goes (Kafka's
+            # UnifiedLog.truncateTo does the same): a leader elected without appending anything
+            # keeps (epoch, end) in its checkpoint, and as a follower it would ask the new leader,
+            # who never had that epoch, with it again and again
+            self.epochs.truncate_from_end(self._leo)
             return False
         if offset < self._segments[0].base_offset:
             self.truncate_fully_and_start_at(offset, now_ms)
