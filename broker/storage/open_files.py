@@ -62,7 +62,9 @@ class SegmentFile:
     def __del__(self):
         try:
             self.close()
-        except OSError:
+        except (OSError, AttributeError, TypeError):
+            # OSError: already closed; the others at interpreter exit, when this module's globals
+            # (SegmentFile, os) may already be gone and the process's descriptors close anyway
             pass
 
 
