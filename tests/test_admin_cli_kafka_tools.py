@@ -6,27 +6,17 @@ non-default configs), `kproto group describe` against `kafka-consumer-groups.sh 
 in KAFKA_HOME; skips without it."""
 from __future__ import annotations
 
-import os
-import subprocess
 
 import pytest
 
 from tests.test_admin_cli import kp, ok
-
-KAFKA_HOME = os.environ.get("KAFKA_HOME")
+from tests.test_kafka_cli_groups import KAFKA_HOME, tool
 
 pytestmark = [
     pytest.mark.skipif(not KAFKA_HOME, reason="KAFKA_HOME is not set: these tests run Kafka's bin/kafka-*.sh "
                                               "from an Apache Kafka installation"),
     pytest.mark.timeout(300),
 ]
-
-
-def tool(name: str, *args: str) -> str:
-    proc = subprocess.run([os.path.join(KAFKA_HOME, "bin", name), *args], capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-    return proc.stdout
 
 
 def _fields(line: str) -> dict[str, str]:

@@ -51,6 +51,15 @@ time.sleep(120)
 """
 
 
+def _stop(proc, disk) -> None:
+    """The replica's process (if the power loss did not end it) and the file system."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    if disk.proc is not None:
+        disk.stop()
+
+
 def _batches(plog):
     data = plog.read_bytes(plog.log_start_offset, 1 << 20)
     return [(h.base_offset, h.partition_leader_epoch) for _pos, h in iter_batch_headers(data)]
@@ -84,11 +93,7 @@ def test_a_truncated_divergent_tail_does_not_come_back_under_the_new_epoch(tmp_p
         # and nothing below the truncation point was lost: it was flushed before
         assert [off for off, _e in batches][:5] == [0, 1, 2, 3, 4], batches
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if disk.proc is not None:
-            disk.stop()
+        _stop(proc, disk)
 
 
 def test_torn_checkpoints_of_a_partition_do_not_stop_its_recovery(tmp_path):
@@ -162,11 +167,7 @@ def test_a_flushed_record_of_a_new_partition_survives_with_its_directory(tmp_pat
         finally:
             plog.close()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if disk.proc is not None:
-            disk.stop()
+        _stop(proc, disk)
 
 
 def test_a_follower_drops_an_epoch_at_its_log_end_that_the_leader_never_had(tmp_path):

@@ -5,6 +5,7 @@ Karapace's API tests. Bad input is refused with Confluent's code and leaves
 nothing behind."""
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 
@@ -25,16 +26,22 @@ G_NO_DEFAULT = {"name": "g", "type": "int"}
 G_DEFAULT = {"name": "g", "type": "int", "default": 0}
 
 
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory):
+@contextlib.contextmanager
+def registry_node(data_dir: str):
+    """A kproto process serving the schema registry on a free port: (process, registry URL)."""
     port = free_port()
-    proc = BrokerProcess(str(tmp_path_factory.mktemp("sr-api")),
-                         settings={"schema.registry.listeners": f"http://127.0.0.1:{port}"})
+    proc = BrokerProcess(data_dir, settings={"schema.registry.listeners": f"http://127.0.0.1:{port}"})
     proc.start()
     try:
         yield proc, f"http://127.0.0.1:{port}"
     finally:
         proc.stop()
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory):
+    with registry_node(str(tmp_path_factory.mktemp("sr-api"))) as node:
+        yield node
 
 
 def post(url, path, body, **params):

@@ -20,6 +20,7 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, Proto
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 
 from broker.launch.process import BrokerProcess, free_port  # noqa: E402
+from tests.test_schema_registry_api import registry_node
 
 AVRO_V1 = json.dumps({"type": "record", "name": "Order", "namespace": "kproto.test",
                       "fields": [{"name": "id", "type": "string"}, {"name": "amount", "type": "long"}]})
@@ -50,14 +51,8 @@ def order_message_class():
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    port = free_port()
-    proc = BrokerProcess(str(tmp_path_factory.mktemp("sr-clients")),
-                         settings={"schema.registry.listeners": f"http://127.0.0.1:{port}"})
-    proc.start()
-    try:
-        yield proc, f"http://127.0.0.1:{port}"
-    finally:
-        proc.stop()
+    with registry_node(str(tmp_path_factory.mktemp("sr-clients"))) as started:
+        yield started
 
 
 def round_trip(bootstrap: str, topic: str, serialize, deserialize, values: list) -> list:

@@ -47,17 +47,7 @@ class FlushTargets:
             # (fdatasync for the indexes too, as msync of their mappings does)
             for fd in self.fds:
                 os.fdatasync(fd)
-            for d in (self.dir, self.parent):
-                if d is None:
-                    continue
-                try:
-                    fd = os.open(d, os.O_RDONLY)
-                except FileNotFoundError:
-                    continue
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+            cp.fsync_paths(d for d in (self.dir, self.parent) if d is not None)
         finally:
             if close:
                 self.close()

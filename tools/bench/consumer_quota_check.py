@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import socket
 import struct
-import tempfile
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -26,7 +24,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kproto import api
 from kproto.messages.alter_client_quotas_request import AlterClientQuotasRequest as A
 from kproto.messages.metadata_request import MetadataRequest
-from broker.launch.process import BrokerProcess, free_port
+from tools.bench.quota_check import on_kproto_and_kafka
 
 MIB = 1 << 20
 
@@ -113,29 +111,7 @@ def main(argv=None) -> None:
     ap.add_argument("--percent", type=float, default=1.0, help="request_percentage of the tiny-request client")
     ap.add_argument("--max-requests", type=int, default=20000)
     ap.add_argument("--no-kafka", action="store_true")
-    args = ap.parse_args(argv)
-    work = tempfile.mkdtemp(prefix="consumer-quota-check-")
-    try:
-        b = BrokerProcess(os.path.join(work, "kproto"))
-        b.start()
-        try:
-            check("kproto", b.bootstrap, args)
-        finally:
-            b.stop()
-        home = os.environ.get("KAFKA_HOME")
-        if home and not args.no_kafka:
-            from tools.bench.tls_compare import start_kafka
-            port = free_port()
-            data = os.path.join(work, "kafka")
-            os.makedirs(data)
-            proc = start_kafka(home, data, {"PLAINTEXT": port}, {"listeners": f"PLAINTEXT://127.0.0.1:{port}"})
-            try:
-                check("kafka", f"127.0.0.1:{port}", args)
-            finally:
-                proc.terminate()
-                proc.wait(60)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    on_kproto_and_kafka("consumer-quota-check-", check, ap.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -79,13 +79,10 @@ def check(name: str, bootstrap: str, args) -> None:
               f"throttled responses {n}, longest {worst * 1000:.0f} ms", flush=True)
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m tools.bench.quota_check")
-    ap.add_argument("--rate", type=float, default=1.0, help="MiB/s of the capped producer")
-    ap.add_argument("--seconds", type=float, default=30.0)
-    ap.add_argument("--no-kafka", action="store_true")
-    args = ap.parse_args(argv)
-    work = tempfile.mkdtemp(prefix="quota-check-")
+def on_kproto_and_kafka(prefix: str, check, args) -> None:
+    """check(name, bootstrap, args) against a kproto broker, then against Kafka where KAFKA_HOME is
+    set (and --no-kafka is not), each on a fresh data directory."""
+    work = tempfile.mkdtemp(prefix=prefix)
     try:
         b = BrokerProcess(os.path.join(work, "kproto"))
         b.start()
@@ -108,6 +105,14 @@ def main(argv=None) -> None:
                 proc.wait(60)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m tools.bench.quota_check")
+    ap.add_argument("--rate", type=float, default=1.0, help="MiB/s of the capped producer")
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--no-kafka", action="store_true")
+    on_kproto_and_kafka("quota-check-", check, ap.parse_args(argv))
 
 
 if __name__ == "__main__":
