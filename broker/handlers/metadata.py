@@ -38,24 +38,6 @@ def topic_entry(broker, topic, include_ops: bool) -> _Topic:
                   topic_authorized_operations=TOPIC_OPERATIONS_ALL if include_ops else AUTHORIZED_OPERATIONS_OMITTED)
 
 
-def cached_topic_entry(broker, topic, include_ops: bool) -> _Topic:
-    """topic_entry(), built once per metadata image: a client asking for all of 10,000
-    partitions again and again gets the same answer objects until the image moves on.
-    Not with an authorizer (it writes each principal's operations into the answer)."""
-    image = broker.image
-    if getattr(broker, "authorizer", None) is not None:
-        return topic_entry(broker, topic, include_ops)
-    stamp = (id(image), image.offset)
-    cache = getattr(broker, "_metadata_topics_cache", None)
-    if cache is None or cache[0] != stamp:
-        cache = broker._metadata_topics_cache = (stamp, {})
-    key = (topic.topic_id, include_ops)
-    entry = cache[1].get(key)
-    if entry is None or entry.name != topic.name:
-        entry = cache[1][key] = topic_entry(broker, topic, include_ops)
-    return entry
-
-
 def _invalid_request(req) -> MetadataResponse:
     # Kafka's MetadataRequest.getErrorResponse: every asked topic carries the error
     return MetadataResponse(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, topics=[
@@ -80,7 +62,7 @@ async def metadata(ctx, req):
     topics = []
     if all_topics:
         for t in image.topics.values():
-            topics.append(cached_topic_entry(broker, t, include_ops))
+            topics.append(topic_entry(broker, t, include_ops))
     else:
         to_create = []
         for rt in req.topics:
@@ -93,11 +75,11 @@ async def metadata(ctx, req):
                                          topic_id=rt.topic_id, partitions=[],
                                          topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
                 else:
-                    topics.append(cached_topic_entry(broker, t, include_ops))
+                    topics.append(topic_entry(broker, t, include_ops))
                 continue
             t = image.topics.get(rt.name)
             if t is not None:
-                topics.append(cached_topic_entry(broker, t, include_ops))
+                topics.append(topic_entry(broker, t, include_ops))
                 continue
             if invalid_reason(rt.name):
                 code = ErrorCode.INVALID_TOPIC_EXCEPTION
