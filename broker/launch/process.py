@@ -31,15 +31,23 @@ def free_port(host: str = "127.0.0.1") -> int:
     if low > 11000:
         for _ in range(50):
             port = random.randrange(10000, low)
+            # a port handed out before is likely still unbound (its broker not started yet):
+            # never twice in one process, or two listeners of one node get the same port
+            if port in _GIVEN:
+                continue
             with socket.socket() as s:
                 try:
                     s.bind((host, port))
                 except OSError:
                     continue
+                _GIVEN.add(port)
                 return port
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+_GIVEN: set[int] = set()   # the ports free_port() handed out in this process
 
 
 class BrokerProcess:
