@@ -51,6 +51,18 @@ time.sleep(120)
 """
 
 
+def _on_lazyfs(tmp_path, name: str, script: str):
+    """(the mounted power-loss file system, the partition dir on it, the process running `script`
+    on that dir): the replica's side, killed with the power."""
+    disk = LazyMount(str(tmp_path / "disk"), str(tmp_path / "mnt"))
+    disk.start()
+    d = str(tmp_path / "mnt" / name)
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-c", script, d], stdout=subprocess.PIPE, text=True, env=env,
+                            cwd=ROOT)
+    return disk, d, proc
+
+
 def _stop(proc, disk) -> None:
     """The replica's process (if the power loss did not end it) and the file system."""
     if proc.poll() is None:
@@ -67,12 +79,7 @@ def _batches(plog):
 
 @needs_fuse
 def test_a_truncated_divergent_tail_does_not_come_back_under_the_new_epoch(tmp_path):
-    disk = LazyMount(str(tmp_path / "disk"), str(tmp_path / "mnt"))
-    disk.start()
-    d = str(tmp_path / "mnt" / "t-0")
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, "-c", FOLLOWER, d], stdout=subprocess.PIPE, text=True, env=env,
-                            cwd=ROOT)
+    disk, d, proc = _on_lazyfs(tmp_path, "t-0", FOLLOWER)
     try:
         assert proc.stdout.readline().strip() == "ready"
         os.kill(proc.pid, signal.SIGKILL)
@@ -148,12 +155,7 @@ time.sleep(120)
 
 @needs_fuse
 def test_a_flushed_record_of_a_new_partition_survives_with_its_directory(tmp_path):
-    disk = LazyMount(str(tmp_path / "disk"), str(tmp_path / "mnt"))
-    disk.start()
-    d = str(tmp_path / "mnt" / "new-0")
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, "-c", NEW_PARTITION, d], stdout=subprocess.PIPE, text=True,
-                            env=env, cwd=ROOT)
+    disk, d, proc = _on_lazyfs(tmp_path, "new-0", NEW_PARTITION)
     try:
         assert proc.stdout.readline().strip() == "ready"
         os.kill(proc.pid, signal.SIGKILL)
