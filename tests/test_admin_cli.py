@@ -413,3 +413,43 @@ def test_process_exit_codes_and_env_bootstrap(broker):
     assert p.returncode == 2 and p.stderr.strip().startswith("kproto: security.protocol QUIC: use one of")
     p = _run("topic", "frobnicate")
     assert p.returncode == 2 and "invalid choice" in p.stderr
+
+
+def test_consume_with_group_joins_it_and_shares_the_partitions(broker):
+    """`kproto consume TOPIC --group G` is a member of G (KIP-848): two readers at once split the
+    partitions, `group describe` lists both with their assignments, each record is read by exactly
+    one of them, and when they stop they commit and leave."""
+    ok(kp(broker, "topic", "create", "cli-join", "-p", "4"))
+    for p in range(4):
+        ok(kp(broker, "produce", "cli-join", "-p", str(p), stdin=b"".join(b"%d-%d\n" % (p, i) for i in range(5))))
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    cmd = [sys.executable, "-m", "broker.launch.cli", "consume", "cli-join", "-g", "cli-join-group",
+           "--from-beginning", "--idle-timeout", "8", "--format", "json", "-b", broker.bootstrap]
+    readers = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+               for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 30
+        members = []
+        while time.monotonic() < deadline:
+            r = kp(broker, "group", "describe", "cli-join-group", "--format", "json")
+            if r.code == 0:
+                members = r.json[0]["members"]
+                owned = sorted(p for m in members for a in m["assignment"] for p in a["partitions"])
+                if len(members) == 2 and owned == [0, 1, 2, 3] and all(m["assignment"] for m in members):
+                    break
+            time.sleep(0.3)
+        assert len(members) == 2, members
+        assert sorted(p for m in members for a in m["assignment"] for p in a["partitions"]) == [0, 1, 2, 3]
+        outs = [r.communicate(timeout=60) for r in readers]
+    finally:
+        for r in readers:
+            if r.poll() is None:
+                r.kill()
+    for r, (_out, err) in zip(readers, outs):
+        assert r.returncode == 0, err
+        assert "not joining" not in err, err
+    got = [json.loads(line) for out, _ in outs for line in out.splitlines() if line.strip()]
+    assert sorted((g["partition"], g["offset"]) for g in got) == [(p, i) for p in range(4) for i in range(5)]
+    d = ok(kp(broker, "group", "describe", "cli-join-group", "--format", "json")).json[0]
+    assert d["members"] == [] and d["total_lag"] == 0
+    assert {(r["partition"], r["current_offset"]) for r in d["offsets"]} == {(p, 5) for p in range(4)}

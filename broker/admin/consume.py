@@ -3,9 +3,14 @@ an offset, a timestamp or a group's committed offsets; stop after a count, at th
 (-e) or after an idle timeout; print each record as text (chosen fields, tab-separated) or one JSON
 object per line, values as text, JSON or hex.
 
-With --group the reader does not join the group (no rebalance): it starts from the group's
-committed offsets and commits where it stopped, as an assign()-mode consumer with a group.id does;
-Kafka accepts such commits while the group has no members."""
+With --group (and no --partition or --offset) the reader joins the group as a KIP-848 consumer
+(broker/admin/membership.py): it reads the partitions the coordinator assigns it, each from the
+group's committed offset (else from the beginning with --from-beginning, else the end, as
+auto.offset.reset), commits a partition's position when it is revoked and all of them at the end,
+then leaves. With --partition or --offset, or where the coordinator refuses the consumer protocol,
+it does not join: it starts from the committed offsets and commits where it stopped, as an
+assign()-mode consumer with a group.id does (Kafka accepts such commits while the group has no
+members)."""
 from __future__ import annotations
 
 import base64
@@ -83,7 +88,7 @@ def starting_offsets(args, admin, partitions: list[int]) -> dict[int, int]:
         ends = admin.list_offsets(args.topic, dict.fromkeys(partitions), LATEST)
         return {p: found[p] if found[p] >= 0 else ends[p] for p in partitions}
     out = {}
-    if args.group and args.offset is None and not args.from_beginning:
+    if args.group and args.offset is None and (not args.from_beginning or getattr(args, "joined", False)):
         from broker.admin.groups import committed_offsets
         committed = committed_offsets(admin, args.group).get(args.topic, {})
         out = {p: committed[p] for p in partitions if committed.get(p, -1) >= 0}
@@ -105,7 +110,11 @@ def run(args, admin) -> int:
     for p in parts:
         if p not in all_parts:
             raise KafkaError(3, f"{args.topic}-{p}", f"the topic has {len(all_parts)} partitions")
-    positions = starting_offsets(args, admin, parts)
+    member = _join(args, admin, topic)
+    if member is not None:
+        parts = []
+        args.joined = True
+    positions = starting_offsets(args, admin, parts) if parts else {}
     leaders = {p.partition_index: p.leader_id for p in topic.partitions}
     at_end: set[int] = set()
     seen = 0
@@ -116,8 +125,15 @@ def run(args, admin) -> int:
         while True:
             if args.count is not None and seen >= args.count:
                 break
-            if args.exit_at_end and at_end >= set(parts):
+            if args.exit_at_end and at_end >= set(parts) and (parts or member is None):
                 break
+            if member is not None:
+                new = member.beat()
+                if new is not None and new != parts:
+                    parts = _rebalance(args, admin, member, parts, new, positions, at_end)
+                if not parts:
+                    time.sleep(0.1)
+                    continue
             if args.idle_timeout is not None and time.monotonic() - last_record > args.idle_timeout:
                 break
             by_leader: dict[int, list[int]] = {}
@@ -169,10 +185,45 @@ def run(args, admin) -> int:
                 out.flush()
     finally:
         out.flush()
-        if args.group:
+        if member is not None:
+            try:
+                member.commit(positions)
+            finally:
+                member.leave()
+        elif args.group:
             _commit(admin, args.group, args.topic, positions)
     print(f"Processed a total of {seen} messages", file=sys.stderr)
     return 0
+
+
+def _join(args, admin, topic):
+    """A joined GroupMember for `--group` without explicit partitions or offsets, else None."""
+    if not args.group or args.partition or args.offset is not None or args.from_timestamp is not None:
+        return None
+    from broker.admin.membership import GroupMember, NotJoinable
+    member = GroupMember(admin, args.group, args.topic, topic.topic_id)
+    try:
+        member.join()
+    except NotJoinable as exc:
+        print(f"kproto: not joining group {args.group} ({exc}); reading every partition from its "
+              "committed offsets", file=sys.stderr)
+        return None
+    return member
+
+
+def _rebalance(args, admin, member, parts, new, positions, at_end) -> list[int]:
+    """Take a new assignment: commit and drop what was revoked, start what was added."""
+    revoked = [p for p in parts if p not in new]
+    if revoked:
+        member.commit({p: positions[p] for p in revoked if p in positions})
+        for p in revoked:
+            positions.pop(p, None)
+            at_end.discard(p)
+    added = [p for p in new if p not in parts]
+    if added:
+        positions.update(starting_offsets(args, admin, added))
+    member.acknowledge(new)
+    return list(new)
 
 
 def data_records(data, position: int, aborted=()):
