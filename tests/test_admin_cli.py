@@ -424,7 +424,9 @@ def test_consume_with_group_joins_it_and_shares_the_partitions(broker):
         ok(kp(broker, "produce", "cli-join", "-p", str(p), stdin=b"".join(b"%d-%d\n" % (p, i) for i in range(5))))
     env = {**os.environ, "PYTHONPATH": ROOT}
     cmd = [sys.executable, "-m", "broker.launch.cli", "consume", "cli-join", "-g", "cli-join-group",
-           "--from-beginning", "--idle-timeout", "8", "--format", "json", "-b", broker.bootstrap]
+           "--from-beginning", "--idle-timeout", "20", "--format", "json", "-b", broker.bootstrap]
+    # the idle timeout outlasts a rebalance: the first reader gives back half of its partitions at
+    # its next heartbeat and the second takes them at its own (5 s apart each, Kafka's default)
     readers = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
                for _ in range(2)]
     try:
@@ -438,7 +440,7 @@ def test_consume_with_group_joins_it_and_shares_the_partitions(broker):
                 if len(members) == 2 and owned == [0, 1, 2, 3] and all(m["assignment"] for m in members):
                     break
             time.sleep(0.3)
-        assert len(members) == 2, members
+        assert len(members) == 2, (members, [r.poll() is not None and r.communicate() for r in readers])
         assert sorted(p for m in members for a in m["assignment"] for p in a["partitions"]) == [0, 1, 2, 3]
         outs = [r.communicate(timeout=60) for r in readers]
     finally:

@@ -41,12 +41,13 @@ class GroupMember:
         self.interval = 5.0
         self.owned: list[int] = []
         self._next = 0.0
+        self._pending: list[int] | None = None   # an assignment received and not yet taken
 
-    def join(self) -> list[int]:
-        """Join with epoch 0; the partitions assigned at once (often none until the next beat)."""
+    def join(self) -> None:
+        """Join with epoch 0; an assignment in the answer is what the next beat() returns."""
         self.epoch = 0
         self._next = 0.0
-        return self.beat(force=True, joining=True)
+        self._pending = self.beat(force=True, joining=True)
 
     def due(self) -> bool:
         return time.monotonic() >= self._next
@@ -54,6 +55,9 @@ class GroupMember:
     def beat(self, force: bool = False, joining: bool = False) -> list[int] | None:
         """Send a heartbeat when due (or `force`): the new assignment for this topic, or None when
         it did not change. The owned partitions are what the caller reads right now."""
+        if self._pending is not None and not joining:
+            pending, self._pending = self._pending, None
+            return pending
         if not force and not self.due():
             return None
         req = Heartbeat(group_id=self.group, member_id=self.member_id, member_epoch=self.epoch,
@@ -72,7 +76,9 @@ class GroupMember:
             raise NotJoinable(f"{NOT_JOINABLE[code]}: {resp.error_message or 'the consumer protocol is refused'}")
         if code in FENCED and not joining:
             self.owned = []
-            return self.join() or []
+            self.join()
+            pending, self._pending = self._pending, None
+            return pending if pending is not None else []
         if code in RETRIABLE:
             self.conn = self.admin.coordinator(self.group)
             self._next = time.monotonic() + 0.5
