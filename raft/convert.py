@@ -188,8 +188,8 @@ def to_request(msg, cluster_id=None, dst: int = -1, version: int | None = None):
         v = VOTE_VERSION if version is None else version
         return v_req.VoteRequest(cluster_id=cluster_id, voter_id=dst if v >= 1 else -1, topics=[
             v_req.TopicData(topic_name=METADATA_TOPIC, partitions=[v_req.PartitionData(
-                partition_index=METADATA_PARTITION, candidate_epoch=msg.candidate_epoch,
-                candidate_id=msg.candidate_id, last_offset_epoch=msg.last_offset_epoch,
+                partition_index=METADATA_PARTITION, replica_epoch=msg.candidate_epoch,
+                replica_id=msg.candidate_id, last_offset_epoch=msg.last_offset_epoch,
                 last_offset=msg.last_offset)])])
     if isinstance(msg, m.BeginQuorumEpochRequest):
         v = BEGIN_VERSION if version is None else version
@@ -252,7 +252,7 @@ def from_request(req):
     """A decoded kproto request to the raft request it carries."""
     if isinstance(req, v_req.VoteRequest):
         p = _only_partition(req.topics, "Vote")
-        return m.VoteRequest(p.candidate_epoch, p.candidate_id, p.last_offset_epoch,
+        return m.VoteRequest(p.replica_epoch, p.replica_id, p.last_offset_epoch,
                              p.last_offset)
     if isinstance(req, bqe_req.BeginQuorumEpochRequest):
         p = _only_partition(req.topics, "BeginQuorumEpoch")

@@ -16,7 +16,7 @@ from kproto.messages.describe_configs_request import DescribeConfigsRequest, Des
 from kproto.messages.get_telemetry_subscriptions_request import GetTelemetrySubscriptionsRequest
 from kproto.messages.incremental_alter_configs_request import (
     AlterableConfig, AlterConfigsResource, IncrementalAlterConfigsRequest)
-from kproto.messages.list_client_metrics_resources_request import ListClientMetricsResourcesRequest
+from kproto.messages.list_config_resources_request import ListConfigResourcesRequest
 from kproto.messages.push_telemetry_request import PushTelemetryRequest
 from tests.wire_client import WireClient
 from broker.launch.process import BrokerProcess
@@ -44,7 +44,7 @@ def _alter(c: WireClient, name: str, *ops, validate_only=False):
 
 
 def _listed(c: WireClient) -> list[str]:
-    return [r.name for r in c.call(ListClientMetricsResourcesRequest(), 0).client_metrics_resources]
+    return [r.resource_name for r in c.call(ListConfigResourcesRequest(), 0).config_resources]
 
 
 def _advertised(c: WireClient) -> set[int]:

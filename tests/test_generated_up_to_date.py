@@ -10,10 +10,11 @@ import pytest
 from tools import gen_protocol
 
 REPO = Path(__file__).resolve().parents[1]
-DEFS = REPO.parent / "shared" / "kafka-protocol"
+DEFS = gen_protocol.DEFS          # Kafka 4.3.1's definitions
+OLD_DEFS = gen_protocol.OLD_DEFS  # Kafka 3.9's, for the versions 4.0 dropped
 KPROTO = REPO / "kproto"
 # folders that hold nothing but generated modules
-GENERATED_DIRS = ("messages", "coordinator", "metadata")
+GENERATED_DIRS = ("messages", "coordinator", "metadata", "storage")
 GENERATED_TOP = ("_api_table.py", "errors.py")
 
 
@@ -26,11 +27,12 @@ def committed_files() -> set[str]:
 
 @pytest.fixture(scope="module")
 def regenerated(tmp_path_factory):
-    if not (DEFS / "messages").is_dir():
-        missing = DEFS if not DEFS.exists() else DEFS / "messages"
-        pytest.skip(f"Kafka's message definitions are missing: {missing} does not exist")
+    for defs in (DEFS, OLD_DEFS):
+        if not (defs / "messages").is_dir():
+            missing = defs if not defs.exists() else defs / "messages"
+            pytest.skip(f"Kafka's message definitions are missing: {missing} does not exist")
     out = tmp_path_factory.mktemp("kproto")
-    written = gen_protocol.generate(DEFS, out)
+    written = gen_protocol.generate(DEFS, out, OLD_DEFS)
     return out, {p.relative_to(out).as_posix() for p in written}
 
 
@@ -51,5 +53,5 @@ def test_every_generated_file_is_identical(regenerated):
 
 def test_generator_is_deterministic(regenerated, tmp_path):
     out, names = regenerated
-    gen_protocol.generate(DEFS, tmp_path)
+    gen_protocol.generate(DEFS, tmp_path, OLD_DEFS)
     assert all((tmp_path / n).read_bytes() == (out / n).read_bytes() for n in names)

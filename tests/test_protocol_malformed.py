@@ -251,7 +251,7 @@ def test_unknown_api_key_carries_the_correlation_id(api_key):
     assert (err.api_key, err.api_version, err.correlation_id) == (api_key, 3, 0x5EED)
 
 
-@pytest.mark.parametrize("version", [13, 99, 32767, -1])
+@pytest.mark.parametrize("version", [14, 99, 32767, -1])  # Metadata: 0-13
 def test_unknown_version(version):
     frame = struct.pack(">hhi", ApiKey.METADATA, version, 1) + s16(b"c") + i32(0)
     with pytest.raises(UnsupportedVersionError):

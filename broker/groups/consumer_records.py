@@ -1,6 +1,7 @@
 """The `__consumer_offsets` records of KIP-848 consumer groups, as Kafka's
-group coordinator writes them (CoordinatorRecordHelpers): key versions 3-8
-tell the record type, values are version 0. A consumer group is its
+group coordinator writes them (CoordinatorRecordHelpers): a key is its
+record type (3-8) as an int16, then the key struct at version 0; values are
+version 0. A consumer group is its
 metadata (epoch), its subscribed topics' metadata, each member's metadata,
 the target assignment (epoch and per member) and each member's current
 assignment; tombstones remove them. Replaying them rebuilds the group, so
@@ -67,7 +68,9 @@ def _prefixed(version: int, obj) -> bytes:
 def _key(kind: int, group_id: str, member_id: str | None = None) -> bytes:
     cls = _KEYS[kind]
     obj = cls(group_id=group_id) if member_id is None else cls(group_id=group_id, member_id=member_id)
-    return _prefixed(kind, obj)
+    out = bytearray(_VERSION.pack(kind))
+    obj.encode_into(out, 0)
+    return bytes(out)
 
 
 def _tps(cls, assignment: dict) -> list:
@@ -145,12 +148,12 @@ class ConsumerKey:
 
 def decode_key(data) -> ConsumerKey | None:
     mv = memoryview(data)
-    version, = _VERSION.unpack_from(mv, 0)
-    cls = _KEYS.get(version)
+    kind, = _VERSION.unpack_from(mv, 0)
+    cls = _KEYS.get(kind)
     if cls is None:
         return None
-    k = cls.decode(mv, version, 2)
-    return ConsumerKey(version, k.group_id, getattr(k, "member_id", None))
+    k = cls.decode(mv, 0, 2)
+    return ConsumerKey(kind, k.group_id, getattr(k, "member_id", None))
 
 
 def decode_value(kind: int, data):

@@ -8,6 +8,7 @@ import struct
 
 from kproto.coordinator.group_metadata_key import GroupMetadataKey
 from kproto.coordinator.group_metadata_value import GroupMetadataValue
+from kproto.coordinator.legacy_offset_commit_key import LegacyOffsetCommitKey
 from kproto.coordinator.offset_commit_key import OffsetCommitKey
 from kproto.coordinator.offset_commit_value import OffsetCommitValue
 
@@ -16,8 +17,9 @@ BATCH_OVERHEAD = 61 + 24
 
 _VERSION = struct.Struct(">h")
 
-OFFSET_COMMIT_KEY_VERSION = 1      # OffsetCommitKey.HIGHEST_SUPPORTED_VERSION
-GROUP_METADATA_KEY_VERSION = 2     # GroupMetadataKey.HIGHEST_SUPPORTED_VERSION
+OFFSET_COMMIT_KEY_TYPE = OffsetCommitKey.API_KEY          # 1: what Kafka writes (0 is the legacy type)
+GROUP_METADATA_KEY_TYPE = GroupMetadataKey.API_KEY        # 2
+_OFFSET_KEYS = {LegacyOffsetCommitKey.API_KEY: LegacyOffsetCommitKey, OffsetCommitKey.API_KEY: OffsetCommitKey}
 # Kafka 3.9 writes the highest non-flexible versions (metadata.version >= 2.3)
 OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
@@ -32,12 +34,18 @@ def _prefixed(version: int, struct_obj) -> bytes:
     return bytes(out)
 
 
+def _typed_key(record_type: int, key) -> bytes:
+    out = bytearray(_VERSION.pack(record_type))
+    key.encode_into(out, 0)
+    return bytes(out)
+
+
 def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
-    return _prefixed(OFFSET_COMMIT_KEY_VERSION, OffsetCommitKey(group=group, topic=topic, partition=partition))
+    return _typed_key(OFFSET_COMMIT_KEY_TYPE, OffsetCommitKey(group=group, topic=topic, partition=partition))
 
 
 def group_metadata_key(group: str) -> bytes:
-    return _prefixed(GROUP_METADATA_KEY_VERSION, GroupMetadataKey(group=group))
+    return _typed_key(GROUP_METADATA_KEY_TYPE, GroupMetadataKey(group=group))
 
 
 def offset_commit_value(offset: int, leader_epoch: int, metadata: str, commit_timestamp: int,
@@ -78,12 +86,12 @@ def decode_key(data) -> OffsetKey | GroupKey | None:
     """The record's key, or None for a key version this coordinator does not
     know (records of the KIP-848 coordinator, for one): Kafka skips those."""
     mv = memoryview(data)
-    version, = _VERSION.unpack_from(mv, 0)
-    if OffsetCommitKey.MIN_VERSION <= version <= OffsetCommitKey.MAX_VERSION:
-        k = OffsetCommitKey.decode(mv, version, 2)
+    record_type, = _VERSION.unpack_from(mv, 0)
+    if record_type in _OFFSET_KEYS:
+        k = _OFFSET_KEYS[record_type].decode(mv, 0, 2)
         return OffsetKey(k.group, k.topic, k.partition)
-    if GroupMetadataKey.MIN_VERSION <= version <= GroupMetadataKey.MAX_VERSION:
-        return GroupKey(GroupMetadataKey.decode(mv, version, 2).group)
+    if record_type == GROUP_METADATA_KEY_TYPE:
+        return GroupKey(GroupMetadataKey.decode(mv, 0, 2).group)
     return None
 
 

@@ -9,6 +9,9 @@ from kproto._codec import DecodeError, read_uvarint, write_uvarint
 from kproto.metadata._types import RECORD_TYPES
 
 FRAME_VERSION = 1
+# Record versions newer than Kafka 3.9's metadata.version writes (4.3's
+# cordoned log directories): records are written at the 3.9 maximum.
+_WRITE_VERSION = {"RegisterBrokerRecord": 3, "BrokerRegistrationChangeRecord": 2}
 _BY_KEY = {key: (name, module) for name, (key, module) in RECORD_TYPES.items() if key is not None}
 
 
@@ -21,7 +24,7 @@ def record_class(api_key: int):
 def encode(record, version: int | None = None) -> bytes:
     cls = type(record)
     if version is None:
-        version = cls.MAX_VERSION
+        version = _WRITE_VERSION.get(cls.__name__, cls.MAX_VERSION)
     out = bytearray()
     write_uvarint(out, FRAME_VERSION)
     write_uvarint(out, cls.API_KEY)

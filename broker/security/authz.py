@@ -781,7 +781,7 @@ def _cluster_wrapper(op):
 for _key, _op in ((ApiKey.ELECT_LEADERS, ALTER), (ApiKey.ALTER_PARTITION_REASSIGNMENTS, ALTER),
                   (ApiKey.LIST_PARTITION_REASSIGNMENTS, DESCRIBE), (ApiKey.DESCRIBE_QUORUM, DESCRIBE),
                   (ApiKey.UPDATE_FEATURES, ALTER), (ApiKey.ALTER_REPLICA_LOG_DIRS, ALTER),
-                  (ApiKey.UNREGISTER_BROKER, ALTER), (ApiKey.LIST_CLIENT_METRICS_RESOURCES, DESCRIBE_CONFIGS),
+                  (ApiKey.UNREGISTER_BROKER, ALTER), (ApiKey.LIST_CONFIG_RESOURCES, DESCRIBE_CONFIGS),
                   (ApiKey.ALTER_PARTITION, CLUSTER_ACTION),   # (ControllerApis: brokers' CLUSTER_ACTION)
                   (ApiKey.ADD_RAFT_VOTER, ALTER), (ApiKey.REMOVE_RAFT_VOTER, ALTER)):
     WRAPPERS[int(_key)] = _cluster_wrapper(_op)

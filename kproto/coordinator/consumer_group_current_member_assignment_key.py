@@ -18,14 +18,14 @@ def _tag_key(t):
 
 
 class ConsumerGroupCurrentMemberAssignmentKey(Message):
-    """ConsumerGroupCurrentMemberAssignmentKey (data): versions 8-8."""
+    """ConsumerGroupCurrentMemberAssignmentKey (coordinator-key): versions 0-0."""
     __slots__ = ('group_id', 'member_id')
     _fields = ('group_id', 'member_id')
-    _schema = (('group_id', 'GroupId', 'string', (8, 8), None, None, None), ('member_id', 'MemberId', 'string', (8, 8), None, None, None))
+    _schema = (('group_id', 'GroupId', 'string', (0, 0), None, None, None), ('member_id', 'MemberId', 'string', (0, 0), None, None, None))
     NAME = 'ConsumerGroupCurrentMemberAssignmentKey'
-    API_KEY = None
-    MIN_VERSION = 8
-    MAX_VERSION = 8
+    API_KEY = 8
+    MIN_VERSION = 0
+    MAX_VERSION = 0
     FLEXIBLE_FROM = None
 
     def __init__(self, group_id='', member_id=''):

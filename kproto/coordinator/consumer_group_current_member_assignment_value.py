@@ -21,23 +21,24 @@ def _tag_key(t):
 
 class TopicPartitions(Message):
     """TopicPartitions: versions 0-0, flexible 0+."""
-    __slots__ = ('topic_id', 'partitions', '_unknown')
-    _fields = ('topic_id', 'partitions')
-    _schema = (('topic_id', 'TopicId', 'uuid', (0, 0), None, None, None), ('partitions', 'Partitions', '[]int32', (0, 0), None, None, None))
+    __slots__ = ('topic_id', 'partitions', 'assignment_epochs', '_unknown')
+    _fields = ('topic_id', 'partitions', 'assignment_epochs')
+    _schema = (('topic_id', 'TopicId', 'uuid', (0, 0), None, None, None), ('partitions', 'Partitions', '[]int32', (0, 0), None, None, None), ('assignment_epochs', 'AssignmentEpochs', '[]int32', (0, 0), (0, 0), (0, 0), 0))
 
-    def __init__(self, topic_id=ZERO_UUID, partitions=UNSET):
+    def __init__(self, topic_id=ZERO_UUID, partitions=UNSET, assignment_epochs=UNSET):
         self.topic_id = topic_id
         self.partitions = [] if partitions is UNSET else partitions
+        self.assignment_epochs = [] if assignment_epochs is UNSET else assignment_epochs
         self._unknown = None
 
 
 class ConsumerGroupCurrentMemberAssignmentValue(Message):
-    """ConsumerGroupCurrentMemberAssignmentValue (data): versions 0-0, flexible 0+."""
+    """ConsumerGroupCurrentMemberAssignmentValue (coordinator-value): versions 0-0, flexible 0+."""
     __slots__ = ('member_epoch', 'previous_member_epoch', 'state', 'assigned_partitions', 'partitions_pending_revocation', '_unknown')
     _fields = ('member_epoch', 'previous_member_epoch', 'state', 'assigned_partitions', 'partitions_pending_revocation')
     _schema = (('member_epoch', 'MemberEpoch', 'int32', (0, 0), None, None, None), ('previous_member_epoch', 'PreviousMemberEpoch', 'int32', (0, 0), None, None, None), ('state', 'State', 'int8', (0, 0), None, None, None), ('assigned_partitions', 'AssignedPartitions', '[]TopicPartitions', (0, 0), None, None, None), ('partitions_pending_revocation', 'PartitionsPendingRevocation', '[]TopicPartitions', (0, 0), None, None, None))
     NAME = 'ConsumerGroupCurrentMemberAssignmentValue'
-    API_KEY = None
+    API_KEY = 8
     MIN_VERSION = 0
     MAX_VERSION = 0
     FLEXIBLE_FROM = 0
@@ -85,6 +86,7 @@ class ConsumerGroupCurrentMemberAssignmentValue(Message):
 
 def _r_TopicPartitions_f(mv, pos, v):
     o = _new(TopicPartitions)
+    o.assignment_epochs = []
     o.topic_id, pos = read_uuid(mv, pos)
     n2 = mv[pos]
     pos += 1
@@ -106,9 +108,20 @@ def _r_TopicPartitions_f(mv, pos, v):
         tend = pos + size
         if tend > len(mv):
             raise DecodeError('tagged field runs past the end of the frame')
-        if o._unknown is None:
-            o._unknown = []
-        o._unknown.append((tag, bytes(mv[pos:tend])))
+        if tag == 0:
+            n3 = mv[pos]
+            pos += 1
+            if n3 & 0x80:
+                n3, pos = read_uvarint(mv, pos - 1)
+            n3 -= 1
+            if n3 < 0:
+                o.assignment_epochs = None
+            else:
+                o.assignment_epochs, pos = read_array_fixed(mv, pos, n3, 'i', 4)
+        else:
+            if o._unknown is None:
+                o._unknown = []
+            o._unknown.append((tag, bytes(mv[pos:tend])))
         pos = tend
     return o, pos
 
@@ -119,8 +132,18 @@ def _w_TopicPartitions_f(o, out, v, regions, strict):
     else:
         write_uvarint(out, len(o.partitions) + 1)
         write_array_fixed(out, o.partitions, 'i')
-    if o._unknown:
-        write_tagged(out, sorted(o._unknown))
+    tagged = list(o._unknown) if o._unknown else []
+    if o.assignment_epochs != []:
+        t = bytearray()
+        if o.assignment_epochs is None:
+            t.append(0)
+        else:
+            write_uvarint(t, len(o.assignment_epochs) + 1)
+            write_array_fixed(t, o.assignment_epochs, 'i')
+        tagged.append((0, bytes(t)))
+    if tagged:
+        tagged.sort(key=_tag_key)
+        write_tagged(out, tagged)
     else:
         out.append(0)
 
@@ -128,36 +151,36 @@ def _r_ConsumerGroupCurrentMemberAssignmentValue_f(mv, pos, v):
     o = _new(ConsumerGroupCurrentMemberAssignmentValue)
     o.member_epoch, o.previous_member_epoch, o.state = _S_iib.unpack_from(mv, pos)
     pos += 9
-    n3 = mv[pos]
+    n4 = mv[pos]
     pos += 1
-    if n3 & 0x80:
-        n3, pos = read_uvarint(mv, pos - 1)
-    n3 -= 1
-    if n3 < 0:
+    if n4 & 0x80:
+        n4, pos = read_uvarint(mv, pos - 1)
+    n4 -= 1
+    if n4 < 0:
         raise DecodeError('non-nullable field AssignedPartitions was serialized as null')
     else:
-        check_count(mv, pos, n3, 1)
-        l4 = []
-        _app = l4.append
-        for _ in range(n3):
+        check_count(mv, pos, n4, 1)
+        l5 = []
+        _app = l5.append
+        for _ in range(n4):
             _x, pos = _r_TopicPartitions_f(mv, pos, v)
             _app(_x)
-        o.assigned_partitions = l4
-    n5 = mv[pos]
+        o.assigned_partitions = l5
+    n6 = mv[pos]
     pos += 1
-    if n5 & 0x80:
-        n5, pos = read_uvarint(mv, pos - 1)
-    n5 -= 1
-    if n5 < 0:
+    if n6 & 0x80:
+        n6, pos = read_uvarint(mv, pos - 1)
+    n6 -= 1
+    if n6 < 0:
         raise DecodeError('non-nullable field PartitionsPendingRevocation was serialized as null')
     else:
-        check_count(mv, pos, n5, 1)
-        l6 = []
-        _app = l6.append
-        for _ in range(n5):
+        check_count(mv, pos, n6, 1)
+        l7 = []
+        _app = l7.append
+        for _ in range(n6):
             _x, pos = _r_TopicPartitions_f(mv, pos, v)
             _app(_x)
-        o.partitions_pending_revocation = l6
+        o.partitions_pending_revocation = l7
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -181,14 +204,14 @@ def _w_ConsumerGroupCurrentMemberAssignmentValue_f(o, out, v, regions, strict):
         raise EncodeError('non-nullable field AssignedPartitions is None')
     else:
         write_uvarint(out, len(o.assigned_partitions) + 1)
-        for x7 in o.assigned_partitions:
-            _w_TopicPartitions_f(x7, out, v, regions, strict)
+        for x8 in o.assigned_partitions:
+            _w_TopicPartitions_f(x8, out, v, regions, strict)
     if o.partitions_pending_revocation is None:
         raise EncodeError('non-nullable field PartitionsPendingRevocation is None')
     else:
         write_uvarint(out, len(o.partitions_pending_revocation) + 1)
-        for x8 in o.partitions_pending_revocation:
-            _w_TopicPartitions_f(x8, out, v, regions, strict)
+        for x9 in o.partitions_pending_revocation:
+            _w_TopicPartitions_f(x9, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

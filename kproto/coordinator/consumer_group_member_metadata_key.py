@@ -18,14 +18,14 @@ def _tag_key(t):
 
 
 class ConsumerGroupMemberMetadataKey(Message):
-    """ConsumerGroupMemberMetadataKey (data): versions 5-5."""
+    """ConsumerGroupMemberMetadataKey (coordinator-key): versions 0-0."""
     __slots__ = ('group_id', 'member_id')
     _fields = ('group_id', 'member_id')
-    _schema = (('group_id', 'GroupId', 'string', (5, 5), None, None, None), ('member_id', 'MemberId', 'string', (5, 5), None, None, None))
+    _schema = (('group_id', 'GroupId', 'string', (0, 0), None, None, None), ('member_id', 'MemberId', 'string', (0, 0), None, None, None))
     NAME = 'ConsumerGroupMemberMetadataKey'
-    API_KEY = None
-    MIN_VERSION = 5
-    MAX_VERSION = 5
+    API_KEY = 5
+    MIN_VERSION = 0
+    MAX_VERSION = 0
     FLEXIBLE_FROM = None
 
     def __init__(self, group_id='', member_id=''):

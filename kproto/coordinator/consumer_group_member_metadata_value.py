@@ -44,12 +44,12 @@ class ClassicProtocol(Message):
 
 
 class ConsumerGroupMemberMetadataValue(Message):
-    """ConsumerGroupMemberMetadataValue (data): versions 0-0, flexible 0+."""
+    """ConsumerGroupMemberMetadataValue (coordinator-value): versions 0-0, flexible 0+."""
     __slots__ = ('instance_id', 'rack_id', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'rebalance_timeout_ms', 'server_assignor', 'classic_member_metadata', '_unknown')
     _fields = ('instance_id', 'rack_id', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'rebalance_timeout_ms', 'server_assignor', 'classic_member_metadata')
     _schema = (('instance_id', 'InstanceId', 'string', (0, 0), (0, 0), None, None), ('rack_id', 'RackId', 'string', (0, 0), (0, 0), None, None), ('client_id', 'ClientId', 'string', (0, 0), None, None, None), ('client_host', 'ClientHost', 'string', (0, 0), None, None, None), ('subscribed_topic_names', 'SubscribedTopicNames', '[]string', (0, 0), None, None, None), ('subscribed_topic_regex', 'SubscribedTopicRegex', 'string', (0, 0), (0, 0), None, None), ('rebalance_timeout_ms', 'RebalanceTimeoutMs', 'int32', (0, 0), None, None, None), ('server_assignor', 'ServerAssignor', 'string', (0, 0), (0, 0), None, None), ('classic_member_metadata', 'ClassicMemberMetadata', 'ClassicMemberMetadata', (0, 0), (0, 0), (0, 0), 0))
     NAME = 'ConsumerGroupMemberMetadataValue'
-    API_KEY = None
+    API_KEY = 5
     MIN_VERSION = 0
     MAX_VERSION = 0
     FLEXIBLE_FROM = 0

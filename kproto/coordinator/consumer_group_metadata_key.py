@@ -18,14 +18,14 @@ def _tag_key(t):
 
 
 class ConsumerGroupMetadataKey(Message):
-    """ConsumerGroupMetadataKey (data): versions 3-3."""
+    """ConsumerGroupMetadataKey (coordinator-key): versions 0-0."""
     __slots__ = ('group_id',)
     _fields = ('group_id',)
-    _schema = (('group_id', 'GroupId', 'string', (3, 3), None, None, None),)
+    _schema = (('group_id', 'GroupId', 'string', (0, 0), None, None, None),)
     NAME = 'ConsumerGroupMetadataKey'
-    API_KEY = None
-    MIN_VERSION = 3
-    MAX_VERSION = 3
+    API_KEY = 3
+    MIN_VERSION = 0
+    MAX_VERSION = 0
     FLEXIBLE_FROM = None
 
     def __init__(self, group_id=''):

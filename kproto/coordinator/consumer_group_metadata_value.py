@@ -12,6 +12,7 @@ from kproto._codec import (
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
+_S_q = struct.Struct('>q')
 
 
 
@@ -20,18 +21,19 @@ def _tag_key(t):
 
 
 class ConsumerGroupMetadataValue(Message):
-    """ConsumerGroupMetadataValue (data): versions 0-0, flexible 0+."""
-    __slots__ = ('epoch', '_unknown')
-    _fields = ('epoch',)
-    _schema = (('epoch', 'Epoch', 'int32', (0, 0), None, None, None),)
+    """ConsumerGroupMetadataValue (coordinator-value): versions 0-0, flexible 0+."""
+    __slots__ = ('epoch', 'metadata_hash', '_unknown')
+    _fields = ('epoch', 'metadata_hash')
+    _schema = (('epoch', 'Epoch', 'int32', (0, 0), None, None, None), ('metadata_hash', 'MetadataHash', 'int64', (0, 0), None, (0, 0), 0))
     NAME = 'ConsumerGroupMetadataValue'
-    API_KEY = None
+    API_KEY = 3
     MIN_VERSION = 0
     MAX_VERSION = 0
     FLEXIBLE_FROM = 0
 
-    def __init__(self, epoch=0):
+    def __init__(self, epoch=0, metadata_hash=0):
         self.epoch = epoch
+        self.metadata_hash = metadata_hash
         self._unknown = None
 
     @classmethod
@@ -69,6 +71,7 @@ class ConsumerGroupMetadataValue(Message):
 
 def _r_ConsumerGroupMetadataValue_f(mv, pos, v):
     o = _new(ConsumerGroupMetadataValue)
+    o.metadata_hash = 0
     o.epoch, = _S_i.unpack_from(mv, pos)
     pos += 4
     o._unknown = None
@@ -82,15 +85,25 @@ def _r_ConsumerGroupMetadataValue_f(mv, pos, v):
         tend = pos + size
         if tend > len(mv):
             raise DecodeError('tagged field runs past the end of the frame')
-        if o._unknown is None:
-            o._unknown = []
-        o._unknown.append((tag, bytes(mv[pos:tend])))
+        if tag == 0:
+            o.metadata_hash, = _S_q.unpack_from(mv, pos)
+            pos += 8
+        else:
+            if o._unknown is None:
+                o._unknown = []
+            o._unknown.append((tag, bytes(mv[pos:tend])))
         pos = tend
     return o, pos
 
 def _w_ConsumerGroupMetadataValue_f(o, out, v, regions, strict):
     out += _S_i.pack(o.epoch)
-    if o._unknown:
-        write_tagged(out, sorted(o._unknown))
+    tagged = list(o._unknown) if o._unknown else []
+    if o.metadata_hash != 0:
+        t = bytearray()
+        t += _S_q.pack(o.metadata_hash)
+        tagged.append((0, bytes(t)))
+    if tagged:
+        tagged.sort(key=_tag_key)
+        write_tagged(out, tagged)
     else:
         out.append(0)

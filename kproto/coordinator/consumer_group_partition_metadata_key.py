@@ -18,14 +18,14 @@ def _tag_key(t):
 
 
 class ConsumerGroupPartitionMetadataKey(Message):
-    """ConsumerGroupPartitionMetadataKey (data): versions 4-4."""
+    """ConsumerGroupPartitionMetadataKey (coordinator-key): versions 0-0."""
     __slots__ = ('group_id',)
     _fields = ('group_id',)
-    _schema = (('group_id', 'GroupId', 'string', (4, 4), None, None, None),)
+    _schema = (('group_id', 'GroupId', 'string', (0, 0), None, None, None),)
     NAME = 'ConsumerGroupPartitionMetadataKey'
-    API_KEY = None
-    MIN_VERSION = 4
-    MAX_VERSION = 4
+    API_KEY = 4
+    MIN_VERSION = 0
+    MAX_VERSION = 0
     FLEXIBLE_FROM = None
 
     def __init__(self, group_id=''):

@@ -46,12 +46,12 @@ class PartitionMetadata(Message):
 
 
 class ConsumerGroupPartitionMetadataValue(Message):
-    """ConsumerGroupPartitionMetadataValue (data): versions 0-0, flexible 0+."""
+    """ConsumerGroupPartitionMetadataValue (coordinator-value): versions 0-0, flexible 0+."""
     __slots__ = ('topics', '_unknown')
     _fields = ('topics',)
     _schema = (('topics', 'Topics', '[]TopicMetadata', (0, 0), None, None, None),)
     NAME = 'ConsumerGroupPartitionMetadataValue'
-    API_KEY = None
+    API_KEY = 4
     MIN_VERSION = 0
     MAX_VERSION = 0
     FLEXIBLE_FROM = 0

@@ -18,14 +18,14 @@ def _tag_key(t):
 
 
 class ConsumerGroupTargetAssignmentMemberKey(Message):
-    """ConsumerGroupTargetAssignmentMemberKey (data): versions 7-7."""
+    """ConsumerGroupTargetAssignmentMemberKey (coordinator-key): versions 0-0."""
     __slots__ = ('group_id', 'member_id')
     _fields = ('group_id', 'member_id')
-    _schema = (('group_id', 'GroupId', 'string', (7, 7), None, None, None), ('member_id', 'MemberId', 'string', (7, 7), None, None, None))
+    _schema = (('group_id', 'GroupId', 'string', (0, 0), None, None, None), ('member_id', 'MemberId', 'string', (0, 0), None, None, None))
     NAME = 'ConsumerGroupTargetAssignmentMemberKey'
-    API_KEY = None
-    MIN_VERSION = 7
-    MAX_VERSION = 7
+    API_KEY = 7
+    MIN_VERSION = 0
+    MAX_VERSION = 0
     FLEXIBLE_FROM = None
 
     def __init__(self, group_id='', member_id=''):

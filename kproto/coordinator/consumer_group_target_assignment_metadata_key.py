@@ -18,14 +18,14 @@ def _tag_key(t):
 
 
 class ConsumerGroupTargetAssignmentMetadataKey(Message):
-    """ConsumerGroupTargetAssignmentMetadataKey (data): versions 6-6."""
+    """ConsumerGroupTargetAssignmentMetadataKey (coordinator-key): versions 0-0."""
     __slots__ = ('group_id',)
     _fields = ('group_id',)
-    _schema = (('group_id', 'GroupId', 'string', (6, 6), None, None, None),)
+    _schema = (('group_id', 'GroupId', 'string', (0, 0), None, None, None),)
     NAME = 'ConsumerGroupTargetAssignmentMetadataKey'
-    API_KEY = None
-    MIN_VERSION = 6
-    MAX_VERSION = 6
+    API_KEY = 6
+    MIN_VERSION = 0
+    MAX_VERSION = 0
     FLEXIBLE_FROM = None
 
     def __init__(self, group_id=''):

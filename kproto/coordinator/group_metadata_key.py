@@ -18,14 +18,14 @@ def _tag_key(t):
 
 
 class GroupMetadataKey(Message):
-    """GroupMetadataKey (data): versions 2-2."""
+    """GroupMetadataKey (coordinator-key): versions 0-0."""
     __slots__ = ('group',)
     _fields = ('group',)
-    _schema = (('group', 'group', 'string', (2, 2), None, None, None),)
+    _schema = (('group', 'group', 'string', (0, 0), None, None, None),)
     NAME = 'GroupMetadataKey'
-    API_KEY = None
-    MIN_VERSION = 2
-    MAX_VERSION = 2
+    API_KEY = 2
+    MIN_VERSION = 0
+    MAX_VERSION = 0
     FLEXIBLE_FROM = None
 
     def __init__(self, group=''):

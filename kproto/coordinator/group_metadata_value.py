@@ -40,12 +40,12 @@ class MemberMetadata(Message):
 
 
 class GroupMetadataValue(Message):
-    """GroupMetadataValue (data): versions 0-4, flexible 4+."""
+    """GroupMetadataValue (coordinator-value): versions 0-4, flexible 4+."""
     __slots__ = ('protocol_type', 'generation', 'protocol', 'leader', 'current_state_timestamp', 'members', '_unknown')
     _fields = ('protocol_type', 'generation', 'protocol', 'leader', 'current_state_timestamp', 'members')
     _schema = (('protocol_type', 'protocolType', 'string', (0, 4), None, None, None), ('generation', 'generation', 'int32', (0, 4), None, None, None), ('protocol', 'protocol', 'string', (0, 4), (0, 4), None, None), ('leader', 'leader', 'string', (0, 4), (0, 4), None, None), ('current_state_timestamp', 'currentStateTimestamp', 'int64', (2, 4), None, None, None), ('members', 'members', '[]MemberMetadata', (0, 4), None, None, None))
     NAME = 'GroupMetadataValue'
-    API_KEY = None
+    API_KEY = 2
     MIN_VERSION = 0
     MAX_VERSION = 4
     FLEXIBLE_FROM = 4

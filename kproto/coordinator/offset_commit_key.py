@@ -20,14 +20,14 @@ def _tag_key(t):
 
 
 class OffsetCommitKey(Message):
-    """OffsetCommitKey (data): versions 0-1."""
+    """OffsetCommitKey (coordinator-key): versions 0-0."""
     __slots__ = ('group', 'topic', 'partition')
     _fields = ('group', 'topic', 'partition')
-    _schema = (('group', 'group', 'string', (0, 1), None, None, None), ('topic', 'topic', 'string', (0, 1), None, None, None), ('partition', 'partition', 'int32', (0, 1), None, None, None))
+    _schema = (('group', 'group', 'string', (0, 0), None, None, None), ('topic', 'topic', 'string', (0, 0), None, None, None), ('partition', 'partition', 'int32', (0, 0), None, None, None))
     NAME = 'OffsetCommitKey'
-    API_KEY = None
+    API_KEY = 1
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 0
     FLEXIBLE_FROM = None
 
     def __init__(self, group='', topic='', partition=0):

@@ -22,22 +22,23 @@ def _tag_key(t):
 
 
 class OffsetCommitValue(Message):
-    """OffsetCommitValue (data): versions 0-4, flexible 4+."""
-    __slots__ = ('offset', 'leader_epoch', 'metadata', 'commit_timestamp', 'expire_timestamp', '_unknown')
-    _fields = ('offset', 'leader_epoch', 'metadata', 'commit_timestamp', 'expire_timestamp')
-    _schema = (('offset', 'offset', 'int64', (0, 4), None, None, None), ('leader_epoch', 'leaderEpoch', 'int32', (3, 4), None, None, None), ('metadata', 'metadata', 'string', (0, 4), None, None, None), ('commit_timestamp', 'commitTimestamp', 'int64', (0, 4), None, None, None), ('expire_timestamp', 'expireTimestamp', 'int64', (1, 1), None, None, None))
+    """OffsetCommitValue (coordinator-value): versions 0-4, flexible 4+."""
+    __slots__ = ('offset', 'leader_epoch', 'metadata', 'commit_timestamp', 'expire_timestamp', 'topic_id', '_unknown')
+    _fields = ('offset', 'leader_epoch', 'metadata', 'commit_timestamp', 'expire_timestamp', 'topic_id')
+    _schema = (('offset', 'offset', 'int64', (0, 4), None, None, None), ('leader_epoch', 'leaderEpoch', 'int32', (3, 4), None, None, None), ('metadata', 'metadata', 'string', (0, 4), None, None, None), ('commit_timestamp', 'commitTimestamp', 'int64', (0, 4), None, None, None), ('expire_timestamp', 'expireTimestamp', 'int64', (1, 1), None, None, None), ('topic_id', 'topicId', 'uuid', (4, 4), None, (4, 4), 0))
     NAME = 'OffsetCommitValue'
-    API_KEY = None
+    API_KEY = 1
     MIN_VERSION = 0
     MAX_VERSION = 4
     FLEXIBLE_FROM = 4
 
-    def __init__(self, offset=0, leader_epoch=-1, metadata='', commit_timestamp=0, expire_timestamp=-1):
+    def __init__(self, offset=0, leader_epoch=-1, metadata='', commit_timestamp=0, expire_timestamp=-1, topic_id=ZERO_UUID):
         self.offset = offset
         self.leader_epoch = leader_epoch
         self.metadata = metadata
         self.commit_timestamp = commit_timestamp
         self.expire_timestamp = expire_timestamp
+        self.topic_id = topic_id
         self._unknown = None
 
     @classmethod
@@ -84,6 +85,7 @@ def _r_OffsetCommitValue_c(mv, pos, v):
         o.leader_epoch = -1
     if not (1 <= v <= 1):
         o.expire_timestamp = -1
+    o.topic_id = ZERO_UUID
     o.offset, = _S_q.unpack_from(mv, pos)
     pos += 8
     if v >= 3:
@@ -114,6 +116,7 @@ def _w_OffsetCommitValue_c(o, out, v, regions, strict):
 def _r_OffsetCommitValue_f(mv, pos, v):
     o = _new(OffsetCommitValue)
     o.expire_timestamp = -1
+    o.topic_id = ZERO_UUID
     o.offset, o.leader_epoch = _S_qi.unpack_from(mv, pos)
     pos += 12
     n2 = mv[pos]
@@ -138,9 +141,12 @@ def _r_OffsetCommitValue_f(mv, pos, v):
         tend = pos + size
         if tend > len(mv):
             raise DecodeError('tagged field runs past the end of the frame')
-        if o._unknown is None:
-            o._unknown = []
-        o._unknown.append((tag, bytes(mv[pos:tend])))
+        if tag == 0:
+            o.topic_id, pos = read_uuid(mv, pos)
+        else:
+            if o._unknown is None:
+                o._unknown = []
+            o._unknown.append((tag, bytes(mv[pos:tend])))
         pos = tend
     return o, pos
 
@@ -148,7 +154,13 @@ def _w_OffsetCommitValue_f(o, out, v, regions, strict):
     out += _S_qi.pack(o.offset, o.leader_epoch)
     write_str(out, o.metadata, True, False, 'metadata')
     out += _S_q.pack(o.commit_timestamp)
-    if o._unknown:
-        write_tagged(out, sorted(o._unknown))
+    tagged = list(o._unknown) if o._unknown else []
+    if o.topic_id != ZERO_UUID:
+        t = bytearray()
+        t += o.topic_id.bytes
+        tagged.append((0, bytes(t)))
+    if tagged:
+        tagged.sort(key=_tag_key)
+        write_tagged(out, tagged)
     else:
         out.append(0)

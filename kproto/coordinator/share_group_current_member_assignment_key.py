@@ -18,14 +18,14 @@ def _tag_key(t):
 
 
 class ShareGroupCurrentMemberAssignmentKey(Message):
-    """ShareGroupCurrentMemberAssignmentKey (data): versions 14-14."""
+    """ShareGroupCurrentMemberAssignmentKey (coordinator-key): versions 0-0."""
     __slots__ = ('group_id', 'member_id')
     _fields = ('group_id', 'member_id')
-    _schema = (('group_id', 'GroupId', 'string', (14, 14), None, None, None), ('member_id', 'MemberId', 'string', (14, 14), None, None, None))
+    _schema = (('group_id', 'GroupId', 'string', (0, 0), None, None, None), ('member_id', 'MemberId', 'string', (0, 0), None, None, None))
     NAME = 'ShareGroupCurrentMemberAssignmentKey'
-    API_KEY = None
-    MIN_VERSION = 14
-    MAX_VERSION = 14
+    API_KEY = 14
+    MIN_VERSION = 0
+    MAX_VERSION = 0
     FLEXIBLE_FROM = None
 
     def __init__(self, group_id='', member_id=''):

@@ -32,12 +32,12 @@ class TopicPartitions(Message):
 
 
 class ShareGroupCurrentMemberAssignmentValue(Message):
-    """ShareGroupCurrentMemberAssignmentValue (data): versions 0-0, flexible 0+."""
+    """ShareGroupCurrentMemberAssignmentValue (coordinator-value): versions 0-0, flexible 0+."""
     __slots__ = ('member_epoch', 'previous_member_epoch', 'state', 'assigned_partitions', '_unknown')
     _fields = ('member_epoch', 'previous_member_epoch', 'state', 'assigned_partitions')
     _schema = (('member_epoch', 'MemberEpoch', 'int32', (0, 0), None, None, None), ('previous_member_epoch', 'PreviousMemberEpoch', 'int32', (0, 0), None, None, None), ('state', 'State', 'int8', (0, 0), None, None, None), ('assigned_partitions', 'AssignedPartitions', '[]TopicPartitions', (0, 0), None, None, None))
     NAME = 'ShareGroupCurrentMemberAssignmentValue'
-    API_KEY = None
+    API_KEY = 14
     MIN_VERSION = 0
     MAX_VERSION = 0
     FLEXIBLE_FROM = 0

@@ -18,14 +18,14 @@ def _tag_key(t):
 
 
 class ShareGroupMemberMetadataKey(Message):
-    """ShareGroupMemberMetadataKey (data): versions 10-10."""
+    """ShareGroupMemberMetadataKey (coordinator-key): versions 0-0."""
     __slots__ = ('group_id', 'member_id')
     _fields = ('group_id', 'member_id')
-    _schema = (('group_id', 'GroupId', 'string', (10, 10), None, None, None), ('member_id', 'MemberId', 'string', (10, 10), None, None, None))
+    _schema = (('group_id', 'GroupId', 'string', (0, 0), None, None, None), ('member_id', 'MemberId', 'string', (0, 0), None, None, None))
     NAME = 'ShareGroupMemberMetadataKey'
-    API_KEY = None
-    MIN_VERSION = 10
-    MAX_VERSION = 10
+    API_KEY = 10
+    MIN_VERSION = 0
+    MAX_VERSION = 0
     FLEXIBLE_FROM = None
 
     def __init__(self, group_id='', member_id=''):

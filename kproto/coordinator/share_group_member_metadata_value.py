@@ -18,12 +18,12 @@ def _tag_key(t):
 
 
 class ShareGroupMemberMetadataValue(Message):
-    """ShareGroupMemberMetadataValue (data): versions 0-0, flexible 0+."""
+    """ShareGroupMemberMetadataValue (coordinator-value): versions 0-0, flexible 0+."""
     __slots__ = ('rack_id', 'client_id', 'client_host', 'subscribed_topic_names', '_unknown')
     _fields = ('rack_id', 'client_id', 'client_host', 'subscribed_topic_names')
     _schema = (('rack_id', 'RackId', 'string', (0, 0), (0, 0), None, None), ('client_id', 'ClientId', 'string', (0, 0), None, None, None), ('client_host', 'ClientHost', 'string', (0, 0), None, None, None), ('subscribed_topic_names', 'SubscribedTopicNames', '[]string', (0, 0), None, None, None))
     NAME = 'ShareGroupMemberMetadataValue'
-    API_KEY = None
+    API_KEY = 10
     MIN_VERSION = 0
     MAX_VERSION = 0
     FLEXIBLE_FROM = 0

@@ -18,14 +18,14 @@ def _tag_key(t):
 
 
 class ShareGroupMetadataKey(Message):
-    """ShareGroupMetadataKey (data): versions 11-11."""
+    """ShareGroupMetadataKey (coordinator-key): versions 0-0."""
     __slots__ = ('group_id',)
     _fields = ('group_id',)
-    _schema = (('group_id', 'GroupId', 'string', (11, 11), None, None, None),)
+    _schema = (('group_id', 'GroupId', 'string', (0, 0), None, None, None),)
     NAME = 'ShareGroupMetadataKey'
-    API_KEY = None
-    MIN_VERSION = 11
-    MAX_VERSION = 11
+    API_KEY = 11
+    MIN_VERSION = 0
+    MAX_VERSION = 0
     FLEXIBLE_FROM = None
 
     def __init__(self, group_id=''):

@@ -11,7 +11,7 @@ from kproto._codec import (
 )
 
 _new = object.__new__
-_S_i = struct.Struct('>i')
+_S_iq = struct.Struct('>iq')
 
 
 
@@ -20,18 +20,19 @@ def _tag_key(t):
 
 
 class ShareGroupMetadataValue(Message):
-    """ShareGroupMetadataValue (data): versions 0-0, flexible 0+."""
-    __slots__ = ('epoch', '_unknown')
-    _fields = ('epoch',)
-    _schema = (('epoch', 'Epoch', 'int32', (0, 0), None, None, None),)
+    """ShareGroupMetadataValue (coordinator-value): versions 0-0, flexible 0+."""
+    __slots__ = ('epoch', 'metadata_hash', '_unknown')
+    _fields = ('epoch', 'metadata_hash')
+    _schema = (('epoch', 'Epoch', 'int32', (0, 0), None, None, None), ('metadata_hash', 'MetadataHash', 'int64', (0, 0), None, None, None))
     NAME = 'ShareGroupMetadataValue'
-    API_KEY = None
+    API_KEY = 11
     MIN_VERSION = 0
     MAX_VERSION = 0
     FLEXIBLE_FROM = 0
 
-    def __init__(self, epoch=0):
+    def __init__(self, epoch=0, metadata_hash=0):
         self.epoch = epoch
+        self.metadata_hash = metadata_hash
         self._unknown = None
 
     @classmethod
@@ -69,8 +70,8 @@ class ShareGroupMetadataValue(Message):
 
 def _r_ShareGroupMetadataValue_f(mv, pos, v):
     o = _new(ShareGroupMetadataValue)
-    o.epoch, = _S_i.unpack_from(mv, pos)
-    pos += 4
+    o.epoch, o.metadata_hash = _S_iq.unpack_from(mv, pos)
+    pos += 12
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -89,7 +90,7 @@ def _r_ShareGroupMetadataValue_f(mv, pos, v):
     return o, pos
 
 def _w_ShareGroupMetadataValue_f(o, out, v, regions, strict):
-    out += _S_i.pack(o.epoch)
+    out += _S_iq.pack(o.epoch, o.metadata_hash)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -18,14 +18,14 @@ def _tag_key(t):
 
 
 class ShareGroupStatePartitionMetadataKey(Message):
-    """ShareGroupStatePartitionMetadataKey (data): versions 15-15."""
+    """ShareGroupStatePartitionMetadataKey (coordinator-key): versions 0-0."""
     __slots__ = ('group_id',)
     _fields = ('group_id',)
-    _schema = (('group_id', 'GroupId', 'string', (15, 15), None, None, None),)
+    _schema = (('group_id', 'GroupId', 'string', (0, 0), None, None, None),)
     NAME = 'ShareGroupStatePartitionMetadataKey'
-    API_KEY = None
-    MIN_VERSION = 15
-    MAX_VERSION = 15
+    API_KEY = 15
+    MIN_VERSION = 0
+    MAX_VERSION = 0
     FLEXIBLE_FROM = None
 
     def __init__(self, group_id=''):

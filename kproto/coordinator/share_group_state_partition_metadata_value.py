@@ -43,17 +43,18 @@ class TopicInfo(Message):
 
 
 class ShareGroupStatePartitionMetadataValue(Message):
-    """ShareGroupStatePartitionMetadataValue (data): versions 0-0, flexible 0+."""
-    __slots__ = ('initialized_topics', 'deleting_topics', '_unknown')
-    _fields = ('initialized_topics', 'deleting_topics')
-    _schema = (('initialized_topics', 'InitializedTopics', '[]TopicPartitionsInfo', (0, 0), None, None, None), ('deleting_topics', 'DeletingTopics', '[]TopicInfo', (0, 0), None, None, None))
+    """ShareGroupStatePartitionMetadataValue (coordinator-value): versions 0-0, flexible 0+."""
+    __slots__ = ('initializing_topics', 'initialized_topics', 'deleting_topics', '_unknown')
+    _fields = ('initializing_topics', 'initialized_topics', 'deleting_topics')
+    _schema = (('initializing_topics', 'InitializingTopics', '[]TopicPartitionsInfo', (0, 0), None, None, None), ('initialized_topics', 'InitializedTopics', '[]TopicPartitionsInfo', (0, 0), None, None, None), ('deleting_topics', 'DeletingTopics', '[]TopicInfo', (0, 0), None, None, None))
     NAME = 'ShareGroupStatePartitionMetadataValue'
-    API_KEY = None
+    API_KEY = 15
     MIN_VERSION = 0
     MAX_VERSION = 0
     FLEXIBLE_FROM = 0
 
-    def __init__(self, initialized_topics=UNSET, deleting_topics=UNSET):
+    def __init__(self, initializing_topics=UNSET, initialized_topics=UNSET, deleting_topics=UNSET):
+        self.initializing_topics = [] if initializing_topics is UNSET else initializing_topics
         self.initialized_topics = [] if initialized_topics is UNSET else initialized_topics
         self.deleting_topics = [] if deleting_topics is UNSET else deleting_topics
         self._unknown = None
@@ -187,7 +188,7 @@ def _r_ShareGroupStatePartitionMetadataValue_f(mv, pos, v):
         n6, pos = read_uvarint(mv, pos - 1)
     n6 -= 1
     if n6 < 0:
-        raise DecodeError('non-nullable field InitializedTopics was serialized as null')
+        raise DecodeError('non-nullable field InitializingTopics was serialized as null')
     else:
         check_count(mv, pos, n6, 1)
         l7 = []
@@ -195,22 +196,37 @@ def _r_ShareGroupStatePartitionMetadataValue_f(mv, pos, v):
         for _ in range(n6):
             _x, pos = _r_TopicPartitionsInfo_f(mv, pos, v)
             _app(_x)
-        o.initialized_topics = l7
+        o.initializing_topics = l7
     n8 = mv[pos]
     pos += 1
     if n8 & 0x80:
         n8, pos = read_uvarint(mv, pos - 1)
     n8 -= 1
     if n8 < 0:
-        raise DecodeError('non-nullable field DeletingTopics was serialized as null')
+        raise DecodeError('non-nullable field InitializedTopics was serialized as null')
     else:
         check_count(mv, pos, n8, 1)
         l9 = []
         _app = l9.append
         for _ in range(n8):
+            _x, pos = _r_TopicPartitionsInfo_f(mv, pos, v)
+            _app(_x)
+        o.initialized_topics = l9
+    n10 = mv[pos]
+    pos += 1
+    if n10 & 0x80:
+        n10, pos = read_uvarint(mv, pos - 1)
+    n10 -= 1
+    if n10 < 0:
+        raise DecodeError('non-nullable field DeletingTopics was serialized as null')
+    else:
+        check_count(mv, pos, n10, 1)
+        l11 = []
+        _app = l11.append
+        for _ in range(n10):
             _x, pos = _r_TopicInfo_f(mv, pos, v)
             _app(_x)
-        o.deleting_topics = l9
+        o.deleting_topics = l11
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -229,18 +245,24 @@ def _r_ShareGroupStatePartitionMetadataValue_f(mv, pos, v):
     return o, pos
 
 def _w_ShareGroupStatePartitionMetadataValue_f(o, out, v, regions, strict):
+    if o.initializing_topics is None:
+        raise EncodeError('non-nullable field InitializingTopics is None')
+    else:
+        write_uvarint(out, len(o.initializing_topics) + 1)
+        for x12 in o.initializing_topics:
+            _w_TopicPartitionsInfo_f(x12, out, v, regions, strict)
     if o.initialized_topics is None:
         raise EncodeError('non-nullable field InitializedTopics is None')
     else:
         write_uvarint(out, len(o.initialized_topics) + 1)
-        for x10 in o.initialized_topics:
-            _w_TopicPartitionsInfo_f(x10, out, v, regions, strict)
+        for x13 in o.initialized_topics:
+            _w_TopicPartitionsInfo_f(x13, out, v, regions, strict)
     if o.deleting_topics is None:
         raise EncodeError('non-nullable field DeletingTopics is None')
     else:
         write_uvarint(out, len(o.deleting_topics) + 1)
-        for x11 in o.deleting_topics:
-            _w_TopicInfo_f(x11, out, v, regions, strict)
+        for x14 in o.deleting_topics:
+            _w_TopicInfo_f(x14, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -18,14 +18,14 @@ def _tag_key(t):
 
 
 class ShareGroupTargetAssignmentMemberKey(Message):
-    """ShareGroupTargetAssignmentMemberKey (data): versions 13-13."""
+    """ShareGroupTargetAssignmentMemberKey (coordinator-key): versions 0-0."""
     __slots__ = ('group_id', 'member_id')
     _fields = ('group_id', 'member_id')
-    _schema = (('group_id', 'GroupId', 'string', (13, 13), None, None, None), ('member_id', 'MemberId', 'string', (13, 13), None, None, None))
+    _schema = (('group_id', 'GroupId', 'string', (0, 0), None, None, None), ('member_id', 'MemberId', 'string', (0, 0), None, None, None))
     NAME = 'ShareGroupTargetAssignmentMemberKey'
-    API_KEY = None
-    MIN_VERSION = 13
-    MAX_VERSION = 13
+    API_KEY = 13
+    MIN_VERSION = 0
+    MAX_VERSION = 0
     FLEXIBLE_FROM = None
 
     def __init__(self, group_id='', member_id=''):

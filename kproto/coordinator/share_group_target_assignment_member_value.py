@@ -30,12 +30,12 @@ class TopicPartition(Message):
 
 
 class ShareGroupTargetAssignmentMemberValue(Message):
-    """ShareGroupTargetAssignmentMemberValue (data): versions 0-0, flexible 0+."""
+    """ShareGroupTargetAssignmentMemberValue (coordinator-value): versions 0-0, flexible 0+."""
     __slots__ = ('topic_partitions', '_unknown')
     _fields = ('topic_partitions',)
     _schema = (('topic_partitions', 'TopicPartitions', '[]TopicPartition', (0, 0), None, None, None),)
     NAME = 'ShareGroupTargetAssignmentMemberValue'
-    API_KEY = None
+    API_KEY = 13
     MIN_VERSION = 0
     MAX_VERSION = 0
     FLEXIBLE_FROM = 0

@@ -18,14 +18,14 @@ def _tag_key(t):
 
 
 class ShareGroupTargetAssignmentMetadataKey(Message):
-    """ShareGroupTargetAssignmentMetadataKey (data): versions 12-12."""
+    """ShareGroupTargetAssignmentMetadataKey (coordinator-key): versions 0-0."""
     __slots__ = ('group_id',)
     _fields = ('group_id',)
-    _schema = (('group_id', 'GroupId', 'string', (12, 12), None, None, None),)
+    _schema = (('group_id', 'GroupId', 'string', (0, 0), None, None, None),)
     NAME = 'ShareGroupTargetAssignmentMetadataKey'
-    API_KEY = None
-    MIN_VERSION = 12
-    MAX_VERSION = 12
+    API_KEY = 12
+    MIN_VERSION = 0
+    MAX_VERSION = 0
     FLEXIBLE_FROM = None
 
     def __init__(self, group_id=''):

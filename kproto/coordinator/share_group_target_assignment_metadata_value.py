@@ -12,6 +12,7 @@ from kproto._codec import (
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
+_S_q = struct.Struct('>q')
 
 
 
@@ -20,18 +21,19 @@ def _tag_key(t):
 
 
 class ShareGroupTargetAssignmentMetadataValue(Message):
-    """ShareGroupTargetAssignmentMetadataValue (data): versions 0-0, flexible 0+."""
-    __slots__ = ('assignment_epoch', '_unknown')
-    _fields = ('assignment_epoch',)
-    _schema = (('assignment_epoch', 'AssignmentEpoch', 'int32', (0, 0), None, None, None),)
+    """ShareGroupTargetAssignmentMetadataValue (coordinator-value): versions 0-0, flexible 0+."""
+    __slots__ = ('assignment_epoch', 'assignment_timestamp', '_unknown')
+    _fields = ('assignment_epoch', 'assignment_timestamp')
+    _schema = (('assignment_epoch', 'AssignmentEpoch', 'int32', (0, 0), None, None, None), ('assignment_timestamp', 'AssignmentTimestamp', 'int64', (0, 0), None, (0, 0), 0))
     NAME = 'ShareGroupTargetAssignmentMetadataValue'
-    API_KEY = None
+    API_KEY = 12
     MIN_VERSION = 0
     MAX_VERSION = 0
     FLEXIBLE_FROM = 0
 
-    def __init__(self, assignment_epoch=0):
+    def __init__(self, assignment_epoch=0, assignment_timestamp=0):
         self.assignment_epoch = assignment_epoch
+        self.assignment_timestamp = assignment_timestamp
         self._unknown = None
 
     @classmethod
@@ -69,6 +71,7 @@ class ShareGroupTargetAssignmentMetadataValue(Message):
 
 def _r_ShareGroupTargetAssignmentMetadataValue_f(mv, pos, v):
     o = _new(ShareGroupTargetAssignmentMetadataValue)
+    o.assignment_timestamp = 0
     o.assignment_epoch, = _S_i.unpack_from(mv, pos)
     pos += 4
     o._unknown = None
@@ -82,15 +85,25 @@ def _r_ShareGroupTargetAssignmentMetadataValue_f(mv, pos, v):
         tend = pos + size
         if tend > len(mv):
             raise DecodeError('tagged field runs past the end of the frame')
-        if o._unknown is None:
-            o._unknown = []
-        o._unknown.append((tag, bytes(mv[pos:tend])))
+        if tag == 0:
+            o.assignment_timestamp, = _S_q.unpack_from(mv, pos)
+            pos += 8
+        else:
+            if o._unknown is None:
+                o._unknown = []
+            o._unknown.append((tag, bytes(mv[pos:tend])))
         pos = tend
     return o, pos
 
 def _w_ShareGroupTargetAssignmentMetadataValue_f(o, out, v, regions, strict):
     out += _S_i.pack(o.assignment_epoch)
-    if o._unknown:
-        write_tagged(out, sorted(o._unknown))
+    tagged = list(o._unknown) if o._unknown else []
+    if o.assignment_timestamp != 0:
+        t = bytearray()
+        t += _S_q.pack(o.assignment_timestamp)
+        tagged.append((0, bytes(t)))
+    if tagged:
+        tagged.sort(key=_tag_key)
+        write_tagged(out, tagged)
     else:
         out.append(0)

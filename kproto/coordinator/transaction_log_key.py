@@ -18,12 +18,12 @@ def _tag_key(t):
 
 
 class TransactionLogKey(Message):
-    """TransactionLogKey (data): versions 0-0."""
+    """TransactionLogKey (coordinator-key): versions 0-0."""
     __slots__ = ('transactional_id',)
     _fields = ('transactional_id',)
     _schema = (('transactional_id', 'TransactionalId', 'string', (0, 0), None, None, None),)
     NAME = 'TransactionLogKey'
-    API_KEY = None
+    API_KEY = 0
     MIN_VERSION = 0
     MAX_VERSION = 0
     FLEXIBLE_FROM = None

@@ -35,21 +35,22 @@ class PartitionsSchema(Message):
 
 
 class TransactionLogValue(Message):
-    """TransactionLogValue (data): versions 0-1, flexible 1+."""
-    __slots__ = ('producer_id', 'previous_producer_id', 'next_producer_id', 'producer_epoch', 'transaction_timeout_ms', 'transaction_status', 'transaction_partitions', 'transaction_last_update_timestamp_ms', 'transaction_start_timestamp_ms', 'client_transaction_version', '_unknown')
-    _fields = ('producer_id', 'previous_producer_id', 'next_producer_id', 'producer_epoch', 'transaction_timeout_ms', 'transaction_status', 'transaction_partitions', 'transaction_last_update_timestamp_ms', 'transaction_start_timestamp_ms', 'client_transaction_version')
-    _schema = (('producer_id', 'ProducerId', 'int64', (0, 1), None, None, None), ('previous_producer_id', 'PreviousProducerId', 'int64', None, None, (1, 1), 0), ('next_producer_id', 'NextProducerId', 'int64', None, None, (1, 1), 1), ('producer_epoch', 'ProducerEpoch', 'int16', (0, 1), None, None, None), ('transaction_timeout_ms', 'TransactionTimeoutMs', 'int32', (0, 1), None, None, None), ('transaction_status', 'TransactionStatus', 'int8', (0, 1), None, None, None), ('transaction_partitions', 'TransactionPartitions', '[]PartitionsSchema', (0, 1), (0, 1), None, None), ('transaction_last_update_timestamp_ms', 'TransactionLastUpdateTimestampMs', 'int64', (0, 1), None, None, None), ('transaction_start_timestamp_ms', 'TransactionStartTimestampMs', 'int64', (0, 1), None, None, None), ('client_transaction_version', 'ClientTransactionVersion', 'int16', None, None, (1, 1), 2))
+    """TransactionLogValue (coordinator-value): versions 0-1, flexible 1+."""
+    __slots__ = ('producer_id', 'previous_producer_id', 'next_producer_id', 'producer_epoch', 'next_producer_epoch', 'transaction_timeout_ms', 'transaction_status', 'transaction_partitions', 'transaction_last_update_timestamp_ms', 'transaction_start_timestamp_ms', 'client_transaction_version', '_unknown')
+    _fields = ('producer_id', 'previous_producer_id', 'next_producer_id', 'producer_epoch', 'next_producer_epoch', 'transaction_timeout_ms', 'transaction_status', 'transaction_partitions', 'transaction_last_update_timestamp_ms', 'transaction_start_timestamp_ms', 'client_transaction_version')
+    _schema = (('producer_id', 'ProducerId', 'int64', (0, 1), None, None, None), ('previous_producer_id', 'PreviousProducerId', 'int64', None, None, (1, 1), 0), ('next_producer_id', 'NextProducerId', 'int64', None, None, (1, 1), 1), ('producer_epoch', 'ProducerEpoch', 'int16', (0, 1), None, None, None), ('next_producer_epoch', 'NextProducerEpoch', 'int16', None, None, (1, 1), 3), ('transaction_timeout_ms', 'TransactionTimeoutMs', 'int32', (0, 1), None, None, None), ('transaction_status', 'TransactionStatus', 'int8', (0, 1), None, None, None), ('transaction_partitions', 'TransactionPartitions', '[]PartitionsSchema', (0, 1), (0, 1), None, None), ('transaction_last_update_timestamp_ms', 'TransactionLastUpdateTimestampMs', 'int64', (0, 1), None, None, None), ('transaction_start_timestamp_ms', 'TransactionStartTimestampMs', 'int64', (0, 1), None, None, None), ('client_transaction_version', 'ClientTransactionVersion', 'int16', None, None, (1, 1), 2))
     NAME = 'TransactionLogValue'
-    API_KEY = None
+    API_KEY = 0
     MIN_VERSION = 0
     MAX_VERSION = 1
     FLEXIBLE_FROM = 1
 
-    def __init__(self, producer_id=0, previous_producer_id=-1, next_producer_id=-1, producer_epoch=0, transaction_timeout_ms=0, transaction_status=0, transaction_partitions=UNSET, transaction_last_update_timestamp_ms=0, transaction_start_timestamp_ms=0, client_transaction_version=0):
+    def __init__(self, producer_id=0, previous_producer_id=-1, next_producer_id=-1, producer_epoch=0, next_producer_epoch=-1, transaction_timeout_ms=0, transaction_status=0, transaction_partitions=UNSET, transaction_last_update_timestamp_ms=0, transaction_start_timestamp_ms=0, client_transaction_version=0):
         self.producer_id = producer_id
         self.previous_producer_id = previous_producer_id
         self.next_producer_id = next_producer_id
         self.producer_epoch = producer_epoch
+        self.next_producer_epoch = next_producer_epoch
         self.transaction_timeout_ms = transaction_timeout_ms
         self.transaction_status = transaction_status
         self.transaction_partitions = [] if transaction_partitions is UNSET else transaction_partitions
@@ -173,6 +174,7 @@ def _r_TransactionLogValue_c(mv, pos, v):
     o = _new(TransactionLogValue)
     o.previous_producer_id = -1
     o.next_producer_id = -1
+    o.next_producer_epoch = -1
     o.client_transaction_version = 0
     o.producer_id, o.producer_epoch, o.transaction_timeout_ms, o.transaction_status = _S_qhib.unpack_from(mv, pos)
     pos += 15
@@ -197,6 +199,8 @@ def _w_TransactionLogValue_c(o, out, v, regions, strict):
         raise EncodeError('field PreviousProducerId cannot be encoded at version %d' % v)
     if strict and o.next_producer_id != -1:
         raise EncodeError('field NextProducerId cannot be encoded at version %d' % v)
+    if strict and o.next_producer_epoch != -1:
+        raise EncodeError('field NextProducerEpoch cannot be encoded at version %d' % v)
     if strict and o.client_transaction_version != 0:
         raise EncodeError('field ClientTransactionVersion cannot be encoded at version %d' % v)
     out += _S_qhib.pack(o.producer_id, o.producer_epoch, o.transaction_timeout_ms, o.transaction_status)
@@ -212,6 +216,7 @@ def _r_TransactionLogValue_f(mv, pos, v):
     o = _new(TransactionLogValue)
     o.previous_producer_id = -1
     o.next_producer_id = -1
+    o.next_producer_epoch = -1
     o.client_transaction_version = 0
     o.producer_id, o.producer_epoch, o.transaction_timeout_ms, o.transaction_status = _S_qhib.unpack_from(mv, pos)
     pos += 15
@@ -249,6 +254,9 @@ def _r_TransactionLogValue_f(mv, pos, v):
         elif tag == 1:
             o.next_producer_id, = _S_q.unpack_from(mv, pos)
             pos += 8
+        elif tag == 3:
+            o.next_producer_epoch, = _S_h.unpack_from(mv, pos)
+            pos += 2
         elif tag == 2:
             o.client_transaction_version, = _S_h.unpack_from(mv, pos)
             pos += 2
@@ -264,6 +272,8 @@ def _w_TransactionLogValue_f(o, out, v, regions, strict):
         raise EncodeError('field PreviousProducerId cannot be encoded at version %d' % v)
     if strict and o.next_producer_id != -1:
         raise EncodeError('field NextProducerId cannot be encoded at version %d' % v)
+    if strict and o.next_producer_epoch != -1:
+        raise EncodeError('field NextProducerEpoch cannot be encoded at version %d' % v)
     if strict and o.client_transaction_version != 0:
         raise EncodeError('field ClientTransactionVersion cannot be encoded at version %d' % v)
     out += _S_qhib.pack(o.producer_id, o.producer_epoch, o.transaction_timeout_ms, o.transaction_status)
@@ -271,8 +281,8 @@ def _w_TransactionLogValue_f(o, out, v, regions, strict):
         out.append(0)
     else:
         write_uvarint(out, len(o.transaction_partitions) + 1)
-        for x13 in o.transaction_partitions:
-            _w_PartitionsSchema_f(x13, out, v, regions, strict)
+        for x14 in o.transaction_partitions:
+            _w_PartitionsSchema_f(x14, out, v, regions, strict)
     out += _S_qq.pack(o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms)
     tagged = list(o._unknown) if o._unknown else []
     if o.previous_producer_id != -1:
@@ -283,6 +293,10 @@ def _w_TransactionLogValue_f(o, out, v, regions, strict):
         t = bytearray()
         t += _S_q.pack(o.next_producer_id)
         tagged.append((1, bytes(t)))
+    if o.next_producer_epoch != -1:
+        t = bytearray()
+        t += _S_h.pack(o.next_producer_epoch)
+        tagged.append((3, bytes(t)))
     if o.client_transaction_version != 0:
         t = bytearray()
         t += _S_h.pack(o.client_transaction_version)

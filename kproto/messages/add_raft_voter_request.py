@@ -13,6 +13,7 @@ from kproto._codec import (
 _new = object.__new__
 _S_H = struct.Struct('>H')
 _S_ii = struct.Struct('>ii')
+_S_o = struct.Struct('>?')
 
 
 
@@ -21,10 +22,10 @@ def _tag_key(t):
 
 
 class Listener(Message):
-    """Listener: versions 0-0, flexible 0+."""
+    """Listener: versions 0-1, flexible 0+."""
     __slots__ = ('name', 'host', 'port', '_unknown')
     _fields = ('name', 'host', 'port')
-    _schema = (('name', 'Name', 'string', (0, 0), None, None, None), ('host', 'Host', 'string', (0, 0), None, None, None), ('port', 'Port', 'uint16', (0, 0), None, None, None))
+    _schema = (('name', 'Name', 'string', (0, 1), None, None, None), ('host', 'Host', 'string', (0, 1), None, None, None), ('port', 'Port', 'uint16', (0, 1), None, None, None))
 
     def __init__(self, name='', host='', port=0):
         self.name = name
@@ -34,22 +35,23 @@ class Listener(Message):
 
 
 class AddRaftVoterRequest(Message):
-    """AddRaftVoterRequest (request): versions 0-0, flexible 0+."""
-    __slots__ = ('cluster_id', 'timeout_ms', 'voter_id', 'voter_directory_id', 'listeners', '_unknown')
-    _fields = ('cluster_id', 'timeout_ms', 'voter_id', 'voter_directory_id', 'listeners')
-    _schema = (('cluster_id', 'ClusterId', 'string', (0, 0), (0, 0), None, None), ('timeout_ms', 'TimeoutMs', 'int32', (0, 0), None, None, None), ('voter_id', 'VoterId', 'int32', (0, 0), None, None, None), ('voter_directory_id', 'VoterDirectoryId', 'uuid', (0, 0), None, None, None), ('listeners', 'Listeners', '[]Listener', (0, 0), None, None, None))
+    """AddRaftVoterRequest (request): versions 0-1, flexible 0+."""
+    __slots__ = ('cluster_id', 'timeout_ms', 'voter_id', 'voter_directory_id', 'listeners', 'ack_when_committed', '_unknown')
+    _fields = ('cluster_id', 'timeout_ms', 'voter_id', 'voter_directory_id', 'listeners', 'ack_when_committed')
+    _schema = (('cluster_id', 'ClusterId', 'string', (0, 1), (0, 1), None, None), ('timeout_ms', 'TimeoutMs', 'int32', (0, 1), None, None, None), ('voter_id', 'VoterId', 'int32', (0, 1), None, None, None), ('voter_directory_id', 'VoterDirectoryId', 'uuid', (0, 1), None, None, None), ('listeners', 'Listeners', '[]Listener', (0, 1), None, None, None), ('ack_when_committed', 'AckWhenCommitted', 'bool', (1, 1), None, None, None))
     NAME = 'AddRaftVoterRequest'
     API_KEY = 80
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_FROM = 0
 
-    def __init__(self, cluster_id='', timeout_ms=0, voter_id=0, voter_directory_id=ZERO_UUID, listeners=UNSET):
+    def __init__(self, cluster_id='', timeout_ms=0, voter_id=0, voter_directory_id=ZERO_UUID, listeners=UNSET, ack_when_committed=True):
         self.cluster_id = cluster_id
         self.timeout_ms = timeout_ms
         self.voter_id = voter_id
         self.voter_directory_id = voter_directory_id
         self.listeners = [] if listeners is UNSET else listeners
+        self.ack_when_committed = ack_when_committed
         self._unknown = None
 
     @classmethod
@@ -135,6 +137,8 @@ def _w_Listener_f(o, out, v, regions, strict):
 
 def _r_AddRaftVoterRequest_f(mv, pos, v):
     o = _new(AddRaftVoterRequest)
+    if not (v >= 1):
+        o.ack_when_committed = True
     n3 = mv[pos]
     pos += 1
     if n3 & 0x80:
@@ -162,6 +166,9 @@ def _r_AddRaftVoterRequest_f(mv, pos, v):
             _x, pos = _r_Listener_f(mv, pos, v)
             _app(_x)
         o.listeners = l6
+    if v >= 1:
+        o.ack_when_committed, = _S_o.unpack_from(mv, pos)
+        pos += 1
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -180,6 +187,8 @@ def _r_AddRaftVoterRequest_f(mv, pos, v):
     return o, pos
 
 def _w_AddRaftVoterRequest_f(o, out, v, regions, strict):
+    if strict and not (v >= 1) and o.ack_when_committed != True:
+        raise EncodeError('field AckWhenCommitted cannot be encoded at version %d' % v)
     write_str(out, o.cluster_id, True, True, 'ClusterId')
     out += _S_ii.pack(o.timeout_ms, o.voter_id)
     out += o.voter_directory_id.bytes
@@ -189,6 +198,8 @@ def _w_AddRaftVoterRequest_f(o, out, v, regions, strict):
         write_uvarint(out, len(o.listeners) + 1)
         for x7 in o.listeners:
             _w_Listener_f(x7, out, v, regions, strict)
+    if v >= 1:
+        out += _S_o.pack(o.ack_when_committed)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -20,14 +20,14 @@ def _tag_key(t):
 
 
 class AddRaftVoterResponse(Message):
-    """AddRaftVoterResponse (response): versions 0-0, flexible 0+."""
+    """AddRaftVoterResponse (response): versions 0-1, flexible 0+."""
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', '_unknown')
     _fields = ('throttle_time_ms', 'error_code', 'error_message')
-    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, 0), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 0), None, None, None), ('error_message', 'ErrorMessage', 'string', (0, 0), (0, 0), None, None))
+    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, 1), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 1), None, None, None), ('error_message', 'ErrorMessage', 'string', (0, 1), (0, 1), None, None))
     NAME = 'AddRaftVoterResponse'
     API_KEY = 80
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_FROM = 0
 
     def __init__(self, throttle_time_ms=0, error_code=0, error_message=''):

@@ -12,6 +12,7 @@ from kproto._codec import (
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
+_S_o = struct.Struct('>?')
 
 
 
@@ -20,10 +21,10 @@ def _tag_key(t):
 
 
 class ReassignableTopic(Message):
-    """ReassignableTopic: versions 0-0, flexible 0+."""
+    """ReassignableTopic: versions 0-1, flexible 0+."""
     __slots__ = ('name', 'partitions', '_unknown')
     _fields = ('name', 'partitions')
-    _schema = (('name', 'Name', 'string', (0, 0), None, None, None), ('partitions', 'Partitions', '[]ReassignablePartition', (0, 0), None, None, None))
+    _schema = (('name', 'Name', 'string', (0, 1), None, None, None), ('partitions', 'Partitions', '[]ReassignablePartition', (0, 1), None, None, None))
 
     def __init__(self, name='', partitions=UNSET):
         self.name = name
@@ -32,10 +33,10 @@ class ReassignableTopic(Message):
 
 
 class ReassignablePartition(Message):
-    """ReassignablePartition: versions 0-0, flexible 0+."""
+    """ReassignablePartition: versions 0-1, flexible 0+."""
     __slots__ = ('partition_index', 'replicas', '_unknown')
     _fields = ('partition_index', 'replicas')
-    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 0), None, None, None), ('replicas', 'Replicas', '[]int32', (0, 0), (0, 0), None, None))
+    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 1), None, None, None), ('replicas', 'Replicas', '[]int32', (0, 1), (0, 1), None, None))
 
     def __init__(self, partition_index=0, replicas=None):
         self.partition_index = partition_index
@@ -44,18 +45,19 @@ class ReassignablePartition(Message):
 
 
 class AlterPartitionReassignmentsRequest(Message):
-    """AlterPartitionReassignmentsRequest (request): versions 0-0, flexible 0+."""
-    __slots__ = ('timeout_ms', 'topics', '_unknown')
-    _fields = ('timeout_ms', 'topics')
-    _schema = (('timeout_ms', 'TimeoutMs', 'int32', (0, 0), None, None, None), ('topics', 'Topics', '[]ReassignableTopic', (0, 0), None, None, None))
+    """AlterPartitionReassignmentsRequest (request): versions 0-1, flexible 0+."""
+    __slots__ = ('timeout_ms', 'allow_replication_factor_change', 'topics', '_unknown')
+    _fields = ('timeout_ms', 'allow_replication_factor_change', 'topics')
+    _schema = (('timeout_ms', 'TimeoutMs', 'int32', (0, 1), None, None, None), ('allow_replication_factor_change', 'AllowReplicationFactorChange', 'bool', (1, 1), None, None, None), ('topics', 'Topics', '[]ReassignableTopic', (0, 1), None, None, None))
     NAME = 'AlterPartitionReassignmentsRequest'
     API_KEY = 45
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_FROM = 0
 
-    def __init__(self, timeout_ms=60000, topics=UNSET):
+    def __init__(self, timeout_ms=60000, allow_replication_factor_change=True, topics=UNSET):
         self.timeout_ms = timeout_ms
+        self.allow_replication_factor_change = allow_replication_factor_change
         self.topics = [] if topics is UNSET else topics
         self._unknown = None
 
@@ -192,8 +194,13 @@ def _w_ReassignablePartition_f(o, out, v, regions, strict):
 
 def _r_AlterPartitionReassignmentsRequest_f(mv, pos, v):
     o = _new(AlterPartitionReassignmentsRequest)
+    if not (v >= 1):
+        o.allow_replication_factor_change = True
     o.timeout_ms, = _S_i.unpack_from(mv, pos)
     pos += 4
+    if v >= 1:
+        o.allow_replication_factor_change, = _S_o.unpack_from(mv, pos)
+        pos += 1
     n6 = mv[pos]
     pos += 1
     if n6 & 0x80:
@@ -227,7 +234,11 @@ def _r_AlterPartitionReassignmentsRequest_f(mv, pos, v):
     return o, pos
 
 def _w_AlterPartitionReassignmentsRequest_f(o, out, v, regions, strict):
+    if strict and not (v >= 1) and o.allow_replication_factor_change != True:
+        raise EncodeError('field AllowReplicationFactorChange cannot be encoded at version %d' % v)
     out += _S_i.pack(o.timeout_ms)
+    if v >= 1:
+        out += _S_o.pack(o.allow_replication_factor_change)
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:

@@ -11,7 +11,10 @@ from kproto._codec import (
 )
 
 _new = object.__new__
+_S_h = struct.Struct('>h')
+_S_i = struct.Struct('>i')
 _S_ih = struct.Struct('>ih')
+_S_o = struct.Struct('>?')
 
 
 
@@ -20,10 +23,10 @@ def _tag_key(t):
 
 
 class ReassignableTopicResponse(Message):
-    """ReassignableTopicResponse: versions 0-0, flexible 0+."""
+    """ReassignableTopicResponse: versions 0-1, flexible 0+."""
     __slots__ = ('name', 'partitions', '_unknown')
     _fields = ('name', 'partitions')
-    _schema = (('name', 'Name', 'string', (0, 0), None, None, None), ('partitions', 'Partitions', '[]ReassignablePartitionResponse', (0, 0), None, None, None))
+    _schema = (('name', 'Name', 'string', (0, 1), None, None, None), ('partitions', 'Partitions', '[]ReassignablePartitionResponse', (0, 1), None, None, None))
 
     def __init__(self, name='', partitions=UNSET):
         self.name = name
@@ -32,10 +35,10 @@ class ReassignableTopicResponse(Message):
 
 
 class ReassignablePartitionResponse(Message):
-    """ReassignablePartitionResponse: versions 0-0, flexible 0+."""
+    """ReassignablePartitionResponse: versions 0-1, flexible 0+."""
     __slots__ = ('partition_index', 'error_code', 'error_message', '_unknown')
     _fields = ('partition_index', 'error_code', 'error_message')
-    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 0), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 0), None, None, None), ('error_message', 'ErrorMessage', 'string', (0, 0), (0, 0), None, None))
+    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 1), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 1), None, None, None), ('error_message', 'ErrorMessage', 'string', (0, 1), (0, 1), None, None))
 
     def __init__(self, partition_index=0, error_code=0, error_message=''):
         self.partition_index = partition_index
@@ -45,18 +48,19 @@ class ReassignablePartitionResponse(Message):
 
 
 class AlterPartitionReassignmentsResponse(Message):
-    """AlterPartitionReassignmentsResponse (response): versions 0-0, flexible 0+."""
-    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', '_unknown')
-    _fields = ('throttle_time_ms', 'error_code', 'error_message', 'responses')
-    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, 0), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 0), None, None, None), ('error_message', 'ErrorMessage', 'string', (0, 0), (0, 0), None, None), ('responses', 'Responses', '[]ReassignableTopicResponse', (0, 0), None, None, None))
+    """AlterPartitionReassignmentsResponse (response): versions 0-1, flexible 0+."""
+    __slots__ = ('throttle_time_ms', 'allow_replication_factor_change', 'error_code', 'error_message', 'responses', '_unknown')
+    _fields = ('throttle_time_ms', 'allow_replication_factor_change', 'error_code', 'error_message', 'responses')
+    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, 1), None, None, None), ('allow_replication_factor_change', 'AllowReplicationFactorChange', 'bool', (1, 1), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 1), None, None, None), ('error_message', 'ErrorMessage', 'string', (0, 1), (0, 1), None, None), ('responses', 'Responses', '[]ReassignableTopicResponse', (0, 1), None, None, None))
     NAME = 'AlterPartitionReassignmentsResponse'
     API_KEY = 45
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_FROM = 0
 
-    def __init__(self, throttle_time_ms=0, error_code=0, error_message='', responses=UNSET):
+    def __init__(self, throttle_time_ms=0, allow_replication_factor_change=True, error_code=0, error_message='', responses=UNSET):
         self.throttle_time_ms = throttle_time_ms
+        self.allow_replication_factor_change = allow_replication_factor_change
         self.error_code = error_code
         self.error_message = error_message
         self.responses = [] if responses is UNSET else responses
@@ -191,8 +195,15 @@ def _w_ReassignablePartitionResponse_f(o, out, v, regions, strict):
 
 def _r_AlterPartitionReassignmentsResponse_f(mv, pos, v):
     o = _new(AlterPartitionReassignmentsResponse)
-    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(mv, pos)
-    pos += 6
+    if not (v >= 1):
+        o.allow_replication_factor_change = True
+    o.throttle_time_ms, = _S_i.unpack_from(mv, pos)
+    pos += 4
+    if v >= 1:
+        o.allow_replication_factor_change, = _S_o.unpack_from(mv, pos)
+        pos += 1
+    o.error_code, = _S_h.unpack_from(mv, pos)
+    pos += 2
     n6 = mv[pos]
     pos += 1
     if n6 & 0x80:
@@ -235,7 +246,10 @@ def _r_AlterPartitionReassignmentsResponse_f(mv, pos, v):
     return o, pos
 
 def _w_AlterPartitionReassignmentsResponse_f(o, out, v, regions, strict):
-    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    out += _S_i.pack(o.throttle_time_ms)
+    if v >= 1:
+        out += _S_o.pack(o.allow_replication_factor_change)
+    out += _S_h.pack(o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     if o.responses is None:
         raise EncodeError('non-nullable field Responses is None')

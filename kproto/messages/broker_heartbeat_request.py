@@ -20,23 +20,24 @@ def _tag_key(t):
 
 
 class BrokerHeartbeatRequest(Message):
-    """BrokerHeartbeatRequest (request): versions 0-1, flexible 0+."""
-    __slots__ = ('broker_id', 'broker_epoch', 'current_metadata_offset', 'want_fence', 'want_shut_down', 'offline_log_dirs', '_unknown')
-    _fields = ('broker_id', 'broker_epoch', 'current_metadata_offset', 'want_fence', 'want_shut_down', 'offline_log_dirs')
-    _schema = (('broker_id', 'BrokerId', 'int32', (0, 1), None, None, None), ('broker_epoch', 'BrokerEpoch', 'int64', (0, 1), None, None, None), ('current_metadata_offset', 'CurrentMetadataOffset', 'int64', (0, 1), None, None, None), ('want_fence', 'WantFence', 'bool', (0, 1), None, None, None), ('want_shut_down', 'WantShutDown', 'bool', (0, 1), None, None, None), ('offline_log_dirs', 'OfflineLogDirs', '[]uuid', (1, 1), None, (1, 1), '0'))
+    """BrokerHeartbeatRequest (request): versions 0-2, flexible 0+."""
+    __slots__ = ('broker_id', 'broker_epoch', 'current_metadata_offset', 'want_fence', 'want_shut_down', 'offline_log_dirs', 'cordoned_log_dirs', '_unknown')
+    _fields = ('broker_id', 'broker_epoch', 'current_metadata_offset', 'want_fence', 'want_shut_down', 'offline_log_dirs', 'cordoned_log_dirs')
+    _schema = (('broker_id', 'BrokerId', 'int32', (0, 2), None, None, None), ('broker_epoch', 'BrokerEpoch', 'int64', (0, 2), None, None, None), ('current_metadata_offset', 'CurrentMetadataOffset', 'int64', (0, 2), None, None, None), ('want_fence', 'WantFence', 'bool', (0, 2), None, None, None), ('want_shut_down', 'WantShutDown', 'bool', (0, 2), None, None, None), ('offline_log_dirs', 'OfflineLogDirs', '[]uuid', (1, 2), None, (1, 2), 0), ('cordoned_log_dirs', 'CordonedLogDirs', '[]uuid', (2, 2), (2, 2), (2, 2), 1))
     NAME = 'BrokerHeartbeatRequest'
     API_KEY = 63
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_FROM = 0
 
-    def __init__(self, broker_id=0, broker_epoch=-1, current_metadata_offset=0, want_fence=False, want_shut_down=False, offline_log_dirs=UNSET):
+    def __init__(self, broker_id=0, broker_epoch=-1, current_metadata_offset=0, want_fence=False, want_shut_down=False, offline_log_dirs=UNSET, cordoned_log_dirs=None):
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.current_metadata_offset = current_metadata_offset
         self.want_fence = want_fence
         self.want_shut_down = want_shut_down
         self.offline_log_dirs = [] if offline_log_dirs is UNSET else offline_log_dirs
+        self.cordoned_log_dirs = cordoned_log_dirs
         self._unknown = None
 
     @classmethod
@@ -75,6 +76,7 @@ class BrokerHeartbeatRequest(Message):
 def _r_BrokerHeartbeatRequest_f(mv, pos, v):
     o = _new(BrokerHeartbeatRequest)
     o.offline_log_dirs = []
+    o.cordoned_log_dirs = None
     o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down = _S_iqqoo.unpack_from(mv, pos)
     pos += 22
     o._unknown = None
@@ -103,6 +105,23 @@ def _r_BrokerHeartbeatRequest_f(mv, pos, v):
                     x3, pos = read_uuid(mv, pos)
                     l2.append(x3)
                 o.offline_log_dirs = l2
+        elif tag == 1 and v >= 2:
+            n5 = mv[pos]
+            pos += 1
+            if n5 & 0x80:
+                n5, pos = read_uvarint(mv, pos - 1)
+            n5 -= 1
+            if n5 < 0:
+                if not (v >= 2):
+                    raise DecodeError('non-nullable field CordonedLogDirs was serialized as null')
+                o.cordoned_log_dirs = None
+            else:
+                check_count(mv, pos, n5, 1)
+                l6 = []
+                for _ in range(n5):
+                    x7, pos = read_uuid(mv, pos)
+                    l6.append(x7)
+                o.cordoned_log_dirs = l6
         else:
             if o._unknown is None:
                 o._unknown = []
@@ -113,6 +132,8 @@ def _r_BrokerHeartbeatRequest_f(mv, pos, v):
 def _w_BrokerHeartbeatRequest_f(o, out, v, regions, strict):
     if strict and not (v >= 1) and o.offline_log_dirs:
         raise EncodeError('field OfflineLogDirs cannot be encoded at version %d' % v)
+    if strict and not (v >= 2) and o.cordoned_log_dirs is not None:
+        raise EncodeError('field CordonedLogDirs cannot be encoded at version %d' % v)
     out += _S_iqqoo.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down)
     tagged = list(o._unknown) if o._unknown else []
     if (v >= 1) and o.offline_log_dirs != []:
@@ -121,9 +142,20 @@ def _w_BrokerHeartbeatRequest_f(o, out, v, regions, strict):
             raise EncodeError('non-nullable field OfflineLogDirs is None')
         else:
             write_uvarint(t, len(o.offline_log_dirs) + 1)
-            for x5 in o.offline_log_dirs:
-                t += x5.bytes
+            for x9 in o.offline_log_dirs:
+                t += x9.bytes
         tagged.append((0, bytes(t)))
+    if (v >= 2) and o.cordoned_log_dirs != None:
+        t = bytearray()
+        if o.cordoned_log_dirs is None:
+            if not (v >= 2):
+                raise EncodeError('non-nullable field CordonedLogDirs is None')
+            t.append(0)
+        else:
+            write_uvarint(t, len(o.cordoned_log_dirs) + 1)
+            for x10 in o.cordoned_log_dirs:
+                t += x10.bytes
+        tagged.append((1, bytes(t)))
     if tagged:
         tagged.sort(key=_tag_key)
         write_tagged(out, tagged)

@@ -20,14 +20,14 @@ def _tag_key(t):
 
 
 class BrokerHeartbeatResponse(Message):
-    """BrokerHeartbeatResponse (response): versions 0-1, flexible 0+."""
+    """BrokerHeartbeatResponse (response): versions 0-2, flexible 0+."""
     __slots__ = ('throttle_time_ms', 'error_code', 'is_caught_up', 'is_fenced', 'should_shut_down', '_unknown')
     _fields = ('throttle_time_ms', 'error_code', 'is_caught_up', 'is_fenced', 'should_shut_down')
-    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, 1), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 1), None, None, None), ('is_caught_up', 'IsCaughtUp', 'bool', (0, 1), None, None, None), ('is_fenced', 'IsFenced', 'bool', (0, 1), None, None, None), ('should_shut_down', 'ShouldShutDown', 'bool', (0, 1), None, None, None))
+    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, 2), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 2), None, None, None), ('is_caught_up', 'IsCaughtUp', 'bool', (0, 2), None, None, None), ('is_fenced', 'IsFenced', 'bool', (0, 2), None, None, None), ('should_shut_down', 'ShouldShutDown', 'bool', (0, 2), None, None, None))
     NAME = 'BrokerHeartbeatResponse'
     API_KEY = 63
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_FROM = 0
 
     def __init__(self, throttle_time_ms=0, error_code=0, is_caught_up=False, is_fenced=True, should_shut_down=False):

@@ -20,14 +20,14 @@ def _tag_key(t):
 
 
 class ConsumerGroupDescribeRequest(Message):
-    """ConsumerGroupDescribeRequest (request): versions 0-0, flexible 0+."""
+    """ConsumerGroupDescribeRequest (request): versions 0-1, flexible 0+."""
     __slots__ = ('group_ids', 'include_authorized_operations', '_unknown')
     _fields = ('group_ids', 'include_authorized_operations')
-    _schema = (('group_ids', 'GroupIds', '[]string', (0, 0), None, None, None), ('include_authorized_operations', 'IncludeAuthorizedOperations', 'bool', (0, 0), None, None, None))
+    _schema = (('group_ids', 'GroupIds', '[]string', (0, 1), None, None, None), ('include_authorized_operations', 'IncludeAuthorizedOperations', 'bool', (0, 1), None, None, None))
     NAME = 'ConsumerGroupDescribeRequest'
     API_KEY = 69
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_FROM = 0
 
     def __init__(self, group_ids=UNSET, include_authorized_operations=False):

@@ -11,6 +11,7 @@ from kproto._codec import (
 )
 
 _new = object.__new__
+_S_b = struct.Struct('>b')
 _S_h = struct.Struct('>h')
 _S_i = struct.Struct('>i')
 _S_ii = struct.Struct('>ii')
@@ -22,10 +23,10 @@ def _tag_key(t):
 
 
 class DescribedGroup(Message):
-    """DescribedGroup: versions 0-0, flexible 0+."""
+    """DescribedGroup: versions 0-1, flexible 0+."""
     __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations', '_unknown')
     _fields = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations')
-    _schema = (('error_code', 'ErrorCode', 'int16', (0, 0), None, None, None), ('error_message', 'ErrorMessage', 'string', (0, 0), (0, 0), None, None), ('group_id', 'GroupId', 'string', (0, 0), None, None, None), ('group_state', 'GroupState', 'string', (0, 0), None, None, None), ('group_epoch', 'GroupEpoch', 'int32', (0, 0), None, None, None), ('assignment_epoch', 'AssignmentEpoch', 'int32', (0, 0), None, None, None), ('assignor_name', 'AssignorName', 'string', (0, 0), None, None, None), ('members', 'Members', '[]Member', (0, 0), None, None, None), ('authorized_operations', 'AuthorizedOperations', 'int32', (0, 0), None, None, None))
+    _schema = (('error_code', 'ErrorCode', 'int16', (0, 1), None, None, None), ('error_message', 'ErrorMessage', 'string', (0, 1), (0, 1), None, None), ('group_id', 'GroupId', 'string', (0, 1), None, None, None), ('group_state', 'GroupState', 'string', (0, 1), None, None, None), ('group_epoch', 'GroupEpoch', 'int32', (0, 1), None, None, None), ('assignment_epoch', 'AssignmentEpoch', 'int32', (0, 1), None, None, None), ('assignor_name', 'AssignorName', 'string', (0, 1), None, None, None), ('members', 'Members', '[]Member', (0, 1), None, None, None), ('authorized_operations', 'AuthorizedOperations', 'int32', (0, 1), None, None, None))
 
     def __init__(self, error_code=0, error_message=None, group_id='', group_state='', group_epoch=0, assignment_epoch=0, assignor_name='', members=UNSET, authorized_operations=-2147483648):
         self.error_code = error_code
@@ -41,12 +42,12 @@ class DescribedGroup(Message):
 
 
 class Member(Message):
-    """Member: versions 0-0, flexible 0+."""
-    __slots__ = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment', '_unknown')
-    _fields = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment')
-    _schema = (('member_id', 'MemberId', 'string', (0, 0), None, None, None), ('instance_id', 'InstanceId', 'string', (0, 0), (0, 0), None, None), ('rack_id', 'RackId', 'string', (0, 0), (0, 0), None, None), ('member_epoch', 'MemberEpoch', 'int32', (0, 0), None, None, None), ('client_id', 'ClientId', 'string', (0, 0), None, None, None), ('client_host', 'ClientHost', 'string', (0, 0), None, None, None), ('subscribed_topic_names', 'SubscribedTopicNames', '[]string', (0, 0), None, None, None), ('subscribed_topic_regex', 'SubscribedTopicRegex', 'string', (0, 0), (0, 0), None, None), ('assignment', 'Assignment', 'Assignment', (0, 0), None, None, None), ('target_assignment', 'TargetAssignment', 'Assignment', (0, 0), None, None, None))
+    """Member: versions 0-1, flexible 0+."""
+    __slots__ = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment', 'member_type', '_unknown')
+    _fields = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment', 'member_type')
+    _schema = (('member_id', 'MemberId', 'string', (0, 1), None, None, None), ('instance_id', 'InstanceId', 'string', (0, 1), (0, 1), None, None), ('rack_id', 'RackId', 'string', (0, 1), (0, 1), None, None), ('member_epoch', 'MemberEpoch', 'int32', (0, 1), None, None, None), ('client_id', 'ClientId', 'string', (0, 1), None, None, None), ('client_host', 'ClientHost', 'string', (0, 1), None, None, None), ('subscribed_topic_names', 'SubscribedTopicNames', '[]string', (0, 1), None, None, None), ('subscribed_topic_regex', 'SubscribedTopicRegex', 'string', (0, 1), (0, 1), None, None), ('assignment', 'Assignment', 'Assignment', (0, 1), None, None, None), ('target_assignment', 'TargetAssignment', 'Assignment', (0, 1), None, None, None), ('member_type', 'MemberType', 'int8', (1, 1), None, None, None))
 
-    def __init__(self, member_id='', instance_id=None, rack_id=None, member_epoch=0, client_id='', client_host='', subscribed_topic_names=UNSET, subscribed_topic_regex=None, assignment=UNSET, target_assignment=UNSET):
+    def __init__(self, member_id='', instance_id=None, rack_id=None, member_epoch=0, client_id='', client_host='', subscribed_topic_names=UNSET, subscribed_topic_regex=None, assignment=UNSET, target_assignment=UNSET, member_type=-1):
         self.member_id = member_id
         self.instance_id = instance_id
         self.rack_id = rack_id
@@ -57,14 +58,15 @@ class Member(Message):
         self.subscribed_topic_regex = subscribed_topic_regex
         self.assignment = Assignment() if assignment is UNSET else assignment
         self.target_assignment = Assignment() if target_assignment is UNSET else target_assignment
+        self.member_type = member_type
         self._unknown = None
 
 
 class Assignment(Message):
-    """Assignment: versions 0-0, flexible 0+."""
+    """Assignment: versions 0-1, flexible 0+."""
     __slots__ = ('topic_partitions', '_unknown')
     _fields = ('topic_partitions',)
-    _schema = (('topic_partitions', 'TopicPartitions', '[]TopicPartitions', (0, 0), None, None, None),)
+    _schema = (('topic_partitions', 'TopicPartitions', '[]TopicPartitions', (0, 1), None, None, None),)
 
     def __init__(self, topic_partitions=UNSET):
         self.topic_partitions = [] if topic_partitions is UNSET else topic_partitions
@@ -72,10 +74,10 @@ class Assignment(Message):
 
 
 class TopicPartitions(Message):
-    """TopicPartitions: versions 0-0, flexible 0+."""
+    """TopicPartitions: versions 0-1, flexible 0+."""
     __slots__ = ('topic_id', 'topic_name', 'partitions', '_unknown')
     _fields = ('topic_id', 'topic_name', 'partitions')
-    _schema = (('topic_id', 'TopicId', 'uuid', (0, 0), None, None, None), ('topic_name', 'TopicName', 'string', (0, 0), None, None, None), ('partitions', 'Partitions', '[]int32', (0, 0), None, None, None))
+    _schema = (('topic_id', 'TopicId', 'uuid', (0, 1), None, None, None), ('topic_name', 'TopicName', 'string', (0, 1), None, None, None), ('partitions', 'Partitions', '[]int32', (0, 1), None, None, None))
 
     def __init__(self, topic_id=ZERO_UUID, topic_name='', partitions=UNSET):
         self.topic_id = topic_id
@@ -85,14 +87,14 @@ class TopicPartitions(Message):
 
 
 class ConsumerGroupDescribeResponse(Message):
-    """ConsumerGroupDescribeResponse (response): versions 0-0, flexible 0+."""
+    """ConsumerGroupDescribeResponse (response): versions 0-1, flexible 0+."""
     __slots__ = ('throttle_time_ms', 'groups', '_unknown')
     _fields = ('throttle_time_ms', 'groups')
-    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, 0), None, None, None), ('groups', 'Groups', '[]DescribedGroup', (0, 0), None, None, None))
+    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, 1), None, None, None), ('groups', 'Groups', '[]DescribedGroup', (0, 1), None, None, None))
     NAME = 'ConsumerGroupDescribeResponse'
     API_KEY = 69
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_FROM = 0
 
     def __init__(self, throttle_time_ms=0, groups=UNSET):
@@ -230,6 +232,8 @@ def _w_DescribedGroup_f(o, out, v, regions, strict):
 
 def _r_Member_f(mv, pos, v):
     o = _new(Member)
+    if not (v >= 1):
+        o.member_type = -1
     n8 = mv[pos]
     pos += 1
     if n8 & 0x80:
@@ -310,6 +314,9 @@ def _r_Member_f(mv, pos, v):
         o.subscribed_topic_regex, pos = read_str(mv, pos, n17)
     o.assignment, pos = _r_Assignment_f(mv, pos, v)
     o.target_assignment, pos = _r_Assignment_f(mv, pos, v)
+    if v >= 1:
+        o.member_type, = _S_b.unpack_from(mv, pos)
+        pos += 1
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -343,6 +350,8 @@ def _w_Member_f(o, out, v, regions, strict):
     write_str(out, o.subscribed_topic_regex, True, True, 'SubscribedTopicRegex')
     _w_Assignment_f(o.assignment, out, v, regions, strict)
     _w_Assignment_f(o.target_assignment, out, v, regions, strict)
+    if v >= 1:
+        out += _S_b.pack(o.member_type)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -21,19 +21,20 @@ def _tag_key(t):
 
 
 class DescribeClusterRequest(Message):
-    """DescribeClusterRequest (request): versions 0-1, flexible 0+."""
-    __slots__ = ('include_cluster_authorized_operations', 'endpoint_type', '_unknown')
-    _fields = ('include_cluster_authorized_operations', 'endpoint_type')
-    _schema = (('include_cluster_authorized_operations', 'IncludeClusterAuthorizedOperations', 'bool', (0, 1), None, None, None), ('endpoint_type', 'EndpointType', 'int8', (1, 1), None, None, None))
+    """DescribeClusterRequest (request): versions 0-2, flexible 0+."""
+    __slots__ = ('include_cluster_authorized_operations', 'endpoint_type', 'include_fenced_brokers', '_unknown')
+    _fields = ('include_cluster_authorized_operations', 'endpoint_type', 'include_fenced_brokers')
+    _schema = (('include_cluster_authorized_operations', 'IncludeClusterAuthorizedOperations', 'bool', (0, 2), None, None, None), ('endpoint_type', 'EndpointType', 'int8', (1, 2), None, None, None), ('include_fenced_brokers', 'IncludeFencedBrokers', 'bool', (2, 2), None, None, None))
     NAME = 'DescribeClusterRequest'
     API_KEY = 60
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_FROM = 0
 
-    def __init__(self, include_cluster_authorized_operations=False, endpoint_type=1):
+    def __init__(self, include_cluster_authorized_operations=False, endpoint_type=1, include_fenced_brokers=False):
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
         self.endpoint_type = endpoint_type
+        self.include_fenced_brokers = include_fenced_brokers
         self._unknown = None
 
     @classmethod
@@ -73,10 +74,15 @@ def _r_DescribeClusterRequest_f(mv, pos, v):
     o = _new(DescribeClusterRequest)
     if not (v >= 1):
         o.endpoint_type = 1
+    if not (v >= 2):
+        o.include_fenced_brokers = False
     o.include_cluster_authorized_operations, = _S_o.unpack_from(mv, pos)
     pos += 1
     if v >= 1:
         o.endpoint_type, = _S_b.unpack_from(mv, pos)
+        pos += 1
+    if v >= 2:
+        o.include_fenced_brokers, = _S_o.unpack_from(mv, pos)
         pos += 1
     o._unknown = None
     nt = mv[pos]
@@ -98,9 +104,13 @@ def _r_DescribeClusterRequest_f(mv, pos, v):
 def _w_DescribeClusterRequest_f(o, out, v, regions, strict):
     if strict and not (v >= 1) and o.endpoint_type != 1:
         raise EncodeError('field EndpointType cannot be encoded at version %d' % v)
+    if strict and not (v >= 2) and o.include_fenced_brokers != False:
+        raise EncodeError('field IncludeFencedBrokers cannot be encoded at version %d' % v)
     out += _S_o.pack(o.include_cluster_authorized_operations)
     if v >= 1:
         out += _S_b.pack(o.endpoint_type)
+    if v >= 2:
+        out += _S_o.pack(o.include_fenced_brokers)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

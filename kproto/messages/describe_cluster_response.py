@@ -14,6 +14,7 @@ _new = object.__new__
 _S_b = struct.Struct('>b')
 _S_i = struct.Struct('>i')
 _S_ih = struct.Struct('>ih')
+_S_o = struct.Struct('>?')
 
 
 
@@ -22,28 +23,29 @@ def _tag_key(t):
 
 
 class DescribeClusterBroker(Message):
-    """DescribeClusterBroker: versions 0-1, flexible 0+."""
-    __slots__ = ('broker_id', 'host', 'port', 'rack', '_unknown')
-    _fields = ('broker_id', 'host', 'port', 'rack')
-    _schema = (('broker_id', 'BrokerId', 'int32', (0, 1), None, None, None), ('host', 'Host', 'string', (0, 1), None, None, None), ('port', 'Port', 'int32', (0, 1), None, None, None), ('rack', 'Rack', 'string', (0, 1), (0, 1), None, None))
+    """DescribeClusterBroker: versions 0-2, flexible 0+."""
+    __slots__ = ('broker_id', 'host', 'port', 'rack', 'is_fenced', '_unknown')
+    _fields = ('broker_id', 'host', 'port', 'rack', 'is_fenced')
+    _schema = (('broker_id', 'BrokerId', 'int32', (0, 2), None, None, None), ('host', 'Host', 'string', (0, 2), None, None, None), ('port', 'Port', 'int32', (0, 2), None, None, None), ('rack', 'Rack', 'string', (0, 2), (0, 2), None, None), ('is_fenced', 'IsFenced', 'bool', (2, 2), None, None, None))
 
-    def __init__(self, broker_id=0, host='', port=0, rack=None):
+    def __init__(self, broker_id=0, host='', port=0, rack=None, is_fenced=False):
         self.broker_id = broker_id
         self.host = host
         self.port = port
         self.rack = rack
+        self.is_fenced = is_fenced
         self._unknown = None
 
 
 class DescribeClusterResponse(Message):
-    """DescribeClusterResponse (response): versions 0-1, flexible 0+."""
+    """DescribeClusterResponse (response): versions 0-2, flexible 0+."""
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'endpoint_type', 'cluster_id', 'controller_id', 'brokers', 'cluster_authorized_operations', '_unknown')
     _fields = ('throttle_time_ms', 'error_code', 'error_message', 'endpoint_type', 'cluster_id', 'controller_id', 'brokers', 'cluster_authorized_operations')
-    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, 1), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 1), None, None, None), ('error_message', 'ErrorMessage', 'string', (0, 1), (0, 1), None, None), ('endpoint_type', 'EndpointType', 'int8', (1, 1), None, None, None), ('cluster_id', 'ClusterId', 'string', (0, 1), None, None, None), ('controller_id', 'ControllerId', 'int32', (0, 1), None, None, None), ('brokers', 'Brokers', '[]DescribeClusterBroker', (0, 1), None, None, None), ('cluster_authorized_operations', 'ClusterAuthorizedOperations', 'int32', (0, 1), None, None, None))
+    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, 2), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 2), None, None, None), ('error_message', 'ErrorMessage', 'string', (0, 2), (0, 2), None, None), ('endpoint_type', 'EndpointType', 'int8', (1, 2), None, None, None), ('cluster_id', 'ClusterId', 'string', (0, 2), None, None, None), ('controller_id', 'ControllerId', 'int32', (0, 2), None, None, None), ('brokers', 'Brokers', '[]DescribeClusterBroker', (0, 2), None, None, None), ('cluster_authorized_operations', 'ClusterAuthorizedOperations', 'int32', (0, 2), None, None, None))
     NAME = 'DescribeClusterResponse'
     API_KEY = 60
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_FROM = 0
 
     def __init__(self, throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1, cluster_id='', controller_id=-1, brokers=UNSET, cluster_authorized_operations=-2147483648):
@@ -92,6 +94,8 @@ class DescribeClusterResponse(Message):
 
 def _r_DescribeClusterBroker_f(mv, pos, v):
     o = _new(DescribeClusterBroker)
+    if not (v >= 2):
+        o.is_fenced = False
     o.broker_id, = _S_i.unpack_from(mv, pos)
     pos += 4
     n1 = mv[pos]
@@ -114,6 +118,9 @@ def _r_DescribeClusterBroker_f(mv, pos, v):
         o.rack = None
     else:
         o.rack, pos = read_str(mv, pos, n2)
+    if v >= 2:
+        o.is_fenced, = _S_o.unpack_from(mv, pos)
+        pos += 1
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -132,10 +139,14 @@ def _r_DescribeClusterBroker_f(mv, pos, v):
     return o, pos
 
 def _w_DescribeClusterBroker_f(o, out, v, regions, strict):
+    if strict and not (v >= 2) and o.is_fenced != False:
+        raise EncodeError('field IsFenced cannot be encoded at version %d' % v)
     out += _S_i.pack(o.broker_id)
     write_str(out, o.host, True, False, 'Host')
     out += _S_i.pack(o.port)
     write_str(out, o.rack, True, True, 'Rack')
+    if v >= 2:
+        out += _S_o.pack(o.is_fenced)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -20,14 +20,14 @@ def _tag_key(t):
 
 
 class DescribeGroupsRequest(Message):
-    """DescribeGroupsRequest (request): versions 0-5, flexible 5+."""
+    """DescribeGroupsRequest (request): versions 0-6, flexible 5+."""
     __slots__ = ('groups', 'include_authorized_operations', '_unknown')
     _fields = ('groups', 'include_authorized_operations')
-    _schema = (('groups', 'Groups', '[]string', (0, 5), None, None, None), ('include_authorized_operations', 'IncludeAuthorizedOperations', 'bool', (3, 5), None, None, None))
+    _schema = (('groups', 'Groups', '[]string', (0, 6), None, None, None), ('include_authorized_operations', 'IncludeAuthorizedOperations', 'bool', (3, 6), None, None, None))
     NAME = 'DescribeGroupsRequest'
     API_KEY = 15
     MIN_VERSION = 0
-    MAX_VERSION = 5
+    MAX_VERSION = 6
     FLEXIBLE_FROM = 5
 
     def __init__(self, groups=UNSET, include_authorized_operations=False):

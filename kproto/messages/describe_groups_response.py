@@ -21,13 +21,14 @@ def _tag_key(t):
 
 
 class DescribedGroup(Message):
-    """DescribedGroup: versions 0-5, flexible 5+."""
-    __slots__ = ('error_code', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members', 'authorized_operations', '_unknown')
-    _fields = ('error_code', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members', 'authorized_operations')
-    _schema = (('error_code', 'ErrorCode', 'int16', (0, 5), None, None, None), ('group_id', 'GroupId', 'string', (0, 5), None, None, None), ('group_state', 'GroupState', 'string', (0, 5), None, None, None), ('protocol_type', 'ProtocolType', 'string', (0, 5), None, None, None), ('protocol_data', 'ProtocolData', 'string', (0, 5), None, None, None), ('members', 'Members', '[]DescribedGroupMember', (0, 5), None, None, None), ('authorized_operations', 'AuthorizedOperations', 'int32', (3, 5), None, None, None))
+    """DescribedGroup: versions 0-6, flexible 5+."""
+    __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members', 'authorized_operations', '_unknown')
+    _fields = ('error_code', 'error_message', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members', 'authorized_operations')
+    _schema = (('error_code', 'ErrorCode', 'int16', (0, 6), None, None, None), ('error_message', 'ErrorMessage', 'string', (6, 6), (6, 6), None, None), ('group_id', 'GroupId', 'string', (0, 6), None, None, None), ('group_state', 'GroupState', 'string', (0, 6), None, None, None), ('protocol_type', 'ProtocolType', 'string', (0, 6), None, None, None), ('protocol_data', 'ProtocolData', 'string', (0, 6), None, None, None), ('members', 'Members', '[]DescribedGroupMember', (0, 6), None, None, None), ('authorized_operations', 'AuthorizedOperations', 'int32', (3, 6), None, None, None))
 
-    def __init__(self, error_code=0, group_id='', group_state='', protocol_type='', protocol_data='', members=UNSET, authorized_operations=-2147483648):
+    def __init__(self, error_code=0, error_message=None, group_id='', group_state='', protocol_type='', protocol_data='', members=UNSET, authorized_operations=-2147483648):
         self.error_code = error_code
+        self.error_message = error_message
         self.group_id = group_id
         self.group_state = group_state
         self.protocol_type = protocol_type
@@ -38,10 +39,10 @@ class DescribedGroup(Message):
 
 
 class DescribedGroupMember(Message):
-    """DescribedGroupMember: versions 0-5, flexible 5+."""
+    """DescribedGroupMember: versions 0-6, flexible 5+."""
     __slots__ = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'member_metadata', 'member_assignment', '_unknown')
     _fields = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'member_metadata', 'member_assignment')
-    _schema = (('member_id', 'MemberId', 'string', (0, 5), None, None, None), ('group_instance_id', 'GroupInstanceId', 'string', (4, 5), (4, 5), None, None), ('client_id', 'ClientId', 'string', (0, 5), None, None, None), ('client_host', 'ClientHost', 'string', (0, 5), None, None, None), ('member_metadata', 'MemberMetadata', 'bytes', (0, 5), None, None, None), ('member_assignment', 'MemberAssignment', 'bytes', (0, 5), None, None, None))
+    _schema = (('member_id', 'MemberId', 'string', (0, 6), None, None, None), ('group_instance_id', 'GroupInstanceId', 'string', (4, 6), (4, 6), None, None), ('client_id', 'ClientId', 'string', (0, 6), None, None, None), ('client_host', 'ClientHost', 'string', (0, 6), None, None, None), ('member_metadata', 'MemberMetadata', 'bytes', (0, 6), None, None, None), ('member_assignment', 'MemberAssignment', 'bytes', (0, 6), None, None, None))
 
     def __init__(self, member_id='', group_instance_id=None, client_id='', client_host='', member_metadata=b'', member_assignment=b''):
         self.member_id = member_id
@@ -54,14 +55,14 @@ class DescribedGroupMember(Message):
 
 
 class DescribeGroupsResponse(Message):
-    """DescribeGroupsResponse (response): versions 0-5, flexible 5+."""
+    """DescribeGroupsResponse (response): versions 0-6, flexible 5+."""
     __slots__ = ('throttle_time_ms', 'groups', '_unknown')
     _fields = ('throttle_time_ms', 'groups')
-    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (1, 5), None, None, None), ('groups', 'Groups', '[]DescribedGroup', (0, 5), None, None, None))
+    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (1, 6), None, None, None), ('groups', 'Groups', '[]DescribedGroup', (0, 6), None, None, None))
     NAME = 'DescribeGroupsResponse'
     API_KEY = 15
     MIN_VERSION = 0
-    MAX_VERSION = 5
+    MAX_VERSION = 6
     FLEXIBLE_FROM = 5
 
     def __init__(self, throttle_time_ms=0, groups=UNSET):
@@ -109,6 +110,7 @@ class DescribeGroupsResponse(Message):
 
 def _r_DescribedGroup_c(mv, pos, v):
     o = _new(DescribedGroup)
+    o.error_message = None
     if not (v >= 3):
         o.authorized_operations = -2147483648
     o.error_code, = _S_h.unpack_from(mv, pos)
@@ -155,6 +157,8 @@ def _r_DescribedGroup_c(mv, pos, v):
     return o, pos
 
 def _w_DescribedGroup_c(o, out, v, regions, strict):
+    if strict and o.error_message is not None:
+        raise EncodeError('field ErrorMessage cannot be encoded at version %d' % v)
     if strict and not (v >= 3) and o.authorized_operations != -2147483648:
         raise EncodeError('field AuthorizedOperations cannot be encoded at version %d' % v)
     out += _S_h.pack(o.error_code)
@@ -173,59 +177,73 @@ def _w_DescribedGroup_c(o, out, v, regions, strict):
 
 def _r_DescribedGroup_f(mv, pos, v):
     o = _new(DescribedGroup)
+    if not (v >= 6):
+        o.error_message = None
     o.error_code, = _S_h.unpack_from(mv, pos)
     pos += 2
-    n8 = mv[pos]
-    pos += 1
-    if n8 & 0x80:
-        n8, pos = read_uvarint(mv, pos - 1)
-    n8 -= 1
-    if n8 < 0:
-        raise DecodeError('non-nullable field GroupId was serialized as null')
-    else:
-        o.group_id, pos = read_str(mv, pos, n8)
+    if v >= 6:
+        n8 = mv[pos]
+        pos += 1
+        if n8 & 0x80:
+            n8, pos = read_uvarint(mv, pos - 1)
+        n8 -= 1
+        if n8 < 0:
+            if not (v >= 6):
+                raise DecodeError('non-nullable field ErrorMessage was serialized as null')
+            o.error_message = None
+        else:
+            o.error_message, pos = read_str(mv, pos, n8)
     n9 = mv[pos]
     pos += 1
     if n9 & 0x80:
         n9, pos = read_uvarint(mv, pos - 1)
     n9 -= 1
     if n9 < 0:
-        raise DecodeError('non-nullable field GroupState was serialized as null')
+        raise DecodeError('non-nullable field GroupId was serialized as null')
     else:
-        o.group_state, pos = read_str(mv, pos, n9)
+        o.group_id, pos = read_str(mv, pos, n9)
     n10 = mv[pos]
     pos += 1
     if n10 & 0x80:
         n10, pos = read_uvarint(mv, pos - 1)
     n10 -= 1
     if n10 < 0:
-        raise DecodeError('non-nullable field ProtocolType was serialized as null')
+        raise DecodeError('non-nullable field GroupState was serialized as null')
     else:
-        o.protocol_type, pos = read_str(mv, pos, n10)
+        o.group_state, pos = read_str(mv, pos, n10)
     n11 = mv[pos]
     pos += 1
     if n11 & 0x80:
         n11, pos = read_uvarint(mv, pos - 1)
     n11 -= 1
     if n11 < 0:
-        raise DecodeError('non-nullable field ProtocolData was serialized as null')
+        raise DecodeError('non-nullable field ProtocolType was serialized as null')
     else:
-        o.protocol_data, pos = read_str(mv, pos, n11)
+        o.protocol_type, pos = read_str(mv, pos, n11)
     n12 = mv[pos]
     pos += 1
     if n12 & 0x80:
         n12, pos = read_uvarint(mv, pos - 1)
     n12 -= 1
     if n12 < 0:
+        raise DecodeError('non-nullable field ProtocolData was serialized as null')
+    else:
+        o.protocol_data, pos = read_str(mv, pos, n12)
+    n13 = mv[pos]
+    pos += 1
+    if n13 & 0x80:
+        n13, pos = read_uvarint(mv, pos - 1)
+    n13 -= 1
+    if n13 < 0:
         raise DecodeError('non-nullable field Members was serialized as null')
     else:
-        check_count(mv, pos, n12, 1)
-        l13 = []
-        _app = l13.append
-        for _ in range(n12):
+        check_count(mv, pos, n13, 1)
+        l14 = []
+        _app = l14.append
+        for _ in range(n13):
             _x, pos = _r_DescribedGroupMember_f(mv, pos, v)
             _app(_x)
-        o.members = l13
+        o.members = l14
     o.authorized_operations, = _S_i.unpack_from(mv, pos)
     pos += 4
     o._unknown = None
@@ -246,7 +264,11 @@ def _r_DescribedGroup_f(mv, pos, v):
     return o, pos
 
 def _w_DescribedGroup_f(o, out, v, regions, strict):
+    if strict and not (v >= 6) and o.error_message is not None:
+        raise EncodeError('field ErrorMessage cannot be encoded at version %d' % v)
     out += _S_h.pack(o.error_code)
+    if v >= 6:
+        write_str(out, o.error_message, True, (v >= 6), 'ErrorMessage')
     write_str(out, o.group_id, True, False, 'GroupId')
     write_str(out, o.group_state, True, False, 'GroupState')
     write_str(out, o.protocol_type, True, False, 'ProtocolType')
@@ -255,8 +277,8 @@ def _w_DescribedGroup_f(o, out, v, regions, strict):
         raise EncodeError('non-nullable field Members is None')
     else:
         write_uvarint(out, len(o.members) + 1)
-        for x14 in o.members:
-            _w_DescribedGroupMember_f(x14, out, v, regions, strict)
+        for x15 in o.members:
+            _w_DescribedGroupMember_f(x15, out, v, regions, strict)
     out += _S_i.pack(o.authorized_operations)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
@@ -267,45 +289,45 @@ def _r_DescribedGroupMember_c(mv, pos, v):
     o = _new(DescribedGroupMember)
     if not (v >= 4):
         o.group_instance_id = None
-    n15, = i16.unpack_from(mv, pos)
+    n16, = i16.unpack_from(mv, pos)
     pos += 2
-    if n15 < 0:
+    if n16 < 0:
         raise DecodeError('non-nullable field MemberId was serialized as null')
     else:
-        o.member_id, pos = read_str(mv, pos, n15)
+        o.member_id, pos = read_str(mv, pos, n16)
     if v >= 4:
-        n16, = i16.unpack_from(mv, pos)
+        n17, = i16.unpack_from(mv, pos)
         pos += 2
-        if n16 < 0:
+        if n17 < 0:
             if not (v >= 4):
                 raise DecodeError('non-nullable field GroupInstanceId was serialized as null')
             o.group_instance_id = None
         else:
-            o.group_instance_id, pos = read_str(mv, pos, n16)
-    n17, = i16.unpack_from(mv, pos)
-    pos += 2
-    if n17 < 0:
-        raise DecodeError('non-nullable field ClientId was serialized as null')
-    else:
-        o.client_id, pos = read_str(mv, pos, n17)
+            o.group_instance_id, pos = read_str(mv, pos, n17)
     n18, = i16.unpack_from(mv, pos)
     pos += 2
     if n18 < 0:
+        raise DecodeError('non-nullable field ClientId was serialized as null')
+    else:
+        o.client_id, pos = read_str(mv, pos, n18)
+    n19, = i16.unpack_from(mv, pos)
+    pos += 2
+    if n19 < 0:
         raise DecodeError('non-nullable field ClientHost was serialized as null')
     else:
-        o.client_host, pos = read_str(mv, pos, n18)
-    n19, = i32.unpack_from(mv, pos)
-    pos += 4
-    if n19 < 0:
-        raise DecodeError('non-nullable field MemberMetadata was serialized as null')
-    else:
-        o.member_metadata, pos = read_bytes(mv, pos, n19)
+        o.client_host, pos = read_str(mv, pos, n19)
     n20, = i32.unpack_from(mv, pos)
     pos += 4
     if n20 < 0:
+        raise DecodeError('non-nullable field MemberMetadata was serialized as null')
+    else:
+        o.member_metadata, pos = read_bytes(mv, pos, n20)
+    n21, = i32.unpack_from(mv, pos)
+    pos += 4
+    if n21 < 0:
         raise DecodeError('non-nullable field MemberAssignment was serialized as null')
     else:
-        o.member_assignment, pos = read_bytes(mv, pos, n20)
+        o.member_assignment, pos = read_bytes(mv, pos, n21)
     return o, pos
 
 def _w_DescribedGroupMember_c(o, out, v, regions, strict):
@@ -319,60 +341,60 @@ def _w_DescribedGroupMember_c(o, out, v, regions, strict):
 
 def _r_DescribedGroupMember_f(mv, pos, v):
     o = _new(DescribedGroupMember)
-    n21 = mv[pos]
-    pos += 1
-    if n21 & 0x80:
-        n21, pos = read_uvarint(mv, pos - 1)
-    n21 -= 1
-    if n21 < 0:
-        raise DecodeError('non-nullable field MemberId was serialized as null')
-    else:
-        o.member_id, pos = read_str(mv, pos, n21)
     n22 = mv[pos]
     pos += 1
     if n22 & 0x80:
         n22, pos = read_uvarint(mv, pos - 1)
     n22 -= 1
     if n22 < 0:
-        o.group_instance_id = None
+        raise DecodeError('non-nullable field MemberId was serialized as null')
     else:
-        o.group_instance_id, pos = read_str(mv, pos, n22)
+        o.member_id, pos = read_str(mv, pos, n22)
     n23 = mv[pos]
     pos += 1
     if n23 & 0x80:
         n23, pos = read_uvarint(mv, pos - 1)
     n23 -= 1
     if n23 < 0:
-        raise DecodeError('non-nullable field ClientId was serialized as null')
+        o.group_instance_id = None
     else:
-        o.client_id, pos = read_str(mv, pos, n23)
+        o.group_instance_id, pos = read_str(mv, pos, n23)
     n24 = mv[pos]
     pos += 1
     if n24 & 0x80:
         n24, pos = read_uvarint(mv, pos - 1)
     n24 -= 1
     if n24 < 0:
-        raise DecodeError('non-nullable field ClientHost was serialized as null')
+        raise DecodeError('non-nullable field ClientId was serialized as null')
     else:
-        o.client_host, pos = read_str(mv, pos, n24)
+        o.client_id, pos = read_str(mv, pos, n24)
     n25 = mv[pos]
     pos += 1
     if n25 & 0x80:
         n25, pos = read_uvarint(mv, pos - 1)
     n25 -= 1
     if n25 < 0:
-        raise DecodeError('non-nullable field MemberMetadata was serialized as null')
+        raise DecodeError('non-nullable field ClientHost was serialized as null')
     else:
-        o.member_metadata, pos = read_bytes(mv, pos, n25)
+        o.client_host, pos = read_str(mv, pos, n25)
     n26 = mv[pos]
     pos += 1
     if n26 & 0x80:
         n26, pos = read_uvarint(mv, pos - 1)
     n26 -= 1
     if n26 < 0:
+        raise DecodeError('non-nullable field MemberMetadata was serialized as null')
+    else:
+        o.member_metadata, pos = read_bytes(mv, pos, n26)
+    n27 = mv[pos]
+    pos += 1
+    if n27 & 0x80:
+        n27, pos = read_uvarint(mv, pos - 1)
+    n27 -= 1
+    if n27 < 0:
         raise DecodeError('non-nullable field MemberAssignment was serialized as null')
     else:
-        o.member_assignment, pos = read_bytes(mv, pos, n26)
+        o.member_assignment, pos = read_bytes(mv, pos, n27)
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -409,18 +431,18 @@ def _r_DescribeGroupsResponse_c(mv, pos, v):
     if v >= 1:
         o.throttle_time_ms, = _S_i.unpack_from(mv, pos)
         pos += 4
-    n27, = i32.unpack_from(mv, pos)
+    n28, = i32.unpack_from(mv, pos)
     pos += 4
-    if n27 < 0:
+    if n28 < 0:
         raise DecodeError('non-nullable field Groups was serialized as null')
     else:
-        check_count(mv, pos, n27, 1)
-        l28 = []
-        _app = l28.append
-        for _ in range(n27):
+        check_count(mv, pos, n28, 1)
+        l29 = []
+        _app = l29.append
+        for _ in range(n28):
             _x, pos = _r_DescribedGroup_c(mv, pos, v)
             _app(_x)
-        o.groups = l28
+        o.groups = l29
     return o, pos
 
 def _w_DescribeGroupsResponse_c(o, out, v, regions, strict):
@@ -430,28 +452,28 @@ def _w_DescribeGroupsResponse_c(o, out, v, regions, strict):
         raise EncodeError('non-nullable field Groups is None')
     else:
         out += i32.pack(len(o.groups))
-        for x29 in o.groups:
-            _w_DescribedGroup_c(x29, out, v, regions, strict)
+        for x30 in o.groups:
+            _w_DescribedGroup_c(x30, out, v, regions, strict)
 
 def _r_DescribeGroupsResponse_f(mv, pos, v):
     o = _new(DescribeGroupsResponse)
     o.throttle_time_ms, = _S_i.unpack_from(mv, pos)
     pos += 4
-    n30 = mv[pos]
+    n31 = mv[pos]
     pos += 1
-    if n30 & 0x80:
-        n30, pos = read_uvarint(mv, pos - 1)
-    n30 -= 1
-    if n30 < 0:
+    if n31 & 0x80:
+        n31, pos = read_uvarint(mv, pos - 1)
+    n31 -= 1
+    if n31 < 0:
         raise DecodeError('non-nullable field Groups was serialized as null')
     else:
-        check_count(mv, pos, n30, 1)
-        l31 = []
-        _app = l31.append
-        for _ in range(n30):
+        check_count(mv, pos, n31, 1)
+        l32 = []
+        _app = l32.append
+        for _ in range(n31):
             _x, pos = _r_DescribedGroup_f(mv, pos, v)
             _app(_x)
-        o.groups = l31
+        o.groups = l32
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -475,8 +497,8 @@ def _w_DescribeGroupsResponse_f(o, out, v, regions, strict):
         raise EncodeError('non-nullable field Groups is None')
     else:
         write_uvarint(out, len(o.groups) + 1)
-        for x32 in o.groups:
-            _w_DescribedGroup_f(x32, out, v, regions, strict)
+        for x33 in o.groups:
+            _w_DescribedGroup_f(x33, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -18,10 +18,10 @@ def _tag_key(t):
 
 
 class DescribableLogDirTopic(Message):
-    """DescribableLogDirTopic: versions 0-4, flexible 2+."""
+    """DescribableLogDirTopic: versions 0-5, flexible 2+."""
     __slots__ = ('topic', 'partitions', '_unknown')
     _fields = ('topic', 'partitions')
-    _schema = (('topic', 'Topic', 'string', (0, 4), None, None, None), ('partitions', 'Partitions', '[]int32', (0, 4), None, None, None))
+    _schema = (('topic', 'Topic', 'string', (0, 5), None, None, None), ('partitions', 'Partitions', '[]int32', (0, 5), None, None, None))
 
     def __init__(self, topic='', partitions=UNSET):
         self.topic = topic
@@ -30,14 +30,14 @@ class DescribableLogDirTopic(Message):
 
 
 class DescribeLogDirsRequest(Message):
-    """DescribeLogDirsRequest (request): versions 0-4, flexible 2+."""
+    """DescribeLogDirsRequest (request): versions 0-5, flexible 2+."""
     __slots__ = ('topics', '_unknown')
     _fields = ('topics',)
-    _schema = (('topics', 'Topics', '[]DescribableLogDirTopic', (0, 4), (0, 4), None, None),)
+    _schema = (('topics', 'Topics', '[]DescribableLogDirTopic', (0, 5), (0, 5), None, None),)
     NAME = 'DescribeLogDirsRequest'
     API_KEY = 35
     MIN_VERSION = 0
-    MAX_VERSION = 4
+    MAX_VERSION = 5
     FLEXIBLE_FROM = 2
 
     def __init__(self, topics=UNSET):

@@ -14,6 +14,7 @@ _new = object.__new__
 _S_h = struct.Struct('>h')
 _S_i = struct.Struct('>i')
 _S_iqqo = struct.Struct('>iqq?')
+_S_o = struct.Struct('>?')
 _S_qq = struct.Struct('>qq')
 
 
@@ -23,25 +24,26 @@ def _tag_key(t):
 
 
 class DescribeLogDirsResult(Message):
-    """DescribeLogDirsResult: versions 0-4, flexible 2+."""
-    __slots__ = ('error_code', 'log_dir', 'topics', 'total_bytes', 'usable_bytes', '_unknown')
-    _fields = ('error_code', 'log_dir', 'topics', 'total_bytes', 'usable_bytes')
-    _schema = (('error_code', 'ErrorCode', 'int16', (0, 4), None, None, None), ('log_dir', 'LogDir', 'string', (0, 4), None, None, None), ('topics', 'Topics', '[]DescribeLogDirsTopic', (0, 4), None, None, None), ('total_bytes', 'TotalBytes', 'int64', (4, 4), None, None, None), ('usable_bytes', 'UsableBytes', 'int64', (4, 4), None, None, None))
+    """DescribeLogDirsResult: versions 0-5, flexible 2+."""
+    __slots__ = ('error_code', 'log_dir', 'topics', 'total_bytes', 'usable_bytes', 'is_cordoned', '_unknown')
+    _fields = ('error_code', 'log_dir', 'topics', 'total_bytes', 'usable_bytes', 'is_cordoned')
+    _schema = (('error_code', 'ErrorCode', 'int16', (0, 5), None, None, None), ('log_dir', 'LogDir', 'string', (0, 5), None, None, None), ('topics', 'Topics', '[]DescribeLogDirsTopic', (0, 5), None, None, None), ('total_bytes', 'TotalBytes', 'int64', (4, 5), None, None, None), ('usable_bytes', 'UsableBytes', 'int64', (4, 5), None, None, None), ('is_cordoned', 'IsCordoned', 'bool', (5, 5), None, None, None))
 
-    def __init__(self, error_code=0, log_dir='', topics=UNSET, total_bytes=-1, usable_bytes=-1):
+    def __init__(self, error_code=0, log_dir='', topics=UNSET, total_bytes=-1, usable_bytes=-1, is_cordoned=False):
         self.error_code = error_code
         self.log_dir = log_dir
         self.topics = [] if topics is UNSET else topics
         self.total_bytes = total_bytes
         self.usable_bytes = usable_bytes
+        self.is_cordoned = is_cordoned
         self._unknown = None
 
 
 class DescribeLogDirsTopic(Message):
-    """DescribeLogDirsTopic: versions 0-4, flexible 2+."""
+    """DescribeLogDirsTopic: versions 0-5, flexible 2+."""
     __slots__ = ('name', 'partitions', '_unknown')
     _fields = ('name', 'partitions')
-    _schema = (('name', 'Name', 'string', (0, 4), None, None, None), ('partitions', 'Partitions', '[]DescribeLogDirsPartition', (0, 4), None, None, None))
+    _schema = (('name', 'Name', 'string', (0, 5), None, None, None), ('partitions', 'Partitions', '[]DescribeLogDirsPartition', (0, 5), None, None, None))
 
     def __init__(self, name='', partitions=UNSET):
         self.name = name
@@ -50,10 +52,10 @@ class DescribeLogDirsTopic(Message):
 
 
 class DescribeLogDirsPartition(Message):
-    """DescribeLogDirsPartition: versions 0-4, flexible 2+."""
+    """DescribeLogDirsPartition: versions 0-5, flexible 2+."""
     __slots__ = ('partition_index', 'partition_size', 'offset_lag', 'is_future_key', '_unknown')
     _fields = ('partition_index', 'partition_size', 'offset_lag', 'is_future_key')
-    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 4), None, None, None), ('partition_size', 'PartitionSize', 'int64', (0, 4), None, None, None), ('offset_lag', 'OffsetLag', 'int64', (0, 4), None, None, None), ('is_future_key', 'IsFutureKey', 'bool', (0, 4), None, None, None))
+    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 5), None, None, None), ('partition_size', 'PartitionSize', 'int64', (0, 5), None, None, None), ('offset_lag', 'OffsetLag', 'int64', (0, 5), None, None, None), ('is_future_key', 'IsFutureKey', 'bool', (0, 5), None, None, None))
 
     def __init__(self, partition_index=0, partition_size=0, offset_lag=0, is_future_key=False):
         self.partition_index = partition_index
@@ -64,14 +66,14 @@ class DescribeLogDirsPartition(Message):
 
 
 class DescribeLogDirsResponse(Message):
-    """DescribeLogDirsResponse (response): versions 0-4, flexible 2+."""
+    """DescribeLogDirsResponse (response): versions 0-5, flexible 2+."""
     __slots__ = ('throttle_time_ms', 'error_code', 'results', '_unknown')
     _fields = ('throttle_time_ms', 'error_code', 'results')
-    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, 4), None, None, None), ('error_code', 'ErrorCode', 'int16', (3, 4), None, None, None), ('results', 'Results', '[]DescribeLogDirsResult', (0, 4), None, None, None))
+    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, 5), None, None, None), ('error_code', 'ErrorCode', 'int16', (3, 5), None, None, None), ('results', 'Results', '[]DescribeLogDirsResult', (0, 5), None, None, None))
     NAME = 'DescribeLogDirsResponse'
     API_KEY = 35
     MIN_VERSION = 0
-    MAX_VERSION = 4
+    MAX_VERSION = 5
     FLEXIBLE_FROM = 2
 
     def __init__(self, throttle_time_ms=0, error_code=0, results=UNSET):
@@ -122,6 +124,7 @@ def _r_DescribeLogDirsResult_c(mv, pos, v):
     o = _new(DescribeLogDirsResult)
     o.total_bytes = -1
     o.usable_bytes = -1
+    o.is_cordoned = False
     o.error_code, = _S_h.unpack_from(mv, pos)
     pos += 2
     n1, = i16.unpack_from(mv, pos)
@@ -160,6 +163,8 @@ def _r_DescribeLogDirsResult_f(mv, pos, v):
         o.total_bytes = -1
     if not (v >= 4):
         o.usable_bytes = -1
+    if not (v >= 5):
+        o.is_cordoned = False
     o.error_code, = _S_h.unpack_from(mv, pos)
     pos += 2
     n5 = mv[pos]
@@ -189,6 +194,9 @@ def _r_DescribeLogDirsResult_f(mv, pos, v):
     if v >= 4:
         o.total_bytes, o.usable_bytes = _S_qq.unpack_from(mv, pos)
         pos += 16
+    if v >= 5:
+        o.is_cordoned, = _S_o.unpack_from(mv, pos)
+        pos += 1
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -217,6 +225,8 @@ def _w_DescribeLogDirsResult_f(o, out, v, regions, strict):
             _w_DescribeLogDirsTopic_f(x8, out, v, regions, strict)
     if v >= 4:
         out += _S_qq.pack(o.total_bytes, o.usable_bytes)
+    if v >= 5:
+        out += _S_o.pack(o.is_cordoned)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

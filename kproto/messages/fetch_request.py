@@ -27,10 +27,10 @@ def _tag_key(t):
 
 
 class ReplicaState(Message):
-    """ReplicaState: versions 0-17, flexible 12+."""
+    """ReplicaState: versions 0-18, flexible 12+."""
     __slots__ = ('replica_id', 'replica_epoch', '_unknown')
     _fields = ('replica_id', 'replica_epoch')
-    _schema = (('replica_id', 'ReplicaId', 'int32', (15, 17), None, None, None), ('replica_epoch', 'ReplicaEpoch', 'int64', (15, 17), None, None, None))
+    _schema = (('replica_id', 'ReplicaId', 'int32', (15, 18), None, None, None), ('replica_epoch', 'ReplicaEpoch', 'int64', (15, 18), None, None, None))
 
     def __init__(self, replica_id=-1, replica_epoch=-1):
         self.replica_id = replica_id
@@ -39,10 +39,10 @@ class ReplicaState(Message):
 
 
 class FetchTopic(Message):
-    """FetchTopic: versions 0-17, flexible 12+."""
+    """FetchTopic: versions 0-18, flexible 12+."""
     __slots__ = ('topic', 'topic_id', 'partitions', '_unknown')
     _fields = ('topic', 'topic_id', 'partitions')
-    _schema = (('topic', 'Topic', 'string', (0, 12), None, None, None), ('topic_id', 'TopicId', 'uuid', (13, 17), None, None, None), ('partitions', 'Partitions', '[]FetchPartition', (0, 17), None, None, None))
+    _schema = (('topic', 'Topic', 'string', (0, 12), None, None, None), ('topic_id', 'TopicId', 'uuid', (13, 18), None, None, None), ('partitions', 'Partitions', '[]FetchPartition', (0, 18), None, None, None))
 
     def __init__(self, topic='', topic_id=ZERO_UUID, partitions=UNSET):
         self.topic = topic
@@ -52,12 +52,12 @@ class FetchTopic(Message):
 
 
 class FetchPartition(Message):
-    """FetchPartition: versions 0-17, flexible 12+."""
-    __slots__ = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id', '_unknown')
-    _fields = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id')
-    _schema = (('partition', 'Partition', 'int32', (0, 17), None, None, None), ('current_leader_epoch', 'CurrentLeaderEpoch', 'int32', (9, 17), None, None, None), ('fetch_offset', 'FetchOffset', 'int64', (0, 17), None, None, None), ('last_fetched_epoch', 'LastFetchedEpoch', 'int32', (12, 17), None, None, None), ('log_start_offset', 'LogStartOffset', 'int64', (5, 17), None, None, None), ('partition_max_bytes', 'PartitionMaxBytes', 'int32', (0, 17), None, None, None), ('replica_directory_id', 'ReplicaDirectoryId', 'uuid', (17, 17), None, (17, 17), 0))
+    """FetchPartition: versions 0-18, flexible 12+."""
+    __slots__ = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id', 'high_watermark', '_unknown')
+    _fields = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id', 'high_watermark')
+    _schema = (('partition', 'Partition', 'int32', (0, 18), None, None, None), ('current_leader_epoch', 'CurrentLeaderEpoch', 'int32', (9, 18), None, None, None), ('fetch_offset', 'FetchOffset', 'int64', (0, 18), None, None, None), ('last_fetched_epoch', 'LastFetchedEpoch', 'int32', (12, 18), None, None, None), ('log_start_offset', 'LogStartOffset', 'int64', (5, 18), None, None, None), ('partition_max_bytes', 'PartitionMaxBytes', 'int32', (0, 18), None, None, None), ('replica_directory_id', 'ReplicaDirectoryId', 'uuid', (17, 18), None, (17, 18), 0), ('high_watermark', 'HighWatermark', 'int64', (18, 18), None, (18, 18), 1))
 
-    def __init__(self, partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=0, replica_directory_id=ZERO_UUID):
+    def __init__(self, partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=0, replica_directory_id=ZERO_UUID, high_watermark=9223372036854775807):
         self.partition = partition
         self.current_leader_epoch = current_leader_epoch
         self.fetch_offset = fetch_offset
@@ -65,14 +65,15 @@ class FetchPartition(Message):
         self.log_start_offset = log_start_offset
         self.partition_max_bytes = partition_max_bytes
         self.replica_directory_id = replica_directory_id
+        self.high_watermark = high_watermark
         self._unknown = None
 
 
 class ForgottenTopic(Message):
-    """ForgottenTopic: versions 0-17, flexible 12+."""
+    """ForgottenTopic: versions 0-18, flexible 12+."""
     __slots__ = ('topic', 'topic_id', 'partitions', '_unknown')
     _fields = ('topic', 'topic_id', 'partitions')
-    _schema = (('topic', 'Topic', 'string', (7, 12), None, None, None), ('topic_id', 'TopicId', 'uuid', (13, 17), None, None, None), ('partitions', 'Partitions', '[]int32', (7, 17), None, None, None))
+    _schema = (('topic', 'Topic', 'string', (7, 12), None, None, None), ('topic_id', 'TopicId', 'uuid', (13, 18), None, None, None), ('partitions', 'Partitions', '[]int32', (7, 18), None, None, None))
 
     def __init__(self, topic='', topic_id=ZERO_UUID, partitions=UNSET):
         self.topic = topic
@@ -82,14 +83,14 @@ class ForgottenTopic(Message):
 
 
 class FetchRequest(Message):
-    """FetchRequest (request): versions 0-17, flexible 12+."""
+    """FetchRequest (request): versions 0-18, flexible 12+."""
     __slots__ = ('cluster_id', 'replica_id', 'replica_state', 'max_wait_ms', 'min_bytes', 'max_bytes', 'isolation_level', 'session_id', 'session_epoch', 'topics', 'forgotten_topics_data', 'rack_id', '_unknown')
     _fields = ('cluster_id', 'replica_id', 'replica_state', 'max_wait_ms', 'min_bytes', 'max_bytes', 'isolation_level', 'session_id', 'session_epoch', 'topics', 'forgotten_topics_data', 'rack_id')
-    _schema = (('cluster_id', 'ClusterId', 'string', (12, 17), (12, 17), (12, 17), 0), ('replica_id', 'ReplicaId', 'int32', (0, 14), None, None, None), ('replica_state', 'ReplicaState', 'ReplicaState', (15, 17), None, (15, 17), 1), ('max_wait_ms', 'MaxWaitMs', 'int32', (0, 17), None, None, None), ('min_bytes', 'MinBytes', 'int32', (0, 17), None, None, None), ('max_bytes', 'MaxBytes', 'int32', (3, 17), None, None, None), ('isolation_level', 'IsolationLevel', 'int8', (4, 17), None, None, None), ('session_id', 'SessionId', 'int32', (7, 17), None, None, None), ('session_epoch', 'SessionEpoch', 'int32', (7, 17), None, None, None), ('topics', 'Topics', '[]FetchTopic', (0, 17), None, None, None), ('forgotten_topics_data', 'ForgottenTopicsData', '[]ForgottenTopic', (7, 17), None, None, None), ('rack_id', 'RackId', 'string', (11, 17), None, None, None))
+    _schema = (('cluster_id', 'ClusterId', 'string', (12, 18), (12, 18), (12, 18), 0), ('replica_id', 'ReplicaId', 'int32', (0, 14), None, None, None), ('replica_state', 'ReplicaState', 'ReplicaState', (15, 18), None, (15, 18), 1), ('max_wait_ms', 'MaxWaitMs', 'int32', (0, 18), None, None, None), ('min_bytes', 'MinBytes', 'int32', (0, 18), None, None, None), ('max_bytes', 'MaxBytes', 'int32', (3, 18), None, None, None), ('isolation_level', 'IsolationLevel', 'int8', (4, 18), None, None, None), ('session_id', 'SessionId', 'int32', (7, 18), None, None, None), ('session_epoch', 'SessionEpoch', 'int32', (7, 18), None, None, None), ('topics', 'Topics', '[]FetchTopic', (0, 18), None, None, None), ('forgotten_topics_data', 'ForgottenTopicsData', '[]ForgottenTopic', (7, 18), None, None, None), ('rack_id', 'RackId', 'string', (11, 18), None, None, None))
     NAME = 'FetchRequest'
     API_KEY = 1
     MIN_VERSION = 0
-    MAX_VERSION = 17
+    MAX_VERSION = 18
     FLEXIBLE_FROM = 12
 
     def __init__(self, cluster_id=None, replica_id=-1, replica_state=UNSET, max_wait_ms=0, min_bytes=0, max_bytes=2147483647, isolation_level=0, session_id=0, session_epoch=-1, topics=UNSET, forgotten_topics_data=UNSET, rack_id=''):
@@ -279,6 +280,7 @@ def _r_FetchPartition_c(mv, pos, v):
     if not (v >= 5):
         o.log_start_offset = -1
     o.replica_directory_id = ZERO_UUID
+    o.high_watermark = 9223372036854775807
     o.partition, = _S_i.unpack_from(mv, pos)
     pos += 4
     if v >= 9:
@@ -307,6 +309,7 @@ def _w_FetchPartition_c(o, out, v, regions, strict):
 def _r_FetchPartition_f(mv, pos, v):
     o = _new(FetchPartition)
     o.replica_directory_id = ZERO_UUID
+    o.high_watermark = 9223372036854775807
     o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes = _S_iiqiqi.unpack_from(mv, pos)
     pos += 32
     o._unknown = None
@@ -322,6 +325,9 @@ def _r_FetchPartition_f(mv, pos, v):
             raise DecodeError('tagged field runs past the end of the frame')
         if tag == 0 and v >= 17:
             o.replica_directory_id, pos = read_uuid(mv, pos)
+        elif tag == 1 and v >= 18:
+            o.high_watermark, = _S_q.unpack_from(mv, pos)
+            pos += 8
         else:
             if o._unknown is None:
                 o._unknown = []
@@ -336,6 +342,10 @@ def _w_FetchPartition_f(o, out, v, regions, strict):
         t = bytearray()
         t += o.replica_directory_id.bytes
         tagged.append((0, bytes(t)))
+    if (v >= 18) and o.high_watermark != 9223372036854775807:
+        t = bytearray()
+        t += _S_q.pack(o.high_watermark)
+        tagged.append((1, bytes(t)))
     if tagged:
         tagged.sort(key=_tag_key)
         write_tagged(out, tagged)
@@ -345,18 +355,18 @@ def _w_FetchPartition_f(o, out, v, regions, strict):
 def _r_ForgottenTopic_c(mv, pos, v):
     o = _new(ForgottenTopic)
     o.topic_id = ZERO_UUID
-    n11, = i16.unpack_from(mv, pos)
+    n12, = i16.unpack_from(mv, pos)
     pos += 2
-    if n11 < 0:
+    if n12 < 0:
         raise DecodeError('non-nullable field Topic was serialized as null')
     else:
-        o.topic, pos = read_str(mv, pos, n11)
-    n12, = i32.unpack_from(mv, pos)
+        o.topic, pos = read_str(mv, pos, n12)
+    n13, = i32.unpack_from(mv, pos)
     pos += 4
-    if n12 < 0:
+    if n13 < 0:
         raise DecodeError('non-nullable field Partitions was serialized as null')
     else:
-        o.partitions, pos = read_array_fixed(mv, pos, n12, 'i', 4)
+        o.partitions, pos = read_array_fixed(mv, pos, n13, 'i', 4)
     return o, pos
 
 def _w_ForgottenTopic_c(o, out, v, regions, strict):
@@ -374,26 +384,26 @@ def _r_ForgottenTopic_f(mv, pos, v):
     if not (v >= 13):
         o.topic_id = ZERO_UUID
     if v <= 12:
-        n13 = mv[pos]
+        n14 = mv[pos]
         pos += 1
-        if n13 & 0x80:
-            n13, pos = read_uvarint(mv, pos - 1)
-        n13 -= 1
-        if n13 < 0:
+        if n14 & 0x80:
+            n14, pos = read_uvarint(mv, pos - 1)
+        n14 -= 1
+        if n14 < 0:
             raise DecodeError('non-nullable field Topic was serialized as null')
         else:
-            o.topic, pos = read_str(mv, pos, n13)
+            o.topic, pos = read_str(mv, pos, n14)
     if v >= 13:
         o.topic_id, pos = read_uuid(mv, pos)
-    n15 = mv[pos]
+    n16 = mv[pos]
     pos += 1
-    if n15 & 0x80:
-        n15, pos = read_uvarint(mv, pos - 1)
-    n15 -= 1
-    if n15 < 0:
+    if n16 & 0x80:
+        n16, pos = read_uvarint(mv, pos - 1)
+    n16 -= 1
+    if n16 < 0:
         raise DecodeError('non-nullable field Partitions was serialized as null')
     else:
-        o.partitions, pos = read_array_fixed(mv, pos, n15, 'i', 4)
+        o.partitions, pos = read_array_fixed(mv, pos, n16, 'i', 4)
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -453,38 +463,38 @@ def _r_FetchRequest_c(mv, pos, v):
     if v >= 7:
         o.session_id, o.session_epoch = _S_ii.unpack_from(mv, pos)
         pos += 8
-    n16, = i32.unpack_from(mv, pos)
+    n17, = i32.unpack_from(mv, pos)
     pos += 4
-    if n16 < 0:
+    if n17 < 0:
         raise DecodeError('non-nullable field Topics was serialized as null')
     else:
-        check_count(mv, pos, n16, 1)
-        l17 = []
-        _app = l17.append
-        for _ in range(n16):
+        check_count(mv, pos, n17, 1)
+        l18 = []
+        _app = l18.append
+        for _ in range(n17):
             _x, pos = _r_FetchTopic_c(mv, pos, v)
             _app(_x)
-        o.topics = l17
+        o.topics = l18
     if v >= 7:
-        n18, = i32.unpack_from(mv, pos)
+        n19, = i32.unpack_from(mv, pos)
         pos += 4
-        if n18 < 0:
+        if n19 < 0:
             raise DecodeError('non-nullable field ForgottenTopicsData was serialized as null')
         else:
-            check_count(mv, pos, n18, 1)
-            l19 = []
-            _app = l19.append
-            for _ in range(n18):
+            check_count(mv, pos, n19, 1)
+            l20 = []
+            _app = l20.append
+            for _ in range(n19):
                 _x, pos = _r_ForgottenTopic_c(mv, pos, v)
                 _app(_x)
-            o.forgotten_topics_data = l19
+            o.forgotten_topics_data = l20
     if v >= 11:
-        n20, = i16.unpack_from(mv, pos)
+        n21, = i16.unpack_from(mv, pos)
         pos += 2
-        if n20 < 0:
+        if n21 < 0:
             raise DecodeError('non-nullable field RackId was serialized as null')
         else:
-            o.rack_id, pos = read_str(mv, pos, n20)
+            o.rack_id, pos = read_str(mv, pos, n21)
     return o, pos
 
 def _w_FetchRequest_c(o, out, v, regions, strict):
@@ -503,15 +513,15 @@ def _w_FetchRequest_c(o, out, v, regions, strict):
         raise EncodeError('non-nullable field Topics is None')
     else:
         out += i32.pack(len(o.topics))
-        for x21 in o.topics:
-            _w_FetchTopic_c(x21, out, v, regions, strict)
+        for x22 in o.topics:
+            _w_FetchTopic_c(x22, out, v, regions, strict)
     if v >= 7:
         if o.forgotten_topics_data is None:
             raise EncodeError('non-nullable field ForgottenTopicsData is None')
         else:
             out += i32.pack(len(o.forgotten_topics_data))
-            for x22 in o.forgotten_topics_data:
-                _w_ForgottenTopic_c(x22, out, v, regions, strict)
+            for x23 in o.forgotten_topics_data:
+                _w_ForgottenTopic_c(x23, out, v, regions, strict)
     if v >= 11:
         write_str(out, o.rack_id, False, False, 'RackId')
 
@@ -526,45 +536,45 @@ def _r_FetchRequest_f(mv, pos, v):
         pos += 4
     o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S_iiibii.unpack_from(mv, pos)
     pos += 21
-    n23 = mv[pos]
+    n24 = mv[pos]
     pos += 1
-    if n23 & 0x80:
-        n23, pos = read_uvarint(mv, pos - 1)
-    n23 -= 1
-    if n23 < 0:
+    if n24 & 0x80:
+        n24, pos = read_uvarint(mv, pos - 1)
+    n24 -= 1
+    if n24 < 0:
         raise DecodeError('non-nullable field Topics was serialized as null')
     else:
-        check_count(mv, pos, n23, 1)
-        l24 = []
-        _app = l24.append
-        for _ in range(n23):
+        check_count(mv, pos, n24, 1)
+        l25 = []
+        _app = l25.append
+        for _ in range(n24):
             _x, pos = _r_FetchTopic_f(mv, pos, v)
             _app(_x)
-        o.topics = l24
-    n25 = mv[pos]
+        o.topics = l25
+    n26 = mv[pos]
     pos += 1
-    if n25 & 0x80:
-        n25, pos = read_uvarint(mv, pos - 1)
-    n25 -= 1
-    if n25 < 0:
+    if n26 & 0x80:
+        n26, pos = read_uvarint(mv, pos - 1)
+    n26 -= 1
+    if n26 < 0:
         raise DecodeError('non-nullable field ForgottenTopicsData was serialized as null')
     else:
-        check_count(mv, pos, n25, 1)
-        l26 = []
-        _app = l26.append
-        for _ in range(n25):
+        check_count(mv, pos, n26, 1)
+        l27 = []
+        _app = l27.append
+        for _ in range(n26):
             _x, pos = _r_ForgottenTopic_f(mv, pos, v)
             _app(_x)
-        o.forgotten_topics_data = l26
-    n27 = mv[pos]
+        o.forgotten_topics_data = l27
+    n28 = mv[pos]
     pos += 1
-    if n27 & 0x80:
-        n27, pos = read_uvarint(mv, pos - 1)
-    n27 -= 1
-    if n27 < 0:
+    if n28 & 0x80:
+        n28, pos = read_uvarint(mv, pos - 1)
+    n28 -= 1
+    if n28 < 0:
         raise DecodeError('non-nullable field RackId was serialized as null')
     else:
-        o.rack_id, pos = read_str(mv, pos, n27)
+        o.rack_id, pos = read_str(mv, pos, n28)
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -577,15 +587,15 @@ def _r_FetchRequest_f(mv, pos, v):
         if tend > len(mv):
             raise DecodeError('tagged field runs past the end of the frame')
         if tag == 0:
-            n28 = mv[pos]
+            n29 = mv[pos]
             pos += 1
-            if n28 & 0x80:
-                n28, pos = read_uvarint(mv, pos - 1)
-            n28 -= 1
-            if n28 < 0:
+            if n29 & 0x80:
+                n29, pos = read_uvarint(mv, pos - 1)
+            n29 -= 1
+            if n29 < 0:
                 o.cluster_id = None
             else:
-                o.cluster_id, pos = read_str(mv, pos, n28)
+                o.cluster_id, pos = read_str(mv, pos, n29)
         elif tag == 1 and v >= 15:
             o.replica_state, pos = _r_ReplicaState_f(mv, pos, v)
         else:
@@ -607,14 +617,14 @@ def _w_FetchRequest_f(o, out, v, regions, strict):
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
-        for x30 in o.topics:
-            _w_FetchTopic_f(x30, out, v, regions, strict)
+        for x31 in o.topics:
+            _w_FetchTopic_f(x31, out, v, regions, strict)
     if o.forgotten_topics_data is None:
         raise EncodeError('non-nullable field ForgottenTopicsData is None')
     else:
         write_uvarint(out, len(o.forgotten_topics_data) + 1)
-        for x31 in o.forgotten_topics_data:
-            _w_ForgottenTopic_f(x31, out, v, regions, strict)
+        for x32 in o.forgotten_topics_data:
+            _w_ForgottenTopic_f(x32, out, v, regions, strict)
     write_str(out, o.rack_id, True, False, 'RackId')
     tagged = list(o._unknown) if o._unknown else []
     if o.cluster_id != None:

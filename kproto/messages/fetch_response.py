@@ -29,10 +29,10 @@ def _tag_key(t):
 
 
 class FetchableTopicResponse(Message):
-    """FetchableTopicResponse: versions 0-17, flexible 12+."""
+    """FetchableTopicResponse: versions 0-18, flexible 12+."""
     __slots__ = ('topic', 'topic_id', 'partitions', '_unknown')
     _fields = ('topic', 'topic_id', 'partitions')
-    _schema = (('topic', 'Topic', 'string', (0, 12), None, None, None), ('topic_id', 'TopicId', 'uuid', (13, 17), None, None, None), ('partitions', 'Partitions', '[]PartitionData', (0, 17), None, None, None))
+    _schema = (('topic', 'Topic', 'string', (0, 12), None, None, None), ('topic_id', 'TopicId', 'uuid', (13, 18), None, None, None), ('partitions', 'Partitions', '[]PartitionData', (0, 18), None, None, None))
 
     def __init__(self, topic='', topic_id=ZERO_UUID, partitions=UNSET):
         self.topic = topic
@@ -42,10 +42,10 @@ class FetchableTopicResponse(Message):
 
 
 class PartitionData(Message):
-    """PartitionData: versions 0-17, flexible 12+."""
+    """PartitionData: versions 0-18, flexible 12+."""
     __slots__ = ('partition_index', 'error_code', 'high_watermark', 'last_stable_offset', 'log_start_offset', 'diverging_epoch', 'current_leader', 'snapshot_id', 'aborted_transactions', 'preferred_read_replica', 'records', '_unknown')
     _fields = ('partition_index', 'error_code', 'high_watermark', 'last_stable_offset', 'log_start_offset', 'diverging_epoch', 'current_leader', 'snapshot_id', 'aborted_transactions', 'preferred_read_replica', 'records')
-    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 17), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 17), None, None, None), ('high_watermark', 'HighWatermark', 'int64', (0, 17), None, None, None), ('last_stable_offset', 'LastStableOffset', 'int64', (4, 17), None, None, None), ('log_start_offset', 'LogStartOffset', 'int64', (5, 17), None, None, None), ('diverging_epoch', 'DivergingEpoch', 'EpochEndOffset', (12, 17), None, (12, 17), 0), ('current_leader', 'CurrentLeader', 'LeaderIdAndEpoch', (12, 17), None, (12, 17), 1), ('snapshot_id', 'SnapshotId', 'SnapshotId', (12, 17), None, (12, 17), 2), ('aborted_transactions', 'AbortedTransactions', '[]AbortedTransaction', (4, 17), (4, 17), None, None), ('preferred_read_replica', 'PreferredReadReplica', 'int32', (11, 17), None, None, None), ('records', 'Records', 'records', (0, 17), (0, 17), None, None))
+    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 18), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 18), None, None, None), ('high_watermark', 'HighWatermark', 'int64', (0, 18), None, None, None), ('last_stable_offset', 'LastStableOffset', 'int64', (4, 18), None, None, None), ('log_start_offset', 'LogStartOffset', 'int64', (5, 18), None, None, None), ('diverging_epoch', 'DivergingEpoch', 'EpochEndOffset', (12, 18), None, (12, 18), 0), ('current_leader', 'CurrentLeader', 'LeaderIdAndEpoch', (12, 18), None, (12, 18), 1), ('snapshot_id', 'SnapshotId', 'SnapshotId', (12, 18), None, (12, 18), 2), ('aborted_transactions', 'AbortedTransactions', '[]AbortedTransaction', (4, 18), (4, 18), None, None), ('preferred_read_replica', 'PreferredReadReplica', 'int32', (11, 18), None, None, None), ('records', 'Records', 'records', (0, 18), (0, 18), None, None))
 
     def __init__(self, partition_index=0, error_code=0, high_watermark=0, last_stable_offset=-1, log_start_offset=-1, diverging_epoch=UNSET, current_leader=UNSET, snapshot_id=UNSET, aborted_transactions=UNSET, preferred_read_replica=-1, records=None):
         self.partition_index = partition_index
@@ -63,10 +63,10 @@ class PartitionData(Message):
 
 
 class EpochEndOffset(Message):
-    """EpochEndOffset: versions 0-17, flexible 12+."""
+    """EpochEndOffset: versions 0-18, flexible 12+."""
     __slots__ = ('epoch', 'end_offset', '_unknown')
     _fields = ('epoch', 'end_offset')
-    _schema = (('epoch', 'Epoch', 'int32', (12, 17), None, None, None), ('end_offset', 'EndOffset', 'int64', (12, 17), None, None, None))
+    _schema = (('epoch', 'Epoch', 'int32', (12, 18), None, None, None), ('end_offset', 'EndOffset', 'int64', (12, 18), None, None, None))
 
     def __init__(self, epoch=-1, end_offset=-1):
         self.epoch = epoch
@@ -75,10 +75,10 @@ class EpochEndOffset(Message):
 
 
 class LeaderIdAndEpoch(Message):
-    """LeaderIdAndEpoch: versions 0-17, flexible 12+."""
+    """LeaderIdAndEpoch: versions 0-18, flexible 12+."""
     __slots__ = ('leader_id', 'leader_epoch', '_unknown')
     _fields = ('leader_id', 'leader_epoch')
-    _schema = (('leader_id', 'LeaderId', 'int32', (12, 17), None, None, None), ('leader_epoch', 'LeaderEpoch', 'int32', (12, 17), None, None, None))
+    _schema = (('leader_id', 'LeaderId', 'int32', (12, 18), None, None, None), ('leader_epoch', 'LeaderEpoch', 'int32', (12, 18), None, None, None))
 
     def __init__(self, leader_id=-1, leader_epoch=-1):
         self.leader_id = leader_id
@@ -87,10 +87,10 @@ class LeaderIdAndEpoch(Message):
 
 
 class SnapshotId(Message):
-    """SnapshotId: versions 0-17, flexible 12+."""
+    """SnapshotId: versions 0-18, flexible 12+."""
     __slots__ = ('end_offset', 'epoch', '_unknown')
     _fields = ('end_offset', 'epoch')
-    _schema = (('end_offset', 'EndOffset', 'int64', (0, 17), None, None, None), ('epoch', 'Epoch', 'int32', (0, 17), None, None, None))
+    _schema = (('end_offset', 'EndOffset', 'int64', (0, 18), None, None, None), ('epoch', 'Epoch', 'int32', (0, 18), None, None, None))
 
     def __init__(self, end_offset=-1, epoch=-1):
         self.end_offset = end_offset
@@ -99,10 +99,10 @@ class SnapshotId(Message):
 
 
 class AbortedTransaction(Message):
-    """AbortedTransaction: versions 0-17, flexible 12+."""
+    """AbortedTransaction: versions 0-18, flexible 12+."""
     __slots__ = ('producer_id', 'first_offset', '_unknown')
     _fields = ('producer_id', 'first_offset')
-    _schema = (('producer_id', 'ProducerId', 'int64', (4, 17), None, None, None), ('first_offset', 'FirstOffset', 'int64', (4, 17), None, None, None))
+    _schema = (('producer_id', 'ProducerId', 'int64', (4, 18), None, None, None), ('first_offset', 'FirstOffset', 'int64', (4, 18), None, None, None))
 
     def __init__(self, producer_id=0, first_offset=0):
         self.producer_id = producer_id
@@ -111,10 +111,10 @@ class AbortedTransaction(Message):
 
 
 class NodeEndpoint(Message):
-    """NodeEndpoint: versions 0-17, flexible 12+."""
+    """NodeEndpoint: versions 0-18, flexible 12+."""
     __slots__ = ('node_id', 'host', 'port', 'rack', '_unknown')
     _fields = ('node_id', 'host', 'port', 'rack')
-    _schema = (('node_id', 'NodeId', 'int32', (16, 17), None, None, None), ('host', 'Host', 'string', (16, 17), None, None, None), ('port', 'Port', 'int32', (16, 17), None, None, None), ('rack', 'Rack', 'string', (16, 17), (16, 17), None, None))
+    _schema = (('node_id', 'NodeId', 'int32', (16, 18), None, None, None), ('host', 'Host', 'string', (16, 18), None, None, None), ('port', 'Port', 'int32', (16, 18), None, None, None), ('rack', 'Rack', 'string', (16, 18), (16, 18), None, None))
 
     def __init__(self, node_id=0, host='', port=0, rack=None):
         self.node_id = node_id
@@ -125,14 +125,14 @@ class NodeEndpoint(Message):
 
 
 class FetchResponse(Message):
-    """FetchResponse (response): versions 0-17, flexible 12+."""
+    """FetchResponse (response): versions 0-18, flexible 12+."""
     __slots__ = ('throttle_time_ms', 'error_code', 'session_id', 'responses', 'node_endpoints', '_unknown')
     _fields = ('throttle_time_ms', 'error_code', 'session_id', 'responses', 'node_endpoints')
-    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (1, 17), None, None, None), ('error_code', 'ErrorCode', 'int16', (7, 17), None, None, None), ('session_id', 'SessionId', 'int32', (7, 17), None, None, None), ('responses', 'Responses', '[]FetchableTopicResponse', (0, 17), None, None, None), ('node_endpoints', 'NodeEndpoints', '[]NodeEndpoint', (16, 17), None, (16, 17), 0))
+    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (1, 18), None, None, None), ('error_code', 'ErrorCode', 'int16', (7, 18), None, None, None), ('session_id', 'SessionId', 'int32', (7, 18), None, None, None), ('responses', 'Responses', '[]FetchableTopicResponse', (0, 18), None, None, None), ('node_endpoints', 'NodeEndpoints', '[]NodeEndpoint', (16, 18), None, (16, 18), 0))
     NAME = 'FetchResponse'
     API_KEY = 1
     MIN_VERSION = 0
-    MAX_VERSION = 17
+    MAX_VERSION = 18
     FLEXIBLE_FROM = 12
 
     def __init__(self, throttle_time_ms=0, error_code=0, session_id=0, responses=UNSET, node_endpoints=UNSET):

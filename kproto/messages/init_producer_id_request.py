@@ -12,6 +12,7 @@ from kproto._codec import (
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
+_S_oo = struct.Struct('>??')
 _S_qh = struct.Struct('>qh')
 
 
@@ -21,21 +22,23 @@ def _tag_key(t):
 
 
 class InitProducerIdRequest(Message):
-    """InitProducerIdRequest (request): versions 0-5, flexible 2+."""
-    __slots__ = ('transactional_id', 'transaction_timeout_ms', 'producer_id', 'producer_epoch', '_unknown')
-    _fields = ('transactional_id', 'transaction_timeout_ms', 'producer_id', 'producer_epoch')
-    _schema = (('transactional_id', 'TransactionalId', 'string', (0, 5), (0, 5), None, None), ('transaction_timeout_ms', 'TransactionTimeoutMs', 'int32', (0, 5), None, None, None), ('producer_id', 'ProducerId', 'int64', (3, 5), None, None, None), ('producer_epoch', 'ProducerEpoch', 'int16', (3, 5), None, None, None))
+    """InitProducerIdRequest (request): versions 0-6, flexible 2+."""
+    __slots__ = ('transactional_id', 'transaction_timeout_ms', 'producer_id', 'producer_epoch', 'enable2_pc', 'keep_prepared_txn', '_unknown')
+    _fields = ('transactional_id', 'transaction_timeout_ms', 'producer_id', 'producer_epoch', 'enable2_pc', 'keep_prepared_txn')
+    _schema = (('transactional_id', 'TransactionalId', 'string', (0, 6), (0, 6), None, None), ('transaction_timeout_ms', 'TransactionTimeoutMs', 'int32', (0, 6), None, None, None), ('producer_id', 'ProducerId', 'int64', (3, 6), None, None, None), ('producer_epoch', 'ProducerEpoch', 'int16', (3, 6), None, None, None), ('enable2_pc', 'Enable2Pc', 'bool', (6, 6), None, None, None), ('keep_prepared_txn', 'KeepPreparedTxn', 'bool', (6, 6), None, None, None))
     NAME = 'InitProducerIdRequest'
     API_KEY = 22
     MIN_VERSION = 0
-    MAX_VERSION = 5
+    MAX_VERSION = 6
     FLEXIBLE_FROM = 2
 
-    def __init__(self, transactional_id='', transaction_timeout_ms=0, producer_id=-1, producer_epoch=-1):
+    def __init__(self, transactional_id='', transaction_timeout_ms=0, producer_id=-1, producer_epoch=-1, enable2_pc=False, keep_prepared_txn=False):
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
+        self.enable2_pc = enable2_pc
+        self.keep_prepared_txn = keep_prepared_txn
         self._unknown = None
 
     @classmethod
@@ -80,6 +83,8 @@ def _r_InitProducerIdRequest_c(mv, pos, v):
     o = _new(InitProducerIdRequest)
     o.producer_id = -1
     o.producer_epoch = -1
+    o.enable2_pc = False
+    o.keep_prepared_txn = False
     n1, = i16.unpack_from(mv, pos)
     pos += 2
     if n1 < 0:
@@ -95,6 +100,10 @@ def _w_InitProducerIdRequest_c(o, out, v, regions, strict):
         raise EncodeError('field ProducerId cannot be encoded at version %d' % v)
     if strict and o.producer_epoch != -1:
         raise EncodeError('field ProducerEpoch cannot be encoded at version %d' % v)
+    if strict and o.enable2_pc != False:
+        raise EncodeError('field Enable2Pc cannot be encoded at version %d' % v)
+    if strict and o.keep_prepared_txn != False:
+        raise EncodeError('field KeepPreparedTxn cannot be encoded at version %d' % v)
     write_str(out, o.transactional_id, False, True, 'TransactionalId')
     out += _S_i.pack(o.transaction_timeout_ms)
 
@@ -104,6 +113,10 @@ def _r_InitProducerIdRequest_f(mv, pos, v):
         o.producer_id = -1
     if not (v >= 3):
         o.producer_epoch = -1
+    if not (v >= 6):
+        o.enable2_pc = False
+    if not (v >= 6):
+        o.keep_prepared_txn = False
     n2 = mv[pos]
     pos += 1
     if n2 & 0x80:
@@ -118,6 +131,9 @@ def _r_InitProducerIdRequest_f(mv, pos, v):
     if v >= 3:
         o.producer_id, o.producer_epoch = _S_qh.unpack_from(mv, pos)
         pos += 10
+    if v >= 6:
+        o.enable2_pc, o.keep_prepared_txn = _S_oo.unpack_from(mv, pos)
+        pos += 2
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -140,10 +156,16 @@ def _w_InitProducerIdRequest_f(o, out, v, regions, strict):
         raise EncodeError('field ProducerId cannot be encoded at version %d' % v)
     if strict and not (v >= 3) and o.producer_epoch != -1:
         raise EncodeError('field ProducerEpoch cannot be encoded at version %d' % v)
+    if strict and not (v >= 6) and o.enable2_pc != False:
+        raise EncodeError('field Enable2Pc cannot be encoded at version %d' % v)
+    if strict and not (v >= 6) and o.keep_prepared_txn != False:
+        raise EncodeError('field KeepPreparedTxn cannot be encoded at version %d' % v)
     write_str(out, o.transactional_id, True, True, 'TransactionalId')
     out += _S_i.pack(o.transaction_timeout_ms)
     if v >= 3:
         out += _S_qh.pack(o.producer_id, o.producer_epoch)
+    if v >= 6:
+        out += _S_oo.pack(o.enable2_pc, o.keep_prepared_txn)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -12,6 +12,7 @@ from kproto._codec import (
 
 _new = object.__new__
 _S_ihqh = struct.Struct('>ihqh')
+_S_qh = struct.Struct('>qh')
 
 
 
@@ -20,21 +21,23 @@ def _tag_key(t):
 
 
 class InitProducerIdResponse(Message):
-    """InitProducerIdResponse (response): versions 0-5, flexible 2+."""
-    __slots__ = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch', '_unknown')
-    _fields = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch')
-    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, 5), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 5), None, None, None), ('producer_id', 'ProducerId', 'int64', (0, 5), None, None, None), ('producer_epoch', 'ProducerEpoch', 'int16', (0, 5), None, None, None))
+    """InitProducerIdResponse (response): versions 0-6, flexible 2+."""
+    __slots__ = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch', 'ongoing_txn_producer_id', 'ongoing_txn_producer_epoch', '_unknown')
+    _fields = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch', 'ongoing_txn_producer_id', 'ongoing_txn_producer_epoch')
+    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, 6), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 6), None, None, None), ('producer_id', 'ProducerId', 'int64', (0, 6), None, None, None), ('producer_epoch', 'ProducerEpoch', 'int16', (0, 6), None, None, None), ('ongoing_txn_producer_id', 'OngoingTxnProducerId', 'int64', (6, 6), None, None, None), ('ongoing_txn_producer_epoch', 'OngoingTxnProducerEpoch', 'int16', (6, 6), None, None, None))
     NAME = 'InitProducerIdResponse'
     API_KEY = 22
     MIN_VERSION = 0
-    MAX_VERSION = 5
+    MAX_VERSION = 6
     FLEXIBLE_FROM = 2
 
-    def __init__(self, throttle_time_ms=0, error_code=0, producer_id=-1, producer_epoch=0):
+    def __init__(self, throttle_time_ms=0, error_code=0, producer_id=-1, producer_epoch=0, ongoing_txn_producer_id=-1, ongoing_txn_producer_epoch=-1):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
+        self.ongoing_txn_producer_id = ongoing_txn_producer_id
+        self.ongoing_txn_producer_epoch = ongoing_txn_producer_epoch
         self._unknown = None
 
     @classmethod
@@ -77,17 +80,30 @@ class InitProducerIdResponse(Message):
 
 def _r_InitProducerIdResponse_c(mv, pos, v):
     o = _new(InitProducerIdResponse)
+    o.ongoing_txn_producer_id = -1
+    o.ongoing_txn_producer_epoch = -1
     o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch = _S_ihqh.unpack_from(mv, pos)
     pos += 16
     return o, pos
 
 def _w_InitProducerIdResponse_c(o, out, v, regions, strict):
+    if strict and o.ongoing_txn_producer_id != -1:
+        raise EncodeError('field OngoingTxnProducerId cannot be encoded at version %d' % v)
+    if strict and o.ongoing_txn_producer_epoch != -1:
+        raise EncodeError('field OngoingTxnProducerEpoch cannot be encoded at version %d' % v)
     out += _S_ihqh.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
 
 def _r_InitProducerIdResponse_f(mv, pos, v):
     o = _new(InitProducerIdResponse)
+    if not (v >= 6):
+        o.ongoing_txn_producer_id = -1
+    if not (v >= 6):
+        o.ongoing_txn_producer_epoch = -1
     o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch = _S_ihqh.unpack_from(mv, pos)
     pos += 16
+    if v >= 6:
+        o.ongoing_txn_producer_id, o.ongoing_txn_producer_epoch = _S_qh.unpack_from(mv, pos)
+        pos += 10
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -106,7 +122,13 @@ def _r_InitProducerIdResponse_f(mv, pos, v):
     return o, pos
 
 def _w_InitProducerIdResponse_f(o, out, v, regions, strict):
+    if strict and not (v >= 6) and o.ongoing_txn_producer_id != -1:
+        raise EncodeError('field OngoingTxnProducerId cannot be encoded at version %d' % v)
+    if strict and not (v >= 6) and o.ongoing_txn_producer_epoch != -1:
+        raise EncodeError('field OngoingTxnProducerEpoch cannot be encoded at version %d' % v)
     out += _S_ihqh.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
+    if v >= 6:
+        out += _S_qh.pack(o.ongoing_txn_producer_id, o.ongoing_txn_producer_epoch)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

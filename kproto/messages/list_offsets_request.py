@@ -24,10 +24,10 @@ def _tag_key(t):
 
 
 class ListOffsetsTopic(Message):
-    """ListOffsetsTopic: versions 0-10, flexible 6+."""
+    """ListOffsetsTopic: versions 0-11, flexible 6+."""
     __slots__ = ('name', 'partitions', '_unknown')
     _fields = ('name', 'partitions')
-    _schema = (('name', 'Name', 'string', (0, 10), None, None, None), ('partitions', 'Partitions', '[]ListOffsetsPartition', (0, 10), None, None, None))
+    _schema = (('name', 'Name', 'string', (0, 11), None, None, None), ('partitions', 'Partitions', '[]ListOffsetsPartition', (0, 11), None, None, None))
 
     def __init__(self, name='', partitions=UNSET):
         self.name = name
@@ -36,10 +36,10 @@ class ListOffsetsTopic(Message):
 
 
 class ListOffsetsPartition(Message):
-    """ListOffsetsPartition: versions 0-10, flexible 6+."""
+    """ListOffsetsPartition: versions 0-11, flexible 6+."""
     __slots__ = ('partition_index', 'current_leader_epoch', 'timestamp', 'max_num_offsets', '_unknown')
     _fields = ('partition_index', 'current_leader_epoch', 'timestamp', 'max_num_offsets')
-    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 10), None, None, None), ('current_leader_epoch', 'CurrentLeaderEpoch', 'int32', (4, 10), None, None, None), ('timestamp', 'Timestamp', 'int64', (0, 10), None, None, None), ('max_num_offsets', 'MaxNumOffsets', 'int32', (0, 0), None, None, None))
+    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 11), None, None, None), ('current_leader_epoch', 'CurrentLeaderEpoch', 'int32', (4, 11), None, None, None), ('timestamp', 'Timestamp', 'int64', (0, 11), None, None, None), ('max_num_offsets', 'MaxNumOffsets', 'int32', (0, 0), None, None, None))
 
     def __init__(self, partition_index=0, current_leader_epoch=-1, timestamp=0, max_num_offsets=1):
         self.partition_index = partition_index
@@ -50,14 +50,14 @@ class ListOffsetsPartition(Message):
 
 
 class ListOffsetsRequest(Message):
-    """ListOffsetsRequest (request): versions 0-10, flexible 6+."""
+    """ListOffsetsRequest (request): versions 0-11, flexible 6+."""
     __slots__ = ('replica_id', 'isolation_level', 'topics', 'timeout_ms', '_unknown')
     _fields = ('replica_id', 'isolation_level', 'topics', 'timeout_ms')
-    _schema = (('replica_id', 'ReplicaId', 'int32', (0, 10), None, None, None), ('isolation_level', 'IsolationLevel', 'int8', (2, 10), None, None, None), ('topics', 'Topics', '[]ListOffsetsTopic', (0, 10), None, None, None), ('timeout_ms', 'TimeoutMs', 'int32', (10, 10), None, None, None))
+    _schema = (('replica_id', 'ReplicaId', 'int32', (0, 11), None, None, None), ('isolation_level', 'IsolationLevel', 'int8', (2, 11), None, None, None), ('topics', 'Topics', '[]ListOffsetsTopic', (0, 11), None, None, None), ('timeout_ms', 'TimeoutMs', 'int32', (10, 11), None, None, None))
     NAME = 'ListOffsetsRequest'
     API_KEY = 2
     MIN_VERSION = 0
-    MAX_VERSION = 10
+    MAX_VERSION = 11
     FLEXIBLE_FROM = 6
 
     def __init__(self, replica_id=0, isolation_level=0, topics=UNSET, timeout_ms=0):

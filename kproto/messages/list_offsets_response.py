@@ -23,10 +23,10 @@ def _tag_key(t):
 
 
 class ListOffsetsTopicResponse(Message):
-    """ListOffsetsTopicResponse: versions 0-10, flexible 6+."""
+    """ListOffsetsTopicResponse: versions 0-11, flexible 6+."""
     __slots__ = ('name', 'partitions', '_unknown')
     _fields = ('name', 'partitions')
-    _schema = (('name', 'Name', 'string', (0, 10), None, None, None), ('partitions', 'Partitions', '[]ListOffsetsPartitionResponse', (0, 10), None, None, None))
+    _schema = (('name', 'Name', 'string', (0, 11), None, None, None), ('partitions', 'Partitions', '[]ListOffsetsPartitionResponse', (0, 11), None, None, None))
 
     def __init__(self, name='', partitions=UNSET):
         self.name = name
@@ -35,10 +35,10 @@ class ListOffsetsTopicResponse(Message):
 
 
 class ListOffsetsPartitionResponse(Message):
-    """ListOffsetsPartitionResponse: versions 0-10, flexible 6+."""
+    """ListOffsetsPartitionResponse: versions 0-11, flexible 6+."""
     __slots__ = ('partition_index', 'error_code', 'old_style_offsets', 'timestamp', 'offset', 'leader_epoch', '_unknown')
     _fields = ('partition_index', 'error_code', 'old_style_offsets', 'timestamp', 'offset', 'leader_epoch')
-    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 10), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 10), None, None, None), ('old_style_offsets', 'OldStyleOffsets', '[]int64', (0, 0), None, None, None), ('timestamp', 'Timestamp', 'int64', (1, 10), None, None, None), ('offset', 'Offset', 'int64', (1, 10), None, None, None), ('leader_epoch', 'LeaderEpoch', 'int32', (4, 10), None, None, None))
+    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 11), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 11), None, None, None), ('old_style_offsets', 'OldStyleOffsets', '[]int64', (0, 0), None, None, None), ('timestamp', 'Timestamp', 'int64', (1, 11), None, None, None), ('offset', 'Offset', 'int64', (1, 11), None, None, None), ('leader_epoch', 'LeaderEpoch', 'int32', (4, 11), None, None, None))
 
     def __init__(self, partition_index=0, error_code=0, old_style_offsets=UNSET, timestamp=-1, offset=-1, leader_epoch=-1):
         self.partition_index = partition_index
@@ -51,14 +51,14 @@ class ListOffsetsPartitionResponse(Message):
 
 
 class ListOffsetsResponse(Message):
-    """ListOffsetsResponse (response): versions 0-10, flexible 6+."""
+    """ListOffsetsResponse (response): versions 0-11, flexible 6+."""
     __slots__ = ('throttle_time_ms', 'topics', '_unknown')
     _fields = ('throttle_time_ms', 'topics')
-    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (2, 10), None, None, None), ('topics', 'Topics', '[]ListOffsetsTopicResponse', (0, 10), None, None, None))
+    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (2, 11), None, None, None), ('topics', 'Topics', '[]ListOffsetsTopicResponse', (0, 11), None, None, None))
     NAME = 'ListOffsetsResponse'
     API_KEY = 2
     MIN_VERSION = 0
-    MAX_VERSION = 10
+    MAX_VERSION = 11
     FLEXIBLE_FROM = 6
 
     def __init__(self, throttle_time_ms=0, topics=UNSET):

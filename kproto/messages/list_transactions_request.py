@@ -20,20 +20,21 @@ def _tag_key(t):
 
 
 class ListTransactionsRequest(Message):
-    """ListTransactionsRequest (request): versions 0-1, flexible 0+."""
-    __slots__ = ('state_filters', 'producer_id_filters', 'duration_filter', '_unknown')
-    _fields = ('state_filters', 'producer_id_filters', 'duration_filter')
-    _schema = (('state_filters', 'StateFilters', '[]string', (0, 1), None, None, None), ('producer_id_filters', 'ProducerIdFilters', '[]int64', (0, 1), None, None, None), ('duration_filter', 'DurationFilter', 'int64', (1, 1), None, None, None))
+    """ListTransactionsRequest (request): versions 0-2, flexible 0+."""
+    __slots__ = ('state_filters', 'producer_id_filters', 'duration_filter', 'transactional_id_pattern', '_unknown')
+    _fields = ('state_filters', 'producer_id_filters', 'duration_filter', 'transactional_id_pattern')
+    _schema = (('state_filters', 'StateFilters', '[]string', (0, 2), None, None, None), ('producer_id_filters', 'ProducerIdFilters', '[]int64', (0, 2), None, None, None), ('duration_filter', 'DurationFilter', 'int64', (1, 2), None, None, None), ('transactional_id_pattern', 'TransactionalIdPattern', 'string', (2, 2), (2, 2), None, None))
     NAME = 'ListTransactionsRequest'
     API_KEY = 66
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_FROM = 0
 
-    def __init__(self, state_filters=UNSET, producer_id_filters=UNSET, duration_filter=-1):
+    def __init__(self, state_filters=UNSET, producer_id_filters=UNSET, duration_filter=-1, transactional_id_pattern=None):
         self.state_filters = [] if state_filters is UNSET else state_filters
         self.producer_id_filters = [] if producer_id_filters is UNSET else producer_id_filters
         self.duration_filter = duration_filter
+        self.transactional_id_pattern = transactional_id_pattern
         self._unknown = None
 
     @classmethod
@@ -73,6 +74,8 @@ def _r_ListTransactionsRequest_f(mv, pos, v):
     o = _new(ListTransactionsRequest)
     if not (v >= 1):
         o.duration_filter = -1
+    if not (v >= 2):
+        o.transactional_id_pattern = None
     n1 = mv[pos]
     pos += 1
     if n1 & 0x80:
@@ -107,6 +110,18 @@ def _r_ListTransactionsRequest_f(mv, pos, v):
     if v >= 1:
         o.duration_filter, = _S_q.unpack_from(mv, pos)
         pos += 8
+    if v >= 2:
+        n6 = mv[pos]
+        pos += 1
+        if n6 & 0x80:
+            n6, pos = read_uvarint(mv, pos - 1)
+        n6 -= 1
+        if n6 < 0:
+            if not (v >= 2):
+                raise DecodeError('non-nullable field TransactionalIdPattern was serialized as null')
+            o.transactional_id_pattern = None
+        else:
+            o.transactional_id_pattern, pos = read_str(mv, pos, n6)
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -127,12 +142,14 @@ def _r_ListTransactionsRequest_f(mv, pos, v):
 def _w_ListTransactionsRequest_f(o, out, v, regions, strict):
     if strict and not (v >= 1) and o.duration_filter != -1:
         raise EncodeError('field DurationFilter cannot be encoded at version %d' % v)
+    if strict and not (v >= 2) and o.transactional_id_pattern is not None:
+        raise EncodeError('field TransactionalIdPattern cannot be encoded at version %d' % v)
     if o.state_filters is None:
         raise EncodeError('non-nullable field StateFilters is None')
     else:
         write_uvarint(out, len(o.state_filters) + 1)
-        for x6 in o.state_filters:
-            write_str(out, x6, True, False, 'StateFilters')
+        for x7 in o.state_filters:
+            write_str(out, x7, True, False, 'StateFilters')
     if o.producer_id_filters is None:
         raise EncodeError('non-nullable field ProducerIdFilters is None')
     else:
@@ -140,6 +157,8 @@ def _w_ListTransactionsRequest_f(o, out, v, regions, strict):
         write_array_fixed(out, o.producer_id_filters, 'q')
     if v >= 1:
         out += _S_q.pack(o.duration_filter)
+    if v >= 2:
+        write_str(out, o.transactional_id_pattern, True, (v >= 2), 'TransactionalIdPattern')
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -21,10 +21,10 @@ def _tag_key(t):
 
 
 class TransactionState(Message):
-    """TransactionState: versions 0-1, flexible 0+."""
+    """TransactionState: versions 0-2, flexible 0+."""
     __slots__ = ('transactional_id', 'producer_id', 'transaction_state', '_unknown')
     _fields = ('transactional_id', 'producer_id', 'transaction_state')
-    _schema = (('transactional_id', 'TransactionalId', 'string', (0, 1), None, None, None), ('producer_id', 'ProducerId', 'int64', (0, 1), None, None, None), ('transaction_state', 'TransactionState', 'string', (0, 1), None, None, None))
+    _schema = (('transactional_id', 'TransactionalId', 'string', (0, 2), None, None, None), ('producer_id', 'ProducerId', 'int64', (0, 2), None, None, None), ('transaction_state', 'TransactionState', 'string', (0, 2), None, None, None))
 
     def __init__(self, transactional_id='', producer_id=0, transaction_state=''):
         self.transactional_id = transactional_id
@@ -34,14 +34,14 @@ class TransactionState(Message):
 
 
 class ListTransactionsResponse(Message):
-    """ListTransactionsResponse (response): versions 0-1, flexible 0+."""
+    """ListTransactionsResponse (response): versions 0-2, flexible 0+."""
     __slots__ = ('throttle_time_ms', 'error_code', 'unknown_state_filters', 'transaction_states', '_unknown')
     _fields = ('throttle_time_ms', 'error_code', 'unknown_state_filters', 'transaction_states')
-    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, 1), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 1), None, None, None), ('unknown_state_filters', 'UnknownStateFilters', '[]string', (0, 1), None, None, None), ('transaction_states', 'TransactionStates', '[]TransactionState', (0, 1), None, None, None))
+    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, 2), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 2), None, None, None), ('unknown_state_filters', 'UnknownStateFilters', '[]string', (0, 2), None, None, None), ('transaction_states', 'TransactionStates', '[]TransactionState', (0, 2), None, None, None))
     NAME = 'ListTransactionsResponse'
     API_KEY = 66
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_FROM = 0
 
     def __init__(self, throttle_time_ms=0, error_code=0, unknown_state_filters=UNSET, transaction_states=UNSET):

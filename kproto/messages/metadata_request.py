@@ -21,10 +21,10 @@ def _tag_key(t):
 
 
 class MetadataRequestTopic(Message):
-    """MetadataRequestTopic: versions 0-12, flexible 9+."""
+    """MetadataRequestTopic: versions 0-13, flexible 9+."""
     __slots__ = ('topic_id', 'name', '_unknown')
     _fields = ('topic_id', 'name')
-    _schema = (('topic_id', 'TopicId', 'uuid', (10, 12), None, None, None), ('name', 'Name', 'string', (0, 12), (10, 12), None, None))
+    _schema = (('topic_id', 'TopicId', 'uuid', (10, 13), None, None, None), ('name', 'Name', 'string', (0, 13), (10, 13), None, None))
 
     def __init__(self, topic_id=ZERO_UUID, name=''):
         self.topic_id = topic_id
@@ -33,14 +33,14 @@ class MetadataRequestTopic(Message):
 
 
 class MetadataRequest(Message):
-    """MetadataRequest (request): versions 0-12, flexible 9+."""
+    """MetadataRequest (request): versions 0-13, flexible 9+."""
     __slots__ = ('topics', 'allow_auto_topic_creation', 'include_cluster_authorized_operations', 'include_topic_authorized_operations', '_unknown')
     _fields = ('topics', 'allow_auto_topic_creation', 'include_cluster_authorized_operations', 'include_topic_authorized_operations')
-    _schema = (('topics', 'Topics', '[]MetadataRequestTopic', (0, 12), (1, 12), None, None), ('allow_auto_topic_creation', 'AllowAutoTopicCreation', 'bool', (4, 12), None, None, None), ('include_cluster_authorized_operations', 'IncludeClusterAuthorizedOperations', 'bool', (8, 10), None, None, None), ('include_topic_authorized_operations', 'IncludeTopicAuthorizedOperations', 'bool', (8, 12), None, None, None))
+    _schema = (('topics', 'Topics', '[]MetadataRequestTopic', (0, 13), (1, 13), None, None), ('allow_auto_topic_creation', 'AllowAutoTopicCreation', 'bool', (4, 13), None, None, None), ('include_cluster_authorized_operations', 'IncludeClusterAuthorizedOperations', 'bool', (8, 10), None, None, None), ('include_topic_authorized_operations', 'IncludeTopicAuthorizedOperations', 'bool', (8, 13), None, None, None))
     NAME = 'MetadataRequest'
     API_KEY = 3
     MIN_VERSION = 0
-    MAX_VERSION = 12
+    MAX_VERSION = 13
     FLEXIBLE_FROM = 9
 
     def __init__(self, topics=UNSET, allow_auto_topic_creation=True, include_cluster_authorized_operations=False, include_topic_authorized_operations=False):

@@ -24,10 +24,10 @@ def _tag_key(t):
 
 
 class MetadataResponseBroker(Message):
-    """MetadataResponseBroker: versions 0-12, flexible 9+."""
+    """MetadataResponseBroker: versions 0-13, flexible 9+."""
     __slots__ = ('node_id', 'host', 'port', 'rack', '_unknown')
     _fields = ('node_id', 'host', 'port', 'rack')
-    _schema = (('node_id', 'NodeId', 'int32', (0, 12), None, None, None), ('host', 'Host', 'string', (0, 12), None, None, None), ('port', 'Port', 'int32', (0, 12), None, None, None), ('rack', 'Rack', 'string', (1, 12), (1, 12), None, None))
+    _schema = (('node_id', 'NodeId', 'int32', (0, 13), None, None, None), ('host', 'Host', 'string', (0, 13), None, None, None), ('port', 'Port', 'int32', (0, 13), None, None, None), ('rack', 'Rack', 'string', (1, 13), (1, 13), None, None))
 
     def __init__(self, node_id=0, host='', port=0, rack=None):
         self.node_id = node_id
@@ -38,10 +38,10 @@ class MetadataResponseBroker(Message):
 
 
 class MetadataResponseTopic(Message):
-    """MetadataResponseTopic: versions 0-12, flexible 9+."""
+    """MetadataResponseTopic: versions 0-13, flexible 9+."""
     __slots__ = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations', '_unknown')
     _fields = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations')
-    _schema = (('error_code', 'ErrorCode', 'int16', (0, 12), None, None, None), ('name', 'Name', 'string', (0, 12), (12, 12), None, None), ('topic_id', 'TopicId', 'uuid', (10, 12), None, None, None), ('is_internal', 'IsInternal', 'bool', (1, 12), None, None, None), ('partitions', 'Partitions', '[]MetadataResponsePartition', (0, 12), None, None, None), ('topic_authorized_operations', 'TopicAuthorizedOperations', 'int32', (8, 12), None, None, None))
+    _schema = (('error_code', 'ErrorCode', 'int16', (0, 13), None, None, None), ('name', 'Name', 'string', (0, 13), (12, 13), None, None), ('topic_id', 'TopicId', 'uuid', (10, 13), None, None, None), ('is_internal', 'IsInternal', 'bool', (1, 13), None, None, None), ('partitions', 'Partitions', '[]MetadataResponsePartition', (0, 13), None, None, None), ('topic_authorized_operations', 'TopicAuthorizedOperations', 'int32', (8, 13), None, None, None))
 
     def __init__(self, error_code=0, name='', topic_id=ZERO_UUID, is_internal=False, partitions=UNSET, topic_authorized_operations=-2147483648):
         self.error_code = error_code
@@ -54,10 +54,10 @@ class MetadataResponseTopic(Message):
 
 
 class MetadataResponsePartition(Message):
-    """MetadataResponsePartition: versions 0-12, flexible 9+."""
+    """MetadataResponsePartition: versions 0-13, flexible 9+."""
     __slots__ = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'offline_replicas', '_unknown')
     _fields = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'offline_replicas')
-    _schema = (('error_code', 'ErrorCode', 'int16', (0, 12), None, None, None), ('partition_index', 'PartitionIndex', 'int32', (0, 12), None, None, None), ('leader_id', 'LeaderId', 'int32', (0, 12), None, None, None), ('leader_epoch', 'LeaderEpoch', 'int32', (7, 12), None, None, None), ('replica_nodes', 'ReplicaNodes', '[]int32', (0, 12), None, None, None), ('isr_nodes', 'IsrNodes', '[]int32', (0, 12), None, None, None), ('offline_replicas', 'OfflineReplicas', '[]int32', (5, 12), None, None, None))
+    _schema = (('error_code', 'ErrorCode', 'int16', (0, 13), None, None, None), ('partition_index', 'PartitionIndex', 'int32', (0, 13), None, None, None), ('leader_id', 'LeaderId', 'int32', (0, 13), None, None, None), ('leader_epoch', 'LeaderEpoch', 'int32', (7, 13), None, None, None), ('replica_nodes', 'ReplicaNodes', '[]int32', (0, 13), None, None, None), ('isr_nodes', 'IsrNodes', '[]int32', (0, 13), None, None, None), ('offline_replicas', 'OfflineReplicas', '[]int32', (5, 13), None, None, None))
 
     def __init__(self, error_code=0, partition_index=0, leader_id=0, leader_epoch=-1, replica_nodes=UNSET, isr_nodes=UNSET, offline_replicas=UNSET):
         self.error_code = error_code
@@ -71,23 +71,24 @@ class MetadataResponsePartition(Message):
 
 
 class MetadataResponse(Message):
-    """MetadataResponse (response): versions 0-12, flexible 9+."""
-    __slots__ = ('throttle_time_ms', 'brokers', 'cluster_id', 'controller_id', 'topics', 'cluster_authorized_operations', '_unknown')
-    _fields = ('throttle_time_ms', 'brokers', 'cluster_id', 'controller_id', 'topics', 'cluster_authorized_operations')
-    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (3, 12), None, None, None), ('brokers', 'Brokers', '[]MetadataResponseBroker', (0, 12), None, None, None), ('cluster_id', 'ClusterId', 'string', (2, 12), (2, 12), None, None), ('controller_id', 'ControllerId', 'int32', (1, 12), None, None, None), ('topics', 'Topics', '[]MetadataResponseTopic', (0, 12), None, None, None), ('cluster_authorized_operations', 'ClusterAuthorizedOperations', 'int32', (8, 10), None, None, None))
+    """MetadataResponse (response): versions 0-13, flexible 9+."""
+    __slots__ = ('throttle_time_ms', 'brokers', 'cluster_id', 'controller_id', 'topics', 'cluster_authorized_operations', 'error_code', '_unknown')
+    _fields = ('throttle_time_ms', 'brokers', 'cluster_id', 'controller_id', 'topics', 'cluster_authorized_operations', 'error_code')
+    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (3, 13), None, None, None), ('brokers', 'Brokers', '[]MetadataResponseBroker', (0, 13), None, None, None), ('cluster_id', 'ClusterId', 'string', (2, 13), (2, 13), None, None), ('controller_id', 'ControllerId', 'int32', (1, 13), None, None, None), ('topics', 'Topics', '[]MetadataResponseTopic', (0, 13), None, None, None), ('cluster_authorized_operations', 'ClusterAuthorizedOperations', 'int32', (8, 10), None, None, None), ('error_code', 'ErrorCode', 'int16', (13, 13), None, None, None))
     NAME = 'MetadataResponse'
     API_KEY = 3
     MIN_VERSION = 0
-    MAX_VERSION = 12
+    MAX_VERSION = 13
     FLEXIBLE_FROM = 9
 
-    def __init__(self, throttle_time_ms=0, brokers=UNSET, cluster_id=None, controller_id=-1, topics=UNSET, cluster_authorized_operations=-2147483648):
+    def __init__(self, throttle_time_ms=0, brokers=UNSET, cluster_id=None, controller_id=-1, topics=UNSET, cluster_authorized_operations=-2147483648, error_code=0):
         self.throttle_time_ms = throttle_time_ms
         self.brokers = [] if brokers is UNSET else brokers
         self.cluster_id = cluster_id
         self.controller_id = controller_id
         self.topics = [] if topics is UNSET else topics
         self.cluster_authorized_operations = cluster_authorized_operations
+        self.error_code = error_code
         self._unknown = None
 
     @classmethod
@@ -468,6 +469,7 @@ def _r_MetadataResponse_c(mv, pos, v):
         o.controller_id = -1
     if not (v >= 8):
         o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
     if v >= 3:
         o.throttle_time_ms, = _S_i.unpack_from(mv, pos)
         pos += 4
@@ -540,6 +542,8 @@ def _r_MetadataResponse_f(mv, pos, v):
     o = _new(MetadataResponse)
     if not (v <= 10):
         o.cluster_authorized_operations = -2147483648
+    if not (v >= 13):
+        o.error_code = 0
     o.throttle_time_ms, = _S_i.unpack_from(mv, pos)
     pos += 4
     n27 = mv[pos]
@@ -586,6 +590,9 @@ def _r_MetadataResponse_f(mv, pos, v):
     if v <= 10:
         o.cluster_authorized_operations, = _S_i.unpack_from(mv, pos)
         pos += 4
+    if v >= 13:
+        o.error_code, = _S_h.unpack_from(mv, pos)
+        pos += 2
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -623,6 +630,8 @@ def _w_MetadataResponse_f(o, out, v, regions, strict):
             _w_MetadataResponseTopic_f(x33, out, v, regions, strict)
     if v <= 10:
         out += _S_i.pack(o.cluster_authorized_operations)
+    if v >= 13:
+        out += _S_h.pack(o.error_code)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

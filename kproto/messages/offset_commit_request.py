@@ -23,22 +23,23 @@ def _tag_key(t):
 
 
 class OffsetCommitRequestTopic(Message):
-    """OffsetCommitRequestTopic: versions 0-9, flexible 8+."""
-    __slots__ = ('name', 'partitions', '_unknown')
-    _fields = ('name', 'partitions')
-    _schema = (('name', 'Name', 'string', (0, 9), None, None, None), ('partitions', 'Partitions', '[]OffsetCommitRequestPartition', (0, 9), None, None, None))
+    """OffsetCommitRequestTopic: versions 0-10, flexible 8+."""
+    __slots__ = ('name', 'topic_id', 'partitions', '_unknown')
+    _fields = ('name', 'topic_id', 'partitions')
+    _schema = (('name', 'Name', 'string', (0, 9), None, None, None), ('topic_id', 'TopicId', 'uuid', (10, 10), None, None, None), ('partitions', 'Partitions', '[]OffsetCommitRequestPartition', (0, 10), None, None, None))
 
-    def __init__(self, name='', partitions=UNSET):
+    def __init__(self, name='', topic_id=ZERO_UUID, partitions=UNSET):
         self.name = name
+        self.topic_id = topic_id
         self.partitions = [] if partitions is UNSET else partitions
         self._unknown = None
 
 
 class OffsetCommitRequestPartition(Message):
-    """OffsetCommitRequestPartition: versions 0-9, flexible 8+."""
+    """OffsetCommitRequestPartition: versions 0-10, flexible 8+."""
     __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'commit_timestamp', 'committed_metadata', '_unknown')
     _fields = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'commit_timestamp', 'committed_metadata')
-    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 9), None, None, None), ('committed_offset', 'CommittedOffset', 'int64', (0, 9), None, None, None), ('committed_leader_epoch', 'CommittedLeaderEpoch', 'int32', (6, 9), None, None, None), ('commit_timestamp', 'CommitTimestamp', 'int64', (1, 1), None, None, None), ('committed_metadata', 'CommittedMetadata', 'string', (0, 9), (0, 9), None, None))
+    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 10), None, None, None), ('committed_offset', 'CommittedOffset', 'int64', (0, 10), None, None, None), ('committed_leader_epoch', 'CommittedLeaderEpoch', 'int32', (6, 10), None, None, None), ('commit_timestamp', 'CommitTimestamp', 'int64', (1, 1), None, None, None), ('committed_metadata', 'CommittedMetadata', 'string', (0, 10), (0, 10), None, None))
 
     def __init__(self, partition_index=0, committed_offset=0, committed_leader_epoch=-1, commit_timestamp=-1, committed_metadata=''):
         self.partition_index = partition_index
@@ -50,14 +51,14 @@ class OffsetCommitRequestPartition(Message):
 
 
 class OffsetCommitRequest(Message):
-    """OffsetCommitRequest (request): versions 0-9, flexible 8+."""
+    """OffsetCommitRequest (request): versions 0-10, flexible 8+."""
     __slots__ = ('group_id', 'generation_id_or_member_epoch', 'member_id', 'group_instance_id', 'retention_time_ms', 'topics', '_unknown')
     _fields = ('group_id', 'generation_id_or_member_epoch', 'member_id', 'group_instance_id', 'retention_time_ms', 'topics')
-    _schema = (('group_id', 'GroupId', 'string', (0, 9), None, None, None), ('generation_id_or_member_epoch', 'GenerationIdOrMemberEpoch', 'int32', (1, 9), None, None, None), ('member_id', 'MemberId', 'string', (1, 9), None, None, None), ('group_instance_id', 'GroupInstanceId', 'string', (7, 9), (7, 9), None, None), ('retention_time_ms', 'RetentionTimeMs', 'int64', (2, 4), None, None, None), ('topics', 'Topics', '[]OffsetCommitRequestTopic', (0, 9), None, None, None))
+    _schema = (('group_id', 'GroupId', 'string', (0, 10), None, None, None), ('generation_id_or_member_epoch', 'GenerationIdOrMemberEpoch', 'int32', (1, 10), None, None, None), ('member_id', 'MemberId', 'string', (1, 10), None, None, None), ('group_instance_id', 'GroupInstanceId', 'string', (7, 10), (7, 10), None, None), ('retention_time_ms', 'RetentionTimeMs', 'int64', (2, 4), None, None, None), ('topics', 'Topics', '[]OffsetCommitRequestTopic', (0, 10), None, None, None))
     NAME = 'OffsetCommitRequest'
     API_KEY = 8
     MIN_VERSION = 0
-    MAX_VERSION = 9
+    MAX_VERSION = 10
     FLEXIBLE_FROM = 8
 
     def __init__(self, group_id='', generation_id_or_member_epoch=-1, member_id='', group_instance_id=None, retention_time_ms=-1, topics=UNSET):
@@ -109,6 +110,7 @@ class OffsetCommitRequest(Message):
 
 def _r_OffsetCommitRequestTopic_c(mv, pos, v):
     o = _new(OffsetCommitRequestTopic)
+    o.topic_id = ZERO_UUID
     n1, = i16.unpack_from(mv, pos)
     pos += 2
     if n1 < 0:
@@ -140,30 +142,37 @@ def _w_OffsetCommitRequestTopic_c(o, out, v, regions, strict):
 
 def _r_OffsetCommitRequestTopic_f(mv, pos, v):
     o = _new(OffsetCommitRequestTopic)
-    n5 = mv[pos]
+    if not (v <= 9):
+        o.name = ''
+    if not (v >= 10):
+        o.topic_id = ZERO_UUID
+    if v <= 9:
+        n5 = mv[pos]
+        pos += 1
+        if n5 & 0x80:
+            n5, pos = read_uvarint(mv, pos - 1)
+        n5 -= 1
+        if n5 < 0:
+            raise DecodeError('non-nullable field Name was serialized as null')
+        else:
+            o.name, pos = read_str(mv, pos, n5)
+    if v >= 10:
+        o.topic_id, pos = read_uuid(mv, pos)
+    n7 = mv[pos]
     pos += 1
-    if n5 & 0x80:
-        n5, pos = read_uvarint(mv, pos - 1)
-    n5 -= 1
-    if n5 < 0:
-        raise DecodeError('non-nullable field Name was serialized as null')
-    else:
-        o.name, pos = read_str(mv, pos, n5)
-    n6 = mv[pos]
-    pos += 1
-    if n6 & 0x80:
-        n6, pos = read_uvarint(mv, pos - 1)
-    n6 -= 1
-    if n6 < 0:
+    if n7 & 0x80:
+        n7, pos = read_uvarint(mv, pos - 1)
+    n7 -= 1
+    if n7 < 0:
         raise DecodeError('non-nullable field Partitions was serialized as null')
     else:
-        check_count(mv, pos, n6, 1)
-        l7 = []
-        _app = l7.append
-        for _ in range(n6):
+        check_count(mv, pos, n7, 1)
+        l8 = []
+        _app = l8.append
+        for _ in range(n7):
             _x, pos = _r_OffsetCommitRequestPartition_f(mv, pos, v)
             _app(_x)
-        o.partitions = l7
+        o.partitions = l8
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -182,13 +191,16 @@ def _r_OffsetCommitRequestTopic_f(mv, pos, v):
     return o, pos
 
 def _w_OffsetCommitRequestTopic_f(o, out, v, regions, strict):
-    write_str(out, o.name, True, False, 'Name')
+    if v <= 9:
+        write_str(out, o.name, True, False, 'Name')
+    if v >= 10:
+        out += o.topic_id.bytes
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
-        for x8 in o.partitions:
-            _w_OffsetCommitRequestPartition_f(x8, out, v, regions, strict)
+        for x9 in o.partitions:
+            _w_OffsetCommitRequestPartition_f(x9, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -208,12 +220,12 @@ def _r_OffsetCommitRequestPartition_c(mv, pos, v):
     if 1 <= v <= 1:
         o.commit_timestamp, = _S_q.unpack_from(mv, pos)
         pos += 8
-    n9, = i16.unpack_from(mv, pos)
+    n10, = i16.unpack_from(mv, pos)
     pos += 2
-    if n9 < 0:
+    if n10 < 0:
         o.committed_metadata = None
     else:
-        o.committed_metadata, pos = read_str(mv, pos, n9)
+        o.committed_metadata, pos = read_str(mv, pos, n10)
     return o, pos
 
 def _w_OffsetCommitRequestPartition_c(o, out, v, regions, strict):
@@ -231,15 +243,15 @@ def _r_OffsetCommitRequestPartition_f(mv, pos, v):
     o.commit_timestamp = -1
     o.partition_index, o.committed_offset, o.committed_leader_epoch = _S_iqi.unpack_from(mv, pos)
     pos += 16
-    n10 = mv[pos]
+    n11 = mv[pos]
     pos += 1
-    if n10 & 0x80:
-        n10, pos = read_uvarint(mv, pos - 1)
-    n10 -= 1
-    if n10 < 0:
+    if n11 & 0x80:
+        n11, pos = read_uvarint(mv, pos - 1)
+    n11 -= 1
+    if n11 < 0:
         o.committed_metadata = None
     else:
-        o.committed_metadata, pos = read_str(mv, pos, n10)
+        o.committed_metadata, pos = read_str(mv, pos, n11)
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -277,46 +289,46 @@ def _r_OffsetCommitRequest_c(mv, pos, v):
         o.group_instance_id = None
     if not (2 <= v <= 4):
         o.retention_time_ms = -1
-    n11, = i16.unpack_from(mv, pos)
+    n12, = i16.unpack_from(mv, pos)
     pos += 2
-    if n11 < 0:
+    if n12 < 0:
         raise DecodeError('non-nullable field GroupId was serialized as null')
     else:
-        o.group_id, pos = read_str(mv, pos, n11)
+        o.group_id, pos = read_str(mv, pos, n12)
     if v >= 1:
         o.generation_id_or_member_epoch, = _S_i.unpack_from(mv, pos)
         pos += 4
     if v >= 1:
-        n12, = i16.unpack_from(mv, pos)
-        pos += 2
-        if n12 < 0:
-            raise DecodeError('non-nullable field MemberId was serialized as null')
-        else:
-            o.member_id, pos = read_str(mv, pos, n12)
-    if v >= 7:
         n13, = i16.unpack_from(mv, pos)
         pos += 2
         if n13 < 0:
+            raise DecodeError('non-nullable field MemberId was serialized as null')
+        else:
+            o.member_id, pos = read_str(mv, pos, n13)
+    if v >= 7:
+        n14, = i16.unpack_from(mv, pos)
+        pos += 2
+        if n14 < 0:
             if not (v >= 7):
                 raise DecodeError('non-nullable field GroupInstanceId was serialized as null')
             o.group_instance_id = None
         else:
-            o.group_instance_id, pos = read_str(mv, pos, n13)
+            o.group_instance_id, pos = read_str(mv, pos, n14)
     if 2 <= v <= 4:
         o.retention_time_ms, = _S_q.unpack_from(mv, pos)
         pos += 8
-    n14, = i32.unpack_from(mv, pos)
+    n15, = i32.unpack_from(mv, pos)
     pos += 4
-    if n14 < 0:
+    if n15 < 0:
         raise DecodeError('non-nullable field Topics was serialized as null')
     else:
-        check_count(mv, pos, n14, 1)
-        l15 = []
-        _app = l15.append
-        for _ in range(n14):
+        check_count(mv, pos, n15, 1)
+        l16 = []
+        _app = l16.append
+        for _ in range(n15):
             _x, pos = _r_OffsetCommitRequestTopic_c(mv, pos, v)
             _app(_x)
-        o.topics = l15
+        o.topics = l16
     return o, pos
 
 def _w_OffsetCommitRequest_c(o, out, v, regions, strict):
@@ -335,56 +347,56 @@ def _w_OffsetCommitRequest_c(o, out, v, regions, strict):
         raise EncodeError('non-nullable field Topics is None')
     else:
         out += i32.pack(len(o.topics))
-        for x16 in o.topics:
-            _w_OffsetCommitRequestTopic_c(x16, out, v, regions, strict)
+        for x17 in o.topics:
+            _w_OffsetCommitRequestTopic_c(x17, out, v, regions, strict)
 
 def _r_OffsetCommitRequest_f(mv, pos, v):
     o = _new(OffsetCommitRequest)
     o.retention_time_ms = -1
-    n17 = mv[pos]
-    pos += 1
-    if n17 & 0x80:
-        n17, pos = read_uvarint(mv, pos - 1)
-    n17 -= 1
-    if n17 < 0:
-        raise DecodeError('non-nullable field GroupId was serialized as null')
-    else:
-        o.group_id, pos = read_str(mv, pos, n17)
-    o.generation_id_or_member_epoch, = _S_i.unpack_from(mv, pos)
-    pos += 4
     n18 = mv[pos]
     pos += 1
     if n18 & 0x80:
         n18, pos = read_uvarint(mv, pos - 1)
     n18 -= 1
     if n18 < 0:
-        raise DecodeError('non-nullable field MemberId was serialized as null')
+        raise DecodeError('non-nullable field GroupId was serialized as null')
     else:
-        o.member_id, pos = read_str(mv, pos, n18)
+        o.group_id, pos = read_str(mv, pos, n18)
+    o.generation_id_or_member_epoch, = _S_i.unpack_from(mv, pos)
+    pos += 4
     n19 = mv[pos]
     pos += 1
     if n19 & 0x80:
         n19, pos = read_uvarint(mv, pos - 1)
     n19 -= 1
     if n19 < 0:
-        o.group_instance_id = None
+        raise DecodeError('non-nullable field MemberId was serialized as null')
     else:
-        o.group_instance_id, pos = read_str(mv, pos, n19)
+        o.member_id, pos = read_str(mv, pos, n19)
     n20 = mv[pos]
     pos += 1
     if n20 & 0x80:
         n20, pos = read_uvarint(mv, pos - 1)
     n20 -= 1
     if n20 < 0:
+        o.group_instance_id = None
+    else:
+        o.group_instance_id, pos = read_str(mv, pos, n20)
+    n21 = mv[pos]
+    pos += 1
+    if n21 & 0x80:
+        n21, pos = read_uvarint(mv, pos - 1)
+    n21 -= 1
+    if n21 < 0:
         raise DecodeError('non-nullable field Topics was serialized as null')
     else:
-        check_count(mv, pos, n20, 1)
-        l21 = []
-        _app = l21.append
-        for _ in range(n20):
+        check_count(mv, pos, n21, 1)
+        l22 = []
+        _app = l22.append
+        for _ in range(n21):
             _x, pos = _r_OffsetCommitRequestTopic_f(mv, pos, v)
             _app(_x)
-        o.topics = l21
+        o.topics = l22
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -411,8 +423,8 @@ def _w_OffsetCommitRequest_f(o, out, v, regions, strict):
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
-        for x22 in o.topics:
-            _w_OffsetCommitRequestTopic_f(x22, out, v, regions, strict)
+        for x23 in o.topics:
+            _w_OffsetCommitRequestTopic_f(x23, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -21,22 +21,23 @@ def _tag_key(t):
 
 
 class OffsetCommitResponseTopic(Message):
-    """OffsetCommitResponseTopic: versions 0-9, flexible 8+."""
-    __slots__ = ('name', 'partitions', '_unknown')
-    _fields = ('name', 'partitions')
-    _schema = (('name', 'Name', 'string', (0, 9), None, None, None), ('partitions', 'Partitions', '[]OffsetCommitResponsePartition', (0, 9), None, None, None))
+    """OffsetCommitResponseTopic: versions 0-10, flexible 8+."""
+    __slots__ = ('name', 'topic_id', 'partitions', '_unknown')
+    _fields = ('name', 'topic_id', 'partitions')
+    _schema = (('name', 'Name', 'string', (0, 9), None, None, None), ('topic_id', 'TopicId', 'uuid', (10, 10), None, None, None), ('partitions', 'Partitions', '[]OffsetCommitResponsePartition', (0, 10), None, None, None))
 
-    def __init__(self, name='', partitions=UNSET):
+    def __init__(self, name='', topic_id=ZERO_UUID, partitions=UNSET):
         self.name = name
+        self.topic_id = topic_id
         self.partitions = [] if partitions is UNSET else partitions
         self._unknown = None
 
 
 class OffsetCommitResponsePartition(Message):
-    """OffsetCommitResponsePartition: versions 0-9, flexible 8+."""
+    """OffsetCommitResponsePartition: versions 0-10, flexible 8+."""
     __slots__ = ('partition_index', 'error_code', '_unknown')
     _fields = ('partition_index', 'error_code')
-    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 9), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 9), None, None, None))
+    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 10), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 10), None, None, None))
 
     def __init__(self, partition_index=0, error_code=0):
         self.partition_index = partition_index
@@ -45,14 +46,14 @@ class OffsetCommitResponsePartition(Message):
 
 
 class OffsetCommitResponse(Message):
-    """OffsetCommitResponse (response): versions 0-9, flexible 8+."""
+    """OffsetCommitResponse (response): versions 0-10, flexible 8+."""
     __slots__ = ('throttle_time_ms', 'topics', '_unknown')
     _fields = ('throttle_time_ms', 'topics')
-    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (3, 9), None, None, None), ('topics', 'Topics', '[]OffsetCommitResponseTopic', (0, 9), None, None, None))
+    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (3, 10), None, None, None), ('topics', 'Topics', '[]OffsetCommitResponseTopic', (0, 10), None, None, None))
     NAME = 'OffsetCommitResponse'
     API_KEY = 8
     MIN_VERSION = 0
-    MAX_VERSION = 9
+    MAX_VERSION = 10
     FLEXIBLE_FROM = 8
 
     def __init__(self, throttle_time_ms=0, topics=UNSET):
@@ -100,6 +101,7 @@ class OffsetCommitResponse(Message):
 
 def _r_OffsetCommitResponseTopic_c(mv, pos, v):
     o = _new(OffsetCommitResponseTopic)
+    o.topic_id = ZERO_UUID
     n1, = i16.unpack_from(mv, pos)
     pos += 2
     if n1 < 0:
@@ -131,30 +133,37 @@ def _w_OffsetCommitResponseTopic_c(o, out, v, regions, strict):
 
 def _r_OffsetCommitResponseTopic_f(mv, pos, v):
     o = _new(OffsetCommitResponseTopic)
-    n5 = mv[pos]
+    if not (v <= 9):
+        o.name = ''
+    if not (v >= 10):
+        o.topic_id = ZERO_UUID
+    if v <= 9:
+        n5 = mv[pos]
+        pos += 1
+        if n5 & 0x80:
+            n5, pos = read_uvarint(mv, pos - 1)
+        n5 -= 1
+        if n5 < 0:
+            raise DecodeError('non-nullable field Name was serialized as null')
+        else:
+            o.name, pos = read_str(mv, pos, n5)
+    if v >= 10:
+        o.topic_id, pos = read_uuid(mv, pos)
+    n7 = mv[pos]
     pos += 1
-    if n5 & 0x80:
-        n5, pos = read_uvarint(mv, pos - 1)
-    n5 -= 1
-    if n5 < 0:
-        raise DecodeError('non-nullable field Name was serialized as null')
-    else:
-        o.name, pos = read_str(mv, pos, n5)
-    n6 = mv[pos]
-    pos += 1
-    if n6 & 0x80:
-        n6, pos = read_uvarint(mv, pos - 1)
-    n6 -= 1
-    if n6 < 0:
+    if n7 & 0x80:
+        n7, pos = read_uvarint(mv, pos - 1)
+    n7 -= 1
+    if n7 < 0:
         raise DecodeError('non-nullable field Partitions was serialized as null')
     else:
-        check_count(mv, pos, n6, 1)
-        l7 = []
-        _app = l7.append
-        for _ in range(n6):
+        check_count(mv, pos, n7, 1)
+        l8 = []
+        _app = l8.append
+        for _ in range(n7):
             _x, pos = _r_OffsetCommitResponsePartition_f(mv, pos, v)
             _app(_x)
-        o.partitions = l7
+        o.partitions = l8
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -173,13 +182,16 @@ def _r_OffsetCommitResponseTopic_f(mv, pos, v):
     return o, pos
 
 def _w_OffsetCommitResponseTopic_f(o, out, v, regions, strict):
-    write_str(out, o.name, True, False, 'Name')
+    if v <= 9:
+        write_str(out, o.name, True, False, 'Name')
+    if v >= 10:
+        out += o.topic_id.bytes
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
-        for x8 in o.partitions:
-            _w_OffsetCommitResponsePartition_f(x8, out, v, regions, strict)
+        for x9 in o.partitions:
+            _w_OffsetCommitResponsePartition_f(x9, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -229,18 +241,18 @@ def _r_OffsetCommitResponse_c(mv, pos, v):
     if v >= 3:
         o.throttle_time_ms, = _S_i.unpack_from(mv, pos)
         pos += 4
-    n9, = i32.unpack_from(mv, pos)
+    n10, = i32.unpack_from(mv, pos)
     pos += 4
-    if n9 < 0:
+    if n10 < 0:
         raise DecodeError('non-nullable field Topics was serialized as null')
     else:
-        check_count(mv, pos, n9, 1)
-        l10 = []
-        _app = l10.append
-        for _ in range(n9):
+        check_count(mv, pos, n10, 1)
+        l11 = []
+        _app = l11.append
+        for _ in range(n10):
             _x, pos = _r_OffsetCommitResponseTopic_c(mv, pos, v)
             _app(_x)
-        o.topics = l10
+        o.topics = l11
     return o, pos
 
 def _w_OffsetCommitResponse_c(o, out, v, regions, strict):
@@ -250,28 +262,28 @@ def _w_OffsetCommitResponse_c(o, out, v, regions, strict):
         raise EncodeError('non-nullable field Topics is None')
     else:
         out += i32.pack(len(o.topics))
-        for x11 in o.topics:
-            _w_OffsetCommitResponseTopic_c(x11, out, v, regions, strict)
+        for x12 in o.topics:
+            _w_OffsetCommitResponseTopic_c(x12, out, v, regions, strict)
 
 def _r_OffsetCommitResponse_f(mv, pos, v):
     o = _new(OffsetCommitResponse)
     o.throttle_time_ms, = _S_i.unpack_from(mv, pos)
     pos += 4
-    n12 = mv[pos]
+    n13 = mv[pos]
     pos += 1
-    if n12 & 0x80:
-        n12, pos = read_uvarint(mv, pos - 1)
-    n12 -= 1
-    if n12 < 0:
+    if n13 & 0x80:
+        n13, pos = read_uvarint(mv, pos - 1)
+    n13 -= 1
+    if n13 < 0:
         raise DecodeError('non-nullable field Topics was serialized as null')
     else:
-        check_count(mv, pos, n12, 1)
-        l13 = []
-        _app = l13.append
-        for _ in range(n12):
+        check_count(mv, pos, n13, 1)
+        l14 = []
+        _app = l14.append
+        for _ in range(n13):
             _x, pos = _r_OffsetCommitResponseTopic_f(mv, pos, v)
             _app(_x)
-        o.topics = l13
+        o.topics = l14
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -295,8 +307,8 @@ def _w_OffsetCommitResponse_f(o, out, v, regions, strict):
         raise EncodeError('non-nullable field Topics is None')
     else:
         write_uvarint(out, len(o.topics) + 1)
-        for x14 in o.topics:
-            _w_OffsetCommitResponseTopic_f(x14, out, v, regions, strict)
+        for x15 in o.topics:
+            _w_OffsetCommitResponseTopic_f(x15, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

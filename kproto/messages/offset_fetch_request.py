@@ -21,7 +21,7 @@ def _tag_key(t):
 
 
 class OffsetFetchRequestTopic(Message):
-    """OffsetFetchRequestTopic: versions 0-9, flexible 6+."""
+    """OffsetFetchRequestTopic: versions 0-10, flexible 6+."""
     __slots__ = ('name', 'partition_indexes', '_unknown')
     _fields = ('name', 'partition_indexes')
     _schema = (('name', 'Name', 'string', (0, 7), None, None, None), ('partition_indexes', 'PartitionIndexes', '[]int32', (0, 7), None, None, None))
@@ -33,10 +33,10 @@ class OffsetFetchRequestTopic(Message):
 
 
 class OffsetFetchRequestGroup(Message):
-    """OffsetFetchRequestGroup: versions 0-9, flexible 6+."""
+    """OffsetFetchRequestGroup: versions 0-10, flexible 6+."""
     __slots__ = ('group_id', 'member_id', 'member_epoch', 'topics', '_unknown')
     _fields = ('group_id', 'member_id', 'member_epoch', 'topics')
-    _schema = (('group_id', 'GroupId', 'string', (8, 9), None, None, None), ('member_id', 'MemberId', 'string', (9, 9), (9, 9), None, None), ('member_epoch', 'MemberEpoch', 'int32', (9, 9), None, None, None), ('topics', 'Topics', '[]OffsetFetchRequestTopics', (8, 9), (8, 9), None, None))
+    _schema = (('group_id', 'GroupId', 'string', (8, 10), None, None, None), ('member_id', 'MemberId', 'string', (9, 10), (9, 10), None, None), ('member_epoch', 'MemberEpoch', 'int32', (9, 10), None, None, None), ('topics', 'Topics', '[]OffsetFetchRequestTopics', (8, 10), (8, 10), None, None))
 
     def __init__(self, group_id='', member_id=None, member_epoch=-1, topics=UNSET):
         self.group_id = group_id
@@ -47,26 +47,27 @@ class OffsetFetchRequestGroup(Message):
 
 
 class OffsetFetchRequestTopics(Message):
-    """OffsetFetchRequestTopics: versions 0-9, flexible 6+."""
-    __slots__ = ('name', 'partition_indexes', '_unknown')
-    _fields = ('name', 'partition_indexes')
-    _schema = (('name', 'Name', 'string', (8, 9), None, None, None), ('partition_indexes', 'PartitionIndexes', '[]int32', (8, 9), None, None, None))
+    """OffsetFetchRequestTopics: versions 0-10, flexible 6+."""
+    __slots__ = ('name', 'topic_id', 'partition_indexes', '_unknown')
+    _fields = ('name', 'topic_id', 'partition_indexes')
+    _schema = (('name', 'Name', 'string', (8, 9), None, None, None), ('topic_id', 'TopicId', 'uuid', (10, 10), None, None, None), ('partition_indexes', 'PartitionIndexes', '[]int32', (8, 10), None, None, None))
 
-    def __init__(self, name='', partition_indexes=UNSET):
+    def __init__(self, name='', topic_id=ZERO_UUID, partition_indexes=UNSET):
         self.name = name
+        self.topic_id = topic_id
         self.partition_indexes = [] if partition_indexes is UNSET else partition_indexes
         self._unknown = None
 
 
 class OffsetFetchRequest(Message):
-    """OffsetFetchRequest (request): versions 0-9, flexible 6+."""
+    """OffsetFetchRequest (request): versions 0-10, flexible 6+."""
     __slots__ = ('group_id', 'topics', 'groups', 'require_stable', '_unknown')
     _fields = ('group_id', 'topics', 'groups', 'require_stable')
-    _schema = (('group_id', 'GroupId', 'string', (0, 7), None, None, None), ('topics', 'Topics', '[]OffsetFetchRequestTopic', (0, 7), (2, 7), None, None), ('groups', 'Groups', '[]OffsetFetchRequestGroup', (8, 9), None, None, None), ('require_stable', 'RequireStable', 'bool', (7, 9), None, None, None))
+    _schema = (('group_id', 'GroupId', 'string', (0, 7), None, None, None), ('topics', 'Topics', '[]OffsetFetchRequestTopic', (0, 7), (2, 7), None, None), ('groups', 'Groups', '[]OffsetFetchRequestGroup', (8, 10), None, None, None), ('require_stable', 'RequireStable', 'bool', (7, 10), None, None, None))
     NAME = 'OffsetFetchRequest'
     API_KEY = 9
     MIN_VERSION = 0
-    MAX_VERSION = 9
+    MAX_VERSION = 10
     FLEXIBLE_FROM = 6
 
     def __init__(self, group_id='', topics=UNSET, groups=UNSET, require_stable=False):
@@ -268,24 +269,31 @@ def _w_OffsetFetchRequestGroup_f(o, out, v, regions, strict):
 
 def _r_OffsetFetchRequestTopics_f(mv, pos, v):
     o = _new(OffsetFetchRequestTopics)
-    n10 = mv[pos]
+    if not (v <= 9):
+        o.name = ''
+    if not (v >= 10):
+        o.topic_id = ZERO_UUID
+    if v <= 9:
+        n10 = mv[pos]
+        pos += 1
+        if n10 & 0x80:
+            n10, pos = read_uvarint(mv, pos - 1)
+        n10 -= 1
+        if n10 < 0:
+            raise DecodeError('non-nullable field Name was serialized as null')
+        else:
+            o.name, pos = read_str(mv, pos, n10)
+    if v >= 10:
+        o.topic_id, pos = read_uuid(mv, pos)
+    n12 = mv[pos]
     pos += 1
-    if n10 & 0x80:
-        n10, pos = read_uvarint(mv, pos - 1)
-    n10 -= 1
-    if n10 < 0:
-        raise DecodeError('non-nullable field Name was serialized as null')
-    else:
-        o.name, pos = read_str(mv, pos, n10)
-    n11 = mv[pos]
-    pos += 1
-    if n11 & 0x80:
-        n11, pos = read_uvarint(mv, pos - 1)
-    n11 -= 1
-    if n11 < 0:
+    if n12 & 0x80:
+        n12, pos = read_uvarint(mv, pos - 1)
+    n12 -= 1
+    if n12 < 0:
         raise DecodeError('non-nullable field PartitionIndexes was serialized as null')
     else:
-        o.partition_indexes, pos = read_array_fixed(mv, pos, n11, 'i', 4)
+        o.partition_indexes, pos = read_array_fixed(mv, pos, n12, 'i', 4)
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -304,7 +312,10 @@ def _r_OffsetFetchRequestTopics_f(mv, pos, v):
     return o, pos
 
 def _w_OffsetFetchRequestTopics_f(o, out, v, regions, strict):
-    write_str(out, o.name, True, False, 'Name')
+    if v <= 9:
+        write_str(out, o.name, True, False, 'Name')
+    if v >= 10:
+        out += o.topic_id.bytes
     if o.partition_indexes is None:
         raise EncodeError('non-nullable field PartitionIndexes is None')
     else:
@@ -319,26 +330,26 @@ def _r_OffsetFetchRequest_c(mv, pos, v):
     o = _new(OffsetFetchRequest)
     o.groups = []
     o.require_stable = False
-    n12, = i16.unpack_from(mv, pos)
+    n13, = i16.unpack_from(mv, pos)
     pos += 2
-    if n12 < 0:
+    if n13 < 0:
         raise DecodeError('non-nullable field GroupId was serialized as null')
     else:
-        o.group_id, pos = read_str(mv, pos, n12)
-    n13, = i32.unpack_from(mv, pos)
+        o.group_id, pos = read_str(mv, pos, n13)
+    n14, = i32.unpack_from(mv, pos)
     pos += 4
-    if n13 < 0:
+    if n14 < 0:
         if not (v >= 2):
             raise DecodeError('non-nullable field Topics was serialized as null')
         o.topics = None
     else:
-        check_count(mv, pos, n13, 1)
-        l14 = []
-        _app = l14.append
-        for _ in range(n13):
+        check_count(mv, pos, n14, 1)
+        l15 = []
+        _app = l15.append
+        for _ in range(n14):
             _x, pos = _r_OffsetFetchRequestTopic_c(mv, pos, v)
             _app(_x)
-        o.topics = l14
+        o.topics = l15
     return o, pos
 
 def _w_OffsetFetchRequest_c(o, out, v, regions, strict):
@@ -353,8 +364,8 @@ def _w_OffsetFetchRequest_c(o, out, v, regions, strict):
         out += b'\xff\xff\xff\xff'
     else:
         out += i32.pack(len(o.topics))
-        for x15 in o.topics:
-            _w_OffsetFetchRequestTopic_c(x15, out, v, regions, strict)
+        for x16 in o.topics:
+            _w_OffsetFetchRequestTopic_c(x16, out, v, regions, strict)
 
 def _r_OffsetFetchRequest_f(mv, pos, v):
     o = _new(OffsetFetchRequest)
@@ -367,49 +378,49 @@ def _r_OffsetFetchRequest_f(mv, pos, v):
     if not (v >= 7):
         o.require_stable = False
     if v <= 7:
-        n16 = mv[pos]
-        pos += 1
-        if n16 & 0x80:
-            n16, pos = read_uvarint(mv, pos - 1)
-        n16 -= 1
-        if n16 < 0:
-            raise DecodeError('non-nullable field GroupId was serialized as null')
-        else:
-            o.group_id, pos = read_str(mv, pos, n16)
-    if v <= 7:
         n17 = mv[pos]
         pos += 1
         if n17 & 0x80:
             n17, pos = read_uvarint(mv, pos - 1)
         n17 -= 1
         if n17 < 0:
+            raise DecodeError('non-nullable field GroupId was serialized as null')
+        else:
+            o.group_id, pos = read_str(mv, pos, n17)
+    if v <= 7:
+        n18 = mv[pos]
+        pos += 1
+        if n18 & 0x80:
+            n18, pos = read_uvarint(mv, pos - 1)
+        n18 -= 1
+        if n18 < 0:
             if not (v <= 7):
                 raise DecodeError('non-nullable field Topics was serialized as null')
             o.topics = None
         else:
-            check_count(mv, pos, n17, 1)
-            l18 = []
-            _app = l18.append
-            for _ in range(n17):
+            check_count(mv, pos, n18, 1)
+            l19 = []
+            _app = l19.append
+            for _ in range(n18):
                 _x, pos = _r_OffsetFetchRequestTopic_f(mv, pos, v)
                 _app(_x)
-            o.topics = l18
+            o.topics = l19
     if v >= 8:
-        n19 = mv[pos]
+        n20 = mv[pos]
         pos += 1
-        if n19 & 0x80:
-            n19, pos = read_uvarint(mv, pos - 1)
-        n19 -= 1
-        if n19 < 0:
+        if n20 & 0x80:
+            n20, pos = read_uvarint(mv, pos - 1)
+        n20 -= 1
+        if n20 < 0:
             raise DecodeError('non-nullable field Groups was serialized as null')
         else:
-            check_count(mv, pos, n19, 1)
-            l20 = []
-            _app = l20.append
-            for _ in range(n19):
+            check_count(mv, pos, n20, 1)
+            l21 = []
+            _app = l21.append
+            for _ in range(n20):
                 _x, pos = _r_OffsetFetchRequestGroup_f(mv, pos, v)
                 _app(_x)
-            o.groups = l20
+            o.groups = l21
     if v >= 7:
         o.require_stable, = _S_o.unpack_from(mv, pos)
         pos += 1
@@ -448,15 +459,15 @@ def _w_OffsetFetchRequest_f(o, out, v, regions, strict):
             out.append(0)
         else:
             write_uvarint(out, len(o.topics) + 1)
-            for x21 in o.topics:
-                _w_OffsetFetchRequestTopic_f(x21, out, v, regions, strict)
+            for x22 in o.topics:
+                _w_OffsetFetchRequestTopic_f(x22, out, v, regions, strict)
     if v >= 8:
         if o.groups is None:
             raise EncodeError('non-nullable field Groups is None')
         else:
             write_uvarint(out, len(o.groups) + 1)
-            for x22 in o.groups:
-                _w_OffsetFetchRequestGroup_f(x22, out, v, regions, strict)
+            for x23 in o.groups:
+                _w_OffsetFetchRequestGroup_f(x23, out, v, regions, strict)
     if v >= 7:
         out += _S_o.pack(o.require_stable)
     if o._unknown:

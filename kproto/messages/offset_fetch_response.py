@@ -23,7 +23,7 @@ def _tag_key(t):
 
 
 class OffsetFetchResponseTopic(Message):
-    """OffsetFetchResponseTopic: versions 0-9, flexible 6+."""
+    """OffsetFetchResponseTopic: versions 0-10, flexible 6+."""
     __slots__ = ('name', 'partitions', '_unknown')
     _fields = ('name', 'partitions')
     _schema = (('name', 'Name', 'string', (0, 7), None, None, None), ('partitions', 'Partitions', '[]OffsetFetchResponsePartition', (0, 7), None, None, None))
@@ -35,7 +35,7 @@ class OffsetFetchResponseTopic(Message):
 
 
 class OffsetFetchResponsePartition(Message):
-    """OffsetFetchResponsePartition: versions 0-9, flexible 6+."""
+    """OffsetFetchResponsePartition: versions 0-10, flexible 6+."""
     __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code', '_unknown')
     _fields = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code')
     _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 7), None, None, None), ('committed_offset', 'CommittedOffset', 'int64', (0, 7), None, None, None), ('committed_leader_epoch', 'CommittedLeaderEpoch', 'int32', (5, 7), None, None, None), ('metadata', 'Metadata', 'string', (0, 7), (0, 7), None, None), ('error_code', 'ErrorCode', 'int16', (0, 7), None, None, None))
@@ -50,10 +50,10 @@ class OffsetFetchResponsePartition(Message):
 
 
 class OffsetFetchResponseGroup(Message):
-    """OffsetFetchResponseGroup: versions 0-9, flexible 6+."""
+    """OffsetFetchResponseGroup: versions 0-10, flexible 6+."""
     __slots__ = ('group_id', 'topics', 'error_code', '_unknown')
     _fields = ('group_id', 'topics', 'error_code')
-    _schema = (('group_id', 'GroupId', 'string', (8, 9), None, None, None), ('topics', 'Topics', '[]OffsetFetchResponseTopics', (8, 9), None, None, None), ('error_code', 'ErrorCode', 'int16', (8, 9), None, None, None))
+    _schema = (('group_id', 'GroupId', 'string', (8, 10), None, None, None), ('topics', 'Topics', '[]OffsetFetchResponseTopics', (8, 10), None, None, None), ('error_code', 'ErrorCode', 'int16', (8, 10), None, None, None))
 
     def __init__(self, group_id='', topics=UNSET, error_code=0):
         self.group_id = group_id
@@ -63,22 +63,23 @@ class OffsetFetchResponseGroup(Message):
 
 
 class OffsetFetchResponseTopics(Message):
-    """OffsetFetchResponseTopics: versions 0-9, flexible 6+."""
-    __slots__ = ('name', 'partitions', '_unknown')
-    _fields = ('name', 'partitions')
-    _schema = (('name', 'Name', 'string', (8, 9), None, None, None), ('partitions', 'Partitions', '[]OffsetFetchResponsePartitions', (8, 9), None, None, None))
+    """OffsetFetchResponseTopics: versions 0-10, flexible 6+."""
+    __slots__ = ('name', 'topic_id', 'partitions', '_unknown')
+    _fields = ('name', 'topic_id', 'partitions')
+    _schema = (('name', 'Name', 'string', (8, 9), None, None, None), ('topic_id', 'TopicId', 'uuid', (10, 10), None, None, None), ('partitions', 'Partitions', '[]OffsetFetchResponsePartitions', (8, 10), None, None, None))
 
-    def __init__(self, name='', partitions=UNSET):
+    def __init__(self, name='', topic_id=ZERO_UUID, partitions=UNSET):
         self.name = name
+        self.topic_id = topic_id
         self.partitions = [] if partitions is UNSET else partitions
         self._unknown = None
 
 
 class OffsetFetchResponsePartitions(Message):
-    """OffsetFetchResponsePartitions: versions 0-9, flexible 6+."""
+    """OffsetFetchResponsePartitions: versions 0-10, flexible 6+."""
     __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code', '_unknown')
     _fields = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code')
-    _schema = (('partition_index', 'PartitionIndex', 'int32', (8, 9), None, None, None), ('committed_offset', 'CommittedOffset', 'int64', (8, 9), None, None, None), ('committed_leader_epoch', 'CommittedLeaderEpoch', 'int32', (8, 9), None, None, None), ('metadata', 'Metadata', 'string', (8, 9), (8, 9), None, None), ('error_code', 'ErrorCode', 'int16', (8, 9), None, None, None))
+    _schema = (('partition_index', 'PartitionIndex', 'int32', (8, 10), None, None, None), ('committed_offset', 'CommittedOffset', 'int64', (8, 10), None, None, None), ('committed_leader_epoch', 'CommittedLeaderEpoch', 'int32', (8, 10), None, None, None), ('metadata', 'Metadata', 'string', (8, 10), (8, 10), None, None), ('error_code', 'ErrorCode', 'int16', (8, 10), None, None, None))
 
     def __init__(self, partition_index=0, committed_offset=0, committed_leader_epoch=-1, metadata='', error_code=0):
         self.partition_index = partition_index
@@ -90,14 +91,14 @@ class OffsetFetchResponsePartitions(Message):
 
 
 class OffsetFetchResponse(Message):
-    """OffsetFetchResponse (response): versions 0-9, flexible 6+."""
+    """OffsetFetchResponse (response): versions 0-10, flexible 6+."""
     __slots__ = ('throttle_time_ms', 'topics', 'error_code', 'groups', '_unknown')
     _fields = ('throttle_time_ms', 'topics', 'error_code', 'groups')
-    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (3, 9), None, None, None), ('topics', 'Topics', '[]OffsetFetchResponseTopic', (0, 7), None, None, None), ('error_code', 'ErrorCode', 'int16', (2, 7), None, None, None), ('groups', 'Groups', '[]OffsetFetchResponseGroup', (8, 9), None, None, None))
+    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (3, 10), None, None, None), ('topics', 'Topics', '[]OffsetFetchResponseTopic', (0, 7), None, None, None), ('error_code', 'ErrorCode', 'int16', (2, 7), None, None, None), ('groups', 'Groups', '[]OffsetFetchResponseGroup', (8, 10), None, None, None))
     NAME = 'OffsetFetchResponse'
     API_KEY = 9
     MIN_VERSION = 0
-    MAX_VERSION = 9
+    MAX_VERSION = 10
     FLEXIBLE_FROM = 6
 
     def __init__(self, throttle_time_ms=0, topics=UNSET, error_code=0, groups=UNSET):
@@ -360,30 +361,37 @@ def _w_OffsetFetchResponseGroup_f(o, out, v, regions, strict):
 
 def _r_OffsetFetchResponseTopics_f(mv, pos, v):
     o = _new(OffsetFetchResponseTopics)
-    n15 = mv[pos]
+    if not (v <= 9):
+        o.name = ''
+    if not (v >= 10):
+        o.topic_id = ZERO_UUID
+    if v <= 9:
+        n15 = mv[pos]
+        pos += 1
+        if n15 & 0x80:
+            n15, pos = read_uvarint(mv, pos - 1)
+        n15 -= 1
+        if n15 < 0:
+            raise DecodeError('non-nullable field Name was serialized as null')
+        else:
+            o.name, pos = read_str(mv, pos, n15)
+    if v >= 10:
+        o.topic_id, pos = read_uuid(mv, pos)
+    n17 = mv[pos]
     pos += 1
-    if n15 & 0x80:
-        n15, pos = read_uvarint(mv, pos - 1)
-    n15 -= 1
-    if n15 < 0:
-        raise DecodeError('non-nullable field Name was serialized as null')
-    else:
-        o.name, pos = read_str(mv, pos, n15)
-    n16 = mv[pos]
-    pos += 1
-    if n16 & 0x80:
-        n16, pos = read_uvarint(mv, pos - 1)
-    n16 -= 1
-    if n16 < 0:
+    if n17 & 0x80:
+        n17, pos = read_uvarint(mv, pos - 1)
+    n17 -= 1
+    if n17 < 0:
         raise DecodeError('non-nullable field Partitions was serialized as null')
     else:
-        check_count(mv, pos, n16, 1)
-        l17 = []
-        _app = l17.append
-        for _ in range(n16):
+        check_count(mv, pos, n17, 1)
+        l18 = []
+        _app = l18.append
+        for _ in range(n17):
             _x, pos = _r_OffsetFetchResponsePartitions_f(mv, pos, v)
             _app(_x)
-        o.partitions = l17
+        o.partitions = l18
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -402,13 +410,16 @@ def _r_OffsetFetchResponseTopics_f(mv, pos, v):
     return o, pos
 
 def _w_OffsetFetchResponseTopics_f(o, out, v, regions, strict):
-    write_str(out, o.name, True, False, 'Name')
+    if v <= 9:
+        write_str(out, o.name, True, False, 'Name')
+    if v >= 10:
+        out += o.topic_id.bytes
     if o.partitions is None:
         raise EncodeError('non-nullable field Partitions is None')
     else:
         write_uvarint(out, len(o.partitions) + 1)
-        for x18 in o.partitions:
-            _w_OffsetFetchResponsePartitions_f(x18, out, v, regions, strict)
+        for x19 in o.partitions:
+            _w_OffsetFetchResponsePartitions_f(x19, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -418,15 +429,15 @@ def _r_OffsetFetchResponsePartitions_f(mv, pos, v):
     o = _new(OffsetFetchResponsePartitions)
     o.partition_index, o.committed_offset, o.committed_leader_epoch = _S_iqi.unpack_from(mv, pos)
     pos += 16
-    n19 = mv[pos]
+    n20 = mv[pos]
     pos += 1
-    if n19 & 0x80:
-        n19, pos = read_uvarint(mv, pos - 1)
-    n19 -= 1
-    if n19 < 0:
+    if n20 & 0x80:
+        n20, pos = read_uvarint(mv, pos - 1)
+    n20 -= 1
+    if n20 < 0:
         o.metadata = None
     else:
-        o.metadata, pos = read_str(mv, pos, n19)
+        o.metadata, pos = read_str(mv, pos, n20)
     o.error_code, = _S_h.unpack_from(mv, pos)
     pos += 2
     o._unknown = None
@@ -465,18 +476,18 @@ def _r_OffsetFetchResponse_c(mv, pos, v):
     if v >= 3:
         o.throttle_time_ms, = _S_i.unpack_from(mv, pos)
         pos += 4
-    n20, = i32.unpack_from(mv, pos)
+    n21, = i32.unpack_from(mv, pos)
     pos += 4
-    if n20 < 0:
+    if n21 < 0:
         raise DecodeError('non-nullable field Topics was serialized as null')
     else:
-        check_count(mv, pos, n20, 1)
-        l21 = []
-        _app = l21.append
-        for _ in range(n20):
+        check_count(mv, pos, n21, 1)
+        l22 = []
+        _app = l22.append
+        for _ in range(n21):
             _x, pos = _r_OffsetFetchResponseTopic_c(mv, pos, v)
             _app(_x)
-        o.topics = l21
+        o.topics = l22
     if v >= 2:
         o.error_code, = _S_h.unpack_from(mv, pos)
         pos += 2
@@ -491,8 +502,8 @@ def _w_OffsetFetchResponse_c(o, out, v, regions, strict):
         raise EncodeError('non-nullable field Topics is None')
     else:
         out += i32.pack(len(o.topics))
-        for x22 in o.topics:
-            _w_OffsetFetchResponseTopic_c(x22, out, v, regions, strict)
+        for x23 in o.topics:
+            _w_OffsetFetchResponseTopic_c(x23, out, v, regions, strict)
     if v >= 2:
         out += _S_h.pack(o.error_code)
 
@@ -507,40 +518,40 @@ def _r_OffsetFetchResponse_f(mv, pos, v):
     o.throttle_time_ms, = _S_i.unpack_from(mv, pos)
     pos += 4
     if v <= 7:
-        n23 = mv[pos]
+        n24 = mv[pos]
         pos += 1
-        if n23 & 0x80:
-            n23, pos = read_uvarint(mv, pos - 1)
-        n23 -= 1
-        if n23 < 0:
+        if n24 & 0x80:
+            n24, pos = read_uvarint(mv, pos - 1)
+        n24 -= 1
+        if n24 < 0:
             raise DecodeError('non-nullable field Topics was serialized as null')
         else:
-            check_count(mv, pos, n23, 1)
-            l24 = []
-            _app = l24.append
-            for _ in range(n23):
+            check_count(mv, pos, n24, 1)
+            l25 = []
+            _app = l25.append
+            for _ in range(n24):
                 _x, pos = _r_OffsetFetchResponseTopic_f(mv, pos, v)
                 _app(_x)
-            o.topics = l24
+            o.topics = l25
     if v <= 7:
         o.error_code, = _S_h.unpack_from(mv, pos)
         pos += 2
     if v >= 8:
-        n25 = mv[pos]
+        n26 = mv[pos]
         pos += 1
-        if n25 & 0x80:
-            n25, pos = read_uvarint(mv, pos - 1)
-        n25 -= 1
-        if n25 < 0:
+        if n26 & 0x80:
+            n26, pos = read_uvarint(mv, pos - 1)
+        n26 -= 1
+        if n26 < 0:
             raise DecodeError('non-nullable field Groups was serialized as null')
         else:
-            check_count(mv, pos, n25, 1)
-            l26 = []
-            _app = l26.append
-            for _ in range(n25):
+            check_count(mv, pos, n26, 1)
+            l27 = []
+            _app = l27.append
+            for _ in range(n26):
                 _x, pos = _r_OffsetFetchResponseGroup_f(mv, pos, v)
                 _app(_x)
-            o.groups = l26
+            o.groups = l27
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -569,8 +580,8 @@ def _w_OffsetFetchResponse_f(o, out, v, regions, strict):
             raise EncodeError('non-nullable field Topics is None')
         else:
             write_uvarint(out, len(o.topics) + 1)
-            for x27 in o.topics:
-                _w_OffsetFetchResponseTopic_f(x27, out, v, regions, strict)
+            for x28 in o.topics:
+                _w_OffsetFetchResponseTopic_f(x28, out, v, regions, strict)
     if v <= 7:
         out += _S_h.pack(o.error_code)
     if v >= 8:
@@ -578,8 +589,8 @@ def _w_OffsetFetchResponse_f(o, out, v, regions, strict):
             raise EncodeError('non-nullable field Groups is None')
         else:
             write_uvarint(out, len(o.groups) + 1)
-            for x28 in o.groups:
-                _w_OffsetFetchResponseGroup_f(x28, out, v, regions, strict)
+            for x29 in o.groups:
+                _w_OffsetFetchResponseGroup_f(x29, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

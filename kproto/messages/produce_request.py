@@ -21,22 +21,23 @@ def _tag_key(t):
 
 
 class TopicProduceData(Message):
-    """TopicProduceData: versions 0-11, flexible 9+."""
-    __slots__ = ('name', 'partition_data', '_unknown')
-    _fields = ('name', 'partition_data')
-    _schema = (('name', 'Name', 'string', (0, 11), None, None, None), ('partition_data', 'PartitionData', '[]PartitionProduceData', (0, 11), None, None, None))
+    """TopicProduceData: versions 0-13, flexible 9+."""
+    __slots__ = ('name', 'topic_id', 'partition_data', '_unknown')
+    _fields = ('name', 'topic_id', 'partition_data')
+    _schema = (('name', 'Name', 'string', (0, 12), None, None, None), ('topic_id', 'TopicId', 'uuid', (13, 13), None, None, None), ('partition_data', 'PartitionData', '[]PartitionProduceData', (0, 13), None, None, None))
 
-    def __init__(self, name='', partition_data=UNSET):
+    def __init__(self, name='', topic_id=ZERO_UUID, partition_data=UNSET):
         self.name = name
+        self.topic_id = topic_id
         self.partition_data = [] if partition_data is UNSET else partition_data
         self._unknown = None
 
 
 class PartitionProduceData(Message):
-    """PartitionProduceData: versions 0-11, flexible 9+."""
+    """PartitionProduceData: versions 0-13, flexible 9+."""
     __slots__ = ('index', 'records', '_unknown')
     _fields = ('index', 'records')
-    _schema = (('index', 'Index', 'int32', (0, 11), None, None, None), ('records', 'Records', 'records', (0, 11), (0, 11), None, None))
+    _schema = (('index', 'Index', 'int32', (0, 13), None, None, None), ('records', 'Records', 'records', (0, 13), (0, 13), None, None))
 
     def __init__(self, index=0, records=None):
         self.index = index
@@ -45,14 +46,14 @@ class PartitionProduceData(Message):
 
 
 class ProduceRequest(Message):
-    """ProduceRequest (request): versions 0-11, flexible 9+."""
+    """ProduceRequest (request): versions 0-13, flexible 9+."""
     __slots__ = ('transactional_id', 'acks', 'timeout_ms', 'topic_data', '_unknown')
     _fields = ('transactional_id', 'acks', 'timeout_ms', 'topic_data')
-    _schema = (('transactional_id', 'TransactionalId', 'string', (3, 11), (3, 11), None, None), ('acks', 'Acks', 'int16', (0, 11), None, None, None), ('timeout_ms', 'TimeoutMs', 'int32', (0, 11), None, None, None), ('topic_data', 'TopicData', '[]TopicProduceData', (0, 11), None, None, None))
+    _schema = (('transactional_id', 'TransactionalId', 'string', (3, 13), (3, 13), None, None), ('acks', 'Acks', 'int16', (0, 13), None, None, None), ('timeout_ms', 'TimeoutMs', 'int32', (0, 13), None, None, None), ('topic_data', 'TopicData', '[]TopicProduceData', (0, 13), None, None, None))
     NAME = 'ProduceRequest'
     API_KEY = 0
     MIN_VERSION = 0
-    MAX_VERSION = 11
+    MAX_VERSION = 13
     FLEXIBLE_FROM = 9
 
     def __init__(self, transactional_id=None, acks=0, timeout_ms=0, topic_data=UNSET):
@@ -102,6 +103,7 @@ class ProduceRequest(Message):
 
 def _r_TopicProduceData_c(mv, pos, v):
     o = _new(TopicProduceData)
+    o.topic_id = ZERO_UUID
     n1, = i16.unpack_from(mv, pos)
     pos += 2
     if n1 < 0:
@@ -133,30 +135,37 @@ def _w_TopicProduceData_c(o, out, v, regions, strict):
 
 def _r_TopicProduceData_f(mv, pos, v):
     o = _new(TopicProduceData)
-    n5 = mv[pos]
+    if not (v <= 12):
+        o.name = ''
+    if not (v >= 13):
+        o.topic_id = ZERO_UUID
+    if v <= 12:
+        n5 = mv[pos]
+        pos += 1
+        if n5 & 0x80:
+            n5, pos = read_uvarint(mv, pos - 1)
+        n5 -= 1
+        if n5 < 0:
+            raise DecodeError('non-nullable field Name was serialized as null')
+        else:
+            o.name, pos = read_str(mv, pos, n5)
+    if v >= 13:
+        o.topic_id, pos = read_uuid(mv, pos)
+    n7 = mv[pos]
     pos += 1
-    if n5 & 0x80:
-        n5, pos = read_uvarint(mv, pos - 1)
-    n5 -= 1
-    if n5 < 0:
-        raise DecodeError('non-nullable field Name was serialized as null')
-    else:
-        o.name, pos = read_str(mv, pos, n5)
-    n6 = mv[pos]
-    pos += 1
-    if n6 & 0x80:
-        n6, pos = read_uvarint(mv, pos - 1)
-    n6 -= 1
-    if n6 < 0:
+    if n7 & 0x80:
+        n7, pos = read_uvarint(mv, pos - 1)
+    n7 -= 1
+    if n7 < 0:
         raise DecodeError('non-nullable field PartitionData was serialized as null')
     else:
-        check_count(mv, pos, n6, 1)
-        l7 = []
-        _app = l7.append
-        for _ in range(n6):
+        check_count(mv, pos, n7, 1)
+        l8 = []
+        _app = l8.append
+        for _ in range(n7):
             _x, pos = _r_PartitionProduceData_f(mv, pos, v)
             _app(_x)
-        o.partition_data = l7
+        o.partition_data = l8
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -175,13 +184,16 @@ def _r_TopicProduceData_f(mv, pos, v):
     return o, pos
 
 def _w_TopicProduceData_f(o, out, v, regions, strict):
-    write_str(out, o.name, True, False, 'Name')
+    if v <= 12:
+        write_str(out, o.name, True, False, 'Name')
+    if v >= 13:
+        out += o.topic_id.bytes
     if o.partition_data is None:
         raise EncodeError('non-nullable field PartitionData is None')
     else:
         write_uvarint(out, len(o.partition_data) + 1)
-        for x8 in o.partition_data:
-            _w_PartitionProduceData_f(x8, out, v, regions, strict)
+        for x9 in o.partition_data:
+            _w_PartitionProduceData_f(x9, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -191,12 +203,12 @@ def _r_PartitionProduceData_c(mv, pos, v):
     o = _new(PartitionProduceData)
     o.index, = _S_i.unpack_from(mv, pos)
     pos += 4
-    n9, = i32.unpack_from(mv, pos)
+    n10, = i32.unpack_from(mv, pos)
     pos += 4
-    if n9 < 0:
+    if n10 < 0:
         o.records = None
     else:
-        o.records, pos = read_records(mv, pos, n9)
+        o.records, pos = read_records(mv, pos, n10)
     return o, pos
 
 def _w_PartitionProduceData_c(o, out, v, regions, strict):
@@ -207,15 +219,15 @@ def _r_PartitionProduceData_f(mv, pos, v):
     o = _new(PartitionProduceData)
     o.index, = _S_i.unpack_from(mv, pos)
     pos += 4
-    n10 = mv[pos]
+    n11 = mv[pos]
     pos += 1
-    if n10 & 0x80:
-        n10, pos = read_uvarint(mv, pos - 1)
-    n10 -= 1
-    if n10 < 0:
+    if n11 & 0x80:
+        n11, pos = read_uvarint(mv, pos - 1)
+    n11 -= 1
+    if n11 < 0:
         o.records = None
     else:
-        o.records, pos = read_records(mv, pos, n10)
+        o.records, pos = read_records(mv, pos, n11)
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -246,28 +258,28 @@ def _r_ProduceRequest_c(mv, pos, v):
     if not (v >= 3):
         o.transactional_id = None
     if v >= 3:
-        n11, = i16.unpack_from(mv, pos)
+        n12, = i16.unpack_from(mv, pos)
         pos += 2
-        if n11 < 0:
+        if n12 < 0:
             if not (v >= 3):
                 raise DecodeError('non-nullable field TransactionalId was serialized as null')
             o.transactional_id = None
         else:
-            o.transactional_id, pos = read_str(mv, pos, n11)
+            o.transactional_id, pos = read_str(mv, pos, n12)
     o.acks, o.timeout_ms = _S_hi.unpack_from(mv, pos)
     pos += 6
-    n12, = i32.unpack_from(mv, pos)
+    n13, = i32.unpack_from(mv, pos)
     pos += 4
-    if n12 < 0:
+    if n13 < 0:
         raise DecodeError('non-nullable field TopicData was serialized as null')
     else:
-        check_count(mv, pos, n12, 1)
-        l13 = []
-        _app = l13.append
-        for _ in range(n12):
+        check_count(mv, pos, n13, 1)
+        l14 = []
+        _app = l14.append
+        for _ in range(n13):
             _x, pos = _r_TopicProduceData_c(mv, pos, v)
             _app(_x)
-        o.topic_data = l13
+        o.topic_data = l14
     return o, pos
 
 def _w_ProduceRequest_c(o, out, v, regions, strict):
@@ -280,37 +292,37 @@ def _w_ProduceRequest_c(o, out, v, regions, strict):
         raise EncodeError('non-nullable field TopicData is None')
     else:
         out += i32.pack(len(o.topic_data))
-        for x14 in o.topic_data:
-            _w_TopicProduceData_c(x14, out, v, regions, strict)
+        for x15 in o.topic_data:
+            _w_TopicProduceData_c(x15, out, v, regions, strict)
 
 def _r_ProduceRequest_f(mv, pos, v):
     o = _new(ProduceRequest)
-    n15 = mv[pos]
-    pos += 1
-    if n15 & 0x80:
-        n15, pos = read_uvarint(mv, pos - 1)
-    n15 -= 1
-    if n15 < 0:
-        o.transactional_id = None
-    else:
-        o.transactional_id, pos = read_str(mv, pos, n15)
-    o.acks, o.timeout_ms = _S_hi.unpack_from(mv, pos)
-    pos += 6
     n16 = mv[pos]
     pos += 1
     if n16 & 0x80:
         n16, pos = read_uvarint(mv, pos - 1)
     n16 -= 1
     if n16 < 0:
+        o.transactional_id = None
+    else:
+        o.transactional_id, pos = read_str(mv, pos, n16)
+    o.acks, o.timeout_ms = _S_hi.unpack_from(mv, pos)
+    pos += 6
+    n17 = mv[pos]
+    pos += 1
+    if n17 & 0x80:
+        n17, pos = read_uvarint(mv, pos - 1)
+    n17 -= 1
+    if n17 < 0:
         raise DecodeError('non-nullable field TopicData was serialized as null')
     else:
-        check_count(mv, pos, n16, 1)
-        l17 = []
-        _app = l17.append
-        for _ in range(n16):
+        check_count(mv, pos, n17, 1)
+        l18 = []
+        _app = l18.append
+        for _ in range(n17):
             _x, pos = _r_TopicProduceData_f(mv, pos, v)
             _app(_x)
-        o.topic_data = l17
+        o.topic_data = l18
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -335,8 +347,8 @@ def _w_ProduceRequest_f(o, out, v, regions, strict):
         raise EncodeError('non-nullable field TopicData is None')
     else:
         write_uvarint(out, len(o.topic_data) + 1)
-        for x18 in o.topic_data:
-            _w_TopicProduceData_f(x18, out, v, regions, strict)
+        for x19 in o.topic_data:
+            _w_TopicProduceData_f(x19, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

@@ -24,22 +24,23 @@ def _tag_key(t):
 
 
 class TopicProduceResponse(Message):
-    """TopicProduceResponse: versions 0-11, flexible 9+."""
-    __slots__ = ('name', 'partition_responses', '_unknown')
-    _fields = ('name', 'partition_responses')
-    _schema = (('name', 'Name', 'string', (0, 11), None, None, None), ('partition_responses', 'PartitionResponses', '[]PartitionProduceResponse', (0, 11), None, None, None))
+    """TopicProduceResponse: versions 0-13, flexible 9+."""
+    __slots__ = ('name', 'topic_id', 'partition_responses', '_unknown')
+    _fields = ('name', 'topic_id', 'partition_responses')
+    _schema = (('name', 'Name', 'string', (0, 12), None, None, None), ('topic_id', 'TopicId', 'uuid', (13, 13), None, None, None), ('partition_responses', 'PartitionResponses', '[]PartitionProduceResponse', (0, 13), None, None, None))
 
-    def __init__(self, name='', partition_responses=UNSET):
+    def __init__(self, name='', topic_id=ZERO_UUID, partition_responses=UNSET):
         self.name = name
+        self.topic_id = topic_id
         self.partition_responses = [] if partition_responses is UNSET else partition_responses
         self._unknown = None
 
 
 class PartitionProduceResponse(Message):
-    """PartitionProduceResponse: versions 0-11, flexible 9+."""
+    """PartitionProduceResponse: versions 0-13, flexible 9+."""
     __slots__ = ('index', 'error_code', 'base_offset', 'log_append_time_ms', 'log_start_offset', 'record_errors', 'error_message', 'current_leader', '_unknown')
     _fields = ('index', 'error_code', 'base_offset', 'log_append_time_ms', 'log_start_offset', 'record_errors', 'error_message', 'current_leader')
-    _schema = (('index', 'Index', 'int32', (0, 11), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 11), None, None, None), ('base_offset', 'BaseOffset', 'int64', (0, 11), None, None, None), ('log_append_time_ms', 'LogAppendTimeMs', 'int64', (2, 11), None, None, None), ('log_start_offset', 'LogStartOffset', 'int64', (5, 11), None, None, None), ('record_errors', 'RecordErrors', '[]BatchIndexAndErrorMessage', (8, 11), None, None, None), ('error_message', 'ErrorMessage', 'string', (8, 11), (8, 11), None, None), ('current_leader', 'CurrentLeader', 'LeaderIdAndEpoch', (10, 11), None, (10, 11), 0))
+    _schema = (('index', 'Index', 'int32', (0, 13), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 13), None, None, None), ('base_offset', 'BaseOffset', 'int64', (0, 13), None, None, None), ('log_append_time_ms', 'LogAppendTimeMs', 'int64', (2, 13), None, None, None), ('log_start_offset', 'LogStartOffset', 'int64', (5, 13), None, None, None), ('record_errors', 'RecordErrors', '[]BatchIndexAndErrorMessage', (8, 13), None, None, None), ('error_message', 'ErrorMessage', 'string', (8, 13), (8, 13), None, None), ('current_leader', 'CurrentLeader', 'LeaderIdAndEpoch', (10, 13), None, (10, 13), 0))
 
     def __init__(self, index=0, error_code=0, base_offset=0, log_append_time_ms=-1, log_start_offset=-1, record_errors=UNSET, error_message=None, current_leader=UNSET):
         self.index = index
@@ -54,10 +55,10 @@ class PartitionProduceResponse(Message):
 
 
 class BatchIndexAndErrorMessage(Message):
-    """BatchIndexAndErrorMessage: versions 0-11, flexible 9+."""
+    """BatchIndexAndErrorMessage: versions 0-13, flexible 9+."""
     __slots__ = ('batch_index', 'batch_index_error_message', '_unknown')
     _fields = ('batch_index', 'batch_index_error_message')
-    _schema = (('batch_index', 'BatchIndex', 'int32', (8, 11), None, None, None), ('batch_index_error_message', 'BatchIndexErrorMessage', 'string', (8, 11), (8, 11), None, None))
+    _schema = (('batch_index', 'BatchIndex', 'int32', (8, 13), None, None, None), ('batch_index_error_message', 'BatchIndexErrorMessage', 'string', (8, 13), (8, 13), None, None))
 
     def __init__(self, batch_index=0, batch_index_error_message=None):
         self.batch_index = batch_index
@@ -66,10 +67,10 @@ class BatchIndexAndErrorMessage(Message):
 
 
 class LeaderIdAndEpoch(Message):
-    """LeaderIdAndEpoch: versions 0-11, flexible 9+."""
+    """LeaderIdAndEpoch: versions 0-13, flexible 9+."""
     __slots__ = ('leader_id', 'leader_epoch', '_unknown')
     _fields = ('leader_id', 'leader_epoch')
-    _schema = (('leader_id', 'LeaderId', 'int32', (10, 11), None, None, None), ('leader_epoch', 'LeaderEpoch', 'int32', (10, 11), None, None, None))
+    _schema = (('leader_id', 'LeaderId', 'int32', (10, 13), None, None, None), ('leader_epoch', 'LeaderEpoch', 'int32', (10, 13), None, None, None))
 
     def __init__(self, leader_id=-1, leader_epoch=-1):
         self.leader_id = leader_id
@@ -78,10 +79,10 @@ class LeaderIdAndEpoch(Message):
 
 
 class NodeEndpoint(Message):
-    """NodeEndpoint: versions 0-11, flexible 9+."""
+    """NodeEndpoint: versions 0-13, flexible 9+."""
     __slots__ = ('node_id', 'host', 'port', 'rack', '_unknown')
     _fields = ('node_id', 'host', 'port', 'rack')
-    _schema = (('node_id', 'NodeId', 'int32', (10, 11), None, None, None), ('host', 'Host', 'string', (10, 11), None, None, None), ('port', 'Port', 'int32', (10, 11), None, None, None), ('rack', 'Rack', 'string', (10, 11), (10, 11), None, None))
+    _schema = (('node_id', 'NodeId', 'int32', (10, 13), None, None, None), ('host', 'Host', 'string', (10, 13), None, None, None), ('port', 'Port', 'int32', (10, 13), None, None, None), ('rack', 'Rack', 'string', (10, 13), (10, 13), None, None))
 
     def __init__(self, node_id=0, host='', port=0, rack=None):
         self.node_id = node_id
@@ -92,14 +93,14 @@ class NodeEndpoint(Message):
 
 
 class ProduceResponse(Message):
-    """ProduceResponse (response): versions 0-11, flexible 9+."""
+    """ProduceResponse (response): versions 0-13, flexible 9+."""
     __slots__ = ('responses', 'throttle_time_ms', 'node_endpoints', '_unknown')
     _fields = ('responses', 'throttle_time_ms', 'node_endpoints')
-    _schema = (('responses', 'Responses', '[]TopicProduceResponse', (0, 11), None, None, None), ('throttle_time_ms', 'ThrottleTimeMs', 'int32', (1, 11), None, None, None), ('node_endpoints', 'NodeEndpoints', '[]NodeEndpoint', (10, 11), None, (10, 11), 0))
+    _schema = (('responses', 'Responses', '[]TopicProduceResponse', (0, 13), None, None, None), ('throttle_time_ms', 'ThrottleTimeMs', 'int32', (1, 13), None, None, None), ('node_endpoints', 'NodeEndpoints', '[]NodeEndpoint', (10, 13), None, (10, 13), 0))
     NAME = 'ProduceResponse'
     API_KEY = 0
     MIN_VERSION = 0
-    MAX_VERSION = 11
+    MAX_VERSION = 13
     FLEXIBLE_FROM = 9
 
     def __init__(self, responses=UNSET, throttle_time_ms=0, node_endpoints=UNSET):
@@ -148,6 +149,7 @@ class ProduceResponse(Message):
 
 def _r_TopicProduceResponse_c(mv, pos, v):
     o = _new(TopicProduceResponse)
+    o.topic_id = ZERO_UUID
     n1, = i16.unpack_from(mv, pos)
     pos += 2
     if n1 < 0:
@@ -179,30 +181,37 @@ def _w_TopicProduceResponse_c(o, out, v, regions, strict):
 
 def _r_TopicProduceResponse_f(mv, pos, v):
     o = _new(TopicProduceResponse)
-    n5 = mv[pos]
+    if not (v <= 12):
+        o.name = ''
+    if not (v >= 13):
+        o.topic_id = ZERO_UUID
+    if v <= 12:
+        n5 = mv[pos]
+        pos += 1
+        if n5 & 0x80:
+            n5, pos = read_uvarint(mv, pos - 1)
+        n5 -= 1
+        if n5 < 0:
+            raise DecodeError('non-nullable field Name was serialized as null')
+        else:
+            o.name, pos = read_str(mv, pos, n5)
+    if v >= 13:
+        o.topic_id, pos = read_uuid(mv, pos)
+    n7 = mv[pos]
     pos += 1
-    if n5 & 0x80:
-        n5, pos = read_uvarint(mv, pos - 1)
-    n5 -= 1
-    if n5 < 0:
-        raise DecodeError('non-nullable field Name was serialized as null')
-    else:
-        o.name, pos = read_str(mv, pos, n5)
-    n6 = mv[pos]
-    pos += 1
-    if n6 & 0x80:
-        n6, pos = read_uvarint(mv, pos - 1)
-    n6 -= 1
-    if n6 < 0:
+    if n7 & 0x80:
+        n7, pos = read_uvarint(mv, pos - 1)
+    n7 -= 1
+    if n7 < 0:
         raise DecodeError('non-nullable field PartitionResponses was serialized as null')
     else:
-        check_count(mv, pos, n6, 1)
-        l7 = []
-        _app = l7.append
-        for _ in range(n6):
+        check_count(mv, pos, n7, 1)
+        l8 = []
+        _app = l8.append
+        for _ in range(n7):
             _x, pos = _r_PartitionProduceResponse_f(mv, pos, v)
             _app(_x)
-        o.partition_responses = l7
+        o.partition_responses = l8
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -221,13 +230,16 @@ def _r_TopicProduceResponse_f(mv, pos, v):
     return o, pos
 
 def _w_TopicProduceResponse_f(o, out, v, regions, strict):
-    write_str(out, o.name, True, False, 'Name')
+    if v <= 12:
+        write_str(out, o.name, True, False, 'Name')
+    if v >= 13:
+        out += o.topic_id.bytes
     if o.partition_responses is None:
         raise EncodeError('non-nullable field PartitionResponses is None')
     else:
         write_uvarint(out, len(o.partition_responses) + 1)
-        for x8 in o.partition_responses:
-            _w_PartitionProduceResponse_f(x8, out, v, regions, strict)
+        for x9 in o.partition_responses:
+            _w_PartitionProduceResponse_f(x9, out, v, regions, strict)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:
@@ -253,27 +265,27 @@ def _r_PartitionProduceResponse_c(mv, pos, v):
         o.log_start_offset, = _S_q.unpack_from(mv, pos)
         pos += 8
     if v >= 8:
-        n9, = i32.unpack_from(mv, pos)
+        n10, = i32.unpack_from(mv, pos)
         pos += 4
-        if n9 < 0:
+        if n10 < 0:
             raise DecodeError('non-nullable field RecordErrors was serialized as null')
         else:
-            check_count(mv, pos, n9, 1)
-            l10 = []
-            _app = l10.append
-            for _ in range(n9):
+            check_count(mv, pos, n10, 1)
+            l11 = []
+            _app = l11.append
+            for _ in range(n10):
                 _x, pos = _r_BatchIndexAndErrorMessage_c(mv, pos, v)
                 _app(_x)
-            o.record_errors = l10
+            o.record_errors = l11
     if v >= 8:
-        n11, = i16.unpack_from(mv, pos)
+        n12, = i16.unpack_from(mv, pos)
         pos += 2
-        if n11 < 0:
+        if n12 < 0:
             if not (v >= 8):
                 raise DecodeError('non-nullable field ErrorMessage was serialized as null')
             o.error_message = None
         else:
-            o.error_message, pos = read_str(mv, pos, n11)
+            o.error_message, pos = read_str(mv, pos, n12)
     return o, pos
 
 def _w_PartitionProduceResponse_c(o, out, v, regions, strict):
@@ -289,8 +301,8 @@ def _w_PartitionProduceResponse_c(o, out, v, regions, strict):
             raise EncodeError('non-nullable field RecordErrors is None')
         else:
             out += i32.pack(len(o.record_errors))
-            for x12 in o.record_errors:
-                _w_BatchIndexAndErrorMessage_c(x12, out, v, regions, strict)
+            for x13 in o.record_errors:
+                _w_BatchIndexAndErrorMessage_c(x13, out, v, regions, strict)
     if v >= 8:
         write_str(out, o.error_message, False, (v >= 8), 'ErrorMessage')
 
@@ -299,30 +311,30 @@ def _r_PartitionProduceResponse_f(mv, pos, v):
     o.current_leader = LeaderIdAndEpoch()
     o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset = _S_ihqqq.unpack_from(mv, pos)
     pos += 30
-    n13 = mv[pos]
+    n14 = mv[pos]
     pos += 1
-    if n13 & 0x80:
-        n13, pos = read_uvarint(mv, pos - 1)
-    n13 -= 1
-    if n13 < 0:
+    if n14 & 0x80:
+        n14, pos = read_uvarint(mv, pos - 1)
+    n14 -= 1
+    if n14 < 0:
         raise DecodeError('non-nullable field RecordErrors was serialized as null')
     else:
-        check_count(mv, pos, n13, 1)
-        l14 = []
-        _app = l14.append
-        for _ in range(n13):
+        check_count(mv, pos, n14, 1)
+        l15 = []
+        _app = l15.append
+        for _ in range(n14):
             _x, pos = _r_BatchIndexAndErrorMessage_f(mv, pos, v)
             _app(_x)
-        o.record_errors = l14
-    n15 = mv[pos]
+        o.record_errors = l15
+    n16 = mv[pos]
     pos += 1
-    if n15 & 0x80:
-        n15, pos = read_uvarint(mv, pos - 1)
-    n15 -= 1
-    if n15 < 0:
+    if n16 & 0x80:
+        n16, pos = read_uvarint(mv, pos - 1)
+    n16 -= 1
+    if n16 < 0:
         o.error_message = None
     else:
-        o.error_message, pos = read_str(mv, pos, n15)
+        o.error_message, pos = read_str(mv, pos, n16)
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -351,8 +363,8 @@ def _w_PartitionProduceResponse_f(o, out, v, regions, strict):
         raise EncodeError('non-nullable field RecordErrors is None')
     else:
         write_uvarint(out, len(o.record_errors) + 1)
-        for x17 in o.record_errors:
-            _w_BatchIndexAndErrorMessage_f(x17, out, v, regions, strict)
+        for x18 in o.record_errors:
+            _w_BatchIndexAndErrorMessage_f(x18, out, v, regions, strict)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
     tagged = list(o._unknown) if o._unknown else []
     if (v >= 10) and o.current_leader != LeaderIdAndEpoch():
@@ -369,12 +381,12 @@ def _r_BatchIndexAndErrorMessage_c(mv, pos, v):
     o = _new(BatchIndexAndErrorMessage)
     o.batch_index, = _S_i.unpack_from(mv, pos)
     pos += 4
-    n18, = i16.unpack_from(mv, pos)
+    n19, = i16.unpack_from(mv, pos)
     pos += 2
-    if n18 < 0:
+    if n19 < 0:
         o.batch_index_error_message = None
     else:
-        o.batch_index_error_message, pos = read_str(mv, pos, n18)
+        o.batch_index_error_message, pos = read_str(mv, pos, n19)
     return o, pos
 
 def _w_BatchIndexAndErrorMessage_c(o, out, v, regions, strict):
@@ -385,15 +397,15 @@ def _r_BatchIndexAndErrorMessage_f(mv, pos, v):
     o = _new(BatchIndexAndErrorMessage)
     o.batch_index, = _S_i.unpack_from(mv, pos)
     pos += 4
-    n19 = mv[pos]
+    n20 = mv[pos]
     pos += 1
-    if n19 & 0x80:
-        n19, pos = read_uvarint(mv, pos - 1)
-    n19 -= 1
-    if n19 < 0:
+    if n20 & 0x80:
+        n20, pos = read_uvarint(mv, pos - 1)
+    n20 -= 1
+    if n20 < 0:
         o.batch_index_error_message = None
     else:
-        o.batch_index_error_message, pos = read_str(mv, pos, n19)
+        o.batch_index_error_message, pos = read_str(mv, pos, n20)
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -451,26 +463,26 @@ def _r_NodeEndpoint_f(mv, pos, v):
     o = _new(NodeEndpoint)
     o.node_id, = _S_i.unpack_from(mv, pos)
     pos += 4
-    n20 = mv[pos]
-    pos += 1
-    if n20 & 0x80:
-        n20, pos = read_uvarint(mv, pos - 1)
-    n20 -= 1
-    if n20 < 0:
-        raise DecodeError('non-nullable field Host was serialized as null')
-    else:
-        o.host, pos = read_str(mv, pos, n20)
-    o.port, = _S_i.unpack_from(mv, pos)
-    pos += 4
     n21 = mv[pos]
     pos += 1
     if n21 & 0x80:
         n21, pos = read_uvarint(mv, pos - 1)
     n21 -= 1
     if n21 < 0:
+        raise DecodeError('non-nullable field Host was serialized as null')
+    else:
+        o.host, pos = read_str(mv, pos, n21)
+    o.port, = _S_i.unpack_from(mv, pos)
+    pos += 4
+    n22 = mv[pos]
+    pos += 1
+    if n22 & 0x80:
+        n22, pos = read_uvarint(mv, pos - 1)
+    n22 -= 1
+    if n22 < 0:
         o.rack = None
     else:
-        o.rack, pos = read_str(mv, pos, n21)
+        o.rack, pos = read_str(mv, pos, n22)
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -503,18 +515,18 @@ def _r_ProduceResponse_c(mv, pos, v):
     if not (v >= 1):
         o.throttle_time_ms = 0
     o.node_endpoints = []
-    n22, = i32.unpack_from(mv, pos)
+    n23, = i32.unpack_from(mv, pos)
     pos += 4
-    if n22 < 0:
+    if n23 < 0:
         raise DecodeError('non-nullable field Responses was serialized as null')
     else:
-        check_count(mv, pos, n22, 1)
-        l23 = []
-        _app = l23.append
-        for _ in range(n22):
+        check_count(mv, pos, n23, 1)
+        l24 = []
+        _app = l24.append
+        for _ in range(n23):
             _x, pos = _r_TopicProduceResponse_c(mv, pos, v)
             _app(_x)
-        o.responses = l23
+        o.responses = l24
     if v >= 1:
         o.throttle_time_ms, = _S_i.unpack_from(mv, pos)
         pos += 4
@@ -527,29 +539,29 @@ def _w_ProduceResponse_c(o, out, v, regions, strict):
         raise EncodeError('non-nullable field Responses is None')
     else:
         out += i32.pack(len(o.responses))
-        for x24 in o.responses:
-            _w_TopicProduceResponse_c(x24, out, v, regions, strict)
+        for x25 in o.responses:
+            _w_TopicProduceResponse_c(x25, out, v, regions, strict)
     if v >= 1:
         out += _S_i.pack(o.throttle_time_ms)
 
 def _r_ProduceResponse_f(mv, pos, v):
     o = _new(ProduceResponse)
     o.node_endpoints = []
-    n25 = mv[pos]
+    n26 = mv[pos]
     pos += 1
-    if n25 & 0x80:
-        n25, pos = read_uvarint(mv, pos - 1)
-    n25 -= 1
-    if n25 < 0:
+    if n26 & 0x80:
+        n26, pos = read_uvarint(mv, pos - 1)
+    n26 -= 1
+    if n26 < 0:
         raise DecodeError('non-nullable field Responses was serialized as null')
     else:
-        check_count(mv, pos, n25, 1)
-        l26 = []
-        _app = l26.append
-        for _ in range(n25):
+        check_count(mv, pos, n26, 1)
+        l27 = []
+        _app = l27.append
+        for _ in range(n26):
             _x, pos = _r_TopicProduceResponse_f(mv, pos, v)
             _app(_x)
-        o.responses = l26
+        o.responses = l27
     o.throttle_time_ms, = _S_i.unpack_from(mv, pos)
     pos += 4
     o._unknown = None
@@ -564,21 +576,21 @@ def _r_ProduceResponse_f(mv, pos, v):
         if tend > len(mv):
             raise DecodeError('tagged field runs past the end of the frame')
         if tag == 0 and v >= 10:
-            n27 = mv[pos]
+            n28 = mv[pos]
             pos += 1
-            if n27 & 0x80:
-                n27, pos = read_uvarint(mv, pos - 1)
-            n27 -= 1
-            if n27 < 0:
+            if n28 & 0x80:
+                n28, pos = read_uvarint(mv, pos - 1)
+            n28 -= 1
+            if n28 < 0:
                 raise DecodeError('non-nullable field NodeEndpoints was serialized as null')
             else:
-                check_count(mv, pos, n27, 1)
-                l28 = []
-                _app = l28.append
-                for _ in range(n27):
+                check_count(mv, pos, n28, 1)
+                l29 = []
+                _app = l29.append
+                for _ in range(n28):
                     _x, pos = _r_NodeEndpoint_f(mv, pos, v)
                     _app(_x)
-                o.node_endpoints = l28
+                o.node_endpoints = l29
         else:
             if o._unknown is None:
                 o._unknown = []
@@ -593,8 +605,8 @@ def _w_ProduceResponse_f(o, out, v, regions, strict):
         raise EncodeError('non-nullable field Responses is None')
     else:
         write_uvarint(out, len(o.responses) + 1)
-        for x29 in o.responses:
-            _w_TopicProduceResponse_f(x29, out, v, regions, strict)
+        for x30 in o.responses:
+            _w_TopicProduceResponse_f(x30, out, v, regions, strict)
     out += _S_i.pack(o.throttle_time_ms)
     tagged = list(o._unknown) if o._unknown else []
     if (v >= 10) and o.node_endpoints != []:
@@ -603,8 +615,8 @@ def _w_ProduceResponse_f(o, out, v, regions, strict):
             raise EncodeError('non-nullable field NodeEndpoints is None')
         else:
             write_uvarint(t, len(o.node_endpoints) + 1)
-            for x30 in o.node_endpoints:
-                _w_NodeEndpoint_f(x30, t, v, regions, strict)
+            for x31 in o.node_endpoints:
+                _w_NodeEndpoint_f(x31, t, v, regions, strict)
         tagged.append((0, bytes(t)))
     if tagged:
         tagged.sort(key=_tag_key)

@@ -20,10 +20,10 @@ def _tag_key(t):
 
 
 class ReadStateSummaryData(Message):
-    """ReadStateSummaryData: versions 0-0, flexible 0+."""
+    """ReadStateSummaryData: versions 0-1, flexible 0+."""
     __slots__ = ('topic_id', 'partitions', '_unknown')
     _fields = ('topic_id', 'partitions')
-    _schema = (('topic_id', 'TopicId', 'uuid', (0, 0), None, None, None), ('partitions', 'Partitions', '[]PartitionData', (0, 0), None, None, None))
+    _schema = (('topic_id', 'TopicId', 'uuid', (0, 1), None, None, None), ('partitions', 'Partitions', '[]PartitionData', (0, 1), None, None, None))
 
     def __init__(self, topic_id=ZERO_UUID, partitions=UNSET):
         self.topic_id = topic_id
@@ -32,10 +32,10 @@ class ReadStateSummaryData(Message):
 
 
 class PartitionData(Message):
-    """PartitionData: versions 0-0, flexible 0+."""
+    """PartitionData: versions 0-1, flexible 0+."""
     __slots__ = ('partition', 'leader_epoch', '_unknown')
     _fields = ('partition', 'leader_epoch')
-    _schema = (('partition', 'Partition', 'int32', (0, 0), None, None, None), ('leader_epoch', 'LeaderEpoch', 'int32', (0, 0), None, None, None))
+    _schema = (('partition', 'Partition', 'int32', (0, 1), None, None, None), ('leader_epoch', 'LeaderEpoch', 'int32', (0, 1), None, None, None))
 
     def __init__(self, partition=0, leader_epoch=0):
         self.partition = partition
@@ -44,14 +44,14 @@ class PartitionData(Message):
 
 
 class ReadShareGroupStateSummaryRequest(Message):
-    """ReadShareGroupStateSummaryRequest (request): versions 0-0, flexible 0+."""
+    """ReadShareGroupStateSummaryRequest (request): versions 0-1, flexible 0+."""
     __slots__ = ('group_id', 'topics', '_unknown')
     _fields = ('group_id', 'topics')
-    _schema = (('group_id', 'GroupId', 'string', (0, 0), None, None, None), ('topics', 'Topics', '[]ReadStateSummaryData', (0, 0), None, None, None))
+    _schema = (('group_id', 'GroupId', 'string', (0, 1), None, None, None), ('topics', 'Topics', '[]ReadStateSummaryData', (0, 1), None, None, None))
     NAME = 'ReadShareGroupStateSummaryRequest'
     API_KEY = 87
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_FROM = 0
 
     def __init__(self, group_id='', topics=UNSET):

@@ -11,8 +11,9 @@ from kproto._codec import (
 )
 
 _new = object.__new__
+_S_i = struct.Struct('>i')
 _S_ih = struct.Struct('>ih')
-_S_iq = struct.Struct('>iq')
+_S_iiq = struct.Struct('>iiq')
 
 
 
@@ -21,10 +22,10 @@ def _tag_key(t):
 
 
 class ReadStateSummaryResult(Message):
-    """ReadStateSummaryResult: versions 0-0, flexible 0+."""
+    """ReadStateSummaryResult: versions 0-1, flexible 0+."""
     __slots__ = ('topic_id', 'partitions', '_unknown')
     _fields = ('topic_id', 'partitions')
-    _schema = (('topic_id', 'TopicId', 'uuid', (0, 0), None, None, None), ('partitions', 'Partitions', '[]PartitionResult', (0, 0), None, None, None))
+    _schema = (('topic_id', 'TopicId', 'uuid', (0, 1), None, None, None), ('partitions', 'Partitions', '[]PartitionResult', (0, 1), None, None, None))
 
     def __init__(self, topic_id=ZERO_UUID, partitions=UNSET):
         self.topic_id = topic_id
@@ -33,29 +34,31 @@ class ReadStateSummaryResult(Message):
 
 
 class PartitionResult(Message):
-    """PartitionResult: versions 0-0, flexible 0+."""
-    __slots__ = ('partition', 'error_code', 'error_message', 'state_epoch', 'start_offset', '_unknown')
-    _fields = ('partition', 'error_code', 'error_message', 'state_epoch', 'start_offset')
-    _schema = (('partition', 'Partition', 'int32', (0, 0), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 0), None, None, None), ('error_message', 'ErrorMessage', 'string', (0, 0), (0, 0), None, None), ('state_epoch', 'StateEpoch', 'int32', (0, 0), None, None, None), ('start_offset', 'StartOffset', 'int64', (0, 0), None, None, None))
+    """PartitionResult: versions 0-1, flexible 0+."""
+    __slots__ = ('partition', 'error_code', 'error_message', 'state_epoch', 'leader_epoch', 'start_offset', 'delivery_complete_count', '_unknown')
+    _fields = ('partition', 'error_code', 'error_message', 'state_epoch', 'leader_epoch', 'start_offset', 'delivery_complete_count')
+    _schema = (('partition', 'Partition', 'int32', (0, 1), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 1), None, None, None), ('error_message', 'ErrorMessage', 'string', (0, 1), (0, 1), None, None), ('state_epoch', 'StateEpoch', 'int32', (0, 1), None, None, None), ('leader_epoch', 'LeaderEpoch', 'int32', (0, 1), None, None, None), ('start_offset', 'StartOffset', 'int64', (0, 1), None, None, None), ('delivery_complete_count', 'DeliveryCompleteCount', 'int32', (1, 1), None, None, None))
 
-    def __init__(self, partition=0, error_code=0, error_message=None, state_epoch=0, start_offset=0):
+    def __init__(self, partition=0, error_code=0, error_message=None, state_epoch=0, leader_epoch=0, start_offset=0, delivery_complete_count=-1):
         self.partition = partition
         self.error_code = error_code
         self.error_message = error_message
         self.state_epoch = state_epoch
+        self.leader_epoch = leader_epoch
         self.start_offset = start_offset
+        self.delivery_complete_count = delivery_complete_count
         self._unknown = None
 
 
 class ReadShareGroupStateSummaryResponse(Message):
-    """ReadShareGroupStateSummaryResponse (response): versions 0-0, flexible 0+."""
+    """ReadShareGroupStateSummaryResponse (response): versions 0-1, flexible 0+."""
     __slots__ = ('results', '_unknown')
     _fields = ('results',)
-    _schema = (('results', 'Results', '[]ReadStateSummaryResult', (0, 0), None, None, None),)
+    _schema = (('results', 'Results', '[]ReadStateSummaryResult', (0, 1), None, None, None),)
     NAME = 'ReadShareGroupStateSummaryResponse'
     API_KEY = 87
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_FROM = 0
 
     def __init__(self, results=UNSET):
@@ -145,6 +148,8 @@ def _w_ReadStateSummaryResult_f(o, out, v, regions, strict):
 
 def _r_PartitionResult_f(mv, pos, v):
     o = _new(PartitionResult)
+    if not (v >= 1):
+        o.delivery_complete_count = -1
     o.partition, o.error_code = _S_ih.unpack_from(mv, pos)
     pos += 6
     n5 = mv[pos]
@@ -156,8 +161,11 @@ def _r_PartitionResult_f(mv, pos, v):
         o.error_message = None
     else:
         o.error_message, pos = read_str(mv, pos, n5)
-    o.state_epoch, o.start_offset = _S_iq.unpack_from(mv, pos)
-    pos += 12
+    o.state_epoch, o.leader_epoch, o.start_offset = _S_iiq.unpack_from(mv, pos)
+    pos += 16
+    if v >= 1:
+        o.delivery_complete_count, = _S_i.unpack_from(mv, pos)
+        pos += 4
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -178,7 +186,9 @@ def _r_PartitionResult_f(mv, pos, v):
 def _w_PartitionResult_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.partition, o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
-    out += _S_iq.pack(o.state_epoch, o.start_offset)
+    out += _S_iiq.pack(o.state_epoch, o.leader_epoch, o.start_offset)
+    if v >= 1:
+        out += _S_i.pack(o.delivery_complete_count)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

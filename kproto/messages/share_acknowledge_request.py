@@ -12,6 +12,7 @@ from kproto._codec import (
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
+_S_o = struct.Struct('>?')
 _S_qq = struct.Struct('>qq')
 
 
@@ -21,10 +22,10 @@ def _tag_key(t):
 
 
 class AcknowledgeTopic(Message):
-    """AcknowledgeTopic: versions 0-0, flexible 0+."""
+    """AcknowledgeTopic: versions 1-2, flexible 1+."""
     __slots__ = ('topic_id', 'partitions', '_unknown')
     _fields = ('topic_id', 'partitions')
-    _schema = (('topic_id', 'TopicId', 'uuid', (0, 0), None, None, None), ('partitions', 'Partitions', '[]AcknowledgePartition', (0, 0), None, None, None))
+    _schema = (('topic_id', 'TopicId', 'uuid', (1, 2), None, None, None), ('partitions', 'Partitions', '[]AcknowledgePartition', (1, 2), None, None, None))
 
     def __init__(self, topic_id=ZERO_UUID, partitions=UNSET):
         self.topic_id = topic_id
@@ -33,10 +34,10 @@ class AcknowledgeTopic(Message):
 
 
 class AcknowledgePartition(Message):
-    """AcknowledgePartition: versions 0-0, flexible 0+."""
+    """AcknowledgePartition: versions 1-2, flexible 1+."""
     __slots__ = ('partition_index', 'acknowledgement_batches', '_unknown')
     _fields = ('partition_index', 'acknowledgement_batches')
-    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 0), None, None, None), ('acknowledgement_batches', 'AcknowledgementBatches', '[]AcknowledgementBatch', (0, 0), None, None, None))
+    _schema = (('partition_index', 'PartitionIndex', 'int32', (1, 2), None, None, None), ('acknowledgement_batches', 'AcknowledgementBatches', '[]AcknowledgementBatch', (1, 2), None, None, None))
 
     def __init__(self, partition_index=0, acknowledgement_batches=UNSET):
         self.partition_index = partition_index
@@ -45,10 +46,10 @@ class AcknowledgePartition(Message):
 
 
 class AcknowledgementBatch(Message):
-    """AcknowledgementBatch: versions 0-0, flexible 0+."""
+    """AcknowledgementBatch: versions 1-2, flexible 1+."""
     __slots__ = ('first_offset', 'last_offset', 'acknowledge_types', '_unknown')
     _fields = ('first_offset', 'last_offset', 'acknowledge_types')
-    _schema = (('first_offset', 'FirstOffset', 'int64', (0, 0), None, None, None), ('last_offset', 'LastOffset', 'int64', (0, 0), None, None, None), ('acknowledge_types', 'AcknowledgeTypes', '[]int8', (0, 0), None, None, None))
+    _schema = (('first_offset', 'FirstOffset', 'int64', (1, 2), None, None, None), ('last_offset', 'LastOffset', 'int64', (1, 2), None, None, None), ('acknowledge_types', 'AcknowledgeTypes', '[]int8', (1, 2), None, None, None))
 
     def __init__(self, first_offset=0, last_offset=0, acknowledge_types=UNSET):
         self.first_offset = first_offset
@@ -58,20 +59,21 @@ class AcknowledgementBatch(Message):
 
 
 class ShareAcknowledgeRequest(Message):
-    """ShareAcknowledgeRequest (request): versions 0-0, flexible 0+."""
-    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'topics', '_unknown')
-    _fields = ('group_id', 'member_id', 'share_session_epoch', 'topics')
-    _schema = (('group_id', 'GroupId', 'string', (0, 0), (0, 0), None, None), ('member_id', 'MemberId', 'string', (0, 0), (0, 0), None, None), ('share_session_epoch', 'ShareSessionEpoch', 'int32', (0, 0), None, None, None), ('topics', 'Topics', '[]AcknowledgeTopic', (0, 0), None, None, None))
+    """ShareAcknowledgeRequest (request): versions 1-2, flexible 1+."""
+    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'is_renew_ack', 'topics', '_unknown')
+    _fields = ('group_id', 'member_id', 'share_session_epoch', 'is_renew_ack', 'topics')
+    _schema = (('group_id', 'GroupId', 'string', (1, 2), (1, 2), None, None), ('member_id', 'MemberId', 'string', (1, 2), (1, 2), None, None), ('share_session_epoch', 'ShareSessionEpoch', 'int32', (1, 2), None, None, None), ('is_renew_ack', 'IsRenewAck', 'bool', (2, 2), None, None, None), ('topics', 'Topics', '[]AcknowledgeTopic', (1, 2), None, None, None))
     NAME = 'ShareAcknowledgeRequest'
     API_KEY = 79
-    MIN_VERSION = 0
-    MAX_VERSION = 0
-    FLEXIBLE_FROM = 0
+    MIN_VERSION = 1
+    MAX_VERSION = 2
+    FLEXIBLE_FROM = 1
 
-    def __init__(self, group_id=None, member_id='', share_session_epoch=0, topics=UNSET):
+    def __init__(self, group_id=None, member_id='', share_session_epoch=0, is_renew_ack=False, topics=UNSET):
         self.group_id = group_id
         self.member_id = member_id
         self.share_session_epoch = share_session_epoch
+        self.is_renew_ack = is_renew_ack
         self.topics = [] if topics is UNSET else topics
         self._unknown = None
 
@@ -249,6 +251,8 @@ def _w_AcknowledgementBatch_f(o, out, v, regions, strict):
 
 def _r_ShareAcknowledgeRequest_f(mv, pos, v):
     o = _new(ShareAcknowledgeRequest)
+    if not (v >= 2):
+        o.is_renew_ack = False
     n9 = mv[pos]
     pos += 1
     if n9 & 0x80:
@@ -269,6 +273,9 @@ def _r_ShareAcknowledgeRequest_f(mv, pos, v):
         o.member_id, pos = read_str(mv, pos, n10)
     o.share_session_epoch, = _S_i.unpack_from(mv, pos)
     pos += 4
+    if v >= 2:
+        o.is_renew_ack, = _S_o.unpack_from(mv, pos)
+        pos += 1
     n11 = mv[pos]
     pos += 1
     if n11 & 0x80:
@@ -302,9 +309,13 @@ def _r_ShareAcknowledgeRequest_f(mv, pos, v):
     return o, pos
 
 def _w_ShareAcknowledgeRequest_f(o, out, v, regions, strict):
+    if strict and not (v >= 2) and o.is_renew_ack != False:
+        raise EncodeError('field IsRenewAck cannot be encoded at version %d' % v)
     write_str(out, o.group_id, True, True, 'GroupId')
     write_str(out, o.member_id, True, True, 'MemberId')
     out += _S_i.pack(o.share_session_epoch)
+    if v >= 2:
+        out += _S_o.pack(o.is_renew_ack)
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:

@@ -22,10 +22,10 @@ def _tag_key(t):
 
 
 class ShareAcknowledgeTopicResponse(Message):
-    """ShareAcknowledgeTopicResponse: versions 0-0, flexible 0+."""
+    """ShareAcknowledgeTopicResponse: versions 1-2, flexible 1+."""
     __slots__ = ('topic_id', 'partitions', '_unknown')
     _fields = ('topic_id', 'partitions')
-    _schema = (('topic_id', 'TopicId', 'uuid', (0, 0), None, None, None), ('partitions', 'Partitions', '[]PartitionData', (0, 0), None, None, None))
+    _schema = (('topic_id', 'TopicId', 'uuid', (1, 2), None, None, None), ('partitions', 'Partitions', '[]PartitionData', (1, 2), None, None, None))
 
     def __init__(self, topic_id=ZERO_UUID, partitions=UNSET):
         self.topic_id = topic_id
@@ -34,10 +34,10 @@ class ShareAcknowledgeTopicResponse(Message):
 
 
 class PartitionData(Message):
-    """PartitionData: versions 0-0, flexible 0+."""
+    """PartitionData: versions 1-2, flexible 1+."""
     __slots__ = ('partition_index', 'error_code', 'error_message', 'current_leader', '_unknown')
     _fields = ('partition_index', 'error_code', 'error_message', 'current_leader')
-    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 0), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 0), None, None, None), ('error_message', 'ErrorMessage', 'string', (0, 0), (0, 0), None, None), ('current_leader', 'CurrentLeader', 'LeaderIdAndEpoch', (0, 0), None, None, None))
+    _schema = (('partition_index', 'PartitionIndex', 'int32', (1, 2), None, None, None), ('error_code', 'ErrorCode', 'int16', (1, 2), None, None, None), ('error_message', 'ErrorMessage', 'string', (1, 2), (1, 2), None, None), ('current_leader', 'CurrentLeader', 'LeaderIdAndEpoch', (1, 2), None, None, None))
 
     def __init__(self, partition_index=0, error_code=0, error_message=None, current_leader=UNSET):
         self.partition_index = partition_index
@@ -48,10 +48,10 @@ class PartitionData(Message):
 
 
 class LeaderIdAndEpoch(Message):
-    """LeaderIdAndEpoch: versions 0-0, flexible 0+."""
+    """LeaderIdAndEpoch: versions 1-2, flexible 1+."""
     __slots__ = ('leader_id', 'leader_epoch', '_unknown')
     _fields = ('leader_id', 'leader_epoch')
-    _schema = (('leader_id', 'LeaderId', 'int32', (0, 0), None, None, None), ('leader_epoch', 'LeaderEpoch', 'int32', (0, 0), None, None, None))
+    _schema = (('leader_id', 'LeaderId', 'int32', (1, 2), None, None, None), ('leader_epoch', 'LeaderEpoch', 'int32', (1, 2), None, None, None))
 
     def __init__(self, leader_id=0, leader_epoch=0):
         self.leader_id = leader_id
@@ -60,10 +60,10 @@ class LeaderIdAndEpoch(Message):
 
 
 class NodeEndpoint(Message):
-    """NodeEndpoint: versions 0-0, flexible 0+."""
+    """NodeEndpoint: versions 1-2, flexible 1+."""
     __slots__ = ('node_id', 'host', 'port', 'rack', '_unknown')
     _fields = ('node_id', 'host', 'port', 'rack')
-    _schema = (('node_id', 'NodeId', 'int32', (0, 0), None, None, None), ('host', 'Host', 'string', (0, 0), None, None, None), ('port', 'Port', 'int32', (0, 0), None, None, None), ('rack', 'Rack', 'string', (0, 0), (0, 0), None, None))
+    _schema = (('node_id', 'NodeId', 'int32', (1, 2), None, None, None), ('host', 'Host', 'string', (1, 2), None, None, None), ('port', 'Port', 'int32', (1, 2), None, None, None), ('rack', 'Rack', 'string', (1, 2), (1, 2), None, None))
 
     def __init__(self, node_id=0, host='', port=0, rack=None):
         self.node_id = node_id
@@ -74,20 +74,21 @@ class NodeEndpoint(Message):
 
 
 class ShareAcknowledgeResponse(Message):
-    """ShareAcknowledgeResponse (response): versions 0-0, flexible 0+."""
-    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints', '_unknown')
-    _fields = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints')
-    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, 0), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 0), None, None, None), ('error_message', 'ErrorMessage', 'string', (0, 0), (0, 0), None, None), ('responses', 'Responses', '[]ShareAcknowledgeTopicResponse', (0, 0), None, None, None), ('node_endpoints', 'NodeEndpoints', '[]NodeEndpoint', (0, 0), None, None, None))
+    """ShareAcknowledgeResponse (response): versions 1-2, flexible 1+."""
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'acquisition_lock_timeout_ms', 'responses', 'node_endpoints', '_unknown')
+    _fields = ('throttle_time_ms', 'error_code', 'error_message', 'acquisition_lock_timeout_ms', 'responses', 'node_endpoints')
+    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (1, 2), None, None, None), ('error_code', 'ErrorCode', 'int16', (1, 2), None, None, None), ('error_message', 'ErrorMessage', 'string', (1, 2), (1, 2), None, None), ('acquisition_lock_timeout_ms', 'AcquisitionLockTimeoutMs', 'int32', (2, 2), None, None, None), ('responses', 'Responses', '[]ShareAcknowledgeTopicResponse', (1, 2), None, None, None), ('node_endpoints', 'NodeEndpoints', '[]NodeEndpoint', (1, 2), None, None, None))
     NAME = 'ShareAcknowledgeResponse'
     API_KEY = 79
-    MIN_VERSION = 0
-    MAX_VERSION = 0
-    FLEXIBLE_FROM = 0
+    MIN_VERSION = 1
+    MAX_VERSION = 2
+    FLEXIBLE_FROM = 1
 
-    def __init__(self, throttle_time_ms=0, error_code=0, error_message=None, responses=UNSET, node_endpoints=UNSET):
+    def __init__(self, throttle_time_ms=0, error_code=0, error_message=None, acquisition_lock_timeout_ms=0, responses=UNSET, node_endpoints=UNSET):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self.acquisition_lock_timeout_ms = acquisition_lock_timeout_ms
         self.responses = [] if responses is UNSET else responses
         self.node_endpoints = [] if node_endpoints is UNSET else node_endpoints
         self._unknown = None
@@ -294,6 +295,8 @@ def _w_NodeEndpoint_f(o, out, v, regions, strict):
 
 def _r_ShareAcknowledgeResponse_f(mv, pos, v):
     o = _new(ShareAcknowledgeResponse)
+    if not (v >= 2):
+        o.acquisition_lock_timeout_ms = 0
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(mv, pos)
     pos += 6
     n9 = mv[pos]
@@ -305,6 +308,9 @@ def _r_ShareAcknowledgeResponse_f(mv, pos, v):
         o.error_message = None
     else:
         o.error_message, pos = read_str(mv, pos, n9)
+    if v >= 2:
+        o.acquisition_lock_timeout_ms, = _S_i.unpack_from(mv, pos)
+        pos += 4
     n10 = mv[pos]
     pos += 1
     if n10 & 0x80:
@@ -355,6 +361,8 @@ def _r_ShareAcknowledgeResponse_f(mv, pos, v):
 def _w_ShareAcknowledgeResponse_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
+    if v >= 2:
+        out += _S_i.pack(o.acquisition_lock_timeout_ms)
     if o.responses is None:
         raise EncodeError('non-nullable field Responses is None')
     else:

@@ -11,8 +11,9 @@ from kproto._codec import (
 )
 
 _new = object.__new__
-_S_ii = struct.Struct('>ii')
-_S_iiii = struct.Struct('>iiii')
+_S_bo = struct.Struct('>b?')
+_S_i = struct.Struct('>i')
+_S_iiiiii = struct.Struct('>iiiiii')
 _S_qq = struct.Struct('>qq')
 
 
@@ -22,10 +23,10 @@ def _tag_key(t):
 
 
 class FetchTopic(Message):
-    """FetchTopic: versions 0-0, flexible 0+."""
+    """FetchTopic: versions 1-2, flexible 1+."""
     __slots__ = ('topic_id', 'partitions', '_unknown')
     _fields = ('topic_id', 'partitions')
-    _schema = (('topic_id', 'TopicId', 'uuid', (0, 0), None, None, None), ('partitions', 'Partitions', '[]FetchPartition', (0, 0), None, None, None))
+    _schema = (('topic_id', 'TopicId', 'uuid', (1, 2), None, None, None), ('partitions', 'Partitions', '[]FetchPartition', (1, 2), None, None, None))
 
     def __init__(self, topic_id=ZERO_UUID, partitions=UNSET):
         self.topic_id = topic_id
@@ -34,10 +35,10 @@ class FetchTopic(Message):
 
 
 class FetchPartition(Message):
-    """FetchPartition: versions 0-0, flexible 0+."""
+    """FetchPartition: versions 1-2, flexible 1+."""
     __slots__ = ('partition_index', 'partition_max_bytes', 'acknowledgement_batches', '_unknown')
     _fields = ('partition_index', 'partition_max_bytes', 'acknowledgement_batches')
-    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 0), None, None, None), ('partition_max_bytes', 'PartitionMaxBytes', 'int32', (0, 0), None, None, None), ('acknowledgement_batches', 'AcknowledgementBatches', '[]AcknowledgementBatch', (0, 0), None, None, None))
+    _schema = (('partition_index', 'PartitionIndex', 'int32', (1, 2), None, None, None), ('partition_max_bytes', 'PartitionMaxBytes', 'int32', None, None, None, None), ('acknowledgement_batches', 'AcknowledgementBatches', '[]AcknowledgementBatch', (1, 2), None, None, None))
 
     def __init__(self, partition_index=0, partition_max_bytes=0, acknowledgement_batches=UNSET):
         self.partition_index = partition_index
@@ -47,10 +48,10 @@ class FetchPartition(Message):
 
 
 class AcknowledgementBatch(Message):
-    """AcknowledgementBatch: versions 0-0, flexible 0+."""
+    """AcknowledgementBatch: versions 1-2, flexible 1+."""
     __slots__ = ('first_offset', 'last_offset', 'acknowledge_types', '_unknown')
     _fields = ('first_offset', 'last_offset', 'acknowledge_types')
-    _schema = (('first_offset', 'FirstOffset', 'int64', (0, 0), None, None, None), ('last_offset', 'LastOffset', 'int64', (0, 0), None, None, None), ('acknowledge_types', 'AcknowledgeTypes', '[]int8', (0, 0), None, None, None))
+    _schema = (('first_offset', 'FirstOffset', 'int64', (1, 2), None, None, None), ('last_offset', 'LastOffset', 'int64', (1, 2), None, None, None), ('acknowledge_types', 'AcknowledgeTypes', '[]int8', (1, 2), None, None, None))
 
     def __init__(self, first_offset=0, last_offset=0, acknowledge_types=UNSET):
         self.first_offset = first_offset
@@ -60,10 +61,10 @@ class AcknowledgementBatch(Message):
 
 
 class ForgottenTopic(Message):
-    """ForgottenTopic: versions 0-0, flexible 0+."""
+    """ForgottenTopic: versions 1-2, flexible 1+."""
     __slots__ = ('topic_id', 'partitions', '_unknown')
     _fields = ('topic_id', 'partitions')
-    _schema = (('topic_id', 'TopicId', 'uuid', (0, 0), None, None, None), ('partitions', 'Partitions', '[]int32', (0, 0), None, None, None))
+    _schema = (('topic_id', 'TopicId', 'uuid', (1, 2), None, None, None), ('partitions', 'Partitions', '[]int32', (1, 2), None, None, None))
 
     def __init__(self, topic_id=ZERO_UUID, partitions=UNSET):
         self.topic_id = topic_id
@@ -72,23 +73,27 @@ class ForgottenTopic(Message):
 
 
 class ShareFetchRequest(Message):
-    """ShareFetchRequest (request): versions 0-0, flexible 0+."""
-    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'topics', 'forgotten_topics_data', '_unknown')
-    _fields = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'topics', 'forgotten_topics_data')
-    _schema = (('group_id', 'GroupId', 'string', (0, 0), (0, 0), None, None), ('member_id', 'MemberId', 'string', (0, 0), (0, 0), None, None), ('share_session_epoch', 'ShareSessionEpoch', 'int32', (0, 0), None, None, None), ('max_wait_ms', 'MaxWaitMs', 'int32', (0, 0), None, None, None), ('min_bytes', 'MinBytes', 'int32', (0, 0), None, None, None), ('max_bytes', 'MaxBytes', 'int32', (0, 0), None, None, None), ('topics', 'Topics', '[]FetchTopic', (0, 0), None, None, None), ('forgotten_topics_data', 'ForgottenTopicsData', '[]ForgottenTopic', (0, 0), None, None, None))
+    """ShareFetchRequest (request): versions 1-2, flexible 1+."""
+    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'max_records', 'batch_size', 'share_acquire_mode', 'is_renew_ack', 'topics', 'forgotten_topics_data', '_unknown')
+    _fields = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'max_records', 'batch_size', 'share_acquire_mode', 'is_renew_ack', 'topics', 'forgotten_topics_data')
+    _schema = (('group_id', 'GroupId', 'string', (1, 2), (1, 2), None, None), ('member_id', 'MemberId', 'string', (1, 2), (1, 2), None, None), ('share_session_epoch', 'ShareSessionEpoch', 'int32', (1, 2), None, None, None), ('max_wait_ms', 'MaxWaitMs', 'int32', (1, 2), None, None, None), ('min_bytes', 'MinBytes', 'int32', (1, 2), None, None, None), ('max_bytes', 'MaxBytes', 'int32', (1, 2), None, None, None), ('max_records', 'MaxRecords', 'int32', (1, 2), None, None, None), ('batch_size', 'BatchSize', 'int32', (1, 2), None, None, None), ('share_acquire_mode', 'ShareAcquireMode', 'int8', (2, 2), None, None, None), ('is_renew_ack', 'IsRenewAck', 'bool', (2, 2), None, None, None), ('topics', 'Topics', '[]FetchTopic', (1, 2), None, None, None), ('forgotten_topics_data', 'ForgottenTopicsData', '[]ForgottenTopic', (1, 2), None, None, None))
     NAME = 'ShareFetchRequest'
     API_KEY = 78
-    MIN_VERSION = 0
-    MAX_VERSION = 0
-    FLEXIBLE_FROM = 0
+    MIN_VERSION = 1
+    MAX_VERSION = 2
+    FLEXIBLE_FROM = 1
 
-    def __init__(self, group_id=None, member_id='', share_session_epoch=0, max_wait_ms=0, min_bytes=0, max_bytes=2147483647, topics=UNSET, forgotten_topics_data=UNSET):
+    def __init__(self, group_id=None, member_id='', share_session_epoch=0, max_wait_ms=0, min_bytes=0, max_bytes=2147483647, max_records=0, batch_size=0, share_acquire_mode=0, is_renew_ack=False, topics=UNSET, forgotten_topics_data=UNSET):
         self.group_id = group_id
         self.member_id = member_id
         self.share_session_epoch = share_session_epoch
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes
+        self.max_records = max_records
+        self.batch_size = batch_size
+        self.share_acquire_mode = share_acquire_mode
+        self.is_renew_ack = is_renew_ack
         self.topics = [] if topics is UNSET else topics
         self.forgotten_topics_data = [] if forgotten_topics_data is UNSET else forgotten_topics_data
         self._unknown = None
@@ -176,8 +181,9 @@ def _w_FetchTopic_f(o, out, v, regions, strict):
 
 def _r_FetchPartition_f(mv, pos, v):
     o = _new(FetchPartition)
-    o.partition_index, o.partition_max_bytes = _S_ii.unpack_from(mv, pos)
-    pos += 8
+    o.partition_max_bytes = 0
+    o.partition_index, = _S_i.unpack_from(mv, pos)
+    pos += 4
     n5 = mv[pos]
     pos += 1
     if n5 & 0x80:
@@ -211,7 +217,9 @@ def _r_FetchPartition_f(mv, pos, v):
     return o, pos
 
 def _w_FetchPartition_f(o, out, v, regions, strict):
-    out += _S_ii.pack(o.partition_index, o.partition_max_bytes)
+    if strict and o.partition_max_bytes != 0:
+        raise EncodeError('field PartitionMaxBytes cannot be encoded at version %d' % v)
+    out += _S_i.pack(o.partition_index)
     if o.acknowledgement_batches is None:
         raise EncodeError('non-nullable field AcknowledgementBatches is None')
     else:
@@ -308,6 +316,10 @@ def _w_ForgottenTopic_f(o, out, v, regions, strict):
 
 def _r_ShareFetchRequest_f(mv, pos, v):
     o = _new(ShareFetchRequest)
+    if not (v >= 2):
+        o.share_acquire_mode = 0
+    if not (v >= 2):
+        o.is_renew_ack = False
     n11 = mv[pos]
     pos += 1
     if n11 & 0x80:
@@ -326,8 +338,11 @@ def _r_ShareFetchRequest_f(mv, pos, v):
         o.member_id = None
     else:
         o.member_id, pos = read_str(mv, pos, n12)
-    o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes = _S_iiii.unpack_from(mv, pos)
-    pos += 16
+    o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size = _S_iiiiii.unpack_from(mv, pos)
+    pos += 24
+    if v >= 2:
+        o.share_acquire_mode, o.is_renew_ack = _S_bo.unpack_from(mv, pos)
+        pos += 2
     n13 = mv[pos]
     pos += 1
     if n13 & 0x80:
@@ -376,9 +391,13 @@ def _r_ShareFetchRequest_f(mv, pos, v):
     return o, pos
 
 def _w_ShareFetchRequest_f(o, out, v, regions, strict):
+    if strict and not (v >= 2) and o.is_renew_ack != False:
+        raise EncodeError('field IsRenewAck cannot be encoded at version %d' % v)
     write_str(out, o.group_id, True, True, 'GroupId')
     write_str(out, o.member_id, True, True, 'MemberId')
-    out += _S_iiii.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes)
+    out += _S_iiiiii.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size)
+    if v >= 2:
+        out += _S_bo.pack(o.share_acquire_mode, o.is_renew_ack)
     if o.topics is None:
         raise EncodeError('non-nullable field Topics is None')
     else:

@@ -24,10 +24,10 @@ def _tag_key(t):
 
 
 class ShareFetchableTopicResponse(Message):
-    """ShareFetchableTopicResponse: versions 0-0, flexible 0+."""
+    """ShareFetchableTopicResponse: versions 1-2, flexible 1+."""
     __slots__ = ('topic_id', 'partitions', '_unknown')
     _fields = ('topic_id', 'partitions')
-    _schema = (('topic_id', 'TopicId', 'uuid', (0, 0), None, None, None), ('partitions', 'Partitions', '[]PartitionData', (0, 0), None, None, None))
+    _schema = (('topic_id', 'TopicId', 'uuid', (1, 2), None, None, None), ('partitions', 'Partitions', '[]PartitionData', (1, 2), None, None, None))
 
     def __init__(self, topic_id=ZERO_UUID, partitions=UNSET):
         self.topic_id = topic_id
@@ -36,10 +36,10 @@ class ShareFetchableTopicResponse(Message):
 
 
 class PartitionData(Message):
-    """PartitionData: versions 0-0, flexible 0+."""
+    """PartitionData: versions 1-2, flexible 1+."""
     __slots__ = ('partition_index', 'error_code', 'error_message', 'acknowledge_error_code', 'acknowledge_error_message', 'current_leader', 'records', 'acquired_records', '_unknown')
     _fields = ('partition_index', 'error_code', 'error_message', 'acknowledge_error_code', 'acknowledge_error_message', 'current_leader', 'records', 'acquired_records')
-    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 0), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 0), None, None, None), ('error_message', 'ErrorMessage', 'string', (0, 0), (0, 0), None, None), ('acknowledge_error_code', 'AcknowledgeErrorCode', 'int16', (0, 0), None, None, None), ('acknowledge_error_message', 'AcknowledgeErrorMessage', 'string', (0, 0), (0, 0), None, None), ('current_leader', 'CurrentLeader', 'LeaderIdAndEpoch', (0, 0), None, None, None), ('records', 'Records', 'records', (0, 0), (0, 0), None, None), ('acquired_records', 'AcquiredRecords', '[]AcquiredRecords', (0, 0), None, None, None))
+    _schema = (('partition_index', 'PartitionIndex', 'int32', (1, 2), None, None, None), ('error_code', 'ErrorCode', 'int16', (1, 2), None, None, None), ('error_message', 'ErrorMessage', 'string', (1, 2), (1, 2), None, None), ('acknowledge_error_code', 'AcknowledgeErrorCode', 'int16', (1, 2), None, None, None), ('acknowledge_error_message', 'AcknowledgeErrorMessage', 'string', (1, 2), (1, 2), None, None), ('current_leader', 'CurrentLeader', 'LeaderIdAndEpoch', (1, 2), None, None, None), ('records', 'Records', 'records', (1, 2), None, None, None), ('acquired_records', 'AcquiredRecords', '[]AcquiredRecords', (1, 2), None, None, None))
 
     def __init__(self, partition_index=0, error_code=0, error_message=None, acknowledge_error_code=0, acknowledge_error_message=None, current_leader=UNSET, records=None, acquired_records=UNSET):
         self.partition_index = partition_index
@@ -54,10 +54,10 @@ class PartitionData(Message):
 
 
 class LeaderIdAndEpoch(Message):
-    """LeaderIdAndEpoch: versions 0-0, flexible 0+."""
+    """LeaderIdAndEpoch: versions 1-2, flexible 1+."""
     __slots__ = ('leader_id', 'leader_epoch', '_unknown')
     _fields = ('leader_id', 'leader_epoch')
-    _schema = (('leader_id', 'LeaderId', 'int32', (0, 0), None, None, None), ('leader_epoch', 'LeaderEpoch', 'int32', (0, 0), None, None, None))
+    _schema = (('leader_id', 'LeaderId', 'int32', (1, 2), None, None, None), ('leader_epoch', 'LeaderEpoch', 'int32', (1, 2), None, None, None))
 
     def __init__(self, leader_id=0, leader_epoch=0):
         self.leader_id = leader_id
@@ -66,10 +66,10 @@ class LeaderIdAndEpoch(Message):
 
 
 class AcquiredRecords(Message):
-    """AcquiredRecords: versions 0-0, flexible 0+."""
+    """AcquiredRecords: versions 1-2, flexible 1+."""
     __slots__ = ('first_offset', 'last_offset', 'delivery_count', '_unknown')
     _fields = ('first_offset', 'last_offset', 'delivery_count')
-    _schema = (('first_offset', 'FirstOffset', 'int64', (0, 0), None, None, None), ('last_offset', 'LastOffset', 'int64', (0, 0), None, None, None), ('delivery_count', 'DeliveryCount', 'int16', (0, 0), None, None, None))
+    _schema = (('first_offset', 'FirstOffset', 'int64', (1, 2), None, None, None), ('last_offset', 'LastOffset', 'int64', (1, 2), None, None, None), ('delivery_count', 'DeliveryCount', 'int16', (1, 2), None, None, None))
 
     def __init__(self, first_offset=0, last_offset=0, delivery_count=0):
         self.first_offset = first_offset
@@ -79,10 +79,10 @@ class AcquiredRecords(Message):
 
 
 class NodeEndpoint(Message):
-    """NodeEndpoint: versions 0-0, flexible 0+."""
+    """NodeEndpoint: versions 1-2, flexible 1+."""
     __slots__ = ('node_id', 'host', 'port', 'rack', '_unknown')
     _fields = ('node_id', 'host', 'port', 'rack')
-    _schema = (('node_id', 'NodeId', 'int32', (0, 0), None, None, None), ('host', 'Host', 'string', (0, 0), None, None, None), ('port', 'Port', 'int32', (0, 0), None, None, None), ('rack', 'Rack', 'string', (0, 0), (0, 0), None, None))
+    _schema = (('node_id', 'NodeId', 'int32', (1, 2), None, None, None), ('host', 'Host', 'string', (1, 2), None, None, None), ('port', 'Port', 'int32', (1, 2), None, None, None), ('rack', 'Rack', 'string', (1, 2), (1, 2), None, None))
 
     def __init__(self, node_id=0, host='', port=0, rack=None):
         self.node_id = node_id
@@ -93,20 +93,21 @@ class NodeEndpoint(Message):
 
 
 class ShareFetchResponse(Message):
-    """ShareFetchResponse (response): versions 0-0, flexible 0+."""
-    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints', '_unknown')
-    _fields = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints')
-    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, 0), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 0), None, None, None), ('error_message', 'ErrorMessage', 'string', (0, 0), (0, 0), None, None), ('responses', 'Responses', '[]ShareFetchableTopicResponse', (0, 0), None, None, None), ('node_endpoints', 'NodeEndpoints', '[]NodeEndpoint', (0, 0), None, None, None))
+    """ShareFetchResponse (response): versions 1-2, flexible 1+."""
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'acquisition_lock_timeout_ms', 'responses', 'node_endpoints', '_unknown')
+    _fields = ('throttle_time_ms', 'error_code', 'error_message', 'acquisition_lock_timeout_ms', 'responses', 'node_endpoints')
+    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (1, 2), None, None, None), ('error_code', 'ErrorCode', 'int16', (1, 2), None, None, None), ('error_message', 'ErrorMessage', 'string', (1, 2), (1, 2), None, None), ('acquisition_lock_timeout_ms', 'AcquisitionLockTimeoutMs', 'int32', (1, 2), None, None, None), ('responses', 'Responses', '[]ShareFetchableTopicResponse', (1, 2), None, None, None), ('node_endpoints', 'NodeEndpoints', '[]NodeEndpoint', (1, 2), None, None, None))
     NAME = 'ShareFetchResponse'
     API_KEY = 78
-    MIN_VERSION = 0
-    MAX_VERSION = 0
-    FLEXIBLE_FROM = 0
+    MIN_VERSION = 1
+    MAX_VERSION = 2
+    FLEXIBLE_FROM = 1
 
-    def __init__(self, throttle_time_ms=0, error_code=0, error_message=None, responses=UNSET, node_endpoints=UNSET):
+    def __init__(self, throttle_time_ms=0, error_code=0, error_message=None, acquisition_lock_timeout_ms=0, responses=UNSET, node_endpoints=UNSET):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self.acquisition_lock_timeout_ms = acquisition_lock_timeout_ms
         self.responses = [] if responses is UNSET else responses
         self.node_endpoints = [] if node_endpoints is UNSET else node_endpoints
         self._unknown = None
@@ -223,7 +224,7 @@ def _r_PartitionData_f(mv, pos, v):
         n8, pos = read_uvarint(mv, pos - 1)
     n8 -= 1
     if n8 < 0:
-        o.records = None
+        raise DecodeError('non-nullable field Records was serialized as null')
     else:
         o.records, pos = read_records(mv, pos, n8)
     n9 = mv[pos]
@@ -264,7 +265,7 @@ def _w_PartitionData_f(o, out, v, regions, strict):
     out += _S_h.pack(o.acknowledge_error_code)
     write_str(out, o.acknowledge_error_message, True, True, 'AcknowledgeErrorMessage')
     _w_LeaderIdAndEpoch_f(o.current_leader, out, v, regions, strict)
-    write_records(out, regions, o.records, True, True, 'Records')
+    write_records(out, regions, o.records, True, False, 'Records')
     if o.acquired_records is None:
         raise EncodeError('non-nullable field AcquiredRecords is None')
     else:
@@ -396,6 +397,8 @@ def _r_ShareFetchResponse_f(mv, pos, v):
         o.error_message = None
     else:
         o.error_message, pos = read_str(mv, pos, n14)
+    o.acquisition_lock_timeout_ms, = _S_i.unpack_from(mv, pos)
+    pos += 4
     n15 = mv[pos]
     pos += 1
     if n15 & 0x80:
@@ -446,6 +449,7 @@ def _r_ShareFetchResponse_f(mv, pos, v):
 def _w_ShareFetchResponse_f(o, out, v, regions, strict):
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     write_str(out, o.error_message, True, True, 'ErrorMessage')
+    out += _S_i.pack(o.acquisition_lock_timeout_ms)
     if o.responses is None:
         raise EncodeError('non-nullable field Responses is None')
     else:

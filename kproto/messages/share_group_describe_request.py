@@ -20,15 +20,15 @@ def _tag_key(t):
 
 
 class ShareGroupDescribeRequest(Message):
-    """ShareGroupDescribeRequest (request): versions 0-0, flexible 0+."""
+    """ShareGroupDescribeRequest (request): versions 1-1, flexible 1+."""
     __slots__ = ('group_ids', 'include_authorized_operations', '_unknown')
     _fields = ('group_ids', 'include_authorized_operations')
-    _schema = (('group_ids', 'GroupIds', '[]string', (0, 0), None, None, None), ('include_authorized_operations', 'IncludeAuthorizedOperations', 'bool', (0, 0), None, None, None))
+    _schema = (('group_ids', 'GroupIds', '[]string', (1, 1), None, None, None), ('include_authorized_operations', 'IncludeAuthorizedOperations', 'bool', (1, 1), None, None, None))
     NAME = 'ShareGroupDescribeRequest'
     API_KEY = 77
-    MIN_VERSION = 0
-    MAX_VERSION = 0
-    FLEXIBLE_FROM = 0
+    MIN_VERSION = 1
+    MAX_VERSION = 1
+    FLEXIBLE_FROM = 1
 
     def __init__(self, group_ids=UNSET, include_authorized_operations=False):
         self.group_ids = [] if group_ids is UNSET else group_ids

@@ -22,10 +22,10 @@ def _tag_key(t):
 
 
 class DescribedGroup(Message):
-    """DescribedGroup: versions 0-0, flexible 0+."""
+    """DescribedGroup: versions 1-1, flexible 1+."""
     __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations', '_unknown')
     _fields = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations')
-    _schema = (('error_code', 'ErrorCode', 'int16', (0, 0), None, None, None), ('error_message', 'ErrorMessage', 'string', (0, 0), (0, 0), None, None), ('group_id', 'GroupId', 'string', (0, 0), None, None, None), ('group_state', 'GroupState', 'string', (0, 0), None, None, None), ('group_epoch', 'GroupEpoch', 'int32', (0, 0), None, None, None), ('assignment_epoch', 'AssignmentEpoch', 'int32', (0, 0), None, None, None), ('assignor_name', 'AssignorName', 'string', (0, 0), None, None, None), ('members', 'Members', '[]Member', (0, 0), None, None, None), ('authorized_operations', 'AuthorizedOperations', 'int32', (0, 0), None, None, None))
+    _schema = (('error_code', 'ErrorCode', 'int16', (1, 1), None, None, None), ('error_message', 'ErrorMessage', 'string', (1, 1), (1, 1), None, None), ('group_id', 'GroupId', 'string', (1, 1), None, None, None), ('group_state', 'GroupState', 'string', (1, 1), None, None, None), ('group_epoch', 'GroupEpoch', 'int32', (1, 1), None, None, None), ('assignment_epoch', 'AssignmentEpoch', 'int32', (1, 1), None, None, None), ('assignor_name', 'AssignorName', 'string', (1, 1), None, None, None), ('members', 'Members', '[]Member', (1, 1), None, None, None), ('authorized_operations', 'AuthorizedOperations', 'int32', (1, 1), None, None, None))
 
     def __init__(self, error_code=0, error_message=None, group_id='', group_state='', group_epoch=0, assignment_epoch=0, assignor_name='', members=UNSET, authorized_operations=-2147483648):
         self.error_code = error_code
@@ -41,10 +41,10 @@ class DescribedGroup(Message):
 
 
 class Member(Message):
-    """Member: versions 0-0, flexible 0+."""
+    """Member: versions 1-1, flexible 1+."""
     __slots__ = ('member_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'assignment', '_unknown')
     _fields = ('member_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'assignment')
-    _schema = (('member_id', 'MemberId', 'string', (0, 0), None, None, None), ('rack_id', 'RackId', 'string', (0, 0), (0, 0), None, None), ('member_epoch', 'MemberEpoch', 'int32', (0, 0), None, None, None), ('client_id', 'ClientId', 'string', (0, 0), None, None, None), ('client_host', 'ClientHost', 'string', (0, 0), None, None, None), ('subscribed_topic_names', 'SubscribedTopicNames', '[]string', (0, 0), None, None, None), ('assignment', 'Assignment', 'Assignment', (0, 0), None, None, None))
+    _schema = (('member_id', 'MemberId', 'string', (1, 1), None, None, None), ('rack_id', 'RackId', 'string', (1, 1), (1, 1), None, None), ('member_epoch', 'MemberEpoch', 'int32', (1, 1), None, None, None), ('client_id', 'ClientId', 'string', (1, 1), None, None, None), ('client_host', 'ClientHost', 'string', (1, 1), None, None, None), ('subscribed_topic_names', 'SubscribedTopicNames', '[]string', (1, 1), None, None, None), ('assignment', 'Assignment', 'Assignment', (1, 1), None, None, None))
 
     def __init__(self, member_id='', rack_id=None, member_epoch=0, client_id='', client_host='', subscribed_topic_names=UNSET, assignment=UNSET):
         self.member_id = member_id
@@ -58,10 +58,10 @@ class Member(Message):
 
 
 class Assignment(Message):
-    """Assignment: versions 0-0, flexible 0+."""
+    """Assignment: versions 1-1, flexible 1+."""
     __slots__ = ('topic_partitions', '_unknown')
     _fields = ('topic_partitions',)
-    _schema = (('topic_partitions', 'TopicPartitions', '[]TopicPartitions', (0, 0), None, None, None),)
+    _schema = (('topic_partitions', 'TopicPartitions', '[]TopicPartitions', (1, 1), None, None, None),)
 
     def __init__(self, topic_partitions=UNSET):
         self.topic_partitions = [] if topic_partitions is UNSET else topic_partitions
@@ -69,10 +69,10 @@ class Assignment(Message):
 
 
 class TopicPartitions(Message):
-    """TopicPartitions: versions 0-0, flexible 0+."""
+    """TopicPartitions: versions 1-1, flexible 1+."""
     __slots__ = ('topic_id', 'topic_name', 'partitions', '_unknown')
     _fields = ('topic_id', 'topic_name', 'partitions')
-    _schema = (('topic_id', 'TopicId', 'uuid', (0, 0), None, None, None), ('topic_name', 'TopicName', 'string', (0, 0), None, None, None), ('partitions', 'Partitions', '[]int32', (0, 0), None, None, None))
+    _schema = (('topic_id', 'TopicId', 'uuid', (1, 1), None, None, None), ('topic_name', 'TopicName', 'string', (1, 1), None, None, None), ('partitions', 'Partitions', '[]int32', (1, 1), None, None, None))
 
     def __init__(self, topic_id=ZERO_UUID, topic_name='', partitions=UNSET):
         self.topic_id = topic_id
@@ -82,15 +82,15 @@ class TopicPartitions(Message):
 
 
 class ShareGroupDescribeResponse(Message):
-    """ShareGroupDescribeResponse (response): versions 0-0, flexible 0+."""
+    """ShareGroupDescribeResponse (response): versions 1-1, flexible 1+."""
     __slots__ = ('throttle_time_ms', 'groups', '_unknown')
     _fields = ('throttle_time_ms', 'groups')
-    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, 0), None, None, None), ('groups', 'Groups', '[]DescribedGroup', (0, 0), None, None, None))
+    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (1, 1), None, None, None), ('groups', 'Groups', '[]DescribedGroup', (1, 1), None, None, None))
     NAME = 'ShareGroupDescribeResponse'
     API_KEY = 77
-    MIN_VERSION = 0
-    MAX_VERSION = 0
-    FLEXIBLE_FROM = 0
+    MIN_VERSION = 1
+    MAX_VERSION = 1
+    FLEXIBLE_FROM = 1
 
     def __init__(self, throttle_time_ms=0, groups=UNSET):
         self.throttle_time_ms = throttle_time_ms

@@ -20,15 +20,15 @@ def _tag_key(t):
 
 
 class ShareGroupHeartbeatRequest(Message):
-    """ShareGroupHeartbeatRequest (request): versions 0-0, flexible 0+."""
+    """ShareGroupHeartbeatRequest (request): versions 1-1, flexible 1+."""
     __slots__ = ('group_id', 'member_id', 'member_epoch', 'rack_id', 'subscribed_topic_names', '_unknown')
     _fields = ('group_id', 'member_id', 'member_epoch', 'rack_id', 'subscribed_topic_names')
-    _schema = (('group_id', 'GroupId', 'string', (0, 0), None, None, None), ('member_id', 'MemberId', 'string', (0, 0), None, None, None), ('member_epoch', 'MemberEpoch', 'int32', (0, 0), None, None, None), ('rack_id', 'RackId', 'string', (0, 0), (0, 0), None, None), ('subscribed_topic_names', 'SubscribedTopicNames', '[]string', (0, 0), (0, 0), None, None))
+    _schema = (('group_id', 'GroupId', 'string', (1, 1), None, None, None), ('member_id', 'MemberId', 'string', (1, 1), None, None, None), ('member_epoch', 'MemberEpoch', 'int32', (1, 1), None, None, None), ('rack_id', 'RackId', 'string', (1, 1), (1, 1), None, None), ('subscribed_topic_names', 'SubscribedTopicNames', '[]string', (1, 1), (1, 1), None, None))
     NAME = 'ShareGroupHeartbeatRequest'
     API_KEY = 76
-    MIN_VERSION = 0
-    MAX_VERSION = 0
-    FLEXIBLE_FROM = 0
+    MIN_VERSION = 1
+    MAX_VERSION = 1
+    FLEXIBLE_FROM = 1
 
     def __init__(self, group_id='', member_id='', member_epoch=0, rack_id=None, subscribed_topic_names=None):
         self.group_id = group_id

@@ -21,10 +21,10 @@ def _tag_key(t):
 
 
 class Assignment(Message):
-    """Assignment: versions 0-0, flexible 0+."""
+    """Assignment: versions 1-1, flexible 1+."""
     __slots__ = ('topic_partitions', '_unknown')
     _fields = ('topic_partitions',)
-    _schema = (('topic_partitions', 'TopicPartitions', '[]TopicPartitions', (0, 0), None, None, None),)
+    _schema = (('topic_partitions', 'TopicPartitions', '[]TopicPartitions', (1, 1), None, None, None),)
 
     def __init__(self, topic_partitions=UNSET):
         self.topic_partitions = [] if topic_partitions is UNSET else topic_partitions
@@ -32,10 +32,10 @@ class Assignment(Message):
 
 
 class TopicPartitions(Message):
-    """TopicPartitions: versions 0-0, flexible 0+."""
+    """TopicPartitions: versions 1-1, flexible 1+."""
     __slots__ = ('topic_id', 'partitions', '_unknown')
     _fields = ('topic_id', 'partitions')
-    _schema = (('topic_id', 'TopicId', 'uuid', (0, 0), None, None, None), ('partitions', 'Partitions', '[]int32', (0, 0), None, None, None))
+    _schema = (('topic_id', 'TopicId', 'uuid', (1, 1), None, None, None), ('partitions', 'Partitions', '[]int32', (1, 1), None, None, None))
 
     def __init__(self, topic_id=ZERO_UUID, partitions=UNSET):
         self.topic_id = topic_id
@@ -44,15 +44,15 @@ class TopicPartitions(Message):
 
 
 class ShareGroupHeartbeatResponse(Message):
-    """ShareGroupHeartbeatResponse (response): versions 0-0, flexible 0+."""
+    """ShareGroupHeartbeatResponse (response): versions 1-1, flexible 1+."""
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'assignment', '_unknown')
     _fields = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'assignment')
-    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, 0), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 0), None, None, None), ('error_message', 'ErrorMessage', 'string', (0, 0), (0, 0), None, None), ('member_id', 'MemberId', 'string', (0, 0), (0, 0), None, None), ('member_epoch', 'MemberEpoch', 'int32', (0, 0), None, None, None), ('heartbeat_interval_ms', 'HeartbeatIntervalMs', 'int32', (0, 0), None, None, None), ('assignment', 'Assignment', 'Assignment', (0, 0), (0, 0), None, None))
+    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (1, 1), None, None, None), ('error_code', 'ErrorCode', 'int16', (1, 1), None, None, None), ('error_message', 'ErrorMessage', 'string', (1, 1), (1, 1), None, None), ('member_id', 'MemberId', 'string', (1, 1), (1, 1), None, None), ('member_epoch', 'MemberEpoch', 'int32', (1, 1), None, None, None), ('heartbeat_interval_ms', 'HeartbeatIntervalMs', 'int32', (1, 1), None, None, None), ('assignment', 'Assignment', 'Assignment', (1, 1), (1, 1), None, None))
     NAME = 'ShareGroupHeartbeatResponse'
     API_KEY = 76
-    MIN_VERSION = 0
-    MAX_VERSION = 0
-    FLEXIBLE_FROM = 0
+    MIN_VERSION = 1
+    MAX_VERSION = 1
+    FLEXIBLE_FROM = 1
 
     def __init__(self, throttle_time_ms=0, error_code=0, error_message=None, member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None):
         self.throttle_time_ms = throttle_time_ms

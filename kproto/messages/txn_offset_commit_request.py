@@ -24,10 +24,10 @@ def _tag_key(t):
 
 
 class TxnOffsetCommitRequestTopic(Message):
-    """TxnOffsetCommitRequestTopic: versions 0-4, flexible 3+."""
+    """TxnOffsetCommitRequestTopic: versions 0-5, flexible 3+."""
     __slots__ = ('name', 'partitions', '_unknown')
     _fields = ('name', 'partitions')
-    _schema = (('name', 'Name', 'string', (0, 4), None, None, None), ('partitions', 'Partitions', '[]TxnOffsetCommitRequestPartition', (0, 4), None, None, None))
+    _schema = (('name', 'Name', 'string', (0, 5), None, None, None), ('partitions', 'Partitions', '[]TxnOffsetCommitRequestPartition', (0, 5), None, None, None))
 
     def __init__(self, name='', partitions=UNSET):
         self.name = name
@@ -36,10 +36,10 @@ class TxnOffsetCommitRequestTopic(Message):
 
 
 class TxnOffsetCommitRequestPartition(Message):
-    """TxnOffsetCommitRequestPartition: versions 0-4, flexible 3+."""
+    """TxnOffsetCommitRequestPartition: versions 0-5, flexible 3+."""
     __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata', '_unknown')
     _fields = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata')
-    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 4), None, None, None), ('committed_offset', 'CommittedOffset', 'int64', (0, 4), None, None, None), ('committed_leader_epoch', 'CommittedLeaderEpoch', 'int32', (2, 4), None, None, None), ('committed_metadata', 'CommittedMetadata', 'string', (0, 4), (0, 4), None, None))
+    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 5), None, None, None), ('committed_offset', 'CommittedOffset', 'int64', (0, 5), None, None, None), ('committed_leader_epoch', 'CommittedLeaderEpoch', 'int32', (2, 5), None, None, None), ('committed_metadata', 'CommittedMetadata', 'string', (0, 5), (0, 5), None, None))
 
     def __init__(self, partition_index=0, committed_offset=0, committed_leader_epoch=-1, committed_metadata=''):
         self.partition_index = partition_index
@@ -50,14 +50,14 @@ class TxnOffsetCommitRequestPartition(Message):
 
 
 class TxnOffsetCommitRequest(Message):
-    """TxnOffsetCommitRequest (request): versions 0-4, flexible 3+."""
+    """TxnOffsetCommitRequest (request): versions 0-5, flexible 3+."""
     __slots__ = ('transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id', 'member_id', 'group_instance_id', 'topics', '_unknown')
     _fields = ('transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id', 'member_id', 'group_instance_id', 'topics')
-    _schema = (('transactional_id', 'TransactionalId', 'string', (0, 4), None, None, None), ('group_id', 'GroupId', 'string', (0, 4), None, None, None), ('producer_id', 'ProducerId', 'int64', (0, 4), None, None, None), ('producer_epoch', 'ProducerEpoch', 'int16', (0, 4), None, None, None), ('generation_id', 'GenerationId', 'int32', (3, 4), None, None, None), ('member_id', 'MemberId', 'string', (3, 4), None, None, None), ('group_instance_id', 'GroupInstanceId', 'string', (3, 4), (3, 4), None, None), ('topics', 'Topics', '[]TxnOffsetCommitRequestTopic', (0, 4), None, None, None))
+    _schema = (('transactional_id', 'TransactionalId', 'string', (0, 5), None, None, None), ('group_id', 'GroupId', 'string', (0, 5), None, None, None), ('producer_id', 'ProducerId', 'int64', (0, 5), None, None, None), ('producer_epoch', 'ProducerEpoch', 'int16', (0, 5), None, None, None), ('generation_id', 'GenerationId', 'int32', (3, 5), None, None, None), ('member_id', 'MemberId', 'string', (3, 5), None, None, None), ('group_instance_id', 'GroupInstanceId', 'string', (3, 5), (3, 5), None, None), ('topics', 'Topics', '[]TxnOffsetCommitRequestTopic', (0, 5), None, None, None))
     NAME = 'TxnOffsetCommitRequest'
     API_KEY = 28
     MIN_VERSION = 0
-    MAX_VERSION = 4
+    MAX_VERSION = 5
     FLEXIBLE_FROM = 3
 
     def __init__(self, transactional_id='', group_id='', producer_id=0, producer_epoch=0, generation_id=-1, member_id='', group_instance_id=None, topics=UNSET):

@@ -21,10 +21,10 @@ def _tag_key(t):
 
 
 class TxnOffsetCommitResponseTopic(Message):
-    """TxnOffsetCommitResponseTopic: versions 0-4, flexible 3+."""
+    """TxnOffsetCommitResponseTopic: versions 0-5, flexible 3+."""
     __slots__ = ('name', 'partitions', '_unknown')
     _fields = ('name', 'partitions')
-    _schema = (('name', 'Name', 'string', (0, 4), None, None, None), ('partitions', 'Partitions', '[]TxnOffsetCommitResponsePartition', (0, 4), None, None, None))
+    _schema = (('name', 'Name', 'string', (0, 5), None, None, None), ('partitions', 'Partitions', '[]TxnOffsetCommitResponsePartition', (0, 5), None, None, None))
 
     def __init__(self, name='', partitions=UNSET):
         self.name = name
@@ -33,10 +33,10 @@ class TxnOffsetCommitResponseTopic(Message):
 
 
 class TxnOffsetCommitResponsePartition(Message):
-    """TxnOffsetCommitResponsePartition: versions 0-4, flexible 3+."""
+    """TxnOffsetCommitResponsePartition: versions 0-5, flexible 3+."""
     __slots__ = ('partition_index', 'error_code', '_unknown')
     _fields = ('partition_index', 'error_code')
-    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 4), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 4), None, None, None))
+    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 5), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 5), None, None, None))
 
     def __init__(self, partition_index=0, error_code=0):
         self.partition_index = partition_index
@@ -45,14 +45,14 @@ class TxnOffsetCommitResponsePartition(Message):
 
 
 class TxnOffsetCommitResponse(Message):
-    """TxnOffsetCommitResponse (response): versions 0-4, flexible 3+."""
+    """TxnOffsetCommitResponse (response): versions 0-5, flexible 3+."""
     __slots__ = ('throttle_time_ms', 'topics', '_unknown')
     _fields = ('throttle_time_ms', 'topics')
-    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, 4), None, None, None), ('topics', 'Topics', '[]TxnOffsetCommitResponseTopic', (0, 4), None, None, None))
+    _schema = (('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, 5), None, None, None), ('topics', 'Topics', '[]TxnOffsetCommitResponseTopic', (0, 5), None, None, None))
     NAME = 'TxnOffsetCommitResponse'
     API_KEY = 28
     MIN_VERSION = 0
-    MAX_VERSION = 4
+    MAX_VERSION = 5
     FLEXIBLE_FROM = 3
 
     def __init__(self, throttle_time_ms=0, topics=UNSET):

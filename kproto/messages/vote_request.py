@@ -14,6 +14,7 @@ _new = object.__new__
 _S_i = struct.Struct('>i')
 _S_iii = struct.Struct('>iii')
 _S_iq = struct.Struct('>iq')
+_S_o = struct.Struct('>?')
 
 
 
@@ -22,10 +23,10 @@ def _tag_key(t):
 
 
 class TopicData(Message):
-    """TopicData: versions 0-1, flexible 0+."""
+    """TopicData: versions 0-2, flexible 0+."""
     __slots__ = ('topic_name', 'partitions', '_unknown')
     _fields = ('topic_name', 'partitions')
-    _schema = (('topic_name', 'TopicName', 'string', (0, 1), None, None, None), ('partitions', 'Partitions', '[]PartitionData', (0, 1), None, None, None))
+    _schema = (('topic_name', 'TopicName', 'string', (0, 2), None, None, None), ('partitions', 'Partitions', '[]PartitionData', (0, 2), None, None, None))
 
     def __init__(self, topic_name='', partitions=UNSET):
         self.topic_name = topic_name
@@ -34,31 +35,32 @@ class TopicData(Message):
 
 
 class PartitionData(Message):
-    """PartitionData: versions 0-1, flexible 0+."""
-    __slots__ = ('partition_index', 'candidate_epoch', 'candidate_id', 'candidate_directory_id', 'voter_directory_id', 'last_offset_epoch', 'last_offset', '_unknown')
-    _fields = ('partition_index', 'candidate_epoch', 'candidate_id', 'candidate_directory_id', 'voter_directory_id', 'last_offset_epoch', 'last_offset')
-    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 1), None, None, None), ('candidate_epoch', 'CandidateEpoch', 'int32', (0, 1), None, None, None), ('candidate_id', 'CandidateId', 'int32', (0, 1), None, None, None), ('candidate_directory_id', 'CandidateDirectoryId', 'uuid', (1, 1), None, None, None), ('voter_directory_id', 'VoterDirectoryId', 'uuid', (1, 1), None, None, None), ('last_offset_epoch', 'LastOffsetEpoch', 'int32', (0, 1), None, None, None), ('last_offset', 'LastOffset', 'int64', (0, 1), None, None, None))
+    """PartitionData: versions 0-2, flexible 0+."""
+    __slots__ = ('partition_index', 'replica_epoch', 'replica_id', 'replica_directory_id', 'voter_directory_id', 'last_offset_epoch', 'last_offset', 'pre_vote', '_unknown')
+    _fields = ('partition_index', 'replica_epoch', 'replica_id', 'replica_directory_id', 'voter_directory_id', 'last_offset_epoch', 'last_offset', 'pre_vote')
+    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 2), None, None, None), ('replica_epoch', 'ReplicaEpoch', 'int32', (0, 2), None, None, None), ('replica_id', 'ReplicaId', 'int32', (0, 2), None, None, None), ('replica_directory_id', 'ReplicaDirectoryId', 'uuid', (1, 2), None, None, None), ('voter_directory_id', 'VoterDirectoryId', 'uuid', (1, 2), None, None, None), ('last_offset_epoch', 'LastOffsetEpoch', 'int32', (0, 2), None, None, None), ('last_offset', 'LastOffset', 'int64', (0, 2), None, None, None), ('pre_vote', 'PreVote', 'bool', (2, 2), None, None, None))
 
-    def __init__(self, partition_index=0, candidate_epoch=0, candidate_id=0, candidate_directory_id=ZERO_UUID, voter_directory_id=ZERO_UUID, last_offset_epoch=0, last_offset=0):
+    def __init__(self, partition_index=0, replica_epoch=0, replica_id=0, replica_directory_id=ZERO_UUID, voter_directory_id=ZERO_UUID, last_offset_epoch=0, last_offset=0, pre_vote=False):
         self.partition_index = partition_index
-        self.candidate_epoch = candidate_epoch
-        self.candidate_id = candidate_id
-        self.candidate_directory_id = candidate_directory_id
+        self.replica_epoch = replica_epoch
+        self.replica_id = replica_id
+        self.replica_directory_id = replica_directory_id
         self.voter_directory_id = voter_directory_id
         self.last_offset_epoch = last_offset_epoch
         self.last_offset = last_offset
+        self.pre_vote = pre_vote
         self._unknown = None
 
 
 class VoteRequest(Message):
-    """VoteRequest (request): versions 0-1, flexible 0+."""
+    """VoteRequest (request): versions 0-2, flexible 0+."""
     __slots__ = ('cluster_id', 'voter_id', 'topics', '_unknown')
     _fields = ('cluster_id', 'voter_id', 'topics')
-    _schema = (('cluster_id', 'ClusterId', 'string', (0, 1), (0, 1), None, None), ('voter_id', 'VoterId', 'int32', (1, 1), None, None, None), ('topics', 'Topics', '[]TopicData', (0, 1), None, None, None))
+    _schema = (('cluster_id', 'ClusterId', 'string', (0, 2), (0, 2), None, None), ('voter_id', 'VoterId', 'int32', (1, 2), None, None, None), ('topics', 'Topics', '[]TopicData', (0, 2), None, None, None))
     NAME = 'VoteRequest'
     API_KEY = 52
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_FROM = 0
 
     def __init__(self, cluster_id=None, voter_id=-1, topics=UNSET):
@@ -159,17 +161,22 @@ def _w_TopicData_f(o, out, v, regions, strict):
 def _r_PartitionData_f(mv, pos, v):
     o = _new(PartitionData)
     if not (v >= 1):
-        o.candidate_directory_id = ZERO_UUID
+        o.replica_directory_id = ZERO_UUID
     if not (v >= 1):
         o.voter_directory_id = ZERO_UUID
-    o.partition_index, o.candidate_epoch, o.candidate_id = _S_iii.unpack_from(mv, pos)
+    if not (v >= 2):
+        o.pre_vote = False
+    o.partition_index, o.replica_epoch, o.replica_id = _S_iii.unpack_from(mv, pos)
     pos += 12
     if v >= 1:
-        o.candidate_directory_id, pos = read_uuid(mv, pos)
+        o.replica_directory_id, pos = read_uuid(mv, pos)
     if v >= 1:
         o.voter_directory_id, pos = read_uuid(mv, pos)
     o.last_offset_epoch, o.last_offset = _S_iq.unpack_from(mv, pos)
     pos += 12
+    if v >= 2:
+        o.pre_vote, = _S_o.unpack_from(mv, pos)
+        pos += 1
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -188,12 +195,16 @@ def _r_PartitionData_f(mv, pos, v):
     return o, pos
 
 def _w_PartitionData_f(o, out, v, regions, strict):
-    out += _S_iii.pack(o.partition_index, o.candidate_epoch, o.candidate_id)
+    if strict and not (v >= 2) and o.pre_vote != False:
+        raise EncodeError('field PreVote cannot be encoded at version %d' % v)
+    out += _S_iii.pack(o.partition_index, o.replica_epoch, o.replica_id)
     if v >= 1:
-        out += o.candidate_directory_id.bytes
+        out += o.replica_directory_id.bytes
     if v >= 1:
         out += o.voter_directory_id.bytes
     out += _S_iq.pack(o.last_offset_epoch, o.last_offset)
+    if v >= 2:
+        out += _S_o.pack(o.pre_vote)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

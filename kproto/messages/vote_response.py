@@ -23,10 +23,10 @@ def _tag_key(t):
 
 
 class TopicData(Message):
-    """TopicData: versions 0-1, flexible 0+."""
+    """TopicData: versions 0-2, flexible 0+."""
     __slots__ = ('topic_name', 'partitions', '_unknown')
     _fields = ('topic_name', 'partitions')
-    _schema = (('topic_name', 'TopicName', 'string', (0, 1), None, None, None), ('partitions', 'Partitions', '[]PartitionData', (0, 1), None, None, None))
+    _schema = (('topic_name', 'TopicName', 'string', (0, 2), None, None, None), ('partitions', 'Partitions', '[]PartitionData', (0, 2), None, None, None))
 
     def __init__(self, topic_name='', partitions=UNSET):
         self.topic_name = topic_name
@@ -35,10 +35,10 @@ class TopicData(Message):
 
 
 class PartitionData(Message):
-    """PartitionData: versions 0-1, flexible 0+."""
+    """PartitionData: versions 0-2, flexible 0+."""
     __slots__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'vote_granted', '_unknown')
     _fields = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'vote_granted')
-    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 1), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 1), None, None, None), ('leader_id', 'LeaderId', 'int32', (0, 1), None, None, None), ('leader_epoch', 'LeaderEpoch', 'int32', (0, 1), None, None, None), ('vote_granted', 'VoteGranted', 'bool', (0, 1), None, None, None))
+    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 2), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 2), None, None, None), ('leader_id', 'LeaderId', 'int32', (0, 2), None, None, None), ('leader_epoch', 'LeaderEpoch', 'int32', (0, 2), None, None, None), ('vote_granted', 'VoteGranted', 'bool', (0, 2), None, None, None))
 
     def __init__(self, partition_index=0, error_code=0, leader_id=0, leader_epoch=0, vote_granted=False):
         self.partition_index = partition_index
@@ -50,10 +50,10 @@ class PartitionData(Message):
 
 
 class NodeEndpoint(Message):
-    """NodeEndpoint: versions 0-1, flexible 0+."""
+    """NodeEndpoint: versions 0-2, flexible 0+."""
     __slots__ = ('node_id', 'host', 'port', '_unknown')
     _fields = ('node_id', 'host', 'port')
-    _schema = (('node_id', 'NodeId', 'int32', (1, 1), None, None, None), ('host', 'Host', 'string', (1, 1), None, None, None), ('port', 'Port', 'uint16', (1, 1), None, None, None))
+    _schema = (('node_id', 'NodeId', 'int32', (1, 2), None, None, None), ('host', 'Host', 'string', (1, 2), None, None, None), ('port', 'Port', 'uint16', (1, 2), None, None, None))
 
     def __init__(self, node_id=0, host='', port=0):
         self.node_id = node_id
@@ -63,14 +63,14 @@ class NodeEndpoint(Message):
 
 
 class VoteResponse(Message):
-    """VoteResponse (response): versions 0-1, flexible 0+."""
+    """VoteResponse (response): versions 0-2, flexible 0+."""
     __slots__ = ('error_code', 'topics', 'node_endpoints', '_unknown')
     _fields = ('error_code', 'topics', 'node_endpoints')
-    _schema = (('error_code', 'ErrorCode', 'int16', (0, 1), None, None, None), ('topics', 'Topics', '[]TopicData', (0, 1), None, None, None), ('node_endpoints', 'NodeEndpoints', '[]NodeEndpoint', (1, 1), None, (1, 1), 0))
+    _schema = (('error_code', 'ErrorCode', 'int16', (0, 2), None, None, None), ('topics', 'Topics', '[]TopicData', (0, 2), None, None, None), ('node_endpoints', 'NodeEndpoints', '[]NodeEndpoint', (1, 2), None, (1, 2), 0))
     NAME = 'VoteResponse'
     API_KEY = 52
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_FROM = 0
 
     def __init__(self, error_code=0, topics=UNSET, node_endpoints=UNSET):

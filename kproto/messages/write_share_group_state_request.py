@@ -11,6 +11,7 @@ from kproto._codec import (
 )
 
 _new = object.__new__
+_S_i = struct.Struct('>i')
 _S_iiiq = struct.Struct('>iiiq')
 _S_qqbh = struct.Struct('>qqbh')
 
@@ -21,10 +22,10 @@ def _tag_key(t):
 
 
 class WriteStateData(Message):
-    """WriteStateData: versions 0-0, flexible 0+."""
+    """WriteStateData: versions 0-1, flexible 0+."""
     __slots__ = ('topic_id', 'partitions', '_unknown')
     _fields = ('topic_id', 'partitions')
-    _schema = (('topic_id', 'TopicId', 'uuid', (0, 0), None, None, None), ('partitions', 'Partitions', '[]PartitionData', (0, 0), None, None, None))
+    _schema = (('topic_id', 'TopicId', 'uuid', (0, 1), None, None, None), ('partitions', 'Partitions', '[]PartitionData', (0, 1), None, None, None))
 
     def __init__(self, topic_id=ZERO_UUID, partitions=UNSET):
         self.topic_id = topic_id
@@ -33,25 +34,26 @@ class WriteStateData(Message):
 
 
 class PartitionData(Message):
-    """PartitionData: versions 0-0, flexible 0+."""
-    __slots__ = ('partition', 'state_epoch', 'leader_epoch', 'start_offset', 'state_batches', '_unknown')
-    _fields = ('partition', 'state_epoch', 'leader_epoch', 'start_offset', 'state_batches')
-    _schema = (('partition', 'Partition', 'int32', (0, 0), None, None, None), ('state_epoch', 'StateEpoch', 'int32', (0, 0), None, None, None), ('leader_epoch', 'LeaderEpoch', 'int32', (0, 0), None, None, None), ('start_offset', 'StartOffset', 'int64', (0, 0), None, None, None), ('state_batches', 'StateBatches', '[]StateBatch', (0, 0), None, None, None))
+    """PartitionData: versions 0-1, flexible 0+."""
+    __slots__ = ('partition', 'state_epoch', 'leader_epoch', 'start_offset', 'delivery_complete_count', 'state_batches', '_unknown')
+    _fields = ('partition', 'state_epoch', 'leader_epoch', 'start_offset', 'delivery_complete_count', 'state_batches')
+    _schema = (('partition', 'Partition', 'int32', (0, 1), None, None, None), ('state_epoch', 'StateEpoch', 'int32', (0, 1), None, None, None), ('leader_epoch', 'LeaderEpoch', 'int32', (0, 1), None, None, None), ('start_offset', 'StartOffset', 'int64', (0, 1), None, None, None), ('delivery_complete_count', 'DeliveryCompleteCount', 'int32', (1, 1), None, None, None), ('state_batches', 'StateBatches', '[]StateBatch', (0, 1), None, None, None))
 
-    def __init__(self, partition=0, state_epoch=0, leader_epoch=0, start_offset=0, state_batches=UNSET):
+    def __init__(self, partition=0, state_epoch=0, leader_epoch=0, start_offset=0, delivery_complete_count=-1, state_batches=UNSET):
         self.partition = partition
         self.state_epoch = state_epoch
         self.leader_epoch = leader_epoch
         self.start_offset = start_offset
+        self.delivery_complete_count = delivery_complete_count
         self.state_batches = [] if state_batches is UNSET else state_batches
         self._unknown = None
 
 
 class StateBatch(Message):
-    """StateBatch: versions 0-0, flexible 0+."""
+    """StateBatch: versions 0-1, flexible 0+."""
     __slots__ = ('first_offset', 'last_offset', 'delivery_state', 'delivery_count', '_unknown')
     _fields = ('first_offset', 'last_offset', 'delivery_state', 'delivery_count')
-    _schema = (('first_offset', 'FirstOffset', 'int64', (0, 0), None, None, None), ('last_offset', 'LastOffset', 'int64', (0, 0), None, None, None), ('delivery_state', 'DeliveryState', 'int8', (0, 0), None, None, None), ('delivery_count', 'DeliveryCount', 'int16', (0, 0), None, None, None))
+    _schema = (('first_offset', 'FirstOffset', 'int64', (0, 1), None, None, None), ('last_offset', 'LastOffset', 'int64', (0, 1), None, None, None), ('delivery_state', 'DeliveryState', 'int8', (0, 1), None, None, None), ('delivery_count', 'DeliveryCount', 'int16', (0, 1), None, None, None))
 
     def __init__(self, first_offset=0, last_offset=0, delivery_state=0, delivery_count=0):
         self.first_offset = first_offset
@@ -62,14 +64,14 @@ class StateBatch(Message):
 
 
 class WriteShareGroupStateRequest(Message):
-    """WriteShareGroupStateRequest (request): versions 0-0, flexible 0+."""
+    """WriteShareGroupStateRequest (request): versions 0-1, flexible 0+."""
     __slots__ = ('group_id', 'topics', '_unknown')
     _fields = ('group_id', 'topics')
-    _schema = (('group_id', 'GroupId', 'string', (0, 0), None, None, None), ('topics', 'Topics', '[]WriteStateData', (0, 0), None, None, None))
+    _schema = (('group_id', 'GroupId', 'string', (0, 1), None, None, None), ('topics', 'Topics', '[]WriteStateData', (0, 1), None, None, None))
     NAME = 'WriteShareGroupStateRequest'
     API_KEY = 85
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_FROM = 0
 
     def __init__(self, group_id='', topics=UNSET):
@@ -160,8 +162,13 @@ def _w_WriteStateData_f(o, out, v, regions, strict):
 
 def _r_PartitionData_f(mv, pos, v):
     o = _new(PartitionData)
+    if not (v >= 1):
+        o.delivery_complete_count = -1
     o.partition, o.state_epoch, o.leader_epoch, o.start_offset = _S_iiiq.unpack_from(mv, pos)
     pos += 20
+    if v >= 1:
+        o.delivery_complete_count, = _S_i.unpack_from(mv, pos)
+        pos += 4
     n5 = mv[pos]
     pos += 1
     if n5 & 0x80:
@@ -196,6 +203,8 @@ def _r_PartitionData_f(mv, pos, v):
 
 def _w_PartitionData_f(o, out, v, regions, strict):
     out += _S_iiiq.pack(o.partition, o.state_epoch, o.leader_epoch, o.start_offset)
+    if v >= 1:
+        out += _S_i.pack(o.delivery_complete_count)
     if o.state_batches is None:
         raise EncodeError('non-nullable field StateBatches is None')
     else:

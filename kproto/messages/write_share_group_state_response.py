@@ -20,10 +20,10 @@ def _tag_key(t):
 
 
 class WriteStateResult(Message):
-    """WriteStateResult: versions 0-0, flexible 0+."""
+    """WriteStateResult: versions 0-1, flexible 0+."""
     __slots__ = ('topic_id', 'partitions', '_unknown')
     _fields = ('topic_id', 'partitions')
-    _schema = (('topic_id', 'TopicId', 'uuid', (0, 0), None, None, None), ('partitions', 'Partitions', '[]PartitionResult', (0, 0), None, None, None))
+    _schema = (('topic_id', 'TopicId', 'uuid', (0, 1), None, None, None), ('partitions', 'Partitions', '[]PartitionResult', (0, 1), None, None, None))
 
     def __init__(self, topic_id=ZERO_UUID, partitions=UNSET):
         self.topic_id = topic_id
@@ -32,10 +32,10 @@ class WriteStateResult(Message):
 
 
 class PartitionResult(Message):
-    """PartitionResult: versions 0-0, flexible 0+."""
+    """PartitionResult: versions 0-1, flexible 0+."""
     __slots__ = ('partition', 'error_code', 'error_message', '_unknown')
     _fields = ('partition', 'error_code', 'error_message')
-    _schema = (('partition', 'Partition', 'int32', (0, 0), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 0), None, None, None), ('error_message', 'ErrorMessage', 'string', (0, 0), (0, 0), None, None))
+    _schema = (('partition', 'Partition', 'int32', (0, 1), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 1), None, None, None), ('error_message', 'ErrorMessage', 'string', (0, 1), (0, 1), None, None))
 
     def __init__(self, partition=0, error_code=0, error_message=None):
         self.partition = partition
@@ -45,14 +45,14 @@ class PartitionResult(Message):
 
 
 class WriteShareGroupStateResponse(Message):
-    """WriteShareGroupStateResponse (response): versions 0-0, flexible 0+."""
+    """WriteShareGroupStateResponse (response): versions 0-1, flexible 0+."""
     __slots__ = ('results', '_unknown')
     _fields = ('results',)
-    _schema = (('results', 'Results', '[]WriteStateResult', (0, 0), None, None, None),)
+    _schema = (('results', 'Results', '[]WriteStateResult', (0, 1), None, None, None),)
     NAME = 'WriteShareGroupStateResponse'
     API_KEY = 85
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_FROM = 0
 
     def __init__(self, results=UNSET):

@@ -11,6 +11,7 @@ from kproto._codec import (
 )
 
 _new = object.__new__
+_S_b = struct.Struct('>b')
 _S_i = struct.Struct('>i')
 _S_qho = struct.Struct('>qh?')
 
@@ -21,25 +22,26 @@ def _tag_key(t):
 
 
 class WritableTxnMarker(Message):
-    """WritableTxnMarker: versions 0-1, flexible 1+."""
-    __slots__ = ('producer_id', 'producer_epoch', 'transaction_result', 'topics', 'coordinator_epoch', '_unknown')
-    _fields = ('producer_id', 'producer_epoch', 'transaction_result', 'topics', 'coordinator_epoch')
-    _schema = (('producer_id', 'ProducerId', 'int64', (0, 1), None, None, None), ('producer_epoch', 'ProducerEpoch', 'int16', (0, 1), None, None, None), ('transaction_result', 'TransactionResult', 'bool', (0, 1), None, None, None), ('topics', 'Topics', '[]WritableTxnMarkerTopic', (0, 1), None, None, None), ('coordinator_epoch', 'CoordinatorEpoch', 'int32', (0, 1), None, None, None))
+    """WritableTxnMarker: versions 0-2, flexible 1+."""
+    __slots__ = ('producer_id', 'producer_epoch', 'transaction_result', 'topics', 'coordinator_epoch', 'transaction_version', '_unknown')
+    _fields = ('producer_id', 'producer_epoch', 'transaction_result', 'topics', 'coordinator_epoch', 'transaction_version')
+    _schema = (('producer_id', 'ProducerId', 'int64', (0, 2), None, None, None), ('producer_epoch', 'ProducerEpoch', 'int16', (0, 2), None, None, None), ('transaction_result', 'TransactionResult', 'bool', (0, 2), None, None, None), ('topics', 'Topics', '[]WritableTxnMarkerTopic', (0, 2), None, None, None), ('coordinator_epoch', 'CoordinatorEpoch', 'int32', (0, 2), None, None, None), ('transaction_version', 'TransactionVersion', 'int8', (2, 2), None, None, None))
 
-    def __init__(self, producer_id=0, producer_epoch=0, transaction_result=False, topics=UNSET, coordinator_epoch=0):
+    def __init__(self, producer_id=0, producer_epoch=0, transaction_result=False, topics=UNSET, coordinator_epoch=0, transaction_version=0):
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.transaction_result = transaction_result
         self.topics = [] if topics is UNSET else topics
         self.coordinator_epoch = coordinator_epoch
+        self.transaction_version = transaction_version
         self._unknown = None
 
 
 class WritableTxnMarkerTopic(Message):
-    """WritableTxnMarkerTopic: versions 0-1, flexible 1+."""
+    """WritableTxnMarkerTopic: versions 0-2, flexible 1+."""
     __slots__ = ('name', 'partition_indexes', '_unknown')
     _fields = ('name', 'partition_indexes')
-    _schema = (('name', 'Name', 'string', (0, 1), None, None, None), ('partition_indexes', 'PartitionIndexes', '[]int32', (0, 1), None, None, None))
+    _schema = (('name', 'Name', 'string', (0, 2), None, None, None), ('partition_indexes', 'PartitionIndexes', '[]int32', (0, 2), None, None, None))
 
     def __init__(self, name='', partition_indexes=UNSET):
         self.name = name
@@ -48,14 +50,14 @@ class WritableTxnMarkerTopic(Message):
 
 
 class WriteTxnMarkersRequest(Message):
-    """WriteTxnMarkersRequest (request): versions 0-1, flexible 1+."""
+    """WriteTxnMarkersRequest (request): versions 0-2, flexible 1+."""
     __slots__ = ('markers', '_unknown')
     _fields = ('markers',)
-    _schema = (('markers', 'Markers', '[]WritableTxnMarker', (0, 1), None, None, None),)
+    _schema = (('markers', 'Markers', '[]WritableTxnMarker', (0, 2), None, None, None),)
     NAME = 'WriteTxnMarkersRequest'
     API_KEY = 27
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_FROM = 1
 
     def __init__(self, markers=UNSET):
@@ -102,6 +104,7 @@ class WriteTxnMarkersRequest(Message):
 
 def _r_WritableTxnMarker_c(mv, pos, v):
     o = _new(WritableTxnMarker)
+    o.transaction_version = 0
     o.producer_id, o.producer_epoch, o.transaction_result = _S_qho.unpack_from(mv, pos)
     pos += 11
     n1, = i32.unpack_from(mv, pos)
@@ -132,6 +135,8 @@ def _w_WritableTxnMarker_c(o, out, v, regions, strict):
 
 def _r_WritableTxnMarker_f(mv, pos, v):
     o = _new(WritableTxnMarker)
+    if not (v >= 2):
+        o.transaction_version = 0
     o.producer_id, o.producer_epoch, o.transaction_result = _S_qho.unpack_from(mv, pos)
     pos += 11
     n4 = mv[pos]
@@ -151,6 +156,9 @@ def _r_WritableTxnMarker_f(mv, pos, v):
         o.topics = l5
     o.coordinator_epoch, = _S_i.unpack_from(mv, pos)
     pos += 4
+    if v >= 2:
+        o.transaction_version, = _S_b.unpack_from(mv, pos)
+        pos += 1
     o._unknown = None
     nt = mv[pos]
     pos += 1
@@ -177,6 +185,8 @@ def _w_WritableTxnMarker_f(o, out, v, regions, strict):
         for x6 in o.topics:
             _w_WritableTxnMarkerTopic_f(x6, out, v, regions, strict)
     out += _S_i.pack(o.coordinator_epoch)
+    if v >= 2:
+        out += _S_b.pack(o.transaction_version)
     if o._unknown:
         write_tagged(out, sorted(o._unknown))
     else:

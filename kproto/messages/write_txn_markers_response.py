@@ -21,10 +21,10 @@ def _tag_key(t):
 
 
 class WritableTxnMarkerResult(Message):
-    """WritableTxnMarkerResult: versions 0-1, flexible 1+."""
+    """WritableTxnMarkerResult: versions 0-2, flexible 1+."""
     __slots__ = ('producer_id', 'topics', '_unknown')
     _fields = ('producer_id', 'topics')
-    _schema = (('producer_id', 'ProducerId', 'int64', (0, 1), None, None, None), ('topics', 'Topics', '[]WritableTxnMarkerTopicResult', (0, 1), None, None, None))
+    _schema = (('producer_id', 'ProducerId', 'int64', (0, 2), None, None, None), ('topics', 'Topics', '[]WritableTxnMarkerTopicResult', (0, 2), None, None, None))
 
     def __init__(self, producer_id=0, topics=UNSET):
         self.producer_id = producer_id
@@ -33,10 +33,10 @@ class WritableTxnMarkerResult(Message):
 
 
 class WritableTxnMarkerTopicResult(Message):
-    """WritableTxnMarkerTopicResult: versions 0-1, flexible 1+."""
+    """WritableTxnMarkerTopicResult: versions 0-2, flexible 1+."""
     __slots__ = ('name', 'partitions', '_unknown')
     _fields = ('name', 'partitions')
-    _schema = (('name', 'Name', 'string', (0, 1), None, None, None), ('partitions', 'Partitions', '[]WritableTxnMarkerPartitionResult', (0, 1), None, None, None))
+    _schema = (('name', 'Name', 'string', (0, 2), None, None, None), ('partitions', 'Partitions', '[]WritableTxnMarkerPartitionResult', (0, 2), None, None, None))
 
     def __init__(self, name='', partitions=UNSET):
         self.name = name
@@ -45,10 +45,10 @@ class WritableTxnMarkerTopicResult(Message):
 
 
 class WritableTxnMarkerPartitionResult(Message):
-    """WritableTxnMarkerPartitionResult: versions 0-1, flexible 1+."""
+    """WritableTxnMarkerPartitionResult: versions 0-2, flexible 1+."""
     __slots__ = ('partition_index', 'error_code', '_unknown')
     _fields = ('partition_index', 'error_code')
-    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 1), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 1), None, None, None))
+    _schema = (('partition_index', 'PartitionIndex', 'int32', (0, 2), None, None, None), ('error_code', 'ErrorCode', 'int16', (0, 2), None, None, None))
 
     def __init__(self, partition_index=0, error_code=0):
         self.partition_index = partition_index
@@ -57,14 +57,14 @@ class WritableTxnMarkerPartitionResult(Message):
 
 
 class WriteTxnMarkersResponse(Message):
-    """WriteTxnMarkersResponse (response): versions 0-1, flexible 1+."""
+    """WriteTxnMarkersResponse (response): versions 0-2, flexible 1+."""
     __slots__ = ('markers', '_unknown')
     _fields = ('markers',)
-    _schema = (('markers', 'Markers', '[]WritableTxnMarkerResult', (0, 1), None, None, None),)
+    _schema = (('markers', 'Markers', '[]WritableTxnMarkerResult', (0, 2), None, None, None),)
     NAME = 'WriteTxnMarkersResponse'
     API_KEY = 27
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_FROM = 1
 
     def __init__(self, markers=UNSET):

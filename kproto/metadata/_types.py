@@ -27,4 +27,5 @@ RECORD_TYPES = {
     'AbortTransactionRecord': (25, 'abort_transaction_record'),
     'RemoveDelegationTokenRecord': (26, 'remove_delegation_token_record'),
     'RegisterControllerRecord': (27, 'register_controller_record'),
+    'ClearElrRecord': (28, 'clear_elr_record'),
 }

@@ -21,22 +21,23 @@ def _tag_key(t):
 
 
 class BrokerRegistrationChangeRecord(Message):
-    """BrokerRegistrationChangeRecord (metadata): versions 0-2, flexible 0+."""
-    __slots__ = ('broker_id', 'broker_epoch', 'fenced', 'in_controlled_shutdown', 'log_dirs', '_unknown')
-    _fields = ('broker_id', 'broker_epoch', 'fenced', 'in_controlled_shutdown', 'log_dirs')
-    _schema = (('broker_id', 'BrokerId', 'int32', (0, 2), None, None, None), ('broker_epoch', 'BrokerEpoch', 'int64', (0, 2), None, None, None), ('fenced', 'Fenced', 'int8', (0, 2), None, (0, 2), 0), ('in_controlled_shutdown', 'InControlledShutdown', 'int8', (1, 2), None, (1, 2), 1), ('log_dirs', 'LogDirs', '[]uuid', (2, 2), None, (2, 2), '2'))
+    """BrokerRegistrationChangeRecord (metadata): versions 0-3, flexible 0+."""
+    __slots__ = ('broker_id', 'broker_epoch', 'fenced', 'in_controlled_shutdown', 'log_dirs', 'cordoned_log_dirs', '_unknown')
+    _fields = ('broker_id', 'broker_epoch', 'fenced', 'in_controlled_shutdown', 'log_dirs', 'cordoned_log_dirs')
+    _schema = (('broker_id', 'BrokerId', 'int32', (0, 3), None, None, None), ('broker_epoch', 'BrokerEpoch', 'int64', (0, 3), None, None, None), ('fenced', 'Fenced', 'int8', (0, 3), None, (0, 3), 0), ('in_controlled_shutdown', 'InControlledShutdown', 'int8', (1, 3), None, (1, 3), 1), ('log_dirs', 'LogDirs', '[]uuid', (2, 3), None, (2, 3), 2), ('cordoned_log_dirs', 'CordonedLogDirs', '[]uuid', (3, 3), (3, 3), (3, 3), 3))
     NAME = 'BrokerRegistrationChangeRecord'
     API_KEY = 17
     MIN_VERSION = 0
-    MAX_VERSION = 2
+    MAX_VERSION = 3
     FLEXIBLE_FROM = 0
 
-    def __init__(self, broker_id=0, broker_epoch=0, fenced=0, in_controlled_shutdown=0, log_dirs=UNSET):
+    def __init__(self, broker_id=0, broker_epoch=0, fenced=0, in_controlled_shutdown=0, log_dirs=UNSET, cordoned_log_dirs=None):
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.fenced = fenced
         self.in_controlled_shutdown = in_controlled_shutdown
         self.log_dirs = [] if log_dirs is UNSET else log_dirs
+        self.cordoned_log_dirs = cordoned_log_dirs
         self._unknown = None
 
     @classmethod
@@ -77,6 +78,7 @@ def _r_BrokerRegistrationChangeRecord_f(mv, pos, v):
     o.fenced = 0
     o.in_controlled_shutdown = 0
     o.log_dirs = []
+    o.cordoned_log_dirs = None
     o.broker_id, o.broker_epoch = _S_iq.unpack_from(mv, pos)
     pos += 12
     o._unknown = None
@@ -111,6 +113,23 @@ def _r_BrokerRegistrationChangeRecord_f(mv, pos, v):
                     x5, pos = read_uuid(mv, pos)
                     l4.append(x5)
                 o.log_dirs = l4
+        elif tag == 3 and v >= 3:
+            n7 = mv[pos]
+            pos += 1
+            if n7 & 0x80:
+                n7, pos = read_uvarint(mv, pos - 1)
+            n7 -= 1
+            if n7 < 0:
+                if not (v >= 3):
+                    raise DecodeError('non-nullable field CordonedLogDirs was serialized as null')
+                o.cordoned_log_dirs = None
+            else:
+                check_count(mv, pos, n7, 1)
+                l8 = []
+                for _ in range(n7):
+                    x9, pos = read_uuid(mv, pos)
+                    l8.append(x9)
+                o.cordoned_log_dirs = l8
         else:
             if o._unknown is None:
                 o._unknown = []
@@ -123,6 +142,8 @@ def _w_BrokerRegistrationChangeRecord_f(o, out, v, regions, strict):
         raise EncodeError('field InControlledShutdown cannot be encoded at version %d' % v)
     if strict and not (v >= 2) and o.log_dirs:
         raise EncodeError('field LogDirs cannot be encoded at version %d' % v)
+    if strict and not (v >= 3) and o.cordoned_log_dirs is not None:
+        raise EncodeError('field CordonedLogDirs cannot be encoded at version %d' % v)
     out += _S_iq.pack(o.broker_id, o.broker_epoch)
     tagged = list(o._unknown) if o._unknown else []
     if o.fenced != 0:
@@ -139,9 +160,20 @@ def _w_BrokerRegistrationChangeRecord_f(o, out, v, regions, strict):
             raise EncodeError('non-nullable field LogDirs is None')
         else:
             write_uvarint(t, len(o.log_dirs) + 1)
-            for x7 in o.log_dirs:
-                t += x7.bytes
+            for x11 in o.log_dirs:
+                t += x11.bytes
         tagged.append((2, bytes(t)))
+    if (v >= 3) and o.cordoned_log_dirs != None:
+        t = bytearray()
+        if o.cordoned_log_dirs is None:
+            if not (v >= 3):
+                raise EncodeError('non-nullable field CordonedLogDirs is None')
+            t.append(0)
+        else:
+            write_uvarint(t, len(o.cordoned_log_dirs) + 1)
+            for x12 in o.cordoned_log_dirs:
+                t += x12.bytes
+        tagged.append((3, bytes(t)))
     if tagged:
         tagged.sort(key=_tag_key)
         write_tagged(out, tagged)

@@ -24,10 +24,10 @@ def _tag_key(t):
 
 
 class BrokerEndpoint(Message):
-    """BrokerEndpoint: versions 0-3, flexible 0+."""
+    """BrokerEndpoint: versions 0-4, flexible 0+."""
     __slots__ = ('name', 'host', 'port', 'security_protocol', '_unknown')
     _fields = ('name', 'host', 'port', 'security_protocol')
-    _schema = (('name', 'Name', 'string', (0, 3), None, None, None), ('host', 'Host', 'string', (0, 3), None, None, None), ('port', 'Port', 'uint16', (0, 3), None, None, None), ('security_protocol', 'SecurityProtocol', 'int16', (0, 3), None, None, None))
+    _schema = (('name', 'Name', 'string', (0, 4), None, None, None), ('host', 'Host', 'string', (0, 4), None, None, None), ('port', 'Port', 'uint16', (0, 4), None, None, None), ('security_protocol', 'SecurityProtocol', 'int16', (0, 4), None, None, None))
 
     def __init__(self, name='', host='', port=0, security_protocol=0):
         self.name = name
@@ -38,10 +38,10 @@ class BrokerEndpoint(Message):
 
 
 class BrokerFeature(Message):
-    """BrokerFeature: versions 0-3, flexible 0+."""
+    """BrokerFeature: versions 0-4, flexible 0+."""
     __slots__ = ('name', 'min_supported_version', 'max_supported_version', '_unknown')
     _fields = ('name', 'min_supported_version', 'max_supported_version')
-    _schema = (('name', 'Name', 'string', (0, 3), None, None, None), ('min_supported_version', 'MinSupportedVersion', 'int16', (0, 3), None, None, None), ('max_supported_version', 'MaxSupportedVersion', 'int16', (0, 3), None, None, None))
+    _schema = (('name', 'Name', 'string', (0, 4), None, None, None), ('min_supported_version', 'MinSupportedVersion', 'int16', (0, 4), None, None, None), ('max_supported_version', 'MaxSupportedVersion', 'int16', (0, 4), None, None, None))
 
     def __init__(self, name='', min_supported_version=0, max_supported_version=0):
         self.name = name
@@ -51,17 +51,17 @@ class BrokerFeature(Message):
 
 
 class RegisterBrokerRecord(Message):
-    """RegisterBrokerRecord (metadata): versions 0-3, flexible 0+."""
-    __slots__ = ('broker_id', 'is_migrating_zk_broker', 'incarnation_id', 'broker_epoch', 'end_points', 'features', 'rack', 'fenced', 'in_controlled_shutdown', 'log_dirs', '_unknown')
-    _fields = ('broker_id', 'is_migrating_zk_broker', 'incarnation_id', 'broker_epoch', 'end_points', 'features', 'rack', 'fenced', 'in_controlled_shutdown', 'log_dirs')
-    _schema = (('broker_id', 'BrokerId', 'int32', (0, 3), None, None, None), ('is_migrating_zk_broker', 'IsMigratingZkBroker', 'bool', (2, 3), None, None, None), ('incarnation_id', 'IncarnationId', 'uuid', (0, 3), None, None, None), ('broker_epoch', 'BrokerEpoch', 'int64', (0, 3), None, None, None), ('end_points', 'EndPoints', '[]BrokerEndpoint', (0, 3), None, None, None), ('features', 'Features', '[]BrokerFeature', (0, 3), None, None, None), ('rack', 'Rack', 'string', (0, 3), (0, 3), None, None), ('fenced', 'Fenced', 'bool', (0, 3), None, None, None), ('in_controlled_shutdown', 'InControlledShutdown', 'bool', (1, 3), None, None, None), ('log_dirs', 'LogDirs', '[]uuid', (3, 3), None, (3, 3), '0'))
+    """RegisterBrokerRecord (metadata): versions 0-4, flexible 0+."""
+    __slots__ = ('broker_id', 'is_migrating_zk_broker', 'incarnation_id', 'broker_epoch', 'end_points', 'features', 'rack', 'fenced', 'in_controlled_shutdown', 'log_dirs', 'cordoned_log_dirs', '_unknown')
+    _fields = ('broker_id', 'is_migrating_zk_broker', 'incarnation_id', 'broker_epoch', 'end_points', 'features', 'rack', 'fenced', 'in_controlled_shutdown', 'log_dirs', 'cordoned_log_dirs')
+    _schema = (('broker_id', 'BrokerId', 'int32', (0, 4), None, None, None), ('is_migrating_zk_broker', 'IsMigratingZkBroker', 'bool', (2, 4), None, None, None), ('incarnation_id', 'IncarnationId', 'uuid', (0, 4), None, None, None), ('broker_epoch', 'BrokerEpoch', 'int64', (0, 4), None, None, None), ('end_points', 'EndPoints', '[]BrokerEndpoint', (0, 4), None, None, None), ('features', 'Features', '[]BrokerFeature', (0, 4), None, None, None), ('rack', 'Rack', 'string', (0, 4), (0, 4), None, None), ('fenced', 'Fenced', 'bool', (0, 4), None, None, None), ('in_controlled_shutdown', 'InControlledShutdown', 'bool', (1, 4), None, None, None), ('log_dirs', 'LogDirs', '[]uuid', (3, 4), None, (3, 4), 0), ('cordoned_log_dirs', 'CordonedLogDirs', '[]uuid', (4, 4), (4, 4), (4, 4), 1))
     NAME = 'RegisterBrokerRecord'
     API_KEY = 0
     MIN_VERSION = 0
-    MAX_VERSION = 3
+    MAX_VERSION = 4
     FLEXIBLE_FROM = 0
 
-    def __init__(self, broker_id=0, is_migrating_zk_broker=False, incarnation_id=ZERO_UUID, broker_epoch=0, end_points=UNSET, features=UNSET, rack='', fenced=True, in_controlled_shutdown=False, log_dirs=UNSET):
+    def __init__(self, broker_id=0, is_migrating_zk_broker=False, incarnation_id=ZERO_UUID, broker_epoch=0, end_points=UNSET, features=UNSET, rack='', fenced=True, in_controlled_shutdown=False, log_dirs=UNSET, cordoned_log_dirs=None):
         self.broker_id = broker_id
         self.is_migrating_zk_broker = is_migrating_zk_broker
         self.incarnation_id = incarnation_id
@@ -72,6 +72,7 @@ class RegisterBrokerRecord(Message):
         self.fenced = fenced
         self.in_controlled_shutdown = in_controlled_shutdown
         self.log_dirs = [] if log_dirs is UNSET else log_dirs
+        self.cordoned_log_dirs = cordoned_log_dirs
         self._unknown = None
 
     @classmethod
@@ -200,6 +201,7 @@ def _r_RegisterBrokerRecord_f(mv, pos, v):
     if not (v >= 1):
         o.in_controlled_shutdown = False
     o.log_dirs = []
+    o.cordoned_log_dirs = None
     o.broker_id, = _S_i.unpack_from(mv, pos)
     pos += 4
     if v >= 2:
@@ -278,6 +280,23 @@ def _r_RegisterBrokerRecord_f(mv, pos, v):
                     x12, pos = read_uuid(mv, pos)
                     l11.append(x12)
                 o.log_dirs = l11
+        elif tag == 1 and v >= 4:
+            n14 = mv[pos]
+            pos += 1
+            if n14 & 0x80:
+                n14, pos = read_uvarint(mv, pos - 1)
+            n14 -= 1
+            if n14 < 0:
+                if not (v >= 4):
+                    raise DecodeError('non-nullable field CordonedLogDirs was serialized as null')
+                o.cordoned_log_dirs = None
+            else:
+                check_count(mv, pos, n14, 1)
+                l15 = []
+                for _ in range(n14):
+                    x16, pos = read_uuid(mv, pos)
+                    l15.append(x16)
+                o.cordoned_log_dirs = l15
         else:
             if o._unknown is None:
                 o._unknown = []
@@ -292,6 +311,8 @@ def _w_RegisterBrokerRecord_f(o, out, v, regions, strict):
         raise EncodeError('field InControlledShutdown cannot be encoded at version %d' % v)
     if strict and not (v >= 3) and o.log_dirs:
         raise EncodeError('field LogDirs cannot be encoded at version %d' % v)
+    if strict and not (v >= 4) and o.cordoned_log_dirs is not None:
+        raise EncodeError('field CordonedLogDirs cannot be encoded at version %d' % v)
     out += _S_i.pack(o.broker_id)
     if v >= 2:
         out += _S_o.pack(o.is_migrating_zk_broker)
@@ -301,14 +322,14 @@ def _w_RegisterBrokerRecord_f(o, out, v, regions, strict):
         raise EncodeError('non-nullable field EndPoints is None')
     else:
         write_uvarint(out, len(o.end_points) + 1)
-        for x14 in o.end_points:
-            _w_BrokerEndpoint_f(x14, out, v, regions, strict)
+        for x18 in o.end_points:
+            _w_BrokerEndpoint_f(x18, out, v, regions, strict)
     if o.features is None:
         raise EncodeError('non-nullable field Features is None')
     else:
         write_uvarint(out, len(o.features) + 1)
-        for x15 in o.features:
-            _w_BrokerFeature_f(x15, out, v, regions, strict)
+        for x19 in o.features:
+            _w_BrokerFeature_f(x19, out, v, regions, strict)
     write_str(out, o.rack, True, True, 'Rack')
     out += _S_o.pack(o.fenced)
     if v >= 1:
@@ -320,9 +341,20 @@ def _w_RegisterBrokerRecord_f(o, out, v, regions, strict):
             raise EncodeError('non-nullable field LogDirs is None')
         else:
             write_uvarint(t, len(o.log_dirs) + 1)
-            for x16 in o.log_dirs:
-                t += x16.bytes
+            for x20 in o.log_dirs:
+                t += x20.bytes
         tagged.append((0, bytes(t)))
+    if (v >= 4) and o.cordoned_log_dirs != None:
+        t = bytearray()
+        if o.cordoned_log_dirs is None:
+            if not (v >= 4):
+                raise EncodeError('non-nullable field CordonedLogDirs is None')
+            t.append(0)
+        else:
+            write_uvarint(t, len(o.cordoned_log_dirs) + 1)
+            for x21 in o.cordoned_log_dirs:
+                t += x21.bytes
+        tagged.append((1, bytes(t)))
     if tagged:
         tagged.sort(key=_tag_key)
         write_tagged(out, tagged)
