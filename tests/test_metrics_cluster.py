@@ -24,7 +24,10 @@ from tools.quorum_cluster import QuorumCluster  # noqa: E402
 SETTINGS = {"broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": "60000",
             "replica.lag.time.max.ms": "1500", "replica.fetch.wait.max.ms": "100",
             "replica.fetch.backoff.ms": "100", "kproto.metrics.listener": "http://127.0.0.1:0",
-            "offsets.topic.num.partitions": "3"}
+            "offsets.topic.num.partitions": "3",
+            # the stopped follower must stay registered so that its leaders shrink the ISR
+            # themselves (AlterPartition): no fencing on its silent metadata fetches
+            "kproto.broker.failure.detection.ms": "-1"}
 RM = "kafka_server_replicamanager_"
 KC = "kafka_controller_kafkacontroller_"
 RAFT = "kafka_server_raft_metrics_"

@@ -154,6 +154,10 @@ class QuorumShell:
         self._waiting_until = None         # the deadline the timer loop sleeps to (None: awake)
         self._outgoing = {}                # peer -> trio memory send channel
         self._inbound = {}                 # token -> (send channel, wire corr, api key, version)
+        # replica id -> when (ms) the last inbound connection it fetched on closed while no other
+        # was open: a crashed process's sockets close at once (broker/quorum/liveness.py reads it)
+        self.fetch_links_closed: dict[int, int] = {}
+        self._fetch_links: dict[int, int] = {}   # replica id -> inbound connections it fetches on
         self._token = 0
         self._waiters = {}                 # last offset -> [(epoch, event, result)]
         self._nursery = None
@@ -427,6 +431,7 @@ class QuorumShell:
                 return
             stream, conn = accepted
         send, recv = trio.open_memory_channel(1000)
+        fetcher = None   # the replica id this connection fetches for, once seen
 
         async def writer():
             async for data in recv:
@@ -473,6 +478,10 @@ class QuorumShell:
                         raise ValueError(f"API {header.request_api_key} on the quorum port")
                     msg = convert.from_request(kreq)
                     if isinstance(msg, m.FetchRequest):
+                        if fetcher is None and msg.replica_id >= 0:
+                            fetcher = msg.replica_id
+                            self._fetch_links[fetcher] = self._fetch_links.get(fetcher, 0) + 1
+                            self.fetch_links_closed.pop(fetcher, None)
                         directory = kreq.topics[0].partitions[0].replica_directory_id
                         if directory is not None and directory.int:
                             self.replica_directories[msg.replica_id] = directory
@@ -487,6 +496,13 @@ class QuorumShell:
             log.debug("inbound connection: %s", exc)
         finally:
             send.close()
+            if fetcher is not None:
+                left = self._fetch_links.get(fetcher, 1) - 1
+                if left > 0:
+                    self._fetch_links[fetcher] = left
+                else:
+                    self._fetch_links.pop(fetcher, None)
+                    self.fetch_links_closed[fetcher] = self.now_ms()
 
     async def _answer_voter_change(self, send, header, kreq):
         """AddRaftVoter / RemoveRaftVoter (KIP-853), answered once the new voter set is committed
