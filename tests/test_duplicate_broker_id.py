@@ -28,7 +28,11 @@ from tools.quorum_cluster import QuorumCluster, QuorumNode  # noqa: E402
 SESSION_MS = 2000
 SETTINGS = {"broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": str(SESSION_MS),
             "replica.lag.time.max.ms": "3000", "replica.fetch.wait.max.ms": "100",
-            "replica.fetch.backoff.ms": "100", "default.replication.factor": "3", "min.insync.replicas": "2"}
+            "replica.fetch.backoff.ms": "100", "default.replication.factor": "3", "min.insync.replicas": "2",
+            # fencing by the 2 s session alone: with kproto's failure detection the killed node is
+            # fenced within 0.3 s, before its restarted process is up, and the window this file
+            # checks (the old registration still leading, the new process answering) never opens
+            "kproto.broker.failure.detection.ms": "-1"}
 DUPLICATE_LINE = "DUPLICATE_BROKER_REGISTRATION"
 
 
@@ -91,7 +95,9 @@ def test_a_second_process_with_a_live_node_id_is_refused_until_the_first_is_gone
 
 
 def test_a_node_killed_and_restarted_at_once_is_fenced_before_it_is_back():
-    with QuorumCluster(3, settings=SETTINGS) as c:
+    # a 6 s session: the restarted process must be up and asked while its old registration still
+    # leads, and a loaded machine takes more than 2 s to start one
+    with QuorumCluster(3, settings={**SETTINGS, "broker.session.timeout.ms": "6000"}) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap, **QUIET})
         topic = "restarts"
         wait_until(lambda: create_topic(admin, topic, partitions=6), 60, "the topic created")
