@@ -12,7 +12,7 @@ import trio
 from broker.config.broker_config import BrokerConfig
 from broker.config.types import StartupError
 from broker.tiered.object_store import ObjectNotFound, ObjectStore, open_store
-from tests.s3_server import BUCKET, MotoServer
+from tools.s3_server import BUCKET, MotoServer
 
 MiB = 1024 * 1024
 

@@ -9,7 +9,7 @@ import pytest
 import trio
 
 from broker.tiered.object_store import ObjectStoreError, open_store
-from tests.s3_server import MotoServer
+from tools.s3_server import MotoServer
 
 FAST_FAILURE = {"connect_timeout_ms": "1000", "request_timeout_ms": "1500", "retries": "1",
                 "retry_timeout_ms": "3000"}

@@ -1,4 +1,4 @@
-"""A real S3-compatible server for the tiered-storage tests: moto's standalone server
+"""A real S3-compatible server for the tiered-storage tests and benchmark: moto's standalone server
 (`python -m moto.server`) as a subprocess on a loopback port, spoken to over HTTP; and the
 broker config that points tiered storage at it."""
 from __future__ import annotations
