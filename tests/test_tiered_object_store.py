@@ -163,9 +163,18 @@ def test_local_store_defaults_beside_the_first_log_dir_and_survives_a_crashed_pu
      "rsm.config.secret.access.key"),
     ({"rsm.config.store": "s3", "rsm.config.bucket": "b", "rsm.config.multipart.part.size.bytes": "1024"},
      "rsm.config.multipart.part.size.bytes"),
+    ({"rsm.config.store": "azure", "rsm.config.bucket": "c"}, "rsm.config.account"),
 ])
 def test_bad_settings_are_one_line_startup_errors_naming_the_key(settings, named, tmp_path):
     with pytest.raises(StartupError) as e:
         open_store({"log.dirs": str(tmp_path / "data"), **settings})
     message = str(e.value)
     assert named in message and "\n" not in message, message
+
+
+def test_gcs_and_azure_stores_are_configured_from_the_same_keys(tmp_path, monkeypatch):
+    # (no such servers here: configured, not spoken to)
+    monkeypatch.delenv("AZURE_STORAGE_ACCOUNT_NAME", raising=False)
+    base = {"log.dirs": str(tmp_path / "data"), "rsm.config.bucket": "b", "rsm.config.prefix": "c1"}
+    assert open_store({**base, "rsm.config.store": "gs"}).name == "gs://b/c1"
+    assert open_store({**base, "rsm.config.store": "azure", "rsm.config.account": "acct"}).name == "azure://b/c1"

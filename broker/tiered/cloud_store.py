@@ -20,6 +20,15 @@ from broker.tiered.store_types import (
 
 # bounded reads of a file being uploaded in parts (each part buffered by obstore)
 _READ_CHUNK = 1024 * 1024
+# requests of one store in flight at once (threads of its own: copies of many partitions must not
+# take every worker thread trio lends the rest of the broker)
+MAX_THREADS = 16
+
+
+def _first_line(e: BaseException) -> str:
+    """obstore's messages go on with a multi-line debug dump: the first line says it."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
 
 
 def _ms(settings: StoreSettings, key: str, minimum: int = 1) -> timedelta:
@@ -106,12 +115,16 @@ def open_cloud_store(kind: str, settings: StoreSettings) -> "CloudStore":
         elif kind == "gs":
             store = GCSStore(bucket, **common)
         else:
-            store = AzureStore(bucket, **common)
+            account = settings.get("account") or os.environ.get("AZURE_STORAGE_ACCOUNT_NAME")
+            if not account:
+                raise StartupError(f"{settings.full('account')} (or AZURE_STORAGE_ACCOUNT_NAME) must be "
+                                   f"set when {settings.full('store')}=azure")
+            store = AzureStore(bucket, config={"account_name": account}, **common)
     except StartupError:
         raise
     except Exception as e:   # obstore's refusal of a setting (bad region, endpoint, ...)
         raise StartupError(f"Cannot configure the {kind} store from the {settings.prefix}* "
-                           f"settings: {e}") from None
+                           f"settings: {_first_line(e)}") from None
     name = f"{kind}://{bucket}" + (f"/{prefix}" if prefix else "")
     return CloudStore(store, name, part_size=settings.int_("multipart.part.size.bytes", 5 * 1024 * 1024),
                       concurrency=settings.int_("multipart.concurrency", 1))
@@ -125,21 +138,25 @@ class CloudStore:
         self.name = name
         self.part_size = part_size
         self.concurrency = concurrency
+        self._limiter: trio.CapacityLimiter | None = None
 
     async def _run(self, key: str, fn, *args, reading: bool = True, **kwargs):
         """Run one blocking obstore call; `reading`: a 404 means no such key (else: no bucket)."""
         try:
-            return await trio.to_thread.run_sync(lambda: fn(*args, **kwargs), abandon_on_cancel=True)
+            if self._limiter is None:
+                self._limiter = trio.CapacityLimiter(MAX_THREADS)
+            return await trio.to_thread.run_sync(lambda: fn(*args, **kwargs), abandon_on_cancel=True,
+                                                 limiter=self._limiter)
         except FileNotFoundError as e:
             if reading:
                 raise ObjectNotFound(f"{self.name}: no object {key}") from e
-            raise ObjectStoreError(f"{self.name}: {key}: {e}") from e
+            raise ObjectStoreError(f"{self.name}: {key}: {_first_line(e)}") from e
         except (ValueError, TypeError) as e:
             if type(e).__module__.startswith("obstore"):
-                raise ObjectStoreError(f"{self.name}: {key}: {e}") from e
+                raise ObjectStoreError(f"{self.name}: {key}: {_first_line(e)}") from e
             raise
         except Exception as e:   # obstore's errors: unreachable, timed out, denied, ...
-            raise ObjectStoreError(f"{self.name}: {key}: {e}") from e
+            raise ObjectStoreError(f"{self.name}: {key}: {_first_line(e)}") from e
 
     async def put(self, key: str, data: bytes) -> None:
         import obstore

@@ -19,6 +19,9 @@ from broker.tiered.store_types import ObjectNotFound, ObjectStoreError, check_ke
 
 TMP_DIR = ".kproto-tmp"
 _COPY_CHUNK = 1024 * 1024
+# file operations of one store at once, in threads of its own (a slow disk must not take every
+# worker thread trio lends the rest of the broker)
+MAX_THREADS = 8
 
 
 def _fsync_dir(path: str) -> None:
@@ -62,6 +65,7 @@ class LocalStore:
     def __init__(self, root: str):
         self.root = os.path.abspath(root)
         self.name = "file://" + self.root
+        self._limiter: trio.CapacityLimiter | None = None
         self._tmp = os.path.join(self.root, TMP_DIR)
         try:
             os.makedirs(self._tmp, exist_ok=True)
@@ -76,7 +80,9 @@ class LocalStore:
 
     async def _run(self, fn, *args):
         try:
-            return await trio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
+            if self._limiter is None:
+                self._limiter = trio.CapacityLimiter(MAX_THREADS)
+            return await trio.to_thread.run_sync(fn, *args, abandon_on_cancel=True, limiter=self._limiter)
         except FileNotFoundError as e:
             raise ObjectNotFound(f"{self.name}: {e.filename or e}") from e
         except OSError as e:

@@ -76,6 +76,7 @@ STORE_KEYS: dict[str, str | None] = {
     # s3 / gs / azure
     "bucket": None,                        # the S3/GCS bucket or the Azure container
     "prefix": "",                          # a folder inside the bucket
+    "account": None,                       # azure: the storage account (else AZURE_STORAGE_ACCOUNT_NAME)
     "endpoint": None,                      # S3-compatible servers: MinIO, Ceph, moto
     "region": None,
     "path.style": None,                    # true: http://host/bucket/key; false: http://bucket.host/key
