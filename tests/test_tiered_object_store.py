@@ -11,7 +11,7 @@ import trio
 
 from broker.config.broker_config import BrokerConfig
 from broker.config.types import StartupError
-from broker.tiered.object_store import ObjectNotFound, ObjectStore, open_store
+from broker.tiered.object_store import ObjectNotFound, ObjectStore, ObjectStoreError, open_store
 from tools.s3_server import BUCKET, MotoServer
 
 MiB = 1024 * 1024
@@ -101,6 +101,15 @@ def test_large_put_file_prefix_is_uploaded_in_parts(config, kind, tmp_path, requ
         assert await store.size("seg/whole.log") == len(data)
         await store.put_file("seg/small.log", str(segment), 10)
         assert await store.get("seg/small.log") == data[:10]
+        # a file shorter than the length asked for (truncated under the copier): an error, and
+        # no object
+        for short in (len(data) + 1, 100):
+            small = tmp_path / "short.log"
+            small.write_bytes(data[:short - 1])
+            with pytest.raises(ObjectStoreError):
+                await store.put_file("seg/short.log", str(small), short)
+            with pytest.raises(ObjectNotFound):
+                await store.size("seg/short.log")
         return store
     store = run(config, test)
     if kind == "s3":
