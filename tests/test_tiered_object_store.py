@@ -79,6 +79,10 @@ def test_missing_objects_and_bad_keys(config):
             await store.get("no/such/object", 5, 10)
         with pytest.raises(ObjectNotFound):
             await store.size("no/such/object")
+        await store.put("a/b", b"x")
+        for not_an_object in ("a", "a/b/c"):        # a folder of keys, a key below a key
+            with pytest.raises(ObjectNotFound):
+                await store.get(not_an_object)
         for bad in ("", "/abs", "a//b", "a/../../etc/passwd", "a/./b"):
             with pytest.raises(ValueError):
                 await store.put(bad, b"x")
@@ -101,6 +105,9 @@ def test_large_put_file_prefix_is_uploaded_in_parts(config, kind, tmp_path, requ
         assert await store.size("seg/whole.log") == len(data)
         await store.put_file("seg/small.log", str(segment), 10)
         assert await store.get("seg/small.log") == data[:10]
+        with pytest.raises(ObjectStoreError) as e:                  # no file to upload
+            await store.put_file("seg/none.log", str(tmp_path / "missing.log"))
+        assert not isinstance(e.value, ObjectNotFound)
         # a file shorter than the length asked for (truncated under the copier): an error, and
         # no object
         for short in (len(data) + 1, 100):

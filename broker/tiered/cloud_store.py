@@ -188,13 +188,11 @@ class CloudStore:
                 obstore.put(self._store, key, chunks(), use_multipart=True, chunk_size=self.part_size,
                             max_concurrency=self.concurrency)
         try:
-            await self._run(key, upload, reading=False)
+            await self._run(key, upload, reading=False)   # (the local file's errors come out too)
         except ObjectStoreError as e:
-            if isinstance(e.__cause__, ObjectStoreError):
+            if isinstance(e.__cause__, ObjectStoreError):  # the file was short: say so, unwrapped
                 raise e.__cause__ from None
             raise
-        except OSError as e:   # the local file
-            raise ObjectStoreError(f"{path}: {e}") from e
 
     async def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
         import obstore

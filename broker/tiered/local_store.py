@@ -83,7 +83,7 @@ class LocalStore:
             if self._limiter is None:
                 self._limiter = trio.CapacityLimiter(MAX_THREADS)
             return await trio.to_thread.run_sync(fn, *args, abandon_on_cancel=True, limiter=self._limiter)
-        except FileNotFoundError as e:
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:   # no such object
             raise ObjectNotFound(f"{self.name}: {e.filename or e}") from e
         except OSError as e:
             raise ObjectStoreError(f"{self.name}: {e}") from e
@@ -119,7 +119,10 @@ class LocalStore:
 
     async def put_file(self, key: str, path: str, length: int | None = None) -> None:
         def fill(fd):
-            src = os.open(path, os.O_RDONLY)
+            try:
+                src = os.open(path, os.O_RDONLY)
+            except OSError as e:   # the file to upload, not the object, is missing
+                raise ObjectStoreError(f"cannot read {path} to upload: {e.strerror}") from e
             try:
                 want = os.fstat(src).st_size if length is None else length
                 copied = _copy_prefix(src, fd, want)
