@@ -28,6 +28,7 @@ LAYERS = [
     ("coordination",),
     ("controller",),
     ("replication",),
+    ("tiered",),
     ("partitions", "metrics"),
     ("metadata",),
     ("security",),

@@ -124,8 +124,11 @@ class BrokerConfig:
         # kproto.* keys are kproto's own settings (kproto.metrics.listener), not unknown ones
         # (a dynamic-only config such as leader.replication.throttled.rate is unknown to Kafka's
         # static KafkaConfig too: warned about, and not a rate)
+        # and keys under the storage plugin's prefix (rsm.config.*) are the tiered store's settings
+        # (broker/tiered/object_store.py checks them), handed over as Kafka hands them to its plugin
+        own = ("kproto.", "schema.registry.", static.get("remote.log.storage.manager.impl.prefix") or "rsm.config.")
         self.unknown_keys: list[str] = [k for k in static if (_known_type(k) is None
-                                        or k in DYNAMIC_ONLY_BROKER_CONFIGS) and not k.startswith(("kproto.", "schema.registry."))]
+                                        or k in DYNAMIC_ONLY_BROKER_CONFIGS) and not k.startswith(own)]
         self.warnings: list[str] = [
             f"The configuration '{k}' was supplied but isn't a known config." for k in self.unknown_keys]
         for w in self.warnings:
