@@ -18,8 +18,9 @@ Kafka's brokers talk to the active controller:
   or heartbeat followed within 0.3 s. So the partitions of a node killed -9 get new leaders within
   about a second. Safety does not rest on it (fencing a live broker only moves leaderships; it is
   unfenced at its next heartbeat); -1 turns it off (Kafka's behaviour). A new controller applies
-  it to voters at once (they fetch from it as soon as they hear of it) and to other brokers from
-  their first fetch to it, as an observer may take a while to find the new leader.
+  it to voters at once (they fetch from it as soon as they hear of it, so one that has not within
+  0.75 s went down with the old leader) and to other brokers from their first fetch to it, as an
+  observer may take a while to find the new leader.
 - OfflineLogDirs (KIP-858): a broker whose log dir failed says so in its next heartbeat, sent at
   once; the controller moves its replicas in that dir out of ISRs and leadership and records its
   online dirs (broker/controller/log_dirs.py).
@@ -58,6 +59,9 @@ FAILURE_DETECTION = "kproto.broker.failure.detection.ms"
 # a crashed process's connections close at once; a live broker whose metadata fetch connection
 # closed (a timeout, a network blip) reconnects and fetches again well within this
 LINK_GRACE_S = 0.3
+# a new raft leader tells the voters at once (BeginQuorumEpoch) and a live one fetches from it
+# within milliseconds: one that has not after this long went down with the old leader
+NEW_LEADER_FETCH_S = 0.75
 DEFAULT_FAILURE_DETECTION_MS = 1500
 ALLOCATE_PRODUCER_IDS = 67
 
@@ -263,6 +267,13 @@ class Liveness:
             if closed is not None and closed > LINK_GRACE_S:
                 return (f"its metadata fetch connection closed {closed:.1f} s ago, no fetch or heartbeat "
                         f"since (kproto.broker.failure.detection.ms)")
+        node = getattr(getattr(self.q, "shell", None), "node", None)
+        if (node is not None and node.leader_id == node.id and bid in node.voters and silent > NEW_LEADER_FETCH_S
+                and now - self._active_since > NEW_LEADER_FETCH_S):
+            r = node.replicas.get(bid)
+            if r is None or r.last_fetch_ms is None or r.last_fetch_ms <= self._active_since * 1000:
+                return (f"a voter that has not fetched from this new leader in {now - self._active_since:.1f} s "
+                        f"(kproto.broker.failure.detection.ms)")
         if silent > self.detection_s:
             quiet = self._quorum_quiet_s(bid, now)
             if quiet is not None and quiet > self.detection_s:
