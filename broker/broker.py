@@ -34,6 +34,7 @@ from broker.storage.files import META_PROPERTIES
 from broker.storage.dir_failure import LogDirFailures
 from broker.storage.jbod import existing_meta_properties, managers, open_log_dirs
 from broker.storage.limits import room_for
+from broker.tiered.manager import RemoteLogManager
 from broker.transactions.coordinator import TransactionCoordinator
 from kproto.errors import ErrorCode, KafkaError
 
@@ -80,6 +81,7 @@ class Broker:
         self.logs = None
         self.metadata = None
         self.controller = None
+        self.tiered = None
         self.partitions = None
         self.groups = None
         self.transactions = None
@@ -206,6 +208,8 @@ class Broker:
         self.groups.open()
         self.transactions = TransactionCoordinator(self)
         self.transactions.open()
+        self.tiered = RemoteLogManager(self)   # tiered storage (broker/tiered)
+        self.tiered.open()
         log.info("storage open: %d metadata records, %d partitions in %.2f s",
                  count, len(self.partitions.all()), time.monotonic() - started)
 
@@ -289,6 +293,7 @@ class Broker:
                 nursery.start_soon(self._log_cleaner)
                 nursery.start_soon(self.groups.run)
                 nursery.start_soon(self.transactions.run)
+                nursery.start_soon(self.tiered.run)
                 if self.metrics is not None:
                     nursery.start_soon(watch_event_loop, self.metrics)
                 if self.schema_registry_settings is not None:

@@ -28,7 +28,7 @@ LAYERS = [
     ("coordination",),
     ("controller",),
     ("replication",),
-    ("tiered",),
+    ("tiered",),            # tiered storage (KIP-405): the remote log manager
     ("partitions", "metrics"),
     ("metadata",),
     ("security",),

@@ -332,6 +332,12 @@ def _internal_rf(config, name: str) -> int:
     """offsets.topic.replication.factor / transaction.state.log.replication.factor for the internal topics."""
     key = {"__consumer_offsets": "offsets.topic.replication.factor",
            "__transaction_state": "transaction.state.log.replication.factor"}.get(name)
+    if name == "__remote_log_metadata":
+        # rlmm.config.remote.log.metadata.topic.replication.factor (default 3), at most the brokers
+        raw = next((layer.get("rlmm.config.remote.log.metadata.topic.replication.factor")
+                    for _src, layer in config.layers()
+                    if layer.get("rlmm.config.remote.log.metadata.topic.replication.factor")), None)
+        return int(raw) if raw else 3
     return config.get_int(key) if key else 1
 
 

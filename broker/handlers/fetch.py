@@ -21,6 +21,7 @@ from broker.partitions.fetch_sessions import FetchSessionCache, ShardError
 from broker.handlers import fetch_quota, handles
 from broker.metrics.registry import remote_time
 from broker.partitions.partition import OffsetOutOfRange
+from broker.tiered import fetch as tiered_fetch
 from broker.replication import follower_fetching, replica_fetch
 from broker.replication.leader_hint import current_leader
 from broker.replication.replica_fetch import replica_id_of
@@ -96,7 +97,7 @@ MAX_READ_SIZE = 128 * 1024  # Kafka's LazyDownConversionRecordsSend.MAX_READ_SIZ
 _OVERFLOW = struct.Struct(">qi")
 
 
-def _build(broker, v, req, items, isolation, incremental=False) -> tuple[list, int, list, bool]:
+def _build(broker, v, req, items, isolation, incremental=False, remote=None) -> tuple[list, int, list, bool]:
     """One pass over the partitions to read (``items``: (key, topic name,
     topic id, request partition) in fetch order): the answer entries (key,
     name, topic id, partition), the record bytes read from the logs, the
@@ -168,7 +169,12 @@ def _build(broker, v, req, items, isolation, incremental=False) -> tuple[list, i
             region, upper, incomplete = partition.fetch_read(
                 fp.fetch_offset, part_limit, isolation, min_one)
         except OffsetOutOfRange:
-            entries.append((key, name, topic_id, _error_part(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE)))
+            part = _error_part(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE)
+            if remote is not None and tiered_fetch.in_remote(broker, partition, fp.fetch_offset):
+                # below the local log start, in remote storage: read from the store (Kafka's remote fetch)
+                remote.append((part, partition, fp.fetch_offset, part_limit, min_one))
+                min_one = False
+            entries.append((key, name, topic_id, part))
             errors = True
             continue
         except ValueError:
@@ -353,7 +359,11 @@ async def _read(ctx, req, v, items, context) -> list:
     broker = ctx.broker
     isolation = req.isolation_level if v >= 4 else READ_UNCOMMITTED
     incremental = context.kind == "incremental"
-    entries, total, watched, errors = _build(broker, v, req, items, isolation, incremental)
+    remote = []
+    entries, total, watched, errors = _build(broker, v, req, items, isolation, incremental, remote)
+    if remote:
+        await tiered_fetch.read_remote(broker, remote, isolation)
+        return entries
     if total >= req.min_bytes or req.max_wait_ms <= 0 or not watched or errors:
         return entries
     deadline = trio.current_time() + req.max_wait_ms / 1000

@@ -14,13 +14,14 @@ from kproto.messages.offset_for_leader_epoch_response import OffsetForLeaderEpoc
 from broker.handlers import handles
 from broker.partitions.partition import OffsetOutOfRange
 from broker.metadata.topic_names import INTERNAL_TOPICS
+from broker.tiered import offsets as tiered_offsets
 
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
-EARLIEST_PENDING_UPLOAD = -5
-LATEST_TIERED = -6
+LATEST_TIERED = -5              # Kafka 3.9's LATEST_TIERED_TIMESTAMP (v9)
+EARLIEST_PENDING_UPLOAD = -6    # Kafka 4.x's (KIP-1023, v11)
 
 _LTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 _LPart = ListOffsetsResponse.ListOffsetsPartitionResponse
@@ -94,19 +95,24 @@ async def list_offsets(ctx, req):
             if ts == LATEST:
                 out.offset = partition.last_stable_offset if read_committed else partition.high_watermark
                 out.leader_epoch = partition.leader_epoch
-            elif ts in (EARLIEST, EARLIEST_LOCAL):
+            elif ts == EARLIEST:
                 out.offset = partition.log_start_offset
                 out.leader_epoch = partition.leader_epoch
+            elif ts == EARLIEST_LOCAL or (ts == LATEST_TIERED and ctx.api_version >= 9):
+                # the tiers' offsets (broker/tiered/offsets.py)
+                out.offset, out.leader_epoch = tiered_offsets.special_offset(broker, partition, ts)
             elif ts == MAX_TIMESTAMP:
                 found = partition.max_timestamp_offset()
                 if found is not None:
                     out.offset, out.timestamp = found.offset, found.timestamp
                     out.leader_epoch = _epoch_of(found, partition)
-            elif ts == LATEST_TIERED and ctx.api_version >= 9:
-                out.offset = -1
             elif ts < 0:
                 out.offset = -1
             else:
+                remote = await tiered_offsets.offset_for_timestamp(broker, partition, ts)
+                if remote is not None:
+                    out.offset, out.timestamp, out.leader_epoch = remote
+                    continue
                 found = partition.offset_for_timestamp(ts)
                 upper = partition.last_stable_offset if read_committed else partition.high_watermark
                 if found is not None and found.offset < upper:

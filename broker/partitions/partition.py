@@ -46,6 +46,10 @@ class Partition:
         self.is_leader = True
         self.replication = None
         self.replicated_hw: int | None = None
+        # tiered storage (broker/tiered): the first offset in remote storage, None when nothing
+        # is there; the log start offset is then below the local log's (Kafka's
+        # logStartOffset vs localLogStartOffset)
+        self.remote_log_start: int | None = None
 
     # -- configuration -------------------------------------------------------
 
@@ -75,6 +79,12 @@ class Partition:
 
     @property
     def log_start_offset(self) -> int:
+        remote = self.remote_log_start
+        local = self.log.log_start_offset
+        return local if remote is None or remote > local else remote
+
+    @property
+    def local_log_start_offset(self) -> int:
         return self.log.log_start_offset
 
     @property

@@ -142,6 +142,9 @@ class PartitionLog(LogLoadingMixin, LogRetentionMixin, LogFlushMixin):
         self.on_flush_due: Callable[["PartitionLog", int | None], None] | None = None
         # a flush planned before a truncation must not move the recovery point
         self._truncations = 0
+        # tiered storage (broker/tiered/): a log_retention.TierLimits when the topic's segments
+        # are copied to remote storage; local retention then deletes only what was copied
+        self.tier = None
 
     # ================================================================ opening
 

@@ -25,6 +25,20 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+class TierLimits:
+    """What local retention of a tiered log obeys (set by broker/tiered/): the offset below which
+    segments are copied to remote storage, and local.retention.ms/bytes (-2 already resolved to
+    retention.ms/bytes). ``held_back`` counts the segments that retention wanted gone but that
+    were not copied yet (a warning and a metric say so)."""
+    __slots__ = ("copied_end", "retention_ms", "retention_bytes", "held_back")
+
+    def __init__(self, copied_end: int = 0, retention_ms: int = -1, retention_bytes: int = -1):
+        self.copied_end = copied_end
+        self.retention_ms = retention_ms
+        self.retention_bytes = retention_bytes
+        self.held_back = 0
+
+
 class LogRetentionMixin:
     def apply_retention(self, now_ms: int | None = None, high_watermark: int | None = None) -> int:
         """Kafka's deleteOldSegments: segments below the log start offset, then
@@ -36,6 +50,22 @@ class LogRetentionMixin:
         now_ms = _now_ms() if now_ms is None else now_ms
         hw = self._leo if high_watermark is None else high_watermark
         deleted = self._delete_start_offset_breached(hw, now_ms)
+        tier = self.tier
+        if tier is not None:
+            # a tiered log: local retention, and only segments already copied (Kafka's
+            # UnifiedLog.deleteOldSegments with remote storage enabled)
+            if self.config.delete_enabled:
+                copied = min(hw, tier.copied_end)
+                deleted += self._delete_size_breached(copied, now_ms, tier.retention_bytes)
+                deleted += self._delete_time_breached(copied, now_ms, tier.retention_ms)
+                # what is still past local retention is there only because it is not copied
+                wanted = self._count_breached(now_ms, tier.retention_bytes, tier.retention_ms)
+                if wanted and wanted != tier.held_back:
+                    log.warning("%s-%d: %d segment(s) past local retention kept: not copied to remote "
+                                "storage yet", self.topic, self.partition, wanted)
+                tier.held_back = wanted
+            self.purge_deleted(now_ms)
+            return deleted
         if self.config.delete_enabled:
             deleted += self._delete_size_breached(hw, now_ms)
             deleted += self._delete_time_breached(hw, now_ms)
@@ -48,8 +78,20 @@ class LogRetentionMixin:
             lambda seg, nxt: nxt is not None and nxt.base_offset <= start, hw, now_ms,
             "log start offset breach")
 
-    def _delete_size_breached(self, hw: int, now_ms: int) -> int:
-        retention = self.config.retention_bytes
+    def _count_breached(self, now_ms: int, retention_bytes: int, retention_ms: int) -> int:
+        """Closed segments that local retention would delete (by size or time)."""
+        diff = self.size - retention_bytes if retention_bytes >= 0 else -1
+        count = 0
+        for seg in self._segments[:-1]:
+            if diff - seg.size >= 0:
+                diff -= seg.size
+            elif not (retention_ms >= 0 and now_ms - seg.largest_timestamp() > retention_ms):
+                break
+            count += 1
+        return count
+
+    def _delete_size_breached(self, hw: int, now_ms: int, retention: int | None = None) -> int:
+        retention = self.config.retention_bytes if retention is None else retention
         size = self.size
         if retention < 0 or size < retention:
             return 0
@@ -63,8 +105,8 @@ class LogRetentionMixin:
             return False
         return self._delete_old_segments(predicate, hw, now_ms, "retention.bytes breach")
 
-    def _delete_time_breached(self, hw: int, now_ms: int) -> int:
-        retention = self.config.retention_ms
+    def _delete_time_breached(self, hw: int, now_ms: int, retention: int | None = None) -> int:
+        retention = self.config.retention_ms if retention is None else retention
         if retention < 0:
             return 0
         return self._delete_old_segments(

@@ -1,0 +1,64 @@
+"""Fetch of offsets below the local log start: what the Fetch handler asks tiered storage
+(is the offset remote? read these partitions from the store). Kafka answers a remote read within
+`remote.fetch.max.wait.ms`; a store failure is the partition's error, the other partitions of
+the fetch are answered as usual."""
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from kproto.errors import ErrorCode
+
+from .remote_read import CorruptRemoteData
+from .store import ObjectStoreError
+
+log = logging.getLogger("kproto.tiered")
+
+
+def in_remote(broker, partition, offset: int) -> bool:
+    """Whether ``offset`` is below the local log start and in a copied remote segment."""
+    tiered = getattr(broker, "tiered", None)
+    if tiered is None or tiered.store is None:
+        return False
+    start = partition.remote_log_start
+    if start is None or offset < start or offset >= partition.local_log_start_offset:
+        return False
+    view = tiered.partition_view(partition)
+    return view is not None and view.segment_for(offset) is not None
+
+
+async def read_remote(broker, items, isolation: int) -> None:
+    """Fill each (response partition, partition, offset, max bytes, min one) from the store."""
+    tiered = broker.tiered
+    wait_s = broker.config.get_int("remote.fetch.max.wait.ms") / 1000
+    for part, partition, offset, max_bytes, min_one in items:
+        view = tiered.partition_view(partition)
+        seg = view.segment_for(offset) if view is not None else None
+        part.high_watermark = partition.high_watermark
+        part.last_stable_offset = partition.last_stable_offset
+        part.log_start_offset = partition.log_start_offset
+        if seg is None:
+            continue   # expired meanwhile: OFFSET_OUT_OF_RANGE stands
+        data = None
+        with trio.move_on_after(wait_s):
+            try:
+                data = await tiered.reader.read(tiered._tp(partition), seg, max(offset, seg.start_offset),
+                                                max_bytes, min_one)
+            except CorruptRemoteData as exc:
+                log.error("%s-%d: %s", partition.topic, partition.index, exc)
+                tiered.metrics.fetch_errors += 1
+                part.error_code = ErrorCode.CORRUPT_MESSAGE
+                continue
+            except ObjectStoreError as exc:
+                log.warning("%s-%d: remote read of offset %d failed: %s", partition.topic, partition.index,
+                            offset, exc)
+                tiered.metrics.fetch_errors += 1
+                part.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+                continue
+        part.error_code = ErrorCode.NONE
+        part.records = data or b""
+        part.aborted_transactions = [] if isolation == 1 else None
+        if data:
+            tiered.metrics.fetch_bytes += len(data)
+            tiered.metrics.fetch_requests += 1

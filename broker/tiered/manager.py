@@ -1,0 +1,396 @@
+"""The remote log manager: one pass every `remote.log.manager.task.interval.ms` over the
+partitions of `remote.storage.enable` topics this broker hosts (Kafka's RemoteLogManager).
+
+On a partition's leader it copies the closed segments below the last stable offset (the
+segment with its offset, time and transaction indexes, the leader-epoch checkpoint and the
+producer snapshot) to the object store, announcing each copy in `__remote_log_metadata`
+(COPY_SEGMENT_STARTED, then COPY_SEGMENT_FINISHED once every object is stored); it removes the
+objects of copies that never finished (its own failed ones, or a previous leader's), expires
+remote segments by total retention and deletes the remote data of deleted topics. On every
+replica it hands local retention the offset below which segments are copied
+(`PartitionLog.tier`) and gives the partition its remote log start offset. The metadata view is
+built by reading this broker's replicas of `__remote_log_metadata`, so every broker holding them
+knows every remote segment.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+
+import trio
+
+import kproto.records as rec
+
+from broker.storage.log_retention import TierLimits
+from broker.storage.snapshots import snapshot_path
+
+from . import metadata_records as mr
+from . import planner
+from .keys import SUFFIXES, partition_prefix, segment_key
+from .planner import LocalSegment, RemoteSeg
+from .segment_view import PartitionView, RemoteSegment, SegmentView
+from .settings import METADATA_TOPIC, raw_config, rlmm_setting
+from .store import ObjectStoreError, open_store
+from .remote_read import RemoteReader
+
+log = logging.getLogger("kproto.tiered")
+
+class MetadataUnavailable(Exception):
+    """The `__remote_log_metadata` partition to write is not led here (or not there yet)."""
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def remote_enabled(part) -> bool:
+    return str(part.config.get("remote.storage.enable", "false")).lower() == "true"
+
+
+class TieredMetrics:
+    """The remote counters Kafka exposes (RemoteStorageMetrics / BrokerTopicMetrics names)."""
+
+    def __init__(self):
+        self.copy_bytes = 0
+        self.copy_requests = 0
+        self.copy_errors = 0
+        self.fetch_bytes = 0
+        self.fetch_requests = 0
+        self.fetch_errors = 0
+        self.delete_requests = 0
+        self.delete_errors = 0
+        self.copy_lag_bytes: dict[tuple[str, int], int] = {}
+        self.copy_lag_segments: dict[tuple[str, int], int] = {}
+        self.remote_log_size: dict[tuple[str, int], int] = {}
+        self.local_deletes_held_back = 0
+
+
+class RemoteLogManager:
+    def __init__(self, broker):
+        self.broker = broker
+        self.enabled = bool(broker.config.get_bool("remote.log.storage.system.enable"))
+        self.view = SegmentView()
+        self.store = None
+        self.metrics = TieredMetrics()
+        self.reader: RemoteReader | None = None
+        self._positions: dict[int, int] = {}
+        self._led: set[tuple[str, int]] = set()
+        self._backoff_until = 0.0
+        self._failures = 0
+        self.interval_s = broker.config.get_long("remote.log.manager.task.interval.ms") / 1000
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def open(self) -> None:
+        if not self.enabled:
+            return
+        self.store = open_store(raw_config(self.broker.config))
+        self.reader = RemoteReader(self)
+
+    async def run(self) -> None:
+        """The periodic pass, until cancelled (under the broker's nursery)."""
+        if not self.enabled:
+            return
+        if self.store is None:
+            self.open()
+        try:
+            while True:
+                try:
+                    await self.run_once()
+                except MetadataUnavailable as exc:
+                    log.debug("remote log metadata not ready: %s", exc)
+                except ObjectStoreError as exc:
+                    self._store_failed(exc)
+                except Exception:
+                    log.exception("remote log manager pass failed")
+                await trio.sleep(self.interval_s)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.store.aclose()
+
+    def _store_failed(self, exc) -> None:
+        # retry with a growing delay: the passes go on, copying waits for the store
+        self._failures += 1
+        delay = min(30.0, self.interval_s * (2 ** min(self._failures, 8)))
+        self._backoff_until = time.monotonic() + delay
+        log.warning("remote storage unavailable (%s); copying retried in %.1f s", exc, delay)
+
+    # ------------------------------------------------------------------ metadata topic
+
+    def metadata_partitions(self) -> int:
+        t = self.broker.image.topics.get(METADATA_TOPIC)
+        return len(t.partitions) if t is not None else 0
+
+    def ensure_metadata_topic(self) -> bool:
+        if METADATA_TOPIC in self.broker.image.topics:
+            return True
+        partitions = rlmm_setting(self.broker.config, "remote.log.metadata.topic.num.partitions")
+        configs = {"cleanup.policy": "delete",
+                   "retention.ms": str(rlmm_setting(self.broker.config, "remote.log.metadata.topic.retention.ms"))}
+        try:
+            self.broker.controller.ensure_internal_topic(METADATA_TOPIC, partitions, configs)
+        except Exception as exc:
+            log.warning("cannot create %s yet: %s", METADATA_TOPIC, exc)
+            return False
+        return METADATA_TOPIC in self.broker.image.topics
+
+    def catch_up(self) -> None:
+        """Apply the records of this broker's replicas of __remote_log_metadata up to their high
+        watermark (replicas only: what a majority has is what every reader sees)."""
+        parts = self.broker.partitions
+        for idx in range(self.metadata_partitions()):
+            part = parts.get(METADATA_TOPIC, idx)
+            if part is None:
+                continue
+            pos = max(self._positions.get(idx, 0), part.log.log_start_offset)
+            hw = part.high_watermark
+            while pos < hw:
+                data = part.log.read_bytes(pos, 1 << 20, hw)
+                if not data:
+                    break
+                for offset, value in _records(data):
+                    if offset < pos:
+                        continue
+                    try:
+                        self.view.apply(mr.decode(value))
+                    except mr.MetadataDecodeError as exc:
+                        log.warning("%s-%d offset %d: skipped: %s", METADATA_TOPIC, idx, offset, exc)
+                pos = _next_offset(data, pos)
+            self._positions[idx] = pos
+            self._positions[idx] = pos
+
+    async def publish(self, tp: mr.TopicIdPartition, record) -> None:
+        """Append one record to tp's partition of __remote_log_metadata (acks=all) and apply it."""
+        n = self.metadata_partitions()
+        if n == 0:
+            raise MetadataUnavailable(f"{METADATA_TOPIC} does not exist yet")
+        idx = mr.metadata_partition(tp, n)
+        part = self.broker.partitions.get(METADATA_TOPIC, idx)
+        if part is None or not part.is_leader:
+            raise MetadataUnavailable(f"{METADATA_TOPIC}-{idx} is not led by this broker")
+        now = _now_ms()
+        batch = bytearray(rec.build_batch([(None, mr.encode(record), [], now)]))
+        info = part.append(batch, rec.BatchHeader(batch), now)
+        repl = part.replication
+        if repl is not None and (part.topic, part.index) in getattr(repl, "leaders", ()):
+            error = await repl.wait_replicated(part, info.last_offset,
+                                               self.broker.config.get_int("request.timeout.ms"))
+            if error:
+                raise MetadataUnavailable(f"{METADATA_TOPIC}-{idx}: not replicated: {error}")
+        self.catch_up()
+
+    # ------------------------------------------------------------------ the pass
+
+    def partition_view(self, part) -> PartitionView | None:
+        return self.view.get(part.topic_id, part.index)
+
+    async def run_once(self) -> None:
+        if not self.ensure_metadata_topic():
+            return
+        self.catch_up()
+        store_ok = time.monotonic() >= self._backoff_until
+        for part in list(self.broker.partitions.all()):
+            if part.topic == METADATA_TOPIC:
+                continue
+            if not remote_enabled(part):
+                part.log.tier = None
+                part.remote_log_start = None
+                self._led.discard((part.topic, part.index))
+                continue
+            if part.is_leader and store_ok:
+                key = (part.topic, part.index)
+                if key not in self._led:
+                    self._led.add(key)
+                    await self.remove_orphans(part)
+                await self.copy_segments(part)
+                await self.expire_segments(part)
+            elif not part.is_leader:
+                self._led.discard((part.topic, part.index))
+            self.update_limits(part)
+        if store_ok:
+            await self.delete_removed_partitions()
+        self._failures = 0
+
+    def update_limits(self, part) -> None:
+        view = self.partition_view(part)
+        highest = view.highest_copied_offset() if view is not None else -1
+        cfg = part.config
+        limits = part.log.tier
+        if limits is None:
+            limits = part.log.tier = TierLimits()
+        limits.copied_end = highest + 1
+        limits.retention_ms = planner.effective_local_retention(int(cfg["local.retention.ms"]), int(cfg["retention.ms"]))
+        limits.retention_bytes = planner.effective_local_retention(int(cfg["local.retention.bytes"]),
+                                                                   int(cfg["retention.bytes"]))
+        part.remote_log_start = view.log_start_offset() if view is not None else None
+        key = (part.topic, part.index)
+        self.metrics.remote_log_size[key] = view.size() if view is not None else 0
+        pending = [s for s in part.log.segments[:-1] if s.base_offset > highest]
+        self.metrics.copy_lag_segments[key] = len(pending)
+        self.metrics.copy_lag_bytes[key] = sum(s.size for s in pending)
+        self.metrics.local_deletes_held_back = sum(
+            p.log.tier.held_back for p in self.broker.partitions.all() if p.log.tier is not None)
+
+    def _tp(self, part) -> mr.TopicIdPartition:
+        return mr.TopicIdPartition(part.topic, _as_uuid(part.topic_id), part.index)
+
+    async def copy_segments(self, part) -> None:
+        if str(part.config.get("remote.log.copy.disable", "false")).lower() == "true":
+            return
+        tp = self._tp(part)
+        view = self.view.partition(tp.topic_id, tp.partition)
+        for seg in view.unfinished():
+            await self.delete_segment(part, tp, seg)
+        plog = part.log
+        segs = plog.segments
+        leo = plog.log_end_offset
+        local = [LocalSegment(s.base_offset, segs[i + 1].base_offset if i + 1 < len(segs) else leo, s.size,
+                              s.largest_timestamp()) for i, s in enumerate(segs)]
+        by_base = {s.base_offset: s for s in segs}
+        for cand in planner.segments_to_copy(local, view.highest_copied_offset(), part.last_stable_offset):
+            seg = by_base[cand.base_offset]
+            if seg.deleted or not part.is_leader:
+                return
+            await self.copy_segment(part, tp, seg, cand)
+
+    async def copy_segment(self, part, tp, seg, cand: LocalSegment) -> None:
+        plog = part.log
+        sid = uuid.uuid4()
+        epochs = [(e, o) for e, o in plog.epochs.entries if o < cand.next_offset]
+        first = [x for x in epochs if x[1] <= cand.base_offset]
+        epochs = ([(first[-1][0], cand.base_offset)] if first else []) + [x for x in epochs if x[1] > cand.base_offset]
+        meta = mr.SegmentMetadata(tp, sid, cand.base_offset, cand.next_offset - 1, self.broker.node_id,
+                                  cand.max_timestamp_ms, _now_ms(), epochs, cand.size, mr.COPY_SEGMENT_STARTED)
+        await self.publish(tp, meta)
+        remote = self.view.partition(tp.topic_id, tp.partition).segments[sid]
+        prefix = partition_prefix(tp.topic, tp.partition, tp.topic_id)
+        try:
+            await self.store.put_file(segment_key(prefix, remote, ".log"), seg.log_path, cand.size)
+            for suffix, path in ((".index", seg.offset_index.path), (".timeindex", seg.time_index.path),
+                                 (".txnindex", seg.log_path[:-4] + ".txnindex")):
+                data = _read_if_exists(path)
+                await self.store.put(segment_key(prefix, remote, suffix), data if suffix != ".index"
+                                     else _trim_index(data))
+            await self.store.put(segment_key(prefix, remote, ".snapshot"),
+                                 _read_if_exists(snapshot_path(plog.dir, cand.next_offset)))
+            await self.store.put(segment_key(prefix, remote, ".leader_epoch_checkpoint"),
+                                 _epoch_checkpoint(epochs))
+        except ObjectStoreError:
+            self.metrics.copy_errors += 1
+            raise   # the objects go with the next pass's clean-up (COPY_SEGMENT_STARTED stays)
+        await self.publish(tp, mr.SegmentUpdate(tp, sid, self.broker.node_id, _now_ms(), mr.COPY_SEGMENT_FINISHED))
+        self.metrics.copy_bytes += cand.size
+        self.metrics.copy_requests += 1
+        log.info("%s-%d: copied segment %d-%d (%d bytes) to remote storage as %s", tp.topic, tp.partition,
+                 cand.base_offset, cand.next_offset - 1, cand.size, remote.key_base)
+
+    async def delete_segment(self, part_or_none, tp, seg: RemoteSegment) -> None:
+        if seg.state != mr.DELETE_SEGMENT_STARTED:
+            await self.publish(tp, mr.SegmentUpdate(tp, seg.segment_id, self.broker.node_id, _now_ms(),
+                                                    mr.DELETE_SEGMENT_STARTED))
+        prefix = partition_prefix(tp.topic, tp.partition, tp.topic_id)
+        try:
+            await self.store.delete([segment_key(prefix, seg, s) for s in SUFFIXES])
+        except ObjectStoreError:
+            self.metrics.delete_errors += 1
+            raise
+        self.metrics.delete_requests += 1
+        if self.reader is not None:
+            self.reader.forget(seg)
+        await self.publish(tp, mr.SegmentUpdate(tp, seg.segment_id, self.broker.node_id, _now_ms(),
+                                                mr.DELETE_SEGMENT_FINISHED))
+
+    async def remove_orphans(self, part) -> None:
+        """Objects under the partition's prefix that no metadata names (a copy whose start record
+        was never written cannot exist: the record goes first; this catches stores shared with
+        a previous incarnation of the topic id, and interrupted deletions)."""
+        tp = self._tp(part)
+        prefix = partition_prefix(tp.topic, tp.partition, tp.topic_id)
+        view = self.view.partition(tp.topic_id, tp.partition)
+        known = {s.key_base for s in view.segments.values()}
+        orphans = [k for k in await self.store.list(prefix) if k[len(prefix):].split(".")[0] not in known]
+        if orphans:
+            log.info("%s-%d: removing %d orphan remote object(s)", tp.topic, tp.partition, len(orphans))
+            await self.store.delete(orphans)
+
+    async def expire_segments(self, part) -> None:
+        tp = self._tp(part)
+        view = self.view.partition(tp.topic_id, tp.partition)
+        copied = view.copied()
+        if not copied:
+            return
+        highest = view.highest_copied_offset()
+        local_only = sum(s.size for s in part.log.segments if s.base_offset > highest)
+        remote = [RemoteSeg(s, s.start_offset, s.end_offset, s.size, s.max_timestamp_ms) for s in copied]
+        cfg = part.config
+        for r in planner.remote_to_expire(remote, _now_ms(), int(cfg["retention.ms"]), int(cfg["retention.bytes"]),
+                                          local_only, part.log.log_start_offset if not copied else 0):
+            log.info("%s-%d: remote segment %d-%d expired by retention", tp.topic, tp.partition,
+                     r.start_offset, r.end_offset)
+            await self.delete_segment(part, tp, r.key)
+
+    async def delete_removed_partitions(self) -> None:
+        """The remote data of partitions whose topic is gone (RemotePartitionDeleteMetadata),
+        done by the leader of the partition's __remote_log_metadata partition."""
+        n = self.metadata_partitions()
+        topics = self.broker.image.topics_by_id
+        for (topic_id, index), view in list(self.view.partitions.items()):
+            if topic_id in topics or not view.segments or view.tp is None:
+                continue
+            tp = view.tp
+            meta = self.broker.partitions.get(METADATA_TOPIC, mr.metadata_partition(tp, n))
+            if meta is None or not meta.is_leader:
+                continue
+            await self.publish(tp, mr.PartitionDelete(tp, self.broker.node_id, _now_ms(), mr.DELETE_PARTITION_STARTED))
+            prefix = partition_prefix(tp.topic, tp.partition, tp.topic_id)
+            keys = await self.store.list(prefix)
+            await self.store.delete(keys)
+            await self.publish(tp, mr.PartitionDelete(tp, self.broker.node_id, _now_ms(), mr.DELETE_PARTITION_FINISHED))
+            log.info("%s-%d: remote data deleted with its topic (%d objects)", tp.topic, tp.partition, len(keys))
+
+
+def _as_uuid(value) -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return uuid.UUID(bytes=bytes(value))
+    return uuid.UUID(str(value))
+
+
+def _records(data: bytes):
+    """(offset, value) of every record of the data batches in data."""
+    for pos, h in rec.iter_batch_headers(data, allow_partial_tail=True):
+        if h.is_control:
+            continue
+        for r in rec.iter_records(data[pos:pos + h.size]):
+            yield r.offset, r.value
+
+
+def _next_offset(data: bytes, pos: int) -> int:
+    for _p, h in rec.iter_batch_headers(data, allow_partial_tail=True):
+        pos = h.last_offset + 1
+    return pos
+
+
+def _read_if_exists(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return b""
+
+
+def _trim_index(data: bytes) -> bytes:
+    """An offset index without its preallocated zero tail."""
+    n = len(data) // 8
+    for i in range(1, n):
+        if data[i * 8:i * 8 + 8] == b"\x00" * 8:
+            return data[:i * 8]
+    return data[:n * 8]
+
+
+def _epoch_checkpoint(epochs: list[tuple[int, int]]) -> bytes:
+    """Kafka's leader-epoch-checkpoint text: version, count, then "epoch offset" lines."""
+    return ("0\n%d\n" % len(epochs) + "".join(f"{e} {o}\n" for e, o in epochs)).encode()

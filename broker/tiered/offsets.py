@@ -1,0 +1,59 @@
+"""ListOffsets on a tiered partition: the special timestamps that speak of the tiers (Kafka 3.9's
+EARLIEST_LOCAL_TIMESTAMP -4 and LATEST_TIERED_TIMESTAMP -5, Kafka 4.x's EARLIEST_PENDING_UPLOAD
+-6, KIP-1023) and timestamp lookups that reach into remote segments."""
+from __future__ import annotations
+
+from .manager import remote_enabled
+
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
+
+
+def special_offset(broker, partition, ts: int) -> tuple[int, int] | None:
+    """(offset, leader epoch) for -4/-5/-6 (None: not one of them)."""
+    tiered = getattr(broker, "tiered", None)
+    enabled = tiered is not None and tiered.enabled and remote_enabled(partition)
+    view = tiered.partition_view(partition) if enabled else None
+    highest = view.highest_copied_offset() if view is not None else -1
+    if ts == EARLIEST_LOCAL:
+        offset = partition.local_log_start_offset
+    elif ts == LATEST_TIERED:
+        if not enabled:
+            return -1, -1
+        offset = highest
+    elif ts == EARLIEST_PENDING_UPLOAD:
+        if not enabled:
+            return -1, -1
+        offset = highest + 1 if highest >= 0 else partition.local_log_start_offset
+    else:
+        return None
+    if offset < 0:
+        return offset, -1
+    epoch = partition.log.epochs.epoch_for_offset(offset) if offset >= partition.local_log_start_offset else None
+    if epoch is None and view is not None:
+        seg = view.segment_for(offset)
+        if seg is not None:
+            epoch = max((e for e, o in seg.leader_epochs if o <= offset), default=None)
+    return offset, (epoch if epoch is not None else partition.leader_epoch)
+
+
+async def offset_for_timestamp(broker, partition, ts: int):
+    """(offset, timestamp, leader epoch) of the first record at or after ``ts`` found in remote
+    segments below the local log start; None to look in the local log."""
+    tiered = getattr(broker, "tiered", None)
+    if tiered is None or tiered.store is None or partition.remote_log_start is None:
+        return None
+    view = tiered.partition_view(partition)
+    if view is None:
+        return None
+    local_start = partition.local_log_start_offset
+    for seg in view.copied():
+        if seg.start_offset >= local_start:
+            break
+        if seg.max_timestamp_ms < ts:
+            continue
+        found = await tiered.reader.offset_for_timestamp(tiered._tp(partition), seg, ts, partition.log_start_offset)
+        if found is not None:
+            return found
+    return None

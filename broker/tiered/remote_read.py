@@ -1,0 +1,128 @@
+"""Reads of offsets that only the object store holds: Fetch below the local log start
+(Kafka's RemoteLogReader) and timestamp lookups in remote segments. A segment's offset index is
+fetched once and kept in a cache bounded by `remote.log.index.file.cache.total.size.bytes`;
+every batch served is CRC-checked first, so a corrupt or truncated object is reported
+(CorruptRemoteData), never served."""
+from __future__ import annotations
+
+import bisect
+import logging
+import struct
+from collections import OrderedDict
+
+import kproto.records as rec
+
+from .keys import partition_prefix, segment_key
+from .segment_view import RemoteSegment
+
+log = logging.getLogger("kproto.tiered")
+
+_ENTRY = struct.Struct(">ii")
+
+
+class CorruptRemoteData(Exception):
+    """A remote object whose batches do not check out (CRC, framing, length)."""
+
+
+class RemoteReader:
+    def __init__(self, manager):
+        self.manager = manager
+        self._indexes: OrderedDict = OrderedDict()   # segment id -> (offsets, positions)
+        self._index_bytes = 0
+        self.cache_limit = manager.broker.config.get_long("remote.log.index.file.cache.total.size.bytes")
+
+    def forget(self, seg: RemoteSegment) -> None:
+        entry = self._indexes.pop(seg.segment_id, None)
+        if entry is not None:
+            self._index_bytes -= 8 * len(entry[0])
+
+    def _key(self, tp, seg: RemoteSegment, suffix: str) -> str:
+        return segment_key(partition_prefix(tp.topic, tp.partition, tp.topic_id), seg, suffix)
+
+    async def _index(self, tp, seg: RemoteSegment) -> tuple[list[int], list[int]]:
+        entry = self._indexes.get(seg.segment_id)
+        if entry is not None:
+            self._indexes.move_to_end(seg.segment_id)
+            return entry
+        data = await self.manager.store.get(self._key(tp, seg, ".index"))
+        offsets, positions = [], []
+        for i in range(len(data) // 8):
+            rel, pos = _ENTRY.unpack_from(data, i * 8)
+            if i and rel == 0 and pos == 0:
+                break
+            offsets.append(seg.start_offset + rel)
+            positions.append(pos)
+        entry = (offsets, positions)
+        self._indexes[seg.segment_id] = entry
+        self._index_bytes += len(data)
+        while self._index_bytes > self.cache_limit and len(self._indexes) > 1:
+            _sid, old = self._indexes.popitem(last=False)
+            self._index_bytes -= 8 * len(old[0])
+        return entry
+
+    async def read(self, tp, seg: RemoteSegment, offset: int, max_bytes: int, min_one: bool) -> bytes:
+        """Whole batches of ``seg`` from the one holding ``offset``: at most ``max_bytes`` unless
+        the first batch alone is larger (then that batch with ``min_one``, else nothing)."""
+        store = self.manager.store
+        key = self._key(tp, seg, ".log")
+        offsets, positions = await self._index(tp, seg)
+        i = bisect.bisect_right(offsets, offset) - 1
+        pos = positions[i] if i >= 0 else 0
+        chunk_size = max(max_bytes, 64 * 1024)
+        # find the batch holding offset
+        while True:
+            if pos >= seg.size:
+                return b""
+            head = await store.get(key, pos, min(pos + chunk_size, seg.size))
+            if len(head) < rec.HEADER_SIZE:
+                raise CorruptRemoteData(f"{key}: truncated at {pos}")
+            p = 0
+            found = None
+            while p + rec.HEADER_SIZE <= len(head):
+                h = rec.BatchHeader(head, p)
+                if h.batch_length < rec.MIN_BATCH_LENGTH - rec.LOG_OVERHEAD or pos + p + h.size > seg.size:
+                    raise CorruptRemoteData(f"{key}: invalid batch length at {pos + p}")
+                if h.last_offset >= offset:
+                    found = p
+                    break
+                p += h.size
+            if found is not None:
+                break
+            if p == 0:
+                raise CorruptRemoteData(f"{key}: no progress at {pos}")
+            pos += p
+        start = pos + found
+        data = head[found:]
+        first = rec.BatchHeader(data, 0)
+        if first.size > max_bytes and not min_one:
+            return b""
+        want = max(max_bytes, first.size) if min_one else max_bytes
+        if len(data) < min(want, seg.size - start):
+            data = await store.get(key, start, min(start + want, seg.size))
+        # whole batches only, each checked
+        out_end = 0
+        while out_end + rec.LOG_OVERHEAD <= len(data):
+            length = int.from_bytes(data[out_end + 8:out_end + 12], "big", signed=True)
+            end = out_end + rec.LOG_OVERHEAD + length
+            if end > len(data) or (end > want and out_end > 0):
+                break
+            try:
+                rec.validate_batch(data, out_end, end)
+            except rec.CorruptRecordError as exc:
+                raise CorruptRemoteData(f"{key}: corrupt batch at {start + out_end}: {exc}") from exc
+            out_end = end
+        if out_end == 0:
+            raise CorruptRemoteData(f"{key}: truncated batch at {start}")
+        return bytes(data[:out_end])
+
+    async def offset_for_timestamp(self, tp, seg: RemoteSegment, ts: int, floor_offset: int):
+        """(offset, timestamp, leader epoch) of the first record of seg with timestamp >= ts."""
+        store = self.manager.store
+        data = await store.get(self._key(tp, seg, ".log"), 0, seg.size)
+        for pos, h in rec.iter_batch_headers(data, validate=True):
+            if h.max_timestamp < ts or h.last_offset < floor_offset:
+                continue
+            for r in rec.iter_records(data[pos:pos + h.size]):
+                if r.offset >= floor_offset and r.timestamp >= ts:
+                    return r.offset, r.timestamp, h.partition_leader_epoch
+        return None

@@ -1,0 +1,138 @@
+"""Tiered storage (KIP-405) end to end on one `kproto serve` process with the local-directory
+object store: closed segments go to the store, local retention deletes only what was copied, and
+real consumers read from offset 0 through the tier; ListOffsets speaks of the tiers."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from broker.launch.process import BrokerProcess
+from tests.wire_client import WireClient, list_offset
+
+pytestmark = pytest.mark.timeout(120)
+
+SEGMENT_BYTES = 16 * 1024
+LOCAL_BYTES = 2 * SEGMENT_BYTES
+VALUE = b"v" * 500
+
+
+def tiered_settings(remote_dir: str) -> dict[str, str]:
+    return {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.manager.task.interval.ms": "200",
+        "log.retention.check.interval.ms": "200",
+        "log.segment.delete.delay.ms": "0",
+        "rsm.config.dir": remote_dir,
+        "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
+        "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
+    }
+
+
+@pytest.fixture(scope="module")
+def tiered(tmp_path_factory):
+    base = tmp_path_factory.mktemp("tiered")
+    remote = str(base / "remote")
+    proc = BrokerProcess(str(base / "data"), settings=tiered_settings(remote))
+    proc.start()
+    yield proc, remote
+    proc.stop()
+
+
+def create(bootstrap: str, name: str, **configs) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    cfg = {"remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
+           "local.retention.bytes": str(LOCAL_BYTES)}
+    cfg.update({k.replace("_", "."): str(v) for k, v in configs.items()})
+    admin.create_topics([NewTopic(name, 1, 1, config=cfg)])[name].result(15)
+
+
+def produce(bootstrap: str, topic: str, count: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 4096})
+    for i in range(count):
+        p.produce(topic, key=str(i).encode(), value=VALUE + str(i).encode())
+        if i % 200 == 0:
+            p.poll(0)
+    assert p.flush(20) == 0
+
+
+def wait_for(what: str, predicate, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    with WireClient(bootstrap) as c:
+        return {ts: list_offset(c, topic, ts).offset for ts in (-1, -2, -4, -5)}
+
+
+def consume_all(bootstrap: str, topic: str, expected: int) -> list[tuple[int, bytes]]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}-{time.monotonic_ns()}",
+                  "enable.auto.commit": False, "auto.offset.reset": "error"})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        out = []
+        deadline = time.monotonic() + 30
+        while len(out) < expected and time.monotonic() < deadline:
+            msg = c.poll(0.5)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            out.append((msg.offset(), msg.value()))
+        return out
+    finally:
+        c.close()
+
+
+def test_consumer_reads_from_offset_zero_after_local_segments_are_gone(tiered):
+    proc, remote = tiered
+    topic = "tiered-read"
+    create(proc.bootstrap, topic)
+    count = 600   # ~310 KiB: ~19 segments of 16 KiB, 2 of them kept locally
+    produce(proc.bootstrap, topic, count)
+    # the local log start moves up once the segments are copied and past local retention
+    seen = wait_for("local segments deleted", lambda: (lambda o: o if o[-4] > 0 else None)(
+        offsets(proc.bootstrap, topic)))
+    assert seen[-2] == 0                      # EARLIEST: the start of the remote log
+    assert seen[-1] == count                  # LATEST
+    assert 0 < seen[-4] <= seen[-5] + 1       # EARLIEST_LOCAL within what the tier holds
+    local_dir = os.path.join(proc.data_dir, f"{topic}-0")
+    local_logs = [f for f in os.listdir(local_dir) if f.endswith(".log")]
+    assert len(local_logs) < 6, local_logs
+    remote_logs = [f for _d, _s, fs in os.walk(remote) for f in fs if f.endswith(".log")]
+    assert len(remote_logs) >= 10
+    got = consume_all(proc.bootstrap, topic, count)
+    assert [o for o, _v in got] == list(range(count))
+    assert all(v == VALUE + str(o).encode() for o, v in got)
+
+
+def test_kafka_python_reads_the_tier_too(tiered):
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+    proc, _remote = tiered
+    topic = "tiered-kafka-python"
+    create(proc.bootstrap, topic)
+    produce(proc.bootstrap, topic, 400)
+    wait_for("local segments deleted", lambda: offsets(proc.bootstrap, topic)[-4] > 0)
+    c = KafkaConsumer(bootstrap_servers=proc.bootstrap, enable_auto_commit=False, auto_offset_reset="none",
+                      consumer_timeout_ms=10000)
+    try:
+        tp = KTP(topic, 0)
+        c.assign([tp])
+        c.seek(tp, 0)
+        got = []
+        for msg in c:
+            got.append(msg.offset)
+            if len(got) == 400:
+                break
+        assert got == list(range(400))
+    finally:
+        c.close()
