@@ -447,6 +447,7 @@ class Fetcher:
         self.leader_id = leader_id
         self.partitions: dict[tuple[str, int], object] = {}
         self.done = False
+        self.tier_pending: set = set()   # partitions to rebuild from remote storage (OFFSET_MOVED_TO_TIERED_STORAGE)
         self.session = FetchSessionHandler()   # incremental fetch session with this leader (KIP-227)
         # Kafka's PartitionFetchState.lag: the leader's high watermark minus our log end offset
         # after the last answer with records; 0 is in sync (never throttled), unknown is not
@@ -491,6 +492,7 @@ class Fetcher:
                     await trio.sleep(min(backoff, 0.2))
                     continue
                 if self._handle(resp, parts):
+                    await self._rebuild_from_tier()
                     await trio.sleep(min(backoff, 0.1))
         finally:
             self.done = True
@@ -564,8 +566,20 @@ class Fetcher:
                     errors = True
         return errors
 
+    async def _rebuild_from_tier(self) -> None:
+        """The partitions the leader has only in remote storage at our offset (broker/tiered)."""
+        tiered = self.manager.broker.tiered
+        while self.tier_pending:
+            part = self.tier_pending.pop()
+            if tiered is not None and self.partitions.get((part.topic, part.index)) is part:
+                if await tiered.rebuild_follower(part):
+                    self._rebuild(part)
+
     def _apply(self, part, pr) -> bool:
         plog = part.log
+        if pr.error_code == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
+            self.tier_pending.add(part)
+            return True
         if pr.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
             if pr.log_start_offset > plog.log_end_offset or pr.log_start_offset < 0:
                 plog.truncate_fully_and_start_at(max(0, pr.log_start_offset))

@@ -100,7 +100,11 @@ def _build(broker, req, version: int, replica: int, items, incremental: bool = F
                 entries.append((key, name, topic_id, out))
                 continue
         if fp.fetch_offset > plog.log_end_offset or fp.fetch_offset < plog.log_start_offset:
-            entries.append((key, name, topic_id, _error(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, partition)))
+            # below the local log start but in the tier: the follower rebuilds from it (KIP-405)
+            code = (ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE
+                    if partition.log_start_offset <= fp.fetch_offset < plog.log_start_offset
+                    else ErrorCode.OFFSET_OUT_OF_RANGE)
+            entries.append((key, name, topic_id, _error(fp.partition, code, partition)))
             continue
         if not recorded:
             manager.follower_fetched(partition, replica, fp.fetch_offset, now_ms)

@@ -79,6 +79,9 @@ class RemoteLogManager:
         self._led: set[tuple[str, int]] = set()
         self._backoff_until = 0.0
         self._failures = 0
+        self._conns: dict = {}
+        # remote.log.manager.copy.max.bytes.per.second: bytes copied in the current window
+        self._copy_window = (0.0, 0)
         self.interval_s = broker.config.get_long("remote.log.manager.task.interval.ms") / 1000
 
     # ------------------------------------------------------------------ lifecycle
@@ -108,6 +111,8 @@ class RemoteLogManager:
                 await trio.sleep(self.interval_s)
         finally:
             with trio.CancelScope(shield=True):
+                for conn in list(self._conns.values()):
+                    await conn.aclose()
                 await self.store.aclose()
 
     def _store_failed(self, exc) -> None:
@@ -162,24 +167,64 @@ class RemoteLogManager:
             self._positions[idx] = pos
 
     async def publish(self, tp: mr.TopicIdPartition, record) -> None:
-        """Append one record to tp's partition of __remote_log_metadata (acks=all) and apply it."""
+        """Append one record to tp's partition of __remote_log_metadata (acks=all), locally when
+        this broker leads that partition, else produced to its leader; then wait until this
+        broker's replica of it has the record applied."""
         n = self.metadata_partitions()
         if n == 0:
             raise MetadataUnavailable(f"{METADATA_TOPIC} does not exist yet")
         idx = mr.metadata_partition(tp, n)
         part = self.broker.partitions.get(METADATA_TOPIC, idx)
-        if part is None or not part.is_leader:
-            raise MetadataUnavailable(f"{METADATA_TOPIC}-{idx} is not led by this broker")
         now = _now_ms()
         batch = bytearray(rec.build_batch([(None, mr.encode(record), [], now)]))
-        info = part.append(batch, rec.BatchHeader(batch), now)
-        repl = part.replication
-        if repl is not None and (part.topic, part.index) in getattr(repl, "leaders", ()):
-            error = await repl.wait_replicated(part, info.last_offset,
-                                               self.broker.config.get_int("request.timeout.ms"))
-            if error:
-                raise MetadataUnavailable(f"{METADATA_TOPIC}-{idx}: not replicated: {error}")
-        self.catch_up()
+        if part is not None and part.is_leader:
+            info = part.append(batch, rec.BatchHeader(batch), now)
+            last = info.last_offset
+            repl = part.replication
+            if repl is not None and (part.topic, part.index) in getattr(repl, "leaders", ()):
+                error = await repl.wait_replicated(part, last, self.broker.config.get_int("request.timeout.ms"))
+                if error:
+                    raise MetadataUnavailable(f"{METADATA_TOPIC}-{idx}: not replicated: {error}")
+        else:
+            last = await self._produce(idx, bytes(batch))
+        if part is None:
+            self.view.apply(record)   # no replica here to read it back from
+            return
+        with trio.move_on_after(10):
+            while True:
+                self.catch_up()
+                if self._positions.get(idx, 0) > last:
+                    return
+                await trio.sleep(0.02)
+        raise MetadataUnavailable(f"{METADATA_TOPIC}-{idx}: offset {last} not replicated here in time")
+
+    async def _produce(self, idx: int, batch: bytes) -> int:
+        """Produce one batch (acks=all) to the leader of __remote_log_metadata-idx; its offset."""
+        from kproto.messages.produce_request import ProduceRequest
+        t = self.broker.image.topics.get(METADATA_TOPIC)
+        leader = t.partitions[idx].leader if t is not None and idx in t.partitions else -1
+        if leader < 0 or self.broker.replication is None:
+            raise MetadataUnavailable(f"{METADATA_TOPIC}-{idx} has no leader")
+        endpoint = self.broker.replication.endpoint_of(leader)
+        if endpoint is None:
+            raise MetadataUnavailable(f"{METADATA_TOPIC}-{idx}: leader {leader} unknown")
+        conn = self._conns.get(endpoint)
+        if conn is None:
+            conn = self._conns[endpoint] = self.broker.replication.connection(
+                endpoint[0], endpoint[1], "kproto-remote-log-metadata")
+        req = ProduceRequest(acks=-1, timeout_ms=30000, topic_data=[ProduceRequest.TopicProduceData(
+            name=METADATA_TOPIC, partition_data=[ProduceRequest.PartitionProduceData(index=idx, records=batch)])])
+        try:
+            with trio.fail_after(30):
+                resp = await conn.request(req, 9)
+        except (OSError, EOFError, trio.BrokenResourceError, trio.TooSlowError) as exc:
+            self._conns.pop(endpoint, None)
+            await conn.aclose()
+            raise MetadataUnavailable(f"produce to {METADATA_TOPIC}-{idx}: {exc}") from exc
+        p = resp.responses[0].partition_responses[0]
+        if p.error_code:
+            raise MetadataUnavailable(f"produce to {METADATA_TOPIC}-{idx}: error {p.error_code}")
+        return p.base_offset
 
     # ------------------------------------------------------------------ the pass
 
@@ -268,6 +313,7 @@ class RemoteLogManager:
         prefix = partition_prefix(tp.topic, tp.partition, tp.topic_id)
         try:
             await self.store.put_file(segment_key(prefix, remote, ".log"), seg.log_path, cand.size)
+            await self._copy_quota(cand.size)
             for suffix, path in ((".index", seg.offset_index.path), (".timeindex", seg.time_index.path),
                                  (".txnindex", seg.log_path[:-4] + ".txnindex")):
                 data = _read_if_exists(path)
@@ -285,6 +331,56 @@ class RemoteLogManager:
         self.metrics.copy_requests += 1
         log.info("%s-%d: copied segment %d-%d (%d bytes) to remote storage as %s", tp.topic, tp.partition,
                  cand.base_offset, cand.next_offset - 1, cand.size, remote.key_base)
+
+    async def _copy_quota(self, size: int) -> None:
+        """Hold copying back to remote.log.manager.copy.max.bytes.per.second (over one-second
+        windows, as Kafka's copy quota)."""
+        rate = self.broker.config.get_long("remote.log.manager.copy.max.bytes.per.second")
+        if rate <= 0 or rate >= 2 ** 62:
+            return
+        start, done = self._copy_window
+        now = time.monotonic()
+        if now - start > 1.0 and done <= rate:
+            start, done = now, 0
+        done += size
+        self._copy_window = (start, done)
+        due = start + done / rate
+        if due > now:
+            await trio.sleep(due - now)
+
+    async def rebuild_follower(self, part) -> bool:
+        """A follower asked for an offset the leader has only in remote storage
+        (OFFSET_MOVED_TO_TIERED_STORAGE): as Kafka's ReplicaFetcherTierStateMachine, start the
+        local log after the last copied segment, with that segment's leader epochs and producer
+        snapshot from the store. False when the tier does not say enough yet (retried)."""
+        if self.store is None:
+            return False
+        self.catch_up()
+        view = self.partition_view(part)
+        highest = view.highest_copied_offset() if view is not None else -1
+        if highest < 0:
+            return False
+        seg = view.segment_for(highest)
+        tp = self._tp(part)
+        prefix = partition_prefix(tp.topic, tp.partition, tp.topic_id)
+        try:
+            epochs = _parse_epochs(await self.store.get(segment_key(prefix, seg, ".leader_epoch_checkpoint")))
+            snapshot = await self.store.get(segment_key(prefix, seg, ".snapshot"))
+        except ObjectStoreError as exc:
+            log.warning("%s-%d: cannot rebuild from remote storage yet: %s", tp.topic, tp.partition, exc)
+            return False
+        plog = part.log
+        start = highest + 1
+        plog.truncate_fully_and_start_at(start)
+        if epochs:
+            plog.epochs.assign(epochs[-1][0], start)
+        if snapshot:
+            with open(snapshot_path(plog.dir, start), "wb") as f:
+                f.write(snapshot)
+        log.info("%s-%d: local log rebuilt from remote storage: starts at %d (leader epoch %s)", tp.topic,
+                 tp.partition, start, epochs[-1][0] if epochs else None)
+        self.update_limits(part)
+        return True
 
     async def delete_segment(self, part_or_none, tp, seg: RemoteSegment) -> None:
         if seg.state != mr.DELETE_SEGMENT_STARTED:
@@ -389,6 +485,16 @@ def _trim_index(data: bytes) -> bytes:
         if data[i * 8:i * 8 + 8] == b"\x00" * 8:
             return data[:i * 8]
     return data[:n * 8]
+
+
+def _parse_epochs(data: bytes) -> list[tuple[int, int]]:
+    lines = data.decode().split("\n") if data else []
+    out = []
+    for line in lines[2:]:
+        if line.strip():
+            e, o = line.split()
+            out.append((int(e), int(o)))
+    return out
 
 
 def _epoch_checkpoint(epochs: list[tuple[int, int]]) -> bytes:
