@@ -98,12 +98,13 @@ class RemoteLogManager:
             return
         if self.store is None:
             self.open()
+        log.info("remote log manager started: %s store, a pass every %.1f s", self.store.name, self.interval_s)
         try:
             while True:
                 try:
                     await self.run_once()
                 except MetadataUnavailable as exc:
-                    log.debug("remote log metadata not ready: %s", exc)
+                    log.info("remote log metadata not ready: %s", exc)
                 except ObjectStoreError as exc:
                     self._store_failed(exc)
                 except Exception:
