@@ -8,7 +8,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from broker.launch.process import BrokerProcess
 from tests.wire_client import WireClient, list_offset
@@ -74,11 +74,11 @@ def offsets(bootstrap: str, topic: str) -> dict[int, int]:
         return {ts: list_offset(c, topic, ts).offset for ts in (-1, -2, -4, -5)}
 
 
-def consume_all(bootstrap: str, topic: str, expected: int) -> list[tuple[int, bytes]]:
+def consume_all(bootstrap: str, topic: str, expected: int, start: int = 0) -> list[tuple[int, bytes]]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}-{time.monotonic_ns()}",
                   "enable.auto.commit": False, "auto.offset.reset": "error"})
     try:
-        c.assign([TopicPartition(topic, 0, 0)])
+        c.assign([TopicPartition(topic, 0, start)])
         out = []
         deadline = time.monotonic() + 30
         while len(out) < expected and time.monotonic() < deadline:
@@ -99,14 +99,15 @@ def test_consumer_reads_from_offset_zero_after_local_segments_are_gone(tiered):
     count = 600   # ~310 KiB: ~19 segments of 16 KiB, 2 of them kept locally
     produce(proc.bootstrap, topic, count)
     # the local log start moves up once the segments are copied and past local retention
-    seen = wait_for("local segments deleted", lambda: (lambda o: o if o[-4] > 0 else None)(
-        offsets(proc.bootstrap, topic)))
+    local_dir = os.path.join(proc.data_dir, f"{topic}-0")
+
+    def local_logs():
+        return [f for f in os.listdir(local_dir) if f.endswith(".log")]
+    wait_for("local segments deleted", lambda: offsets(proc.bootstrap, topic)[-4] > 0 and len(local_logs()) < 6)
+    seen = offsets(proc.bootstrap, topic)
     assert seen[-2] == 0                      # EARLIEST: the start of the remote log
     assert seen[-1] == count                  # LATEST
     assert 0 < seen[-4] <= seen[-5] + 1       # EARLIEST_LOCAL within what the tier holds
-    local_dir = os.path.join(proc.data_dir, f"{topic}-0")
-    local_logs = [f for f in os.listdir(local_dir) if f.endswith(".log")]
-    assert len(local_logs) < 6, local_logs
     remote_logs = [f for _d, _s, fs in os.walk(remote) for f in fs if f.endswith(".log")]
     assert len(remote_logs) >= 10
     got = consume_all(proc.bootstrap, topic, count)
@@ -136,3 +137,99 @@ def test_kafka_python_reads_the_tier_too(tiered):
         assert got == list(range(400))
     finally:
         c.close()
+
+
+def fetch_at(bootstrap: str, topic: str, offset: int):
+    from tests.wire_client import fetch
+    with WireClient(bootstrap) as c:
+        return fetch(c, topic, offset).responses[0].partitions[0]
+
+
+class StoreOutage:
+    """The local store's directory replaced by a file: every put, get and list fails."""
+
+    def __init__(self, remote: str):
+        self.remote, self.away = remote, remote + ".away"
+
+    def __enter__(self):
+        os.rename(self.remote, self.away)
+        with open(self.remote, "w") as f:
+            f.write("not a directory")
+        return self
+
+    def __exit__(self, *exc):
+        os.unlink(self.remote)
+        os.rename(self.away, self.remote)
+
+
+def test_store_outage_deletes_nothing_local_that_is_not_copied_and_remote_reads_fail_then_recover(tiered):
+    from kproto.errors import ErrorCode
+    proc, remote = tiered
+    topic, fresh = "tiered-outage-read", "tiered-outage-write"
+    create(proc.bootstrap, topic)
+    create(proc.bootstrap, fresh)
+    produce(proc.bootstrap, topic, 400)
+    wait_for("tiered", lambda: offsets(proc.bootstrap, topic)[-4] > 0)
+    assert fetch_at(proc.bootstrap, topic, 0).error_code == 0
+    with StoreOutage(remote):
+        produce(proc.bootstrap, fresh, 400)       # produce goes on
+        time.sleep(3)                             # many passes and retention checks
+        seen = offsets(proc.bootstrap, fresh)
+        assert seen[-4] == 0 and seen[-5] == -1   # nothing copied, nothing deleted
+        local_dir = os.path.join(proc.data_dir, f"{fresh}-0")
+        assert len([f for f in os.listdir(local_dir) if f.endswith(".log")]) > 6
+        assert fetch_at(proc.bootstrap, fresh, 0).error_code == 0            # local reads go on
+        # a read of remote data fails with an error, never with made-up data
+        p = fetch_at(proc.bootstrap, topic, 0)
+        assert p.error_code == ErrorCode.UNKNOWN_SERVER_ERROR and not p.records
+    # the store is back: copying resumes, local retention follows, remote reads work
+    wait_for("copying resumed", lambda: offsets(proc.bootstrap, fresh)[-4] > 0, 40)
+    assert fetch_at(proc.bootstrap, topic, 0).error_code == 0
+    assert [o for o, _v in consume_all(proc.bootstrap, fresh, 400)] == list(range(400))
+
+
+def test_corrupt_remote_object_is_reported_not_served(tiered):
+    from kproto.errors import ErrorCode
+    proc, remote = tiered
+    topic = "tiered-corrupt"
+    create(proc.bootstrap, topic)
+    produce(proc.bootstrap, topic, 400)
+    wait_for("tiered", lambda: offsets(proc.bootstrap, topic)[-4] > 0)
+    first = sorted(os.path.join(d, f) for d, _s, fs in os.walk(remote) for f in fs
+                   if d.split(os.sep)[-1].startswith(f"{topic}-0-") and f.endswith(".log"))[0]
+    with open(first, "r+b") as f:
+        f.seek(200)
+        byte = f.read(1)
+        f.seek(200)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    p = fetch_at(proc.bootstrap, topic, 0)
+    assert p.error_code == ErrorCode.CORRUPT_MESSAGE and not p.records
+    with open(first, "r+b") as f:
+        f.truncate(100)      # truncated: still an error
+    p = fetch_at(proc.bootstrap, topic, 0)
+    assert p.error_code == ErrorCode.CORRUPT_MESSAGE and not p.records
+
+
+def test_total_retention_and_topic_deletion_remove_remote_data(tiered):
+    proc, remote = tiered
+    topic = "tiered-retention"
+    create(proc.bootstrap, topic, retention_bytes=8 * SEGMENT_BYTES)
+    produce(proc.bootstrap, topic, 600)
+    # remote segments beyond retention.bytes expire: the log start offset moves up
+    seen = wait_for("remote segments expired", lambda: (lambda o: o if o[-2] > 0 else None)(
+        offsets(proc.bootstrap, topic)))
+    assert seen[-2] < seen[-4]   # still a remote part
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    admin.alter_configs([ConfigResource(ConfigResource.Type.TOPIC, topic, set_config={
+        "retention.bytes": "-1", "local.retention.bytes": str(LOCAL_BYTES), "remote.storage.enable": "true",
+        "segment.bytes": str(SEGMENT_BYTES)})])[ConfigResource(ConfigResource.Type.TOPIC, topic)].result(15)
+    time.sleep(0.5)
+    start = offsets(proc.bootstrap, topic)[-2]
+    got = consume_all(proc.bootstrap, topic, 600 - start, start)
+    assert [o for o, _v in got] == list(range(start, 600))
+
+    def objects():
+        return [f for d, _s, fs in os.walk(remote) for f in fs if d.split(os.sep)[-1].startswith(f"{topic}-0-")]
+    assert objects()
+    admin.delete_topics([topic])[topic].result(15)
+    wait_for("remote data deleted with the topic", lambda: not objects())

@@ -51,6 +51,9 @@ class LogRetentionMixin:
         hw = self._leo if high_watermark is None else high_watermark
         deleted = self._delete_start_offset_breached(hw, now_ms)
         tier = self.tier
+        if tier is None and self.config.remote_storage_enable == "true":
+            # tiered, and the remote log manager has not said what is copied yet: keep everything
+            tier = TierLimits(0, self.config.retention_ms, self.config.retention_bytes)
         if tier is not None:
             # a tiered log: local retention, and only segments already copied (Kafka's
             # UnifiedLog.deleteOldSegments with remote storage enabled)

@@ -29,6 +29,8 @@ _KEYS = {
     "max.compaction.lag.ms": ("max_compaction_lag_ms", LONG_MAX),
     "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", 0.5),
     "max.message.bytes": ("max_message_bytes", 1048588),
+    # tiered storage: retention deletes local segments only once they are copied (log_retention.py)
+    "remote.storage.enable": ("remote_storage_enable", "false"),
 }
 
 
@@ -50,6 +52,7 @@ class LogConfig:
     max_compaction_lag_ms: int = LONG_MAX
     min_cleanable_dirty_ratio: float = 0.5
     max_message_bytes: int = 1048588
+    remote_storage_enable: str = "false"
 
     @classmethod
     def from_dict(cls, config: "dict | LogConfig | None" = None) -> "LogConfig":
@@ -65,7 +68,7 @@ class LogConfig:
                 continue
             attr, default = entry
             if isinstance(default, str):
-                values[attr] = raw.strip()
+                values[attr] = str(raw).strip().lower() if isinstance(raw, bool) else raw.strip()
             elif isinstance(default, float):
                 values[attr] = float(raw)
             else:

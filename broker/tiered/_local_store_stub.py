@@ -29,10 +29,13 @@ class LocalStore:
         path = self._path(key)
 
         def write():
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path + ".tmp", "wb") as f:
-                f.write(data)
-            os.replace(path + ".tmp", path)
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path + ".tmp", "wb") as f:
+                    f.write(data)
+                os.replace(path + ".tmp", path)
+            except OSError as exc:
+                raise ObjectStoreError(f"put {key}: {exc}") from exc
         await trio.to_thread.run_sync(write)
 
     async def put_file(self, key: str, path: str, length: int | None = None) -> None:
@@ -50,6 +53,8 @@ class LocalStore:
                     return f.read() if end is None else f.read(max(0, end - start))
             except FileNotFoundError:
                 raise ObjectNotFound(key) from None
+            except OSError as exc:
+                raise ObjectStoreError(f"get {key}: {exc}") from exc
         return await trio.to_thread.run_sync(read)
 
     async def size(self, key: str) -> int:
@@ -64,8 +69,12 @@ class LocalStore:
                 os.unlink(self._path(key))
             except FileNotFoundError:
                 pass
+            except OSError as exc:
+                raise ObjectStoreError(f"delete {key}: {exc}") from exc
 
     async def list(self, prefix: str) -> list[str]:
+        if os.path.exists(self.root) and not os.path.isdir(self.root):
+            raise ObjectStoreError(f"list {prefix}: {self.root} is not a directory")
         out = []
         for dirpath, _dirs, files in os.walk(self.root):
             for name in files:

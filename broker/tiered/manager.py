@@ -423,7 +423,7 @@ class RemoteLogManager:
         remote = [RemoteSeg(s, s.start_offset, s.end_offset, s.size, s.max_timestamp_ms) for s in copied]
         cfg = part.config
         for r in planner.remote_to_expire(remote, _now_ms(), int(cfg["retention.ms"]), int(cfg["retention.bytes"]),
-                                          local_only, part.log.log_start_offset if not copied else 0):
+                                          local_only):
             log.info("%s-%d: remote segment %d-%d expired by retention", tp.topic, tp.partition,
                      r.start_offset, r.end_offset)
             await self.delete_segment(part, tp, r.key)
