@@ -36,7 +36,7 @@ def tiered_settings(remote_dir: str) -> dict[str, str]:
 def tiered(tmp_path_factory):
     base = tmp_path_factory.mktemp("tiered")
     remote = str(base / "remote")
-    proc = BrokerProcess(str(base / "data"), settings=tiered_settings(remote))
+    proc = BrokerProcess(str(base / "data"), settings=tiered_settings(remote), metrics=True)
     proc.start()
     yield proc, remote
     proc.stop()
@@ -162,6 +162,16 @@ class StoreOutage:
         os.rename(self.away, self.remote)
 
 
+def scrape(proc, name: str) -> float:
+    """The value of an unlabelled sample on the broker's /metrics."""
+    import urllib.request
+    with urllib.request.urlopen(proc.metrics_url, timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    raise AssertionError(f"{name} not on /metrics")
+
+
 def test_store_outage_deletes_nothing_local_that_is_not_copied_and_remote_reads_fail_then_recover(tiered):
     from kproto.errors import ErrorCode
     proc, remote = tiered
@@ -178,6 +188,8 @@ def test_store_outage_deletes_nothing_local_that_is_not_copied_and_remote_reads_
         assert seen[-4] == 0 and seen[-5] == -1   # nothing copied, nothing deleted
         local_dir = os.path.join(proc.data_dir, f"{fresh}-0")
         assert len([f for f in os.listdir(local_dir) if f.endswith(".log")]) > 6
+        # a metric says why (and the broker's log warns)
+        assert scrape(proc, "kproto_tiered_local_segments_held_back") > 0
         assert fetch_at(proc.bootstrap, fresh, 0).error_code == 0            # local reads go on
         # a read of remote data fails with an error, never with made-up data
         p = fetch_at(proc.bootstrap, topic, 0)
@@ -186,6 +198,8 @@ def test_store_outage_deletes_nothing_local_that_is_not_copied_and_remote_reads_
     wait_for("copying resumed", lambda: offsets(proc.bootstrap, fresh)[-4] > 0, 40)
     assert fetch_at(proc.bootstrap, topic, 0).error_code == 0
     assert [o for o, _v in consume_all(proc.bootstrap, fresh, 400)] == list(range(400))
+    assert scrape(proc, "kafka_server_brokertopicmetrics_remotefetcherrors_total") >= 1
+    assert scrape(proc, "kafka_server_brokertopicmetrics_remotecopybytes_total") > 0
 
 
 def test_corrupt_remote_object_is_reported_not_served(tiered):

@@ -28,6 +28,7 @@ from broker.storage.snapshots import snapshot_path
 
 from . import metadata_records as mr
 from . import planner
+from .metrics import tiered_metrics
 from .keys import SUFFIXES, partition_prefix, segment_key
 from .planner import LocalSegment, RemoteSeg
 from .segment_view import PartitionView, RemoteSegment, SegmentView
@@ -89,6 +90,8 @@ class RemoteLogManager:
     def open(self) -> None:
         if not self.enabled:
             return
+        broker = self.broker
+        broker.metric_sources = [*getattr(broker, "metric_sources", []), lambda: tiered_metrics(broker)]
         self.store = open_store(raw_config(self.broker.config))
         self.reader = RemoteReader(self)
 

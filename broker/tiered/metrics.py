@@ -1,0 +1,37 @@
+"""Tiered storage's metrics on the /metrics endpoint, under the names the Prometheus JMX exporter
+gives Kafka's (BrokerTopicMetrics Remote*PerSec meters as counters, RemoteCopyLag*/RemoteLogSizeBytes
+gauges per partition), plus kproto's count of local segments kept only because they are not copied."""
+from __future__ import annotations
+
+from broker.metrics.families import counter, gauge
+
+PREFIX = "kafka_server_brokertopicmetrics_"
+
+
+def tiered_metrics(broker):
+    tiered = getattr(broker, "tiered", None)
+    if tiered is None or not tiered.enabled:
+        return
+    m = tiered.metrics
+    for short, value, doc in (
+            ("remotecopybytes", m.copy_bytes, "Bytes copied to remote storage"),
+            ("remotecopyrequests", m.copy_requests, "Segments copied to remote storage"),
+            ("remotecopyerrors", m.copy_errors, "Segment copies that failed"),
+            ("remotefetchbytes", m.fetch_bytes, "Bytes read from remote storage for fetches"),
+            ("remotefetchrequests", m.fetch_requests, "Fetches served from remote storage"),
+            ("remotefetcherrors", m.fetch_errors, "Fetches from remote storage that failed"),
+            ("remotedeleterequests", m.delete_requests, "Remote segments deleted"),
+            ("remotedeleteerrors", m.delete_errors, "Remote segment deletions that failed")):
+        yield counter(PREFIX + short, doc, [({}, value)])
+
+    def per_partition(values):
+        return [({"topic": t, "partition": str(p)}, v) for (t, p), v in sorted(values.items())]
+    yield gauge(PREFIX + "remotecopylagbytes", "Bytes of closed segments not copied yet",
+                samples=per_partition(m.copy_lag_bytes))
+    yield gauge(PREFIX + "remotecopylagsegments", "Closed segments not copied yet",
+                samples=per_partition(m.copy_lag_segments))
+    yield gauge(PREFIX + "remotelogsizebytes", "Bytes of the partition in remote storage",
+                samples=per_partition(m.remote_log_size))
+    yield gauge("kproto_tiered_local_segments_held_back",
+                "Local segments past local retention kept because they are not copied to remote storage",
+                m.local_deletes_held_back)
