@@ -258,6 +258,9 @@ class RemoteLogManager:
             elif not part.is_leader:
                 self._led.discard((part.topic, part.index))
             self.update_limits(part)
+            if part.is_leader:
+                # local retention at once for what was just copied (not at the next retention check)
+                part.log.apply_retention(None, part.high_watermark)
         if store_ok:
             await self.delete_removed_partitions()
         self._failures = 0

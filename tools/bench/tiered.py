@@ -1,0 +1,137 @@
+"""Tiered storage: local disk bounded while producing 20x local.retention.bytes, copy throughput
+and broker CPU per GiB copied, read throughput of the tiered range vs the local range (same run)."""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+
+from broker.launch.process import BrokerProcess
+from tools.bench.procstat import cpu_seconds
+
+MIB = 1024 * 1024
+
+
+def _dir_bytes(path: str) -> int:
+    total = 0
+    for d, _s, files in os.walk(path):
+        for f in files:
+            if f.endswith(".log"):
+                try:
+                    total += os.path.getsize(os.path.join(d, f))
+                except FileNotFoundError:
+                    pass
+    return total
+
+
+def _offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    from tests.wire_client import WireClient, list_offset
+    with WireClient(bootstrap) as c:
+        return {ts: list_offset(c, topic, ts).offset for ts in (-1, -2, -4, -5)}
+
+
+def _read(bootstrap: str, topic: str, start: int, end: int) -> tuple[int, float]:
+    """(bytes, seconds) to consume offsets [start, end) with confluent-kafka."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{time.monotonic_ns()}",
+                  "enable.auto.commit": False, "fetch.max.bytes": 52428800, "auto.offset.reset": "error"})
+    c.assign([TopicPartition(topic, 0, start)])
+    got, size = start, 0
+    began = None   # from the first record: the consumer's start-up is not the read
+    try:
+        while got < end:
+            for m in c.consume(10000, 1.0):
+                if m.error():
+                    raise RuntimeError(m.error())
+                if began is None:
+                    began = time.perf_counter()
+                    continue
+                size += len(m.value())
+                got = m.offset() + 1
+    finally:
+        c.close()
+    return size, time.perf_counter() - began if began is not None else None
+
+
+def main(args=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m tools.bench tiered", description=__doc__)
+    ap.add_argument("--local-bytes", type=int, default=32 * MIB, help="local.retention.bytes (default 32 MiB)")
+    ap.add_argument("--segment-bytes", type=int, default=4 * MIB, help="segment.bytes (default 4 MiB)")
+    ap.add_argument("--factor", type=int, default=20, help="produce this many times local.retention.bytes")
+    ap.add_argument("--value-size", type=int, default=1000)
+    ap.add_argument("--rate", type=float, default=8.0, help="produce rate in MiB/s (0: as fast as possible)")
+    opts = ap.parse_args(args)
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    base = tempfile.mkdtemp(prefix="kproto-bench-tiered-")
+    remote = os.path.join(base, "remote")
+    proc = BrokerProcess(os.path.join(base, "data"), settings={
+        "remote.log.storage.system.enable": "true", "remote.log.manager.task.interval.ms": "500",
+        "log.retention.check.interval.ms": "500", "log.segment.delete.delay.ms": "0", "rsm.config.dir": remote,
+        "rlmm.config.remote.log.metadata.topic.num.partitions": "1",
+        "rlmm.config.remote.log.metadata.topic.replication.factor": "1"}, metrics=True)
+    proc.start()
+    try:
+        topic = "bench-tiered"
+        admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+        admin.create_topics([NewTopic(topic, 1, 1, config={
+            "remote.storage.enable": "true", "segment.bytes": str(opts.segment_bytes),
+            "local.retention.bytes": str(opts.local_bytes)})])[topic].result(15)
+        total = opts.factor * opts.local_bytes
+        count = total // opts.value_size
+        value = os.urandom(opts.value_size)
+        p = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 20, "batch.size": 262144})
+        local_dir = os.path.join(proc.data_dir, f"{topic}-0")
+        peak = 0
+        cpu0, t0 = cpu_seconds(proc.proc.pid), time.perf_counter()
+        for i in range(count):
+            while True:
+                try:
+                    p.produce(topic, value=value)
+                    break
+                except BufferError:
+                    p.poll(0.05)
+            if i % 2000 == 0:
+                p.poll(0)
+                peak = max(peak, _dir_bytes(local_dir))
+                if opts.rate > 0:
+                    ahead = t0 + i * opts.value_size / (opts.rate * MIB) - time.perf_counter()
+                    if ahead > 0:
+                        time.sleep(ahead)
+        p.flush(120)
+        produced_s = time.perf_counter() - t0
+        # until everything closed is copied (the active segment stays local)
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            peak = max(peak, _dir_bytes(local_dir))
+            o = _offsets(proc.bootstrap, topic)
+            if o[-5] >= 0 and o[-1] - o[-5] - 1 <= opts.segment_bytes // opts.value_size + 1:
+                break
+            time.sleep(0.5)
+        copied_s = time.perf_counter() - t0
+        cpu = cpu_seconds(proc.proc.pid) - cpu0
+        time.sleep(2)   # the last local deletions
+        o = _offsets(proc.bootstrap, topic)
+        remote_bytes = _dir_bytes(remote)
+        tier_bytes, tier_s = _read(proc.bootstrap, topic, 0, o[-4])
+        local_bytes, local_s = _read(proc.bootstrap, topic, o[-4], o[-1])
+        print(f"produced {total / MIB:.0f} MiB ({count} records of {opts.value_size} B) in {produced_s:.1f} s; "
+              f"local.retention.bytes {opts.local_bytes / MIB:.0f} MiB, segment.bytes {opts.segment_bytes / MIB:.0f} MiB")
+        print(f"local .log bytes: peak {peak / MIB:.1f} MiB (bound: local retention + active segment = "
+              f"{(opts.local_bytes + opts.segment_bytes) / MIB:.1f} MiB + segments waiting for their copy); "
+              f"now {_dir_bytes(local_dir) / MIB:.1f} MiB")
+        print(f"copied {remote_bytes / MIB:.0f} MiB; all copied {copied_s:.1f} s after the first record: "
+              f"{remote_bytes / MIB / copied_s:.1f} MiB/s; broker CPU {cpu:.1f} s = "
+              f"{cpu / (remote_bytes / 1024 ** 3):.1f} s per GiB produced and copied")
+        print(f"read tiered range [0, {o[-4]}): {tier_bytes / MIB:.0f} MiB at {tier_bytes / MIB / tier_s:.1f} MiB/s; "
+              f"local range [{o[-4]}, {o[-1]}): {local_bytes / MIB:.0f} MiB at "
+              f"{local_bytes / MIB / max(local_s, 1e-9):.1f} MiB/s")
+    finally:
+        proc.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
