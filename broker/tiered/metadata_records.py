@@ -1,12 +1,17 @@
-"""The records of `__remote_log_metadata` with Kafka's layouts (storage/Remote*.json, version 0,
-flexible) and Kafka's framing (RemoteLogMetadataSerde: unsigned varints frame version 1, api key,
-version, then the message). The one place that knows the bytes, so swapping in generated codecs is
-local. Records are plain dataclasses."""
+"""The records of `__remote_log_metadata`: Kafka's layouts (the generated codecs of
+storage/Remote*.json in kproto/storage/, version 0) in Kafka's framing (RemoteLogMetadataSerde:
+unsigned varints frame version 1, api key, version, then the message), read and written as the
+plain dataclasses the rest of broker/tiered/ uses."""
 from __future__ import annotations
 
 import struct
 import uuid
 from dataclasses import dataclass, field
+
+from kproto._codec import DecodeError
+from kproto.storage import remote_log_segment_metadata_record as gen
+from kproto.storage import remote_log_segment_metadata_update_record as gen_update
+from kproto.storage import remote_partition_delete_metadata_record as gen_delete
 
 from broker.admin.partitioner import murmur2
 
@@ -81,7 +86,7 @@ def uuid_to_kafka(u: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(u.bytes).rstrip(b"=").decode()
 
 
-# ---------------------------------------------------------------- primitives
+# ---------------------------------------------------------------- records
 
 def _uvarint(n: int) -> bytes:
     out = bytearray()
@@ -105,139 +110,76 @@ def _read_uvarint(buf, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _string(s: str) -> bytes:
-    raw = s.encode()
-    return _uvarint(len(raw) + 1) + raw
+def _tp_entry(cls, tp: TopicIdPartition):
+    return cls.TopicIdPartitionEntry(name=tp.topic, id=tp.topic_id, partition=tp.partition)
 
 
-def _nbytes(b: bytes | None) -> bytes:
-    return b"\x00" if b is None else _uvarint(len(b) + 1) + b
+def _segment_id(cls, tp: TopicIdPartition, segment_id: uuid.UUID):
+    return cls.RemoteLogSegmentIdEntry(topic_id_partition=_tp_entry(cls, tp), id=segment_id)
 
 
-def _tp(tp: TopicIdPartition) -> bytes:
-    return _string(tp.topic) + tp.topic_id.bytes + struct.pack(">i", tp.partition) + b"\x00"
+def _tp_of(entry) -> TopicIdPartition:
+    return TopicIdPartition(entry.name, entry.id, entry.partition)
 
-
-def _segment_id(tp: TopicIdPartition, segment_id: uuid.UUID) -> bytes:
-    return _tp(tp) + segment_id.bytes + b"\x00"
-
-
-class _Reader:
-    def __init__(self, buf):
-        self.buf = bytes(buf)
-        self.pos = 0
-
-    def take(self, n: int) -> bytes:
-        if self.pos + n > len(self.buf):
-            raise MetadataDecodeError("truncated record")
-        out = self.buf[self.pos:self.pos + n]
-        self.pos += n
-        return out
-
-    def uvarint(self) -> int:
-        v, self.pos = _read_uvarint(self.buf, self.pos)
-        return v
-
-    def i8(self) -> int:
-        return struct.unpack(">b", self.take(1))[0]
-
-    def i32(self) -> int:
-        return struct.unpack(">i", self.take(4))[0]
-
-    def i64(self) -> int:
-        return struct.unpack(">q", self.take(8))[0]
-
-    def string(self) -> str:
-        n = self.uvarint() - 1
-        if n < 0:
-            raise MetadataDecodeError("null string")
-        return self.take(n).decode()
-
-    def nbytes(self) -> bytes | None:
-        n = self.uvarint() - 1
-        return None if n < 0 else self.take(n)
-
-    def uuid(self) -> uuid.UUID:
-        return uuid.UUID(bytes=self.take(16))
-
-    def tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self.take(self.uvarint())
-
-    def tp(self) -> TopicIdPartition:
-        topic = self.string()
-        tid = self.uuid()
-        part = self.i32()
-        self.tags()
-        return TopicIdPartition(topic, tid, part)
-
-    def segment_id(self) -> tuple[TopicIdPartition, uuid.UUID]:
-        tp = self.tp()
-        sid = self.uuid()
-        self.tags()
-        return tp, sid
-
-
-# ---------------------------------------------------------------- records
 
 def encode(record) -> bytes:
+    """The value of a __remote_log_metadata record (the key is null, as Kafka writes it)."""
     if isinstance(record, SegmentMetadata):
-        body = (_segment_id(record.tp, record.segment_id)
-                + struct.pack(">qqiqq", record.start_offset, record.end_offset, record.broker_id,
-                              record.max_timestamp_ms, record.event_timestamp_ms)
-                + _uvarint(len(record.leader_epochs) + 1)
-                + b"".join(struct.pack(">iq", e, o) + b"\x00" for e, o in record.leader_epochs)
-                + struct.pack(">i", record.size) + _nbytes(record.custom)
-                + struct.pack(">b", record.state) + b"\x00")
+        cls = gen.RemoteLogSegmentMetadataRecord
+        msg = cls(remote_log_segment_id=_segment_id(cls, record.tp, record.segment_id),
+                  start_offset=record.start_offset, end_offset=record.end_offset, broker_id=record.broker_id,
+                  max_timestamp_ms=record.max_timestamp_ms, event_timestamp_ms=record.event_timestamp_ms,
+                  segment_leader_epochs=[cls.SegmentLeaderEpochEntry(leader_epoch=e, offset=o)
+                                         for e, o in record.leader_epochs],
+                  segment_size_in_bytes=record.size, custom_metadata=record.custom,
+                  remote_log_segment_state=record.state)
         key = SEGMENT_METADATA
     elif isinstance(record, SegmentUpdate):
-        body = (_segment_id(record.tp, record.segment_id)
-                + struct.pack(">iq", record.broker_id, record.event_timestamp_ms)
-                + _nbytes(record.custom) + struct.pack(">b", record.state) + b"\x00")
+        cls = gen_update.RemoteLogSegmentMetadataUpdateRecord
+        msg = cls(remote_log_segment_id=_segment_id(cls, record.tp, record.segment_id), broker_id=record.broker_id,
+                  event_timestamp_ms=record.event_timestamp_ms, custom_metadata=record.custom,
+                  remote_log_segment_state=record.state)
         key = SEGMENT_UPDATE
     elif isinstance(record, PartitionDelete):
-        body = (_tp(record.tp) + struct.pack(">iqb", record.broker_id, record.event_timestamp_ms, record.state)
-                + b"\x00")
+        cls = gen_delete.RemotePartitionDeleteMetadataRecord
+        msg = cls(topic_id_partition=_tp_entry(cls, record.tp), broker_id=record.broker_id,
+                  event_timestamp_ms=record.event_timestamp_ms, remote_partition_delete_state=record.state)
         key = PARTITION_DELETE
     else:
         raise TypeError(f"not a remote log metadata record: {record!r}")
-    return _uvarint(FRAME_VERSION) + _uvarint(key) + _uvarint(0) + body
+    return _uvarint(FRAME_VERSION) + _uvarint(key) + _uvarint(0) + bytes(msg.encode(0))
 
 
 def decode(data):
-    r = _Reader(data)
-    frame = r.uvarint()
+    data = bytes(data)
+    frame, pos = _read_uvarint(data, 0)
     if frame != FRAME_VERSION:
         raise MetadataDecodeError(f"unknown frame version {frame}")
-    key = r.uvarint()
-    version = r.uvarint()
+    key, pos = _read_uvarint(data, pos)
+    version, pos = _read_uvarint(data, pos)
     if version != 0:
         raise MetadataDecodeError(f"unknown version {version} of record type {key}")
-    if key == SEGMENT_METADATA:
-        tp, sid = r.segment_id()
-        start, end, broker, max_ts, event = r.i64(), r.i64(), r.i32(), r.i64(), r.i64()
-        epochs = []
-        for _ in range(r.uvarint() - 1):
-            epochs.append((r.i32(), r.i64()))
-            r.tags()
-        size = r.i32()
-        custom = r.nbytes()
-        state = r.i8()
-        r.tags()
-        return SegmentMetadata(tp, sid, start, end, broker, max_ts, event, epochs, size, state, custom)
-    if key == SEGMENT_UPDATE:
-        tp, sid = r.segment_id()
-        broker, event = r.i32(), r.i64()
-        custom = r.nbytes()
-        state = r.i8()
-        r.tags()
-        return SegmentUpdate(tp, sid, broker, event, state, custom)
-    if key == PARTITION_DELETE:
-        tp = r.tp()
-        broker, event, state = r.i32(), r.i64(), r.i8()
-        r.tags()
-        return PartitionDelete(tp, broker, event, state)
+    try:
+        if key == SEGMENT_METADATA:
+            m = gen.RemoteLogSegmentMetadataRecord.decode(data, 0, pos)
+            sid = m.remote_log_segment_id
+            return SegmentMetadata(_tp_of(sid.topic_id_partition), sid.id, m.start_offset, m.end_offset, m.broker_id,
+                                   m.max_timestamp_ms, m.event_timestamp_ms,
+                                   [(e.leader_epoch, e.offset) for e in m.segment_leader_epochs],
+                                   m.segment_size_in_bytes, m.remote_log_segment_state,
+                                   None if m.custom_metadata is None else bytes(m.custom_metadata))
+        if key == SEGMENT_UPDATE:
+            m = gen_update.RemoteLogSegmentMetadataUpdateRecord.decode(data, 0, pos)
+            sid = m.remote_log_segment_id
+            return SegmentUpdate(_tp_of(sid.topic_id_partition), sid.id, m.broker_id, m.event_timestamp_ms,
+                                 m.remote_log_segment_state,
+                                 None if m.custom_metadata is None else bytes(m.custom_metadata))
+        if key == PARTITION_DELETE:
+            m = gen_delete.RemotePartitionDeleteMetadataRecord.decode(data, 0, pos)
+            return PartitionDelete(_tp_of(m.topic_id_partition), m.broker_id, m.event_timestamp_ms,
+                                   m.remote_partition_delete_state)
+    except (DecodeError, ValueError, IndexError, struct.error) as exc:
+        raise MetadataDecodeError(f"record type {key}: {exc}") from exc
     raise MetadataDecodeError(f"unknown record type {key}")
 
 
