@@ -108,6 +108,10 @@ def test_consumer_reads_from_offset_zero_after_local_segments_are_gone(tiered):
     assert seen[-2] == 0                      # EARLIEST: the start of the remote log
     assert seen[-1] == count                  # LATEST
     assert 0 < seen[-4] <= seen[-5] + 1       # EARLIEST_LOCAL within what the tier holds
+    # a timestamp lookup reaches into the tier
+    with WireClient(proc.bootstrap) as c:
+        found = list_offset(c, topic, 0)        # the first record at or after timestamp 0
+    assert (found.error_code, found.offset) == (0, 0)
     remote_logs = [f for _d, _s, fs in os.walk(remote) for f in fs if f.endswith(".log")]
     assert len(remote_logs) >= 10
     got = consume_all(proc.bootstrap, topic, count)

@@ -98,7 +98,8 @@ async def list_offsets(ctx, req):
             elif ts == EARLIEST:
                 out.offset = partition.log_start_offset
                 out.leader_epoch = partition.leader_epoch
-            elif ts == EARLIEST_LOCAL or (ts == LATEST_TIERED and ctx.api_version >= 9):
+            elif ts == EARLIEST_LOCAL or (ts == LATEST_TIERED and ctx.api_version >= 9) or (
+                    ts == EARLIEST_PENDING_UPLOAD and ctx.api_version >= 11):
                 # the tiers' offsets (broker/tiered/offsets.py)
                 out.offset, out.leader_epoch = tiered_offsets.special_offset(broker, partition, ts)
             elif ts == MAX_TIMESTAMP:
