@@ -251,3 +251,30 @@ def test_total_retention_and_topic_deletion_remove_remote_data(tiered):
     assert objects()
     admin.delete_topics([topic])[topic].result(15)
     wait_for("remote data deleted with the topic", lambda: not objects())
+
+
+def test_turning_tiering_off_with_delete_on_disable_deletes_the_remote_data(tiered):
+    """KIP-950: remote.storage.enable=false needs remote.log.delete.on.disable=true; the remote
+    segments then go and the log starts at the local log start."""
+    import confluent_kafka
+    proc, remote = tiered
+    topic = "tiered-disable"
+    create(proc.bootstrap, topic)
+    produce(proc.bootstrap, topic, 400)
+    wait_for("tiered", lambda: offsets(proc.bootstrap, topic)[-4] > 0)
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    with pytest.raises(confluent_kafka.KafkaException, match="without deleting remote data"):
+        admin.incremental_alter_configs([ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+            confluent_kafka.admin.ConfigEntry("remote.storage.enable", "false",
+                                              incremental_operation=confluent_kafka.admin.AlterConfigOpType.SET)])])[
+            res].result(15)
+    admin.incremental_alter_configs([ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        confluent_kafka.admin.ConfigEntry(k, v, incremental_operation=confluent_kafka.admin.AlterConfigOpType.SET)
+        for k, v in (("remote.storage.enable", "false"), ("remote.log.delete.on.disable", "true"))])])[res].result(15)
+
+    def objects():
+        return [f for d, _s, fs in os.walk(remote) for f in fs if d.split(os.sep)[-1].startswith(f"{topic}-0-")]
+    wait_for("remote data deleted", lambda: not objects())
+    seen = offsets(proc.bootstrap, topic)
+    assert seen[-2] == seen[-4] > 0 and seen[-5] == -1

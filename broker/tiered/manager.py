@@ -247,6 +247,8 @@ class RemoteLogManager:
                 part.log.tier = None
                 part.remote_log_start = None
                 self._led.discard((part.topic, part.index))
+                if part.is_leader and store_ok:
+                    await self.delete_on_disable(part)
                 continue
             if part.is_leader and store_ok:
                 key = (part.topic, part.index)
@@ -404,6 +406,20 @@ class RemoteLogManager:
             self.reader.forget(seg)
         await self.publish(tp, mr.SegmentUpdate(tp, seg.segment_id, self.broker.node_id, _now_ms(),
                                                 mr.DELETE_SEGMENT_FINISHED))
+
+    async def delete_on_disable(self, part) -> None:
+        """KIP-950: remote storage turned off with remote.log.delete.on.disable=true: the leader
+        deletes the partition's remote segments (the log then starts at the local log start)."""
+        if str(part.config.get("remote.log.delete.on.disable", "false")).lower() != "true":
+            return
+        view = self.partition_view(part)
+        if view is None or not view.segments:
+            return
+        tp = self._tp(part)
+        log.info("%s-%d: remote storage disabled: deleting %d remote segment(s)", tp.topic, tp.partition,
+                 len(view.segments))
+        for seg in list(view.segments.values()):
+            await self.delete_segment(part, tp, seg)
 
     async def remove_orphans(self, part) -> None:
         """Objects under the partition's prefix that no metadata names (a copy whose start record
