@@ -84,14 +84,14 @@ class RemoteLogManager:
         # remote.log.manager.copy.max.bytes.per.second: bytes copied in the current window
         self._copy_window = (0.0, 0)
         self.interval_s = broker.config.get_long("remote.log.manager.task.interval.ms") / 1000
+        # on /metrics (zeros while tiered storage is off: the dashboard's panel stays valid)
+        broker.metric_sources = [*getattr(broker, "metric_sources", []), lambda: tiered_metrics(broker)]
 
     # ------------------------------------------------------------------ lifecycle
 
     def open(self) -> None:
         if not self.enabled:
             return
-        broker = self.broker
-        broker.metric_sources = [*getattr(broker, "metric_sources", []), lambda: tiered_metrics(broker)]
         self.store = open_store(raw_config(self.broker.config))
         self.reader = RemoteReader(self)
 

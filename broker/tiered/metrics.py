@@ -10,7 +10,7 @@ PREFIX = "kafka_server_brokertopicmetrics_"
 
 def tiered_metrics(broker):
     tiered = getattr(broker, "tiered", None)
-    if tiered is None or not tiered.enabled:
+    if tiered is None:
         return
     m = tiered.metrics
     for short, value, doc in (
