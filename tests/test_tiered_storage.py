@@ -278,3 +278,16 @@ def test_turning_tiering_off_with_delete_on_disable_deletes_the_remote_data(tier
     wait_for("remote data deleted", lambda: not objects())
     seen = offsets(proc.bootstrap, topic)
     assert seen[-2] == seen[-4] > 0 and seen[-5] == -1
+
+
+def test_the_tier_is_readable_after_a_restart(tiered):
+    """The remote segment list is rebuilt from __remote_log_metadata when the broker starts."""
+    proc, _remote = tiered
+    topic = "tiered-restart"
+    create(proc.bootstrap, topic)
+    produce(proc.bootstrap, topic, 400)
+    wait_for("tiered", lambda: offsets(proc.bootstrap, topic)[-4] > 0)
+    proc.stop()
+    proc.start()
+    wait_for("the remote log start known again", lambda: offsets(proc.bootstrap, topic)[-2] == 0)
+    assert [o for o, _v in consume_all(proc.bootstrap, topic, 400)] == list(range(400))
