@@ -291,3 +291,31 @@ def test_the_tier_is_readable_after_a_restart(tiered):
     proc.start()
     wait_for("the remote log start known again", lambda: offsets(proc.bootstrap, topic)[-2] == 0)
     assert [o for o, _v in consume_all(proc.bootstrap, topic, 400)] == list(range(400))
+
+
+def test_remote_fetch_quota_answers_no_records_while_exceeded(tiered):
+    proc, _remote = tiered
+    topic = "tiered-fetch-quota"
+    create(proc.bootstrap, topic)
+    produce(proc.bootstrap, topic, 400)
+    wait_for("tiered", lambda: offsets(proc.bootstrap, topic)[-4] > 0)
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    res = ConfigResource(ConfigResource.Type.BROKER, "1")
+
+    def quota(value):
+        import confluent_kafka
+        op = (confluent_kafka.admin.AlterConfigOpType.SET if value else confluent_kafka.admin.AlterConfigOpType.DELETE)
+        admin.incremental_alter_configs([ConfigResource(ConfigResource.Type.BROKER, "1", incremental_configs=[
+            confluent_kafka.admin.ConfigEntry("remote.log.manager.fetch.max.bytes.per.second", value or "",
+                                              incremental_operation=op)])])[res].result(15)
+    quota("1000")
+    try:
+        time.sleep(0.5)
+        first = fetch_at(proc.bootstrap, topic, 0)
+        assert first.error_code == 0 and first.records            # the first read takes the window's quota
+        second = fetch_at(proc.bootstrap, topic, 0)
+        assert second.error_code == 0 and not second.records      # over it: no records
+    finally:
+        quota(None)
+    time.sleep(1.5)
+    assert fetch_at(proc.bootstrap, topic, 0).records

@@ -33,6 +33,15 @@ async def read_remote(broker, items, isolation: int) -> None:
     tiered = broker.tiered
     wait_s = broker.config.get_int("remote.fetch.max.wait.ms") / 1000
     for part, partition, offset, max_bytes, min_one in items:
+        if tiered.fetch_quota_exceeded():
+            # remote.log.manager.fetch.max.bytes.per.second: Kafka answers no records (the consumer
+            # asks again) while the broker's remote reads are over the quota
+            part.error_code = ErrorCode.NONE
+            part.high_watermark = partition.high_watermark
+            part.last_stable_offset = partition.last_stable_offset
+            part.log_start_offset = partition.log_start_offset
+            part.records = b""
+            continue
         view = tiered.partition_view(partition)
         seg = view.segment_for(offset) if view is not None else None
         part.high_watermark = partition.high_watermark
@@ -60,5 +69,6 @@ async def read_remote(broker, items, isolation: int) -> None:
         part.records = data or b""
         part.aborted_transactions = [] if isolation == 1 else None
         if data:
+            tiered.record_fetch(len(data))
             tiered.metrics.fetch_bytes += len(data)
             tiered.metrics.fetch_requests += 1

@@ -83,6 +83,7 @@ class RemoteLogManager:
         self._conns: dict = {}
         # remote.log.manager.copy.max.bytes.per.second: bytes copied in the current window
         self._copy_window = (0.0, 0)
+        self._fetch_window = (0.0, 0)   # remote.log.manager.fetch.max.bytes.per.second
         self.interval_s = broker.config.get_long("remote.log.manager.task.interval.ms") / 1000
         # on /metrics (zeros while tiered storage is off: the dashboard's panel stays valid)
         broker.metric_sources = [*getattr(broker, "metric_sources", []), lambda: tiered_metrics(broker)]
@@ -356,6 +357,20 @@ class RemoteLogManager:
         due = start + done / rate
         if due > now:
             await trio.sleep(due - now)
+
+    def fetch_quota_exceeded(self) -> bool:
+        """Remote reads over remote.log.manager.fetch.max.bytes.per.second in the current
+        one-second window."""
+        rate = self.broker.config.get_long("remote.log.manager.fetch.max.bytes.per.second")
+        start, done = self._fetch_window
+        return time.monotonic() - start <= 1.0 and done >= rate
+
+    def record_fetch(self, size: int) -> None:
+        start, done = self._fetch_window
+        now = time.monotonic()
+        if now - start > 1.0:
+            start, done = now, 0
+        self._fetch_window = (start, done + size)
 
     async def rebuild_follower(self, part) -> bool:
         """A follower asked for an offset the leader has only in remote storage
