@@ -39,7 +39,7 @@ def _read(bootstrap: str, topic: str, start: int, end: int) -> tuple[int, float]
                   "enable.auto.commit": False, "fetch.max.bytes": 52428800, "auto.offset.reset": "error"})
     c.assign([TopicPartition(topic, 0, start)])
     got, size = start, 0
-    began = None   # from the first record: the consumer's start-up is not the read
+    began = finished = None   # from the first record: the consumer's start-up is not the read
     try:
         while got < end:
             for m in c.consume(10000, 1.0):
@@ -50,9 +50,10 @@ def _read(bootstrap: str, topic: str, start: int, end: int) -> tuple[int, float]
                     continue
                 size += len(m.value())
                 got = m.offset() + 1
+                finished = time.perf_counter()   # (consume() may wait out its timeout after the last one)
     finally:
         c.close()
-    return size, time.perf_counter() - began if began is not None else None
+    return size, finished - began
 
 
 def main(args=None) -> None:
