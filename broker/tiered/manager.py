@@ -32,8 +32,9 @@ from .metrics import tiered_metrics
 from .keys import SUFFIXES, partition_prefix, segment_key
 from .planner import LocalSegment, RemoteSeg
 from .segment_view import PartitionView, RemoteSegment, SegmentView
-from .settings import METADATA_TOPIC, raw_config, rlmm_setting
+from .settings import METADATA_TOPIC, rlmm_setting
 from .store import ObjectStoreError, open_store
+from .backoff import Backoff
 from .remote_read import RemoteReader
 
 log = logging.getLogger("kproto.tiered")
@@ -79,12 +80,12 @@ class RemoteLogManager:
         self._positions: dict[int, int] = {}
         self._led: set[tuple[str, int]] = set()
         self._backoff_until = 0.0
-        self._failures = 0
         self._conns: dict = {}
         # remote.log.manager.copy.max.bytes.per.second: bytes copied in the current window
         self._copy_window = (0.0, 0)
         self._fetch_window = (0.0, 0)   # remote.log.manager.fetch.max.bytes.per.second
         self.interval_s = broker.config.get_long("remote.log.manager.task.interval.ms") / 1000
+        self._backoff = Backoff(initial=self.interval_s, cap=max(30.0, self.interval_s))
         # on /metrics (zeros while tiered storage is off: the dashboard's panel stays valid)
         broker.metric_sources = [*getattr(broker, "metric_sources", []), lambda: tiered_metrics(broker)]
 
@@ -93,7 +94,7 @@ class RemoteLogManager:
     def open(self) -> None:
         if not self.enabled:
             return
-        self.store = open_store(raw_config(self.broker.config))
+        self.store = open_store(self.broker.config)
         self.reader = RemoteReader(self)
 
     async def run(self) -> None:
@@ -122,8 +123,7 @@ class RemoteLogManager:
 
     def _store_failed(self, exc) -> None:
         # retry with a growing delay: the passes go on, copying waits for the store
-        self._failures += 1
-        delay = min(30.0, self.interval_s * (2 ** min(self._failures, 8)))
+        delay = self._backoff.next_delay()
         self._backoff_until = time.monotonic() + delay
         log.warning("remote storage unavailable (%s); copying retried in %.1f s", exc, delay)
 
@@ -266,7 +266,7 @@ class RemoteLogManager:
                 part.log.apply_retention(None, part.high_watermark)
         if store_ok:
             await self.delete_removed_partitions()
-        self._failures = 0
+            self._backoff.reset()
 
     def update_limits(self, part) -> None:
         view = self.partition_view(part)

@@ -13,15 +13,12 @@ from collections import OrderedDict
 import kproto.records as rec
 
 from .keys import partition_prefix, segment_key
+from .remote_records import CorruptRemoteData, verify_remote_batches
 from .segment_view import RemoteSegment
 
 log = logging.getLogger("kproto.tiered")
 
 _ENTRY = struct.Struct(">ii")
-
-
-class CorruptRemoteData(Exception):
-    """A remote object whose batches do not check out (CRC, framing, length)."""
 
 
 class RemoteReader:
@@ -75,13 +72,13 @@ class RemoteReader:
                 return b""
             head = await store.get(key, pos, min(pos + chunk_size, seg.size))
             if len(head) < rec.HEADER_SIZE:
-                raise CorruptRemoteData(f"{key}: truncated at {pos}")
+                raise CorruptRemoteData(key, offset, pos, "truncated")
             p = 0
             found = None
             while p + rec.HEADER_SIZE <= len(head):
                 h = rec.BatchHeader(head, p)
                 if h.batch_length < rec.MIN_BATCH_LENGTH - rec.LOG_OVERHEAD or pos + p + h.size > seg.size:
-                    raise CorruptRemoteData(f"{key}: invalid batch length at {pos + p}")
+                    raise CorruptRemoteData(key, offset, pos + p, f"invalid batch length {h.batch_length}")
                 if h.last_offset >= offset:
                     found = p
                     break
@@ -89,7 +86,7 @@ class RemoteReader:
             if found is not None:
                 break
             if p == 0:
-                raise CorruptRemoteData(f"{key}: no progress at {pos}")
+                raise CorruptRemoteData(key, offset, pos, "no batch at this position")
             pos += p
         start = pos + found
         data = head[found:]
@@ -106,14 +103,12 @@ class RemoteReader:
             end = out_end + rec.LOG_OVERHEAD + length
             if end > len(data) or (end > want and out_end > 0):
                 break
-            try:
-                rec.validate_batch(data, out_end, end)
-            except rec.CorruptRecordError as exc:
-                raise CorruptRemoteData(f"{key}: corrupt batch at {start + out_end}: {exc}") from exc
             out_end = end
         if out_end == 0:
-            raise CorruptRemoteData(f"{key}: truncated batch at {start}")
-        return bytes(data[:out_end])
+            raise CorruptRemoteData(key, offset, start, "truncated batch")
+        out = bytes(data[:out_end])
+        verify_remote_batches(key, out, first_offset=first.base_offset)   # CRC of every batch served
+        return out
 
     async def offset_for_timestamp(self, tp, seg: RemoteSegment, ts: int, floor_offset: int):
         """(offset, timestamp, leader epoch) of the first record of seg with timestamp >= ts."""

@@ -1,2 +1,2 @@
-"""The object store tiered storage writes to, chosen by the `rsm.config.` settings."""
-from ._local_store_stub import ObjectNotFound, ObjectStoreError, open_store  # noqa: F401
+"""The object store tiered storage writes to, chosen by the `rsm.config.` settings (object_store.py)."""
+from .object_store import ObjectNotFound, ObjectStoreError, open_store  # noqa: F401
