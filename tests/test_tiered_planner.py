@@ -81,3 +81,13 @@ def test_total_retention_expires_the_oldest_remote_segments():
     assert remote_to_expire(remote, 4000, -1, -1, 0) == []
     # below the log start offset (DeleteRecords)
     assert [r.key for r in remote_to_expire(remote, 0, -1, -1, 0, log_start_offset=150)] == [0]
+
+
+def test_rlmm_settings_are_read_and_not_warned_about():
+    from broker.config.broker_config import BrokerConfig
+    from broker.tiered.settings import rlmm_setting
+    cfg = BrokerConfig({"rlmm.config.remote.log.metadata.topic.num.partitions": "3"})
+    assert cfg.warnings == []
+    assert rlmm_setting(cfg, "remote.log.metadata.topic.num.partitions") == 3
+    assert rlmm_setting(cfg, "remote.log.metadata.topic.replication.factor") == 3   # Kafka's default
+    assert BrokerConfig({"rlmm.confg.x": "1"}).warnings   # a misspelt prefix still is

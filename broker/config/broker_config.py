@@ -126,7 +126,9 @@ class BrokerConfig:
         # static KafkaConfig too: warned about, and not a rate)
         # and keys under the storage plugin's prefix (rsm.config.*) are the tiered store's settings
         # (broker/tiered/object_store.py checks them), handed over as Kafka hands them to its plugin
-        own = ("kproto.", "schema.registry.", static.get("remote.log.storage.manager.impl.prefix") or "rsm.config.")
+        # as are the metadata manager's (rlmm.config.*: broker/tiered/settings.py reads them)
+        own = ("kproto.", "schema.registry.", static.get("remote.log.storage.manager.impl.prefix") or "rsm.config.",
+               static.get("remote.log.metadata.manager.impl.prefix") or "rlmm.config.")
         self.unknown_keys: list[str] = [k for k in static if (_known_type(k) is None
                                         or k in DYNAMIC_ONLY_BROKER_CONFIGS) and not k.startswith(own)]
         self.warnings: list[str] = [
