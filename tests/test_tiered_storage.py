@@ -319,3 +319,17 @@ def test_remote_fetch_quota_answers_no_records_while_exceeded(tiered):
         quota(None)
     time.sleep(1.5)
     assert fetch_at(proc.bootstrap, topic, 0).records
+
+
+def test_with_copying_disabled_local_retention_deletes_as_usual(tiered):
+    """KIP-950: remote.log.copy.disable=true (local retention then equals the total): nothing is
+    copied and local segments go by retention, not held back for a copy that never comes."""
+    proc, remote = tiered
+    topic = "tiered-copy-disabled"
+    create(proc.bootstrap, topic, remote_log_copy_disable="true", local_retention_bytes=-2,
+           retention_bytes=LOCAL_BYTES)
+    produce(proc.bootstrap, topic, 400)
+    wait_for("local retention", lambda: offsets(proc.bootstrap, topic)[-2] > 0)
+    seen = offsets(proc.bootstrap, topic)
+    assert seen[-5] == -1 and seen[-2] == seen[-4]
+    assert not [f for d, _s, fs in os.walk(remote) for f in fs if d.split(os.sep)[-1].startswith(f"{topic}-0-")]

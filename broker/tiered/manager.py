@@ -276,6 +276,9 @@ class RemoteLogManager:
         if limits is None:
             limits = part.log.tier = TierLimits()
         limits.copied_end = highest + 1
+        if str(cfg.get("remote.log.copy.disable", "false")).lower() == "true":
+            # KIP-950: nothing more will be copied; retention deletes local segments as usual
+            limits.copied_end = part.log.log_end_offset
         limits.retention_ms = planner.effective_local_retention(int(cfg["local.retention.ms"]), int(cfg["retention.ms"]))
         limits.retention_bytes = planner.effective_local_retention(int(cfg["local.retention.bytes"]),
                                                                    int(cfg["retention.bytes"]))
