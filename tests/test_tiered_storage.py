@@ -66,7 +66,7 @@ def wait_for(what: str, predicate, timeout: float = 30.0):
         if value:
             return value
         time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what() if callable(what) else what}")
 
 
 def offsets(bootstrap: str, topic: str) -> dict[int, int]:
@@ -333,3 +333,44 @@ def test_with_copying_disabled_local_retention_deletes_as_usual(tiered):
     seen = offsets(proc.bootstrap, topic)
     assert seen[-5] == -1 and seen[-2] == seen[-4]
     assert not [f for d, _s, fs in os.walk(remote) for f in fs if d.split(os.sep)[-1].startswith(f"{topic}-0-")]
+
+
+def test_read_committed_drops_aborted_transactions_in_the_tier(tiered):
+    """The remote segments' transaction indexes tell a read_committed consumer what to drop."""
+    from confluent_kafka import Consumer
+    proc, _remote = tiered
+    topic = "tiered-txn"
+    create(proc.bootstrap, topic)
+    p = Producer({"bootstrap.servers": proc.bootstrap, "transactional.id": "tiered-txn", "linger.ms": 5,
+                  "batch.size": 4096})
+    p.init_transactions(15)
+    committed = []
+    for round_ in range(8):
+        for outcome in ("commit", "abort"):
+            p.begin_transaction()
+            for i in range(40):
+                v = b"%s-%d-%d-" % (outcome.encode(), round_, i) + VALUE
+                p.produce(topic, value=v)
+                if outcome == "commit":
+                    committed.append(v)
+            if outcome == "commit":
+                p.commit_transaction(15)
+            else:
+                p.flush(15)   # the aborted records reach the log (abort would drop unsent ones)
+                p.abort_transaction(15)
+    wait_for(lambda: f"tiered: {offsets(proc.bootstrap, topic)}", lambda: offsets(proc.bootstrap, topic)[-4] > 400)
+    c = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": "tiered-txn", "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < len(committed) and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                got.append(m.value())
+        time.sleep(0.5)
+        extra = c.consume(100, 1.0)
+    finally:
+        c.close()
+    assert got == committed and not [m for m in extra if not m.error()]

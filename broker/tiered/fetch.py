@@ -8,12 +8,32 @@ import logging
 
 import trio
 
+from kproto import records as rec
 from kproto.errors import ErrorCode
+from kproto.messages.fetch_response import FetchResponse
 
 from .remote_read import CorruptRemoteData
 from .store import ObjectStoreError
 
 log = logging.getLogger("kproto.tiered")
+_Aborted = FetchResponse.AbortedTransaction
+
+
+async def _aborted(tiered, partition, view, offset: int, data: bytes | None) -> list:
+    """The aborted transactions a read_committed consumer needs to drop the aborted records of
+    ``data``: from the remote transaction indexes, then the local ones if those do not settle it."""
+    if not data:
+        return []
+    upper = offset
+    for _pos, h in rec.iter_batch_headers(data, allow_partial_tail=True):
+        upper = h.last_offset + 1
+    upper = min(upper, partition.last_stable_offset)
+    found, complete = await tiered.reader.aborted_transactions(tiered._tp(partition), view.copied(), offset, upper)
+    if not complete:
+        found += partition.aborted_transactions(offset, upper)
+    seen = set()
+    return [_Aborted(producer_id=pid, first_offset=first) for pid, first in found
+            if (pid, first) not in seen and not seen.add((pid, first))]
 
 
 def in_remote(broker, partition, offset: int) -> bool:
@@ -67,7 +87,15 @@ async def read_remote(broker, items, isolation: int) -> None:
                 continue
         part.error_code = ErrorCode.NONE
         part.records = data or b""
-        part.aborted_transactions = [] if isolation == 1 else None
+        part.aborted_transactions = None
+        if isolation == 1:
+            try:
+                part.aborted_transactions = await _aborted(tiered, partition, view, offset, data)
+            except ObjectStoreError as exc:
+                log.warning("%s-%d: remote transaction index: %s", partition.topic, partition.index, exc)
+                part.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+                part.records = b""
+                continue
         if data:
             tiered.record_fetch(len(data))
             tiered.metrics.fetch_bytes += len(data)

@@ -12,6 +12,8 @@ from collections import OrderedDict
 
 import kproto.records as rec
 
+from broker.storage.txnindex import ENTRY, ENTRY_SIZE
+
 from .keys import partition_prefix, segment_key
 from .remote_records import CorruptRemoteData, verify_remote_batches
 from .segment_view import RemoteSegment
@@ -26,9 +28,40 @@ class RemoteReader:
         self.manager = manager
         self._indexes: OrderedDict = OrderedDict()   # segment id -> (offsets, positions)
         self._index_bytes = 0
+        self._txns: dict = {}
         self.cache_limit = manager.broker.config.get_long("remote.log.index.file.cache.total.size.bytes")
 
+    async def _txn_entries(self, tp, seg: RemoteSegment) -> list[tuple[int, int, int]]:
+        """(producer id, first offset, last offset) of the aborted transactions in seg's
+        transaction index (kept: small, and read by every read_committed fetch of the segment)."""
+        entries = self._txns.get(seg.segment_id)
+        if entries is None:
+            data = await self.manager.store.get(self._key(tp, seg, ".txnindex"))
+            entries = []
+            for pos in range(0, len(data) - len(data) % ENTRY_SIZE, ENTRY_SIZE):
+                _version, pid, first, last, _lso = ENTRY.unpack_from(data, pos)
+                entries.append((pid, first, last))
+            self._txns[seg.segment_id] = entries
+        return entries
+
+    async def aborted_transactions(self, tp, segments: list[RemoteSegment], start: int,
+                                   upper: int) -> tuple[list[tuple[int, int]], bool]:
+        """(producer id, first offset) of the aborted transactions overlapping [start, upper)
+        found in the remote segments from the one holding start, and whether the search is
+        complete (an entry ends at or beyond upper: later segments cannot add any), as Kafka's
+        collectAbortedTransactions walks the remote then the local transaction indexes."""
+        out = []
+        for seg in segments:
+            if seg.end_offset < start:
+                continue
+            entries = await self._txn_entries(tp, seg)
+            out.extend((pid, first) for pid, first, last in entries if last >= start and first < upper)
+            if any(last >= upper for _pid, _first, last in entries):
+                return out, True
+        return out, False
+
     def forget(self, seg: RemoteSegment) -> None:
+        self._txns.pop(seg.segment_id, None)
         entry = self._indexes.pop(seg.segment_id, None)
         if entry is not None:
             self._index_bytes -= 8 * len(entry[0])
