@@ -308,7 +308,7 @@ def test_remote_fetch_quota_answers_no_records_while_exceeded(tiered):
         admin.incremental_alter_configs([ConfigResource(ConfigResource.Type.BROKER, "1", incremental_configs=[
             confluent_kafka.admin.ConfigEntry("remote.log.manager.fetch.max.bytes.per.second", value or "",
                                               incremental_operation=op)])])[res].result(15)
-    quota("1000")
+    quota("1")
     try:
         time.sleep(0.5)
         first = fetch_at(proc.bootstrap, topic, 0)

@@ -361,19 +361,25 @@ class RemoteLogManager:
         if due > now:
             await trio.sleep(due - now)
 
-    def fetch_quota_exceeded(self) -> bool:
-        """Remote reads over remote.log.manager.fetch.max.bytes.per.second in the current
-        one-second window."""
+    def _fetch_owed(self) -> tuple[float, int]:
+        """(now, bytes read remotely beyond what remote.log.manager.fetch.max.bytes.per.second has
+        allowed so far): the reads drain at the quota's rate."""
         rate = self.broker.config.get_long("remote.log.manager.fetch.max.bytes.per.second")
-        start, done = self._fetch_window
-        return time.monotonic() - start <= 1.0 and done >= rate
+        last, owed = self._fetch_window
+        now = time.monotonic()
+        return now, max(0, owed - (now - last) * rate)
+
+    def fetch_quota_exceeded(self) -> bool:
+        """Remote reads are more than a second's worth of the fetch quota ahead."""
+        rate = self.broker.config.get_long("remote.log.manager.fetch.max.bytes.per.second")
+        return self._fetch_owed()[1] > rate
 
     def record_fetch(self, size: int) -> None:
-        start, done = self._fetch_window
-        now = time.monotonic()
-        if now - start > 1.0:
-            start, done = now, 0
-        self._fetch_window = (start, done + size)
+        if self.broker.config.get_long("remote.log.manager.fetch.max.bytes.per.second") >= 2 ** 62:
+            self._fetch_window = (time.monotonic(), 0)   # no quota: nothing owed (should one be set later)
+            return
+        now, owed = self._fetch_owed()
+        self._fetch_window = (now, owed + size)
 
     async def rebuild_follower(self, part) -> bool:
         """A follower asked for an offset the leader has only in remote storage
