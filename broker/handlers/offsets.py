@@ -19,8 +19,8 @@ LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
-EARLIEST_PENDING_UPLOAD = -5
-LATEST_TIERED = -6
+LATEST_TIERED = -5             # KIP-1005 (v9)
+EARLIEST_PENDING_UPLOAD = -6   # KIP-1023 (v11)
 
 _LTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 _LPart = ListOffsetsResponse.ListOffsetsPartitionResponse
@@ -60,7 +60,7 @@ def legacy_offsets(partition, timestamp: int, max_num: int, from_consumer: bool)
     return offsets
 
 
-@handles(ApiKey.LIST_OFFSETS, 0, 9)
+@handles(ApiKey.LIST_OFFSETS, 0, 11)   # v10: TimeoutMs for remote lookups; v11: -6
 async def list_offsets(ctx, req):
     broker = ctx.broker
     if ctx.api_version == 0:
@@ -102,8 +102,9 @@ async def list_offsets(ctx, req):
                 if found is not None:
                     out.offset, out.timestamp = found.offset, found.timestamp
                     out.leader_epoch = _epoch_of(found, partition)
-            elif ts == LATEST_TIERED and ctx.api_version >= 9:
-                out.offset = -1
+            elif ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+                # without tiered storage Kafka's UnifiedLog answers offset -1, leader epoch -1
+                out.offset, out.leader_epoch = -1, -1
             elif ts < 0:
                 out.offset = -1
             else:
