@@ -36,7 +36,8 @@ KRAFT_VOTERS = 6
 _CONTROL_KEY = struct.Struct(">hh")
 
 # the versions a kproto shell sends (the codec's highest)
-VOTE_VERSION = 1
+VOTE_VERSION = 2       # the newest, which the quorum shell sends
+PRE_VOTE_VERSION = 2   # Vote v2 carries PreVote (KIP-996)
 BEGIN_VERSION = 1
 END_VERSION = 1
 FETCH_VERSION = 17
@@ -182,15 +183,14 @@ def to_request(msg, cluster_id=None, dst: int = -1, version: int | None = None):
     """A raft request as the kproto request object to send (dst is the
     recipient: Vote v1 and BeginQuorumEpoch v1 name it)."""
     if isinstance(msg, m.VoteRequest):
-        if msg.pre_vote:
-            # KIP-996's PreVote needs Vote v2, which kproto's codec lacks
-            raise ValueError("pre-vote needs Vote v2: run the node with pre_vote=False")
         v = VOTE_VERSION if version is None else version
+        if msg.pre_vote and v < PRE_VOTE_VERSION:
+            raise ValueError(f"a pre-vote (KIP-996) needs Vote v{PRE_VOTE_VERSION}, not v{v}")
         return v_req.VoteRequest(cluster_id=cluster_id, voter_id=dst if v >= 1 else -1, topics=[
             v_req.TopicData(topic_name=METADATA_TOPIC, partitions=[v_req.PartitionData(
                 partition_index=METADATA_PARTITION, replica_epoch=msg.candidate_epoch,
                 replica_id=msg.candidate_id, last_offset_epoch=msg.last_offset_epoch,
-                last_offset=msg.last_offset)])])
+                last_offset=msg.last_offset, pre_vote=msg.pre_vote)])])
     if isinstance(msg, m.BeginQuorumEpochRequest):
         v = BEGIN_VERSION if version is None else version
         return bqe_req.BeginQuorumEpochRequest(
@@ -253,7 +253,7 @@ def from_request(req):
     if isinstance(req, v_req.VoteRequest):
         p = _only_partition(req.topics, "Vote")
         return m.VoteRequest(p.replica_epoch, p.replica_id, p.last_offset_epoch,
-                             p.last_offset)
+                             p.last_offset, pre_vote=bool(p.pre_vote))
     if isinstance(req, bqe_req.BeginQuorumEpochRequest):
         p = _only_partition(req.topics, "BeginQuorumEpoch")
         return m.BeginQuorumEpochRequest(p.leader_epoch, p.leader_id)
@@ -332,8 +332,10 @@ def from_response(resp, request=None):
     top = getattr(resp, "error_code", 0)
     if isinstance(resp, v_resp.VoteResponse):
         p = _only_partition(resp.topics, "Vote")
+        # the response does not say it answers a pre-vote: the request it answers does
         return m.VoteResponse(top or p.error_code, p.leader_epoch, p.leader_id,
-                              bool(p.vote_granted) and not top)
+                              bool(p.vote_granted) and not top,
+                              pre_vote=bool(getattr(request, "pre_vote", False)))
     if isinstance(resp, bqe_resp.BeginQuorumEpochResponse):
         p = _only_partition(resp.topics, "BeginQuorumEpoch")
         return m.BeginQuorumEpochResponse(top or p.error_code, p.leader_epoch, p.leader_id)

@@ -126,7 +126,7 @@ def test_initial_controllers_with_a_broker():
 
 def test_broker_listener_serves_add_and_remove_raft_voter_as_kafka_does_for_a_static_quorum(broker):
     """The embedded single-node default (a static one-voter quorum): ApiVersions advertises AddRaftVoter
-    and RemoveRaftVoter v0 as Kafka 3.9's brokers do, and both are refused as Kafka's raft client
+    v0-1 and RemoveRaftVoter v0 as Kafka 4.3's brokers do, and both are refused as Kafka's raft client
     refuses them for a static quorum, its checks in Kafka's order (every answer here is what a
     single-node Kafka 3.9 gave to the same requests on its broker listener)."""
     import uuid
@@ -140,7 +140,7 @@ def test_broker_listener_serves_add_and_remove_raft_voter_as_kafka_does_for_a_st
         keys = {k.api_key: (k.min_version, k.max_version)
                 for k in client.call(ApiVersionsRequest(client_software_name="t", client_software_version="1"),
                                      3).api_keys}
-        assert keys[80] == (0, 0) and keys[81] == (0, 0)
+        assert keys[80] == (0, 1) and keys[81] == (0, 0)   # AddRaftVoter v1: Kafka 4.2+ (AckWhenCommitted)
         cluster_id = client.call(DescribeClusterRequest(), 0).cluster_id
         endpoint = [Listener(name="CONTROLLER", host="127.0.0.1", port=9093)]
 

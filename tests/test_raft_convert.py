@@ -41,6 +41,8 @@ def _response_round_trip(msg, api_key, version, request=None):
     return convert.from_response(decoded, request)
 
 
+VOTE_KEY = 52
+
 REQUESTS = [
     m.VoteRequest(5, 2, 4, 1234),
     m.BeginQuorumEpochRequest(5, 2),
@@ -66,6 +68,18 @@ def test_vote_v1_names_the_voter_and_the_cluster():
     assert decoded.voter_id == 3 and decoded.cluster_id == "abc-cluster"
     p = decoded.topics[0].partitions[0]
     assert decoded.topics[0].topic_name == "__cluster_metadata" and p.partition_index == 0
+
+
+def test_a_pre_vote_travels_as_vote_v2():
+    """KIP-996: the candidate's pre-vote is Vote v2's PreVote; the answer is a pre-vote
+    answer because of the request it answers (the response has no such field)."""
+    pre = m.VoteRequest(5, 2, 4, 1234, pre_vote=True)
+    back, decoded = _request_round_trip(pre, 2, dst=3)
+    assert back == pre and decoded.topics[0].partitions[0].pre_vote is True
+    with pytest.raises(ValueError, match="Vote v2"):
+        convert.to_request(pre, "abc-cluster", dst=3, version=1)
+    answer = _response_round_trip(m.VoteResponse(0, 4, -1, True, pre_vote=True), VOTE_KEY, 2, request=pre)
+    assert answer == m.VoteResponse(0, 4, -1, True, pre_vote=True)
 
 
 def test_fetch_uses_the_metadata_topic_id_and_replica_state():

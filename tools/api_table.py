@@ -44,7 +44,7 @@ REASONS: dict[str, str] = {
                        "controller); not advertised, as Kafka serves it on its controller listener"),
     # the KRaft quorum (issue #11)
     "DescribeQuorum": "#11 (KRaft quorum)",
-    "AddRaftVoter": "#11 (KRaft quorum): dynamic voters",
+    "AddRaftVoter": "#31: up to Kafka 4.3's v1 (answered once committed, AckWhenCommitted or not)",
     "RemoveRaftVoter": "#11 (KRaft quorum): dynamic voters",
     # security (issue #14)
     "CreateDelegationToken": "#14 (security): delegation tokens need SASL",
@@ -58,7 +58,18 @@ REASONS: dict[str, str] = {
     # KIP-848 (issue #16, its own branch)
     "ConsumerGroupHeartbeat": ("v1 as Kafka 4.0 (librdkafka's regex subscriptions need it); "
                                "v0 as Kafka 3.9"),
-    "ConsumerGroupDescribe": "#16 (KIP-848 consumer groups)",
+    "ConsumerGroupDescribe": "#31: up to Kafka 4.3's v1 (member type)",
+    # Kafka 4.x versions (issue #31): 4.3.1's newest, and the old versions 4.0 dropped (KIP-896)
+    "Produce": "#31: up to Kafka 4.3's v13 (v12 as v11; v13 names topics by id)",
+    "Fetch": "#31: up to Kafka 4.3's v18 (a follower's high-watermark)",
+    "ListOffsets": "#31: up to Kafka 4.3's v11 (v10 is Kafka 3.9's unstable version; v11 lists by -6)",
+    "Metadata": "#31: up to Kafka 4.3's v13 (top-level error code)",
+    "OffsetCommit": "#31: up to Kafka 4.3's v10 (topics by id)",
+    "OffsetFetch": "#31: up to Kafka 4.3's v10 (topics by id)",
+    "DescribeGroups": "#31: up to Kafka 4.3's v6 (unknown groups are GROUP_ID_NOT_FOUND)",
+    "DescribeCluster": "#31: up to Kafka 4.3's v2 (fenced brokers)",
+    "DescribeLogDirs": "#31: up to Kafka 4.3's v5 (cordoned directories: none)",
+    "ListTransactions": "#31: up to Kafka 4.3's v2 (transactional id pattern)",
     # client telemetry (KIP-714)
     "GetTelemetrySubscriptions": ("advertised while a client-metrics subscription exists (Kafka advertises it "
                                   "when a telemetry receiver is configured, which a default Kafka is not)"),

@@ -52,6 +52,7 @@ class DescribedMember:
     subscribed_topic_regex: str | None
     assignment: dict
     target: dict
+    classic: bool = False      # joined with the classic protocol (ConsumerGroupDescribe v1's MemberType)
 
 
 @dataclass
@@ -417,7 +418,8 @@ class ConsumerGroupsMixin:
             return DescribedConsumerGroup(group_id, E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         members = [DescribedMember(m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
                                    list(m.subscribed_topic_names), m.subscribed_topic_regex,
-                                   copy_assignment(m.assigned), copy_assignment(group.target.get(mid, {})))
+                                   copy_assignment(m.assigned), copy_assignment(group.target.get(mid, {})),
+                                   m.classic is not None)
                    for mid, m in group.members.items()]
         return DescribedConsumerGroup(group_id, E.NONE, None, group.state, group.group_epoch, group.assignment_epoch,
                                       group.assignor or self.config.consumer_assignors[0], members)

@@ -37,7 +37,7 @@ def endpoint_type_error(version: int, req, serving: int) -> DescribeClusterRespo
     return None
 
 
-@handles(ApiKey.DESCRIBE_CLUSTER, 0, 1)
+@handles(ApiKey.DESCRIBE_CLUSTER, 0, 2)   # v2: fenced brokers on request (KIP-1073)
 async def describe_cluster(ctx, req):
     broker = ctx.broker
     refused = endpoint_type_error(ctx.api_version, req, BROKER_ENDPOINT)
@@ -48,6 +48,9 @@ async def describe_cluster(ctx, req):
     registered = registered_brokers(broker, ctx.conn.listener if ctx.conn else None)
     if registered:   # a multi-node cluster: every registered broker
         brokers = [DescribeClusterBroker(broker_id=i, host=h, port=p, rack=r) for i, h, p, r in registered]
+        if ctx.api_version >= 2 and req.include_fenced_brokers:
+            brokers += _fenced_brokers(broker, ctx.conn.listener if ctx.conn else None)
+            brokers.sort(key=lambda b: b.broker_id)
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKER_ENDPOINT,
         cluster_id=broker.cluster_id, controller_id=controller_id(broker),
@@ -56,13 +59,23 @@ async def describe_cluster(ctx, req):
                                        else AUTHORIZED_OPERATIONS_OMITTED))
 
 
+def _fenced_brokers(broker, listener) -> list:
+    out = []
+    for bid, r in sorted(broker.image.brokers.items()):
+        eps = [e for e in r.end_points if listener is None or e.name == listener] or list(r.end_points)
+        if r.fenced and eps:
+            out.append(DescribeClusterBroker(broker_id=bid, host=eps[0].host, port=eps[0].port, rack=r.rack,
+                                             is_fenced=True))
+    return out
+
+
 def _disk_space(path: str) -> tuple[int, int]:
     """(total, usable) bytes of the file system holding `path`, as Java's FileStore reports them."""
     st = os.statvfs(path)
     return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
-@handles(ApiKey.DESCRIBE_LOG_DIRS, 0, 4)
+@handles(ApiKey.DESCRIBE_LOG_DIRS, 0, 5)   # v5: IsCordoned, always false (no cordoned directories)
 async def describe_log_dirs(ctx, req):
     broker = ctx.broker
     if req.topics is None:

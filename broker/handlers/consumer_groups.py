@@ -69,7 +69,10 @@ def _assignment(ctx, assignment: dict):
     return _Assignment(topic_partitions=out)
 
 
-@handles(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 0)
+MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER = 0, 1   # ConsumerGroupDescribe v1 (KIP-1099)
+
+
+@handles(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1)
 async def consumer_group_describe(ctx, req):
     out = []
     for group_id in req.group_ids:
@@ -82,7 +85,9 @@ async def consumer_group_describe(ctx, req):
                              subscribed_topic_names=m.subscribed_topic_names,
                              subscribed_topic_regex=m.subscribed_topic_regex,
                              assignment=_assignment(ctx, m.assignment),
-                             target_assignment=_assignment(ctx, m.target)) for m in d.members],
+                             target_assignment=_assignment(ctx, m.target),
+                             member_type=MEMBER_TYPE_CLASSIC if m.classic else MEMBER_TYPE_CONSUMER)
+                     for m in d.members],
             authorized_operations=(_GROUP_OPERATIONS if req.include_authorized_operations and d.error == E.NONE
                                    else _NOT_REQUESTED)))
     return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=out)

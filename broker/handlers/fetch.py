@@ -304,7 +304,7 @@ def _down_convert(raw: bytes, v: int, fetch_offset: int) -> bytes:
     return bytes(out) + _overflow(size - len(out))
 
 
-@handles(ApiKey.FETCH, 0, 17)
+@handles(ApiKey.FETCH, 0, 18)   # v18: a follower's HighWatermark (KIP-1166), which only replication reads
 async def fetch(ctx, req):
     resp = await _fetch(ctx, req)
     metrics = getattr(ctx.broker, "metrics", None)

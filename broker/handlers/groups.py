@@ -21,7 +21,7 @@ from kproto.messages.offset_delete_response import OffsetDeleteResponse
 from kproto.messages.offset_fetch_response import OffsetFetchResponse
 from kproto.messages.sync_group_response import SyncGroupResponse
 
-from broker.handlers import handles
+from broker.handlers import handles, topic_ids
 from broker.metadata.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from broker.replication.leader_hint import coordinator_node
 
@@ -191,15 +191,18 @@ _CommitTopic = OffsetCommitResponse.OffsetCommitResponseTopic
 _CommitPartition = OffsetCommitResponse.OffsetCommitResponsePartition
 
 
-@handles(ApiKey.OFFSET_COMMIT, 0, 9)
+@handles(ApiKey.OFFSET_COMMIT, 0, 10)   # v10 names topics by id (broker/handlers/topic_ids.py)
 async def offset_commit(ctx, req):
     v = ctx.api_version
-    errors: dict[str, dict[int, int]] = {}
+    # (name, id) -> {partition: error}; the id tells apart topics whose id did not resolve
+    errors: dict[tuple, dict[int, int]] = {}
     valid = []
     for t in req.topics:
-        out = errors.setdefault(t.name, {})
+        out = errors.setdefault((t.name, t.topic_id), {})
         for p in t.partitions:
-            if not _partition_exists(ctx, t.name, p.partition_index):
+            if topic_ids.unknown(t):
+                out[p.partition_index] = E.UNKNOWN_TOPIC_ID
+            elif not _partition_exists(ctx, t.name, p.partition_index):
                 out[p.partition_index] = E.UNKNOWN_TOPIC_OR_PARTITION
             elif v == 0:
                 # version 0 stored offsets in ZooKeeper: a KRaft broker refuses it
@@ -209,17 +212,18 @@ async def offset_commit(ctx, req):
                               p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata,
                               p.commit_timestamp if v == 1 else -1))
     if valid:
+        keys = {name: (name, tid) for name, tid in errors}
         retention = req.retention_time_ms if 2 <= v <= 4 else -1
         res = await _groups(ctx).commit_offsets(
             group_id=req.group_id, member_id=req.member_id, generation_id=req.generation_id_or_member_epoch,
             offsets=valid, instance_id=req.group_instance_id if v >= 7 else None,
             expire_timestamp=None if retention == -1 else _now_ms() + retention, api_version=v)
         for (topic, partition), error in sorted(res.errors.items(), key=lambda kv: kv[0][1]):
-            errors[topic][partition] = error
+            errors[keys[topic]][partition] = error
     return OffsetCommitResponse(throttle_time_ms=0, topics=[
-        _CommitTopic(name=name, partitions=[_CommitPartition(partition_index=p, error_code=e)
-                                            for p, e in parts.items()])
-        for name, parts in errors.items() if parts])
+        _CommitTopic(name=name, topic_id=tid, partitions=[_CommitPartition(partition_index=p, error_code=e)
+                                                          for p, e in parts.items()])
+        for (name, tid), parts in errors.items() if parts])
 
 
 _FetchGroup = OffsetFetchResponse.OffsetFetchResponseGroup
@@ -233,7 +237,7 @@ def _fetch_group(ctx, group_id: str, topics, require_stable: bool) -> tuple[int,
     """(group error, {topic: [(partition, FetchedOffset)]}) in request order."""
     partitions = None
     if topics is not None:
-        partitions = [(t.name, p) for t in topics for p in t.partition_indexes]
+        partitions = [(t.name, p) for t in topics if not topic_ids.unknown(t) for p in t.partition_indexes]
     error, found = _groups(ctx).fetch_offsets(group_id, partitions, require_stable)
     by_topic: dict[str, list] = {}
     for topic, partition, fetched in found:
@@ -241,19 +245,27 @@ def _fetch_group(ctx, group_id: str, topics, require_stable: bool) -> tuple[int,
     return error, by_topic
 
 
-@handles(ApiKey.OFFSET_FETCH, 0, 9)
+@handles(ApiKey.OFFSET_FETCH, 0, 10)   # v10 names topics by id (broker/handlers/topic_ids.py)
 async def offset_fetch(ctx, req):
     v = ctx.api_version
     if v >= 8:
         groups = []
         for g in req.groups:
             error, by_topic = _fetch_group(ctx, g.group_id, g.topics, req.require_stable)
-            groups.append(_FetchGroup(group_id=g.group_id, error_code=error, topics=[
+            topics = [
                 _FetchTopics(name=name, partitions=[
                     _FetchPartitions(partition_index=p, committed_offset=f.offset,
                                      committed_leader_epoch=f.leader_epoch, metadata=f.metadata,
                                      error_code=f.error) for p, f in parts])
-                for name, parts in by_topic.items()]))
+                for name, parts in by_topic.items()
+                # by id, a topic no longer in the metadata cannot be named
+                if v < 10 or g.topics is not None or name in ctx.broker.image.topics]
+            if error == E.NONE:
+                topics += [_FetchTopics(name="", topic_id=t.topic_id, partitions=[
+                    _FetchPartitions(partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                                     metadata="", error_code=E.UNKNOWN_TOPIC_ID) for p in t.partition_indexes])
+                    for t in g.topics or [] if topic_ids.unknown(t)]
+            groups.append(_FetchGroup(group_id=g.group_id, error_code=error, topics=topics))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
     topics = req.topics if v >= 2 else (req.topics or [])
     if v == 0:
@@ -288,14 +300,22 @@ _Described = DescribeGroupsResponse.DescribedGroup
 _DescribedMember = DescribeGroupsResponse.DescribedGroupMember
 
 
-@handles(ApiKey.DESCRIBE_GROUPS, 0, 5)
+@handles(ApiKey.DESCRIBE_GROUPS, 0, 6)
 async def describe_groups(ctx, req):
     v = ctx.api_version
     include_ops = v >= 3 and req.include_authorized_operations
     out = []
     for group_id in req.groups:
         error, summary = _groups(ctx).describe_group(group_id)
+        message = None
+        if v >= 6 and error == E.NONE and summary.state == "Dead":
+            # KIP-1043: from v6 a group that is not there (or not a classic group) is an error
+            error = E.GROUP_ID_NOT_FOUND
+            other = _groups(ctx).state.groups.get(group_id)
+            message = (f"Group {group_id} not found." if other is None
+                       else f"Group {group_id} is not a classic group.")
         out.append(_Described(
+            error_message=message,
             error_code=error, group_id=group_id, group_state=summary.state, protocol_type=summary.protocol_type,
             protocol_data=summary.protocol,
             members=[_DescribedMember(member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,

@@ -46,7 +46,7 @@ def _invalid_request(req) -> MetadataResponse:
         for rt in req.topics or []])
 
 
-@handles(ApiKey.METADATA, 0, 12)
+@handles(ApiKey.METADATA, 0, 13)   # v13: a top-level ErrorCode, which Kafka leaves NONE
 async def metadata(ctx, req):
     broker = ctx.broker
     image = broker.image

@@ -61,7 +61,7 @@ def legacy_offsets(partition, timestamp: int, max_num: int, from_consumer: bool)
     return offsets
 
 
-@handles(ApiKey.LIST_OFFSETS, 0, 9)
+@handles(ApiKey.LIST_OFFSETS, 0, 11)   # v10: TimeoutMs for remote lookups; v11: -6
 async def list_offsets(ctx, req):
     broker = ctx.broker
     if ctx.api_version == 0:

@@ -13,7 +13,7 @@ from kproto.errors import ErrorCode
 from kproto.messages.produce_response import ProduceResponse
 
 from broker.net.transport import CloseConnection
-from broker.handlers import handles
+from broker.handlers import handles, topic_ids
 from broker.metrics.registry import remote_time
 from broker.replication.leader_hint import current_leader, node_endpoint
 from broker.storage.errors import KafkaStorageError
@@ -99,7 +99,8 @@ def convert_legacy(data, max_message_bytes: int, now_ms: int) -> bytes | None:
     return batch
 
 
-@handles(ApiKey.PRODUCE, 0, 11)
+# v12 is v11 (KIP-890's transactions v2 give it its meaning); v13 names topics by id
+@handles(ApiKey.PRODUCE, 0, 13)
 async def produce(ctx, req):
     broker = ctx.broker
     acks = req.acks
@@ -115,12 +116,14 @@ async def produce(ctx, req):
         await broker.transactions.prepare_produce_verification(req)
     for td in req.topic_data:
         parts_out = []
-        topics_out.append(_TopicResp(name=td.name, partition_responses=parts_out))
+        topics_out.append(_TopicResp(name=td.name, topic_id=td.topic_id, partition_responses=parts_out))
         for pd in td.partition_data:
             resp = _PartResp(index=pd.index, error_code=0, base_offset=-1, log_append_time_ms=-1,
                              log_start_offset=-1, record_errors=[], error_message=None)
             parts_out.append(resp)
             try:
+                if topic_ids.unknown(td):
+                    raise BatchRejected(ErrorCode.UNKNOWN_TOPIC_ID)
                 _append_one(broker, req, version, acks_ok, td.name, pd, resp, ctx.received_ms, durable, replicated)
             except BatchRejected as exc:
                 if metrics is not None:
@@ -128,7 +131,7 @@ async def produce(ctx, req):
                 resp.error_code = exc.code
                 resp.base_offset = -1
                 resp.log_start_offset = -1
-                if exc.code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,):
+                if exc.code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID):
                     log.debug("rejected batch for %s-%s: %s", td.name, pd.index, exc.message or exc.code.name)
             except (OSError, KafkaStorageError) as exc:
                 # the disk refused the append (full, read-only, I/O error): Kafka's answer for a

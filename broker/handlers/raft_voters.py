@@ -16,7 +16,9 @@ from kproto.messages.remove_raft_voter_response import RemoveRaftVoterResponse
 from broker.handlers import handles
 
 
-@handles(ApiKey.ADD_RAFT_VOTER, 0, 0)
+# v1 (Kafka 4.2) adds AckWhenCommitted; kproto answers once the new voter set is committed either
+# way (Kafka answers AckWhenCommitted=false once the leader appended it)
+@handles(ApiKey.ADD_RAFT_VOTER, 0, 1)
 async def add_raft_voter(ctx, req):
     code, message = await _change(ctx, ApiKey.ADD_RAFT_VOTER, req, "adding")
     return AddRaftVoterResponse(throttle_time_ms=0, error_code=code, error_message=message)

@@ -31,7 +31,17 @@ def _unclean_default(broker) -> bool:
         return False
 
 
-@handles(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0)
+def _replication_factor_kept(image, topic: str, index: int, target) -> tuple[int, int] | None:
+    """(current, target) replication factors when a reassignment would change it, else None."""
+    t = image.topics.get(topic)
+    p = t.partitions.get(index) if t is not None else None
+    if p is None or target is None:
+        return None
+    current = len([r for r in p.replicas if r not in (p.adding_replicas or ())])
+    return None if current == len(target) else (current, len(target))
+
+
+@handles(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1)   # v1: AllowReplicationFactorChange
 async def alter_partition_reassignments(ctx, req):
     broker = ctx.broker
     brokers = broker.controller.brokers()
@@ -43,6 +53,14 @@ async def alter_partition_reassignments(ctx, req):
         out.append(ReassignableTopicResponse(name=rt.name, partitions=parts))
         for rp in rt.partitions:
             code, message = ErrorCode.NONE, None
+            changed = (None if ctx.api_version < 1 or req.allow_replication_factor_change
+                       else _replication_factor_kept(broker.image, rt.name, rp.partition_index, rp.replicas))
+            if changed is not None:
+                parts.append(ReassignablePartitionResponse(
+                    partition_index=rp.partition_index, error_code=ErrorCode.INVALID_REPLICATION_FACTOR,
+                    error_message=(f"The replication factor is changed from {changed[0]} to {changed[1]} "
+                                   "but allowReplicationFactorChange is false")))
+                continue
             try:
                 r = reassignment.alter(broker.image, brokers, rt.name, rp.partition_index,
                                        None if rp.replicas is None else list(rp.replicas), unclean)
@@ -64,8 +82,9 @@ async def alter_partition_reassignments(ctx, req):
             log.info("reassignments: %s", ", ".join(
                 f"{r.partition_id}:replicas={r.replicas},adding={r.adding_replicas},"
                 f"removing={r.removing_replicas}" for r in records))
-    return AlterPartitionReassignmentsResponse(throttle_time_ms=0, error_code=0, error_message=None,
-                                               responses=out)
+    return AlterPartitionReassignmentsResponse(
+        throttle_time_ms=0, error_code=0, error_message=None, responses=out,
+        allow_replication_factor_change=ctx.api_version < 1 or req.allow_replication_factor_change)
 
 
 @handles(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0)

@@ -5,6 +5,8 @@ request fields in, per-version error conversions and response shapes out;
 the logic is in broker/transactions (and broker/groups for the offsets)."""
 from __future__ import annotations
 
+import re
+
 from kproto.api import ApiKey
 from kproto.errors import ErrorCode as E
 from kproto.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
@@ -330,11 +332,20 @@ async def describe_transactions(ctx, req):
 _ListedTxn = ListTransactionsResponse.TransactionState
 
 
-@handles(ApiKey.LIST_TRANSACTIONS, 0, 1)
+@handles(ApiKey.LIST_TRANSACTIONS, 0, 2)
 async def list_transactions(ctx, req):
     duration = req.duration_filter if ctx.api_version >= 1 else -1
+    pattern = req.transactional_id_pattern if ctx.api_version >= 2 else None
+    if pattern:   # KIP-1152: a regular expression the whole transactional id matches
+        try:
+            matcher = re.compile(pattern).fullmatch
+        except re.error:
+            return ListTransactionsResponse(throttle_time_ms=0, error_code=E.INVALID_REGULAR_EXPRESSION,
+                                            unknown_state_filters=[], transaction_states=[])
     error, unknown, rows = _coordinator(ctx).list_transactions(req.producer_id_filters or (),
                                                                req.state_filters or (), duration)
+    if pattern:
+        rows = [row for row in rows if matcher(row[0])]
     return ListTransactionsResponse(throttle_time_ms=0, error_code=error, unknown_state_filters=unknown,
                                     transaction_states=[
                                         _ListedTxn(transactional_id=t, producer_id=pid, transaction_state=state)

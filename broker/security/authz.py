@@ -118,6 +118,12 @@ async def run(authorizer, ctx, req, handler):
     return await wrapper(ck, ctx, req, handler)
 
 
+def _unknown_id(topic) -> bool:
+    """A topic named by an id the metadata does not know (Produce v13, OffsetCommit/
+    OffsetFetch v10): Kafka answers UNKNOWN_TOPIC_ID before it checks ACLs."""
+    return not topic.name and getattr(topic, "topic_id", ZERO_UUID) != ZERO_UUID
+
+
 def _split(items, allowed):
     yes, no = [], []
     for it in items or []:
@@ -132,7 +138,7 @@ async def produce(ck, ctx, req, handler):
     from kproto.messages.produce_response import ProduceResponse as R
 
     def failed(t, code):
-        return R.TopicProduceResponse(name=t.name, partition_responses=[
+        return R.TopicProduceResponse(name=t.name, topic_id=t.topic_id, partition_responses=[
             R.PartitionProduceResponse(index=p.index, error_code=code, base_offset=-1, log_append_time_ms=-1,
                                        log_start_offset=-1, record_errors=[], error_message=None)
             for p in t.partition_data])
@@ -141,7 +147,8 @@ async def produce(ck, ctx, req, handler):
             raise _close("produce (acks=0) refused: TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
         return R(responses=[failed(t, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for t in req.topic_data],
                  throttle_time_ms=0)
-    req.topic_data, denied = _split(req.topic_data, lambda t: ck.topic(WRITE, t.name))
+    # an unknown topic id is answered UNKNOWN_TOPIC_ID before any ACL check (broker/handlers/topic_ids.py)
+    req.topic_data, denied = _split(req.topic_data, lambda t: _unknown_id(t) or ck.topic(WRITE, t.name))
     if denied and req.acks == 0:
         # Kafka closes an acks=0 connection whose produce failed: the client learns no other way
         raise _close("produce (acks=0) refused: TOPIC_AUTHORIZATION_FAILED")
@@ -393,7 +400,7 @@ async def offset_commit(ck, ctx, req, handler):
     if not ck.group(READ, req.group_id):
         return R(throttle_time_ms=0, topics=_partition_errors(
             req.topics, R.OffsetCommitResponseTopic, R.OffsetCommitResponsePartition, E.GROUP_AUTHORIZATION_FAILED))
-    req.topics, denied = _split(req.topics, lambda t: ck.topic(READ, t.name))
+    req.topics, denied = _split(req.topics, lambda t: _unknown_id(t) or ck.topic(READ, t.name))
     resp = await handler(ctx, req)
     resp.topics = list(resp.topics) + _partition_errors(
         denied, R.OffsetCommitResponseTopic, R.OffsetCommitResponsePartition, E.TOPIC_AUTHORIZATION_FAILED)
@@ -455,10 +462,11 @@ async def offset_fetch(ck, ctx, req, handler):
     denied_topics = {}
     for g in req.groups:
         if g.topics is not None:
-            g.topics, denied_topics[g.group_id] = _split(g.topics, lambda t: ck.topic(DESCRIBE, t.name))
+            g.topics, denied_topics[g.group_id] = _split(
+                g.topics, lambda t: _unknown_id(t) or ck.topic(DESCRIBE, t.name))
     resp = await handler(ctx, req)
     for g in resp.groups:
-        g.topics = [t for t in g.topics if ck.topic(DESCRIBE, t.name)] + [
+        g.topics = [t for t in g.topics if _unknown_id(t) or ck.topic(DESCRIBE, t.name)] + [
             R.OffsetFetchResponseTopics(name=t.name, partitions=[R.OffsetFetchResponsePartitions(
                 partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="",
                 error_code=E.TOPIC_AUTHORIZATION_FAILED) for p in t.partition_indexes])

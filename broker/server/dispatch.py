@@ -17,6 +17,7 @@ from kproto.error_response import error_response
 from broker.net.transport import CloseConnection
 from broker.handlers import HANDLERS, load_all
 from broker.handlers.api_versions import unsupported_version_response
+from broker.handlers import topic_ids
 from broker.security import authz as security_authz
 from broker.security import gate as security_gate
 from broker.security import mutations as security_mutations
@@ -106,6 +107,7 @@ class Dispatcher:
         except (DecodeError, UnsupportedVersionError) as exc:
             raise CloseConnection(f"malformed request (api {api_key} v{version}): {exc}") from None
         ctx = RequestContext(self.broker, conn, header, version, arrived)
+        topic_ids.resolve_request(self.broker, api_key, version, request)   # Produce v13, OffsetCommit/Fetch v10
         quotas = getattr(self.broker, "quotas", None)
         if quotas is not None and quotas.active and api_key in security_mutations.STRICT_FROM:
             # controller_mutation_rate: topics over the quota are refused before the handler runs
@@ -130,6 +132,7 @@ class Dispatcher:
                 failures.report(exc)     # a failed disk: logged once there, the broker halts if it was the last
             # Kafka answers UNKNOWN_SERVER_ERROR and keeps the connection
             return self._internal_error(api_key, version, correlation_id, header, request)
+        topic_ids.fill_response(self.broker, api_key, version, response)
         if quotas is not None and quotas.active:
             return self._throttled(quotas, ctx, frame, response)
         if response is None:
