@@ -36,6 +36,8 @@ KAFKA_39: dict[int, tuple[int, int]] = {
 # Why kproto's range differs from Kafka 3.9's, by API name. Only used where there is a
 # difference, so an entry may stay after the API lands (it is then not shown).
 REASONS: dict[str, str] = {
+    # transactions v2 (issue #31, KIP-890 part 2)
+    "EndTxn": "#31 (transactions v2): v5 answers the bumped producer id and epoch (Kafka 4.x)",
     # replication (issue #12)
     "ElectLeaders": "#12 (replicated partitions): leader election needs replicas",
     "AlterPartitionReassignments": "#12 (replicated partitions): reassignment moves replicas between brokers",

@@ -91,7 +91,8 @@ async def _add_or_verify(ctx, v: int, txn_id, pid: int, epoch: int, verify_only:
     coordinator = _coordinator(ctx)
     if verify_only:
         return coordinator.verify_here(txn_id, pid, epoch, partitions)
-    error = await coordinator.add_partitions(txn_id, pid, epoch, partitions)
+    # TransactionVersion.transactionVersionForAddPartitionsToTxn: v4+ comes from a v2 client or a broker
+    error = await coordinator.add_partitions(txn_id, pid, epoch, partitions, 2 if v > 3 else 0)
     return {tp: _fenced(error, v, 2) for tp in partitions}
 
 
@@ -137,11 +138,17 @@ async def add_offsets_to_txn(ctx, req):
 
 # ======================================================================== EndTxn
 
-@handles(ApiKey.END_TXN, 0, 4)
+@handles(ApiKey.END_TXN, 0, 5)
 async def end_txn(ctx, req):
-    error = await _coordinator(ctx).end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
-                                            bool(req.committed))
-    return EndTxnResponse(throttle_time_ms=0, error_code=_fenced(error, ctx.api_version, 2))
+    # TransactionVersion.transactionVersionForEndTxn: v5+ is a transactions v2 client (KIP-890), whose
+    # every EndTxn bumps the epoch; the answer tells it the producer id and epoch to go on with
+    v2 = ctx.api_version > 4
+    res = await _coordinator(ctx).end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
+                                          bool(req.committed), 2 if v2 else 0)
+    if v2:
+        return EndTxnResponse(throttle_time_ms=0, error_code=res.error, producer_id=res.producer_id,
+                              producer_epoch=res.producer_epoch)
+    return EndTxnResponse(throttle_time_ms=0, error_code=_fenced(res, ctx.api_version, 2))
 
 
 # ======================================================================== WriteTxnMarkers

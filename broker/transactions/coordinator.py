@@ -32,6 +32,7 @@ from kproto.errors import ErrorCode
 
 from broker.coordination.shell import CoordinatorShell, Output, replay_partition, wall_clock_ms
 from broker.coordination.topic import ensure_internal_topic
+from broker.controller.features import TRANSACTION_VERSION
 from broker.storage.replay import stored_batches
 from broker.transactions.config import TxnConfig
 from broker.transactions.markers import MarkerChannel, append_marker, offsets_completed
@@ -234,6 +235,7 @@ class TransactionCoordinator:
                      len(topic.partitions), len(loading), len(not_owned))
 
     def _on_metadata(self, _records) -> None:
+        self._follow_transaction_version()
         topic = self.broker.image.topics.get(TRANSACTION_STATE_TOPIC)
         if self.state.num_partitions is not None and (topic is None or topic.topic_id != self._topic_id):
             # the topic the state was loaded from is gone (a metadata rollback can remove it)
@@ -325,14 +327,25 @@ class TransactionCoordinator:
     # ================================================================ requests
 
     async def init_producer_id(self, transactional_id, timeout_ms: int, expected=None):
+        self._follow_transaction_version()
         return await self._call(self.state.init_producer_id, transactional_id, timeout_ms, expected)
 
-    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions):
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions,
+                             client_tv: int = 0):
+        self._follow_transaction_version()
         return await self._call(self.state.add_partitions, transactional_id, producer_id, producer_epoch,
-                                partitions)
+                                partitions, client_tv)
 
-    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool):
-        return await self._call(self.state.end_txn, transactional_id, producer_id, producer_epoch, commit)
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                      client_tv: int = 0):
+        """client_tv 2 (EndTxn v5+): an EndResult with the producer id and epoch to go on with."""
+        self._follow_transaction_version()
+        return await self._call(self.state.end_txn, transactional_id, producer_id, producer_epoch, commit,
+                                client_tv)
+
+    def _follow_transaction_version(self) -> None:
+        # the finalized transaction.version chooses the version of the records written
+        self.state.transaction_version = self.broker.image.features.get(TRANSACTION_VERSION, 0)
 
     def verify_partitions(self, transactional_id, producer_id: int, producer_epoch: int, partitions) -> dict:
         """KIP-890 for a partition leader (Produce, TxnOffsetCommit): {tp: error}.
