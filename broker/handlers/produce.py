@@ -112,7 +112,7 @@ async def produce(ctx, req):
     metrics = getattr(broker, "metrics", None)   # broker/metrics: BrokerTopicMetrics
     if req.transactional_id is not None and getattr(broker, "transactions", None) is not None:
         # KIP-890 where another broker coordinates the transaction: ask it first (broker/transactions)
-        await broker.transactions.prepare_produce_verification(req)
+        await broker.transactions.prepare_produce_verification(req, version)
     for td in req.topic_data:
         parts_out = []
         topics_out.append(_TopicResp(name=td.name, partition_responses=parts_out))

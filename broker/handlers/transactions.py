@@ -25,6 +25,8 @@ from broker.metadata.topic_names import INTERNAL_TOPICS, invalid_reason
 from broker.transactions.markers import append_marker, await_marker, offsets_completed
 
 UNKNOWN_PARTITION_MESSAGE = "This server does not host this topic-partition."
+# TxnOffsetCommit versions from which the commit adds the offsets partition to the transaction (KIP-890 part 2)
+IMPLICIT_ADD_TXN_OFFSET_COMMIT_VERSION = 5
 
 
 def _coordinator(ctx):
@@ -214,7 +216,8 @@ async def _verify_offsets_partition(ctx, req, v: int) -> int:
     unless the producer already wrote to it in this transaction."""
     broker = ctx.broker
     transactions = _coordinator(ctx)
-    if not transactions.config.partition_verification or not req.transactional_id:
+    add = v >= IMPLICIT_ADD_TXN_OFFSET_COMMIT_VERSION
+    if not (transactions.config.partition_verification or add) or not req.transactional_id:
         return E.NONE
     groups = broker.groups
     index = groups.partition_for(req.group_id) if req.group_id else None
@@ -224,8 +227,13 @@ async def _verify_offsets_partition(ctx, req, v: int) -> int:
     if partition is not None and req.producer_id in partition.open_transactions:
         epoch = broker.producers.producer_epoch(partition, req.producer_id)
         return E.INVALID_PRODUCER_EPOCH if epoch is not None and req.producer_epoch < epoch else E.NONE
-    await transactions.prepare_verification(req.transactional_id, req.producer_id, req.producer_epoch,
-                                            [(OFFSETS_TOPIC, index)])
+    if add:
+        # transactions v2: no AddOffsetsToTxn came first, the commit adds the partition itself
+        await transactions.add_implicitly(req.transactional_id, req.producer_id, req.producer_epoch,
+                                          [(OFFSETS_TOPIC, index)])
+    else:
+        await transactions.prepare_verification(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                [(OFFSETS_TOPIC, index)])
     error = transactions.verify_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
                                            [(OFFSETS_TOPIC, index)])[(OFFSETS_TOPIC, index)]
     if error == E.PRODUCER_FENCED:

@@ -42,6 +42,8 @@ from broker.transactions.state import ProducerIdUnavailable, TransactionStateMac
 
 log = logging.getLogger("kproto.transactions")
 
+# Produce versions from which a transactional batch adds its partition to the transaction (KIP-890 part 2)
+IMPLICIT_ADD_PRODUCE_VERSION = 12
 
 
 class TransactionCoordinator:
@@ -374,12 +376,18 @@ class TransactionCoordinator:
             return
         await self.verifier.verify(transactional_id, producer_id, producer_epoch, partitions)
 
-    async def prepare_produce_verification(self, req) -> None:
+    async def prepare_produce_verification(self, req, version: int = 0) -> None:
         """Before a transactional Produce is appended: the partitions this broker
         leads where the producer has no open transaction yet are verified with a
-        remote coordinator (one request per producer id and epoch)."""
-        if not self.config.partition_verification or not req.transactional_id \
-                or self._coordinates_here(req.transactional_id):
+        remote coordinator (one request per producer id and epoch). From Produce
+        v12 (a transactions v2 client, which sends no AddPartitionsToTxn) they are
+        added to the transaction instead, as Kafka's AddPartitionsToTxnManager
+        does with the addPartition operation (here or by AddPartitionsToTxn v5)."""
+        add = version >= IMPLICIT_ADD_PRODUCE_VERSION
+        if not req.transactional_id or not (add or self.config.partition_verification):
+            return
+        here = self._coordinates_here(req.transactional_id)
+        if here and not add:
             return
         wanted: dict[tuple[int, int], list] = {}
         for td in req.topic_data:
@@ -397,7 +405,19 @@ class TransactionCoordinator:
                     continue
                 wanted.setdefault((header.producer_id, header.producer_epoch), []).append((td.name, pd.index))
         for (pid, epoch), tps in wanted.items():
-            await self.verifier.verify(req.transactional_id, pid, epoch, tps)
+            if add and here:
+                # the verification that follows finds the partitions in the transaction, or the error
+                await self.add_partitions(req.transactional_id, pid, epoch, tps, client_tv=2)
+            else:
+                await self.verifier.verify(req.transactional_id, pid, epoch, tps, add=add)
+
+    async def add_implicitly(self, transactional_id, producer_id: int, producer_epoch: int, partitions) -> None:
+        """TxnOffsetCommit v5 (transactions v2): the group's __consumer_offsets partition joins the
+        transaction (no AddOffsetsToTxn came first); verify_partitions then answers."""
+        if self._coordinates_here(transactional_id):
+            await self.add_partitions(transactional_id, producer_id, producer_epoch, partitions, client_tv=2)
+        else:
+            await self.verifier.verify(transactional_id, producer_id, producer_epoch, partitions, add=True)
 
     def _coordinates_here(self, transactional_id) -> bool:
         """Whether this broker leads the __transaction_state partition of the transactional id
