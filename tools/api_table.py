@@ -38,6 +38,9 @@ KAFKA_39: dict[int, tuple[int, int]] = {
 REASONS: dict[str, str] = {
     # transactions v2 (issue #31, KIP-890 part 2)
     "EndTxn": "#31 (transactions v2): v5 answers the bumped producer id and epoch (Kafka 4.x)",
+    "Produce": "#31 (transactions v2): v12 adds a transactional batch's partition to the transaction (Kafka 4.x)",
+    "TxnOffsetCommit": "#31 (transactions v2): v5 adds the group's offsets partition to the transaction "
+                       "(Kafka 4.x)",
     # replication (issue #12)
     "ElectLeaders": "#12 (replicated partitions): leader election needs replicas",
     "AlterPartitionReassignments": "#12 (replicated partitions): reassignment moves replicas between brokers",

@@ -99,7 +99,7 @@ def convert_legacy(data, max_message_bytes: int, now_ms: int) -> bytes | None:
     return batch
 
 
-@handles(ApiKey.PRODUCE, 0, 11)
+@handles(ApiKey.PRODUCE, 0, 12)   # v12: a transactions v2 producer (KIP-890), same fields as v11
 async def produce(ctx, req):
     broker = ctx.broker
     acks = req.acks

@@ -243,7 +243,7 @@ async def _verify_offsets_partition(ctx, req, v: int) -> int:
     return _COMMIT_ERRORS.get(error, error)
 
 
-@handles(ApiKey.TXN_OFFSET_COMMIT, 0, 4)
+@handles(ApiKey.TXN_OFFSET_COMMIT, 0, 5)
 async def txn_offset_commit(ctx, req):
     v = ctx.api_version
     errors: dict[str, dict[int, int]] = {}
