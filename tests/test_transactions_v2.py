@@ -2,9 +2,12 @@
 process with transaction.version 2 finalized: EndTxn v5 answers a bumped
 epoch, the markers carry it, so the partition leader refuses a late batch of
 the finished transaction's epoch (server-side defense); retries are answered
-idempotently; EndTxn v4 keeps the classic behaviour on the same cluster."""
+idempotently; EndTxn v4 keeps the classic behaviour on the same cluster, and
+librdkafka 2.16 (which does not implement transactions v2) works on it with
+its classic protocol."""
 from __future__ import annotations
 
+import confluent_kafka
 import pytest
 
 from kproto.messages.describe_producers_request import DescribeProducersRequest
@@ -74,3 +77,35 @@ def test_end_txn_v4_keeps_the_epoch_on_a_v2_cluster(fresh_broker):
         assert describe(c, txn_id).producer_epoch == epoch
         assert add_v3(c, txn_id, pid, epoch, (topic, 0)) == [(topic, [(0, 0)])]
         assert produce(c, topic, txn_batch(pid, epoch, 1, [b"b"]), transactional_id=txn_id).error_code == 0
+
+
+def test_librdkafka_keeps_transactions_v1_on_a_v2_cluster(fresh_broker):
+    topic, txn_id = "rdk-v1", "rdk-tx"
+    quiet = {"log_level": 0, "logger": lambda *a, **k: None}
+    with WireClient(fresh_broker.bootstrap) as c:
+        finalize_transaction_version(c, 2)
+        create_topic(fresh_broker.bootstrap, topic)
+    p = confluent_kafka.Producer({"bootstrap.servers": fresh_broker.bootstrap, "transactional.id": txn_id, **quiet})
+    p.init_transactions(30)
+    for n in range(3):
+        p.begin_transaction()
+        p.produce(topic, b"v%d" % n, partition=0)
+        if n == 1:
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": fresh_broker.bootstrap, "group.id": "rdk-check",
+                                         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                                         **quiet})
+    consumer.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+    values = []
+    for _ in range(40):
+        m = consumer.poll(0.5)
+        if m is not None and m.error() is None:
+            values.append(m.value())
+        if len(values) == 2:
+            break
+    consumer.close()
+    assert values == [b"v0", b"v2"]
+    with WireClient(fresh_broker.bootstrap) as c:
+        assert describe(c, txn_id).producer_epoch == 0      # no EndTxn v5: the epoch InitProducerId gave
