@@ -216,7 +216,7 @@ def _verify_transaction(broker, transactional_id: str, version: int, partition, 
     transactions = getattr(broker, "transactions", None)
     if transactions is None or not transactions.config.partition_verification:
         return
-    if header.producer_id in partition.open_transactions:
+    if broker.producers.in_transaction(partition, header.producer_id, header.producer_epoch):
         return   # the producer's transaction already wrote here: nothing to verify
     tp = (partition.topic, partition.index)
     error = transactions.verify_partitions(transactional_id, header.producer_id, header.producer_epoch, [tp])[tp]

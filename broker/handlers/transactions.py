@@ -226,7 +226,11 @@ async def _verify_offsets_partition(ctx, req, v: int) -> int:
     partition = broker.partitions.get(OFFSETS_TOPIC, index)
     if partition is not None and req.producer_id in partition.open_transactions:
         epoch = broker.producers.producer_epoch(partition, req.producer_id)
-        return E.INVALID_PRODUCER_EPOCH if epoch is not None and req.producer_epoch < epoch else E.NONE
+        if epoch is not None and req.producer_epoch < epoch:
+            return E.INVALID_PRODUCER_EPOCH
+        if epoch is None or req.producer_epoch == epoch:
+            return E.NONE
+        # a newer epoch (transactions v2): a new transaction while the last one's marker is in flight
     if add:
         # transactions v2: no AddOffsetsToTxn came first, the commit adds the partition itself
         await transactions.add_implicitly(req.transactional_id, req.producer_id, req.producer_epoch,

@@ -401,7 +401,7 @@ class TransactionCoordinator:
                         continue
                 except Exception:   # noqa: BLE001  (the append's own checks answer for a bad batch)
                     continue
-                if header.producer_id in partition.open_transactions:
+                if self.broker.producers.in_transaction(partition, header.producer_id, header.producer_epoch):
                     continue
                 wanted.setdefault((header.producer_id, header.producer_epoch), []).append((td.name, pd.index))
         for (pid, epoch), tps in wanted.items():
