@@ -73,8 +73,13 @@ def test_retries_are_answered_idempotently():
     h.hold_markers = True
     assert end2(h, pid, epoch + 1) == EndResult(E.NONE, pid, epoch + 2)
     assert end2(h, pid, epoch + 1) == EndResult(E.CONCURRENT_TRANSACTIONS)
+    # the next transaction's abort (at the bumped epoch) waits for them too, rather than being fenced
+    assert end2(h, pid, epoch + 2, commit=False) == EndResult(E.CONCURRENT_TRANSACTIONS)
+    h.hold_markers = False
     h.release_markers()
     assert h.state() == "CompleteCommit"
+    assert end2(h, pid, epoch + 2, commit=False) == EndResult(E.NONE, pid, epoch + 3)
+    assert h.state() == "CompleteAbort"
 
 
 def test_abort_without_a_transaction_bumps_the_epoch():

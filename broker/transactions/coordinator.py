@@ -355,7 +355,14 @@ class TransactionCoordinator:
         transactional id, by its answer to AddPartitionsToTxn verifyOnly asked
         just before (`prepare_verification`, broker/transactions/verification.py)."""
         if self._coordinates_here(transactional_id):
-            return self.state.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
+            out = self.state.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
+            for tp in partitions:
+                # an implicit add that failed here (CONCURRENT_TRANSACTIONS while another add or the
+                # last transaction's markers are in flight): its error, which a retry can fix
+                error = self.verifier.take(transactional_id, producer_id, producer_epoch, tp)
+                if error is not None and error != ErrorCode.NONE:
+                    out[tp] = error
+            return out
         out = {}
         for tp in partitions:
             error = self.verifier.take(transactional_id, producer_id, producer_epoch, tp)
@@ -407,7 +414,7 @@ class TransactionCoordinator:
         for (pid, epoch), tps in wanted.items():
             if add and here:
                 # the verification that follows finds the partitions in the transaction, or the error
-                await self.add_partitions(req.transactional_id, pid, epoch, tps, client_tv=2)
+                await self._add_here(req.transactional_id, pid, epoch, tps)
             else:
                 await self.verifier.verify(req.transactional_id, pid, epoch, tps, add=add)
 
@@ -415,9 +422,16 @@ class TransactionCoordinator:
         """TxnOffsetCommit v5 (transactions v2): the group's __consumer_offsets partition joins the
         transaction (no AddOffsetsToTxn came first); verify_partitions then answers."""
         if self._coordinates_here(transactional_id):
-            await self.add_partitions(transactional_id, producer_id, producer_epoch, partitions, client_tv=2)
+            await self._add_here(transactional_id, producer_id, producer_epoch, partitions)
         else:
             await self.verifier.verify(transactional_id, producer_id, producer_epoch, partitions, add=True)
+
+    async def _add_here(self, transactional_id, producer_id: int, producer_epoch: int, partitions) -> None:
+        """An implicit add coordinated here; a failure is kept for verify_partitions to answer."""
+        error = await self.add_partitions(transactional_id, producer_id, producer_epoch, partitions, client_tv=2)
+        if error != ErrorCode.NONE:
+            for tp in partitions:
+                self.verifier.answers[(transactional_id, producer_id, producer_epoch, tp)] = error
 
     def _coordinates_here(self, transactional_id) -> bool:
         """Whether this broker leads the __transaction_state partition of the transactional id

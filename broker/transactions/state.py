@@ -545,7 +545,11 @@ class TransactionStateMachine:
             # the same epoch means the next EndTxn, not a retry
             valid = producer_epoch == md.producer_epoch
         elif state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-            valid = retry_on_bump
+            # the current epoch: the next transaction's end (an abort needs no partition) while this
+            # one's markers are in flight; answered CONCURRENT_TRANSACTIONS below, which the client
+            # retries (the Kafka code read answers PRODUCER_FENCED, fatal to a Java 4.3 producer that
+            # aborts right after a commit on a cluster where markers take a moment)
+            valid = retry_on_bump or producer_epoch == md.producer_epoch
         else:
             valid = retry_on_bump or retry_on_overflow or producer_epoch == md.producer_epoch
         retry = retry_on_bump or retry_on_overflow
@@ -554,6 +558,8 @@ class TransactionStateMachine:
         if not valid:
             return E.PRODUCER_FENCED, None
         if md.pending and not fence:
+            return E.CONCURRENT_TRANSACTIONS, None
+        if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) and not retry:
             return E.CONCURRENT_TRANSACTIONS, None
         if state == S.ONGOING:
             return None, (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, False)
