@@ -62,7 +62,28 @@ def test_api_versions_features_as_kafka(broker):
                         for f in obs["v4_response"]["supported_features"]],
                     "finalized": [(f["name"], f["min_version_level"], f["max_version_level"])
                                   for f in obs["finalized_features"]]}
+    # transaction.version is a Kafka 4.x feature: advertised 0-2 (v4 only, its minimum is 0), not finalized
+    expected[4] = sorted(expected[4] + [("transaction.version", 0, 2)])
     assert got == expected
+
+
+def test_transaction_version_update_and_restart(fresh_broker):
+    tv = "transaction_version"
+    with WireClient(fresh_broker.bootstrap) as c:
+        assert "transaction.version" not in _finalized(c)
+        assert _update(c, **{tv: (3, features.UPGRADE)})["transaction.version"] == (
+            ErrorCode.INVALID_UPDATE_VERSION,
+            "Invalid update version 3 for feature transaction.version. Local controller 1 only supports versions 0-2")
+        assert _update(c, **{tv: (2, features.UPGRADE)}) == {"transaction.version": (0, None)}
+        assert _finalized(c)["transaction.version"] == 2
+        code, msg = _update(c, **{tv: (1, features.UPGRADE)})["transaction.version"]
+        assert code == ErrorCode.INVALID_UPDATE_VERSION and "Can't downgrade" in msg
+    fresh_broker.stop()
+    fresh_broker.start()
+    with WireClient(fresh_broker.bootstrap) as c:
+        assert _finalized(c)["transaction.version"] == 2   # kept in the metadata log
+        assert _update(c, **{tv: (0, features.SAFE_DOWNGRADE)}) == {"transaction.version": (0, None)}
+        assert "transaction.version" not in _finalized(c)
 
 
 def test_update_metadata_version(fresh_broker):

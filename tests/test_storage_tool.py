@@ -88,6 +88,17 @@ def test_long_options_and_release_version(tmp_path, capsys):
     assert [(r.name, r.feature_level) for r in snap.records] == [("metadata.version", 20)]
 
 
+def test_feature_transaction_version(tmp_path, capsys):
+    config = properties(tmp_path)
+    code, out, err = storage(capsys, "format", "-t", CLUSTER, "-c", config, "--feature", "transaction.version=3")
+    assert (code, out, err) == (1, "", "Unsupported value 3 for transaction.version. Supported levels are 0-2.\n")
+    code, _out, _err = storage(capsys, "format", "-t", CLUSTER, "-c", config, "--feature", "transaction.version=2")
+    assert code == 0
+    snap = snapshots.read(str(tmp_path / "data" / "bootstrap.checkpoint"))
+    assert [(r.name, r.feature_level) for r in snap.records] == [("metadata.version", 21),
+                                                                  ("transaction.version", 2)]
+
+
 def test_already_formatted_is_refused_then_ignored(tmp_path, capsys):
     config = properties(tmp_path)
     assert storage(capsys, "format", "-t", CLUSTER, "-c", config)[0] == 0

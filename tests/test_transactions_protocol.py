@@ -463,7 +463,7 @@ def test_every_advertised_version_answers(broker, c, topic_name):
     create_topic(broker.bootstrap, topic, 1)
     advertised = {k.api_key: (k.min_version, k.max_version) for k in c.call(ApiVersionsRequest(), 3).api_keys}
     assert {k: advertised.get(k) for k in (22, 24, 25, 26, 27, 28, 61, 65, 66)} == {
-        22: (0, 5), 24: (0, 5), 25: (0, 4), 26: (0, 4), 27: (0, 1), 28: (0, 4), 61: (0, 0), 65: (0, 0), 66: (0, 1)}
+        22: (0, 5), 24: (0, 5), 25: (0, 4), 26: (0, 5), 27: (0, 1), 28: (0, 5), 61: (0, 0), 65: (0, 0), 66: (0, 1)}
     find_coordinator(c, txn_id)
     find_coordinator(c, group, key_type=0)
     epochs = []
@@ -484,6 +484,12 @@ def test_every_advertised_version_answers(broker, c, topic_name):
         assert txn_offset_commit(c, txn_id, group, pid, epoch, topic, 100 + v, version=v) == 0, v
         assert end(c, txn_id, pid, epoch, True, version=v) == 0, v
         assert offset_fetch(c, group, topic, True)[0] == 100 + v
+    # EndTxn v5 (transactions v2, a Kafka 4.x version): the answer names the bumped epoch
+    assert add_v5(c, txn_id, pid, epoch, (topic, 0)) == (0, [(txn_id, [(topic, [(0, 0)])])])
+    assert produce(c, topic, txn_batch(pid, epoch, 5, [b"v"]), transactional_id=txn_id).error_code == 0
+    r = c.call(EndTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, committed=True), 5)
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (0, pid, epoch + 1)
+    epoch += 1
     for v in (0, 1):
         res = c.call(ListTransactionsRequest(state_filters=["CompleteCommit"], producer_id_filters=[pid],
                                              duration_filter=-1), v)

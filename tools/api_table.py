@@ -36,6 +36,10 @@ KAFKA_39: dict[int, tuple[int, int]] = {
 # Why kproto's range differs from Kafka 3.9's, by API name. Only used where there is a
 # difference, so an entry may stay after the API lands (it is then not shown).
 REASONS: dict[str, str] = {
+    # transactions v2 (issue #31, KIP-890 part 2)
+    "EndTxn": "#31 (transactions v2): v5 answers the bumped producer id and epoch (Kafka 4.x)",
+    "TxnOffsetCommit": "#31 (transactions v2): v5 adds the group's offsets partition to the transaction "
+                       "(Kafka 4.x)",
     # replication (issue #12)
     "ElectLeaders": "#12 (replicated partitions): leader election needs replicas",
     "AlterPartitionReassignments": "#12 (replicated partitions): reassignment moves replicas between brokers",
@@ -60,7 +64,8 @@ REASONS: dict[str, str] = {
                                "v0 as Kafka 3.9"),
     "ConsumerGroupDescribe": "#31: up to Kafka 4.3's v1 (member type)",
     # Kafka 4.x versions (issue #31): 4.3.1's newest, and the old versions 4.0 dropped (KIP-896)
-    "Produce": "#31: up to Kafka 4.3's v13 (v12 as v11; v13 names topics by id)",
+    "Produce": ("#31: up to Kafka 4.3's v13 (v12: v11's fields, a transactions v2 producer whose batch adds "
+                "its partition to the transaction; v13 names topics by id)"),
     "Fetch": "#31: up to Kafka 4.3's v18 (a follower's high-watermark)",
     "ListOffsets": "#31: up to Kafka 4.3's v11 (v10 is Kafka 3.9's unstable version; v11 lists by -6)",
     "Metadata": "#31: up to Kafka 4.3's v13 (top-level error code)",

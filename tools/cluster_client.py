@@ -201,3 +201,22 @@ def assert_exactly_once_in_order(values: list, acked: list) -> None:
     assert len(values) == len(set(values)), "duplicates"
     assert values == sorted(values), "out of order"
     assert values == acked, (len(values), len(acked))
+
+
+def finalize_feature(bootstrap: str, name: str, level: int, timeout: float = 30) -> None:
+    """UpdateFeatures (what kafka-features.sh upgrade does) until the cluster answers it, e.g.
+    transaction.version 2 for a run with transactions v2 (works on kproto and Kafka 4.x nodes)."""
+    from broker.admin.client import Admin
+    from kproto.messages.update_features_request import FeatureUpdateKey, UpdateFeaturesRequest
+
+    def attempt():
+        with Admin({"bootstrap.servers": bootstrap}) as admin:
+            resp = admin.call(UpdateFeaturesRequest(timeout_ms=10000, feature_updates=[
+                FeatureUpdateKey(feature=name, max_version_level=level, upgrade_type=1)]), 1)
+        codes = [r.error_code for r in resp.results]
+        if resp.error_code == 0 and codes == [0]:
+            return True
+        if resp.error_code in (14, 15, 41) or any(c in (14, 15, 41) for c in codes):
+            return False   # the controller is not there yet: again
+        raise SystemExit(f"UpdateFeatures {name}={level}: {resp.error_code} {[(r.error_code, r.error_message) for r in resp.results]}")
+    wait_until(attempt, timeout, f"{name} {level} finalized")

@@ -5,6 +5,7 @@ appear exactly once in the read_committed output: no loss, no duplicate, no
 aborted read.
 
     python3 -m tools.txn_failover_loop --kills 5 --records 3000
+    python3 -m tools.txn_failover_loop --transaction-version 2    # a cluster formatted with it
 
 (tests/test_transactions_failover.py is the short version in CI.)"""
 from __future__ import annotations
@@ -129,9 +130,11 @@ def main(argv=None) -> int:
     ap.add_argument("--interval", type=float, default=8.0, help="seconds between kills")
     ap.add_argument("--batch", type=int, default=20, help="records per transaction")
     ap.add_argument("--logs", help="a directory for the brokers' logs (INFO)")
+    ap.add_argument("--transaction-version", type=int, default=0,
+                    help="the transaction.version the cluster is formatted with (0-2)")
     args = ap.parse_args(argv)
     c = QuorumCluster(3, settings=SETTINGS, log_level="INFO" if args.logs else "WARNING")
-    c.format()
+    c.format(("--feature", f"transaction.version={args.transaction_version}"))
     c.start()
     started = time.monotonic()
     try:

@@ -15,6 +15,11 @@ from kproto.metadata.feature_level_record import FeatureLevelRecord
 
 METADATA_VERSION = "metadata.version"
 KRAFT_VERSION = "kraft.version"
+# KIP-890 (Kafka 4.x's TransactionVersion): 0 and 1 keep the classic protocol, 2 bumps the
+# producer epoch at every EndTxn and adds partitions implicitly (Produce v12, TxnOffsetCommit v5).
+# Not finalized (0) on a new cluster, as Kafka formats a 3.9-IV0 cluster; set it with
+# UpdateFeatures (kafka-features.sh upgrade --feature transaction.version=2) or at format time.
+TRANSACTION_VERSION = "transaction.version"
 
 # (level, name, did the metadata format change from the previous level): MetadataVersion of Kafka 3.9
 METADATA_VERSIONS = (
@@ -34,6 +39,7 @@ MINIMUM_BOOTSTRAP_VERSION = 4         # 3.3-IV0, the first level with FeatureLev
 SUPPORTED: dict[str, tuple[int, int]] = {
     METADATA_VERSION: (1, LATEST_METADATA_VERSION),
     KRAFT_VERSION: (0, 1),
+    TRANSACTION_VERSION: (0, 2),     # a Kafka 4.x feature (3.9 does not advertise it)
 }
 
 # FeatureUpdate.UpgradeType
@@ -42,6 +48,11 @@ UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 
 def metadata_version_name(level: int) -> str:
     return _MV[level][0] if level in _MV else str(level)
+
+
+def transaction_version(image) -> int:
+    """The finalized transaction.version (0 when not finalized)."""
+    return image.features.get(TRANSACTION_VERSION, 0)
 
 
 def finalized(image) -> dict[str, int]:

@@ -99,7 +99,8 @@ def convert_legacy(data, max_message_bytes: int, now_ms: int) -> bytes | None:
     return batch
 
 
-# v12 is v11 (KIP-890's transactions v2 give it its meaning); v13 names topics by id
+# v12 is v11's layout, a transactions v2 producer (KIP-890: an implicit AddPartitionsToTxn); v13
+# names topics by id
 @handles(ApiKey.PRODUCE, 0, 13)
 async def produce(ctx, req):
     broker = ctx.broker
@@ -113,7 +114,7 @@ async def produce(ctx, req):
     metrics = getattr(broker, "metrics", None)   # broker/metrics: BrokerTopicMetrics
     if req.transactional_id is not None and getattr(broker, "transactions", None) is not None:
         # KIP-890 where another broker coordinates the transaction: ask it first (broker/transactions)
-        await broker.transactions.prepare_produce_verification(req)
+        await broker.transactions.prepare_produce_verification(req, version)
     for td in req.topic_data:
         parts_out = []
         topics_out.append(_TopicResp(name=td.name, topic_id=td.topic_id, partition_responses=parts_out))
@@ -219,7 +220,7 @@ def _verify_transaction(broker, transactional_id: str, version: int, partition, 
     transactions = getattr(broker, "transactions", None)
     if transactions is None or not transactions.config.partition_verification:
         return
-    if header.producer_id in partition.open_transactions:
+    if broker.producers.in_transaction(partition, header.producer_id, header.producer_epoch):
         return   # the producer's transaction already wrote here: nothing to verify
     tp = (partition.topic, partition.index)
     error = transactions.verify_partitions(transactional_id, header.producer_id, header.producer_epoch, [tp])[tp]

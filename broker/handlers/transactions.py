@@ -27,6 +27,8 @@ from broker.metadata.topic_names import INTERNAL_TOPICS, invalid_reason
 from broker.transactions.markers import append_marker, await_marker, offsets_completed
 
 UNKNOWN_PARTITION_MESSAGE = "This server does not host this topic-partition."
+# TxnOffsetCommit versions from which the commit adds the offsets partition to the transaction (KIP-890 part 2)
+IMPLICIT_ADD_TXN_OFFSET_COMMIT_VERSION = 5
 
 
 def _coordinator(ctx):
@@ -93,7 +95,8 @@ async def _add_or_verify(ctx, v: int, txn_id, pid: int, epoch: int, verify_only:
     coordinator = _coordinator(ctx)
     if verify_only:
         return coordinator.verify_here(txn_id, pid, epoch, partitions)
-    error = await coordinator.add_partitions(txn_id, pid, epoch, partitions)
+    # TransactionVersion.transactionVersionForAddPartitionsToTxn: v4+ comes from a v2 client or a broker
+    error = await coordinator.add_partitions(txn_id, pid, epoch, partitions, 2 if v > 3 else 0)
     return {tp: _fenced(error, v, 2) for tp in partitions}
 
 
@@ -139,11 +142,17 @@ async def add_offsets_to_txn(ctx, req):
 
 # ======================================================================== EndTxn
 
-@handles(ApiKey.END_TXN, 0, 4)
+@handles(ApiKey.END_TXN, 0, 5)
 async def end_txn(ctx, req):
-    error = await _coordinator(ctx).end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
-                                            bool(req.committed))
-    return EndTxnResponse(throttle_time_ms=0, error_code=_fenced(error, ctx.api_version, 2))
+    # TransactionVersion.transactionVersionForEndTxn: v5+ is a transactions v2 client (KIP-890), whose
+    # every EndTxn bumps the epoch; the answer tells it the producer id and epoch to go on with
+    v2 = ctx.api_version > 4
+    res = await _coordinator(ctx).end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
+                                          bool(req.committed), 2 if v2 else 0)
+    if v2:
+        return EndTxnResponse(throttle_time_ms=0, error_code=res.error, producer_id=res.producer_id,
+                              producer_epoch=res.producer_epoch)
+    return EndTxnResponse(throttle_time_ms=0, error_code=_fenced(res, ctx.api_version, 2))
 
 
 # ======================================================================== WriteTxnMarkers
@@ -209,7 +218,8 @@ async def _verify_offsets_partition(ctx, req, v: int) -> int:
     unless the producer already wrote to it in this transaction."""
     broker = ctx.broker
     transactions = _coordinator(ctx)
-    if not transactions.config.partition_verification or not req.transactional_id:
+    add = v >= IMPLICIT_ADD_TXN_OFFSET_COMMIT_VERSION
+    if not (transactions.config.partition_verification or add) or not req.transactional_id:
         return E.NONE
     groups = broker.groups
     index = groups.partition_for(req.group_id) if req.group_id else None
@@ -218,9 +228,18 @@ async def _verify_offsets_partition(ctx, req, v: int) -> int:
     partition = broker.partitions.get(OFFSETS_TOPIC, index)
     if partition is not None and req.producer_id in partition.open_transactions:
         epoch = broker.producers.producer_epoch(partition, req.producer_id)
-        return E.INVALID_PRODUCER_EPOCH if epoch is not None and req.producer_epoch < epoch else E.NONE
-    await transactions.prepare_verification(req.transactional_id, req.producer_id, req.producer_epoch,
-                                            [(OFFSETS_TOPIC, index)])
+        if epoch is not None and req.producer_epoch < epoch:
+            return E.INVALID_PRODUCER_EPOCH
+        if epoch is None or req.producer_epoch == epoch:
+            return E.NONE
+        # a newer epoch (transactions v2): a new transaction while the last one's marker is in flight
+    if add:
+        # transactions v2: no AddOffsetsToTxn came first, the commit adds the partition itself
+        await transactions.add_implicitly(req.transactional_id, req.producer_id, req.producer_epoch,
+                                          [(OFFSETS_TOPIC, index)])
+    else:
+        await transactions.prepare_verification(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                [(OFFSETS_TOPIC, index)])
     error = transactions.verify_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
                                            [(OFFSETS_TOPIC, index)])[(OFFSETS_TOPIC, index)]
     if error == E.PRODUCER_FENCED:
@@ -230,7 +249,7 @@ async def _verify_offsets_partition(ctx, req, v: int) -> int:
     return _COMMIT_ERRORS.get(error, error)
 
 
-@handles(ApiKey.TXN_OFFSET_COMMIT, 0, 4)
+@handles(ApiKey.TXN_OFFSET_COMMIT, 0, 5)
 async def txn_offset_commit(ctx, req):
     v = ctx.api_version
     errors: dict[str, dict[int, int]] = {}

@@ -6,7 +6,10 @@ import argparse
 import os
 import sys
 
+from kproto.metadata.feature_level_record import FeatureLevelRecord
+
 from broker.config import BrokerConfig, ConfigError
+from broker.controller import features
 from broker.quorum import formatter
 from broker.config import voters as dynamic_voters
 from broker.quorum.formatter import FormatError
@@ -36,7 +39,8 @@ def add_parser(sub) -> None:
     fmt.add_argument("--release-version", "-r",
                      help="The release version to use for the initial feature settings. The minimum is "
                           f"3.0-IV1; the default is {formatter.LATEST_PRODUCTION}")
-    # accepted and, as by Kafka 3.9.0's StorageTool, not applied
+    # transaction.version is applied (a Kafka 4.x feature, as its StorageTool does); the
+    # others are accepted and, as by Kafka 3.9.0's StorageTool, not applied
     fmt.add_argument("--feature", "-f", action="append",
                      help="The setting to use for a specific feature, in feature=level format. For "
                           "example: `kraft.version=1`.")
@@ -111,7 +115,26 @@ def format_command(args, config: BrokerConfig, out) -> None:
         node_id=k.node_id, cluster_id=args.cluster_id, directories=log_directories(config),
         metadata_log_dir=k.metadata_log_dir, controller_listener=(k.controller_listener_names or [""])[0],
         release=release, initial_controllers=initial, ignore_formatted=args.ignore_formatted, out=out,
-        extra_records=_scram_records(getattr(args, "add_scram", None)))
+        extra_records=_scram_records(getattr(args, "add_scram", None))
+        + _feature_records(getattr(args, "feature", None)))
+
+
+def _feature_records(entries) -> list:
+    """--feature transaction.version=N: its FeatureLevelRecord in the bootstrap metadata."""
+    out = []
+    for entry in entries or []:
+        name, sep, level = entry.partition("=")
+        if not sep or not level.strip().lstrip("-").isdigit():
+            raise FormatError(f"Can't parse feature={entry}. The format must be feature=level.")
+        name, level = name.strip(), int(level)
+        if name != features.TRANSACTION_VERSION:
+            continue
+        lo, hi = features.SUPPORTED[name]
+        if not lo <= level <= hi:
+            raise FormatError(f"Unsupported value {level} for {name}. Supported levels are {lo}-{hi}.")
+        if level > 0:
+            out.append(FeatureLevelRecord(name=name, feature_level=level))
+    return out
 
 
 def _scram_records(entries) -> list:

@@ -274,6 +274,13 @@ class ProducerStateManager:
 
     # -- inspection ----------------------------------------------------------------
 
+    def in_transaction(self, partition, producer_id: int, producer_epoch: int) -> bool:
+        """Whether the producer has a transaction open here at that epoch (Kafka's
+        hasOngoingTransaction with the epoch, KIP-890 part 2): a transactions v2 producer's next
+        transaction has a newer epoch, so it is not taken for the one whose marker is in flight."""
+        return (producer_id in partition.open_transactions
+                and self.producer_epoch(partition, producer_id) == producer_epoch)
+
     def producer_epoch(self, partition, producer_id: int) -> int | None:
         state = self._by_partition.get((partition.topic, partition.index))
         entry = state.producers.get(producer_id) if state is not None else None

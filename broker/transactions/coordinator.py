@@ -32,6 +32,7 @@ from kproto.errors import ErrorCode
 
 from broker.coordination.shell import CoordinatorShell, Output, replay_partition, wall_clock_ms
 from broker.coordination.topic import ensure_internal_topic
+from broker.controller.features import TRANSACTION_VERSION
 from broker.storage.replay import stored_batches
 from broker.transactions.config import TxnConfig
 from broker.transactions.markers import MarkerChannel, append_marker, offsets_completed
@@ -41,6 +42,8 @@ from broker.transactions.state import ProducerIdUnavailable, TransactionStateMac
 
 log = logging.getLogger("kproto.transactions")
 
+# Produce versions from which a transactional batch adds its partition to the transaction (KIP-890 part 2)
+IMPLICIT_ADD_PRODUCE_VERSION = 12
 
 
 class TransactionCoordinator:
@@ -234,6 +237,7 @@ class TransactionCoordinator:
                      len(topic.partitions), len(loading), len(not_owned))
 
     def _on_metadata(self, _records) -> None:
+        self._follow_transaction_version()
         topic = self.broker.image.topics.get(TRANSACTION_STATE_TOPIC)
         if self.state.num_partitions is not None and (topic is None or topic.topic_id != self._topic_id):
             # the topic the state was loaded from is gone (a metadata rollback can remove it)
@@ -325,14 +329,25 @@ class TransactionCoordinator:
     # ================================================================ requests
 
     async def init_producer_id(self, transactional_id, timeout_ms: int, expected=None):
+        self._follow_transaction_version()
         return await self._call(self.state.init_producer_id, transactional_id, timeout_ms, expected)
 
-    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions):
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions,
+                             client_tv: int = 0):
+        self._follow_transaction_version()
         return await self._call(self.state.add_partitions, transactional_id, producer_id, producer_epoch,
-                                partitions)
+                                partitions, client_tv)
 
-    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool):
-        return await self._call(self.state.end_txn, transactional_id, producer_id, producer_epoch, commit)
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                      client_tv: int = 0):
+        """client_tv 2 (EndTxn v5+): an EndResult with the producer id and epoch to go on with."""
+        self._follow_transaction_version()
+        return await self._call(self.state.end_txn, transactional_id, producer_id, producer_epoch, commit,
+                                client_tv)
+
+    def _follow_transaction_version(self) -> None:
+        # the finalized transaction.version chooses the version of the records written
+        self.state.transaction_version = self.broker.image.features.get(TRANSACTION_VERSION, 0)
 
     def verify_partitions(self, transactional_id, producer_id: int, producer_epoch: int, partitions) -> dict:
         """KIP-890 for a partition leader (Produce, TxnOffsetCommit): {tp: error}.
@@ -340,7 +355,14 @@ class TransactionCoordinator:
         transactional id, by its answer to AddPartitionsToTxn verifyOnly asked
         just before (`prepare_verification`, broker/transactions/verification.py)."""
         if self._coordinates_here(transactional_id):
-            return self.state.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
+            out = self.state.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
+            for tp in partitions:
+                # an implicit add that failed here (CONCURRENT_TRANSACTIONS while another add or the
+                # last transaction's markers are in flight): its error, which a retry can fix
+                error = self.verifier.take(transactional_id, producer_id, producer_epoch, tp)
+                if error is not None and error != ErrorCode.NONE:
+                    out[tp] = error
+            return out
         out = {}
         for tp in partitions:
             error = self.verifier.take(transactional_id, producer_id, producer_epoch, tp)
@@ -361,12 +383,18 @@ class TransactionCoordinator:
             return
         await self.verifier.verify(transactional_id, producer_id, producer_epoch, partitions)
 
-    async def prepare_produce_verification(self, req) -> None:
+    async def prepare_produce_verification(self, req, version: int = 0) -> None:
         """Before a transactional Produce is appended: the partitions this broker
         leads where the producer has no open transaction yet are verified with a
-        remote coordinator (one request per producer id and epoch)."""
-        if not self.config.partition_verification or not req.transactional_id \
-                or self._coordinates_here(req.transactional_id):
+        remote coordinator (one request per producer id and epoch). From Produce
+        v12 (a transactions v2 client, which sends no AddPartitionsToTxn) they are
+        added to the transaction instead, as Kafka's AddPartitionsToTxnManager
+        does with the addPartition operation (here or by AddPartitionsToTxn v5)."""
+        add = version >= IMPLICIT_ADD_PRODUCE_VERSION
+        if not req.transactional_id or not (add or self.config.partition_verification):
+            return
+        here = self._coordinates_here(req.transactional_id)
+        if here and not add:
             return
         wanted: dict[tuple[int, int], list] = {}
         for td in req.topic_data:
@@ -380,11 +408,30 @@ class TransactionCoordinator:
                         continue
                 except Exception:   # noqa: BLE001  (the append's own checks answer for a bad batch)
                     continue
-                if header.producer_id in partition.open_transactions:
+                if self.broker.producers.in_transaction(partition, header.producer_id, header.producer_epoch):
                     continue
                 wanted.setdefault((header.producer_id, header.producer_epoch), []).append((td.name, pd.index))
         for (pid, epoch), tps in wanted.items():
-            await self.verifier.verify(req.transactional_id, pid, epoch, tps)
+            if add and here:
+                # the verification that follows finds the partitions in the transaction, or the error
+                await self._add_here(req.transactional_id, pid, epoch, tps)
+            else:
+                await self.verifier.verify(req.transactional_id, pid, epoch, tps, add=add)
+
+    async def add_implicitly(self, transactional_id, producer_id: int, producer_epoch: int, partitions) -> None:
+        """TxnOffsetCommit v5 (transactions v2): the group's __consumer_offsets partition joins the
+        transaction (no AddOffsetsToTxn came first); verify_partitions then answers."""
+        if self._coordinates_here(transactional_id):
+            await self._add_here(transactional_id, producer_id, producer_epoch, partitions)
+        else:
+            await self.verifier.verify(transactional_id, producer_id, producer_epoch, partitions, add=True)
+
+    async def _add_here(self, transactional_id, producer_id: int, producer_epoch: int, partitions) -> None:
+        """An implicit add coordinated here; a failure is kept for verify_partitions to answer."""
+        error = await self.add_partitions(transactional_id, producer_id, producer_epoch, partitions, client_tv=2)
+        if error != ErrorCode.NONE:
+            for tp in partitions:
+                self.verifier.answers[(transactional_id, producer_id, producer_epoch, tp)] = error
 
     def _coordinates_here(self, transactional_id) -> bool:
         """Whether this broker leads the __transaction_state partition of the transactional id

@@ -1,7 +1,12 @@
-"""Transaction metadata and its legal transitions, after Kafka 3.9's
+"""Transaction metadata and its legal transitions, after Kafka's
 TransactionMetadata: a change is first *prepared* (the target becomes the
 pending state, which blocks other changes), written to
-`__transaction_state`, and only *completed* once the write succeeded."""
+`__transaction_state`, and only *completed* once the write succeeded.
+
+With transactions v2 (KIP-890 part 2: a client's EndTxn v5+, the metadata's
+`client_tv` 2) every PrepareCommit/PrepareAbort bumps the producer epoch, so
+the markers and the next transaction use a new epoch; when that exhausts the
+epochs the next producer id is chosen with it and taken at completion."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,13 +45,20 @@ VALID_PREVIOUS = {
     S.EMPTY: {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
     S.ONGOING: {S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
     S.PREPARE_COMMIT: {S.ONGOING},
-    S.PREPARE_ABORT: {S.ONGOING, S.PREPARE_EPOCH_FENCE},
+    # (v2 may abort with no transaction open: from Empty and the completed states)
+    S.PREPARE_ABORT: {S.ONGOING, S.PREPARE_EPOCH_FENCE, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
     S.COMPLETE_COMMIT: {S.PREPARE_COMMIT},
     S.COMPLETE_ABORT: {S.PREPARE_ABORT},
     S.DEAD: {S.EMPTY, S.COMPLETE_ABORT, S.COMPLETE_COMMIT},
     S.PREPARE_EPOCH_FENCE: {S.ONGOING},
 }
 EXPIRATION_ALLOWED = {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}
+
+TV_2 = 2      # the client transaction version from which every EndTxn bumps the epoch
+
+
+def supports_epoch_bump(client_tv: int) -> bool:
+    return client_tv >= TV_2
 
 
 def is_epoch_exhausted(epoch: int) -> bool:
@@ -70,6 +82,8 @@ class Transit:
     partitions: frozenset            # {(topic, partition)}
     start_timestamp: int
     update_timestamp: int
+    next_producer_id: int = NO_PRODUCER_ID     # v2: the producer id taken at completion
+    client_tv: int = 0                         # the client transaction version
 
 
 class TxnMetadata:
@@ -89,6 +103,8 @@ class TxnMetadata:
         self.pending_state: TxnState | None = None
         # a fence whose write failed: its epoch bump is not repeated
         self.has_failed_epoch_fence = False
+        self.next_producer_id = NO_PRODUCER_ID
+        self.client_tv = 0
 
     def __repr__(self) -> str:
         return (f"TxnMetadata({self.transactional_id!r}, pid={self.producer_id}, epoch={self.producer_epoch}, "
@@ -105,7 +121,8 @@ class TxnMetadata:
 
     # -- preparing ------------------------------------------------------------------
 
-    def _prepare(self, state, producer_id, epoch, last_epoch, timeout_ms, partitions, start_ts, update_ts) -> Transit:
+    def _prepare(self, state, producer_id, epoch, last_epoch, timeout_ms, partitions, start_ts, update_ts,
+                 next_producer_id: int = NO_PRODUCER_ID, client_tv: int | None = None) -> Transit:
         if self.pending_state is not None:
             raise IllegalTransition(f"{self}: preparing {STATE_NAMES[state]} while {self.pending_state} is pending")
         if producer_id < 0:
@@ -116,7 +133,8 @@ class TxnMetadata:
             raise IllegalTransition(f"{self}: {STATE_NAMES[state]} cannot follow {STATE_NAMES[self.state]}")
         self.pending_state = state
         return Transit(producer_id, self.producer_id, epoch, last_epoch, timeout_ms, state,
-                       frozenset(partitions), start_ts, update_ts)
+                       frozenset(partitions), start_ts, update_ts, next_producer_id,
+                       self.client_tv if client_tv is None else client_tv)
 
     def prepare_fence_producer_epoch(self) -> Transit:
         if self.producer_epoch == MAX_EPOCH:
@@ -151,20 +169,34 @@ class TxnMetadata:
                              self.producer_epoch if record_last_epoch else NO_PRODUCER_EPOCH,
                              timeout_ms, (), -1, now_ms)
 
-    def prepare_add_partitions(self, added: set, now_ms: int) -> Transit:
+    def prepare_add_partitions(self, added: set, now_ms: int, client_tv: int | None = None) -> Transit:
         start = now_ms if self.state in (S.EMPTY, S.COMPLETE_ABORT, S.COMPLETE_COMMIT) else self.start_timestamp
         return self._prepare(S.ONGOING, self.producer_id, self.producer_epoch, self.last_producer_epoch,
-                             self.timeout_ms, self.partitions | set(added), start, now_ms)
+                             self.timeout_ms, self.partitions | set(added), start, now_ms, client_tv=client_tv)
 
-    def prepare_abort_or_commit(self, state: TxnState, now_ms: int) -> Transit:
-        return self._prepare(state, self.producer_id, self.producer_epoch, self.last_producer_epoch,
-                             self.timeout_ms, self.partitions, self.start_timestamp, now_ms)
+    def prepare_abort_or_commit(self, state: TxnState, now_ms: int, client_tv: int = 0,
+                                next_producer_id: int = NO_PRODUCER_ID, no_partition_added: bool = False) -> Transit:
+        epoch, last = self.producer_epoch, self.last_producer_epoch
+        if supports_epoch_bump(client_tv):
+            # v2: the markers and the next transaction use a new epoch (an abort at Short.MaxValue, a
+            # broken state, goes through without one so the producer can recover)
+            if not (self.producer_epoch == MAX_EPOCH and state == S.PREPARE_ABORT):
+                epoch = self.producer_epoch + 1
+            last = self.producer_epoch
+        # a v2 abort with no partition added has no start time of its own: the update time stands in
+        start = now_ms if no_partition_added else self.start_timestamp
+        return self._prepare(state, self.producer_id, epoch, last, self.timeout_ms, self.partitions, start, now_ms,
+                             next_producer_id, client_tv)
 
     def prepare_complete(self, now_ms: int) -> Transit:
         state = S.COMPLETE_COMMIT if self.state == S.PREPARE_COMMIT else S.COMPLETE_ABORT
         self.has_failed_epoch_fence = False
-        return self._prepare(state, self.producer_id, self.producer_epoch, self.last_producer_epoch,
-                             self.timeout_ms, (), self.start_timestamp, now_ms)
+        pid, epoch = self.producer_id, self.producer_epoch
+        if supports_epoch_bump(self.client_tv) and self.next_producer_id != NO_PRODUCER_ID:
+            # the epochs ran out with this transaction: the producer goes on with the next id
+            pid, epoch = self.next_producer_id, 0
+        return self._prepare(state, pid, epoch, self.last_producer_epoch, self.timeout_ms, (), self.start_timestamp,
+                             now_ms)
 
     def prepare_dead(self) -> Transit:
         return self._prepare(S.DEAD, self.producer_id, self.producer_epoch, self.last_producer_epoch,
@@ -194,13 +226,30 @@ class TxnMetadata:
                 raise IllegalTransition(f"{self}: bad transition to {t}")
             self.start_timestamp = t.start_timestamp
             self.partitions |= t.partitions
+            self.client_tv = t.client_tv
         elif to in (S.PREPARE_ABORT, S.PREPARE_COMMIT):
-            if (not same_producer or set(self.partitions) != set(t.partitions) or self.timeout_ms != t.timeout_ms
-                    or self.start_timestamp != t.start_timestamp):
+            v2 = supports_epoch_bump(t.client_tv)
+            bumped = v2 and t.producer_epoch == self.producer_epoch + 1 and t.producer_id == self.producer_id
+            empty_abort = v2 and to == S.PREPARE_ABORT and self.state in (S.EMPTY, S.COMPLETE_COMMIT,
+                                                                          S.COMPLETE_ABORT)
+            if (not (same_producer or bumped) or set(self.partitions) != set(t.partitions)
+                    or self.timeout_ms != t.timeout_ms
+                    or (self.start_timestamp != t.start_timestamp and not empty_abort)):
                 raise IllegalTransition(f"{self}: bad transition to {t}")
+            self.producer_epoch = t.producer_epoch
+            self.last_producer_epoch = t.last_producer_epoch
+            self.start_timestamp = t.start_timestamp
+            self.next_producer_id = t.next_producer_id
+            self.client_tv = t.client_tv
         elif to in (S.COMPLETE_ABORT, S.COMPLETE_COMMIT):
-            if not same_producer or self.timeout_ms != t.timeout_ms or t.start_timestamp == -1:
+            rotated = (t.producer_id == self.next_producer_id != NO_PRODUCER_ID and t.producer_epoch == 0)
+            if not (same_producer or rotated) or self.timeout_ms != t.timeout_ms or t.start_timestamp == -1:
                 raise IllegalTransition(f"{self}: bad transition to {t}")
+            if rotated:
+                self.last_producer_id = self.producer_id
+                self.producer_id = t.producer_id
+                self.producer_epoch = 0
+            self.next_producer_id = NO_PRODUCER_ID
             self.start_timestamp = t.start_timestamp
             self.partitions.clear()
         else:

@@ -15,6 +15,15 @@ written; the markers follow, then CompleteCommit/CompleteAbort is written.
 InitProducerId on an ongoing transaction, and a transaction open past its
 timeout, fence the producer: its epoch is bumped and the transaction
 aborted with the new epoch, so the old producer's writes are refused.
+
+Transactions v2 (KIP-890 part 2, Kafka 4.x's endTransaction for a client
+transaction version 2, i.e. EndTxn v5+): every EndTxn bumps the epoch
+(the answer carries the new producer id and epoch, the markers are written
+with it), a retry is recognised by the epoch being one below the current
+one, an abort needs no open transaction, and at epoch exhaustion the next
+producer id is allocated with PrepareX and taken with CompleteX.
+`transaction_version` (the finalized feature level, set by the shell)
+chooses the `__transaction_state` value version.
 """
 from __future__ import annotations
 
@@ -26,8 +35,8 @@ from kproto.errors import ErrorCode as E
 from broker.transactions import records as rec
 from broker.transactions.config import TxnConfig
 from broker.transactions.model import (
-    EXPIRATION_ALLOWED, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, STATE_NAMES, STATES_BY_NAME, IllegalTransition,
-    Transit, TxnMetadata, TxnState, is_epoch_exhausted,
+    EXPIRATION_ALLOWED, MAX_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, STATE_NAMES, STATES_BY_NAME,
+    IllegalTransition, Transit, TxnMetadata, TxnState, is_epoch_exhausted, supports_epoch_bump,
 )
 from broker.transactions.placement import partition_for
 
@@ -38,6 +47,14 @@ S = TxnState
 
 @dataclass
 class InitResult:
+    error: int
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+@dataclass
+class EndResult:
+    """The answer to a v2 EndTxn: the producer id and epoch to go on with."""
     error: int
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
@@ -101,6 +118,7 @@ class _Pending:
     reply: str = "client"             # for end: client, fence (InitProducerId), timeout
     commit: bool = False
     fence: bool = False
+    client_tv: int = 0                # for end: the client transaction version
 
 
 # log append errors as the coordinator reports them (appendTransactionToLog)
@@ -142,6 +160,8 @@ class TransactionStateMachine:
         self._marker_retries: list[tuple[int, MarkerJob]] = []
         self._fx: Effects | None = None
         self._now = 0
+        # the finalized transaction.version: the __transaction_state value version
+        self.transaction_version = 0
 
     def count_by_state(self) -> dict[str, int]:
         """Transactional ids per state, by Kafka's state names (every state listed, 0 included):
@@ -199,7 +219,7 @@ class TransactionStateMachine:
         self._token += 1
         txn_id = md.transactional_id
         self._pending[self._token] = _Pending(kind, txn_id, md, transit, coordinator_epoch, ticket, **extra)
-        value = None if kind == "expire" else rec.value_bytes(transit)
+        value = None if kind == "expire" else rec.value_bytes(transit, self.transaction_version)
         self._fx.appends.append(LogAppend(self.partition_for(txn_id), rec.key_bytes(txn_id), value, self._now,
                                           self._token))
 
@@ -386,7 +406,7 @@ class TransactionStateMachine:
     # ================================================================ AddPartitionsToTxn / AddOffsetsToTxn
 
     def add_partitions(self, ticket, now_ms: int, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions) -> Effects:
+                       partitions, client_tv: int = 0) -> Effects:
         self._begin(now_ms)
         partitions = set(partitions)
         if not transactional_id:
@@ -405,7 +425,7 @@ class TransactionStateMachine:
         if err is not None:
             self._respond(ticket, err)
             return self._end()
-        self._append("add", md, md.prepare_add_partitions(partitions, now_ms), cepoch, ticket)
+        self._append("add", md, md.prepare_add_partitions(partitions, now_ms, client_tv), cepoch, ticket)
         return self._end()
 
     def verify_partitions(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
@@ -429,15 +449,17 @@ class TransactionStateMachine:
     # ================================================================ EndTxn
 
     def end_txn(self, ticket, now_ms: int, transactional_id: str, producer_id: int, producer_epoch: int,
-                commit: bool) -> Effects:
+                commit: bool, client_tv: int = 0) -> Effects:
+        """client_tv: 2 for EndTxn v5+ (answered with an EndResult), else 0 (an error code)."""
         self._begin(now_ms)
         self._end_transaction(ticket, transactional_id, producer_id, producer_epoch, commit, from_client=True,
-                              reply="client")
+                              reply="client", client_tv=client_tv)
         return self._end()
 
-    def _reply_end(self, ticket, reply: str, error: int, transactional_id: str) -> None:
+    def _reply_end(self, ticket, reply: str, error: int, transactional_id: str, client_tv: int = 0,
+                   answer: tuple[int, int] = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)) -> None:
         if reply == "client":
-            self._respond(ticket, error)
+            self._respond(ticket, EndResult(error, *answer) if supports_epoch_bump(client_tv) else error)
         elif reply == "fence":
             self._respond(ticket, InitResult(error if error != E.NONE else E.CONCURRENT_TRANSACTIONS))
         elif error == E.NONE:
@@ -446,11 +468,18 @@ class TransactionStateMachine:
             log.debug("rollback of the timed out transaction of %r: %s", transactional_id, E(error).name)
 
     def _end_transaction(self, ticket, transactional_id: str, producer_id: int, producer_epoch: int,
-                         commit: bool, from_client: bool, reply: str) -> None:
+                         commit: bool, from_client: bool, reply: str, client_tv: int | None = None) -> None:
+        """client_tv None (the coordinator's own aborts): the transaction's own version."""
         if not transactional_id:
-            self._reply_end(ticket, reply, E.INVALID_REQUEST, transactional_id)
+            self._reply_end(ticket, reply, E.INVALID_REQUEST, transactional_id, client_tv or 0)
             return
         err, cepoch, md = self._lookup(transactional_id)
+        if client_tv is None:
+            client_tv = md.client_tv if md is not None else 0
+        if supports_epoch_bump(client_tv):
+            self._end_transaction_v2(ticket, err, cepoch, md, transactional_id, producer_id, producer_epoch, commit,
+                                     from_client, reply, client_tv)
+            return
         if err is None:
             err = self._check_end(md, producer_id, producer_epoch, commit, from_client)
         if err is not None:
@@ -465,6 +494,90 @@ class TransactionStateMachine:
             md.last_producer_epoch = NO_PRODUCER_EPOCH
         transit = md.prepare_abort_or_commit(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, self._now)
         self._append("end", md, transit, cepoch, ticket, reply=reply, commit=commit, fence=fence)
+
+    def _end_transaction_v2(self, ticket, err, cepoch: int, md: TxnMetadata | None, transactional_id: str,
+                            producer_id: int, producer_epoch: int, commit: bool, from_client: bool, reply: str,
+                            client_tv: int) -> None:
+        """Kafka 4.x's endTransaction for transaction version 2."""
+        if err is None and md is None:
+            err = E.INVALID_PRODUCER_ID_MAPPING
+        answer = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+        action = None
+        if err is None:
+            answer = (md.producer_id, md.producer_epoch)
+            err, action = self._check_end_v2(md, producer_id, producer_epoch, commit, from_client)
+        if action is None:
+            self._reply_end(ticket, reply, err, transactional_id, client_tv,
+                            answer if err == E.NONE else (NO_PRODUCER_ID, NO_PRODUCER_EPOCH))
+            return
+        state, no_partition_added = action
+        fence = md.pending_state == S.PREPARE_EPOCH_FENCE
+        next_pid = NO_PRODUCER_ID
+        if not fence and md.epoch_exhausted:
+            try:
+                next_pid = self._new_producer_id()
+            except ProducerIdUnavailable as exc:
+                self._reply_end(ticket, reply, exc.code, transactional_id, client_tv)
+                return
+        if fence and state == S.PREPARE_ABORT:
+            # the fence becomes the abort: the fenced epoch applies at once (and is bumped again)
+            md.pending_state = None
+            md.producer_epoch = producer_epoch
+            md.last_producer_epoch = NO_PRODUCER_EPOCH
+        transit = md.prepare_abort_or_commit(state, self._now, client_tv, next_pid, no_partition_added)
+        self._append("end", md, transit, cepoch, ticket, reply=reply, commit=commit, fence=fence,
+                     client_tv=client_tv)
+
+    @staticmethod
+    def _check_end_v2(md: TxnMetadata, producer_id: int, producer_epoch: int, commit: bool,
+                      from_client: bool) -> tuple[int | None, tuple | None]:
+        """(answer, None) or (None, (state to prepare, no partition added))."""
+        fence = md.pending_state == S.PREPARE_EPOCH_FENCE
+        # a retry whose first try exhausted the epochs: the new producer id is in force
+        retry_on_overflow = (not fence and md.last_producer_id == producer_id and producer_epoch == MAX_EPOCH - 1
+                             and md.producer_epoch == 0)
+        # a retry of an EndTxn that bumped the epoch
+        retry_on_bump = not fence and md.producer_epoch == producer_epoch + 1
+        state = md.state
+        if fence:
+            valid = (not from_client or producer_epoch == md.producer_epoch) and producer_epoch >= md.producer_epoch
+        elif state in (S.ONGOING, S.EMPTY, S.DEAD, S.PREPARE_EPOCH_FENCE):
+            # the same epoch means the next EndTxn, not a retry
+            valid = producer_epoch == md.producer_epoch
+        elif state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            # the current epoch: the next transaction's end (an abort needs no partition) while this
+            # one's markers are in flight; answered CONCURRENT_TRANSACTIONS below, which the client
+            # retries (the Kafka code read answers PRODUCER_FENCED, fatal to a Java 4.3 producer that
+            # aborts right after a commit on a cluster where markers take a moment)
+            valid = retry_on_bump or producer_epoch == md.producer_epoch
+        else:
+            valid = retry_on_bump or retry_on_overflow or producer_epoch == md.producer_epoch
+        retry = retry_on_bump or retry_on_overflow
+        if md.producer_id != producer_id and not retry_on_overflow:
+            return E.INVALID_PRODUCER_ID_MAPPING, None
+        if not valid:
+            return E.PRODUCER_FENCED, None
+        if md.pending and not fence:
+            return E.CONCURRENT_TRANSACTIONS, None
+        if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) and not retry:
+            return E.CONCURRENT_TRANSACTIONS, None
+        if state == S.ONGOING:
+            return None, (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, False)
+        if state == S.COMPLETE_COMMIT:
+            if commit:
+                return (E.NONE if retry else E.INVALID_TXN_STATE), None
+            return (E.INVALID_TXN_STATE, None) if retry else (None, (S.PREPARE_ABORT, True))
+        if state == S.COMPLETE_ABORT:
+            if commit:
+                return E.INVALID_TXN_STATE, None
+            return (E.NONE, None) if retry else (None, (S.PREPARE_ABORT, True))
+        if state == S.PREPARE_COMMIT:
+            return (E.CONCURRENT_TRANSACTIONS if commit else E.INVALID_TXN_STATE), None
+        if state == S.PREPARE_ABORT:
+            return (E.CONCURRENT_TRANSACTIONS if not commit else E.INVALID_TXN_STATE), None
+        if state == S.EMPTY:
+            return (E.INVALID_TXN_STATE, None) if commit else (None, (S.PREPARE_ABORT, True))
+        raise IllegalTransition(f"found {md} in a state it never rests in")
 
     @staticmethod
     def _check_end(md: TxnMetadata | None, producer_id: int, producer_epoch: int, commit: bool,
@@ -499,7 +612,7 @@ class TransactionStateMachine:
                 md.has_failed_epoch_fence = True
                 log.warning("the epoch fence of %r was not written (%s); the epoch stays %d unannounced",
                             p.transactional_id, E(err).name, md.producer_epoch)
-            self._reply_end(p.ticket, p.reply, err, p.transactional_id)
+            self._reply_end(p.ticket, p.reply, err, p.transactional_id, p.client_tv)
             return
         # sendTxnMarkersCallback: still the same transaction?
         if md is None:
@@ -513,10 +626,13 @@ class TransactionStateMachine:
         elif md.state != (S.PREPARE_COMMIT if p.commit else S.PREPARE_ABORT):
             err = E.INVALID_TXN_STATE
         if err != E.NONE:
-            self._reply_end(p.ticket, p.reply, err, p.transactional_id)
+            self._reply_end(p.ticket, p.reply, err, p.transactional_id, p.client_tv)
             return
-        # the outcome is decided and durable: answer, then write the markers
-        self._reply_end(p.ticket, p.reply, E.NONE, p.transactional_id)
+        # the outcome is decided and durable: answer, then write the markers (v2: the producer goes
+        # on with the bumped epoch, or with the next producer id once the epochs ran out)
+        answer = ((md.next_producer_id, 0) if md.next_producer_id != NO_PRODUCER_ID
+                  else (md.producer_id, md.producer_epoch))
+        self._reply_end(p.ticket, p.reply, E.NONE, p.transactional_id, p.client_tv, answer)
         self._send_markers(md, p.coordinator_epoch)
 
     def _send_markers(self, md: TxnMetadata, coordinator_epoch: int) -> None:

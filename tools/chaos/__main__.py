@@ -30,6 +30,8 @@ def main(argv=None) -> int:
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a broker property for every node, e.g. broker.session.timeout.ms=2000 (repeatable)")
     r.add_argument("--no-plot", action="store_true")
+    r.add_argument("--transaction-version", type=int, default=0,
+                   help="finalize transaction.version at this level (UpdateFeatures) before the workloads")
     r.add_argument("--rebootstrap", action="store_true",
                    help="keep librdkafka's default metadata.recovery.strategy=rebootstrap (see docs/chaos.md)")
     c = sub.add_parser("check", help="check a history file and print the report")

@@ -15,6 +15,8 @@ import sys
 import threading
 import time
 
+from tools.cluster_client import finalize_feature
+
 from . import checker, report
 from .cluster import Cluster
 from .history import HistoryWriter, read_history
@@ -91,6 +93,10 @@ def run(args) -> int:
             topics = {f"{pre}-queue": P}
             if "copier" in workloads:
                 topics.update({f"{pre}-copier-in": P, f"{pre}-copier-out": P})
+            if getattr(args, "transaction_version", 0):
+                # transactions v2 (KIP-890 part 2) finalized before the first transaction
+                finalize_feature(bootstrap, "transaction.version", args.transaction_version, 60)
+                log(f"transaction.version {args.transaction_version} finalized on {bootstrap}")
             create_topics(bootstrap, topics, rf)
             final_topics = {}
             groups = {}
