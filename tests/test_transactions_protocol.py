@@ -463,7 +463,7 @@ def test_every_advertised_version_answers(broker, c, topic_name):
     create_topic(broker.bootstrap, topic, 1)
     advertised = {k.api_key: (k.min_version, k.max_version) for k in c.call(ApiVersionsRequest(), 3).api_keys}
     assert {k: advertised.get(k) for k in (22, 24, 25, 26, 27, 28, 61, 65, 66)} == {
-        22: (0, 5), 24: (0, 5), 25: (0, 4), 26: (0, 5), 27: (0, 1), 28: (0, 5), 61: (0, 0), 65: (0, 0), 66: (0, 1)}
+        22: (0, 5), 24: (0, 5), 25: (0, 4), 26: (0, 5), 27: (0, 1), 28: (0, 5), 61: (0, 0), 65: (0, 0), 66: (0, 2)}
     find_coordinator(c, txn_id)
     find_coordinator(c, group, key_type=0)
     epochs = []
