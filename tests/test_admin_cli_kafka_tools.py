@@ -69,14 +69,16 @@ def test_group_describe_matches_kafka_consumer_groups(target):
     ok(kp(target, "produce", "cmp-g", "-p", "1", stdin=b"d\n"))
     ok(kp(target, "consume", "cmp-g", "-p", "0", "--from-beginning", "-n", "2", "-g", "cmp-group"))
     ours = ok(kp(target, "group", "describe", "cmp-group", "--format", "json")).json[0]
-    out = tool("kafka-consumer-groups.sh", "--bootstrap-server", target.bootstrap, "--describe", "--group", "cmp-group")
+    # --timeout: the tool's 5 s default also covers its JVM's slow first request on a busy machine
+    out = tool("kafka-consumer-groups.sh", "--bootstrap-server", target.bootstrap, "--describe", "--group", "cmp-group",
+               "--timeout", "60000")
     rows = [ln.split() for ln in out.splitlines() if ln.startswith("cmp-group ")]
     theirs = {(r[1], int(r[2])): (r[3], r[4], r[5]) for r in rows}
 
     def cell(v):
         return "-" if v is None else str(v)
     assert theirs == {(r["topic"], r["partition"]): (cell(r["current_offset"]), cell(r["log_end_offset"]), cell(r["lag"]))
-                      for r in ours["offsets"]}
+                      for r in ours["offsets"]}, out
     fails(kp(target, "group", "describe", "cmp-no-such-group"), 1, "GROUP_ID_NOT_FOUND")
 
 
