@@ -1,4 +1,6 @@
-"""The admin CLI's JSON beside what Kafka's own tools print for the same kproto broker:
+"""The admin CLI's JSON beside what Kafka's own tools print for the same broker, a kproto one and
+an Apache Kafka one from KAFKA_HOME (the CLI speaks the protocol, so it must read a real Kafka
+as Kafka's tools do):
 `kproto topic describe` against `kafka-topics.sh --describe` (partitions, leaders, replicas, ISR,
 non-default configs), `kproto group describe` against `kafka-consumer-groups.sh --describe`
 (committed offset, log end offset, lag per partition) and `kproto cluster quorum` against
@@ -9,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_admin_cli import kp, ok
+from tests.test_admin_cli import fails, kp, ok
 from tests.test_kafka_cli_groups import KAFKA_HOME, tool
 
 pytestmark = [
@@ -17,6 +19,23 @@ pytestmark = [
                                               "from an Apache Kafka installation"),
     pytest.mark.timeout(300),
 ]
+
+
+@pytest.fixture(scope="module")
+def kafka_broker():
+    """Apache Kafka from KAFKA_HOME, single-node KRaft on loopback, shared by this module."""
+    from compat_tests.targets import KafkaHomeBroker
+    kafka = KafkaHomeBroker(KAFKA_HOME)
+    try:
+        yield kafka.start()
+    finally:
+        kafka.stop()
+
+
+@pytest.fixture(params=["kproto", "kafka"])
+def target(request):
+    """Each comparison runs against kproto and against Apache Kafka."""
+    return request.getfixturevalue("broker" if request.param == "kproto" else "kafka_broker")
 
 
 def _fields(line: str) -> dict[str, str]:
@@ -28,10 +47,10 @@ def _fields(line: str) -> dict[str, str]:
     return out
 
 
-def test_topic_describe_matches_kafka_topics(broker):
-    ok(kp(broker, "topic", "create", "cmp-t", "-p", "3", "-c", "retention.ms=3600000", "-c", "cleanup.policy=compact"))
-    ours = ok(kp(broker, "topic", "describe", "cmp-t", "--format", "json")).json[0]
-    out = tool("kafka-topics.sh", "--bootstrap-server", broker.bootstrap, "--describe", "--topic", "cmp-t")
+def test_topic_describe_matches_kafka_topics(target):
+    ok(kp(target, "topic", "create", "cmp-t", "-p", "3", "-c", "retention.ms=3600000", "-c", "cleanup.policy=compact"))
+    ours = ok(kp(target, "topic", "describe", "cmp-t", "--format", "json")).json[0]
+    out = tool("kafka-topics.sh", "--bootstrap-server", target.bootstrap, "--describe", "--topic", "cmp-t")
     lines = [ln for ln in out.splitlines() if ln.strip()]
     head = _fields(lines[0])
     assert int(head["PartitionCount"]) == ours["partition_count"]
@@ -44,25 +63,28 @@ def test_topic_describe_matches_kafka_topics(broker):
                       for p in ours["partitions"]}
 
 
-def test_group_describe_matches_kafka_consumer_groups(broker):
-    ok(kp(broker, "topic", "create", "cmp-g", "-p", "2"))
-    ok(kp(broker, "produce", "cmp-g", "-p", "0", stdin=b"a\nb\nc\n"))
-    ok(kp(broker, "produce", "cmp-g", "-p", "1", stdin=b"d\n"))
-    ok(kp(broker, "consume", "cmp-g", "-p", "0", "--from-beginning", "-n", "2", "-g", "cmp-group"))
-    ours = ok(kp(broker, "group", "describe", "cmp-group", "--format", "json")).json[0]
-    out = tool("kafka-consumer-groups.sh", "--bootstrap-server", broker.bootstrap, "--describe", "--group", "cmp-group")
+def test_group_describe_matches_kafka_consumer_groups(target):
+    ok(kp(target, "topic", "create", "cmp-g", "-p", "2"))
+    ok(kp(target, "produce", "cmp-g", "-p", "0", stdin=b"a\nb\nc\n"))
+    ok(kp(target, "produce", "cmp-g", "-p", "1", stdin=b"d\n"))
+    ok(kp(target, "consume", "cmp-g", "-p", "0", "--from-beginning", "-n", "2", "-g", "cmp-group"))
+    ours = ok(kp(target, "group", "describe", "cmp-group", "--format", "json")).json[0]
+    # --timeout: the tool's 5 s default also covers its JVM's slow first request on a busy machine
+    out = tool("kafka-consumer-groups.sh", "--bootstrap-server", target.bootstrap, "--describe", "--group", "cmp-group",
+               "--timeout", "60000")
     rows = [ln.split() for ln in out.splitlines() if ln.startswith("cmp-group ")]
     theirs = {(r[1], int(r[2])): (r[3], r[4], r[5]) for r in rows}
 
     def cell(v):
         return "-" if v is None else str(v)
     assert theirs == {(r["topic"], r["partition"]): (cell(r["current_offset"]), cell(r["log_end_offset"]), cell(r["lag"]))
-                      for r in ours["offsets"]}
+                      for r in ours["offsets"]}, out
+    fails(kp(target, "group", "describe", "cmp-no-such-group"), 1, "GROUP_ID_NOT_FOUND")
 
 
-def test_cluster_quorum_matches_kafka_metadata_quorum(broker):
-    ours = ok(kp(broker, "cluster", "quorum", "--format", "json")).json
-    out = tool("kafka-metadata-quorum.sh", "--bootstrap-server", broker.bootstrap, "describe", "--status")
+def test_cluster_quorum_matches_kafka_metadata_quorum(target):
+    ours = ok(kp(target, "cluster", "quorum", "--format", "json")).json
+    out = tool("kafka-metadata-quorum.sh", "--bootstrap-server", target.bootstrap, "describe", "--status")
     status = dict(ln.split(":", 1) for ln in out.splitlines() if ":" in ln)
     assert int(status["LeaderId"]) == ours["leader_id"]
     assert int(status["LeaderEpoch"]) == ours["leader_epoch"]

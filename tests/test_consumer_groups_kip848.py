@@ -274,8 +274,9 @@ def test_kafka_consumer_groups_sh_describes_a_consumer_protocol_group(kbroker):
     cs = [ConsumerProc(b, group, [topic]) for _ in range(2)]
 
     def tool(*args):
+        # --timeout: the tool's 5 s default also covers its JVM's slow first request on a busy machine
         proc = subprocess.run([os.path.join(KAFKA_HOME, "bin", "kafka-consumer-groups.sh"), "--bootstrap-server",
-                               b, *args], capture_output=True, text=True, timeout=120)
+                               b, *args, "--timeout", "60000"], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
         return proc.stdout
 

@@ -18,6 +18,8 @@ EARLIEST, LATEST = -2, -1
 METADATA_V = 12
 # errors worth another try after a moment: the cluster is electing or loading
 RETRIABLE = {3, 5, 6, 14, 15, 16}
+# COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: find it again, retry
+COORDINATOR_RETRIABLE = {14, 15, 16}
 
 
 class Admin:
@@ -120,6 +122,20 @@ class Admin:
                 return self._coordinator(group)
             except KafkaError as exc:
                 if exc.code not in RETRIABLE or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.2)
+
+    def at_coordinator(self, group: str, call):
+        """``call(conn)`` on the group's coordinator, again on a fresh lookup while it answers
+        that it is loading the group or is not (or no longer) its coordinator: what a client does
+        with those errors. Kafka answers NOT_COORDINATOR for a while after it has created
+        __consumer_offsets, even to a request sent where FindCoordinator pointed."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                return call(self.coordinator(group))
+            except KafkaError as exc:
+                if exc.code not in COORDINATOR_RETRIABLE or time.monotonic() > deadline:
                     raise
             time.sleep(0.2)
 

@@ -282,6 +282,8 @@ def _commit(admin, group: str, topic: str, positions: dict[int, int]) -> None:
                                   name=topic, partitions=[OffsetCommitRequest.OffsetCommitRequestPartition(
                                       partition_index=p, committed_offset=o, committed_leader_epoch=-1,
                                       committed_metadata="") for p, o in sorted(positions.items())])])
-    for t in admin.coordinator(group).call(req, 8).topics:
-        for p in t.partitions:
-            check(p.error_code, f"commit of group {group} at {t.name}-{p.partition_index}")
+    def commit(conn):
+        for t in conn.call(req, 8).topics:
+            for p in t.partitions:
+                check(p.error_code, f"commit of group {group} at {t.name}-{p.partition_index}")
+    admin.at_coordinator(group, commit)

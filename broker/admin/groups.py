@@ -16,7 +16,7 @@ from kproto.messages.offset_commit_request import OffsetCommitRequest
 from kproto.messages.offset_fetch_request import OffsetFetchRequest
 
 from broker.admin import output
-from broker.admin.client import EARLIEST, LATEST, parse_time
+from broker.admin.client import COORDINATOR_RETRIABLE, EARLIEST, LATEST, parse_time
 from broker.admin.errors import USAGE, AdminError, KafkaError, check
 
 OFFSET_COLUMNS = [("group", "GROUP"), ("topic", "TOPIC"), ("partition", "PARTITION"),
@@ -67,7 +67,8 @@ def list_groups(args, admin) -> int:
 
 def committed_offsets(admin, group: str, conn=None) -> dict[str, dict[int, int]]:
     """{topic: {partition: committed offset}} of a group (OffsetFetch for every topic)."""
-    conn = conn or admin.coordinator(group)
+    if conn is None:
+        return admin.at_coordinator(group, lambda c: committed_offsets(admin, group, c))
     v = conn.version(OffsetFetchRequest, 8)
     if v >= 8:
         resp = conn.call(OffsetFetchRequest(require_stable=False, groups=[
@@ -124,7 +125,9 @@ def group_state(admin, conn, group: str) -> tuple[str, str, str, list[_Member]]:
                                [(tp.topic_name, list(tp.partitions)) for tp in m.assignment.topic_partitions])
                        for m in d.members]
             return d.group_state, "consumer", d.assignor_name, members
-        if d.error_code not in (69, 16):   # not a consumer group either: Dead as DescribeGroups said
+        # 69/16: not a consumer group either, Dead as DescribeGroups said; 35: a broker that lists
+        # the API but has the consumer protocol off (Kafka 3.9's default) has no such groups
+        if d.error_code not in (69, 16, 35):
             check(d.error_code, f"group {group}", d.error_message)
     check(g.error_code, f"group {group}")
     return "Dead", g.protocol_type, g.protocol_data, []
@@ -132,9 +135,9 @@ def group_state(admin, conn, group: str) -> tuple[str, str, str, list[_Member]]:
 
 def describe_group(admin, group: str) -> dict:
     """State, members, and offsets with lag per partition of one group."""
-    conn = admin.coordinator(group)
-    state, protocol_type, protocol, group_members = group_state(admin, conn, group)
-    committed = committed_offsets(admin, group, conn)
+    def at(conn):
+        return group_state(admin, conn, group), committed_offsets(admin, group, conn)
+    (state, protocol_type, protocol, group_members), committed = admin.at_coordinator(group, at)
     if state == "Dead" and not committed:
         raise KafkaError(69, f"group {group}", f"Consumer group '{group}' does not exist.")
     members, owner = [], {}
@@ -256,10 +259,10 @@ def seek(args, admin) -> int:
         to, value = "timestamp", args.to_timestamp
     else:
         to, value = "shift", args.shift_by
-    targets = _targets(args, admin, committed_offsets(admin, group, conn))
+    targets = _targets(args, admin, committed_offsets(admin, group))
     plan = reset_plan(admin, conn, group, targets, to, value)
     if args.execute:
-        commit_plan(conn, group, plan)
+        admin.at_coordinator(group, lambda c: commit_plan(c, group, plan))
     else:
         print("WARN: No action will be performed as the --execute option is missing. "
               "In a future major release, the default behavior of this command will be to prompt the user "
@@ -272,10 +275,17 @@ def seek(args, admin) -> int:
     return 0
 
 
+def _delete_one(conn, group: str):
+    r = conn.call(DeleteGroupsRequest(groups_names=[group]), 2).results[0]
+    if r.error_code in COORDINATOR_RETRIABLE:
+        raise KafkaError(r.error_code, f"group {group}")   # at_coordinator looks again
+    return r
+
+
 def delete(args, admin) -> int:
     results, failure = [], None
     for group in args.groups:
-        r = admin.coordinator(group).call(DeleteGroupsRequest(groups_names=[group]), 2).results[0]
+        r = admin.at_coordinator(group, lambda c: _delete_one(c, group))
         if r.error_code:
             failure = failure or KafkaError(r.error_code, f"group {group}")
         else:

@@ -3,18 +3,18 @@ report create time, Metadata latency for all topics, idle CPU, RSS, open files a
 and the restart time after kill -9 (until ready, and until Metadata lists every partition).
 
     python3 -m tools.bench partitions [--topics 100] [--partitions 100] [--idle 20] [--ulimit N]
+                                      [--targets kproto,kafka]
 
-kproto only: Kafka 3.9 side by side needs KAFKA_HOME (not assembled here). A shared machine's
-other load shows in the CPU figures: run it twice and compare.
+The kafka target (Apache Kafka, single KRaft node, from KAFKA_HOME) runs the same steps after
+kproto, one broker at a time. A shared machine's other load shows in the CPU figures: run it
+twice and compare.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import shutil
 import statistics
-import tempfile
 import time
 
 
@@ -58,18 +58,16 @@ def _idle_cpu(pid: int, seconds: float) -> float:
     return (cpu_seconds(pid) - c0) / (time.monotonic() - t0)
 
 
-def run(topics: int, partitions: int, idle: float, ulimit: int | None, per_request: int, settle: float) -> dict:
+def run(target, topics: int, partitions: int, idle: float, per_request: int, settle: float) -> dict:
+    """The steps on one target (tools.bench.targets: kproto or kafka), started fresh, then killed."""
     from confluent_kafka.admin import NewTopic
-    from broker.launch.process import BrokerProcess
-    data = tempfile.mkdtemp(prefix="kproto-partitions-")
-    proc = BrokerProcess(data, open_files_limit=ulimit, new_session=True)
-    out: dict = {"topics": topics, "partitions_per_topic": partitions, "ulimit_n": ulimit}
+    out: dict = {"target": target.label, "topics": topics, "partitions_per_topic": partitions}
     try:
         t0 = time.monotonic()
-        proc.start(timeout=120)
+        target.start(fresh=True)
         out["start_empty_s"] = round(time.monotonic() - t0, 2)
-        pid = proc.proc.pid
-        admin = _admin(proc.bootstrap)
+        pid = target.pid
+        admin = _admin(target.bootstrap)
         total = topics * partitions
         names = [f"seed-{i:03d}" for i in range(topics)]
         errors = []
@@ -90,25 +88,26 @@ def run(topics: int, partitions: int, idle: float, ulimit: int | None, per_reque
         out["create_errors"] = errors[:5]
         out["partitions_listed"] = _listed(admin)
         out["metadata_all_topics_ms"] = round(_metadata_ms(admin), 1)
-        # the creation's deferred fsyncs (five per partition, the checkpoint writer's thread) run
-        # for a while after the answers: reported apart from the idle figure
+        # the creation's deferred work (kproto: five fsyncs per partition on the checkpoint
+        # writer's thread; Kafka: log and checkpoint flushes) runs for a while after the answers:
+        # reported apart from the idle figure
         out["settling_cpu_core"] = round(_idle_cpu(pid, settle), 4)
         out["idle_cpu_core"] = round(_idle_cpu(pid, idle), 4)
         out.update(_counts(pid))
 
-        proc.kill()
+        target.kill()
         t0 = time.monotonic()
-        proc.start(timeout=600)
+        target.start(fresh=False)
         out["restart_ready_s"] = round(time.monotonic() - t0, 2)
-        admin = _admin(proc.bootstrap)
+        admin = _admin(target.bootstrap)
         while _listed(admin) < total and time.monotonic() - t0 < 600:
             time.sleep(0.2)
         out["restart_listed_s"] = round(time.monotonic() - t0, 2)
-        out["after_restart"] = _counts(proc.proc.pid)
+        out["after_restart"] = _counts(target.pid)
         return out
     finally:
-        proc.kill()
-        shutil.rmtree(data, ignore_errors=True)
+        target.kill()
+        target.cleanup()
 
 
 def main(argv=None) -> int:
@@ -120,10 +119,20 @@ def main(argv=None) -> int:
     ap.add_argument("--settle", type=float, default=60.0,
                     help="seconds after creation before idle CPU is measured (background fsyncs)")
     ap.add_argument("--ulimit", type=int, default=None, help="`ulimit -n` of the broker (default: inherited)")
+    ap.add_argument("--targets", default="kproto",
+                    help="comma-separated: kproto, kafka (kafka needs KAFKA_HOME); run one after the other")
+    ap.add_argument("--kafka-home", default=os.environ.get("KAFKA_HOME"))
     args = ap.parse_args(argv)
-    if os.environ.get("KAFKA_HOME"):
-        print("(KAFKA_HOME is set, but the Kafka side of this benchmark is not written yet: kproto only)")
-    print(json.dumps(run(args.topics, args.partitions, args.idle, args.ulimit, args.per_request, args.settle), indent=2))
+    from tools.bench.targets import make_targets
+    names = [n.strip() for n in args.targets.split(",") if n.strip()]
+    if any(n not in ("kproto", "kafka") for n in names):
+        ap.error(f"--targets: kproto and/or kafka, got {args.targets!r}")
+    results = []
+    for target in make_targets(names, args.kafka_home):
+        target.new_session = True           # a kill -9 takes the broker, not this process group
+        target.open_files_limit = args.ulimit
+        results.append(run(target, args.topics, args.partitions, args.idle, args.per_request, args.settle))
+        print(json.dumps(results[-1], indent=2), flush=True)
     return 0
 
 

@@ -112,7 +112,8 @@ class KprotoTarget(Target):
         os.makedirs(data, exist_ok=True)
         self._versions = None
         self.proc = BrokerProcess(data, self.port, settings=self.settings,
-                                  new_session=getattr(self, "new_session", False))
+                                  new_session=getattr(self, "new_session", False),
+                                  open_files_limit=getattr(self, "open_files_limit", None))
         started = time.perf_counter()
         self.proc.start(timeout=600)
         self.ready_seconds = time.perf_counter() - started
@@ -249,7 +250,8 @@ class KafkaTarget(Target):
         started = time.perf_counter()
         self.proc = subprocess.Popen([self._script("kafka-server-start.sh"), props], stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, env=self._env(),
-                                     start_new_session=getattr(self, "new_session", False))
+                                     start_new_session=getattr(self, "new_session", False),
+                                     preexec_fn=_nofile_limit(getattr(self, "open_files_limit", None)))
         deadline = time.monotonic() + 600
         for line in self.proc.stdout:
             self.output.append(line)
@@ -274,6 +276,17 @@ class KafkaTarget(Target):
         if self.proc and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+def _nofile_limit(limit: int | None):
+    """A preexec_fn setting the child's `ulimit -n` (None: inherited)."""
+    if limit is None:
+        return None
+
+    def apply() -> None:
+        import resource
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+    return apply
 
 
 def _kafka_version(home: str) -> str:

@@ -10,11 +10,13 @@ figures are MiB/s of record values; the best of --rounds is printed."""
 from __future__ import annotations
 
 import argparse
+import base64
 import os
 import shutil
 import subprocess
 import tempfile
 import time
+import uuid
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -100,15 +102,30 @@ def measure(name: str, ports: dict, pki, args) -> dict:
 
 
 def start_kafka(home: str, data: str, ports: dict, settings: dict) -> subprocess.Popen:
+    """A single-node KRaft Kafka from the distribution ``home`` with ``settings`` as
+    server.properties lines (``listeners`` names the client listeners; a controller listener is
+    added), its log folder and output under ``data``; returns once it says it started."""
     cport = free_port()
-    extra = dict(settings)
-    extra["listeners"] = settings["listeners"] + f",CONTROLLER://127.0.0.1:{cport}"
-    extra["advertised.listeners"] = settings["listeners"]
-    extra["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT"
-    script = os.path.join(os.path.dirname(home.rstrip("/")), "start-kafka.sh")
+    props = {"process.roles": "broker,controller", "node.id": "1",
+             "controller.quorum.voters": f"1@127.0.0.1:{cport}", "controller.listener.names": "CONTROLLER",
+             "inter.broker.listener.name": "PLAINTEXT", "log.dirs": os.path.join(data, "log"),
+             "offsets.topic.replication.factor": "1", "transaction.state.log.replication.factor": "1",
+             "transaction.state.log.min.isr": "1", **settings}
+    props["listeners"] = settings["listeners"] + f",CONTROLLER://127.0.0.1:{cport}"
+    props["advertised.listeners"] = settings["listeners"]
+    props["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT"
+    path = os.path.join(data, "server.properties")
+    with open(path, "w") as f:
+        f.writelines(f"{k}={v}\n" for k, v in props.items())
+    env = dict(os.environ, KAFKA_HOME=home, LOG_DIR=os.path.join(data, "logs"))
+    cluster = "-"
+    while cluster.startswith("-"):  # kafka-storage.sh would read "-t -x..." as an option
+        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    subprocess.run([os.path.join(home, "bin", "kafka-storage.sh"), "format", "-t", cluster, "-c", path],
+                   check=True, capture_output=True, env=env, timeout=120)
     log = open(os.path.join(data, "kafka.log"), "w")
-    proc = subprocess.Popen([script, data, str(free_port()), str(cport)] + [f"{k}={v}" for k, v in extra.items()],
-                            stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, KAFKA_HOME=home))
+    proc = subprocess.Popen([os.path.join(home, "bin", "kafka-server-start.sh"), path],
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         with open(os.path.join(data, "kafka.log")) as f:
