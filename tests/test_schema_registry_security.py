@@ -97,3 +97,58 @@ def test_a_bad_listener_value_is_one_line_at_start_up(tmp_path):
     assert out.stderr.strip().splitlines() == [
         "kproto: Invalid value ftp://x for configuration schema.registry.listeners: expected http://HOST:PORT, "
         "https://HOST:PORT or off"]
+
+
+def test_subject_acls_follow_the_topic_acls(tmp_path):
+    """With an authorizer, a subject is governed by its topic's Kafka ACLs (docs/schema-registry.md):
+    WRITE registers, READ reads, ALTER_CONFIGS sets its compatibility, DELETE deletes; the subject
+    list shows only what the user may read; a schema by id stays readable."""
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = BrokerProcess(str(tmp_path / "data"), settings={
+        "schema.registry.listeners": url, "schema.registry.authentication": "basic",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:ANONYMOUS;User:admin"})   # the PLAINTEXT listener administers
+    proc.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+        for f in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+                u, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), f"{u}-secret".encode())
+                for u in ("admin", "alice", "bob")]).values():
+            f.result(30)
+
+        def allow(user, op):
+            return AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, f"User:{user}", "*", op,
+                              AclPermissionType.ALLOW)
+        for f in admin.create_acls([allow("alice", AclOperation.READ), allow("alice", AclOperation.WRITE),
+                                    allow("bob", AclOperation.READ)]).values():
+            f.result(30)
+
+        def call(user, method, path, **kw):
+            return requests.request(method, f"{url}{path}", auth=(user, f"{user}-secret"), timeout=10, **kw)
+        body = {"schema": SCHEMA}
+        assert call("alice", "POST", "/subjects/orders-value/versions", json=body).status_code == 200
+        denied = call("bob", "POST", "/subjects/orders-value/versions", json=body)
+        assert (denied.status_code, denied.json()) == (403, {
+            "error_code": 40301, "message": "User is denied operation Write on Subject: orders-value"})
+        assert call("bob", "GET", "/subjects/orders-value/versions").json() == [1]
+        assert call("alice", "POST", "/subjects/secret-value/versions", json=body).status_code == 403
+        secret = call("admin", "POST", "/subjects/secret-value/versions",
+                      json={"schema": SCHEMA.replace('"S"', '"T"')}).json()["id"]
+        assert call("bob", "GET", "/subjects").json() == ["orders-value"]
+        assert sorted(call("admin", "GET", "/subjects").json()) == ["orders-value", "secret-value"]
+        assert call("bob", "GET", "/subjects/secret-value/versions").status_code == 403
+        assert call("bob", "GET", f"/schemas/ids/{secret}").status_code == 200   # by id: any user
+        assert call("bob", "PUT", "/config/orders-value", json={"compatibility": "NONE"}).json()["error_code"] == 40301
+        assert call("alice", "PUT", "/config", json={"compatibility": "NONE"}).json() == {
+            "error_code": 40301, "message": "User is denied operation AlterConfigs on Cluster: kafka-cluster"}
+        assert call("alice", "DELETE", "/subjects/orders-value").status_code == 403
+        assert call("admin", "DELETE", "/subjects/orders-value").json() == [1]
+        # the real client sees the refusal as a 403 too
+        with pytest.raises(SchemaRegistryError) as refused:
+            SchemaRegistryClient({"url": url, "basic.auth.user.info": "bob:bob-secret"}).register_schema(
+                "orders-value", Schema(SCHEMA, "AVRO"))
+        assert refused.value.http_status_code == 403 and refused.value.error_code == 40301
+    finally:
+        proc.stop()

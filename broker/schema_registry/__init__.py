@@ -50,8 +50,9 @@ async def run(broker, settings, task_status=trio.TASK_STATUS_IGNORED) -> None:
     broker.metric_sources = [*getattr(broker, "metric_sources", []), lambda: registry_metrics(broker)]
     auth = None
     if settings.authentication == "basic":
+        from broker.schema_registry.acls import SubjectAcls
         from broker.schema_registry.auth import BasicAuth
-        auth = BasicAuth(broker)
+        auth = SubjectAcls(broker, BasicAuth(broker))   # checks subjects only with an authorizer
     election = forwarder = None
     if _multi_node(broker):
         from broker.schema_registry.election import WriterElection

@@ -114,15 +114,20 @@ class App:
                 if m != method:
                     continue
                 query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+                params = {k: unquote(v) for k, v in match.groupdict().items()}
+                host = (scope.get("client") or ("*",))[0]
+                if principal is not None and hasattr(self.auth, "authorize"):
+                    # (here, before a write is forwarded: the writer would see this node's address)
+                    self.auth.authorize(principal, method, params.get("subject"), handler.__name__, host)
                 if write and self.forwarder is not None and not self.registry.is_writer():
                     forwarded = await self.forwarder.forward(scope, raw, headers)
                     if forwarded is not None:
                         return forwarded
-                params = {k: unquote(v) for k, v in match.groupdict().items()}
                 body = _json(raw) if method in ("POST", "PUT") else None
-                if principal is not None and hasattr(self.auth, "authorize"):
-                    self.auth.authorize(principal, method, params.get("subject"))
-                return 200, await handler(body=body, query=query, **params)
+                result = await handler(body=body, query=query, **params)
+                if principal is not None and handler == self.list_subjects and hasattr(self.auth, "readable"):
+                    result = self.auth.readable(principal, result, host)
+                return 200, result
             raise errors.method_not_allowed() if allowed else errors.not_found_endpoint()
         except errors.RegistryError as exc:
             if self.metrics is not None:
