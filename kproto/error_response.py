@@ -247,6 +247,7 @@ _ENTRIES = {
     ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
     ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
     ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
+    ApiKey.SHARE_GROUP_DESCRIBE: _consumer_group_describe,   # the same shape: one entry per group id
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: _alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: _list_partition_reassignments,
