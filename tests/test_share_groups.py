@@ -48,6 +48,9 @@ c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "share.ack
                    "max.poll.records": 10})
 c.subscribe([topic])
 out = lambda **kw: (sys.stdout.write(json.dumps(kw) + "\n"), sys.stdout.flush())
+def committed(offsets, exc):            # the broker answered these acknowledgements
+    out(ev="committed", ok=exc is None, os=sorted(o for os in offsets.values() for o in os), t=time.time())
+c.set_acknowledgement_commit_callback(committed)
 out(ev="started")
 while True:
     if select.select([sys.stdin], [], [], 0)[0] and sys.stdin.readline().strip() == "close":
@@ -163,9 +166,41 @@ def produce(bootstrap, topic, values):
     assert p.flush(15) == 0
 
 
-def history(consumers):
-    """All deliveries and acknowledgements, in time order, checked against the share rules."""
-    chk = ShareHistoryChecker(LIMIT)
+def effective_acks(consumers) -> set:
+    """(member, offset, time) of the acknowledgements that took effect, across a broker kill. A member's
+    acknowledgements of an offset are answered in order (confluent-kafka's acknowledgement commit
+    callback), so the n-th answer naming the offset is the n-th acknowledgement's. One answered without
+    error took effect; one that failed (the broker was killed) took effect exactly when the record is
+    never offered again."""
+    later_delivery: dict[int, float] = {}
+    for c in consumers:
+        for e in c.seen("msg"):
+            later_delivery[e["o"]] = max(later_delivery.get(e["o"], 0), e["t"])
+    out = set()
+    for c in consumers:
+        acks: dict[int, list] = {}
+        answers: dict[int, list] = {}
+        for e in c.seen_all():
+            if e["ev"] == "ack":
+                acks.setdefault(e["o"], []).append(e["t"])
+            elif e["ev"] == "committed":
+                for o in e["os"]:
+                    answers.setdefault(o, []).append(e["ok"])
+        for o, times in acks.items():
+            for i, t in enumerate(times):
+                ok = answers.get(o, [])[i] if i < len(answers.get(o, [])) else False
+                if ok or later_delivery.get(o, 0) < t:
+                    out.add((c.name, o, t))
+    return out
+
+
+def history(consumers, restarts=()):
+    """All deliveries and acknowledgements, in time order, checked against the share rules. At a broker
+    kill (`restarts`: times) every lock is gone, and only the acknowledgements that took effect count
+    (effective_acks)."""
+    chk = ShareHistoryChecker(LIMIT, gaps_allowed=bool(restarts))
+    pending = sorted(restarts)
+    effective = effective_acks(consumers) if restarts else None
     # by time, and in each member's own order for equal times (its clock may tick in milliseconds)
     events = sorted(((e["t"], seq, c.name, e) for c in consumers
                      for seq, e in enumerate(x for x in c.seen_all() if x["ev"] in ("msg", "ack"))),
@@ -173,11 +208,15 @@ def history(consumers):
     deliveries: dict[int, list] = {}
     for t, _seq, name, e in events:
         ms = int(t * 1000)
+        while pending and pending[0] * 1000 <= ms:
+            for off in list(chk.holder):
+                chk.freed(off)
+            pending.pop(0)
         if e["ev"] == "msg":
             # the lock was taken before the client saw the record: its deadline is at most this
             chk.deliver(ms, name, e["o"], e["dc"], ms + LOCK_MS - 1000)
             deliveries.setdefault(e["o"], []).append((ms, name, e["dc"], e["v"]))
-        else:
+        elif effective is None or (name, e["o"], e["t"]) in effective:
             chk.ack(ms, name, e["o"], e["k"])
     return chk, deliveries
 
@@ -197,6 +236,11 @@ def test_three_members_share_a_partition_release_reject_and_limit(kbroker):
 @pytest.mark.timeout(120)
 def test_killed_member_records_return_after_the_lock(kbroker):
     killed_member_scenario(kbroker.bootstrap, python_member, "share-jobs", "share-g2")
+
+
+@pytest.mark.timeout(180)
+def test_broker_kill_loses_no_acknowledgement(kbroker):
+    restart_scenario(kbroker, python_member, "share-restart", "share-g3")
 
 
 def sharing_scenario(b, command, topic, group, replication=1):
@@ -238,6 +282,40 @@ def sharing_scenario(b, command, topic, group, replication=1):
         print(f"share group ({getattr(command, '__name__', 'java')}): {sum(len(d) for d in deliveries.values())} "
               f"deliveries of {len(values)} records "
               f"over {len(members)} members")
+    finally:
+        for c in cs:
+            c.close() if c.proc.poll() is None else None
+
+
+def restart_scenario(broker, command, topic, group):
+    """kill -9 of the broker while 3 members work: after the restart no accepted record comes back,
+    the records in flight are offered again with their next delivery count, and all are accepted."""
+    b = broker.bootstrap
+    setup(b, topic, group)
+    kinds = {0: "release", 7: "reject"}
+    values = [f"{i}:{kinds.get(i % 20, 'plain')}" for i in range(300)]
+    cs = [ShareConsumerProc(f"m{i}", b, group, topic, command=command) for i in range(3)]
+    try:
+        produce(b, topic, values[:150])
+
+        def accepted():
+            return {e["o"] for c in cs for e in c.seen("ack") if e["k"] == "accept"}
+        wait_until(lambda: len(accepted()) >= 60, 60, "some records accepted")
+        killed = time.time()
+        broker.restart(clean=False)          # kill -9, then start on the same data and port
+        produce(b, topic, values[150:])
+        want = {i for i, v in enumerate(values) if v.endswith(("plain", "release"))}
+        wait_until(lambda: want <= accepted(), 90, "every record accepted after the restart")
+        time.sleep(2)                        # a record whose acceptance was lost would be offered again by now
+        for c in cs:
+            c.close()                        # sends (and answers) the last acknowledgements
+        chk, deliveries = history(cs, restarts=[killed])
+        chk.final(range(len(values)), lambda off: None)
+        assert chk.problems() == []
+        again = [o for o, ds in deliveries.items() if any(d[0] / 1000 >= killed for d in ds)
+                 and any(d[0] / 1000 < killed for d in ds)]
+        print(f"broker kill -9: {len(again)} records in flight at the kill offered again, "
+              f"{sum(len(d) for d in deliveries.values())} deliveries of {len(values)} records")
     finally:
         for c in cs:
             c.close() if c.proc.poll() is None else None

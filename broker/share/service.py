@@ -3,8 +3,9 @@ share-partitions of the partitions it leads, share sessions (ShareFetch/ShareAck
 epochs), and one trio task that wakes at the earliest deadline (an acquisition lock, a member's
 session) and applies it. The decisions are in `membership.py` and `partition.py`.
 
-State is in memory: a broker restart starts every share-partition afresh at
-`share.auto.offset.reset` (docs/compatibility.md says so).
+Every change of a share-partition's state (records acquired, acknowledged, released) is appended to
+`__share_group_state` as a ShareSnapshot record (`state_store.py`) before the answer goes out, and
+read back at start, so a restart loses no acknowledgement and offers again only what was in flight.
 """
 from __future__ import annotations
 
@@ -19,7 +20,11 @@ from kproto.errors import ErrorCode as E
 
 from broker.groups.results import GroupOverview
 from broker.partitions.partition import OffsetOutOfRange
-from broker.share import group_configs
+from kproto import records as rec
+
+from broker.coordination.topic import ensure_internal_topic
+from broker.share import group_configs, state_store
+from broker.storage.replay import stored_batches
 from broker.share.membership import ShareGroups
 from broker.share.partition import SharePartition
 
@@ -65,6 +70,11 @@ class ShareService:
         self.partitions: dict[tuple, SharePartition] = {}  # (group, topic id, index) -> share-partition
         self.sessions: dict[tuple, ShareSession] = {}       # (group, member) -> session
         self._wake = trio.Event()
+        # (group, topic id, index) -> (snapshot epoch, start offset, state batches) read back from
+        # __share_group_state at start: a share-partition created later resumes from it
+        self.stored: dict[tuple, tuple] = {}
+        self._epochs: dict[tuple, int] = {}
+        self._loaded = False           # read back on first use, when the partitions' leadership is settled
 
     def _config_int(self, key: str, default: int) -> int:
         return group_configs.broker_int(self.broker.config, key, default)
@@ -101,6 +111,7 @@ class ShareService:
         self.sessions.pop((group_id, member_id), None)
         for (gid, tid, idx), sp in self.partitions.items():
             if gid == group_id and sp.release_member(member_id):
+                self.persist((gid, tid, idx), sp)
                 self._notify(tid, idx)
 
     def list_groups(self, states=(), types=()) -> list:
@@ -143,8 +154,61 @@ class ShareService:
         for tid, idx in session.partitions:
             sp = self.partitions.get((session.group_id, tid, idx))
             if sp is not None and sp.release_member(session.member_id):
+                self.persist((session.group_id, tid, idx), sp)
                 self._notify(tid, idx)
         self._kick()
+
+    # -- __share_group_state ---------------------------------------------------------------------
+
+    def _load(self) -> None:
+        """Replay the local partitions of __share_group_state (the latest snapshot of a key wins)."""
+        self._loaded = True
+        topic = self.broker.image.topics.get(state_store.TOPIC)
+        if topic is None:
+            return
+        for index in topic.partitions:
+            p = self.broker.partitions.get(state_store.TOPIC, index)
+            if p is None:
+                continue
+            for chunk in stored_batches(p.log, p.high_watermark):
+                for header, batch in chunk:
+                    if header.is_control:
+                        continue
+                    for r in rec.iter_records(batch):
+                        got = state_store.decode(r.key, r.value)
+                        if got is None:
+                            continue
+                        ident, state = got
+                        if state is None:
+                            self.stored.pop(ident, None)
+                        else:
+                            self.stored[ident] = state
+        if self.stored:
+            log.info("share groups: %d share-partition states read from %s", len(self.stored), state_store.TOPIC)
+
+    def persist(self, key: tuple, sp: SharePartition) -> None:
+        """Append the share-partition's state as a ShareSnapshot record to its __share_group_state
+        partition, when this broker leads that partition (creating the topic on first use)."""
+        topic = self.broker.image.topics.get(state_store.TOPIC)
+        if topic is None:
+            ensure_internal_topic(self.broker, state_store.TOPIC, False, lambda: None, log)
+            return
+        group_id, tid, idx = key
+        index = state_store.partition_for(group_id, tid, idx, len(topic.partitions))
+        p = self.broker.partitions.get(state_store.TOPIC, index)
+        if p is None or not p.is_leader:
+            return
+        now = self.now_ms()
+        epoch = self._epochs[key] = self._epochs.get(key, 0) + 1
+        t = self.broker.image.topics_by_id.get(tid)
+        data = self.broker.partitions.get(t.name, idx) if t is not None else None
+        value = state_store.snapshot_value(epoch, data.leader_epoch if data is not None else -1, sp.start_offset, sp.state_batches(),
+                                           sp.delivery_complete_count(), now, now)
+        batch = bytearray(rec.build_batch([(state_store.snapshot_key(group_id, tid, idx), value, [], now)]))
+        try:
+            p.append(batch, rec.BatchHeader(batch), now)
+        except Exception:
+            log.exception("appending to %s-%d failed", state_store.TOPIC, index)
 
     # -- share-partitions ------------------------------------------------------------------------
 
@@ -152,10 +216,19 @@ class ShareService:
         key = (group_id, partition.topic_id, partition.index)
         sp = self.partitions.get(key)
         if sp is None:
+            if not self._loaded:
+                self._load()
+            stored = self.stored.pop(key, None)
+            if stored is not None:          # resume: acknowledged stays done, in-flight is offered again
+                self._epochs[key] = stored[0]
+                start, batches = stored[1], stored[2]
+            else:
+                start, batches = self._initial_offset(group_id, partition), ()
             sp = self.partitions[key] = SharePartition(
-                self._initial_offset(group_id, partition),
+                start, batches=batches,
                 delivery_count_limit=int(self.group_config(group_id, "share.delivery.count.limit")),
                 max_record_locks=self.max_record_locks, lock_duration_ms=self.lock_duration_ms)
+            self.persist(key, sp)
         if sp.start_offset < partition.log_start_offset:
             sp.move_start(partition.log_start_offset)
         return sp
@@ -191,6 +264,9 @@ class ShareService:
         ranges = batch_ranges(data)
         got = sp.acquire(member_id, ranges, max_records, self.now_ms(), self.lock_duration_for(group_id))
         if got:
+            # the delivery counts are durable before the records go out: a restart never hands a
+            # record out more than share.delivery.count.limit times
+            self.persist((group_id, partition.topic_id, partition.index), sp)
             self._kick()
         return (data if got else b""), got
 
@@ -205,6 +281,7 @@ class ShareService:
             code = sp.acknowledge(member_id, first, last, list(types), now)
             if code != E.NONE and error == E.NONE:
                 error = code
+        self.persist((group_id, topic_id, index), sp)      # before the answer: no acknowledgement is lost
         self._notify(topic_id, index)      # released records may be fetched by a waiting member
         return error
 
@@ -230,6 +307,7 @@ class ShareService:
         """Apply every deadline passed by `now_ms`: expired locks, expired members."""
         for (gid, tid, idx), sp in self.partitions.items():
             if sp.expire(now_ms):
+                self.persist((gid, tid, idx), sp)
                 self._notify(tid, idx)
         for gid, mid in self.groups.expire(now_ms, self.topic_table()):
             log.info("share group %s: member %s session expired", gid, mid)
