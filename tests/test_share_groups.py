@@ -16,11 +16,6 @@ import time
 
 import pytest
 
-from kproto.api import version_range
-
-# the share APIs are served with Kafka 4.x's codecs (v1+; broker/handlers/share_groups.py)
-pytestmark = pytest.mark.skipif(version_range(78)[1] < 1, reason="the codecs carry no ShareFetch v1 (Kafka 4.x)")
-
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import (  # noqa: E402

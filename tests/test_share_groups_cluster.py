@@ -6,11 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from kproto.api import version_range
-
-# the share APIs are served with Kafka 4.x's codecs (v1+; broker/handlers/share_groups.py)
-pytestmark = pytest.mark.skipif(version_range(78)[1] < 1, reason="the codecs carry no ShareFetch v1 (Kafka 4.x)")
-
 pytest.importorskip("confluent_kafka")
 
 from tests.test_share_groups import SETTINGS, killed_member_scenario, python_member, sharing_scenario  # noqa: E402

@@ -9,11 +9,6 @@ import subprocess
 
 import pytest
 
-from kproto.api import version_range
-
-# the share APIs are served with Kafka 4.x's codecs (v1+; broker/handlers/share_groups.py)
-pytestmark = pytest.mark.skipif(version_range(78)[1] < 1, reason="the codecs carry no ShareFetch v1 (Kafka 4.x)")
-
 from compat_tests.java_client import JavaUnavailable, classpath_jars, find_libs
 from tests.test_share_groups import SETTINGS, killed_member_scenario, sharing_scenario
 from broker.launch.process import BrokerProcess

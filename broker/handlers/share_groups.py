@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import trio
 
-from kproto.api import ApiKey, version_range
+from kproto.api import ApiKey
 from kproto.errors import ErrorCode as E
 from kproto.messages.share_acknowledge_response import ShareAcknowledgeResponse
 from kproto.messages.share_fetch_response import ShareFetchResponse
@@ -18,15 +18,6 @@ from broker.replication.leader_hint import current_leader
 # AclEntry.supportedOperations(GROUP) for a share group: READ, DELETE, DESCRIBE (bits 3, 6, 8)
 _GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 _ASSIGNOR = "simple"
-
-
-def _served(api_key: int, lo: int, hi: int):
-    """Register the handler only when the codecs carry Kafka 4.x's stable versions (v1+, generated
-    from Kafka 4.3's definitions); with the early-access v0 codecs the share APIs are not served."""
-    clo, chi = version_range(api_key)
-    if clo <= lo and hi <= chi:
-        return handles(api_key, lo, hi)
-    return lambda fn: fn
 
 
 def _not_share_group(ctx, group_id: str):
@@ -46,7 +37,7 @@ _HbAssignment = ShareGroupHeartbeatResponse.Assignment
 _HbTopicPartitions = ShareGroupHeartbeatResponse.TopicPartitions
 
 
-@_served(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1)
+@handles(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1)
 async def share_group_heartbeat(ctx, req):
     err, message = _not_share_group(ctx, req.group_id)
     if err is not None:
@@ -82,7 +73,7 @@ def _assignment(ctx, assignment: dict):
     return _Assignment(topic_partitions=out)
 
 
-@_served(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1)
+@handles(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1)
 async def share_group_describe(ctx, req):
     out = []
     for group_id in req.group_ids:
@@ -156,7 +147,7 @@ def _session_error(ctx, req, opening_allowed: bool):
     return ctx.broker.share.session_for(req.group_id, req.member_id, req.share_session_epoch)
 
 
-@_served(ApiKey.SHARE_FETCH, 1, 2)
+@handles(ApiKey.SHARE_FETCH, 1, 2)
 async def share_fetch(ctx, req):
     svc = ctx.broker.share
     epoch = req.share_session_epoch
@@ -240,7 +231,7 @@ async def _fetch(ctx, req, session, part) -> None:
                 p.remove_waiter(event)
 
 
-@_served(ApiKey.SHARE_ACKNOWLEDGE, 1, 2)
+@handles(ApiKey.SHARE_ACKNOWLEDGE, 1, 2)
 async def share_acknowledge(ctx, req):
     err, session = _session_error(ctx, req, opening_allowed=False)
     if err != E.NONE:
