@@ -22,6 +22,7 @@ from confluent_kafka.admin import (  # noqa: E402
     AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType,
 )
 
+from kproto.messages.describe_share_group_offsets_request import DescribeShareGroupOffsetsRequest  # noqa: E402
 from kproto.messages.share_group_describe_request import ShareGroupDescribeRequest  # noqa: E402
 from tests.wire_client import WireClient  # noqa: E402
 from broker.launch.process import BrokerProcess  # noqa: E402
@@ -274,6 +275,14 @@ def sharing_scenario(b, command, topic, group, replication=1):
                 assert counts == [1], (i, deliveries.get(i))
         members = {d[1] for ds in deliveries.values() for d in ds}
         assert len(members) >= 2, f"one member took everything: {members}"
+        if replication == 1:                 # the share-partition start offset moved over every record
+            with WireClient(b) as c:
+                g = c.call(DescribeShareGroupOffsetsRequest(groups=[
+                    DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]),
+                    1).groups[0]
+            assert g.error_code == 0 and [(t.topic_name, [(p.partition_index, p.start_offset, p.lag)
+                                                          for p in t.partitions]) for t in g.topics] == [
+                (topic, [(0, len(values), 0)])]
         print(f"share group ({getattr(command, '__name__', 'java')}): {sum(len(d) for d in deliveries.values())} "
               f"deliveries of {len(values)} records "
               f"over {len(members)} members")

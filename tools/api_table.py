@@ -80,6 +80,7 @@ REASONS: dict[str, str] = {
     "ShareGroupDescribe": "#31 (share groups): Kafka 4.3's stable v1",
     "ShareFetch": "#31 (share groups): Kafka 4.3's v1-2",
     "ShareAcknowledge": "#31 (share groups): Kafka 4.3's v1-2",
+    "DescribeShareGroupOffsets": "#31 (share groups): Kafka 4.3's v0-1",
     # client telemetry (KIP-714)
     "GetTelemetrySubscriptions": ("advertised while a client-metrics subscription exists (Kafka advertises it "
                                   "when a telemetry receiver is configured, which a default Kafka is not)"),

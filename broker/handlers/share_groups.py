@@ -5,7 +5,9 @@ from __future__ import annotations
 import trio
 
 from kproto.api import ApiKey
+from kproto._codec import ZERO_UUID
 from kproto.errors import ErrorCode as E
+from kproto.messages.describe_share_group_offsets_response import DescribeShareGroupOffsetsResponse
 from kproto.messages.share_acknowledge_response import ShareAcknowledgeResponse
 from kproto.messages.share_fetch_response import ShareFetchResponse
 from kproto.messages.share_group_describe_response import ShareGroupDescribeResponse
@@ -250,3 +252,56 @@ async def share_acknowledge(ctx, req):
     return ShareAcknowledgeResponse(throttle_time_ms=0, error_code=E.NONE, error_message=None,
                                     acquisition_lock_timeout_ms=ctx.broker.share.lock_duration_for(session.group_id),
                                     responses=out, node_endpoints=[])
+
+
+# ======================================================================== share-group offsets
+
+_OGroup = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup
+_OTopic = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic
+_OPart = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition
+
+
+@handles(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1)
+async def describe_share_group_offsets(ctx, req):
+    """The share-partition start offsets (and, v1, lag: records not yet delivered-complete) this
+    broker holds for the group: its own share-partitions and the state it read from
+    __share_group_state; -1 for a partition it holds no state of."""
+    svc = ctx.broker.share
+    image = ctx.broker.image
+    out = []
+    for g in req.groups:
+        err, message = _not_share_group(ctx, g.group_id)
+        if err is None and g.group_id not in svc.groups.groups:
+            err, message = E.GROUP_ID_NOT_FOUND, f"Group {g.group_id} not found."
+        if err is not None:
+            out.append(_OGroup(group_id=g.group_id, topics=[], error_code=err, error_message=message))
+            continue
+        states = svc.offsets(g.group_id)                 # (topic id, index) -> (start, complete)
+        if g.topics is None:
+            wanted: dict = {}
+            for tid, idx in sorted(states, key=str):
+                t = image.topics_by_id.get(tid)
+                if t is not None:
+                    wanted.setdefault(t.name, []).append(idx)
+        else:
+            wanted = {t.topic_name: list(t.partitions) for t in g.topics}
+        topics = []
+        for name, indexes in wanted.items():
+            t = image.topics.get(name)
+            parts = []
+            for idx in indexes:
+                if t is None or idx not in t.partitions:
+                    parts.append(_OPart(partition_index=idx, start_offset=-1, leader_epoch=-1, lag=-1,
+                                        error_code=E.UNKNOWN_TOPIC_OR_PARTITION, error_message=None))
+                    continue
+                start, complete = states.get((t.topic_id, idx), (-1, 0))
+                p = ctx.broker.partitions.get(name, idx)
+                lag = (max(0, p.high_watermark - start - complete)
+                       if start >= 0 and p is not None and p.is_leader else -1)
+                parts.append(_OPart(partition_index=idx, start_offset=start,
+                                    leader_epoch=p.leader_epoch if p is not None else -1, lag=lag,
+                                    error_code=E.NONE, error_message=None))
+            topics.append(_OTopic(topic_name=name, topic_id=t.topic_id if t is not None else ZERO_UUID,
+                                  partitions=parts))
+        out.append(_OGroup(group_id=g.group_id, topics=topics, error_code=E.NONE, error_message=None))
+    return DescribeShareGroupOffsetsResponse(throttle_time_ms=0, groups=out)

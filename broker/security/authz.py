@@ -778,6 +778,24 @@ async def share_group_describe(ck, ctx, req, handler):
     return resp
 
 
+@wraps(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
+async def describe_share_group_offsets(ck, ctx, req, handler):
+    """DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED for the group), DESCRIBE on each topic named
+    (the topic is left out otherwise)."""
+    from kproto.messages.describe_share_group_offsets_response import DescribeShareGroupOffsetsResponse as R
+    req.groups, denied = _split(req.groups, lambda g: ck.group(DESCRIBE, g.group_id))
+    for g in req.groups:
+        if g.topics is not None:
+            g.topics = [t for t in g.topics if ck.topic(DESCRIBE, t.topic_name)]
+    resp = await handler(ctx, req)
+    for g in resp.groups:
+        g.topics = [t for t in g.topics if ck.topic(DESCRIBE, t.topic_name)]
+    resp.groups = list(resp.groups) + [R.DescribeShareGroupOffsetsResponseGroup(
+        group_id=g.group_id, topics=[], error_code=E.GROUP_AUTHORIZATION_FAILED,
+        error_message=MESSAGES[E.GROUP_AUTHORIZATION_FAILED]) for g in denied]
+    return resp
+
+
 async def _share_records(ck, ctx, req, handler, R, part):
     """ShareFetch/ShareAcknowledge: READ on the group, else the whole request fails; READ on each
     topic, else its partitions answer TOPIC_AUTHORIZATION_FAILED (and are not served)."""

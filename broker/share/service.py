@@ -123,6 +123,20 @@ class ShareService:
         return [GroupOverview(g.group_id, "share", g.state, "share") for g in self.groups.groups.values()
                 if not wanted_states or g.state.lower() in wanted_states]
 
+    def offsets(self, group_id: str) -> dict:
+        """(topic id, index) -> (share-partition start offset, done offsets above it) of the group's
+        share-partitions this broker holds, live or read back from __share_group_state."""
+        if not self._loaded:
+            self._load()
+        out = {}
+        for (gid, tid, idx), (_epoch, start, batches) in self.stored.items():
+            if gid == group_id:
+                out[(tid, idx)] = (start, sum(last - first + 1 for first, last, state, _c in batches if state in (2, 4)))
+        for (gid, tid, idx), sp in self.partitions.items():
+            if gid == group_id:
+                out[(tid, idx)] = (sp.start_offset, sp.delivery_complete_count())
+        return out
+
     # -- share sessions --------------------------------------------------------------------------
 
     def session_for(self, group_id: str, member_id: str, epoch: int):
