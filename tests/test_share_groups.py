@@ -137,7 +137,13 @@ def setup(bootstrap, topic, group, replication=1):
             f.result(30)
     else:                                   # a fresh cluster: until its brokers are unfenced
         from tools.cluster_client import create_topic
-        wait_until(lambda: create_topic(admin, topic, 1, replication), 60, f"{topic} created")
+
+        def created():
+            try:
+                return create_topic(admin, topic, 1, replication)
+            except confluent_kafka.KafkaException:    # not every broker registered yet
+                return False
+        wait_until(created, 60, f"{topic} created")
     res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
         ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET),
         ConfigEntry("share.delivery.count.limit", str(LIMIT), incremental_operation=AlterConfigOpType.SET)])
