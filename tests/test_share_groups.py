@@ -199,11 +199,11 @@ def effective_acks(consumers) -> set:
     return out
 
 
-def history(consumers, restarts=()):
+def history(consumers, restarts=(), gaps_allowed=False):
     """All deliveries and acknowledgements, in time order, checked against the share rules. At a broker
     kill (`restarts`: times) every lock is gone, and only the acknowledgements that took effect count
     (effective_acks)."""
-    chk = ShareHistoryChecker(LIMIT, gaps_allowed=bool(restarts))
+    chk = ShareHistoryChecker(LIMIT, gaps_allowed=gaps_allowed or bool(restarts))
     pending = sorted(restarts)
     effective = effective_acks(consumers) if restarts else None
     # by time, and in each member's own order for equal times (its clock may tick in milliseconds)
@@ -348,7 +348,9 @@ def killed_member_scenario(b, command, topic, group, replication=1):
         holder.kill()                        # kill -9: its locks are never released by a request
         cs = [ShareConsumerProc(f"m{i}", b, group, topic, command=command) for i in range(2)]
         wait_until(lambda: set(range(40)) <= {e["o"] for c in cs for e in c.seen("ack")}, 30, "all 40 accepted")
-        chk, deliveries = history([holder] + cs)
+        # the holder may have fetched more than it showed before it was killed (a client fetches ahead
+        # of its application): those records come back with count 2 though no delivery 1 was seen
+        chk, deliveries = history([holder] + cs, gaps_allowed=True)
         chk.final(range(len(values)), lambda off: None)
         assert chk.problems() == []
         for off, t in held.items():
