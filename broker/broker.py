@@ -28,6 +28,7 @@ from broker.partitions.producers import ProducerStateManager
 from broker.partitions.replicas import ReplicaManager
 from broker.replication.manager import ReplicationManager
 from broker.server.listener import run_listener
+from broker.share.service import ShareService
 from broker.storage import LogManager
 from broker.storage.checkpoints import read_meta_properties
 from broker.storage.files import META_PROPERTIES
@@ -85,6 +86,7 @@ class Broker:
         self.partitions = None
         self.groups = None
         self.transactions = None
+        self.share = None
         self.producers = ProducerStateManager()
         self.flusher = Flusher()  # fsyncs in worker threads, group commit
         self.checkpoints = CheckpointWriter()  # periodic checkpoint files, written off the event loop
@@ -210,6 +212,7 @@ class Broker:
         self.transactions.open()
         self.tiered = RemoteLogManager(self)   # tiered storage (broker/tiered)
         self.tiered.open()
+        self.share = ShareService(self)   # share groups (KIP-932, broker/share/)
         log.info("storage open: %d metadata records, %d partitions in %.2f s",
                  count, len(self.partitions.all()), time.monotonic() - started)
 
@@ -294,6 +297,7 @@ class Broker:
                 nursery.start_soon(self.groups.run)
                 nursery.start_soon(self.transactions.run)
                 nursery.start_soon(self.tiered.run)
+                nursery.start_soon(self.share.run)
                 if self.metrics is not None:
                     nursery.start_soon(watch_event_loop, self.metrics)
                 if self.schema_registry_settings is not None:

@@ -199,6 +199,11 @@ def _consumer_group_describe(m, req, v, code):
     return {"groups": [m.DescribedGroup(error_code=code, group_id=g) for g in req.group_ids]}
 
 
+def _describe_share_group_offsets(m, req, v, code):
+    return {"groups": [m.DescribeShareGroupOffsetsResponseGroup(group_id=g.group_id, topics=[], error_code=code)
+                       for g in req.groups]}
+
+
 def _describe_topic_partitions(m, req, v, code):
     return {"topics": [m.DescribeTopicPartitionsResponseTopic(error_code=code, name=t.name, is_internal=False,
                                                               partitions=[]) for t in req.topics]}
@@ -247,6 +252,8 @@ _ENTRIES = {
     ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
     ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
     ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
+    ApiKey.SHARE_GROUP_DESCRIBE: _consumer_group_describe,   # the same shape: one entry per group id
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _describe_share_group_offsets,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: _alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: _list_partition_reassignments,

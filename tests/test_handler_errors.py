@@ -127,7 +127,10 @@ def _populated(cls, version: int):
     (recursively) and a value in every field of ``version``."""
     module = sys.modules[cls.__module__]
     fields = {}
-    for name, _, typ, (lo, hi), *_ in cls._schema:
+    for name, _, typ, versions, *_ in cls._schema:
+        if versions is None:          # a field of no served version (ShareFetch's v0-only PartitionMaxBytes)
+            continue
+        lo, hi = versions
         if not (lo <= version and (hi is None or version <= hi)):
             continue
         elem = typ.removeprefix("[]")

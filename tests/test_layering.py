@@ -23,7 +23,7 @@ LAYERS = [
     ("quorum",),
     ("server", "schema_registry"),
     ("handlers",),
-    ("transactions",),
+    ("transactions", "share"),   # share: share groups (KIP-932)
     ("groups",),
     ("coordination",),
     ("controller",),

@@ -75,6 +75,12 @@ REASONS: dict[str, str] = {
     "DescribeCluster": "#31: up to Kafka 4.3's v2 (fenced brokers)",
     "DescribeLogDirs": "#31: up to Kafka 4.3's v5 (cordoned directories: none)",
     "ListTransactions": "#31: up to Kafka 4.3's v2 (transactional id pattern)",
+    # share groups (KIP-932, issue #31): Kafka 4.3's stable versions
+    "ShareGroupHeartbeat": "#31 (share groups): Kafka 4.3's stable v1 (v0 was Kafka 4.0's early access)",
+    "ShareGroupDescribe": "#31 (share groups): Kafka 4.3's stable v1",
+    "ShareFetch": "#31 (share groups): Kafka 4.3's v1-2",
+    "ShareAcknowledge": "#31 (share groups): Kafka 4.3's v1-2",
+    "DescribeShareGroupOffsets": "#31 (share groups): Kafka 4.3's v0-1",
     # client telemetry (KIP-714)
     "GetTelemetrySubscriptions": ("advertised while a client-metrics subscription exists (Kafka advertises it "
                                   "when a telemetry receiver is configured, which a default Kafka is not)"),

@@ -24,6 +24,7 @@ MODULES = (
     "cluster",
     "groups",
     "consumer_groups",
+    "share_groups",
     "transactions",
     "security",
     "quorum",

@@ -28,6 +28,7 @@ from broker.config.catalog import BROKER_CONFIGS
 from broker.handlers import handles
 from broker.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from broker.metadata.topic_names import invalid_reason
+from broker.share import group_configs
 
 log = logging.getLogger("kproto.handlers.configs")
 
@@ -271,8 +272,23 @@ def _incremental_one(ctx, r, validate_only: bool) -> None:
         _apply_topic_overrides(broker, r.resource_name, current, new, validate_only)
     elif r.resource_type == CLIENT_METRICS_RESOURCE:
         _incremental_client_metrics(broker, r.resource_name, ops, validate_only)
+    elif r.resource_type == group_configs.GROUP_RESOURCE:
+        _incremental_group(broker, r.resource_name, ops, validate_only)
     else:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {r.resource_type}")
+
+
+def _incremental_group(broker, name: str, ops, validate_only: bool) -> None:
+    """A group's share.* configs (broker/share/group_configs.py), kept in the metadata log."""
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Group name must not be empty.")
+    current = dict(broker.image.configs.get((group_configs.GROUP_RESOURCE, name), {}))
+    new = group_configs.incremental(current, ops)
+    group_configs.validate(new, lambda key, default: group_configs.broker_int(broker.config, key, default))
+    changes: dict[str, str | None] = {k: None for k in current if k not in new}
+    changes.update({k: v for k, v in new.items() if current.get(k) != v})
+    if changes and not validate_only:
+        broker.controller.set_configs(group_configs.GROUP_RESOURCE, name, changes)
 
 
 def _incremental_client_metrics(broker, name: str, ops, validate_only: bool) -> None:

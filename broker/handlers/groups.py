@@ -331,8 +331,9 @@ _Listed = ListGroupsResponse.ListedGroup
 @handles(ApiKey.LIST_GROUPS, 0, 5)
 async def list_groups(ctx, req):
     v = ctx.api_version
-    error, groups = _groups(ctx).list_groups(req.states_filter if v >= 4 else (),
-                                             req.types_filter if v >= 5 else ())
+    states, types = (req.states_filter if v >= 4 else ()), (req.types_filter if v >= 5 else ())
+    error, groups = _groups(ctx).list_groups(states, types)
+    groups = groups + ctx.broker.share.list_groups(states, types)   # share groups (broker/share/)
     return ListGroupsResponse(throttle_time_ms=0, error_code=error, groups=[
         _Listed(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type)
         for g in groups])

@@ -9,6 +9,7 @@ from broker.metadata.topic_names import INTERNAL_TOPICS
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+SHARE_STATE_TOPIC = "__share_group_state"   # share groups (KIP-932, broker/share/state_store.py)
 
 __all__ = ["INTERNAL_TOPICS", "OFFSETS_TOPIC", "TRANSACTION_STATE_TOPIC", "internal_topic_spec"]
 
@@ -27,5 +28,17 @@ def internal_topic_spec(config, name: str) -> tuple[int, dict[str, str]]:
             "min.insync.replicas": str(config.get_int("transaction.state.log.min.isr")),
             "segment.bytes": str(config.get_int("transaction.state.log.segment.bytes")),
             "unclean.leader.election.enable": "false",
+        }
+    if name == SHARE_STATE_TOPIC:
+        # share.coordinator.state.topic.* (Kafka 4.x; not in the 3.9 catalog: Kafka's defaults)
+        def get(key, default):
+            try:
+                value = config.get(key)
+            except KeyError:
+                return default
+            return default if value is None else int(value)
+        return get("share.coordinator.state.topic.num.partitions", 50), {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(get("share.coordinator.state.topic.segment.bytes", 104857600)),
         }
     raise ValueError(f"{name} is not an internal topic")

@@ -747,6 +747,89 @@ async def consumer_group_describe(ck, ctx, req, handler):
     return resp
 
 
+# -- share groups (KIP-932): as Kafka 4.3's KafkaApis -------------------------------------------------
+
+@wraps(ApiKey.SHARE_GROUP_HEARTBEAT)
+async def share_group_heartbeat(ck, ctx, req, handler):
+    from kproto.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse as R
+    code, message = 0, None
+    if not ck.group(READ, req.group_id):
+        code = E.GROUP_AUTHORIZATION_FAILED
+    elif req.subscribed_topic_names and not all(ck.topic(DESCRIBE, t) for t in req.subscribed_topic_names):
+        code, message = E.TOPIC_AUTHORIZATION_FAILED, "The group has subscribed to topics that are not authorized."
+    if code:
+        return R(throttle_time_ms=0, error_code=code, error_message=message, member_id=None, member_epoch=0,
+                 heartbeat_interval_ms=0, assignment=None)
+    return await handler(ctx, req)
+
+
+@wraps(ApiKey.SHARE_GROUP_DESCRIBE)
+async def share_group_describe(ck, ctx, req, handler):
+    from kproto.messages.share_group_describe_response import ShareGroupDescribeResponse as R
+    req.group_ids, denied = _split(req.group_ids, lambda g: ck.group(DESCRIBE, g))
+    resp = await handler(ctx, req)
+    for g in resp.groups:
+        if req.include_authorized_operations and g.error_code == 0:
+            g.authorized_operations = ck.ops(GROUP, g.group_id)
+    resp.groups = list(resp.groups) + [R.DescribedGroup(
+        error_code=E.GROUP_AUTHORIZATION_FAILED, error_message=MESSAGES[E.GROUP_AUTHORIZATION_FAILED], group_id=g,
+        group_state="", group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[],
+        authorized_operations=OMITTED) for g in denied]
+    return resp
+
+
+@wraps(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
+async def describe_share_group_offsets(ck, ctx, req, handler):
+    """DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED for the group), DESCRIBE on each topic named
+    (the topic is left out otherwise)."""
+    from kproto.messages.describe_share_group_offsets_response import DescribeShareGroupOffsetsResponse as R
+    req.groups, denied = _split(req.groups, lambda g: ck.group(DESCRIBE, g.group_id))
+    for g in req.groups:
+        if g.topics is not None:
+            g.topics = [t for t in g.topics if ck.topic(DESCRIBE, t.topic_name)]
+    resp = await handler(ctx, req)
+    for g in resp.groups:
+        g.topics = [t for t in g.topics if ck.topic(DESCRIBE, t.topic_name)]
+    resp.groups = list(resp.groups) + [R.DescribeShareGroupOffsetsResponseGroup(
+        group_id=g.group_id, topics=[], error_code=E.GROUP_AUTHORIZATION_FAILED,
+        error_message=MESSAGES[E.GROUP_AUTHORIZATION_FAILED]) for g in denied]
+    return resp
+
+
+async def _share_records(ck, ctx, req, handler, R, part):
+    """ShareFetch/ShareAcknowledge: READ on the group, else the whole request fails; READ on each
+    topic, else its partitions answer TOPIC_AUTHORIZATION_FAILED (and are not served)."""
+    if not ck.group(READ, req.group_id):
+        return R(throttle_time_ms=0, error_code=E.GROUP_AUTHORIZATION_FAILED, error_message=None,
+                 acquisition_lock_timeout_ms=0, responses=[], node_endpoints=[])
+    req.topics, denied = _split(req.topics, lambda t: ck.topic(READ, _topic_name(ctx, None, t.topic_id) or ""))
+    resp = await handler(ctx, req)
+    if denied and resp.error_code == 0:
+        resp.responses = list(resp.responses) + [
+            part(t.topic_id, [p.partition_index for p in t.partitions]) for t in denied]
+    return resp
+
+
+@wraps(ApiKey.SHARE_FETCH)
+async def share_fetch(ck, ctx, req, handler):
+    from kproto.messages.share_fetch_response import ShareFetchResponse as R
+    return await _share_records(ck, ctx, req, handler, R, lambda tid, ps: R.ShareFetchableTopicResponse(
+        topic_id=tid, partitions=[R.PartitionData(
+            partition_index=p, error_code=E.TOPIC_AUTHORIZATION_FAILED, error_message=None,
+            acknowledge_error_code=E.TOPIC_AUTHORIZATION_FAILED, acknowledge_error_message=None,
+            current_leader=R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1), records=b"", acquired_records=[])
+            for p in ps]))
+
+
+@wraps(ApiKey.SHARE_ACKNOWLEDGE)
+async def share_acknowledge(ck, ctx, req, handler):
+    from kproto.messages.share_acknowledge_response import ShareAcknowledgeResponse as R
+    return await _share_records(ck, ctx, req, handler, R, lambda tid, ps: R.ShareAcknowledgeTopicResponse(
+        topic_id=tid, partitions=[R.PartitionData(
+            partition_index=p, error_code=E.TOPIC_AUTHORIZATION_FAILED, error_message=None,
+            current_leader=R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1)) for p in ps]))
+
+
 @wraps(ApiKey.DESCRIBE_TOPIC_PARTITIONS)
 async def describe_topic_partitions(ck, ctx, req, handler):
     from kproto.messages.describe_topic_partitions_response import DescribeTopicPartitionsResponse as R

@@ -1,0 +1,174 @@
+"""Share-group membership (KIP-932): ShareGroupHeartbeat, the simple assignor, session expiry and what
+ShareGroupDescribe / ListGroups / DescribeGroups tell about a share group. Pure: every input carries
+`now_ms` and the topic metadata it needs (name -> (topic id, partition count)).
+
+After Kafka 4.3's GroupMetadataManager.shareGroupHeartbeat: the client makes its own member id; epoch
+0 joins (with a subscription), -1 leaves, any other epoch must be the member's current one. A join,
+a leave, a changed subscription or changed partition counts of the subscribed topics bump the group
+epoch and recompute the assignment at once: share groups have no revocation step (a partition may
+be read by several members at the same time), so a member moves straight to the group epoch and
+its new assignment on its next heartbeat.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kproto.errors import ErrorCode as E
+
+EMPTY, STABLE, DEAD = "Empty", "Stable", "Dead"
+LEAVE_EPOCH = -1
+
+
+@dataclass
+class ShareMember:
+    member_id: str
+    member_epoch: int = 0
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed: tuple = ()
+    assignment: dict = field(default_factory=dict)      # topic id -> sorted partitions
+    deadline: int = 0                                    # session expiry
+
+
+@dataclass
+class ShareGroup:
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict = field(default_factory=dict)         # member id -> ShareMember
+    topics_seen: dict = field(default_factory=dict)     # subscribed topic name -> (id, partitions) at assignment
+
+    @property
+    def state(self) -> str:
+        return STABLE if self.members else EMPTY
+
+
+@dataclass
+class HeartbeatResult:
+    error: int
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: dict | None = None                      # None: unchanged since the last answer
+
+
+def simple_assign(members: dict, topics: dict) -> dict:
+    """Kafka's share SimpleAssignor in spirit: every partition of a subscribed topic goes to at least
+    one of its subscribers; with more subscribers than partitions, partitions are shared so that
+    every subscriber gets one. member id -> {topic id: sorted partitions}."""
+    out = {m: {} for m in members}
+    for name in sorted({t for m in members.values() for t in m.subscribed}):
+        if name not in topics:
+            continue
+        tid, count = topics[name]
+        subs = sorted(m for m, mem in members.items() if name in mem.subscribed)
+        if not subs or count <= 0:
+            continue
+        pairs = ([(p, subs[p % len(subs)]) for p in range(count)] if len(subs) <= count
+                 else [(j % count, m) for j, m in enumerate(subs)])
+        for p, m in pairs:
+            out[m].setdefault(tid, []).append(p)
+    for a in out.values():
+        for ps in a.values():
+            ps.sort()
+    return out
+
+
+class ShareGroups:
+    """Every share group of one coordinator."""
+
+    def __init__(self, *, session_timeout_ms: int = 45000, heartbeat_interval_ms: int = 5000, max_size: int = 200):
+        self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.max_size = max_size
+        self.groups: dict[str, ShareGroup] = {}
+
+    def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id, subscribed, topics: dict,
+                  now_ms: int, client_id: str = "", client_host: str = "") -> HeartbeatResult:
+        if not group_id:
+            return HeartbeatResult(E.INVALID_REQUEST, "GroupId can't be empty.")
+        if not member_id:
+            return HeartbeatResult(E.INVALID_REQUEST, "MemberId can't be empty.")
+        if member_epoch < LEAVE_EPOCH:
+            return HeartbeatResult(E.INVALID_REQUEST, f"MemberEpoch is {member_epoch}, but must be greater than or equal to -1.")
+        if member_epoch == 0 and not subscribed:
+            return HeartbeatResult(E.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+        group = self.groups.get(group_id)
+        if member_epoch == LEAVE_EPOCH:
+            if group is None or member_id not in group.members:
+                return HeartbeatResult(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
+            self.remove_member(group_id, member_id, topics)
+            return HeartbeatResult(E.NONE, member_id=member_id, member_epoch=LEAVE_EPOCH)
+        if group is None:
+            if member_epoch != 0:
+                return HeartbeatResult(E.UNKNOWN_MEMBER_ID, f"Group {group_id} has no member {member_id}.")
+            group = self.groups[group_id] = ShareGroup(group_id)
+        member = group.members.get(member_id)
+        if member is None:
+            if member_epoch != 0:
+                return HeartbeatResult(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
+            if len(group.members) >= self.max_size:
+                return HeartbeatResult(E.GROUP_MAX_SIZE_REACHED,
+                                       f"The share group has reached its maximum capacity of {self.max_size} members.")
+            member = group.members[member_id] = ShareMember(member_id)
+            changed = True
+        else:
+            if member_epoch not in (0, member.member_epoch):
+                return HeartbeatResult(E.FENCED_MEMBER_EPOCH,
+                                       f"The share group member has a smaller member epoch ({member_epoch}) than the one "
+                                       f"known by the group coordinator ({member.member_epoch}).")
+            changed = False
+        member.deadline = now_ms + self.session_timeout_ms
+        member.client_id, member.client_host = client_id, client_host
+        if rack_id is not None:
+            member.rack_id = rack_id
+        if subscribed is not None and tuple(sorted(subscribed)) != member.subscribed:
+            member.subscribed = tuple(sorted(subscribed))
+            changed = True
+        if changed or self._topics_changed(group, topics):
+            self._rebalance(group, topics)
+        full = member_epoch == 0 or member.member_epoch != group.group_epoch
+        member.member_epoch = group.group_epoch
+        return HeartbeatResult(E.NONE, member_id=member_id, member_epoch=member.member_epoch,
+                               heartbeat_interval_ms=self.heartbeat_interval_ms,
+                               assignment=dict(member.assignment) if full else None)
+
+    def remove_member(self, group_id: str, member_id: str, topics: dict) -> None:
+        group = self.groups[group_id]
+        del group.members[member_id]
+        self._rebalance(group, topics)
+
+    def expire(self, now_ms: int, topics: dict) -> list[tuple[str, str]]:
+        """Remove the members whose session ended; (group id, member id) of each."""
+        gone = [(g.group_id, m.member_id) for g in self.groups.values() for m in g.members.values()
+                if m.deadline <= now_ms]
+        for gid, mid in gone:
+            self.remove_member(gid, mid, topics)
+        return gone
+
+    def next_deadline(self) -> int | None:
+        return min((m.deadline for g in self.groups.values() for m in g.members.values()), default=None)
+
+    def assigned(self, group_id: str, member_id: str) -> dict | None:
+        """The member's assignment (topic id -> partitions), None if it is not a member."""
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        return None if member is None else member.assignment
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _subscribed_topics(self, group: ShareGroup, topics: dict) -> dict:
+        names = {t for m in group.members.values() for t in m.subscribed}
+        return {n: topics[n] for n in names if n in topics}
+
+    def _topics_changed(self, group: ShareGroup, topics: dict) -> bool:
+        return self._subscribed_topics(group, topics) != group.topics_seen
+
+    def _rebalance(self, group: ShareGroup, topics: dict) -> None:
+        group.group_epoch += 1
+        group.topics_seen = self._subscribed_topics(group, topics)
+        for mid, a in simple_assign(group.members, topics).items():
+            group.members[mid].assignment = a
+        group.assignment_epoch = group.group_epoch

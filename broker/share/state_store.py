@@ -1,0 +1,70 @@
+"""Share-partition state in `__share_group_state`, with Kafka 4.3's record layouts: a ShareSnapshot
+record (key: record type 0 as int16, then ShareSnapshotKey v0 {GroupId, TopicId, Partition}; value:
+version 0 as int16, then ShareSnapshotValue v0 {SnapshotEpoch, StateEpoch, LeaderEpoch, StartOffset,
+CreateTimestamp, WriteTimestamp, StateBatches}) after every change of a share-partition's durable
+state, so the latest record of a key is the whole state. The partition of a key is Kafka's:
+abs(Java hashCode of "group:topicId:partition") % partitions. Pure encoding and decoding; the
+service appends and replays.
+"""
+from __future__ import annotations
+
+import base64
+import struct
+
+from kproto.coordinator.share_snapshot_key import ShareSnapshotKey
+from kproto.coordinator.share_snapshot_value import ShareSnapshotValue
+
+from broker.metadata.internal_topics import SHARE_STATE_TOPIC
+
+TOPIC = SHARE_STATE_TOPIC
+SNAPSHOT = 0                       # ShareSnapshotKey apiKey: the key's int16 prefix
+_SHORT = struct.Struct(">h")
+
+_Batch = ShareSnapshotValue.StateBatch
+
+
+def java_string_hash(s: str) -> int:
+    h = 0
+    for ch in s.encode("utf-16-be").decode("utf-16-be"):
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, topic_id, partition: int, partitions: int) -> int:
+    """SharePartitionKey.asCoordinatorKey() hashed as Kafka's share coordinator does."""
+    # Kafka's Uuid.toString(): URL-safe base64 without padding
+    tid = base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
+    h = java_string_hash(f"{group_id}:{tid}:{partition}")
+    return (abs(h) if h != -(1 << 31) else 0) % partitions
+
+
+def snapshot_key(group_id: str, topic_id, partition: int) -> bytes:
+    out = bytearray(_SHORT.pack(SNAPSHOT))
+    ShareSnapshotKey(group_id=group_id, topic_id=topic_id, partition=partition).encode_into(out, 0)
+    return bytes(out)
+
+
+def snapshot_value(snapshot_epoch: int, leader_epoch: int, start_offset: int, batches, complete: int,
+                   created_ms: int, now_ms: int) -> bytes:
+    out = bytearray(_SHORT.pack(0))
+    ShareSnapshotValue(
+        snapshot_epoch=snapshot_epoch, state_epoch=0, leader_epoch=leader_epoch, start_offset=start_offset,
+        delivery_complete_count=complete, create_timestamp=created_ms, write_timestamp=now_ms,
+        state_batches=[_Batch(first_offset=f, last_offset=last, delivery_state=s, delivery_count=c)
+                       for f, last, s, c in batches]).encode_into(out, 0)
+    return bytes(out)
+
+
+def decode(key: bytes, value: bytes | None):
+    """((group, topic id, partition), None for a tombstone or (snapshot epoch, start offset, batches)),
+    or None for a record of another type (ShareUpdate is not written here)."""
+    key = bytes(key)
+    if len(key) < 2 or _SHORT.unpack_from(key)[0] != SNAPSHOT:
+        return None
+    k = ShareSnapshotKey.decode(memoryview(key)[2:], 0)
+    ident = (k.group_id, k.topic_id, k.partition)
+    if value is None:
+        return ident, None
+    v = ShareSnapshotValue.decode(memoryview(bytes(value))[2:], 0)
+    return ident, (v.snapshot_epoch, v.start_offset,
+                   [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in v.state_batches])

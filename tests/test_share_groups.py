@@ -1,0 +1,367 @@
+"""Share groups (KIP-932) end to end with confluent-kafka's ShareConsumer (librdkafka, explicit
+acknowledgement): several members share one partition, every record is processed, a released record
+comes back with a higher delivery count, a rejected one never does, a record released every time is
+delivered exactly share.delivery.count.limit times, and a killed member's records come back to the
+others once their acquisition lock has expired. Each consumer is its own process; the history of what
+they saw is checked by tests/share_checker.py."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka.admin import (  # noqa: E402
+    AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType,
+)
+
+from kproto.messages.describe_share_group_offsets_request import DescribeShareGroupOffsetsRequest  # noqa: E402
+from kproto.messages.share_group_describe_request import ShareGroupDescribeRequest  # noqa: E402
+from tests.wire_client import WireClient  # noqa: E402
+from broker.launch.process import BrokerProcess  # noqa: E402
+from tests.share_checker import ShareHistoryChecker  # noqa: E402
+
+LOCK_MS = 6000
+# how late a member may see a record after the broker locked it (a loaded machine, a JVM's pauses):
+# the lock deadlines the history is checked with are this much earlier than what the member saw + LOCK_MS
+SLACK_MS = 2500
+LIMIT = 3
+SETTINGS = {
+    "offsets.topic.num.partitions": "1",
+    "group.share.min.record.lock.duration.ms": "1000",
+    "group.share.record.lock.duration.ms": str(LOCK_MS),
+}
+
+CONSUMER = r"""
+import json, select, sys, time
+from confluent_kafka import AcknowledgeType, ShareConsumer
+bootstrap, group, topic, mode = sys.argv[1:5]
+c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "share.acknowledgement.mode": "explicit",
+                   "max.poll.records": 10})
+c.subscribe([topic])
+out = lambda **kw: (sys.stdout.write(json.dumps(kw) + "\n"), sys.stdout.flush())
+def committed(offsets, exc):            # the broker answered these acknowledgements
+    out(ev="committed", ok=exc is None, os=sorted(o for os in offsets.values() for o in os), t=time.time())
+c.set_acknowledgement_commit_callback(committed)
+out(ev="started")
+while True:
+    if select.select([sys.stdin], [], [], 0)[0] and sys.stdin.readline().strip() == "close":
+        break
+    msgs = c.poll(0.2)
+    for m in msgs:
+        if m.error():
+            continue
+        v, dc = m.value().decode(), m.delivery_count()
+        out(ev="msg", o=m.offset(), dc=dc, v=v, t=time.time())
+        if mode == "hold":
+            continue
+        kind = v.split(":")[1]
+        if kind == "loop" or (kind == "release" and dc == 1):
+            ack, k = AcknowledgeType.RELEASE, "release"
+        elif kind == "reject":
+            ack, k = AcknowledgeType.REJECT, "reject"
+        else:
+            ack, k = AcknowledgeType.ACCEPT, "accept"
+        out(ev="ack", o=m.offset(), k=k, t=time.time())
+        c.acknowledge(m, ack)
+    if mode == "hold" and len(msgs):
+        out(ev="holding")
+        time.sleep(3600)                    # never acknowledges: the test kills it
+    if len(msgs):
+        time.sleep(0.02)                    # a little work per batch, so the members interleave
+c.close()
+out(ev="closed")
+"""
+
+
+def python_member(bootstrap, group, topic, mode):
+    return [sys.executable, "-c", CONSUMER, bootstrap, group, topic, mode]
+
+
+class ShareConsumerProc:
+    def __init__(self, name, bootstrap, group, topic, mode="work", command=python_member):
+        """command(bootstrap, group, topic, mode): the member program (the Java one prints the same)."""
+        self.name = name
+        self.proc = subprocess.Popen(command(bootstrap, group, topic, mode),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True, env=dict(os.environ))
+        self.events: list[dict] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            with self.lock:
+                self.events.append(ev)
+
+    def seen_all(self):
+        with self.lock:
+            return list(self.events)
+
+    def seen(self, kind):
+        with self.lock:
+            return [e for e in self.events if e["ev"] == kind]
+
+    def close(self, timeout=20):
+        if self.proc.poll() is None:
+            self.proc.stdin.write("close\n")
+            self.proc.stdin.flush()
+            self.proc.wait(timeout)
+
+    def kill(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+
+def wait_until(cond, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def setup(bootstrap, topic, group, replication=1):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    if replication == 1:
+        for f in admin.create_topics([NewTopic(topic, 1, replication)]).values():
+            f.result(30)
+    else:                                   # a fresh cluster: until its brokers are unfenced
+        from tools.cluster_client import create_topic
+
+        def created():
+            try:
+                return create_topic(admin, topic, 1, replication)
+            except confluent_kafka.KafkaException:    # not every broker registered yet
+                return False
+        wait_until(created, 60, f"{topic} created")
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("share.delivery.count.limit", str(LIMIT), incremental_operation=AlterConfigOpType.SET)])
+    for f in admin.incremental_alter_configs([res]).values():
+        f.result(15)
+
+
+def describe(bootstrap, group):
+    """ShareGroupDescribe from the node that coordinates the group (the others answer NOT_COORDINATOR)."""
+    for address in bootstrap.split(","):
+        with WireClient(address) as c:
+            d = c.call(ShareGroupDescribeRequest(group_ids=[group], include_authorized_operations=False), 1).groups[0]
+        if d.error_code == 0:
+            return d
+    return d
+
+
+def produce(bootstrap, topic, values):
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for v in values:
+        p.produce(topic, value=v.encode())
+    assert p.flush(15) == 0
+
+
+def effective_acks(consumers) -> set:
+    """(member, offset, time) of the acknowledgements that took effect, across a broker kill. A member's
+    acknowledgements of an offset are answered in order (confluent-kafka's acknowledgement commit
+    callback), so the n-th answer naming the offset is the n-th acknowledgement's. One answered without
+    error took effect; one that failed (the broker was killed) took effect exactly when the record is
+    never offered again."""
+    later_delivery: dict[int, float] = {}
+    for c in consumers:
+        for e in c.seen("msg"):
+            later_delivery[e["o"]] = max(later_delivery.get(e["o"], 0), e["t"])
+    out = set()
+    for c in consumers:
+        acks: dict[int, list] = {}
+        answers: dict[int, list] = {}
+        for e in c.seen_all():
+            if e["ev"] == "ack":
+                acks.setdefault(e["o"], []).append(e["t"])
+            elif e["ev"] == "committed":
+                for o in e["os"]:
+                    answers.setdefault(o, []).append(e["ok"])
+        for o, times in acks.items():
+            for i, t in enumerate(times):
+                ok = answers.get(o, [])[i] if i < len(answers.get(o, [])) else False
+                if ok or later_delivery.get(o, 0) < t:
+                    out.add((c.name, o, t))
+    return out
+
+
+def history(consumers, restarts=(), gaps_allowed=False):
+    """All deliveries and acknowledgements, in time order, checked against the share rules. At a broker
+    kill (`restarts`: times) every lock is gone, and only the acknowledgements that took effect count
+    (effective_acks)."""
+    chk = ShareHistoryChecker(LIMIT, gaps_allowed=gaps_allowed or bool(restarts))
+    pending = sorted(restarts)
+    effective = effective_acks(consumers) if restarts else None
+    # by time, and in each member's own order for equal times (its clock may tick in milliseconds)
+    events = sorted(((e["t"], seq, c.name, e) for c in consumers
+                     for seq, e in enumerate(x for x in c.seen_all() if x["ev"] in ("msg", "ack"))),
+                    key=lambda x: (x[0], x[1]))
+    deliveries: dict[int, list] = {}
+    for t, _seq, name, e in events:
+        ms = int(t * 1000)
+        while pending and pending[0] * 1000 <= ms:
+            for off in list(chk.holder):
+                chk.freed(off)
+            pending.pop(0)
+        if e["ev"] == "msg":
+            # the lock was taken before the client saw the record: its deadline is at most this
+            chk.deliver(ms, name, e["o"], e["dc"], ms + LOCK_MS - SLACK_MS)
+            deliveries.setdefault(e["o"], []).append((ms, name, e["dc"], e["v"]))
+        elif effective is None or (name, e["o"], e["t"]) in effective:
+            chk.ack(ms, name, e["o"], e["k"])
+    return chk, deliveries
+
+
+@pytest.fixture
+def kbroker(tmp_path):
+    b = BrokerProcess(str(tmp_path / "data"), settings=SETTINGS).start()
+    yield b
+    b.stop()
+
+
+@pytest.mark.timeout(120)
+def test_three_members_share_a_partition_release_reject_and_limit(kbroker):
+    sharing_scenario(kbroker.bootstrap, python_member, "share-orders", "share-g1")
+
+
+@pytest.mark.timeout(120)
+def test_killed_member_records_return_after_the_lock(kbroker):
+    killed_member_scenario(kbroker.bootstrap, python_member, "share-jobs", "share-g2")
+
+
+@pytest.mark.timeout(180)
+def test_broker_kill_loses_no_acknowledgement(kbroker):
+    restart_scenario(kbroker, python_member, "share-restart", "share-g3")
+
+
+def sharing_scenario(b, command, topic, group, replication=1):
+    """3 members on one partition: records shared, released ones redelivered once with count 2,
+    rejected ones never again, looping ones delivered exactly LIMIT times."""
+    setup(b, topic, group, replication)
+    kinds = {0: "release", 7: "reject", 11: "loop"}
+    values = [f"{i}:{kinds.get(i % 20, 'plain')}" for i in range(200)]
+    cs = [ShareConsumerProc(f"m{i}", b, group, topic, command=command) for i in range(3)]
+    try:
+        wait_until(lambda: len(describe(b, group).members) == 3, 60, "3 members in the share group")
+        d = describe(b, group)
+        assert (d.error_code, d.group_state, d.assignor_name) == (0, "Stable", "simple")
+        assert all([(tp.topic_name, tp.partitions) for tp in m.assignment.topic_partitions] == [(topic, [0])]
+                   for m in d.members)             # all three on the one partition
+        produce(b, topic, values)
+        want_accept = {i for i, v in enumerate(values) if v.endswith(("plain", "release"))}
+
+        def done():
+            accepted = {e["o"] for c in cs for e in c.seen("ack") if e["k"] == "accept"}
+            loops = [e for c in cs for e in c.seen("msg") if e["v"].endswith("loop")]
+            return want_accept <= accepted and len(loops) >= 10 * LIMIT
+        wait_until(done, 60, "every record accepted and the looping ones delivered to the limit")
+        time.sleep(LOCK_MS / 1000)          # nothing more may come: the looping ones are archived
+        chk, deliveries = history(cs)
+        chk.final(range(len(values)), lambda off: None)
+        assert chk.problems() == []
+        for i, v in enumerate(values):
+            counts = [d[2] for d in deliveries.get(i, [])]
+            kind = v.split(":")[1]
+            if kind == "release":
+                assert counts == [1, 2], (i, deliveries[i])
+            elif kind == "loop":
+                assert counts == list(range(1, LIMIT + 1)), (i, deliveries[i])
+            else:
+                assert counts == [1], (i, deliveries.get(i))
+        members = {d[1] for ds in deliveries.values() for d in ds}
+        assert len(members) >= 2, f"one member took everything: {members}"
+        if replication == 1:                 # the share-partition start offset moved over every record
+            with WireClient(b) as c:
+                g = c.call(DescribeShareGroupOffsetsRequest(groups=[
+                    DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]),
+                    1).groups[0]
+            assert g.error_code == 0 and [(t.topic_name, [(p.partition_index, p.start_offset, p.lag)
+                                                          for p in t.partitions]) for t in g.topics] == [
+                (topic, [(0, len(values), 0)])]
+        print(f"share group ({getattr(command, '__name__', 'java')}): {sum(len(d) for d in deliveries.values())} "
+              f"deliveries of {len(values)} records "
+              f"over {len(members)} members")
+    finally:
+        for c in cs:
+            c.close() if c.proc.poll() is None else None
+
+
+def restart_scenario(broker, command, topic, group):
+    """kill -9 of the broker while 3 members work: after the restart no accepted record comes back,
+    the records in flight are offered again with their next delivery count, and all are accepted."""
+    b = broker.bootstrap
+    setup(b, topic, group)
+    kinds = {0: "release", 7: "reject"}
+    values = [f"{i}:{kinds.get(i % 20, 'plain')}" for i in range(300)]
+    cs = [ShareConsumerProc(f"m{i}", b, group, topic, command=command) for i in range(3)]
+    try:
+        produce(b, topic, values[:150])
+
+        def accepted():
+            return {e["o"] for c in cs for e in c.seen("ack") if e["k"] == "accept"}
+        wait_until(lambda: len(accepted()) >= 60, 60, "some records accepted")
+        killed = time.time()
+        broker.restart(clean=False)          # kill -9, then start on the same data and port
+        produce(b, topic, values[150:])
+        want = {i for i, v in enumerate(values) if v.endswith(("plain", "release"))}
+        wait_until(lambda: want <= accepted(), 90, "every record accepted after the restart")
+        time.sleep(2)                        # a record whose acceptance was lost would be offered again by now
+        for c in cs:
+            c.close()                        # sends (and answers) the last acknowledgements
+        chk, deliveries = history(cs, restarts=[killed])
+        chk.final(range(len(values)), lambda off: None)
+        assert chk.problems() == []
+        again = [o for o, ds in deliveries.items() if any(d[0] / 1000 >= killed for d in ds)
+                 and any(d[0] / 1000 < killed for d in ds)]
+        print(f"broker kill -9: {len(again)} records in flight at the kill offered again, "
+              f"{sum(len(d) for d in deliveries.values())} deliveries of {len(values)} records")
+    finally:
+        for c in cs:
+            c.close() if c.proc.poll() is None else None
+
+
+def killed_member_scenario(b, command, topic, group, replication=1):
+    """A member acquires records, never acknowledges and is killed -9: the records come back, with
+    delivery count 2, to the other members once its locks expire."""
+    setup(b, topic, group, replication)
+    values = [f"{i}:plain" for i in range(40)]
+    holder = ShareConsumerProc("holder", b, group, topic, mode="hold", command=command)
+    cs = []
+    try:
+        produce(b, topic, values)
+        wait_until(lambda: holder.seen("holding"), 30, "the holder acquiring records")
+        held = {e["o"]: e["t"] for e in holder.seen("msg")}
+        holder.kill()                        # kill -9: its locks are never released by a request
+        cs = [ShareConsumerProc(f"m{i}", b, group, topic, command=command) for i in range(2)]
+        wait_until(lambda: set(range(40)) <= {e["o"] for c in cs for e in c.seen("ack")}, 30, "all 40 accepted")
+        # the holder may have fetched more than it showed before it was killed (a client fetches ahead
+        # of its application): those records come back with count 2 though no delivery 1 was seen
+        chk, deliveries = history([holder] + cs, gaps_allowed=True)
+        chk.final(range(len(values)), lambda off: None)
+        assert chk.problems() == []
+        for off, t in held.items():
+            again = [d for d in deliveries[off] if d[1] != "holder"]
+            assert [d[2] for d in again] == [2], (off, deliveries[off])
+            # not before the holder's lock ran out (it was taken before the holder saw the record)
+            assert again[0][0] / 1000 >= t + (LOCK_MS - SLACK_MS) / 1000, (off, t, again)
+            # and by the lock's expiry, not the member's session timeout (group.share.session.timeout.ms, 45 s)
+            assert again[0][0] / 1000 < t + 30, (off, t, again)
+    finally:
+        for c in cs:
+            c.close() if c.proc.poll() is None else None
+        if holder.proc.poll() is None:
+            holder.kill()

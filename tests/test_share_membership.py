@@ -1,0 +1,64 @@
+"""Share-group membership (broker/share/membership.py): joining, epochs, fencing, leaving, session
+expiry, and the simple assignor sharing one partition between several members."""
+from __future__ import annotations
+
+from kproto.errors import ErrorCode as E
+
+from broker.share.membership import ShareGroups, simple_assign, ShareMember
+
+TOPICS = {"t": ("id-t", 1), "u": ("id-u", 4)}
+
+
+def test_several_members_share_one_partition():
+    g = ShareGroups(session_timeout_ms=1000)
+    a = g.heartbeat("g", "a", 0, None, ["t"], TOPICS, 0)
+    assert (a.error, a.member_epoch, a.assignment) == (E.NONE, 1, {"id-t": [0]})
+    b = g.heartbeat("g", "b", 0, None, ["t"], TOPICS, 0)
+    assert (b.member_epoch, b.assignment) == (2, {"id-t": [0]})
+    a2 = g.heartbeat("g", "a", 1, None, None, TOPICS, 10)
+    assert (a2.member_epoch, a2.assignment) == (2, {"id-t": [0]})   # moves to the group epoch
+    a3 = g.heartbeat("g", "a", 2, None, None, TOPICS, 20)
+    assert a3.assignment is None                                   # unchanged: not repeated
+
+
+def test_partitions_spread_when_fewer_members():
+    members = {m: ShareMember(m, subscribed=("u",)) for m in ("a", "b")}
+    assert simple_assign(members, TOPICS) == {"a": {"id-u": [0, 2]}, "b": {"id-u": [1, 3]}}
+    members = {m: ShareMember(m, subscribed=("u",)) for m in "abcdef"}
+    got = simple_assign(members, TOPICS)
+    assert all(len(a["id-u"]) == 1 for a in got.values())
+    assert sorted(p for a in got.values() for p in a["id-u"]) == [0, 0, 1, 1, 2, 3]
+
+
+def test_epoch_rules_and_leave():
+    g = ShareGroups()
+    assert g.heartbeat("g", "", 0, None, ["t"], TOPICS, 0).error == E.INVALID_REQUEST
+    assert g.heartbeat("g", "a", 0, None, None, TOPICS, 0).error == E.INVALID_REQUEST
+    assert g.heartbeat("g", "a", 3, None, None, TOPICS, 0).error == E.UNKNOWN_MEMBER_ID
+    g.heartbeat("g", "a", 0, None, ["t"], TOPICS, 0)
+    assert g.heartbeat("g", "a", 7, None, None, TOPICS, 0).error == E.FENCED_MEMBER_EPOCH
+    left = g.heartbeat("g", "a", -1, None, None, TOPICS, 0)
+    assert (left.error, left.member_epoch) == (E.NONE, -1)
+    assert g.groups["g"].state == "Empty" and g.groups["g"].group_epoch == 2
+
+
+def test_session_expiry_removes_the_member():
+    g = ShareGroups(session_timeout_ms=100)
+    g.heartbeat("g", "a", 0, None, ["t"], TOPICS, 0)
+    g.heartbeat("g", "b", 0, None, ["t"], TOPICS, 50)
+    assert g.next_deadline() == 100
+    assert g.expire(100, TOPICS) == [("g", "a")]
+    assert list(g.groups["g"].members) == ["b"]
+
+
+def test_new_partitions_reassign():
+    g = ShareGroups()
+    g.heartbeat("g", "a", 0, None, ["t"], TOPICS, 0)
+    r = g.heartbeat("g", "a", 1, None, None, {"t": ("id-t", 3)}, 1)
+    assert (r.member_epoch, r.assignment) == (2, {"id-t": [0, 1, 2]})
+
+
+def test_group_max_size():
+    g = ShareGroups(max_size=1)
+    g.heartbeat("g", "a", 0, None, ["t"], TOPICS, 0)
+    assert g.heartbeat("g", "b", 0, None, ["t"], TOPICS, 0).error == E.GROUP_MAX_SIZE_REACHED
