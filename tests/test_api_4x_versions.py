@@ -135,6 +135,29 @@ def test_describe_apis_of_kafka_4(broker):
         assert broken.error_code == ErrorCode.INVALID_REGULAR_EXPRESSION
 
 
+def test_list_config_resources_v1_lists_every_type(broker):
+    """ListConfigResources v1 (KIP-1142): topics, brokers and broker loggers, client-metrics and
+    group resources with configs; by type when asked, all of them when not; v0 client metrics only."""
+    from kproto.messages.list_config_resources_request import ListConfigResourcesRequest
+    topic, brokers = "lcr-topic", None
+    _topic(broker.bootstrap, topic, 1)
+    with WireClient(broker.bootstrap) as c:
+        brokers = [str(b.node_id) for b in c.call(MetadataRequest(topics=[]), 12).brokers]
+        every = c.call(ListConfigResourcesRequest(resource_types=[]), 1)
+        assert every.error_code == 0
+        listed = {(r.resource_type, r.resource_name) for r in every.config_resources}
+        assert (2, topic) in listed
+        assert {(4, b) for b in brokers} | {(8, b) for b in brokers} <= listed
+        only_topics = c.call(ListConfigResourcesRequest(resource_types=[2]), 1).config_resources
+        assert {r.resource_type for r in only_topics} == {2} and topic in {r.resource_name for r in only_topics}
+        assert [(r.resource_type, r.resource_name) for r in
+                c.call(ListConfigResourcesRequest(resource_types=[4]), 1).config_resources] == [(4, b) for b in brokers]
+        # a type it does not list (1 is UNKNOWN in Kafka's ConfigResource.Type)
+        assert c.call(ListConfigResourcesRequest(resource_types=[1]), 1).error_code == ErrorCode.UNSUPPORTED_VERSION
+        v0 = c.call(ListConfigResourcesRequest(), 0)
+        assert v0.error_code == 0 and all(r.resource_type == 16 for r in v0.config_resources)
+
+
 @pytest.fixture(scope="module")
 def java_client(tmp_path_factory):
     from compat_tests.java_client import JavaClient, JavaUnavailable

@@ -75,6 +75,7 @@ REASONS: dict[str, str] = {
     "DescribeCluster": "#31: up to Kafka 4.3's v2 (fenced brokers)",
     "DescribeLogDirs": "#31: up to Kafka 4.3's v5 (cordoned directories: none)",
     "ListTransactions": "#31: up to Kafka 4.3's v2 (transactional id pattern)",
+    "ListConfigResources": "#31: up to Kafka 4.3's v1 (every config resource type, KIP-1142; v0 client metrics)",
     # share groups (KIP-932, issue #31): Kafka 4.3's stable versions
     "ShareGroupHeartbeat": "#31 (share groups): Kafka 4.3's stable v1 (v0 was Kafka 4.0's early access)",
     "ShareGroupDescribe": "#31 (share groups): Kafka 4.3's stable v1",

@@ -384,3 +384,41 @@ PREFORWARD = {
                                                                   IncrementalResult, _incremental_one),
     ApiKey.ALTER_CONFIGS: lambda ctx, req: preforward(ctx, req, AlterConfigsResponse, LegacyResult, _legacy_one),
 }
+
+
+# ListConfigResources (KIP-1142; v0 was ListClientMetricsResources): the resources that have configs,
+# by type. v0 knows client-metrics resources only; v1 any of these, all of them when none is named,
+# and a type it does not list is UNSUPPORTED_VERSION (Kafka 4.3's KafkaApis.handleListConfigResources;
+# DESCRIBE_CONFIGS on the cluster is checked by broker/security/authz.py)
+_LISTED_TYPES = (group_configs.GROUP_RESOURCE, CLIENT_METRICS_RESOURCE, BROKER_LOGGER_RESOURCE, BROKER_RESOURCE,
+                 TOPIC_RESOURCE)
+
+
+@handles(ApiKey.LIST_CONFIG_RESOURCES, 0, 1)
+async def list_config_resources(ctx, req):
+    from kproto.messages.list_config_resources_response import ConfigResource, ListConfigResourcesResponse
+    from broker.metrics import client_metrics
+    supported = (CLIENT_METRICS_RESOURCE,) if ctx.api_version == 0 else _LISTED_TYPES
+    wanted = list(req.resource_types or ()) if ctx.api_version >= 1 else []
+    if any(t not in supported for t in wanted):
+        return ListConfigResourcesResponse(throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_VERSION,
+                                           config_resources=[])
+    wanted = set(wanted or supported)
+    image = ctx.broker.image
+    found = []
+    if group_configs.GROUP_RESOURCE in wanted:
+        found += [(n, group_configs.GROUP_RESOURCE) for (rtype, n), configs in sorted(image.configs.items())
+                  if rtype == group_configs.GROUP_RESOURCE and configs]
+    if CLIENT_METRICS_RESOURCE in wanted:
+        found += [(n, CLIENT_METRICS_RESOURCE) for n in client_metrics.resource_names(image)]
+    from broker.handlers.metadata import registered_brokers
+    registered = registered_brokers(ctx.broker, ctx.conn.listener if ctx.conn else None)
+    live = [str(ctx.broker.node_id)] if registered is None else [str(b[0]) for b in registered]
+    if BROKER_LOGGER_RESOURCE in wanted:
+        found += [(n, BROKER_LOGGER_RESOURCE) for n in live]
+    if BROKER_RESOURCE in wanted:
+        found += [(n, BROKER_RESOURCE) for n in live]
+    if TOPIC_RESOURCE in wanted:
+        found += [(n, TOPIC_RESOURCE) for n in sorted(image.topics)]
+    return ListConfigResourcesResponse(throttle_time_ms=0, error_code=0, config_resources=[
+        ConfigResource(resource_name=n, resource_type=t) for n, t in found])

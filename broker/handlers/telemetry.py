@@ -1,5 +1,5 @@
 """Client telemetry (KIP-714): GetTelemetrySubscriptions, PushTelemetry and
-ListConfigResources v0, which was ListClientMetricsResources (broker/metrics/client_metrics.py has the rules).
+ListConfigResources (broker/handlers/configs.py) lists client-metrics resources among the others.
 
 Kafka advertises the two telemetry APIs only when a telemetry receiver is
 configured; kproto has one built in and advertises them while a client-metrics
@@ -11,7 +11,6 @@ from __future__ import annotations
 from kproto.api import ApiKey
 from kproto.errors import KafkaError
 from kproto.messages.get_telemetry_subscriptions_response import GetTelemetrySubscriptionsResponse
-from kproto.messages.list_config_resources_response import ConfigResource, ListConfigResourcesResponse
 from kproto.messages.push_telemetry_response import PushTelemetryResponse
 
 from broker.metrics import client_metrics as cm
@@ -71,9 +70,3 @@ def _subscribed(broker) -> bool:
 advertised_when(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, _subscribed)
 advertised_when(ApiKey.PUSH_TELEMETRY, _subscribed)
 
-
-@handles(ApiKey.LIST_CONFIG_RESOURCES, 0, 0)
-async def list_client_metrics_resources(ctx, req):
-    return ListConfigResourcesResponse(
-        throttle_time_ms=0, error_code=0,
-        config_resources=[ConfigResource(resource_name=n) for n in cm.resource_names(ctx.broker.image)])
