@@ -32,7 +32,7 @@ try:
 except ImportError:  # run as a script from tools/
     import protocol_merge
 
-MAX_VERSION = 32767
+MAX_VERSION = protocol_merge.MAX_VERSION
 _SHARED = Path(__file__).resolve().parents[2] / "shared"
 DEFS = _SHARED / "kafka-protocol-4"
 OLD_DEFS = _SHARED / "kafka-protocol"
@@ -57,17 +57,7 @@ def load_json(path: Path) -> dict:
 
 
 def parse_versions(spec: str | None) -> tuple[int, int] | None:
-    if spec is None:
-        return None
-    spec = spec.strip()
-    if spec == "none":
-        return None
-    if spec.endswith("+"):
-        return int(spec[:-1]), MAX_VERSION
-    if "-" in spec:
-        a, b = spec.split("-")
-        return int(a), int(b)
-    return int(spec), int(spec)
+    return protocol_merge.parse_range(spec)
 
 
 def vset(spec, lo: int, hi: int) -> frozenset[int]:

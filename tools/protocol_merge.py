@@ -25,7 +25,8 @@ import copy
 MAX_VERSION = 32767
 
 
-def _range(spec) -> tuple[int, int] | None:
+def parse_range(spec) -> tuple[int, int] | None:
+    """A definition's version spec (\"0-3\", \"2+\", \"none\", None) as (first, last) or None."""
     if spec is None:
         return None
     spec = str(spec).strip()
@@ -40,7 +41,7 @@ def _range(spec) -> tuple[int, int] | None:
 
 
 def _set(spec) -> set[int]:
-    r = _range(spec)
+    r = parse_range(spec)
     return set() if r is None else set(range(r[0], r[1] + 1))
 
 

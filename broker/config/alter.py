@@ -24,6 +24,25 @@ class OpType(enum.IntEnum):
     SUBTRACT = 3
 
 
+def incremental_without_lists(current: Mapping[str, str], ops) -> dict[str, str]:
+    """The overrides of a resource none of whose keys is a LIST (client metrics, groups) after
+    IncrementalAlterConfigs operations (name, op, value), as Kafka's ConfigurationControlManager
+    applies them: SET and DELETE; APPEND and SUBTRACT always fail."""
+    from kproto.errors import KafkaError
+    new = dict(current)
+    for name, op, value in ops:
+        if op == OpType.SET:
+            new[name] = value
+        elif op == OpType.DELETE:
+            new.pop(name, None)
+        elif op in (OpType.APPEND, OpType.SUBTRACT):
+            verb = "APPEND" if op == OpType.APPEND else "SUBTRACT"
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Can't {verb} to key {name} because its type is not LIST.")
+        else:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op}")
+    return new
+
+
 def _check_request(names: list[str], null_names: list[str]) -> None:
     if len(set(names)) != len(names):
         raise ConfigError("Error due to duplicate config keys", ErrorCode.INVALID_REQUEST)

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from kproto import compression
 from kproto.errors import ErrorCode, KafkaError
 
+from broker.config.alter import incremental_without_lists
+
 log = logging.getLogger("kproto.client_metrics")
 
 CLIENT_METRICS_RESOURCE = 16
@@ -78,22 +80,8 @@ def validate(name: str, configs: dict[str, str]) -> None:
         parse_match(_split(configs[MATCH]))
 
 
-def incremental(current: dict[str, str], ops) -> dict[str, str]:
-    """The subscription after IncrementalAlterConfigs operations (SET 0, DELETE 1, APPEND 2,
-    SUBTRACT 3), as Kafka's ConfigurationControlManager applies them."""
-    new = dict(current)
-    for name, op, value in ops:
-        if op == 0:
-            new[name] = value
-        elif op == 1:
-            new.pop(name, None)
-        elif op in (2, 3):
-            # Kafka 3.9's controller knows no client-metrics key as a LIST: both always fail
-            verb = "APPEND" if op == 2 else "SUBTRACT"
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Can't {verb} to key {name} because its type is not LIST.")
-        else:
-            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op}")
-    return new
+# IncrementalAlterConfigs on these overrides (no key is a LIST)
+incremental = incremental_without_lists
 
 
 @dataclass

@@ -718,23 +718,21 @@ async def alter_client_quotas(ck, ctx, req, handler):
 
 # -- APIs other parts of kproto may serve (KIP-848 groups, partition admin, quorum) -------------------
 
-@wraps(ApiKey.CONSUMER_GROUP_HEARTBEAT)
-async def consumer_group_heartbeat(ck, ctx, req, handler):
-    from kproto.messages.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse as R
+async def _group_heartbeat(ck, ctx, req, handler, R, refused_epoch: int):
+    """A KIP-848 or share group heartbeat: READ on the group, DESCRIBE on each subscribed topic."""
     code, message = 0, None
     if not ck.group(READ, req.group_id):
         code = E.GROUP_AUTHORIZATION_FAILED
     elif req.subscribed_topic_names and not all(ck.topic(DESCRIBE, t) for t in req.subscribed_topic_names):
         code, message = E.TOPIC_AUTHORIZATION_FAILED, "The group has subscribed to topics that are not authorized."
     if code:
-        return R(throttle_time_ms=0, error_code=code, error_message=message, member_id=None, member_epoch=-1,
-                 heartbeat_interval_ms=0, assignment=None)
+        return R(throttle_time_ms=0, error_code=code, error_message=message, member_id=None,
+                 member_epoch=refused_epoch, heartbeat_interval_ms=0, assignment=None)
     return await handler(ctx, req)
 
 
-@wraps(ApiKey.CONSUMER_GROUP_DESCRIBE)
-async def consumer_group_describe(ck, ctx, req, handler):
-    from kproto.messages.consumer_group_describe_response import ConsumerGroupDescribeResponse as R
+async def _group_describe(ck, ctx, req, handler, R):
+    """ConsumerGroupDescribe / ShareGroupDescribe: DESCRIBE on each group, refused ones answered."""
     req.group_ids, denied = _split(req.group_ids, lambda g: ck.group(DESCRIBE, g))
     resp = await handler(ctx, req)
     for g in resp.groups:
@@ -745,6 +743,18 @@ async def consumer_group_describe(ck, ctx, req, handler):
         group_state="", group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[],
         authorized_operations=OMITTED) for g in denied]
     return resp
+
+
+@wraps(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+async def consumer_group_heartbeat(ck, ctx, req, handler):
+    from kproto.messages.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse as R
+    return await _group_heartbeat(ck, ctx, req, handler, R, -1)
+
+
+@wraps(ApiKey.CONSUMER_GROUP_DESCRIBE)
+async def consumer_group_describe(ck, ctx, req, handler):
+    from kproto.messages.consumer_group_describe_response import ConsumerGroupDescribeResponse as R
+    return await _group_describe(ck, ctx, req, handler, R)
 
 
 # -- share groups (KIP-932): as Kafka 4.3's KafkaApis -------------------------------------------------
@@ -752,30 +762,13 @@ async def consumer_group_describe(ck, ctx, req, handler):
 @wraps(ApiKey.SHARE_GROUP_HEARTBEAT)
 async def share_group_heartbeat(ck, ctx, req, handler):
     from kproto.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse as R
-    code, message = 0, None
-    if not ck.group(READ, req.group_id):
-        code = E.GROUP_AUTHORIZATION_FAILED
-    elif req.subscribed_topic_names and not all(ck.topic(DESCRIBE, t) for t in req.subscribed_topic_names):
-        code, message = E.TOPIC_AUTHORIZATION_FAILED, "The group has subscribed to topics that are not authorized."
-    if code:
-        return R(throttle_time_ms=0, error_code=code, error_message=message, member_id=None, member_epoch=0,
-                 heartbeat_interval_ms=0, assignment=None)
-    return await handler(ctx, req)
+    return await _group_heartbeat(ck, ctx, req, handler, R, 0)
 
 
 @wraps(ApiKey.SHARE_GROUP_DESCRIBE)
 async def share_group_describe(ck, ctx, req, handler):
     from kproto.messages.share_group_describe_response import ShareGroupDescribeResponse as R
-    req.group_ids, denied = _split(req.group_ids, lambda g: ck.group(DESCRIBE, g))
-    resp = await handler(ctx, req)
-    for g in resp.groups:
-        if req.include_authorized_operations and g.error_code == 0:
-            g.authorized_operations = ck.ops(GROUP, g.group_id)
-    resp.groups = list(resp.groups) + [R.DescribedGroup(
-        error_code=E.GROUP_AUTHORIZATION_FAILED, error_message=MESSAGES[E.GROUP_AUTHORIZATION_FAILED], group_id=g,
-        group_state="", group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[],
-        authorized_operations=OMITTED) for g in denied]
-    return resp
+    return await _group_describe(ck, ctx, req, handler, R)
 
 
 @wraps(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import re
 
-from kproto.errors import ErrorCode, KafkaError
-
+from broker.config.alter import incremental_without_lists
 from broker.config.types import ConfigError
 
 GROUP_RESOURCE = 32
@@ -42,20 +41,8 @@ def broker_int(config, key: str, default: int) -> int:
     return default if value is None else int(value)
 
 
-def incremental(current: dict, ops) -> dict:
-    """The group's overrides after IncrementalAlterConfigs operations (SET 0, DELETE 1)."""
-    new = dict(current)
-    for name, op, value in ops:
-        if op == 0:
-            new[name] = value
-        elif op == 1:
-            new.pop(name, None)
-        elif op in (2, 3):
-            verb = "APPEND" if op == 2 else "SUBTRACT"
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Can't {verb} to key {name} because its type is not LIST.")
-        else:
-            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op}")
-    return new
+# IncrementalAlterConfigs on these overrides (no key is a LIST)
+incremental = incremental_without_lists
 
 
 def validate(overrides: dict, broker_int) -> None:

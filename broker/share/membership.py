@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 from kproto.errors import ErrorCode as E
 
+from broker.groups import consumer_state
+
 EMPTY, STABLE, DEAD = "Empty", "Stable", "Dead"
 LEAVE_EPOCH = -1
 
@@ -44,14 +46,8 @@ class ShareGroup:
         return STABLE if self.members else EMPTY
 
 
-@dataclass
-class HeartbeatResult:
-    error: int
-    message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 0
-    assignment: dict | None = None                      # None: unchanged since the last answer
+# the answer to a heartbeat, as a consumer group's (assignment None: unchanged since the last answer)
+HeartbeatResult = consumer_state.HeartbeatResult
 
 
 def simple_assign(members: dict, topics: dict) -> dict:

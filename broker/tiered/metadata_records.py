@@ -8,7 +8,7 @@ import struct
 import uuid
 from dataclasses import dataclass, field
 
-from kproto._codec import DecodeError
+from kproto._codec import DecodeError, read_uvarint, write_uvarint
 from kproto.storage import remote_log_segment_metadata_record as gen
 from kproto.storage import remote_log_segment_metadata_update_record as gen_update
 from kproto.storage import remote_partition_delete_metadata_record as gen_delete
@@ -90,24 +90,15 @@ def uuid_to_kafka(u: uuid.UUID) -> str:
 
 def _uvarint(n: int) -> bytes:
     out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
+    write_uvarint(out, n)
     return bytes(out)
 
 
 def _read_uvarint(buf, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if pos >= len(buf) or shift > 28:
-            raise MetadataDecodeError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
+    try:
+        return read_uvarint(buf, pos)
+    except (IndexError, DecodeError):
+        raise MetadataDecodeError("truncated varint") from None
 
 
 def _tp_entry(cls, tp: TopicIdPartition):
