@@ -14,25 +14,33 @@ from compat_tests.clients import CLIENTS
 # Versions Kafka 4.0 no longer serves (KIP-896); kproto does not implement
 # them either. Listed in docs/compatibility.md under deliberate differences.
 RAISED_MIN_VERSIONS = {"Produce": 3, "Fetch": 4, "ListOffsets": 1, "OffsetForLeaderEpoch": 2}
-# Versions above Kafka 3.9's that kproto serves as Kafka 4.0 does:
-# ConsumerGroupHeartbeat v1 carries the regex subscription (librdkafka needs it).
-RAISED_MAX_VERSIONS = {"ConsumerGroupHeartbeat": 1}
+# Versions above Kafka 3.9's: an API's newest version is Kafka 3.9's or Kafka 4.3.1's (#31, the
+# codec's newest; docs/compatibility.md's API table gives each reason), and the APIs Kafka 3.9 does
+# not advertise are Kafka 4.x's (share groups), served at 4.3.1's newest version.
 
 
 @pytest.mark.compat("ApiVersions: advertised ranges vs Kafka 3.9", client="protocol")
 def test_api_versions(target, compat):
+    from kproto import api as codec
     kafka = observations.kafka_api_versions()
     advertised = target.api_versions
     unknown = sorted(set(advertised) - set(kafka))
-    assert not unknown, f"advertised API keys Kafka 3.9 does not have: {unknown}"
-    obs = {kafka[k][0]: list(advertised[k]) for k in sorted(advertised)}
+    if target.name == "kproto":
+        newer = {k: codec.APIS[k][0] for k in unknown if k in codec.APIS}
+        assert sorted(newer) == unknown, f"advertised API keys no Kafka has: {sorted(set(unknown) - set(newer))}"
+        assert all(advertised[k][1] == codec.version_range(k)[1] for k in unknown), \
+            {newer[k]: advertised[k] for k in unknown}
+    else:
+        assert not unknown, f"advertised API keys Kafka 3.9 does not have: {unknown}"
+    known = [k for k in sorted(advertised) if k in kafka]
+    obs = {kafka[k][0]: list(advertised[k]) for k in known}
     expected = {}
-    for key in sorted(advertised):
+    for key in known:
         name, lo, hi = kafka[key]
         # kproto may serve from Kafka 3.9's minimum or from Kafka 4.0's
         allowed = range(lo, RAISED_MIN_VERSIONS.get(name, lo) + 1)
-        expected[name] = [advertised[key][0] if advertised[key][0] in allowed else lo,
-                          RAISED_MAX_VERSIONS.get(name, hi)]
+        newest = advertised[key][1] if advertised[key][1] in (hi, codec.version_range(key)[1]) else hi
+        expected[name] = [advertised[key][0] if advertised[key][0] in allowed else lo, newest]
     if target.name == "kproto":
         compat.observe(obs, expected=expected)
     else:

@@ -478,5 +478,7 @@ def test_a_failed_pre_vote_does_not_disturb_the_quorum():
 
 def test_pre_vote_cannot_go_through_kafkas_vote_v1():
     from raft import convert
-    with pytest.raises(ValueError, match="pre_vote=False"):
-        convert.to_request(VoteRequest(5, 1, 0, 0, pre_vote=True))
+    # Vote v2 carries it (KIP-996, what kproto nodes send each other); v1, Kafka 3.9's, cannot
+    with pytest.raises(ValueError, match="needs Vote v2, not v1"):
+        convert.to_request(VoteRequest(5, 1, 0, 0, pre_vote=True), version=1)
+    assert convert.to_request(VoteRequest(5, 1, 0, 0, pre_vote=True), version=2).topics[0].partitions[0].pre_vote
