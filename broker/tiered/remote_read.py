@@ -84,7 +84,9 @@ class RemoteReader:
             positions.append(pos)
         entry = (offsets, positions)
         self._indexes[seg.segment_id] = entry
-        self._index_bytes += len(data)
+        # counted as kept (8 bytes an entry), as forget() and eviction take it off: a preallocated
+        # index's zero tail is not kept, and counting it would let the total drift upwards
+        self._index_bytes += 8 * len(offsets)
         while self._index_bytes > self.cache_limit and len(self._indexes) > 1:
             _sid, old = self._indexes.popitem(last=False)
             self._index_bytes -= 8 * len(old[0])
