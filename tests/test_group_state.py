@@ -688,3 +688,23 @@ def test_replay_honours_tombstones_and_transaction_markers():
     load_sm.finish_load(7, 0)
     assert [(p, f.offset) for _, p, f in load_sm.fetch_offsets("g", None)[1]] == [(0, 8)]
     assert "h" not in load_sm.groups
+
+
+def test_a_resigned_coordinator_answers_the_joins_and_syncs_it_holds():
+    """Kafka's onGroupUnloaded: when another broker takes the group's __consumer_offsets
+    partition, parked JoinGroup and SyncGroup requests get NOT_COORDINATOR at once, so the
+    clients look the coordinator up again instead of waiting out their request timeout."""
+    h = Harness()
+    (a, b), gen = h.stable_group("s", n=2)
+    joining = h.join_new("g")                          # parked in the initial rebalance delay
+    h.join(group="s", member_id=a, client="c0")       # a rebalance: a's join is parked...
+    rb = h.join(group="s", member_id=b, client="c1")   # ...and completes with b's
+    follower = a if h.answer(rb).leader != a else b
+    parked_sync = h.sync("s", follower, h.answer(rb).generation_id, name="parked-sync")
+    assert h.answer(joining) is None and h.answer(parked_sync) is None
+    h.apply(h.sm.resign(partition_for("g", 50), h.now))
+    if partition_for("s", 50) != partition_for("g", 50):
+        h.apply(h.sm.resign(partition_for("s", 50), h.now))
+    assert h.answer(joining).error == E.NOT_COORDINATOR
+    assert h.answer(parked_sync).error == E.NOT_COORDINATOR
+    assert h.heartbeat("s", a, gen) == E.NOT_COORDINATOR

@@ -42,7 +42,8 @@ from broker.groups.model import (
 )
 from broker.groups.placement import partition_for
 from broker.groups.results import (
-    DEAD_SUMMARY, EMPTY_SUMMARY, Append, DeleteGroupsResult, Effects, GroupOverview, GroupSummary, MemberSummary,
+    DEAD_SUMMARY, EMPTY_SUMMARY, Append, DeleteGroupsResult, Effects, GroupOverview, GroupSummary, JoinResult,
+    MemberSummary, SyncResult,
 )
 
 log = logging.getLogger("kproto.groups")
@@ -193,7 +194,19 @@ class GroupStateMachine(ClassicRebalanceMixin, OffsetCommitsMixin, ConsumerGroup
         if self.num_partitions is None:
             return
         for gid in [g for g in self.groups if self.partition_for(g) == partition]:
-            del self.groups[gid]
+            self._answer_parked(self.groups.pop(gid), E.NOT_COORDINATOR)
+
+    def _answer_parked(self, group, error: int) -> None:
+        """The JoinGroup and SyncGroup requests a group holds get `error` (Kafka's
+        onGroupUnloaded): unanswered, a client waits out its request timeout, and librdkafka's
+        JoinGroup timeout is max.poll.interval.ms, five minutes, before it asks anyone else."""
+        for member in list(group.members.values()):
+            if getattr(member, "awaiting_join", None) is not None:
+                ticket, member.awaiting_join = member.awaiting_join, None
+                self._respond(ticket, JoinResult(error, member.member_id))
+            if getattr(member, "awaiting_sync", None) is not None:
+                ticket, member.awaiting_sync = member.awaiting_sync, None
+                self._respond(ticket, SyncResult(error))
 
     def replay_batch(self, partition: int, base_offset: int, producer_id: int, transactional: bool,
                      control: bool, records) -> None:

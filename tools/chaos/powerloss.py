@@ -29,6 +29,7 @@ tools/chaos/scenarios.py.
 
     python3 -m tools.chaos.powerloss power-loss-node --repeat 20 --out /tmp/pl
     python3 -m tools.chaos.powerloss power-loss-controller --repeat 20 --tear
+    KAFKA_HOME=... python3 -m tools.chaos.powerloss power-loss-all --kafka   (Kafka 3.9 nodes, same cut)
 
 Needs root and /dev/fuse (and libfuse3). Exit status 0 only when the run
 completed with no anomaly.
@@ -394,9 +395,15 @@ def main(argv=None) -> int:
     ap.add_argument("--time-limit", type=float, default=600, help="no new fault after this many seconds")
     ap.add_argument("--out", help="directory for history.jsonl and node logs (default: a temporary one)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--kafka", action="store_true", help="real Kafka 3.9 nodes from KAFKA_HOME, on the same LazyFS")
     args = ap.parse_args(argv)
+    home = os.environ.get("KAFKA_HOME") if args.kafka else None
+    if args.kafka and not home:
+        print("--kafka needs KAFKA_HOME", file=sys.stderr)
+        return 2
     out = args.out or tempfile.mkdtemp(prefix=f"kproto-{args.scenario}-")
-    s = PowerLossScenario(args.scenario, out, tear=args.tear, seed=args.seed, partitions=args.partitions,
+    s = PowerLossScenario(args.scenario, out, kafka_home=home, tear=args.tear, seed=args.seed,
+                          partitions=args.partitions,
                           hold=args.hold, settings=dict(kv.split("=", 1) for kv in args.set),
                           log=lambda m: print(m, flush=True))
     v = s.run(args.repeat, args.time_limit)
