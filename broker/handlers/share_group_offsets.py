@@ -31,17 +31,18 @@ _DTopic = DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic
 
 def _group_error(ctx, group_id: str, must_exist: bool):
     """(error, message) of the group checks, in Kafka's order: valid id, coordinator, share type,
-    exists (DeleteShareGroupOffsets; AlterShareGroupOffsets creates it), empty."""
+    exists (DeleteShareGroupOffsets; AlterShareGroupOffsets creates it), empty; then whether the state
+    can be written."""
     err, message = _not_share_group(ctx, group_id)
     if err is not None:
         return err, message or MESSAGES.get(err)
-    if not offsets_admin.state_topic_ready(ctx.broker.share):   # being created: the client retries
-        return E.COORDINATOR_NOT_AVAILABLE, NOT_AVAILABLE
     group = share_group(ctx, group_id)
     if group is None and must_exist:
         return E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
     if group is not None and group.members:
         return E.NON_EMPTY_GROUP, NON_EMPTY
+    if not offsets_admin.state_topic_ready(ctx.broker.share):   # being created: the client retries
+        return E.COORDINATOR_NOT_AVAILABLE, NOT_AVAILABLE
     return None, None
 
 
