@@ -341,6 +341,29 @@ def _elect_leaders(c, t, g, x):
     return code
 
 
+def _alter_share_offsets(c, t, g, x):
+    from kproto.messages.alter_share_group_offsets_request import AlterShareGroupOffsetsRequest as A
+    from kproto.messages.find_coordinator_request import FindCoordinatorRequest
+    for _ in range(50):               # until the coordinator and __share_group_state are up (14, 15, 16)
+        c.call(FindCoordinatorRequest(key_type=0, coordinator_keys=[g]), 4)
+        r = c.call(A(group_id=g, topics=[A.AlterShareGroupOffsetsRequestTopic(
+            topic_name=t, partitions=[A.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)])]),
+            0)
+        if r.error_code not in (14, 15, 16):
+            break
+        time.sleep(0.2)
+    return r.error_code or r.responses[0].partitions[0].error_code
+
+
+def _delete_share_offsets(c, t, g, x):
+    """Made by an AlterShareGroupOffsets first (with the topic refused: an empty share group all the
+    same), the share group's offsets of t deleted."""
+    from kproto.messages.delete_share_group_offsets_request import DeleteShareGroupOffsetsRequest as D
+    _alter_share_offsets(c, t, g, x)
+    r = c.call(D(group_id=g, topics=[D.DeleteShareGroupOffsetsRequestTopic(topic_name=t)]), 0)
+    return r.error_code or r.responses[0].error_code
+
+
 T, G, X, C = TOPIC, GROUP, TRANSACTIONAL_ID, CLUSTER
 # (name, ACLs bob holds up front, the call, Kafka's refusal, the ACL that lets him through)
 MATRIX = [
@@ -383,6 +406,11 @@ MATRIX = [
     ("consumer_group_describe", [], _consumer_group_describe, GROUP_AUTH, (G, "DESCRIBE")),
     ("describe_topic_partitions", [], _describe_topic_partitions, TOPIC_AUTH, (T, "DESCRIBE")),
     ("elect_leaders", [], _elect_leaders, CLUSTER_AUTH, (C, "ALTER")),
+    ("alter_share_group_offsets", [(T, "READ")], _alter_share_offsets, GROUP_AUTH, (G, "READ")),
+    ("alter_share_group_offsets_topic", [(G, "READ")], _alter_share_offsets, TOPIC_AUTH, (T, "READ")),
+    ("delete_share_group_offsets", [(T, "READ"), (G, "READ")], _delete_share_offsets, GROUP_AUTH, (G, "DELETE")),
+    ("delete_share_group_offsets_topic", [(G, "READ"), (G, "DELETE")], _delete_share_offsets, TOPIC_AUTH,
+     (T, "READ")),
 ]
 
 

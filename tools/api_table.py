@@ -82,6 +82,8 @@ REASONS: dict[str, str] = {
     "ShareFetch": "#31 (share groups): Kafka 4.3's v1-2",
     "ShareAcknowledge": "#31 (share groups): Kafka 4.3's v1-2",
     "DescribeShareGroupOffsets": "#31 (share groups): Kafka 4.3's v0-1",
+    "AlterShareGroupOffsets": "#31 (share groups): Kafka 4.3's v0 (an empty group's start offsets)",
+    "DeleteShareGroupOffsets": "#31 (share groups): Kafka 4.3's v0 (an empty group's share-partition state)",
     # client telemetry (KIP-714)
     "GetTelemetrySubscriptions": ("advertised while a client-metrics subscription exists (Kafka advertises it "
                                   "when a telemetry receiver is configured, which a default Kafka is not)"),

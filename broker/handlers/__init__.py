@@ -25,6 +25,7 @@ MODULES = (
     "groups",
     "consumer_groups",
     "share_groups",
+    "share_group_offsets",
     "transactions",
     "security",
     "quorum",

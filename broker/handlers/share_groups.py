@@ -16,6 +16,7 @@ from kproto.messages.share_group_heartbeat_response import ShareGroupHeartbeatRe
 from broker.handlers import handles
 from broker.handlers.groups import _NOT_REQUESTED, _client_host
 from broker.replication.leader_hint import current_leader
+from broker.share import offsets_admin
 
 # AclEntry.supportedOperations(GROUP) for a share group: READ, DELETE, DESCRIBE (bits 3, 6, 8)
 _GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
@@ -31,6 +32,17 @@ def _not_share_group(ctx, group_id: str):
     if group_id in state.groups:
         return E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."
     return None, None
+
+
+def share_group(ctx, group_id: str):
+    """The share group, also when only its share-partition state is left (no member since a
+    restart, or made by AlterShareGroupOffsets): Kafka keeps such a group, Empty."""
+    svc = ctx.broker.share
+    group = svc.groups.groups.get(group_id)
+    if group is None and offsets_admin.topics_with_state(svc, group_id):
+        group = svc.groups.ensure(group_id)
+    return group
+
 
 
 # ======================================================================== membership
@@ -80,7 +92,7 @@ async def share_group_describe(ctx, req):
     out = []
     for group_id in req.group_ids:
         err, message = _not_share_group(ctx, group_id)
-        group = ctx.broker.share.groups.groups.get(group_id)
+        group = share_group(ctx, group_id)
         if err is None and group is None:
             err, message = E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
         if err is not None:
@@ -271,7 +283,7 @@ async def describe_share_group_offsets(ctx, req):
     out = []
     for g in req.groups:
         err, message = _not_share_group(ctx, g.group_id)
-        if err is None and g.group_id not in svc.groups.groups:
+        if err is None and share_group(ctx, g.group_id) is None:
             err, message = E.GROUP_ID_NOT_FOUND, f"Group {g.group_id} not found."
         if err is not None:
             out.append(_OGroup(group_id=g.group_id, topics=[], error_code=err, error_message=message))

@@ -789,6 +789,48 @@ async def describe_share_group_offsets(ck, ctx, req, handler):
     return resp
 
 
+@wraps(ApiKey.ALTER_SHARE_GROUP_OFFSETS)
+async def alter_share_group_offsets(ck, ctx, req, handler):
+    """READ on the group (else the whole request fails), READ on each topic (else its partitions
+    answer TOPIC_AUTHORIZATION_FAILED and are not altered), as Kafka 4.3's KafkaApis."""
+    from kproto.messages.alter_share_group_offsets_response import AlterShareGroupOffsetsResponse as R
+    if not ck.group(READ, req.group_id):
+        return R(throttle_time_ms=0, error_code=E.GROUP_AUTHORIZATION_FAILED,
+                 error_message=MESSAGES[E.GROUP_AUTHORIZATION_FAILED], responses=[])
+    req.topics, denied = _split(req.topics, lambda t: ck.topic(READ, t.topic_name))
+    resp = await handler(ctx, req)
+    if resp.error_code == 0:
+        resp.responses = [R.AlterShareGroupOffsetsResponseTopic(
+            topic_name=t.topic_name, topic_id=_topic_id(ctx, t.topic_name), partitions=[
+                R.AlterShareGroupOffsetsResponsePartition(
+                    partition_index=p.partition_index, error_code=E.TOPIC_AUTHORIZATION_FAILED,
+                    error_message=MESSAGES[E.TOPIC_AUTHORIZATION_FAILED]) for p in t.partitions])
+            for t in denied] + list(resp.responses)
+    return resp
+
+
+@wraps(ApiKey.DELETE_SHARE_GROUP_OFFSETS)
+async def delete_share_group_offsets(ck, ctx, req, handler):
+    """DELETE on the group (else the whole request fails), READ on each topic (else the topic answers
+    TOPIC_AUTHORIZATION_FAILED), as Kafka 4.3's KafkaApis."""
+    from kproto.messages.delete_share_group_offsets_response import DeleteShareGroupOffsetsResponse as R
+    if not ck.group(DELETE, req.group_id):
+        return R(throttle_time_ms=0, error_code=E.GROUP_AUTHORIZATION_FAILED,
+                 error_message=MESSAGES[E.GROUP_AUTHORIZATION_FAILED], responses=[])
+    req.topics, denied = _split(req.topics, lambda t: ck.topic(READ, t.topic_name))
+    resp = await handler(ctx, req)
+    if resp.error_code == 0:
+        resp.responses = [R.DeleteShareGroupOffsetsResponseTopic(
+            topic_name=t.topic_name, topic_id=ZERO_UUID, error_code=E.TOPIC_AUTHORIZATION_FAILED,
+            error_message=MESSAGES[E.TOPIC_AUTHORIZATION_FAILED]) for t in denied] + list(resp.responses)
+    return resp
+
+
+def _topic_id(ctx, name: str):
+    t = ctx.broker.image.topics.get(name)
+    return t.topic_id if t is not None else ZERO_UUID
+
+
 async def _share_records(ck, ctx, req, handler, R, part):
     """ShareFetch/ShareAcknowledge: READ on the group, else the whole request fails; READ on each
     topic, else its partitions answer TOPIC_AUTHORIZATION_FAILED (and are not served)."""

@@ -131,6 +131,14 @@ class ShareGroups:
                                heartbeat_interval_ms=self.heartbeat_interval_ms,
                                assignment=dict(member.assignment) if full else None)
 
+    def ensure(self, group_id: str) -> ShareGroup:
+        """The group, created empty if it does not exist (AlterShareGroupOffsets creates it, as
+        Kafka's coordinator does)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = ShareGroup(group_id)
+        return group
+
     def remove_member(self, group_id: str, member_id: str, topics: dict) -> None:
         group = self.groups[group_id]
         del group.members[member_id]

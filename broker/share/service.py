@@ -200,29 +200,47 @@ class ShareService:
         if self.stored:
             log.info("share groups: %d share-partition states read from %s", len(self.stored), state_store.TOPIC)
 
-    def persist(self, key: tuple, sp: SharePartition) -> None:
+    def persist(self, key: tuple, sp: SharePartition) -> bool:
         """Append the share-partition's state as a ShareSnapshot record to its __share_group_state
-        partition, when this broker leads that partition (creating the topic on first use)."""
+        partition, when this broker leads that partition (creating the topic on first use); whether
+        it was appended."""
+        group_id, tid, idx = key
+        now = self.now_ms()
+        t = self.broker.image.topics_by_id.get(tid)
+        data = self.broker.partitions.get(t.name, idx) if t is not None else None
+
+        def value(epoch):
+            return state_store.snapshot_value(epoch, data.leader_epoch if data is not None else -1, sp.start_offset,
+                                              sp.state_batches(), sp.delivery_complete_count(), now, now)
+        return self._append(key, value)
+
+    def tombstone(self, key: tuple) -> bool:
+        """Append a tombstone for the share-partition's state (DeleteShareGroupOffsets): a restart
+        reads nothing back for it; whether it was appended."""
+        return self._append(key, None)
+
+    def _append(self, key: tuple, value) -> bool:
+        """value: None for a tombstone, else a function of the next snapshot epoch giving the value."""
         topic = self.broker.image.topics.get(state_store.TOPIC)
         if topic is None:
             ensure_internal_topic(self.broker, state_store.TOPIC, False, lambda: None, log)
-            return
+            return False
         group_id, tid, idx = key
         index = state_store.partition_for(group_id, tid, idx, len(topic.partitions))
         p = self.broker.partitions.get(state_store.TOPIC, index)
         if p is None or not p.is_leader:
-            return
+            return False
         now = self.now_ms()
-        epoch = self._epochs[key] = self._epochs.get(key, 0) + 1
-        t = self.broker.image.topics_by_id.get(tid)
-        data = self.broker.partitions.get(t.name, idx) if t is not None else None
-        value = state_store.snapshot_value(epoch, data.leader_epoch if data is not None else -1, sp.start_offset, sp.state_batches(),
-                                           sp.delivery_complete_count(), now, now)
+        if value is not None:
+            epoch = self._epochs[key] = self._epochs.get(key, 0) + 1
+            value = value(epoch)
         batch = bytearray(rec.build_batch([(state_store.snapshot_key(group_id, tid, idx), value, [], now)]))
         try:
             p.append(batch, rec.BatchHeader(batch), now)
         except Exception:
             log.exception("appending to %s-%d failed", state_store.TOPIC, index)
+            return False
+        return True
 
     # -- share-partitions ------------------------------------------------------------------------
 

@@ -1,0 +1,92 @@
+"""AlterShareGroupOffsets (API 91) and DeleteShareGroupOffsets (API 92), Kafka 4.3's v0: an
+administrator resets or deletes an empty share group's share-partition start offsets. The checks
+and answers of Kafka 4.3's GroupCoordinatorService / GroupMetadataManager; the state changes are in
+broker/share/offsets_admin.py."""
+from __future__ import annotations
+
+from kproto.api import ApiKey
+from kproto._codec import ZERO_UUID
+from kproto.errors import ErrorCode as E
+from kproto.messages.alter_share_group_offsets_response import AlterShareGroupOffsetsResponse
+from kproto.messages.delete_share_group_offsets_response import DeleteShareGroupOffsetsResponse
+
+from broker.handlers import handles
+from broker.handlers.share_groups import _not_share_group, share_group
+from broker.share import offsets_admin
+
+UNKNOWN_PARTITION = "This server does not host this topic-partition."
+NON_EMPTY = "The group is not empty."
+NOT_AVAILABLE = "The coordinator is not available."
+NO_OFFSETS = "There is no offset information to delete."
+# Kafka's Errors messages of the top-level answers
+MESSAGES = {E.NOT_COORDINATOR: "This is not the correct coordinator.",
+            E.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
+            E.COORDINATOR_NOT_AVAILABLE: NOT_AVAILABLE,
+            E.INVALID_GROUP_ID: "The configured groupId is invalid."}
+
+_ATopic = AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic
+_APart = AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition
+_DTopic = DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic
+
+
+def _group_error(ctx, group_id: str, must_exist: bool):
+    """(error, message) of the group checks, in Kafka's order: valid id, coordinator, share type,
+    exists (DeleteShareGroupOffsets; AlterShareGroupOffsets creates it), empty; then whether the state
+    can be written."""
+    err, message = _not_share_group(ctx, group_id)
+    if err is not None:
+        return err, message or MESSAGES.get(err)
+    group = share_group(ctx, group_id)
+    if group is None and must_exist:
+        return E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+    if group is not None and group.members:
+        return E.NON_EMPTY_GROUP, NON_EMPTY
+    if not offsets_admin.state_topic_ready(ctx.broker.share):   # being created: the client retries
+        return E.COORDINATOR_NOT_AVAILABLE, NOT_AVAILABLE
+    return None, None
+
+
+@handles(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 0)
+async def alter_share_group_offsets(ctx, req):
+    err, message = _group_error(ctx, req.group_id, must_exist=False)
+    if err is not None:
+        return AlterShareGroupOffsetsResponse(throttle_time_ms=0, error_code=err, error_message=message, responses=[])
+    svc = ctx.broker.share
+    svc.groups.ensure(req.group_id)
+    out = []
+    for topic in req.topics:
+        t = ctx.broker.image.topics.get(topic.topic_name)
+        parts = []
+        for p in topic.partitions:
+            code, text = E.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_PARTITION
+            if t is not None and 0 <= p.partition_index < len(t.partitions):
+                code, text = E.NONE, None
+                if not offsets_admin.reset_start(svc, req.group_id, t.topic_id, p.partition_index, p.start_offset):
+                    code, text = E.COORDINATOR_NOT_AVAILABLE, NOT_AVAILABLE
+            parts.append(_APart(partition_index=p.partition_index, error_code=code, error_message=text))
+        out.append(_ATopic(topic_name=topic.topic_name, topic_id=t.topic_id if t is not None else ZERO_UUID,
+                           partitions=parts))
+    return AlterShareGroupOffsetsResponse(throttle_time_ms=0, error_code=E.NONE, error_message=None, responses=out)
+
+
+@handles(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 0)
+async def delete_share_group_offsets(ctx, req):
+    err, message = _group_error(ctx, req.group_id, must_exist=True)
+    if err is not None:
+        return DeleteShareGroupOffsetsResponse(throttle_time_ms=0, error_code=err, error_message=message,
+                                               responses=[])
+    svc = ctx.broker.share
+    with_state = offsets_admin.topics_with_state(svc, req.group_id)
+    out = []
+    for topic in req.topics:
+        t = ctx.broker.image.topics.get(topic.topic_name)
+        if t is None:
+            code, text, tid = E.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_PARTITION, ZERO_UUID
+        elif t.topic_id not in with_state:
+            code, text, tid = E.UNKNOWN_TOPIC_OR_PARTITION, NO_OFFSETS, ZERO_UUID
+        elif offsets_admin.delete_topic(svc, req.group_id, t.topic_id):
+            code, text, tid = E.NONE, None, t.topic_id
+        else:
+            code, text, tid = E.COORDINATOR_NOT_AVAILABLE, NOT_AVAILABLE, t.topic_id
+        out.append(_DTopic(topic_name=topic.topic_name, topic_id=tid, error_code=code, error_message=text))
+    return DeleteShareGroupOffsetsResponse(throttle_time_ms=0, error_code=E.NONE, error_message=None, responses=out)
