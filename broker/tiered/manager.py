@@ -35,6 +35,7 @@ from .segment_view import PartitionView, RemoteSegment, SegmentView
 from .settings import METADATA_TOPIC, rlmm_setting
 from .store import ObjectStoreError, open_store
 from .backoff import Backoff
+from .counted_store import CountedStore
 from .remote_read import RemoteReader
 
 log = logging.getLogger("kproto.tiered")
@@ -67,6 +68,8 @@ class TieredMetrics:
         self.copy_lag_segments: dict[tuple[str, int], int] = {}
         self.remote_log_size: dict[tuple[str, int], int] = {}
         self.local_deletes_held_back = 0
+        self.store_read_bytes = 0     # every GET of the object store (fetches, indexes, lookups)
+        self.store_reads = 0
 
 
 class RemoteLogManager:
@@ -94,7 +97,7 @@ class RemoteLogManager:
     def open(self) -> None:
         if not self.enabled:
             return
-        self.store = open_store(self.broker.config)
+        self.store = CountedStore(open_store(self.broker.config), self.metrics)
         self.reader = RemoteReader(self)
 
     async def run(self) -> None:

@@ -53,6 +53,7 @@ async def offset_for_timestamp(broker, partition, ts: int):
             break
         if seg.max_timestamp_ms < ts:
             continue
+        # the segment's time and offset indexes, then only the byte ranges they point at
         found = await tiered.reader.offset_for_timestamp(tiered._tp(partition), seg, ts, partition.log_start_offset)
         if found is not None:
             return found
