@@ -3,6 +3,7 @@ EARLIEST_LOCAL_TIMESTAMP -4 and LATEST_TIERED_TIMESTAMP -5, Kafka 4.x's EARLIEST
 -6, KIP-1023) and timestamp lookups that reach into remote segments."""
 from __future__ import annotations
 
+from .lineage import within_lineage
 from .manager import remote_enabled
 
 EARLIEST_LOCAL = -4
@@ -15,7 +16,7 @@ def special_offset(broker, partition, ts: int) -> tuple[int, int] | None:
     tiered = getattr(broker, "tiered", None)
     enabled = tiered is not None and tiered.enabled and remote_enabled(partition)
     view = tiered.partition_view(partition) if enabled else None
-    highest = view.highest_copied_offset() if view is not None else -1
+    highest = tiered.highest_copied(partition, view) if view is not None else -1
     if ts == EARLIEST_LOCAL:
         offset = partition.local_log_start_offset
     elif ts == LATEST_TIERED:
@@ -32,7 +33,7 @@ def special_offset(broker, partition, ts: int) -> tuple[int, int] | None:
         return offset, -1
     epoch = partition.log.epochs.epoch_for_offset(offset) if offset >= partition.local_log_start_offset else None
     if epoch is None and view is not None:
-        seg = view.segment_for(offset)
+        seg = tiered.segment_for(partition, view, offset)
         if seg is not None:
             epoch = max((e for e, o in seg.leader_epochs if o <= offset), default=None)
     return offset, (epoch if epoch is not None else partition.leader_epoch)
@@ -48,13 +49,17 @@ async def offset_for_timestamp(broker, partition, ts: int):
     if view is None:
         return None
     local_start = partition.local_log_start_offset
+    floor = partition.log_start_offset
+    lineage = tiered.lineage(partition, view)
     for seg in view.copied():
         if seg.start_offset >= local_start:
             break
-        if seg.max_timestamp_ms < ts:
+        if seg.max_timestamp_ms < ts or seg.end_offset < floor:
             continue
+        if not within_lineage(seg.leader_epochs, seg.end_offset, lineage, partition.log_end_offset):
+            continue   # another leader's history (lineage.py)
         # the segment's time and offset indexes, then only the byte ranges they point at
-        found = await tiered.reader.offset_for_timestamp(tiered._tp(partition), seg, ts, partition.log_start_offset)
+        found = await tiered.reader.offset_for_timestamp(tiered._tp(partition), seg, ts, floor)
         if found is not None:
             return found
     return None
