@@ -420,11 +420,14 @@ class RemoteLogManager:
         now, owed = self._fetch_owed()
         self._fetch_window = (now, owed + size)
 
-    async def rebuild_follower(self, part) -> bool:
+    async def rebuild_follower(self, part, leader_local_start: int | None = None) -> bool:
         """A follower asked for an offset the leader has only in remote storage
         (OFFSET_MOVED_TO_TIERED_STORAGE): as Kafka's ReplicaFetcherTierStateMachine, start the
-        local log after the last copied segment, with that segment's leader epochs and producer
-        snapshot from the store. False when the tier does not say enough yet (retried)."""
+        local log at the leader's local log start, with the leader epochs and producer snapshot
+        of the remote segment ending there (the segment holding the offset before it), so the
+        follower holds what the leader holds locally; without the leader's answer (or no such
+        segment yet), after the last copied segment. False when the tier does not say enough
+        yet (retried)."""
         if self.store is None:
             return False
         self.catch_up()
@@ -432,7 +435,15 @@ class RemoteLogManager:
         highest = view.highest_copied_offset() if view is not None else -1
         if highest < 0:
             return False
-        seg = view.segment_for(highest)
+        seg = None
+        if leader_local_start is not None and 0 < leader_local_start <= highest + 1:
+            seg = view.segment_for(leader_local_start - 1)
+            if seg is not None and seg.start_offset <= leader_local_start - 1 <= seg.end_offset:
+                highest = leader_local_start - 1
+            else:
+                seg = None
+        if seg is None:
+            seg = view.segment_for(highest)
         tp = self._tp(part)
         prefix = partition_prefix(tp.topic, tp.partition, tp.topic_id)
         try:
@@ -446,7 +457,8 @@ class RemoteLogManager:
         plog.truncate_fully_and_start_at(start)
         for epoch, offset in epochs:
             # the lineage below start: the epochs of the offsets only remote (lineage.py)
-            plog.epochs.assign(epoch, offset)
+            if offset < start:
+                plog.epochs.assign(epoch, offset)
         if snapshot:
             with open(snapshot_path(plog.dir, start), "wb") as f:
                 f.write(snapshot)
