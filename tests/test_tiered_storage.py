@@ -217,9 +217,21 @@ def test_store_outage_deletes_nothing_local_that_is_not_copied_and_remote_reads_
         # a read of remote data fails with an error, never with made-up data
         p = fetch_at(proc.bootstrap, topic, 0)
         assert p.error_code == ErrorCode.UNKNOWN_SERVER_ERROR and not p.records
+        # a timestamp lookup in the tier: that partition's error; a local one beside it is answered
+        from kproto.messages.list_offsets_request import ListOffsetsRequest as L
+        from tests.wire_client import LIST_OFFSETS_V
+        with WireClient(proc.bootstrap) as c:
+            resp = c.call(L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(name=t, partitions=[
+                L.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=0)])
+                for t in (topic, fresh)]), LIST_OFFSETS_V)
+        answers = {t.name: (t.partitions[0].error_code, t.partitions[0].offset) for t in resp.topics}
+        assert answers == {topic: (ErrorCode.UNKNOWN_SERVER_ERROR, -1), fresh: (0, 0)}
     # the store is back: copying resumes, local retention follows, remote reads work
     wait_for("copying resumed", lambda: offsets(proc.bootstrap, fresh)[-4] > 0, 40)
     assert fetch_at(proc.bootstrap, topic, 0).error_code == 0
+    with WireClient(proc.bootstrap) as c:
+        found = list_offset(c, topic, 0)
+        assert (found.error_code, found.offset) == (0, 0)
     assert [o for o, _v in consume_all(proc.bootstrap, fresh, 400)] == list(range(400))
     assert scrape(proc, "kafka_server_brokertopicmetrics_remotefetcherrors_total") >= 1
     assert scrape(proc, "kafka_server_brokertopicmetrics_remotecopybytes_total") > 0
