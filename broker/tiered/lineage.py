@@ -76,7 +76,8 @@ def highest_copied_offset(segments, lineage: Epochs, log_end: int) -> int:
 
 
 def extended_below(lineage: Epochs, segments) -> Epochs:
-    """``lineage`` extended below its first entry with the epochs of the copied segments there.
+    """``lineage`` extended below its first entry with the epochs of the copied segments there
+    (``segments`` in start offset order, as PartitionView.copied()).
 
     A log whose leader epoch cache was trimmed to the local log start (by a kproto before it kept
     the epochs of tiered offsets) knows nothing of its older epochs; the segments' own epochs
@@ -87,6 +88,8 @@ def extended_below(lineage: Epochs, segments) -> Epochs:
     first_epoch, first_start = lineage[0]
     starts: dict[int, int] = {}
     for s in segments:
+        if s.start_offset >= first_start:
+            break   # (in start offset order: none below from here on)
         for epoch, start in s.leader_epochs:
             if epoch <= first_epoch and start < first_start:
                 starts[epoch] = min(start, starts.get(epoch, start))
