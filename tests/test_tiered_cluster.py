@@ -114,7 +114,9 @@ def test_follower_rebuilds_from_the_tier_and_a_leader_killed_mid_copy_leaves_no_
     # the follower comes back below the leader's local log start: it rebuilds from the tier
     cluster.nodes[follower].start()
     wait_until(lambda: len(partition_state(admin, topic)[2]) == 3, 60, "the follower back in the ISR")
-    assert tier_offsets(cluster, follower, topic)[-4] > 0   # its local log starts where the tier ends
+    # its local log starts where the leader's does (not after the last copied segment)
+    leader_local_start = tier_offsets(cluster, leader, topic)[-4]
+    assert 0 < tier_offsets(cluster, follower, topic)[-4] == leader_local_start
     # slow copying (the quota holds a copy between its .log object and its COPY_SEGMENT_FINISHED)
     admin.alter_configs([ConfigResource(ConfigResource.Type.BROKER, str(leader), set_config={
         "remote.log.manager.copy.max.bytes.per.second": "4096"})])[

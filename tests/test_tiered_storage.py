@@ -50,10 +50,12 @@ def create(bootstrap: str, name: str, **configs) -> None:
     admin.create_topics([NewTopic(name, 1, 1, config=cfg)])[name].result(15)
 
 
-def produce(bootstrap: str, topic: str, count: int) -> None:
+def produce(bootstrap: str, topic: str, count: int, ts0: int | None = None) -> None:
+    """``count`` records; with ``ts0`` record i has timestamp ts0 + 10 i."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 4096})
     for i in range(count):
-        p.produce(topic, key=str(i).encode(), value=VALUE + str(i).encode())
+        stamp = {} if ts0 is None else {"timestamp": ts0 + 10 * i}
+        p.produce(topic, key=str(i).encode(), value=VALUE + str(i).encode(), **stamp)
         if i % 200 == 0:
             p.poll(0)
     assert p.flush(20) == 0
@@ -95,9 +97,10 @@ def consume_all(bootstrap: str, topic: str, expected: int, start: int = 0) -> li
 def test_consumer_reads_from_offset_zero_after_local_segments_are_gone(tiered):
     proc, remote = tiered
     topic = "tiered-read"
-    create(proc.bootstrap, topic)
+    create(proc.bootstrap, topic, index_interval_bytes=1024)   # an index entry for every batch
     count = 600   # ~310 KiB: ~19 segments of 16 KiB, 2 of them kept locally
-    produce(proc.bootstrap, topic, count)
+    ts0 = int(time.time() * 1000) - 3_600_000
+    produce(proc.bootstrap, topic, count, ts0=ts0)
     # the local log start moves up once the segments are copied and past local retention
     local_dir = os.path.join(proc.data_dir, f"{topic}-0")
 
@@ -108,12 +111,28 @@ def test_consumer_reads_from_offset_zero_after_local_segments_are_gone(tiered):
     assert seen[-2] == 0                      # EARLIEST: the start of the remote log
     assert seen[-1] == count                  # LATEST
     assert 0 < seen[-4] <= seen[-5] + 1       # EARLIEST_LOCAL within what the tier holds
-    # a timestamp lookup reaches into the tier
-    with WireClient(proc.bootstrap) as c:
-        found = list_offset(c, topic, 0)        # the first record at or after timestamp 0
-    assert (found.error_code, found.offset) == (0, 0)
-    remote_logs = [f for _d, _s, fs in os.walk(remote) for f in fs if f.endswith(".log")]
+    remote_logs = sorted((f, os.path.getsize(os.path.join(d, f))) for d, _s, fs in os.walk(remote)
+                         for f in fs if f.endswith(".log"))
     assert len(remote_logs) >= 10
+    # timestamp lookups reach into the tier: the first record at or after the timestamp
+    starts = [int(f.split("-")[0]) for f, _size in remote_logs]
+    assert seen[-4] > starts[3]
+    mid = (starts[2] + 2 * starts[3]) // 3           # two thirds into the third remote segment
+    with WireClient(proc.bootstrap) as c:
+        def lookup(ts):
+            found = list_offset(c, topic, ts)
+            return found.error_code, found.offset, found.timestamp
+        before = scrape(proc, "kproto_tiered_store_read_bytes_total")
+        assert lookup(ts0 + 10 * mid - 5) == (0, mid, ts0 + 10 * mid)
+        # the segment's indexes and the batches they point at, not the whole segment
+        read = scrape(proc, "kproto_tiered_store_read_bytes_total") - before
+        assert 0 < read < remote_logs[2][1] * 0.6, (read, remote_logs[2][1])
+        assert lookup(0) == (0, 0, ts0)                                   # before the first segment
+        assert lookup(ts0 + 10 * mid) == (0, mid, ts0 + 10 * mid)         # a record's own timestamp
+        for k in (1, 3):                                                  # between two segments
+            assert lookup(ts0 + 10 * starts[k] - 5) == (0, starts[k], ts0 + 10 * starts[k])
+        assert lookup(ts0 + 10 * (count - 1)) == (0, count - 1, ts0 + 10 * (count - 1))   # local
+        assert lookup(ts0 + 10 * count)[1] == -1                          # after the last record
     got = consume_all(proc.bootstrap, topic, count)
     assert [o for o, _v in got] == list(range(count))
     assert all(v == VALUE + str(o).encode() for o, v in got)
@@ -198,9 +217,21 @@ def test_store_outage_deletes_nothing_local_that_is_not_copied_and_remote_reads_
         # a read of remote data fails with an error, never with made-up data
         p = fetch_at(proc.bootstrap, topic, 0)
         assert p.error_code == ErrorCode.UNKNOWN_SERVER_ERROR and not p.records
+        # a timestamp lookup in the tier: that partition's error; a local one beside it is answered
+        from kproto.messages.list_offsets_request import ListOffsetsRequest as L
+        from tests.wire_client import LIST_OFFSETS_V
+        with WireClient(proc.bootstrap) as c:
+            resp = c.call(L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(name=t, partitions=[
+                L.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=0)])
+                for t in (topic, fresh)]), LIST_OFFSETS_V)
+        answers = {t.name: (t.partitions[0].error_code, t.partitions[0].offset) for t in resp.topics}
+        assert answers == {topic: (ErrorCode.UNKNOWN_SERVER_ERROR, -1), fresh: (0, 0)}
     # the store is back: copying resumes, local retention follows, remote reads work
     wait_for("copying resumed", lambda: offsets(proc.bootstrap, fresh)[-4] > 0, 40)
     assert fetch_at(proc.bootstrap, topic, 0).error_code == 0
+    with WireClient(proc.bootstrap) as c:
+        found = list_offset(c, topic, 0)
+        assert (found.error_code, found.offset) == (0, 0)
     assert [o for o, _v in consume_all(proc.bootstrap, fresh, 400)] == list(range(400))
     assert scrape(proc, "kafka_server_brokertopicmetrics_remotefetcherrors_total") >= 1
     assert scrape(proc, "kafka_server_brokertopicmetrics_remotecopybytes_total") > 0

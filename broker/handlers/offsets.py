@@ -110,7 +110,11 @@ async def list_offsets(ctx, req):
             elif ts < 0:
                 out.offset = -1
             else:
-                remote = await tiered_offsets.offset_for_timestamp(broker, partition, ts)
+                try:
+                    remote = await tiered_offsets.offset_for_timestamp(broker, partition, ts)
+                except tiered_offsets.RemoteLookupFailed as exc:
+                    out.error_code = exc.error_code
+                    continue
                 if remote is not None:
                     out.offset, out.timestamp, out.leader_epoch = remote
                     continue

@@ -492,7 +492,7 @@ class Fetcher:
                     await trio.sleep(min(backoff, 0.2))
                     continue
                 if self._handle(resp, parts):
-                    await self._rebuild_from_tier()
+                    await self._rebuild_from_tier(conn)
                     await trio.sleep(min(backoff, 0.1))
         finally:
             self.done = True
@@ -566,14 +566,32 @@ class Fetcher:
                     errors = True
         return errors
 
-    async def _rebuild_from_tier(self) -> None:
-        """The partitions the leader has only in remote storage at our offset (broker/tiered)."""
+    async def _rebuild_from_tier(self, conn) -> None:
+        """The partitions the leader has only in remote storage at our offset (broker/tiered),
+        rebuilt to start at the leader's local log start (asked with ListOffsets
+        EARLIEST_LOCAL_TIMESTAMP, as Kafka's tier state machine)."""
         tiered = self.manager.broker.tiered
         while self.tier_pending:
             part = self.tier_pending.pop()
             if tiered is not None and self.partitions.get((part.topic, part.index)) is part:
-                if await tiered.rebuild_follower(part):
+                local_start = await self._leader_local_start(conn, part)
+                if await tiered.rebuild_follower(part, local_start):
                     self._rebuild(part)
+
+    async def _leader_local_start(self, conn, part) -> int | None:
+        """The leader's local log start offset of part (None: not known, unanswered)."""
+        from kproto.messages.list_offsets_request import ListOffsetsRequest as L
+        req = L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(name=part.topic, partitions=[
+            L.ListOffsetsPartition(partition_index=part.index, current_leader_epoch=part.leader_epoch,
+                                   timestamp=-4)])])
+        try:
+            with trio.fail_after(10):
+                resp = await conn.request(req, 8)
+        except (OSError, EOFError, trio.TooSlowError, trio.BrokenResourceError) as exc:
+            log.debug("%s-%d: leader's local log start: %s", part.topic, part.index, exc)
+            return None
+        p = resp.topics[0].partitions[0]
+        return p.offset if p.error_code == 0 and p.offset >= 0 else None
 
     def _apply(self, part, pr) -> bool:
         plog = part.log

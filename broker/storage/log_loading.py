@@ -112,7 +112,9 @@ class LogLoadingMixin:
             self._add_segment(LogSegment.create(self.dir, self._log_start, self.config, now_ms))
             self._leo = self._log_start
             self.epochs.clear()
-        self.epochs.truncate_from_start(self._log_start)
+        if self.config.remote_storage_enable != "true":
+            # (a tiered log keeps the epochs of its remote offsets: broker/tiered/ trims them)
+            self.epochs.truncate_from_start(self._log_start)
         self._recovery_point = self._leo if clean else min(recovery_point, self._leo)
         self._clean_snapshots()
 

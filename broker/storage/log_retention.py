@@ -137,8 +137,15 @@ class LogRetentionMixin:
         log.info("%s-%d: deleting segments %s due to %s", self.topic, self.partition,
                  [s.base_offset for s in deletable], reason)
         self._delete_segments(deletable, now_ms)
-        self._increment_log_start(self._segments[0].base_offset)
+        # a tiered log's local retention moves only its local start: the epochs of the offsets now
+        # only remote stay in the leader epoch cache, the lineage remote segments are checked
+        # against (Kafka's maybeIncrementLocalLogStartOffset leaves the cache alone too)
+        local_only = self._tiered() and reason != "log start offset breach"
+        self._increment_log_start(self._segments[0].base_offset, keep_epochs=local_only)
         return count
+
+    def _tiered(self) -> bool:
+        return self.tier is not None or self.config.remote_storage_enable == "true"
 
     def _delete_segments(self, deletable: list[LogSegment], now_ms: int) -> None:
         due = now_ms + self.config.file_delete_delay_ms
@@ -205,11 +212,12 @@ class LogRetentionMixin:
         self._pending_deletes = keep
         return gone
 
-    def _increment_log_start(self, new_start: int) -> None:
+    def _increment_log_start(self, new_start: int, keep_epochs: bool = False) -> None:
         if new_start > self._log_start:
             self._log_start = new_start
             log.info("%s-%d: incremented log start offset to %d", self.topic, self.partition, new_start)
-            self.epochs.truncate_from_start(new_start)
+            if not keep_epochs:
+                self.epochs.truncate_from_start(new_start)
             if self.on_log_start_offset_change is not None:
                 self.on_log_start_offset_change(new_start)
 

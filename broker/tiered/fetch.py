@@ -45,7 +45,7 @@ def in_remote(broker, partition, offset: int) -> bool:
     if start is None or offset < start or offset >= partition.local_log_start_offset:
         return False
     view = tiered.partition_view(partition)
-    return view is not None and view.segment_for(offset) is not None
+    return view is not None and tiered.segment_for(partition, view, offset) is not None
 
 
 async def read_remote(broker, items, isolation: int) -> None:
@@ -63,7 +63,7 @@ async def read_remote(broker, items, isolation: int) -> None:
             part.records = b""
             continue
         view = tiered.partition_view(partition)
-        seg = view.segment_for(offset) if view is not None else None
+        seg = tiered.segment_for(partition, view, offset) if view is not None else None
         part.high_watermark = partition.high_watermark
         part.last_stable_offset = partition.last_stable_offset
         part.log_start_offset = partition.log_start_offset

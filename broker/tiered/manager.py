@@ -14,6 +14,7 @@ knows every remote segment.
 """
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import time
@@ -26,6 +27,7 @@ import kproto.records as rec
 from broker.storage.log_retention import TierLimits
 from broker.storage.snapshots import snapshot_path
 
+from . import lineage
 from . import metadata_records as mr
 from . import planner
 from .metrics import tiered_metrics
@@ -35,6 +37,7 @@ from .segment_view import PartitionView, RemoteSegment, SegmentView
 from .settings import METADATA_TOPIC, rlmm_setting
 from .store import ObjectStoreError, open_store
 from .backoff import Backoff
+from .counted_store import CountedStore
 from .remote_read import RemoteReader
 
 log = logging.getLogger("kproto.tiered")
@@ -67,6 +70,8 @@ class TieredMetrics:
         self.copy_lag_segments: dict[tuple[str, int], int] = {}
         self.remote_log_size: dict[tuple[str, int], int] = {}
         self.local_deletes_held_back = 0
+        self.store_read_bytes = 0     # every GET of the object store (fetches, indexes, lookups)
+        self.store_reads = 0
 
 
 class RemoteLogManager:
@@ -94,7 +99,7 @@ class RemoteLogManager:
     def open(self) -> None:
         if not self.enabled:
             return
-        self.store = open_store(self.broker.config)
+        self.store = CountedStore(open_store(self.broker.config), self.metrics)
         self.reader = RemoteReader(self)
 
     async def run(self) -> None:
@@ -236,6 +241,33 @@ class RemoteLogManager:
     def partition_view(self, part) -> PartitionView | None:
         return self.view.get(part.topic_id, part.index)
 
+    def lineage(self, part, view: PartitionView) -> list[tuple[int, int]]:
+        """The partition's leader-epoch lineage down to its log start (lineage.py)."""
+        return lineage.extended_below(part.log.epochs.entries, view.copied())
+
+    def highest_copied(self, part, view: PartitionView | None) -> int:
+        """The highest copied offset on this replica's lineage, -1 with none: where copying
+        continues, what local retention may delete below, LATEST_TIERED_TIMESTAMP."""
+        if view is None:
+            return -1
+        return lineage.highest_copied_offset(view.copied(), self.lineage(part, view), part.log.log_end_offset)
+
+    def segment_for(self, part, view: PartitionView, offset: int) -> RemoteSegment | None:
+        """The copied segment on the partition's lineage holding ``offset`` (else the first one
+        above it: a gap left by a deletion), None with none. A divergent segment (another
+        leader's history, lineage.py) is never picked."""
+        segs = view.copied()
+        lin = self.lineage(part, view)
+        leo = part.log.log_end_offset
+
+        def valid(s):
+            return lineage.within_lineage(s.leader_epochs, s.end_offset, lin, leo)
+        i = bisect.bisect_right([s.start_offset for s in segs], offset)
+        for s in reversed(segs[:i]):
+            if s.end_offset >= offset and valid(s):
+                return s
+        return next((s for s in segs[i:] if valid(s)), None)
+
     async def run_once(self) -> None:
         if not self.ensure_metadata_topic():
             return
@@ -270,7 +302,7 @@ class RemoteLogManager:
 
     def update_limits(self, part) -> None:
         view = self.partition_view(part)
-        highest = view.highest_copied_offset() if view is not None else -1
+        highest = self.highest_copied(part, view)
         cfg = part.config
         limits = part.log.tier
         if limits is None:
@@ -283,6 +315,11 @@ class RemoteLogManager:
         limits.retention_bytes = planner.effective_local_retention(int(cfg["local.retention.bytes"]),
                                                                    int(cfg["retention.bytes"]))
         part.remote_log_start = view.log_start_offset() if view is not None else None
+        epochs = part.log.epochs
+        first = epochs.earliest_entry
+        if part.remote_log_start is not None and first is not None and first[1] < part.log_start_offset:
+            # the lineage reaches down to the log start, not below (expired remote segments)
+            epochs.truncate_from_start(part.log_start_offset)
         key = (part.topic, part.index)
         self.metrics.remote_log_size[key] = view.size() if view is not None else 0
         pending = [s for s in part.log.segments[:-1] if s.base_offset > highest]
@@ -307,7 +344,7 @@ class RemoteLogManager:
         local = [LocalSegment(s.base_offset, segs[i + 1].base_offset if i + 1 < len(segs) else leo, s.size,
                               s.largest_timestamp()) for i, s in enumerate(segs)]
         by_base = {s.base_offset: s for s in segs}
-        for cand in planner.segments_to_copy(local, view.highest_copied_offset(), part.last_stable_offset):
+        for cand in planner.segments_to_copy(local, self.highest_copied(part, view), part.last_stable_offset):
             seg = by_base[cand.base_offset]
             if seg.deleted or not part.is_leader:
                 return
@@ -316,9 +353,9 @@ class RemoteLogManager:
     async def copy_segment(self, part, tp, seg, cand: LocalSegment) -> None:
         plog = part.log
         sid = uuid.uuid4()
-        epochs = [(e, o) for e, o in plog.epochs.entries if o < cand.next_offset]
-        first = [x for x in epochs if x[1] <= cand.base_offset]
-        epochs = ([(first[-1][0], cand.base_offset)] if first else []) + [x for x in epochs if x[1] > cand.base_offset]
+        history = [(e, o) for e, o in plog.epochs.entries if o < cand.next_offset]
+        first = [x for x in history if x[1] <= cand.base_offset]
+        epochs = ([(first[-1][0], cand.base_offset)] if first else []) + [x for x in history if x[1] > cand.base_offset]
         meta = mr.SegmentMetadata(tp, sid, cand.base_offset, cand.next_offset - 1, self.broker.node_id,
                                   cand.max_timestamp_ms, _now_ms(), epochs, cand.size, mr.COPY_SEGMENT_STARTED)
         await self.publish(tp, meta)
@@ -334,8 +371,10 @@ class RemoteLogManager:
                                      else _trim_index(data))
             await self.store.put(segment_key(prefix, remote, ".snapshot"),
                                  _read_if_exists(snapshot_path(plog.dir, cand.next_offset)))
+            # the lineage up to the segment's end, as Kafka's checkpoint: a follower rebuilding
+            # from this segment takes its whole leader epoch cache from it
             await self.store.put(segment_key(prefix, remote, ".leader_epoch_checkpoint"),
-                                 _epoch_checkpoint(epochs))
+                                 _epoch_checkpoint(history))
         except ObjectStoreError:
             self.metrics.copy_errors += 1
             raise   # the objects go with the next pass's clean-up (COPY_SEGMENT_STARTED stays)
@@ -381,11 +420,14 @@ class RemoteLogManager:
         now, owed = self._fetch_owed()
         self._fetch_window = (now, owed + size)
 
-    async def rebuild_follower(self, part) -> bool:
+    async def rebuild_follower(self, part, leader_local_start: int | None = None) -> bool:
         """A follower asked for an offset the leader has only in remote storage
         (OFFSET_MOVED_TO_TIERED_STORAGE): as Kafka's ReplicaFetcherTierStateMachine, start the
-        local log after the last copied segment, with that segment's leader epochs and producer
-        snapshot from the store. False when the tier does not say enough yet (retried)."""
+        local log at the leader's local log start, with the leader epochs and producer snapshot
+        of the remote segment ending there (the segment holding the offset before it), so the
+        follower holds what the leader holds locally; without the leader's answer (or no such
+        segment yet), after the last copied segment. False when the tier does not say enough
+        yet (retried)."""
         if self.store is None:
             return False
         self.catch_up()
@@ -393,7 +435,15 @@ class RemoteLogManager:
         highest = view.highest_copied_offset() if view is not None else -1
         if highest < 0:
             return False
-        seg = view.segment_for(highest)
+        seg = None
+        if leader_local_start is not None and 0 < leader_local_start <= highest + 1:
+            seg = view.segment_for(leader_local_start - 1)
+            if seg is not None and seg.start_offset <= leader_local_start - 1 <= seg.end_offset:
+                highest = leader_local_start - 1
+            else:
+                seg = None
+        if seg is None:
+            seg = view.segment_for(highest)
         tp = self._tp(part)
         prefix = partition_prefix(tp.topic, tp.partition, tp.topic_id)
         try:
@@ -405,8 +455,10 @@ class RemoteLogManager:
         plog = part.log
         start = highest + 1
         plog.truncate_fully_and_start_at(start)
-        if epochs:
-            plog.epochs.assign(epochs[-1][0], start)
+        for epoch, offset in epochs:
+            # the lineage below start: the epochs of the offsets only remote (lineage.py)
+            if offset < start:
+                plog.epochs.assign(epoch, offset)
         if snapshot:
             with open(snapshot_path(plog.dir, start), "wb") as f:
                 f.write(snapshot)
@@ -464,7 +516,7 @@ class RemoteLogManager:
         copied = view.copied()
         if not copied:
             return
-        highest = view.highest_copied_offset()
+        highest = self.highest_copied(part, view)
         local_only = sum(s.size for s in part.log.segments if s.base_offset > highest)
         remote = [RemoteSeg(s, s.start_offset, s.end_offset, s.size, s.max_timestamp_ms) for s in copied]
         cfg = part.config

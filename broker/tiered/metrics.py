@@ -24,6 +24,12 @@ def tiered_metrics(broker):
             ("remotedeleteerrors", m.delete_errors, "Remote segment deletions that failed")):
         yield counter(PREFIX + short, doc, [({}, value)])
 
+    yield counter("kproto_tiered_store_read_bytes",
+                  "Bytes read from the object store (fetches, indexes, timestamp lookups)",
+                  [({}, m.store_read_bytes)])
+    yield counter("kproto_tiered_store_reads", "Reads (GET requests) of the object store",
+                  [({}, m.store_reads)])
+
     def per_partition(values):
         return [({"topic": t, "partition": str(p)}, v) for (t, p), v in sorted(values.items())]
     yield gauge(PREFIX + "remotecopylagbytes", "Bytes of closed segments not copied yet",

@@ -3,11 +3,29 @@ EARLIEST_LOCAL_TIMESTAMP -4 and LATEST_TIERED_TIMESTAMP -5, Kafka 4.x's EARLIEST
 -6, KIP-1023) and timestamp lookups that reach into remote segments."""
 from __future__ import annotations
 
+import logging
+
+from kproto.errors import ErrorCode
+
+from .lineage import within_lineage
 from .manager import remote_enabled
+from .remote_records import CorruptRemoteData
+from .store import ObjectStoreError
+
+log = logging.getLogger("kproto.tiered")
 
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 EARLIEST_PENDING_UPLOAD = -6
+
+
+class RemoteLookupFailed(Exception):
+    """A timestamp lookup could not read the store: the partition's answer is ``error_code``
+    (the other partitions of the request are answered as usual)."""
+
+    def __init__(self, error_code: int):
+        super().__init__(error_code)
+        self.error_code = error_code
 
 
 def special_offset(broker, partition, ts: int) -> tuple[int, int] | None:
@@ -15,7 +33,7 @@ def special_offset(broker, partition, ts: int) -> tuple[int, int] | None:
     tiered = getattr(broker, "tiered", None)
     enabled = tiered is not None and tiered.enabled and remote_enabled(partition)
     view = tiered.partition_view(partition) if enabled else None
-    highest = view.highest_copied_offset() if view is not None else -1
+    highest = tiered.highest_copied(partition, view) if view is not None else -1
     if ts == EARLIEST_LOCAL:
         offset = partition.local_log_start_offset
     elif ts == LATEST_TIERED:
@@ -32,7 +50,7 @@ def special_offset(broker, partition, ts: int) -> tuple[int, int] | None:
         return offset, -1
     epoch = partition.log.epochs.epoch_for_offset(offset) if offset >= partition.local_log_start_offset else None
     if epoch is None and view is not None:
-        seg = view.segment_for(offset)
+        seg = tiered.segment_for(partition, view, offset)
         if seg is not None:
             epoch = max((e for e, o in seg.leader_epochs if o <= offset), default=None)
     return offset, (epoch if epoch is not None else partition.leader_epoch)
@@ -40,7 +58,8 @@ def special_offset(broker, partition, ts: int) -> tuple[int, int] | None:
 
 async def offset_for_timestamp(broker, partition, ts: int):
     """(offset, timestamp, leader epoch) of the first record at or after ``ts`` found in remote
-    segments below the local log start; None to look in the local log."""
+    segments below the local log start; None to look in the local log. RemoteLookupFailed when
+    the store cannot be read or its data is corrupt."""
     tiered = getattr(broker, "tiered", None)
     if tiered is None or tiered.store is None or partition.remote_log_start is None:
         return None
@@ -48,12 +67,24 @@ async def offset_for_timestamp(broker, partition, ts: int):
     if view is None:
         return None
     local_start = partition.local_log_start_offset
+    floor = partition.log_start_offset
+    lineage = tiered.lineage(partition, view)
     for seg in view.copied():
         if seg.start_offset >= local_start:
             break
-        if seg.max_timestamp_ms < ts:
+        if seg.max_timestamp_ms < ts or seg.end_offset < floor:
             continue
-        found = await tiered.reader.offset_for_timestamp(tiered._tp(partition), seg, ts, partition.log_start_offset)
+        if not within_lineage(seg.leader_epochs, seg.end_offset, lineage, partition.log_end_offset):
+            continue   # another leader's history (lineage.py)
+        # the segment's time and offset indexes, then only the byte ranges they point at
+        try:
+            found = await tiered.reader.offset_for_timestamp(tiered._tp(partition), seg, ts, floor)
+        except CorruptRemoteData as exc:
+            log.error("%s-%d: %s", partition.topic, partition.index, exc)
+            raise RemoteLookupFailed(ErrorCode.CORRUPT_MESSAGE) from None
+        except ObjectStoreError as exc:
+            log.warning("%s-%d: remote timestamp lookup failed: %s", partition.topic, partition.index, exc)
+            raise RemoteLookupFailed(ErrorCode.UNKNOWN_SERVER_ERROR) from None
         if found is not None:
             return found
     return None

@@ -1,5 +1,6 @@
 """Tiered storage: local disk bounded while producing 20x local.retention.bytes, copy throughput
-and broker CPU per GiB copied, read throughput of the tiered range vs the local range (same run)."""
+and broker CPU per GiB copied, bytes read from the store per timestamp lookup in the tier, read
+throughput of the tiered range vs the local range (same run)."""
 from __future__ import annotations
 
 import argparse
@@ -54,6 +55,37 @@ def _read(bootstrap: str, topic: str, start: int, end: int) -> tuple[int, float]
     finally:
         c.close()
     return size, finished - began
+
+
+def _scrape(proc, name: str) -> float:
+    import urllib.request
+    with urllib.request.urlopen(proc.metrics_url, timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    raise RuntimeError(f"{name} not on /metrics")
+
+
+def _timestamp_lookups(proc, topic: str, span_ms: int, local_start: int,
+                       lookups: int = 20) -> tuple[list[float], list[float], float]:
+    """ListOffsets by timestamp at ``lookups`` timestamps spread over the first ``span_ms`` of
+    the topic, before anything else read the tier (its indexes are fetched too): bytes and GETs
+    from the store per lookup that answered a tiered offset, and the mean seconds per lookup."""
+    from tests.wire_client import WireClient, list_offset
+    with WireClient(proc.bootstrap) as c:
+        first = list_offset(c, topic, 0).timestamp
+        step = max(1, span_ms // lookups)
+        read, gets, spent = [], [], 0.0
+        for k in range(lookups):
+            b0, g0 = (_scrape(proc, "kproto_tiered_store_read_bytes_total"),
+                      _scrape(proc, "kproto_tiered_store_reads_total"))
+            t = time.perf_counter()
+            found = list_offset(c, topic, first + k * step + step // 2)
+            spent += time.perf_counter() - t
+            if 0 <= found.offset < local_start:
+                read.append(_scrape(proc, "kproto_tiered_store_read_bytes_total") - b0)
+                gets.append(_scrape(proc, "kproto_tiered_store_reads_total") - g0)
+    return read, gets, spent / lookups
 
 
 def main(args=None) -> None:
@@ -116,6 +148,9 @@ def main(args=None) -> None:
         time.sleep(2)   # the last local deletions
         o = _offsets(proc.bootstrap, topic)
         remote_bytes = _dir_bytes(remote)
+        # the tiered range's share of the produce time (records were produced at an even rate)
+        span_ms = int(produced_s * 1000 * o[-4] / count)
+        lookup_bytes, lookup_gets, lookup_s = _timestamp_lookups(proc, topic, span_ms, o[-4])
         tier_bytes, tier_s = _read(proc.bootstrap, topic, 0, o[-4])
         local_bytes, local_s = _read(proc.bootstrap, topic, o[-4], o[-1])
         print(f"produced {total / MIB:.0f} MiB ({count} records of {opts.value_size} B) in {produced_s:.1f} s; "
@@ -126,6 +161,12 @@ def main(args=None) -> None:
         print(f"copied {remote_bytes / MIB:.0f} MiB; all copied {copied_s:.1f} s after the first record: "
               f"{remote_bytes / MIB / copied_s:.1f} MiB/s; broker CPU {cpu:.1f} s = "
               f"{cpu / (remote_bytes / 1024 ** 3):.1f} s per GiB produced and copied")
+        if lookup_bytes:
+            lookup_bytes.sort()
+            print(f"timestamp lookups in the tier: {len(lookup_bytes)}, store bytes read per lookup: median "
+                  f"{lookup_bytes[len(lookup_bytes) // 2] / 1024:.0f} KiB, max {lookup_bytes[-1] / 1024:.0f} KiB "
+                  f"(segment {opts.segment_bytes / MIB:.0f} MiB), GETs per lookup max {max(lookup_gets):.0f}, "
+                  f"{lookup_s * 1000:.1f} ms each")
         print(f"read tiered range [0, {o[-4]}): {tier_bytes / MIB:.0f} MiB at {tier_bytes / MIB / tier_s:.1f} MiB/s; "
               f"local range [{o[-4]}, {o[-1]}): {local_bytes / MIB:.0f} MiB at "
               f"{local_bytes / MIB / max(local_s, 1e-9):.1f} MiB/s")
