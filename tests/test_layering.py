@@ -9,6 +9,7 @@ protocol, no I/O); nothing shipped imports tools/.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import textwrap
 
@@ -57,6 +58,7 @@ def modules(root: str) -> dict[str, str]:
     return out
 
 
+@functools.lru_cache(maxsize=None)   # (both whole-tree checks parse the same ~560 files)
 def imports(name: str, path: str) -> list[tuple[int, str]]:
     """(line, imported module or module.attribute) for every import statement of a module."""
     with open(path, encoding="utf-8") as f:
