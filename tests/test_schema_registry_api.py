@@ -122,6 +122,40 @@ def test_incompatible_schema_is_409_and_compatibility_endpoint_says_why(registry
     assert requests.get(f"{url}/subjects/{s}/versions", timeout=10).json() == [1, 2]
 
 
+def test_json_schema_and_protobuf_rules_through_the_api(registry):
+    """Confluent's JSON Schema and Protobuf rules decide /compatibility and registration;
+    verbose=true answers Confluent's messages (the rules themselves: test_schema_registry_compat_rules)."""
+    _, url = registry
+    s = "api-json-rules-value"
+    v1 = {"type": "object", "properties": {"qty": {"type": "integer"}}}
+    assert post(url, f"/subjects/{s}/versions", {"schemaType": "JSON", "schema": json.dumps(v1)}).status_code == 200
+    # a property added to an open content model: the old writer may have put anything under that name
+    added = {"type": "object", "properties": {"qty": {"type": "integer"}, "note": {"type": "string"}}}
+    check = post(url, f"/compatibility/subjects/{s}/versions/latest",
+                 {"schemaType": "JSON", "schema": json.dumps(added)}, verbose="true").json()
+    assert check["is_compatible"] is False
+    assert check["messages"][0].startswith(
+        "{errorType:\"OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL\", description:\"The new schema has an open "
+        "content model and has a property or item at path '#/properties/note' which is missing in the old schema")
+    assert check["messages"][-2:] == ["{oldSchema: '%s'}" % json.dumps(v1), "{compatibility: 'BACKWARD'}"]
+    assert error(post(url, f"/subjects/{s}/versions", {"schemaType": "JSON", "schema": json.dumps(added)})) == (
+        409, 409)
+    widened = {"type": "object", "properties": {"qty": {"type": "number"}}}   # integer -> number
+    assert post(url, f"/subjects/{s}/versions", {"schemaType": "JSON", "schema": json.dumps(widened)}).json() \
+        .get("id") is not None
+    p = "api-proto-rules-value"
+    proto_v1 = 'syntax = "proto3";\npackage shop;\nmessage Order { int32 qty = 1; }\n'
+    assert post(url, f"/subjects/{p}/versions", {"schemaType": "PROTOBUF", "schema": proto_v1}).status_code == 200
+    zigzag = proto_v1.replace("int32 qty", "sint32 qty")   # another wire encoding: unreadable
+    check = post(url, f"/compatibility/subjects/{p}/versions/latest",
+                 {"schemaType": "PROTOBUF", "schema": zigzag}, verbose="true").json()
+    assert check["is_compatible"] is False and check["messages"][0].startswith(
+        "{errorType:\"FIELD_SCALAR_KIND_CHANGED\", description:\"The kind of a SCALAR field at path '#/Order/1'")
+    assert post(url, f"/compatibility/subjects/{p}/versions/latest",
+                {"schemaType": "PROTOBUF", "schema": proto_v1.replace("int32 qty", "int64 qty")}).json() == {
+        "is_compatible": True}
+
+
 def test_forward_and_transitive_levels(registry):
     _, url = registry
     s = "api-forward-value"

@@ -90,14 +90,14 @@ def test_json_schema_backward(new, old, expected):
     ("message M { string a = 1; }", "message M { string a = 1; int32 b = 2; }", True),    # field removed
     ("message M { int64 a = 1; }", "message M { int32 a = 1; }", True),                   # wire compatible
     ("message M { string a = 1; }", "message M { int32 a = 1; }", False),                 # kind changed
-    ("message M { repeated string a = 1; }", "message M { string a = 1; }", False),       # label changed
+    ("message M { repeated string a = 1; }", "message M { string a = 1; }", True),        # string label: wire-same
     ("message M { string a = 1; }", "message M { string a = 1; } message N { int32 x = 1; }", False),  # removed
 ])
 def test_protobuf_backward(new, old, expected):
     assert ok("BACKWARD", proto(new), proto(old)) is expected
 
 
-def test_protobuf_package_change_is_incompatible():
+def test_protobuf_package_change_is_incompatible():   # (Confluent's rule since 7.4: DGS-10184)
     assert not ok("BACKWARD", proto("message M { string a = 1; }", "other"), proto("message M { string a = 1; }"))
 
 

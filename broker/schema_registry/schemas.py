@@ -99,6 +99,8 @@ class ProtoModel:
     package: str
     messages: dict
     descriptor: object = None   # FileDescriptorProto when given as one
+    file: object = None         # FileDescriptorProto either way (what the compatibility rules compare)
+    deps: list = field(default_factory=list)   # (identity, FileDescriptorProto) of the referenced files
 
 
 def _descriptor_from_base64(text: str):
@@ -189,6 +191,7 @@ def _protobuf(text: str, resolved: dict, normalize: bool) -> ParsedSchema:
     if fd is not None:
         _check_descriptor(fd, resolved, text)
         model = _model_from_descriptor(fd)
+        model.file, model.deps = fd, _proto_deps(resolved)
         canonical = base64.b64encode(fd.SerializeToString(deterministic=True)).decode()
         return ParsedSchema("PROTOBUF", text.strip(), canonical, model)
     try:
@@ -196,12 +199,23 @@ def _protobuf(text: str, resolved: dict, normalize: bool) -> ParsedSchema:
     except (ValueError, RecursionError) as exc:
         raise errors.invalid_schema(f"{text}, details: {exc}") from None
     model = _model_from_text(tree)
+    model.deps = _proto_deps(resolved)
+    try:
+        from broker.schema_registry import protobuf_text
+        model.file = protobuf_text.descriptor_from_text(tree)
+    except (ValueError, TypeError, AttributeError):
+        model.file = None   # (a form the converter does not know: no field-level compatibility rules)
     if normalize:
         from proto_schema_parser.generator import Generator
         stored = Generator().generate(tree)
     else:
         stored = text
     return ParsedSchema("PROTOBUF", stored, " ".join(stored.split()), model)
+
+
+def _proto_deps(resolved: dict) -> list:
+    return [(ref.identity, ref.parsed.file) for ref in resolved.values()
+            if ref.schema_type == "PROTOBUF" and getattr(ref.parsed, "file", None) is not None]
 
 
 def _check_descriptor(fd, resolved: dict, text: str) -> None:
