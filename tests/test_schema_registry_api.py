@@ -382,3 +382,47 @@ def test_records_that_are_not_the_registrys_in_schemas_are_skipped(registry):
     assert after.status_code == 200, after.text
     assert requests.get(f"{url}/schemas/ids/{after.json()['id']}", timeout=10).status_code == 200
     assert "junk" not in requests.get(f"{url}/subjects", timeout=10).json()
+
+
+def test_the_broker_keeps_answering_during_a_large_compatibility_check(registry):
+    """Parsing and the compatibility check run off the event loop (schema_registry/offload.py):
+    while a check of two large JSON Schemas is in flight, the same process goes on answering
+    Metadata and Produce. (Were the check on the event loop, nothing would be answered until it
+    ended: only rounds before the request reached the registry, or the one in flight at the end.)"""
+    import threading
+
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
+    proc, url = registry
+
+    def alternatives(kind):   # 150 alternatives of 10 properties: every pair is compared
+        return json.dumps({"oneOf": [{"type": "object", "properties": {f"p{i}_{j}": {"type": kind} for j in range(10)},
+                                      "required": [f"p{i}_0"]} for i in range(150)]})
+    s = "api-large-check-value"
+    assert post(url, f"/subjects/{s}/versions", {"schemaType": "JSON", "schema": alternatives("string")}) \
+        .status_code == 200
+    answer = {}
+    check = threading.Thread(target=lambda: answer.setdefault("r", post(
+        url, f"/compatibility/subjects/{s}/versions/latest", {"schemaType": "JSON", "schema": alternatives("number")})))
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    producer = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 0})
+    assert admin.list_topics(timeout=10).brokers   # (connections made before the check starts)
+    producer.produce("api-large-check", b"warm-up")
+    assert producer.flush(10) == 0
+    started = time.monotonic()
+    check.start()
+    answered = []   # when each Metadata + Produce round was answered while the check was in flight
+    for _ in range(2000):   # bounded: the check takes seconds; each round milliseconds
+        if not check.is_alive():
+            break
+        admin.list_topics(timeout=10)
+        producer.produce("api-large-check", b"x")
+        assert producer.flush(10) == 0
+        if check.is_alive():
+            answered.append(time.monotonic())
+    check.join(60)
+    ended = time.monotonic()
+    assert answer["r"].json() == {"is_compatible": False}
+    # rounds answered in the second half of the check, when the registry is surely busy with it
+    late = [t for t in answered if t > started + (ended - started) / 2]
+    assert len(late) >= 10, (len(answered), len(late))

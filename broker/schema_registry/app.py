@@ -173,7 +173,7 @@ class App:
         return await self.registry.delete_version(subject, version, _flag(query, "permanent"))
 
     async def lookup(self, body, query, subject):
-        return self.registry.lookup(subject, body, _flag(query, "normalize"), _flag(query, "deleted"))
+        return await self.registry.lookup(subject, body, _flag(query, "normalize"), _flag(query, "deleted"))
 
     async def delete_subject(self, body, query, subject):
         return await self.registry.delete_subject(subject, _flag(query, "permanent"))
@@ -253,7 +253,7 @@ class App:
                 if number != -1:
                     raise errors.version_not_found(number)
                 return {"is_compatible": True, **({"messages": []} if _flag(query, "verbose") else {})}
-        messages = self.registry.check_compatibility(subject, body, version, _flag(query, "normalize"))
+        messages = await self.registry.check_compatibility(subject, body, version, _flag(query, "normalize"))
         out = {"is_compatible": not messages}
         if _flag(query, "verbose"):
             out["messages"] = messages

@@ -9,7 +9,7 @@ import logging
 
 import trio
 
-from broker.schema_registry import compatibility, errors, schemas
+from broker.schema_registry import compatibility, errors, offload, schemas
 from broker.schema_registry.store import Store, Version, config_key, mode_key, ref_key, schema_key
 
 log = logging.getLogger("kproto.schema_registry")
@@ -133,7 +133,8 @@ class Registry:
     def mode(self, subject: str | None) -> str:
         return self.store.modes.get(subject) or self.store.modes.get(None) or "READWRITE"
 
-    def _new_schema(self, body: dict, normalize: bool) -> schemas.ParsedSchema:
+    async def _new_schema(self, body: dict, normalize: bool) -> schemas.ParsedSchema:
+        """Validated and resolved here; parsed in a worker thread (offload)."""
         if not isinstance(body, dict):
             raise errors.unprocessable("The request body must be a JSON object")
         text = body.get("schema")
@@ -143,31 +144,32 @@ class Registry:
         refs = body.get("references") or []
         if not isinstance(refs, list):
             raise errors.unprocessable("references must be a list")
-        parsed = schemas.parse(schema_type, text, self._resolve(refs), normalize)
+        parsed = await offload.run(schemas.parse, schema_type, text, self._resolve(refs), normalize)
         parsed.references = [{"name": r["name"], "subject": r["subject"], "version": r.get("version")}
                              for r in refs]
         return parsed
 
-    def lookup(self, subject: str, body: dict, normalize: bool = False, deleted: bool = False) -> dict:
+    async def lookup(self, subject: str, body: dict, normalize: bool = False, deleted: bool = False) -> dict:
         versions = self.store.versions(subject, deleted)
         if not versions:
             raise errors.subject_not_found(subject)
-        new = self._new_schema(body, normalize)
+        new = await self._new_schema(body, normalize)
+        versions = self.store.versions(subject, deleted)   # (as they are now, after the parse)
         for v in reversed(versions):
             if (v.schema_type == new.schema_type and ref_key(v.references) == ref_key(new.references)
                     and self.parsed(v).identity == new.identity):
                 return self.version_body(v)
         raise errors.schema_not_found("Schema not found")
 
-    def check_compatibility(self, subject: str, body: dict, version=None, normalize: bool = False) -> list[str]:
-        new = self._new_schema(body, normalize)
+    async def check_compatibility(self, subject: str, body: dict, version=None, normalize: bool = False) -> list[str]:
+        new = await self._new_schema(body, normalize)
         level = self.level(subject)
         if version is None:
             previous = [self.parsed(v) for v in self.store.versions(subject)]
         else:
             previous = [self.parsed(self._version(subject, version))]
             level = level.replace("_TRANSITIVE", "")
-        return compatibility.check(level, new, previous)
+        return await offload.run(compatibility.check, level, new, previous)
 
     # -- writes (on the writer node) --------------------------------------------------------
 
@@ -215,7 +217,7 @@ class Registry:
             raise errors.operation_not_permitted(f"Subject {subject} is not in import mode")
         if wanted_id is not None and (not isinstance(wanted_id, int) or isinstance(wanted_id, bool) or wanted_id < 1):
             raise errors.unprocessable(f"Invalid schema id {wanted_id}")
-        new = self._new_schema(body, normalize)
+        new = await self._new_schema(body, normalize)
         key = (new.schema_type, new.identity, ref_key(new.references))
         live = self.store.versions(subject)
         for v in live:
@@ -226,7 +228,8 @@ class Registry:
                         f"Overwrite new schema with id {wanted_id} is not permitted.")
                 return {"id": v.id}
         if mode != "IMPORT":
-            messages = compatibility.check(self.level(subject), new, [self.parsed(v) for v in live])
+            messages = await offload.run(compatibility.check, self.level(subject), new,
+                                         [self.parsed(v) for v in live])
             if messages:
                 raise errors.incompatible(subject, messages)
         if wanted_id is not None:
