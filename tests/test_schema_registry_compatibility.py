@@ -105,6 +105,7 @@ def test_protobuf_package_change_is_incompatible():   # (Confluent's rule since 
     ("AVRO", '{"type": "record", "name": "R", "fields": [{"name": "a", "type": "nope"}]}'),
     ("AVRO", "{"),
     ("JSON", '{"type": "object", "properties": 5}'),
+    pytest.param("JSON", '{"type": "object", "properties": {"a": ' * 400 + '{}' + '}}' * 400, id="JSON-too-deep"),
     ("PROTOBUF", "message M { string a = ; }"),
     ("PROTOBUF", "hello"),
 ])

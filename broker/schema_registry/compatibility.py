@@ -9,7 +9,7 @@ A check answers a list of messages, as Confluent's registry words them (the
 empty when compatible."""
 from __future__ import annotations
 
-from broker.schema_registry import json_compat, protobuf_compat
+from broker.schema_registry import errors, json_compat, protobuf_compat
 
 LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE")
 DEFAULT_LEVEL = "BACKWARD"
@@ -55,6 +55,13 @@ def _named(messages: list[str], old, reader: str, writer: str, quote_old: bool) 
 
 
 def reader_writer(reader, writer) -> list[str]:
+    try:
+        return _reader_writer(reader, writer)
+    except RecursionError:   # (a schema nested deeper than the checker's stack: refused, not a crash)
+        raise errors.invalid_schema("The schema nests too deeply to check its compatibility") from None
+
+
+def _reader_writer(reader, writer) -> list[str]:
     if reader.schema_type == "AVRO":
         return avro_messages(reader.parsed, writer.parsed)
     if reader.schema_type == "JSON":

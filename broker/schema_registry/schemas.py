@@ -53,7 +53,7 @@ def _avro(text: str, resolved: dict) -> ParsedSchema:
     import avro.schema
     try:
         doc = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise errors.invalid_schema(f"{text}, details: {exc}") from None
     names = avro.schema.Names()
     try:
@@ -77,7 +77,7 @@ def _json(text: str, normalize: bool) -> ParsedSchema:
     import jsonschema.validators
     try:
         doc = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise errors.invalid_schema(f"{text}, details: {exc}") from None
     if not isinstance(doc, (dict, bool)):
         raise errors.invalid_schema(f"{text}, details: a JSON schema is an object or a boolean")
@@ -85,6 +85,8 @@ def _json(text: str, normalize: bool) -> ParsedSchema:
         jsonschema.validators.validator_for(doc, default=jsonschema.Draft7Validator).check_schema(doc)
     except jsonschema.SchemaError as exc:
         raise errors.invalid_schema(f"{text}, details: {exc.message}") from None
+    except RecursionError:
+        raise errors.invalid_schema(f"{text}, details: the schema nests too deeply") from None
     identity = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     stored = identity if normalize else text
     return ParsedSchema("JSON", stored, identity, doc)
