@@ -289,3 +289,18 @@ def test_protobuf_field_of_an_imported_type_is_compared_through_the_import():
     kinds = [k for k, _ in protobuf_compat.differences(old.parsed.file, changed.parsed.file, old.parsed.deps,
                                                        changed.parsed.deps)]
     assert kinds == ["FIELD_SCALAR_KIND_CHANGED", "FIELD_NAMED_TYPE_CHANGED"]
+
+
+def test_json_schema_ref_to_a_referenced_schema_is_compared_through_it():
+    address_v1 = js({"type": "object", "properties": {"zip": S}, "definitions": {"code": I}})
+    address_v2 = js({"type": "object", "properties": {"zip": N}, "definitions": {"code": N}})
+    body = obj({"home": {"$ref": "address.json"}, "code": {"$ref": "address.json#/definitions/code"}})
+
+    def order(address):
+        return schemas.parse("JSON", json.dumps(body), {"address.json": address})
+    assert compatibility.check("BACKWARD", order(address_v1), [order(address_v1)]) == []
+    found = json_compat.differences(body, body, {"address.json": address_v1.parsed},
+                                    {"address.json": address_v2.parsed})
+    assert sorted(found) == [("TYPE_CHANGED", "#/properties/home/properties/zip"),
+                             ("TYPE_EXTENDED", "#/properties/code")]
+    assert compatibility.check("BACKWARD", order(address_v2), [order(address_v1)]) != []

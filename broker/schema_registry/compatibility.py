@@ -65,7 +65,7 @@ def _reader_writer(reader, writer) -> list[str]:
     if reader.schema_type == "AVRO":
         return avro_messages(reader.parsed, writer.parsed)
     if reader.schema_type == "JSON":
-        return json_compat.reader_messages(reader.parsed, writer.parsed)
+        return json_compat.reader_messages(reader.parsed, writer.parsed, reader.json_refs, writer.json_refs)
     r, w = reader.parsed, writer.parsed
     if r.file is None or w.file is None:
         return []

@@ -6,8 +6,9 @@ A reader can read a writer's data when every difference from the writer's
 schema ("original") to the reader's ("update") is one of COMPATIBLE.
 
 Local `$ref`s (`#`, `#/definitions/...`, `#/$defs/...`) are followed, with a
-guard for recursive schemas; a `$ref` that does not resolve inside the
-document is compared by its text. `const` is compared as a one-value enum.
+guard for recursive schemas, and so are `$ref`s to a referenced schema by
+its reference name (`address.json`, `address.json#/definitions/zip`); any
+other `$ref` is compared by its text. `const` is compared as a one-value enum.
 
 `differences(original, update)` -> [(type, path)]; `reader_messages(reader,
 writer)` -> the incompatible ones as Confluent words them, with `%s` where
@@ -62,14 +63,15 @@ def _num(v):
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def load(doc) -> Node:
-    return _Loader(doc).node(doc, "#")
+def load(doc, externals: dict | None = None) -> Node:
+    """`externals`: the documents of the schema's references, by reference name."""
+    return _Loader(doc, externals or {}, {}).node(doc, "#")
 
 
 class _Loader:
-    def __init__(self, root):
-        self.root = root
-        self.refs: dict[str, Node] = {}
+    def __init__(self, root, externals: dict, memo: dict):
+        self.root, self.externals = root, externals
+        self.refs = memo   # (document, $ref) -> Node, shared by the documents of one schema
         self.modern = isinstance(root, dict) and any(d in str(root.get("$schema", "")) for d in ("2019-09", "2020-12"))
 
     def _pointer(self, ref: str):
@@ -92,15 +94,22 @@ class _Loader:
             return Node("EMPTY", doc)
         ref = doc.get("$ref")
         if isinstance(ref, str):
-            if ref in self.refs:
-                return self.refs[ref]
+            loader, local = self, ref
+            base, _, fragment = ref.partition("#")
+            if base:
+                if base not in self.externals:
+                    return Node("REF", ref)   # another document: compared by its name
+                loader, local = _Loader(self.externals[base], self.externals, self.refs), "#" + fragment
+            key = (id(loader.root), local)
+            if key in self.refs:
+                return self.refs[key]
             try:
-                target = self._pointer(ref)
+                target = loader._pointer(local)
             except (KeyError, IndexError, ValueError, TypeError):
-                return Node("REF", ref)   # outside this document: compared by its name
+                return Node("REF", ref)   # a pointer to nothing: compared by its text
             # a placeholder first, so that a recursive schema refers back to it
-            slot = self.refs[ref] = Node("EMPTY", target)
-            built = self.node(target, ref)
+            slot = self.refs[key] = Node("EMPTY", target)
+            built = loader.node(target, local)
             slot.kind, slot.raw, slot.a, slot.meta = built.kind, built.raw, built.a, built.meta
             return slot
         # ("id" is draft-04's spelling of "$id"; 2019-09 and later know only "$id")
@@ -218,10 +227,11 @@ class _Path:
         self.ctx.path.pop()
 
 
-def differences(original, update) -> list[tuple[str, str]]:
-    """(Confluent's difference type, JSON path) from a writer's schema to a reader's."""
+def differences(original, update, refs_o: dict | None = None, refs_u: dict | None = None) -> list[tuple[str, str]]:
+    """(Confluent's difference type, JSON path) from a writer's schema to a reader's;
+    refs_*: the documents each one references, by reference name."""
     ctx = _Ctx()
-    _compare(ctx, load(original), load(update))
+    _compare(ctx, load(original, refs_o), load(update, refs_u))
     return ctx.diffs
 
 
@@ -620,8 +630,8 @@ def describe(kind: str, path: str) -> str:
     return ""
 
 
-def reader_messages(reader, writer) -> list[str]:
+def reader_messages(reader, writer, reader_refs: dict | None = None, writer_refs: dict | None = None) -> list[str]:
     """The incompatible differences when `reader` reads what `writer` wrote (Confluent's
     JsonSchema.isBackwardCompatible: the writer is the original, the reader the update)."""
     return [f'{{errorType:"{kind}", description:"{describe(kind, path)}\'}}'   # (Confluent's closing quote)
-            for kind, path in differences(writer, reader) if kind not in COMPATIBLE]
+            for kind, path in differences(writer, reader, writer_refs, reader_refs) if kind not in COMPATIBLE]

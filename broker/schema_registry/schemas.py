@@ -26,6 +26,7 @@ class ParsedSchema:
     identity: str
     parsed: object
     references: list = field(default_factory=list)
+    json_refs: dict = field(default_factory=dict)   # JSON: the referenced schemas' documents by reference name
 
 
 def check_type(schema_type) -> str:
@@ -42,7 +43,9 @@ def parse(schema_type: str, text: str, resolved: dict[str, "ParsedSchema"], norm
     if schema_type == "AVRO":
         return _avro(text, resolved)
     if schema_type == "JSON":
-        return _json(text, normalize)
+        parsed = _json(text, normalize)
+        parsed.json_refs = {name: ref.parsed for name, ref in resolved.items() if ref.schema_type == "JSON"}
+        return parsed
     return _protobuf(text, resolved, normalize)
 
 
