@@ -12,11 +12,14 @@ import trio
 
 WORKERS = 2   # the machines kproto targets are small; more threads would only contend for the GIL
 
-_limiter: trio.CapacityLimiter | None = None
+# one limiter per trio run (an embedded broker may be started more than once in a process)
+_limiter: trio.lowlevel.RunVar = trio.lowlevel.RunVar("schema_registry_offload_limiter")
 
 
 async def run(fn, *args, **kwargs):
-    global _limiter
-    if _limiter is None:
-        _limiter = trio.CapacityLimiter(WORKERS)
-    return await trio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=_limiter)
+    try:
+        limiter = _limiter.get()
+    except LookupError:
+        limiter = trio.CapacityLimiter(WORKERS)
+        _limiter.set(limiter)
+    return await trio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=limiter)
