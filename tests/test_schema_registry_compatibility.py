@@ -146,3 +146,16 @@ message Order {
                 back.items[0].sku) == ("a", {"x": 1}, "iban", 1, True, "s")
         text = protobuf_text.text_from_descriptor(fd)
     assert "map<string, int32> tags = 4;" in text and "optional string note = 8;" in text
+
+
+def test_avro_messages_in_confluents_words():
+    """Which schema is the reader decides the words: BACKWARD names the new one, FORWARD the old one."""
+    old, new = avro(A), avro(A, B_REQ)
+    old.version = 3
+    assert compatibility.check("BACKWARD", new, [old]) == [
+        "{errorType:'READER_FIELD_MISSING_DEFAULT_VALUE', description:'The field 'b' at path '/fields/1' in the new "
+        "schema has no default value and is missing in the old schema', additionalInfo:'b'}",
+        "{oldSchemaVersion: 3}", f"{{oldSchema: '{old.text}'}}", "{compatibility: 'BACKWARD'}"]
+    assert compatibility.check("FORWARD", old, [new])[0].startswith(
+        "{errorType:'READER_FIELD_MISSING_DEFAULT_VALUE', description:'The field 'b' at path '/fields/1' in the old "
+        "schema has no default value and is missing in the new schema'")

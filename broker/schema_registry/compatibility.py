@@ -74,13 +74,31 @@ def _reader_writer(reader, writer) -> list[str]:
 
 # -- Avro ------------------------------------------------------------------------------------
 
+_AVRO_DESCRIPTIONS = {   # Confluent's words for each of Avro's incompatibility types (%s: reader, writer)
+    "FIXED_SIZE_MISMATCH": "The size of FIXED type field at path '{path}' in the %s schema does not match with "
+                           "the %s schema",
+    "TYPE_MISMATCH": "The type (path '{path}') of a field in the %s schema does not match with the %s schema",
+    "NAME_MISMATCH": "The name of the schema has changed (path '{path}')",
+    "MISSING_ENUM_SYMBOLS": "The %s schema is missing enum symbols '{info}' at path '{path}' in the %s schema",
+    "MISSING_UNION_BRANCH": "The %s schema is missing a type inside a union field at path '{path}' in the %s schema",
+    "READER_FIELD_MISSING_DEFAULT_VALUE": "The field '{info}' at path '{path}' in the %s schema has no default "
+                                          "value and is missing in the %s schema",
+}
+
+
 def avro_messages(reader, writer) -> list[str]:
     from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
     result = ReaderWriterCompatibilityChecker().get_compatibility(reader, writer)
     if result.compatibility is SchemaCompatibilityType.compatible:
         return []
     kinds = [k.name.upper() for k in result.incompatibilities] or ["INCOMPATIBLE"]
-    detail = ", ".join(sorted(str(m) for m in result.messages))
-    where = ", ".join(sorted(str(p) for p in result.locations))
-    return [f"{{errorType:'{k}', description:'The new schema is incompatible: {detail} at {where}'}}"
-            for k in kinds]
+    # (the avro library keeps the messages and paths of several incompatibilities as sets:
+    # paired one to one when it found one, joined otherwise)
+    infos, paths = sorted(str(m) for m in result.messages), sorted(str(p) for p in result.locations)
+    out = []
+    for i, kind in enumerate(kinds):
+        info = infos[i] if len(infos) == len(kinds) else ", ".join(infos)
+        path = paths[i] if len(paths) == len(kinds) else ", ".join(paths)
+        description = _AVRO_DESCRIPTIONS.get(kind, "").format(path=path, info=info)
+        out.append(f"{{errorType:'{kind}', description:'{description}', additionalInfo:'{info}'}}")
+    return out
