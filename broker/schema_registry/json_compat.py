@@ -65,7 +65,7 @@ def _num(v):
 
 def load(doc, externals: dict | None = None) -> Node:
     """`externals`: the documents of the schema's references, by reference name."""
-    return _Loader(doc, externals or {}, {}).node(doc, "#")
+    return _Loader(doc, externals or {}, {}).node(doc)
 
 
 class _Loader:
@@ -85,7 +85,7 @@ class _Loader:
             cur = cur[int(part)] if isinstance(cur, list) else cur[part]
         return cur
 
-    def node(self, doc, where: str) -> Node:
+    def node(self, doc) -> Node:
         if doc is True or (isinstance(doc, dict) and not doc):
             return Node("EMPTY", doc)
         if doc is False:
@@ -109,7 +109,7 @@ class _Loader:
                 return Node("REF", ref)   # a pointer to nothing: compared by its text
             # a placeholder first, so that a recursive schema refers back to it
             slot = self.refs[key] = Node("EMPTY", target)
-            built = loader.node(target, local)
+            built = loader.node(target)
             slot.kind, slot.raw, slot.a, slot.meta = built.kind, built.raw, built.a, built.meta
             return slot
         # ("id" is draft-04's spelling of "$id"; 2019-09 and later know only "$id")
@@ -123,9 +123,9 @@ class _Loader:
         for crit in ("allOf", "anyOf", "oneOf"):
             if isinstance(doc.get(crit), list):
                 parts.append(Node("COMBINED", doc, {"criterion": crit,
-                                                    "subs": [self.node(s, where) for s in doc[crit]]}))
+                                                    "subs": [self.node(s) for s in doc[crit]]}))
         if "not" in doc:
-            parts.append(Node("NOT", doc, {"not": self.node(doc["not"], where)}))
+            parts.append(Node("NOT", doc, {"not": self.node(doc["not"])}))
         t = doc.get("type")
         if isinstance(t, str) and t in _TYPE_KIND:
             parts.append(self._typed(doc, t))
@@ -156,38 +156,38 @@ class _Loader:
             a["integer"] = t == "integer"
         elif kind == "OBJECT":
             props = doc.get("properties") if isinstance(doc.get("properties"), dict) else {}
-            a["properties"] = {k: self.node(v, "") for k, v in props.items()}
+            a["properties"] = {k: self.node(v) for k, v in props.items()}
             a["has_default"] = {k: isinstance(v, dict) and "default" in v for k, v in props.items()}
             a["required"] = set(x for x in doc.get("required") or [] if isinstance(x, str)) \
                 if isinstance(doc.get("required"), list) else set()
             # (2019-09's unevaluatedProperties closes or narrows the model the same way)
             ap = doc.get("additionalProperties", doc.get("unevaluatedProperties", True))
             a["permits_additional"] = ap is not False
-            a["additional"] = self.node(ap, "") if isinstance(ap, dict) else None
+            a["additional"] = self.node(ap) if isinstance(ap, dict) else None
             pp = doc.get("patternProperties") if isinstance(doc.get("patternProperties"), dict) else {}
-            a["patterns"] = {k: self.node(v, "") for k, v in pp.items()}
+            a["patterns"] = {k: self.node(v) for k, v in pp.items()}
             deps = dict(doc.get("dependencies") or {}) if isinstance(doc.get("dependencies"), dict) else {}
             for key in ("dependentRequired", "dependentSchemas"):
                 if isinstance(doc.get(key), dict):
                     deps.update(doc[key])
             a["dep_arrays"] = {k: set(v) for k, v in deps.items() if isinstance(v, list)}
-            a["dep_schemas"] = {k: self.node(v, "") for k, v in deps.items() if isinstance(v, (dict, bool))}
+            a["dep_schemas"] = {k: self.node(v) for k, v in deps.items() if isinstance(v, (dict, bool))}
             a["maxProperties"], a["minProperties"] = _num(doc.get("maxProperties")), _num(doc.get("minProperties"))
         elif kind == "ARRAY":
             items, additional = doc.get("items"), doc.get("additionalItems", doc.get("unevaluatedItems", True))
             if isinstance(doc.get("prefixItems"), list):   # 2020-12: prefixItems is the tuple, items the rest
-                a["tuple"] = [self.node(s, "") for s in doc["prefixItems"]]
+                a["tuple"] = [self.node(s) for s in doc["prefixItems"]]
                 a["all"] = None
                 additional = items if items is not None else doc.get("unevaluatedItems", True)
             elif isinstance(items, bool) and self.modern:   # 2020-12: items: false = nothing past the tuple
                 a["tuple"], a["all"], additional = [], None, items
             elif isinstance(items, list):
-                a["tuple"], a["all"] = [self.node(s, "") for s in items], None
+                a["tuple"], a["all"] = [self.node(s) for s in items], None
             else:
                 a["tuple"] = None
-                a["all"] = self.node(items, "") if isinstance(items, (dict, bool)) else None
+                a["all"] = self.node(items) if isinstance(items, (dict, bool)) else None
             a["permits_additional"] = additional is not False
-            a["additional"] = self.node(additional, "") if isinstance(additional, dict) else None
+            a["additional"] = self.node(additional) if isinstance(additional, dict) else None
             a["maxItems"], a["minItems"] = _num(doc.get("maxItems")), _num(doc.get("minItems"))
             a["unique"] = doc.get("uniqueItems") is True
             a["maxContains"], a["minContains"] = _num(doc.get("maxContains")), _num(doc.get("minContains"))
