@@ -273,7 +273,7 @@ def _compare(ctx: _Ctx, o: Node | None, u: Node | None) -> None:
                     ctx.diffs += sub.diffs
                     return ctx.add("PRODUCT_TYPE_NARROWED")
     if o.kind != u.kind:
-        if o.kind == "REF" or u.kind == "REF" or not (o.kind == "FALSE" or u.kind == "EMPTY"):
+        if not (o.kind == "FALSE" or u.kind == "EMPTY"):   # (false accepts nothing, {} everything)
             ctx.add("TYPE_CHANGED")
         return
     if id(o) in ctx.active:
