@@ -276,6 +276,7 @@ def test_protobuf_package_syntax_and_descriptor_form():
     messages = compatibility.check("BACKWARD", narrowed, [encoded])
     assert messages[0] == ("{errorType:\"FIELD_KIND_CHANGED\", description:\"The type of a field at path "
                            "'#/Order/1' in the new schema does not match the old schema\"}")
+    assert "message Order {" in messages[1]   # the old schema quoted as .proto text, as Confluent does
 
 
 def test_protobuf_field_of_an_imported_type_is_compared_through_the_import():

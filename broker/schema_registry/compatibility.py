@@ -48,10 +48,20 @@ def _named(messages: list[str], old, reader: str, writer: str, quote_old: bool) 
     if quote_old:
         if getattr(old, "version", None) is not None:
             out.append(f"{{oldSchemaVersion: {old.version}}}")
-        text = old.text
+        text = _quoted(old)
         out.append(f"{{oldSchema: '{text}'}}" if len(text) <= MAX_SCHEMA_IN_MESSAGE
                    else f"{{oldSchema: <truncated> '{text[:MAX_SCHEMA_IN_MESSAGE]}...'}}")
     return out
+
+
+def _quoted(old) -> str:
+    """The old schema as Confluent quotes it: Protobuf as .proto text even when it was registered
+    as a base64 descriptor."""
+    descriptor = getattr(old.parsed, "descriptor", None) if old.schema_type == "PROTOBUF" else None
+    if descriptor is not None:
+        from broker.schema_registry import protobuf_text
+        return protobuf_text.text_from_descriptor(descriptor)
+    return old.text
 
 
 def reader_writer(reader, writer) -> list[str]:
