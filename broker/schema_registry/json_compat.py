@@ -496,17 +496,22 @@ def _object(ctx, o, u, *_):
                     ctx.add("DEPENDENCY_SCHEMA_ADDED")
                 else:
                     _compare(ctx, od, ud)
-    with ctx.enter("additionalProperties"):
-        if o["permits_additional"] != u["permits_additional"]:
-            ctx.add("ADDITIONAL_PROPERTIES_ADDED" if u["permits_additional"] else "ADDITIONAL_PROPERTIES_REMOVED")
-        elif o["additional"] is None and u["additional"] is not None:
-            ctx.add("ADDITIONAL_PROPERTIES_NARROWED")
-        elif u["additional"] is None and o["additional"] is not None:
-            ctx.add("ADDITIONAL_PROPERTIES_EXTENDED")
-        else:
-            _compare(ctx, o["additional"], u["additional"])
+    _additional(ctx, "additionalProperties", "ADDITIONAL_PROPERTIES", o, u)
     _limit(ctx, "maxProperties", "MAX_PROPERTIES", o["maxProperties"], u["maxProperties"])
     _limit(ctx, "minProperties", "MIN_PROPERTIES", o["minProperties"], u["minProperties"])
+
+
+def _additional(ctx, keyword: str, kind: str, o, u) -> None:
+    """additionalProperties / additionalItems: allowed or not, open (no schema) or a schema."""
+    with ctx.enter(keyword):
+        if o["permits_additional"] != u["permits_additional"]:
+            ctx.add(f"{kind}_ADDED" if u["permits_additional"] else f"{kind}_REMOVED")
+        elif o["additional"] is None and u["additional"] is not None:
+            ctx.add(f"{kind}_NARROWED")
+        elif u["additional"] is None and o["additional"] is not None:
+            ctx.add(f"{kind}_EXTENDED")
+        else:
+            _compare(ctx, o["additional"], u["additional"])
 
 
 def _union(a: dict, b: dict) -> list:
@@ -547,15 +552,7 @@ def _array(ctx, o, u, *_):
                             else "ITEM_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
                 else:
                     ctx.add("ITEM_ADDED_TO_CLOSED_CONTENT_MODEL")
-    with ctx.enter("additionalItems"):
-        if o["permits_additional"] != u["permits_additional"]:
-            ctx.add("ADDITIONAL_ITEMS_REMOVED" if o["permits_additional"] else "ADDITIONAL_ITEMS_ADDED")
-        elif o["additional"] is None and u["additional"] is not None:
-            ctx.add("ADDITIONAL_ITEMS_NARROWED")
-        elif u["additional"] is None and o["additional"] is not None:
-            ctx.add("ADDITIONAL_ITEMS_EXTENDED")
-        else:
-            _compare(ctx, o["additional"], u["additional"])
+    _additional(ctx, "additionalItems", "ADDITIONAL_ITEMS", o, u)
     _limit(ctx, "maxItems", "MAX_ITEMS", o["maxItems"], u["maxItems"])
     _limit(ctx, "minItems", "MIN_ITEMS", o["minItems"], u["minItems"])
     if o["unique"] != u["unique"]:
