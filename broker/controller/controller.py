@@ -61,8 +61,10 @@ class Controller:
 
     # -- topics ----------------------------------------------------------------
 
-    def plan_topic(self, spec: TopicSpec) -> tuple[CreatedTopic, list]:
-        """Validate a topic creation and return the records that perform it.
+    def plan_topic(self, spec: TopicSpec, local_pending: int = 0) -> tuple[CreatedTopic, list]:
+        """Validate a topic creation and return the records that perform it
+        (``local_pending``: partitions this node takes on from topics planned
+        before it in the same request, counted in the room check).
         Raises KafkaError with Kafka's error code and message, checking in the
         order Kafka's controller does: name, collision, existence, configs,
         then partitions and replicas."""
@@ -99,7 +101,7 @@ class Controller:
             if rf == -1:
                 rf = self.config.get_int("default.replication.factor")
             replicas = self._place_partitions(n, rf)
-        self._check_room(replicas)
+        self._check_room(replicas, local_pending)
         topic_id = uuid.uuid4()
         records = [TopicRecord(name=spec.name, topic_id=topic_id)]
         for k, v in configs.items():
@@ -157,8 +159,12 @@ class Controller:
                              f"a partition with {len(broker_ids)} replica(s), but this is not consistent with "
                              f"previous partitions, which have {rf} replica(s).")
 
-    def _check_room(self, replicas: list[list[int]]) -> None:
-        self.check_local_room(sum(1 for r in replicas if self.node_id in r))
+    def _check_room(self, replicas: list[list[int]], local_pending: int = 0) -> None:
+        self.check_local_room(local_pending + sum(1 for r in replicas if self.node_id in r))
+
+    def local_partitions(self, records: list) -> int:
+        """Partitions of these records this node holds a replica of."""
+        return sum(1 for r in records if isinstance(r, PartitionRecord) and self.node_id in r.replicas)
 
     def _partition_record(self, topic_id, index: int, replicas: list[int] | None = None) -> PartitionRecord:
         replicas = list(replicas or [self.node_id])
@@ -178,6 +184,28 @@ class Controller:
         self.log.append(records)
         log.info("created topic %s with %d partition(s)", created.name, created.num_partitions)
         return created
+
+    def create_topics(self, specs: list[TopicSpec], validate_only: bool = False) -> list:
+        """Create several topics as Kafka's controller does one CreateTopics request: each
+        validated on its own (a CreatedTopic or the KafkaError, in order), the records of all
+        that pass appended as one metadata batch, so the metadata log is written and applied,
+        and the hosted partitions reconciled, once per request rather than once per topic."""
+        out: list = []
+        records: list = []
+        for spec in specs:
+            try:
+                created, recs = self.plan_topic(spec, self.local_partitions(records))
+            except KafkaError as exc:
+                out.append(exc)
+                continue
+            out.append(created)
+            records.extend(recs)
+        if records and not validate_only:
+            self.log.append(records)
+            for created in out:
+                if isinstance(created, CreatedTopic):
+                    log.info("created topic %s with %d partition(s)", created.name, created.num_partitions)
+        return out
 
     async def auto_create_topics(self, names) -> None:
         for name in names:

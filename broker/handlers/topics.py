@@ -55,6 +55,7 @@ async def create_topics(ctx, req):
     unique_set = set(unique)
     results = []
     prohibited = []
+    specs = []
     for t in req.topics:
         if t.name not in unique_set:
             continue
@@ -64,14 +65,14 @@ async def create_topics(ctx, req):
         configs = {}
         for c in t.configs:
             configs[c.name] = c.value
-        spec = TopicSpec(t.name, t.num_partitions, t.replication_factor, configs,
-                         [(a.partition_index, list(a.broker_ids)) for a in t.assignments] or None)
-        try:
-            created = broker.controller.create_topic(spec, validate_only=validate_only)
-        except KafkaError as exc:
-            results.append(_create_error(t.name, exc.code, exc.message))
-            continue
-        results.append(_create_success(broker, created, configs))
+        specs.append(TopicSpec(t.name, t.num_partitions, t.replication_factor, configs,
+                               [(a.partition_index, list(a.broker_ids)) for a in t.assignments] or None))
+    # one metadata batch for the request's topics (Kafka's controller: one result per request)
+    for spec, created in zip(specs, broker.controller.create_topics(specs, validate_only=validate_only)):
+        if isinstance(created, KafkaError):
+            results.append(_create_error(spec.name, created.code, created.message))
+        else:
+            results.append(_create_success(broker, created, spec.configs))
     # Kafka's controller front end answers these after the controller's own results
     for name in duplicated:
         results.append(_create_error(name, ErrorCode.INVALID_REQUEST, DUPLICATE_TOPIC))

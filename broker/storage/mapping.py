@@ -37,6 +37,11 @@ _MS_SYNC = 4  # Linux
 _MAP_FAILED = ctypes.c_void_p(-1).value
 
 
+# mappings made so far by this process (never lowered: an upper bound on those added since a count
+# of /proc/self/maps, limits.py)
+made = 0
+
+
 class Mapping:
     """``length`` bytes of the file at ``path`` mapped shared (writable or
     read-only); the file itself is not kept open. ``view`` is a memoryview of
@@ -60,6 +65,8 @@ class Mapping:
             err = ctypes.get_errno()
             raise OSError(err, f"mmap of {path}: {os.strerror(err)}", path)
         self._addr = addr
+        global made
+        made += 1
         buf = (ctypes.c_char * length).from_address(addr)
         view = memoryview(buf).cast("B")
         self.view = view if writable else view.toreadonly()
