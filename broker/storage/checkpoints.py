@@ -42,6 +42,21 @@ def atomic_write(path: str, data: bytes, sync: bool = True, tmp: str | None = No
         fsync_dir(os.path.dirname(path) or ".")
 
 
+def write_in_place(path: str, data: bytes, sync: bool = True) -> None:
+    """Write ``path`` directly, no temporary file and no rename: only for a file whose loss or
+    torn contents after a crash cost nothing (it is written again, or rebuilt, on the next open).
+    Saves a file creation and a rename per partition created (~1 ms on ext4)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -130,9 +145,10 @@ def read_offsets_checkpoint(path: str) -> dict[tuple[str, int], int]:
 
 # ----------------------------------------------------- leader-epoch-checkpoint
 
-def write_epoch_checkpoint(path: str, entries: Iterable[tuple[int, int]], sync: bool = True) -> None:
+def write_epoch_checkpoint(path: str, entries: Iterable[tuple[int, int]], sync: bool = True,
+                           in_place: bool = False) -> None:
     """``leader-epoch-checkpoint``: ``epoch startOffset`` lines."""
-    atomic_write(path, _format([f"{e} {o}" for e, o in entries]), sync)
+    (write_in_place if in_place else atomic_write)(path, _format([f"{e} {o}" for e, o in entries]), sync)
 
 
 def read_epoch_checkpoint(path: str) -> list[tuple[int, int]]:
@@ -175,9 +191,10 @@ def as_uuid(value) -> uuid.UUID:
     raise TypeError(f"not a topic id: {value!r}")
 
 
-def write_partition_metadata(path: str, topic_id: uuid.UUID, sync: bool = True) -> None:
+def write_partition_metadata(path: str, topic_id: uuid.UUID, sync: bool = True, in_place: bool = False) -> None:
     # no trailing newline, exactly as Kafka writes it (43 bytes)
-    atomic_write(path, f"version: 0\ntopic_id: {uuid_to_str(topic_id)}".encode(), sync)
+    (write_in_place if in_place else atomic_write)(path, f"version: 0\ntopic_id: {uuid_to_str(topic_id)}".encode(),
+                                                   sync)
 
 
 def read_partition_metadata(path: str) -> uuid.UUID | None:

@@ -23,6 +23,9 @@ class LeaderEpochCache:
         # (Kafka 3.9 flushes the checkpoint asynchronously too, KAFKA-15046), so a leadership
         # change over many partitions does not stall the event loop on two fsyncs per partition
         self.fsync_later = None
+        # set while the log holds no batch: the entries could be lost without harm (a leader
+        # assigns its epoch again at start-up), so the file is rewritten in place
+        self.in_place = False
         self._entries: list[tuple[int, int]] = list(entries or [])
 
     @classmethod
@@ -43,10 +46,10 @@ class LeaderEpochCache:
 
     def write(self) -> None:
         if self._sync and self.fsync_later is not None:
-            write_epoch_checkpoint(self.path, self._entries, False)
+            write_epoch_checkpoint(self.path, self._entries, False, self.in_place)
             self.fsync_later((self.path, os.path.dirname(self.path)))
         else:
-            write_epoch_checkpoint(self.path, self._entries, self._sync)
+            write_epoch_checkpoint(self.path, self._entries, self._sync, self.in_place)
 
     def assign(self, epoch: int, start_offset: int) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; True if the cache changed."""

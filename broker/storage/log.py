@@ -171,7 +171,7 @@ class PartitionLog(LogLoadingMixin, LogRetentionMixin, LogFlushMixin):
         os.makedirs(dir, exist_ok=True)
         meta_path = os.path.join(dir, PARTITION_METADATA)
         try:
-            stored_id = cp.read_partition_metadata(meta_path)
+            stored_id = None if created else cp.read_partition_metadata(meta_path)
         except cp.CorruptCheckpointError as exc:
             # its fsync runs after the rename, in a worker thread (fsync_later): a power loss in
             # between leaves the name with torn contents. The controller's metadata has the id.
@@ -180,7 +180,9 @@ class PartitionLog(LogLoadingMixin, LogRetentionMixin, LogFlushMixin):
         if topic_id is not None:
             topic_id = cp.as_uuid(topic_id)
             if stored_id is None:
-                cp.write_partition_metadata(meta_path, topic_id, sync and fsync_later is None)
+                # a new directory's file is written in place (no rename); torn by a crash, it is
+                # ignored and written again from the metadata's topic id (below)
+                cp.write_partition_metadata(meta_path, topic_id, sync and fsync_later is None, in_place=created)
                 if sync and fsync_later is not None:
                     fsync_later((meta_path, dir))
             elif stored_id != topic_id:
@@ -191,7 +193,7 @@ class PartitionLog(LogLoadingMixin, LogRetentionMixin, LogFlushMixin):
         epoch_path = os.path.join(dir, LEADER_EPOCH_CHECKPOINT)
         cp.touch(epoch_path)
         try:
-            epochs = LeaderEpochCache.load(epoch_path, sync)
+            epochs = LeaderEpochCache(epoch_path, [], sync) if created else LeaderEpochCache.load(epoch_path, sync)
             epochs_lost = False
         except cp.CorruptCheckpointError as exc:
             # the same (the leader-epoch checkpoint is fsynced after its rename): rebuilt from
@@ -201,7 +203,7 @@ class PartitionLog(LogLoadingMixin, LogRetentionMixin, LogFlushMixin):
             epochs_lost = True
         epochs.fsync_later = fsync_later
 
-        bases = cls._prepare_files(dir)
+        bases = [] if created else cls._prepare_files(dir)
         segments = [LogSegment.load(dir, base, cfg, now_ms) for base in bases]
         plog = cls(dir, cfg, topic_id, epochs, segments, snapshot_provider)
         plog._parent_dirty = created
@@ -553,7 +555,14 @@ class PartitionLog(LogLoadingMixin, LogRetentionMixin, LogFlushMixin):
     def assign_epoch(self, epoch: int, start_offset: int | None = None) -> bool:
         """Record that ``epoch`` starts at ``start_offset`` (default: the log end),
         as a new leader does on election."""
-        return self.epochs.assign(epoch, self._leo if start_offset is None else start_offset)
+        # an empty log's checkpoint is rewritten in place (no temporary file, no rename): a new
+        # partition's first leader epoch costs no rename; torn by a crash, it is rebuilt from the
+        # (empty) log and the epoch assigned again when the partition leads
+        self.epochs.in_place = self._leo == 0 and self._segments[-1].size == 0
+        try:
+            return self.epochs.assign(epoch, self._leo if start_offset is None else start_offset)
+        finally:
+            self.epochs.in_place = False
 
     def epoch_for_offset(self, offset: int) -> int | None:
         """Leader epoch of the record at ``offset`` per the epoch cache; None if unknown."""

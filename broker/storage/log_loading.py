@@ -67,7 +67,8 @@ class LogLoadingMixin:
     def _load(self, clean: bool, recovery_point: int, log_start_checkpoint: int,
               progress: ProgressCallback | None, now_ms: int) -> None:
         if not self._segments:
-            self._add_segment(LogSegment.create(self.dir, log_start_checkpoint, self.config, now_ms))
+            self._add_segment(LogSegment.create(self.dir, log_start_checkpoint, self.config, now_ms,
+                                                fresh=self._parent_dirty))
             self._dir_dirty = True
         segments = self._segments
         broken = set()

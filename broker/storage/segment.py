@@ -72,9 +72,11 @@ class LogSegment:
     # ------------------------------------------------------------ opening
 
     @classmethod
-    def create(cls, dir: str, base_offset: int, config: LogConfig, now_ms: int) -> "LogSegment":
-        """A new, empty, active segment (stale files of the same name are replaced)."""
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+    def create(cls, dir: str, base_offset: int, config: LogConfig, now_ms: int,
+               fresh: bool = False) -> "LogSegment":
+        """A new, empty, active segment (stale files of the same name are replaced; ``fresh``:
+        the directory was just made, so there are none to look for)."""
+        for suffix in () if fresh else (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             path = segment_path(dir, base_offset, suffix)
             if os.path.exists(path):
                 log.warning("newly rolled segment file %s already exists; deleting it", path)
