@@ -5,6 +5,7 @@ run past vm.max_map_count is refused with POLICY_VIOLATION before the metadata
 commits to it, and a start-up past it says which setting to raise."""
 from __future__ import annotations
 
+import glob
 import os
 import time
 
@@ -104,6 +105,26 @@ def test_a_node_under_ulimit_256_hosts_two_thousand_partitions_and_restarts_afte
         proc.stop()
 
 
+def _topics_by_metadata_batch(data: str) -> list[list[str]]:
+    """The names of the TopicRecords of each batch of the metadata log that holds any, in order
+    (read from its segment files, as kafka-dump-log --cluster-metadata-decoder would)."""
+    from broker.metadata import serde
+    from kproto.metadata.topic_record import TopicRecord
+    from kproto.records import iter_batch_headers, iter_records
+    out = []
+    for path in sorted(glob.glob(os.path.join(data, "__cluster_metadata-0", "*.log"))):
+        with open(path, "rb") as f:
+            buf = f.read()
+        for pos, header in iter_batch_headers(buf, allow_partial_tail=True):
+            if header.is_control:
+                continue
+            names = [r.name for r in (serde.decode(rec.value) for rec in iter_records(buf, pos))
+                     if isinstance(r, TopicRecord)]
+            if names:
+                out.append(names)
+    return out
+
+
 def test_creation_past_the_map_limit_is_refused_before_the_metadata_commits(tmp_path):
     data = str(tmp_path / "data")
     proc = BrokerProcess(data).start()
@@ -115,12 +136,17 @@ def test_creation_past_the_map_limit_is_refused_before_the_metadata_commits(tmp_
     proc = BrokerProcess(data, port=proc.port, env={"KPROTO_TEST_MAX_MAP_COUNT": str(limit)}).start()
     try:
         admin = _admin(proc)
-        results = _create(admin, {"too-many": 400, "fits": 20})
-        assert results["fits"] is None
-        error = results["too-many"].args[0]
-        assert error.code() == KafkaError.POLICY_VIOLATION
-        assert "vm.max_map_count" in error.str()
-        assert _partition_counts(admin) == {"fits": 20}
+        # one request, one metadata batch: each topic is checked with the partitions of the
+        # request's earlier topics counted (85 alone would fit, 20 + 85 do not)
+        results = _create(admin, {"too-many": 400, "fits": 20, "not-with-fits": 85, "small": 5})
+        assert results["fits"] is None and results["small"] is None
+        for name in ("too-many", "not-with-fits"):
+            error = results[name].args[0]
+            assert error.code() == KafkaError.POLICY_VIOLATION, name
+            assert "vm.max_map_count" in error.str()
+        assert _partition_counts(admin) == {"fits": 20, "small": 5}
+        # the topics of that request were committed as one batch of the metadata log
+        assert _topics_by_metadata_batch(data)[-1] == ["fits", "small"]
 
         # growing a topic past the limit: refused the same way, the topic keeps its partitions
         fut = admin.create_partitions([NewPartitions("fits", 420)], operation_timeout=60)["fits"]
@@ -128,7 +154,7 @@ def test_creation_past_the_map_limit_is_refused_before_the_metadata_commits(tmp_
             fut.result(timeout=60)
         assert raised.value.args[0].code() == KafkaError.POLICY_VIOLATION
         assert "vm.max_map_count" in raised.value.args[0].str()
-        assert _partition_counts(admin) == {"fits": 20}
+        assert _partition_counts(admin) == {"fits": 20, "small": 5}
         # the node still serves
         producer = Producer({"bootstrap.servers": proc.bootstrap})
         producer.produce("fits", value=b"after", partition=3)
@@ -137,7 +163,7 @@ def test_creation_past_the_map_limit_is_refused_before_the_metadata_commits(tmp_
         # after kill -9 it starts again, with the topic it accepted only
         proc.kill()
         proc.start()
-        assert _partition_counts(_admin(proc)) == {"fits": 20}
+        assert _partition_counts(_admin(proc)) == {"fits": 20, "small": 5}
         assert _consume_all(proc, [("fits", 3)], 1) == [b"after"]
         proc.stop()
 
