@@ -639,6 +639,29 @@ def test_log_manager_keeps_metadata_log_out_of_checkpoints_and_retention(tmp_pat
     mgr.close()
 
 
+def test_periodic_removes_deleted_segments_after_their_delay_though_it_skips_idle_walks(tmp_path):
+    # periodic() walks the logs only when one queued a chore (or one still waits): what retention
+    # deleted is still removed from disk once file.delete.delay.ms has passed
+    d = str(tmp_path / "logs")
+    mgr = LogManager.open(d, sync=False)
+    t = mgr.get_or_create("t", 0, uuid.uuid4(), {"retention.ms": 1, "segment.bytes": 100,
+                                                "file.delete.delay.ms": 5_000})
+    mgr.get_or_create("idle", 0, uuid.uuid4())
+    mgr.periodic(now_ms=T0)
+    mgr.periodic(now_ms=T0 + 1_000)     # nothing queued: no walk
+    for i in range(3):
+        t.append(multi_batch([T0 + i]), 0, now_ms=T0)
+    mgr.periodic(now_ms=T0 + 2_000)     # (the rolled segments' flush)
+    assert mgr.apply_retention(now_ms=T0 + 10_000) == 3
+    tdir = os.path.join(d, "t-0")
+    assert any(n.endswith(".deleted") for n in os.listdir(tdir))
+    mgr.periodic(now_ms=T0 + 11_000)    # queued, not yet due
+    assert any(n.endswith(".deleted") for n in os.listdir(tdir))
+    mgr.periodic(now_ms=T0 + 16_000)    # due: removed, with no chore queued since the last walk
+    assert not any(n.endswith(".deleted") for n in os.listdir(tdir))
+    mgr.close()
+
+
 def test_epoch_for_offset(tmp_path):
     plog = open_log(tmp_path)
     plog.assign_epoch(1, 0)

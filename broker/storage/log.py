@@ -31,6 +31,7 @@ from kproto.records import (
 )
 
 from . import checkpoints as cp
+from . import chores
 from .epochs import LeaderEpochCache
 from .errors import InconsistentTopicId, KafkaStorageError, OffsetOutOfRange
 from .files import (
@@ -390,6 +391,7 @@ class PartitionLog(LogLoadingMixin, LogRetentionMixin, LogFlushMixin):
         self._dir_dirty = True
         self.take_snapshot(new_base)
         self._pending_flush_upto = new_base
+        chores.note()
         return seg
 
     # =========================================================== snapshots
@@ -621,6 +623,7 @@ class PartitionLog(LogLoadingMixin, LogRetentionMixin, LogFlushMixin):
             self._remove_segment(seg)
             seg.mark_deleted()
             self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, seg, []))
+        chores.note()
         self._add_segment(LogSegment.create(self.dir, new_offset, self.config, now_ms))
         self._dir_dirty = True
         self._leo = new_offset

@@ -9,6 +9,7 @@ import os
 import time
 
 from . import checkpoints as cp
+from . import chores
 from .errors import KafkaStorageError, OffsetOutOfRange
 from .files import (
     DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX,
@@ -158,6 +159,7 @@ class LogRetentionMixin:
                 os.rename(snap, snap + DELETED_SUFFIX)
                 extra.append(snap + DELETED_SUFFIX)
             self._pending_deletes.append((due, seg, extra))
+            chores.note()
 
     def replace_segments(self, base_offset: int, old: list[LogSegment], now_ms: int | None = None,
                          sync: bool = True) -> LogSegment:
@@ -183,6 +185,7 @@ class LogRetentionMixin:
                 os.rename(snap, snap + DELETED_SUFFIX)
                 extra.append(snap + DELETED_SUFFIX)
             self._pending_deletes.append((due, seg, extra))
+            chores.note()
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             path = segment_path(self.dir, base_offset, suffix)
             if os.path.exists(path + SWAP_SUFFIX):

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from . import checkpoints as cp
+from . import chores
 from .cleaner import CLEANER_DEFAULTS, LogCleaner
 from .errors import InconsistentTopicId, LogDirLocked
 from .limits import check_room
@@ -44,6 +45,8 @@ BROKER_DEFAULTS = {
 # work the cleaner may do per periodic() call (the broker also runs it from
 # a task of its own with small slices)
 CLEANER_SLICE_S = 0.05
+# the longest periodic() goes without a look at every log's chores (a safety net: logs note theirs)
+CHORES_WALK_MAX_MS = 30_000
 
 
 def _now_ms() -> int:
@@ -88,6 +91,9 @@ class LogManager:
         self._last_start_checkpoint = 0
         self._last_retention = 0
         self._last_flush_check = 0
+        self._chores_seen = -1          # chores.queued at the last walk (periodic)
+        self._chores_waiting = False    # a log still had a chore after it
+        self._last_chores_walk = 0
         self._deferred_fsyncs: list[tuple[str, ...]] = []   # (paths) waiting for the checkpoint writer
         self._closed = False
 
@@ -426,10 +432,19 @@ class LogManager:
         in small slices of its own)."""
         now_ms = _now_ms() if now_ms is None else now_ms
         s = self.settings
-        for plog in list(self._logs.values()):
-            if plog.has_chores:   # (most of thousands of logs have none: one look each)
-                plog.flush_rolled()
-                plog.purge_deleted(now_ms)
+        # a walk over every log only when a chore was queued since the last one, or one is still
+        # waiting (a deleted segment's delay), and every half minute regardless
+        if (chores.queued != self._chores_seen or self._chores_waiting
+                or now_ms - self._last_chores_walk >= CHORES_WALK_MAX_MS):
+            self._chores_seen = chores.queued
+            self._last_chores_walk = now_ms
+            waiting = False
+            for plog in list(self._logs.values()):
+                if plog.has_chores:   # (most of thousands of logs have none: one look each)
+                    plog.flush_rolled()
+                    plog.purge_deleted(now_ms)
+                    waiting = waiting or plog.has_chores
+            self._chores_waiting = waiting
         if now_ms - self._last_flush_check >= s["log.flush.scheduler.interval.ms"]:
             self._last_flush_check = now_ms
             for plog in list(self._logs.values()):
