@@ -67,9 +67,15 @@ class LogLoadingMixin:
     def _load(self, clean: bool, recovery_point: int, log_start_checkpoint: int,
               progress: ProgressCallback | None, now_ms: int) -> None:
         if not self._segments:
-            self._add_segment(LogSegment.create(self.dir, log_start_checkpoint, self.config, now_ms,
-                                                fresh=self._parent_dirty))
+            fresh = self._parent_dirty
+            self._add_segment(LogSegment.create(self.dir, log_start_checkpoint, self.config, now_ms, fresh=fresh))
             self._dir_dirty = True
+            if fresh:
+                # a directory just made holds nothing to check, recover or clean up, and its one
+                # segment's indexes were activated by create(): a new partition costs its file
+                # creations only
+                self._leo = self._log_start = self._recovery_point = log_start_checkpoint
+                return
         segments = self._segments
         broken = set()
         for seg in segments:
