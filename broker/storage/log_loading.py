@@ -107,6 +107,9 @@ class LogLoadingMixin:
         last = self._segments[-1]
         last.activate()
         self._leo = last.read_next_offset()
+        # a log with no batch rewrites its epoch checkpoint in place (see assign_epoch): an idle
+        # partition's restart costs no rename
+        self.epochs.in_place = all(seg.size == 0 for seg in self._segments)
         self.epochs.truncate_from_end(self._leo)
         self._log_start = max(log_start_checkpoint, self._segments[0].base_offset)
         if self._log_start > self._leo:
@@ -122,6 +125,7 @@ class LogLoadingMixin:
         if self.config.remote_storage_enable != "true":
             # (a tiered log keeps the epochs of its remote offsets: broker/tiered/ trims them)
             self.epochs.truncate_from_start(self._log_start)
+        self.epochs.in_place = False
         self._recovery_point = self._leo if clean else min(recovery_point, self._leo)
         self._clean_snapshots()
 
