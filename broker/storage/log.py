@@ -136,6 +136,7 @@ class PartitionLog(LogLoadingMixin, LogRetentionMixin, LogFlushMixin):
         self._parent_dirty = False
         self._last_flush_ms = _now_ms()
         self._last_snap_offset = 0
+        self._no_snapshots = False   # True while a directory made by open() has had none written
         self._pending_deletes: list[tuple[int, LogSegment, list[str]]] = []
         self._closed = False
         # set by the broker's flusher: called with (log, flush up to or None for
@@ -403,12 +404,15 @@ class PartitionLog(LogLoadingMixin, LogRetentionMixin, LogFlushMixin):
         if offset <= self._last_snap_offset:
             return None
         entries = self.snapshot_provider(offset) if self.snapshot_provider is not None else ()
+        self._no_snapshots = False
         path = write_snapshot(self.dir, offset, entries, sync=False)
         self._last_snap_offset = offset
         return path
 
     def latest_snapshot(self) -> tuple[int, list[ProducerSnapshotEntry]] | None:
         """The newest readable producer snapshot: (offset, entries)."""
+        if self._no_snapshots:
+            return None
         for offset in reversed(list_snapshots(self.dir)):
             try:
                 return offset, read_snapshot(snapshot_path(self.dir, offset))

@@ -75,6 +75,7 @@ class LogLoadingMixin:
                 # segment's indexes were activated by create(): a new partition costs its file
                 # creations only
                 self._leo = self._log_start = self._recovery_point = log_start_checkpoint
+                self._no_snapshots = True
                 return
         segments = self._segments
         broken = set()
