@@ -192,16 +192,21 @@ class Controller:
         and the hosted partitions reconciled, once per request rather than once per topic."""
         out: list = []
         records: list = []
+        local = 0   # partitions of the topics planned so far that this node hosts
         for spec in specs:
             try:
-                created, recs = self.plan_topic(spec, self.local_partitions(records))
+                created, recs = self.plan_topic(spec, local)
             except KafkaError as exc:
                 out.append(exc)
                 continue
             out.append(created)
             records.extend(recs)
+            local += self.local_partitions(recs)
         if records and not validate_only:
-            self.log.append(records)
+            try:
+                self.log.append(records)
+            except KafkaError as exc:   # (NOT_CONTROLLER: a quorum's leadership moved) every topic's
+                return [exc if isinstance(c, CreatedTopic) else c for c in out]
             for created in out:
                 if isinstance(created, CreatedTopic):
                     log.info("created topic %s with %d partition(s)", created.name, created.num_partitions)
