@@ -26,15 +26,7 @@ def atomic_write(path: str, data: bytes, sync: bool = True, tmp: str | None = No
     """Replace ``path`` with ``data`` so a crash leaves the old or new file whole
     (``read_only``: mode 0400 before it appears, as Kafka freezes a snapshot)."""
     tmp = tmp or path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_in_place(tmp, data, sync)
     if read_only:
         os.chmod(tmp, 0o400)
     os.replace(tmp, path)
