@@ -75,6 +75,28 @@ def _avro(text: str, resolved: dict) -> ParsedSchema:
 
 # -- JSON Schema ----------------------------------------------------------------------------
 
+# Jackson's default maxNestingDepth, which Confluent's registry parses schemas with. Checked
+# explicitly: whether Python's recursion limit stops a deep document first depends on what else
+# raised that limit in the process (Hypothesis does, for instance)
+MAX_JSON_NESTING = 1000
+
+
+def _nesting(doc) -> int:
+    """How deep a parsed JSON document nests, counted without recursion."""
+    deepest, stack = 0, [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((c, depth + 1) for c in children)
+    return deepest
+
+
 def _json(text: str, normalize: bool) -> ParsedSchema:
     import jsonschema
     import jsonschema.validators
@@ -84,6 +106,8 @@ def _json(text: str, normalize: bool) -> ParsedSchema:
         raise errors.invalid_schema(f"{text}, details: {exc}") from None
     if not isinstance(doc, (dict, bool)):
         raise errors.invalid_schema(f"{text}, details: a JSON schema is an object or a boolean")
+    if _nesting(doc) > MAX_JSON_NESTING:
+        raise errors.invalid_schema(f"{text}, details: the schema nests deeper than {MAX_JSON_NESTING} levels")
     try:
         jsonschema.validators.validator_for(doc, default=jsonschema.Draft7Validator).check_schema(doc)
     except jsonschema.SchemaError as exc:
