@@ -24,11 +24,10 @@ class OpType(enum.IntEnum):
     SUBTRACT = 3
 
 
-def incremental_without_lists(current: Mapping[str, str], ops) -> dict[str, str]:
-    """The overrides of a resource none of whose keys is a LIST (client metrics, groups) after
-    IncrementalAlterConfigs operations (name, op, value), as Kafka's ConfigurationControlManager
-    applies them: SET and DELETE; APPEND and SUBTRACT always fail."""
-    from kproto.errors import KafkaError
+def apply_incremental(current: Mapping[str, str], ops, list_op, error) -> dict[str, str]:
+    """IncrementalAlterConfigs operations (name, op, value) on a copy of `current`: SET and DELETE
+    alike for every resource type; APPEND and SUBTRACT through list_op(new, name, op, value), which
+    changes `new` or raises; an unknown operation raises error(INVALID_REQUEST, message)."""
     new = dict(current)
     for name, op, value in ops:
         if op == OpType.SET:
@@ -36,11 +35,22 @@ def incremental_without_lists(current: Mapping[str, str], ops) -> dict[str, str]
         elif op == OpType.DELETE:
             new.pop(name, None)
         elif op in (OpType.APPEND, OpType.SUBTRACT):
-            verb = "APPEND" if op == OpType.APPEND else "SUBTRACT"
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Can't {verb} to key {name} because its type is not LIST.")
+            list_op(new, name, op, value)
         else:
-            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op}")
+            raise error(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op}")
     return new
+
+
+def incremental_without_lists(current: Mapping[str, str], ops) -> dict[str, str]:
+    """The overrides of a resource none of whose keys is a LIST (client metrics, groups) after
+    IncrementalAlterConfigs operations (name, op, value), as Kafka's ConfigurationControlManager
+    applies them: SET and DELETE; APPEND and SUBTRACT always fail."""
+    from kproto.errors import KafkaError
+
+    def no_lists(_new, name, op, _value):
+        raise KafkaError(ErrorCode.INVALID_CONFIG,
+                         f"Can't {OpType(op).name} to key {name} because its type is not LIST.")
+    return apply_incremental(current, ops, no_lists, KafkaError)
 
 
 def _check_request(names: list[str], null_names: list[str]) -> None:
@@ -73,28 +83,21 @@ def incremental_alter_topic_configs(broker: BrokerConfig, current: Mapping[str, 
     """
     ops = list(ops)
     _check_request([n for n, _, _ in ops], [n for n, op, v in ops if op != OpType.DELETE and v is None])
-    new = dict(current)
-    for name, op, value in ops:
-        if op == OpType.SET:
-            new[name] = value
-        elif op == OpType.DELETE:
-            new.pop(name, None)
-        elif op in (OpType.APPEND, OpType.SUBTRACT):
-            key = TOPIC_CONFIGS.get(name)
-            if key is None or key.type is not ConfigType.LIST:
-                raise ConfigError(f"Can't {OpType(op).name} to key {name} because its type is not LIST.")
-            parts = _list_parts(new.get(name), name)
-            if op == OpType.APPEND:
-                for p in _java_split(value):
-                    if p not in parts:
-                        parts.append(p)
-            else:
-                for p in _java_split(value):
-                    if p in parts:
-                        parts.remove(p)
-            new[name] = ",".join(parts)
+    def list_op(new, name, op, value):
+        key = TOPIC_CONFIGS.get(name)
+        if key is None or key.type is not ConfigType.LIST:
+            raise ConfigError(f"Can't {OpType(op).name} to key {name} because its type is not LIST.")
+        parts = _list_parts(new.get(name), name)
+        if op == OpType.APPEND:
+            for p in _java_split(value):
+                if p not in parts:
+                    parts.append(p)
         else:
-            raise ConfigError(f"Unknown operations type {op}", ErrorCode.INVALID_REQUEST)
+            for p in _java_split(value):
+                if p in parts:
+                    parts.remove(p)
+        new[name] = ",".join(parts)
+    new = apply_incremental(current, ops, list_op, lambda code, message: ConfigError(message, code))
     validate_topic_config(broker, new, existing=current)
     return new
 

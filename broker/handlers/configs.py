@@ -24,6 +24,7 @@ from kproto.messages.incremental_alter_configs_response import IncrementalAlterC
 from broker.config import (
     ConfigError, ConfigSource, ConfigType, OpType, alter_topic_configs, describe_broker_resource,
     describe_topic, incremental_alter_topic_configs)
+from broker.config.alter import apply_incremental
 from broker.config.catalog import BROKER_CONFIGS
 from broker.handlers import handles
 from broker.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
@@ -194,34 +195,25 @@ def _broker_list_value(current: dict, name: str) -> str | None:
 
 def _incremental_broker_layer(current: dict, ops) -> dict:
     """ConfigAdminManager.prepareIncrementalConfigs on the stored dynamic layer."""
-    new = dict(current)
-    for name, op, value in ops:
-        if op == OpType.SET:
-            new[name] = value
-        elif op == OpType.DELETE:
-            new.pop(name, None)
-        elif op in (OpType.APPEND, OpType.SUBTRACT):
-            key = BROKER_CONFIGS.get(name)
-            if key is None:
-                # Kafka looks the key up in a Scala map that throws: an unexpected error, no message
-                raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR)
-            verb = "append" if op == OpType.APPEND else "subtract"
-            if key.type is not ConfigType.LIST:
-                raise KafkaError(ErrorCode.INVALID_CONFIG,
-                                 f"Config value {verb} is not allowed for config key: {name}")
-            old = _broker_list_value(new, name)
-            if op == OpType.APPEND:
-                parts = _java_split(old) if old else []
-                parts += [p for p in _java_split(value) if p not in parts]
-            else:
-                parts = _java_split(old or "")
-                for p in _java_split(value):     # Scala's List.diff: one occurrence per element
-                    if p in parts:
-                        parts.remove(p)
-            new[name] = ",".join(parts)
+    def list_op(new, name, op, value):
+        key = BROKER_CONFIGS.get(name)
+        if key is None:
+            # Kafka looks the key up in a Scala map that throws: an unexpected error, no message
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR)
+        verb = "append" if op == OpType.APPEND else "subtract"
+        if key.type is not ConfigType.LIST:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {name}")
+        old = _broker_list_value(new, name)
+        if op == OpType.APPEND:
+            parts = _java_split(old) if old else []
+            parts += [p for p in _java_split(value) if p not in parts]
         else:
-            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op}")
-    return new
+            parts = _java_split(old or "")
+            for p in _java_split(value):     # Scala's List.diff: one occurrence per element
+                if p in parts:
+                    parts.remove(p)
+        new[name] = ",".join(parts)
+    return apply_incremental(current, ops, list_op, KafkaError)
 
 
 def _preflight(resources) -> dict[int, tuple[int, str]]:
