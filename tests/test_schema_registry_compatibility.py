@@ -160,3 +160,15 @@ def test_avro_messages_in_confluents_words():
     assert compatibility.check("FORWARD", old, [new])[0].startswith(
         "{errorType:'READER_FIELD_MISSING_DEFAULT_VALUE', description:'The field 'b' at path '/fields/1' in the old "
         "schema has no default value and is missing in the new schema'")
+
+
+def test_an_avro_check_over_its_budget_is_50002():
+    """The time budget (budget.py) reaches into the avro library's checker too: unions of 300
+    records, each field changed, take the checker about half a minute; with a 0.2 s budget the
+    check stops with Confluent's timeout error instead."""
+    def union(kind):
+        return schemas.parse("AVRO", json.dumps([{"type": "record", "name": f"R{i}", "fields": [
+            {"name": f"f{j}", "type": kind} for j in range(10)]} for i in range(300)]), {})
+    with pytest.raises(RegistryError) as caught:
+        compatibility.check("BACKWARD", union("string"), [union("int")], 0.2)
+    assert (caught.value.status, caught.value.code) == (500, 50002)

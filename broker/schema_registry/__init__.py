@@ -45,6 +45,7 @@ async def run(broker, settings, task_status=trio.TASK_STATUS_IGNORED) -> None:
     topic = SchemasTopic(broker, settings.topic, rf if _multi_node(broker) else 1)
     metrics = RegistryMetrics()
     registry = Registry(topic, settings.level, metrics)
+    registry.check_budget_s = settings.check_timeout_ms / 1000
     broker.schema_registry = registry
     from broker.schema_registry.metrics import registry_metrics
     broker.metric_sources = [*getattr(broker, "metric_sources", []), lambda: registry_metrics(broker)]

@@ -9,18 +9,29 @@ A check answers a list of messages, as Confluent's registry words them (the
 empty when compatible."""
 from __future__ import annotations
 
-from broker.schema_registry import errors, json_compat, protobuf_compat
+from broker.schema_registry import budget, errors, json_compat, protobuf_compat
 
 LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE")
 DEFAULT_LEVEL = "BACKWARD"
 MAX_SCHEMA_IN_MESSAGE = 10 * 1024   # Confluent truncates the old schema it quotes at 10 KiB
 
 
-def check(level: str, new, previous: list) -> list[str]:
+def check(level: str, new, previous: list, budget_s: float | None = None) -> list[str]:
     """`previous`: the subject's live versions' ParsedSchemas, oldest first.
     BACKWARD: the new schema reads data written with the latest; FORWARD: the
     latest reads the new one's data; FULL both; *_TRANSITIVE: every version,
-    newest first, stopping at the first one that fails (as Confluent's)."""
+    newest first, stopping at the first one that fails (as Confluent's).
+    `budget_s`: the whole check's time budget; past it, 50002 (budget.py)."""
+    try:
+        with budget.deadline(budget_s):
+            return _check(level, new, previous)
+    except budget.Exhausted:
+        raise errors.operation_timeout(
+            f"the compatibility check took longer than {round((budget_s or 0) * 1000)} ms "
+            "(schema.registry.compatibility.check.timeout.ms)") from None
+
+
+def _check(level: str, new, previous: list) -> list[str]:
     if level == "NONE" or not previous:
         return []
     against = list(reversed(previous)) if level.endswith("_TRANSITIVE") else previous[-1:]
@@ -98,7 +109,12 @@ _AVRO_DESCRIPTIONS = {   # Confluent's words for each of Avro's incompatibility 
 
 def avro_messages(reader, writer) -> list[str]:
     from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
-    result = ReaderWriterCompatibilityChecker().get_compatibility(reader, writer)
+
+    class Checker(ReaderWriterCompatibilityChecker):
+        def get_compatibility(self, *args, **kwargs):
+            budget.spend()   # (every pair of types it compares counts against the check's budget)
+            return super().get_compatibility(*args, **kwargs)
+    result = Checker().get_compatibility(reader, writer)
     if result.compatibility is SchemaCompatibilityType.compatible:
         return []
     kinds = [k.name.upper() for k in result.incompatibilities] or ["INCOMPATIBLE"]

@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 from fractions import Fraction
 
+from broker.schema_registry.budget import spend
+
 COMPATIBLE = frozenset("""
 ID_CHANGED DESCRIPTION_CHANGED TITLE_CHANGED DEFAULT_CHANGED SCHEMA_REMOVED TYPE_EXTENDED
 MAX_LENGTH_INCREASED MAX_LENGTH_REMOVED MIN_LENGTH_DECREASED MIN_LENGTH_REMOVED PATTERN_REMOVED
@@ -236,6 +238,7 @@ def differences(original, update, refs_o: dict | None = None, refs_u: dict | Non
 
 
 def _compare(ctx: _Ctx, o: Node | None, u: Node | None) -> None:
+    spend()   # (the check's time budget: budget.py)
     if o is None and u is None:
         return
     if o is None:

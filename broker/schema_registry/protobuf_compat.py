@@ -20,6 +20,7 @@ text is converted by protobuf_text); map fields are read as map<key, value>,
 proto3 fields without a label have none (as Confluent's parser sees them)."""
 from __future__ import annotations
 
+from broker.schema_registry.budget import spend
 from broker.schema_registry.protobuf_text import LABEL_REPEATED, LABEL_REQUIRED, SCALAR_NAMES
 
 COMPATIBLE = frozenset("""
@@ -197,6 +198,7 @@ def _oneofs(m) -> dict[str, list]:
 
 
 def _message(ctx: _Ctx, o, u) -> None:
+    spend()   # (the check's time budget: budget.py)
     if id(o) not in ctx.active:
         ctx.active.add(id(o))
         try:

@@ -9,7 +9,7 @@ import logging
 
 import trio
 
-from broker.schema_registry import compatibility, errors, offload, schemas
+from broker.schema_registry import budget, compatibility, errors, offload, schemas
 from broker.schema_registry.store import Store, Version, config_key, mode_key, ref_key, schema_key
 
 log = logging.getLogger("kproto.schema_registry")
@@ -31,6 +31,7 @@ class Registry:
         self.writer_generation = lambda: 0
         self._synced_generation = None
         self.metrics = metrics
+        self.check_budget_s: float | None = budget.DEFAULT_MS / 1000   # one compatibility check's time budget
         self.ready = trio.Event()   # set once the store has read `_schemas` to its end
 
     # -- parsing stored versions ------------------------------------------------------------
@@ -169,7 +170,7 @@ class Registry:
         else:
             previous = [self.parsed(self._version(subject, version))]
             level = level.replace("_TRANSITIVE", "")
-        return await offload.run(compatibility.check, level, new, previous)
+        return await offload.run(compatibility.check, level, new, previous, self.check_budget_s)
 
     # -- writes (on the writer node) --------------------------------------------------------
 
@@ -229,7 +230,7 @@ class Registry:
                 return {"id": v.id}
         if mode != "IMPORT":
             messages = await offload.run(compatibility.check, self.level(subject), new,
-                                         [self.parsed(v) for v in live])
+                                         [self.parsed(v) for v in live], self.check_budget_s)
             if messages:
                 raise errors.incompatible(subject, messages)
         if wanted_id is not None:

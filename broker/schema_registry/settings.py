@@ -6,6 +6,8 @@ named as Confluent's registry names them where it has one):
   schema.registry.topic                the topic (Confluent's kafkastore.topic, _schemas)
   schema.registry.authentication       none (default) or basic (SCRAM users of the cluster)
   schema.registry.group.id             the writer election's group (Confluent's schema.registry.group.id)
+  schema.registry.compatibility.check.timeout.ms
+                                       one compatibility check's time budget (kproto's own; Confluent has none)
 """
 from __future__ import annotations
 
@@ -13,12 +15,14 @@ import logging
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from broker.schema_registry.budget import DEFAULT_MS as CHECK_TIMEOUT_MS
 from broker.schema_registry.compatibility import LEVELS
 
 PREFIX = "schema.registry."
 LISTENERS = "schema.registry.listeners"
 KNOWN = {LISTENERS} | {PREFIX + k for k in ("compatibility.level", "topic", "topic.replication.factor",
-                                            "authentication", "group.id", "session.timeout.ms")}
+                                            "authentication", "group.id", "session.timeout.ms",
+                                            "compatibility.check.timeout.ms")}
 log = logging.getLogger("kproto.schema_registry")
 
 
@@ -35,6 +39,7 @@ class Settings:
     topic: str = "_schemas"
     authentication: str = "none"
     group_id: str = "schema-registry"
+    check_timeout_ms: int = CHECK_TIMEOUT_MS
 
     @property
     def bind(self) -> str:
@@ -66,5 +71,9 @@ def read(config) -> Settings | None:
     auth = _get(config, PREFIX + "authentication", "none").lower()
     if auth not in ("none", "basic"):
         raise SettingError(f"Invalid value {auth} for configuration {PREFIX}authentication: none or basic")
+    key = PREFIX + "compatibility.check.timeout.ms"
+    timeout = _get(config, key, str(CHECK_TIMEOUT_MS))
+    if not timeout.isdigit() or int(timeout) < 1:
+        raise SettingError(f"Invalid value {timeout} for configuration {key}: a number of milliseconds, at least 1")
     return Settings(parts.scheme, parts.hostname, parts.port, level, _get(config, PREFIX + "topic", "_schemas"),
-                    auth, _get(config, PREFIX + "group.id", "schema-registry"))
+                    auth, _get(config, PREFIX + "group.id", "schema-registry"), int(timeout))
