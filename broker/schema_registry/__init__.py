@@ -76,7 +76,8 @@ async def run(broker, settings, task_status=trio.TASK_STATUS_IGNORED) -> None:
             url = binds[0] if binds else f"{settings.scheme}://{settings.bind}"
             broker.schema_registry_url = url
             task_status.started(url)
-            await nursery.start(partial(topic.tail, registry.store.apply, advance=registry.store.advance))
+            await nursery.start(partial(topic.tail, registry.store.apply, advance=registry.store.advance,
+                                        prepare=registry.identify))
             registry.ready.set()
             log.info("schema registry on %s: %d schemas, %d subjects", url, len(registry.store.by_id),
                      len(registry.store.subject_names()))

@@ -23,9 +23,11 @@ class Registry:
     def __init__(self, topic, default_level: str = compatibility.DEFAULT_LEVEL, metrics=None):
         self.topic = topic
         self.store = Store()
-        self.store.identity = self._identity_of
         self.default_level = default_level
         self._parsed: dict[int, schemas.ParsedSchema] = {}
+        # what this node (the writer) parsed for a registration, by (type, stored text, references):
+        # its record, read back, needs no second parse
+        self._fresh: dict[tuple, schemas.ParsedSchema] = {}
         self._write_lock = trio.Lock()
         self.is_writer = lambda: True    # replaced by the election in a cluster
         self.writer_generation = lambda: 0
@@ -36,8 +38,51 @@ class Registry:
 
     # -- parsing stored versions ------------------------------------------------------------
 
-    def _identity_of(self, v: Version) -> str:
-        return self.parsed(v).identity
+    async def identify(self) -> None:
+        """Parse the versions the reader has just applied, in worker threads (offload), oldest
+        first (a reference is to an earlier version), and record their identities. The reader
+        calls this before it moves its position, so a write waiting for its offset, and the
+        registry's first answer after a restart, find every schema identified; and a restart
+        with large schemas stored does not stall the event loop the Kafka listeners share."""
+        while self.store.unidentified:
+            v = self.store.unidentified.pop(0)
+            if v.id in self.store.identity_of:
+                continue
+            p = self._parsed.get(v.id) or self._fresh.pop((v.schema_type, v.schema, ref_key(v.references)), None)
+            if p is None:
+                try:
+                    resolved = await self._resolve_async(v.references)
+                    p = await offload.run(schemas.parse, v.schema_type, v.schema, resolved)
+                except Exception as exc:   # (a record this node's libraries cannot parse: exact text only)
+                    log.warning("schema %d (%s version %d) does not parse here: %s", v.id, v.subject, v.version,
+                                exc)
+                    self.store.identify(v, v.schema)
+                    continue
+            self._parsed.setdefault(v.id, p)
+            self.store.identify(v, p.identity)
+
+    async def _resolve_async(self, refs, depth: int = 0) -> dict:
+        """_resolve, once the referenced versions not parsed yet are parsed in worker threads."""
+        if depth > 32:
+            raise errors.invalid_schema("references nest deeper than 32 levels")
+        for r in refs or []:
+            if isinstance(r, dict) and isinstance(r.get("subject"), str):   # (else _resolve says what is wrong)
+                version = r.get("version")
+                target = self._version(r["subject"], version if version not in (None, -1) else "latest", True,
+                                       missing_ok=True)
+                if target is not None and target.id not in self._parsed:
+                    self._parsed.setdefault(target.id, await offload.run(
+                        schemas.parse, target.schema_type, target.schema,
+                        await self._resolve_async(target.references, depth + 1)))
+        return self._resolve(refs, depth=depth)
+
+    async def parsed_all(self, versions: list[Version]) -> list[schemas.ParsedSchema]:
+        """Each version's parsed schema, the ones not parsed yet parsed in worker threads."""
+        for v in versions:
+            if v.id not in self._parsed:
+                self._parsed.setdefault(v.id, await offload.run(schemas.parse, v.schema_type, v.schema,
+                                                                await self._resolve_async(v.references)))
+        return [self.parsed(v) for v in versions]
 
     def parsed(self, v: Version) -> schemas.ParsedSchema:
         p = self._parsed.get(v.id)
@@ -145,7 +190,7 @@ class Registry:
         refs = body.get("references") or []
         if not isinstance(refs, list):
             raise errors.unprocessable("references must be a list")
-        parsed = await offload.run(schemas.parse, schema_type, text, self._resolve(refs), normalize)
+        parsed = await offload.run(schemas.parse, schema_type, text, await self._resolve_async(refs), normalize)
         parsed.references = [{"name": r["name"], "subject": r["subject"], "version": r.get("version")}
                              for r in refs]
         return parsed
@@ -155,6 +200,7 @@ class Registry:
         if not versions:
             raise errors.subject_not_found(subject)
         new = await self._new_schema(body, normalize)
+        await self.parsed_all(self.store.versions(subject, deleted))
         versions = self.store.versions(subject, deleted)   # (as they are now, after the parse)
         for v in reversed(versions):
             if (v.schema_type == new.schema_type and ref_key(v.references) == ref_key(new.references)
@@ -166,9 +212,9 @@ class Registry:
         new = await self._new_schema(body, normalize)
         level = self.level(subject)
         if version is None:
-            previous = [self.parsed(v) for v in self.store.versions(subject)]
+            previous = await self.parsed_all(self.store.versions(subject))
         else:
-            previous = [self.parsed(self._version(subject, version))]
+            previous = await self.parsed_all([self._version(subject, version)])
             level = level.replace("_TRANSITIVE", "")
         return await offload.run(compatibility.check, level, new, previous, self.check_budget_s)
 
@@ -221,6 +267,7 @@ class Registry:
         new = await self._new_schema(body, normalize)
         key = (new.schema_type, new.identity, ref_key(new.references))
         live = self.store.versions(subject)
+        await self.parsed_all(live)
         for v in live:
             if v.schema_type == new.schema_type and ref_key(v.references) == key[2] \
                     and self.parsed(v).identity == new.identity:
@@ -247,7 +294,12 @@ class Registry:
         else:
             version = self.store.next_version(subject)
         v = Version(subject, version, schema_id, new.schema_type, new.text, new.references)
-        await self._write(schema_key(subject, version), v.value())
+        fresh = (v.schema_type, v.schema, ref_key(v.references))
+        self._fresh[fresh] = new
+        try:
+            await self._write(schema_key(subject, version), v.value())
+        finally:
+            self._fresh.pop(fresh, None)
         if self.metrics is not None:
             self.metrics.registrations += 1
         return {"id": schema_id}

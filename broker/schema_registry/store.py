@@ -66,7 +66,9 @@ class Store:
         self.modes: dict[str | None, str] = {}
         self.applied = -1   # offset of the last record applied
         self._waiters: list[tuple[int, trio.Event]] = []
-        self.identity = None   # callable(Version) -> identity string; set by the registry
+        # versions whose schema has not been parsed for its identity yet: the registry parses them
+        # in worker threads (Registry.identify) before the reader's position moves past them
+        self.unidentified: list[Version] = []
 
     # -- applying records -----------------------------------------------------------------
 
@@ -90,7 +92,7 @@ class Store:
                         v.deleted = True
                     else:
                         self.subjects[subject].pop(v.version, None)
-        self.advance(offset + 1)
+        # (the position moves in advance(), once the reader's batch is applied and identified)
 
     def advance(self, next_offset: int) -> None:
         """The reader is at next_offset: every offset before it is applied (or was compacted away)."""
@@ -124,11 +126,12 @@ class Store:
         self.max_id = max(self.max_id, v.id)
         if v.id not in self.by_id:
             self.by_id[v.id] = v
-        if self.identity is not None and v.id not in self.identity_of:
-            try:
-                ident = self.identity(v)
-            except Exception:
-                ident = v.schema   # (a record this node's libraries cannot parse: exact text only)
+        if v.id not in self.identity_of:
+            self.unidentified.append(v)
+
+    def identify(self, v: Version, ident: str) -> None:
+        """v's schema parsed: same schema, same id (the writer looks ids up here)."""
+        if v.id not in self.identity_of:
             self.identity_of[v.id] = ident
             self.ids.setdefault((v.schema_type, ident, ref_key(v.references)), v.id)
 

@@ -155,9 +155,10 @@ class SchemasTopic:
             await trio.sleep(0.1)
         raise OSError(f"no end offset of {self.topic} in {timeout_s} s")
 
-    async def tail(self, apply, task_status=trio.TASK_STATUS_IGNORED, advance=None) -> None:
-        """Read from offset 0 for ever, apply(key, value, offset) for each record; task_status
-        is started once the reader has caught up with the end of the log it first saw."""
+    async def tail(self, apply, task_status=trio.TASK_STATUS_IGNORED, advance=None, prepare=None) -> None:
+        """Read from offset 0 for ever, apply(key, value, offset) for each record, then await
+        prepare() and call advance(next offset) once per fetch; task_status is started once the
+        reader has caught up with the end of the log it first saw."""
         await self.ensure()
         offset, started = 0, False
         while True:
@@ -210,6 +211,8 @@ class SchemasTopic:
                         log.warning("%s offset %d: not a registry record (%s), skipped", self.topic, r.offset, exc)
                     offset = r.offset + 1
                 offset = max(offset, header.last_offset + 1)
+            if prepare is not None:
+                await prepare()   # (the registry parses what it applied, off the event loop)
             if advance is not None:
                 advance(offset)   # (records removed by compaction leave gaps: the position still moves)
             if not started and offset >= p.high_watermark:
