@@ -100,6 +100,14 @@ def test_every_node_serves_one_writer_and_kill_9_of_the_writer(cluster):
     assert len(set(ids.values())) == len(ids), ids
     writers = wait_until(lambda: writer_nodes(urls, metrics), 20, "one writer")
     assert len(writers) == 1, writers
+    # a follower forwards writes over kept-alive connections to the writer, not one connection each
+    follower = next(i for i in urls if i != writers[0])
+    for n in range(5):
+        ids[f"kept-{n}"] = register(urls[follower], f"kept-{n}", record(f"K{n}", "a"))
+    text = requests.get(metrics[follower], timeout=5).text
+    forwarded, connections = (float(line.split()[-1]) for line in text.splitlines() if line.startswith((
+        "kproto_schema_registry_forwarded_total ", "kproto_schema_registry_forward_connections_total ")))
+    assert forwarded >= 5 and connections <= 2, (forwarded, connections)
     # every node reads every schema
     for url in urls.values():
         for subject, sid in ids.items():

@@ -30,6 +30,8 @@ class RegistryMetrics:
         self.requests = 0
         self.registrations = 0
         self.errors: dict[int, int] = {}
+        self.forwarded = 0             # writes this node sent on to the writer
+        self.forward_connections = 0   # HTTP connections it opened to the writer for them
 
 
 async def run(broker, settings, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -61,7 +63,7 @@ async def run(broker, settings, task_status=trio.TASK_STATUS_IGNORED) -> None:
         election = WriterElection(broker, settings)
         registry.is_writer = election.is_writer
         registry.writer_generation = lambda: election.generation
-        forwarder = Forwarder(election)
+        forwarder = Forwarder(election, metrics)
     app = App(registry, forwarder, auth, metrics)
     try:
         async with trio.open_nursery() as nursery:
@@ -85,6 +87,8 @@ async def run(broker, settings, task_status=trio.TASK_STATUS_IGNORED) -> None:
                 election.url = url
                 nursery.start_soon(election.run)
     finally:
+        if forwarder is not None:
+            forwarder.close()
         with trio.CancelScope(shield=True):
             await topic.aclose()
 

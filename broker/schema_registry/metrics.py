@@ -15,6 +15,11 @@ def registry_metrics(broker):
                   [({}, m.requests)])
     yield counter("kproto_schema_registry_registrations", "Schema versions this node registered as the writer",
                   [({}, m.registrations)])
+    yield counter("kproto_schema_registry_forwarded", "Writes this node forwarded to the writer node",
+                  [({}, m.forwarded)])
+    yield counter("kproto_schema_registry_forward_connections",
+                  "HTTP connections this node opened to the writer node to forward writes (kept alive)",
+                  [({}, m.forward_connections)])
     yield counter("kproto_schema_registry_errors", "Error answers, by Confluent error_code",
                   [({"error_code": str(code)}, n) for code, n in sorted(m.errors.items())])
     yield gauge("kproto_schema_registry_schemas", "Schema ids known", len(store.by_id))
