@@ -45,7 +45,7 @@ class Registry:
         registry's first answer after a restart, find every schema identified; and a restart
         with large schemas stored does not stall the event loop the Kafka listeners share."""
         while self.store.unidentified:
-            v = self.store.unidentified.pop(0)
+            v = self.store.unidentified.popleft()
             if v.id in self.store.identity_of:
                 continue
             p = self._parsed.get(v.id) or self._fresh.pop((v.schema_type, v.schema, ref_key(v.references)), None)

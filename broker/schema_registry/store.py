@@ -13,6 +13,7 @@ Confluent's records:
 """
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass, field
 
 import trio
@@ -68,7 +69,7 @@ class Store:
         self._waiters: list[tuple[int, trio.Event]] = []
         # versions whose schema has not been parsed for its identity yet: the registry parses them
         # in worker threads (Registry.identify) before the reader's position moves past them
-        self.unidentified: list[Version] = []
+        self.unidentified: collections.deque[Version] = collections.deque()
 
     # -- applying records -----------------------------------------------------------------
 
