@@ -9,8 +9,8 @@ from kproto.errors import ErrorCode, KafkaError
 from kproto.messages.metadata_response import MetadataResponse
 
 from broker.handlers import handles
+from broker.handlers.metadata_wire import ImageTopic, MetadataAnswer
 from broker.metadata.internal_topics import internal_topic_spec
-from broker.replication.leader_hint import offline_replicas, partition_error
 from broker.metadata.topic_names import INTERNAL_TOPICS, invalid_reason
 
 log = logging.getLogger("kproto.metadata")
@@ -22,20 +22,12 @@ TOPIC_OPERATIONS_ALL = 3576
 CLUSTER_OPERATIONS_ALL = 8112
 
 _Topic = MetadataResponse.MetadataResponseTopic
-_Partition = MetadataResponse.MetadataResponsePartition
 _Broker = MetadataResponse.MetadataResponseBroker
 
 
 def topic_entry(broker, topic, include_ops: bool) -> _Topic:
-    parts = []
-    for p in topic.partitions.values():
-        parts.append(_Partition(
-            error_code=partition_error(p), partition_index=p.partition, leader_id=p.leader,
-            leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
-            offline_replicas=offline_replicas(broker, p)))
-    return _Topic(error_code=0, name=topic.name, topic_id=topic.topic_id, is_internal=topic.internal,
-                  partitions=parts,
-                  topic_authorized_operations=TOPIC_OPERATIONS_ALL if include_ops else AUTHORIZED_OPERATIONS_OMITTED)
+    # its partitions are encoded from the image's, once per change (metadata_wire.py)
+    return ImageTopic(broker, topic, TOPIC_OPERATIONS_ALL if include_ops else AUTHORIZED_OPERATIONS_OMITTED)
 
 
 def _invalid_request(req) -> MetadataResponse:
@@ -105,7 +97,7 @@ async def metadata(ctx, req):
     registered = registered_brokers(broker, ctx.conn.listener if ctx.conn else None)
     if registered:   # a multi-node cluster: every registered broker
         brokers = [_Broker(node_id=i, host=h, port=p, rack=r) for i, h, p, r in registered]
-    return MetadataResponse(
+    return MetadataAnswer(
         throttle_time_ms=0,
         brokers=brokers,
         cluster_id=broker.cluster_id,

@@ -33,6 +33,11 @@ class TopicImage:
     topic_id: uuid.UUID
     partitions: dict[int, PartitionImage] = field(default_factory=dict)
     configs: dict[str, str] = field(default_factory=dict)
+    # bumped by every record that changes one of the topic's partitions, so a reader may keep
+    # what it derives from them (Metadata's encoded partition arrays) until the next change
+    epoch: int = field(default=0, compare=False)
+    # that derived data, each entry tagged with the epochs it was built at (readers' own keys)
+    derived: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def internal(self) -> bool:
@@ -65,6 +70,9 @@ class MetadataImage:
         self.brokers: dict = {}
         # registered controllers (KIP-919): controller id -> RegisterControllerRecord
         self.controllers: dict = {}
+        # bumped by every change to broker registrations (fencing, log dirs): with a topic's
+        # epoch, what tells a reader that its derived offline replicas are still current
+        self.brokers_epoch = 0
 
     def apply(self, record) -> None:
         handler = getattr(self, "_apply_" + type(record).__name__, None)
@@ -83,6 +91,7 @@ class MetadataImage:
         t = self.topics_by_id.get(r.topic_id)
         if t is None:
             return
+        t.epoch += 1
         t.partitions[r.partition_id] = PartitionImage(
             r.partition_id, list(r.replicas), list(r.isr), r.leader, r.leader_epoch, r.partition_epoch,
             list(r.adding_replicas or []), list(r.removing_replicas or []),
@@ -93,6 +102,7 @@ class MetadataImage:
         p = t.partitions.get(r.partition_id) if t else None
         if p is None:
             return
+        t.epoch += 1
         if r.leader != -2:
             p.leader = r.leader
             p.leader_epoch += 1
@@ -163,23 +173,28 @@ class MetadataImage:
         self.delegation_tokens.pop(r.token_id, None)
 
     def _apply_RegisterBrokerRecord(self, r):
+        self.brokers_epoch += 1
         self.brokers[r.broker_id] = r
 
     def _apply_RegisterControllerRecord(self, r):
         self.controllers[r.controller_id] = r
 
     def _apply_UnregisterBrokerRecord(self, r):
+        self.brokers_epoch += 1
         self.brokers.pop(r.broker_id, None)
 
     def _apply_FenceBrokerRecord(self, r):
+        self.brokers_epoch += 1
         if r.id in self.brokers:
             self.brokers[r.id].fenced = True
 
     def _apply_UnfenceBrokerRecord(self, r):
+        self.brokers_epoch += 1
         if r.id in self.brokers:
             self.brokers[r.id].fenced = False
 
     def _apply_BrokerRegistrationChangeRecord(self, r):
+        self.brokers_epoch += 1
         # Kafka's encoding: fenced 1 fences, -1 unfences, 0 leaves it; in_controlled_shutdown 1 sets it
         b = self.brokers.get(r.broker_id)
         if b is None:
