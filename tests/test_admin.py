@@ -275,6 +275,46 @@ def test_create_partitions_errors_raw(broker, topic_name):
     assert grow(topic_name + "-nope", 4) == (3, None)
 
 
+# -- the records one request may write (Kafka's MAX_RECORDS_PER_USER_OP, 10,000) -------------------
+
+EXCESSIVE_BATCH = "Unable to perform excessively large batch operation."
+
+
+def test_create_topics_past_the_record_cap_is_refused_whole(broker, topic_name):
+    # a topic record, a config record and 9,998 partition records: 10,000, the most one request writes
+    fits = topic(topic_name, 9998, 1, configs={"retention.ms": "60000"})
+    assert [(t.error_code, t.error_message) for t in create_raw(broker.bootstrap, fits, validate_only=True)] == \
+        [(0, None)]
+    # one record more (a second config) and the controller refuses the whole request, validate-only
+    # or not, every topic asked answered POLICY_VIOLATION (Kafka's getErrorResponse), none created
+    over = topic(topic_name, 9998, 1, configs={"retention.ms": "60000", "segment.ms": "600000"})
+    small, dup = topic(topic_name + "-s", 1, 1), topic(topic_name + "-d", 1, 1)
+    for validate_only in (True, False):
+        answers = create_raw(broker.bootstrap, small, over, dup, dup, validate_only=validate_only)
+        assert [(t.name, t.error_code, t.error_message) for t in answers] == [
+            (n, 44, EXCESSIVE_BATCH) for n in (topic_name + "-s", topic_name, topic_name + "-d", topic_name + "-d")]
+    assert not {n for n in topic_names(broker) if n.startswith(topic_name)}
+
+
+def test_create_partitions_past_the_record_cap(broker, topic_name):
+    names = [f"{topic_name}-{c}" for c in "abc"]
+    create_raw(broker.bootstrap, *[topic(n, 1, 1) for n in names])
+
+    def grow(counts, validate_only):
+        req = CreatePartitionsRequest(topics=[CreatePartitionsTopic(name=n, count=c, assignments=None)
+                                              for n, c in zip(names, counts)],
+                                      timeout_ms=10000, validate_only=validate_only)
+        return [(r.name, r.error_code, r.error_message) for r in raw(broker.bootstrap, req, 3).results]
+
+    # 5,000 + 5,000 new partitions fill the request's 10,000 records; the next one does not fit, and
+    # fails as Kafka's controller fails it (its catch-all: UNKNOWN_SERVER_ERROR, no message)
+    assert grow([5001, 5001, 2], True) == [(names[0], 0, None), (names[1], 0, None), (names[2], -1, None)]
+    # every topic after the one past the cap fails too; the ones before it are created
+    assert grow([3, 10003, 2], False) == [(names[0], 0, None), (names[1], -1, None), (names[2], -1, None)]
+    md = admin(broker).list_topics(timeout=10).topics
+    assert [len(md[n].partitions) for n in names] == [3, 1, 1]
+
+
 # -- DeleteTopics --------------------------------------------------------------------------------
 
 def test_confluent_delete_topics(broker, topic_name):

@@ -24,6 +24,12 @@ from broker.metadata.topic_names import collision_key, invalid_reason
 
 log = logging.getLogger("kproto.controller")
 
+# Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: the most records one CreateTopics or
+# CreatePartitions request may write (they go to the metadata log as one batch)
+MAX_RECORDS_PER_USER_OP = 10_000
+# what Kafka's controller answers a request past it (EventHandlerExceptionInfo: BoundedListTooLong)
+EXCESSIVE_BATCH = "Unable to perform excessively large batch operation."
+
 
 @dataclass
 class TopicSpec:
@@ -61,7 +67,7 @@ class Controller:
 
     # -- topics ----------------------------------------------------------------
 
-    def plan_topic(self, spec: TopicSpec, local_pending: int = 0) -> tuple[CreatedTopic, list]:
+    def plan_topic(self, spec: TopicSpec, local_pending: int = 0, check_room: bool = True) -> tuple[CreatedTopic, list]:
         """Validate a topic creation and return the records that perform it
         (``local_pending``: partitions this node takes on from topics planned
         before it in the same request, counted in the room check).
@@ -101,7 +107,8 @@ class Controller:
             if rf == -1:
                 rf = self.config.get_int("default.replication.factor")
             replicas = self._place_partitions(n, rf)
-        self._check_room(replicas, local_pending)
+        if check_room:
+            self._check_room(replicas, local_pending)
         topic_id = uuid.uuid4()
         records = [TopicRecord(name=spec.name, topic_id=topic_id)]
         for k, v in configs.items():
@@ -189,13 +196,28 @@ class Controller:
         """Create several topics as Kafka's controller does one CreateTopics request: each
         validated on its own (a CreatedTopic or the KafkaError, in order), the records of all
         that pass appended as one metadata batch, so the metadata log is written and applied,
-        and the hosted partitions reconciled, once per request rather than once per topic."""
+        and the hosted partitions reconciled, once per request rather than once per topic.
+        Raises KafkaError(POLICY_VIOLATION) when they would be more than
+        MAX_RECORDS_PER_USER_OP records, as Kafka's controller (nothing is written)."""
+        planned: list = []
+        for spec in specs:
+            try:
+                planned.append(self.plan_topic(spec, check_room=False))
+            except KafkaError as exc:
+                planned.append(exc)
+        if sum(len(p[1]) for p in planned if not isinstance(p, KafkaError)) > MAX_RECORDS_PER_USER_OP:
+            # Kafka's controller fails the whole request, validate_only or not
+            raise KafkaError(ErrorCode.POLICY_VIOLATION, EXCESSIVE_BATCH)
         out: list = []
         records: list = []
         local = 0   # partitions of the topics planned so far that this node hosts
-        for spec in specs:
+        for p in planned:
+            if isinstance(p, KafkaError):
+                out.append(p)
+                continue
+            created, recs = p
             try:
-                created, recs = self.plan_topic(spec, local)
+                self.check_local_room(local + self.local_partitions(recs))
             except KafkaError as exc:
                 out.append(exc)
                 continue
@@ -245,9 +267,9 @@ class Controller:
         self.log.append(records)
         log.info("deleted topic(s) %s", ", ".join(names))
 
-    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
-                          validate_only: bool = False) -> None:
-        """Grow a topic to `count` partitions, as Kafka's controller, with its messages."""
+    def plan_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None) -> list:
+        """Validate growing a topic to `count` partitions, as Kafka's controller, with its
+        messages; the PartitionRecords that do it."""
         t = self.image.topics.get(name)
         if t is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)   # Kafka sends no message here
@@ -269,11 +291,41 @@ class Controller:
             replicas = [list(a) for a in assignments]
         else:
             replicas = self._place_partitions(additional, rf)
-        self._check_room(replicas)
-        if validate_only:
-            return
-        self.log.append([self._partition_record(t.topic_id, current + i, r) for i, r in enumerate(replicas)])
-        log.info("topic %s now has %d partition(s)", name, count)
+        return [self._partition_record(t.topic_id, current + i, r) for i, r in enumerate(replicas)]
+
+    def create_partitions(self, changes: list[tuple[str, int, list | None]], validate_only: bool = False) -> list:
+        """One CreatePartitions request, as Kafka's controller: each (name, count, assignments)
+        validated on its own (None or the KafkaError, in order), the records of all that pass
+        appended as one metadata batch. A topic whose partitions would take the request past
+        MAX_RECORDS_PER_USER_OP records, and every topic after it, fails as in Kafka (its
+        controller's catch-all: UNKNOWN_SERVER_ERROR, no message); unlike Kafka, none of that
+        topic's partitions are created (Kafka keeps those that fitted under the cap)."""
+        out: list = []
+        records: list = []
+        full = False
+        local = 0
+        for name, count, assignments in changes:
+            try:
+                recs = self.plan_partitions(name, count, assignments)
+                if full or len(records) + len(recs) > MAX_RECORDS_PER_USER_OP:
+                    full = True
+                    raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, None)
+                self.check_local_room(local + self.local_partitions(recs))
+            except KafkaError as exc:
+                out.append(exc)
+                continue
+            out.append(None)
+            records.extend(recs)
+            local += self.local_partitions(recs)
+        if records and not validate_only:
+            try:
+                self.log.append(records)
+            except KafkaError as exc:   # (NOT_CONTROLLER: a quorum's leadership moved) every topic's
+                return [exc if r is None else r for r in out]
+            for (name, count, _), r in zip(changes, out):
+                if r is None:
+                    log.info("topic %s now has %d partition(s)", name, count)
+        return out
 
     def set_configs(self, resource_type: int, resource_name: str, changes: dict[str, str | None]) -> None:
         """Apply config changes (value None deletes the override)."""

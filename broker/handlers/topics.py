@@ -68,7 +68,14 @@ async def create_topics(ctx, req):
         specs.append(TopicSpec(t.name, t.num_partitions, t.replication_factor, configs,
                                [(a.partition_index, list(a.broker_ids)) for a in t.assignments] or None))
     # one metadata batch for the request's topics (Kafka's controller: one result per request)
-    for spec, created in zip(specs, broker.controller.create_topics(specs, validate_only=validate_only)):
+    try:
+        outcomes = broker.controller.create_topics(specs, validate_only=validate_only)
+    except KafkaError as exc:
+        # the controller refused the whole request (too many records): Kafka's
+        # CreateTopicsRequest.getErrorResponse, every topic asked with its error
+        return CreateTopicsResponse(throttle_time_ms=0, topics=[
+            _create_error(t.name, exc.code, exc.message) for t in req.topics])
+    for spec, created in zip(specs, outcomes):
         if isinstance(created, KafkaError):
             results.append(_create_error(spec.name, created.code, created.message))
         else:
@@ -161,15 +168,10 @@ async def create_partitions(ctx, req):
     unique_set = set(unique)
     results = [CreatePartitionsTopicResult(name=n, error_code=ErrorCode.INVALID_REQUEST,
                                            error_message=DUPLICATE_TOPIC) for n in duplicated]
-    for t in req.topics:
-        if t.name not in unique_set:
-            continue
-        assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
-        result = CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
-        try:
-            broker.controller.create_partitions(t.name, t.count, assignments, validate_only=req.validate_only)
-        except KafkaError as exc:
-            result.error_code = exc.code
-            result.error_message = exc.message
-        results.append(result)
+    changes = [(t.name, t.count, None if t.assignments is None else [list(a.broker_ids) for a in t.assignments])
+               for t in req.topics if t.name in unique_set]
+    # one metadata batch for the request's topics, as Kafka's controller
+    for (name, _, _), error in zip(changes, broker.controller.create_partitions(changes, req.validate_only)):
+        results.append(CreatePartitionsTopicResult(name=name, error_code=error.code if error else 0,
+                                                   error_message=error.message if error else None))
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
