@@ -44,7 +44,8 @@ async def describe_cluster(ctx, req):
     if refused is not None:
         return refused
     host, port = broker.advertised_address(ctx.conn.listener if ctx.conn else None)
-    brokers = [DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port, rack=None)]
+    brokers = [DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port,
+                                     rack=broker.config.get("broker.rack") or None)]
     registered = registered_brokers(broker, ctx.conn.listener if ctx.conn else None)
     if registered:   # a multi-node cluster: every registered broker
         brokers = [DescribeClusterBroker(broker_id=i, host=h, port=p, rack=r) for i, h, p, r in registered]

@@ -93,7 +93,7 @@ async def metadata(ctx, req):
                     log.warning("auto-creation of %s failed: %s", name, exc)
             await broker.controller.auto_create_topics([n for n in to_create if n not in INTERNAL_TOPICS])
     host, port = broker.advertised_address(ctx.conn.listener if ctx.conn else None)
-    brokers = [_Broker(node_id=broker.node_id, host=host, port=port, rack=None)]
+    brokers = [_Broker(node_id=broker.node_id, host=host, port=port, rack=broker.config.get("broker.rack") or None)]
     registered = registered_brokers(broker, ctx.conn.listener if ctx.conn else None)
     if registered:   # a multi-node cluster: every registered broker
         brokers = [_Broker(node_id=i, host=h, port=p, rack=r) for i, h, p, r in registered]

@@ -1,6 +1,7 @@
-"""`kproto cluster --nodes 3`: a local KRaft cluster for development. It writes one
-server.properties per node (combined broker,controller nodes, or --controllers K voters and the
-rest broker-only), formats every node with `kproto storage format` and one cluster id, starts
+"""`kproto cluster --nodes 3`: a local KRaft cluster, or the node-group of several broker processes
+on one machine. It writes one server.properties per node (combined broker,controller nodes, or
+--controllers K voters and the rest broker-only; `broker.rack` the machine's host name unless
+--rack says otherwise), formats every node with `kproto storage format` and one cluster id, starts
 `kproto serve` for each, prints the bootstrap servers and the data directories, and stops them
 all on Ctrl-C. Run it again with the same --dir to restart the same cluster (no new format)."""
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import base64
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -27,11 +29,15 @@ def add_parser(sub) -> None:
                         "registry on base+200+i-1 (default 20092)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
                    help="a property for every node (repeatable)")
+    p.add_argument("--rack", default=None,
+                   help="broker.rack of every node: these processes share one machine, so Kafka's rack-aware "
+                        "placement keeps a partition's replicas on other machines' nodes (default: this "
+                        "machine's host name; --rack '' leaves it unset)")
     p.add_argument("--log-level", default="WARNING")
 
 
 def node_properties(i: int, nodes: int, controllers: int | None, host: str, base: int, data: str,
-                    extra: dict) -> dict:
+                    extra: dict, rack: str | None = None) -> dict:
     voters_n = nodes if controllers is None else controllers
     voters = ",".join(f"{v}@{host}:{base + 100 + v - 1}" for v in range(1, voters_n + 1))
     is_controller = i <= voters_n
@@ -47,6 +53,8 @@ def node_properties(i: int, nodes: int, controllers: int | None, host: str, base
         props["inter.broker.listener.name"] = "PLAINTEXT"
         # the schema registry on every broker (base+200+i-1): any node serves it, one writes
         props["schema.registry.listeners"] = f"http://{host}:{base + 200 + i - 1}"
+        if rack:
+            props["broker.rack"] = rack
     props.update(extra)
     return props
 
@@ -55,11 +63,12 @@ def run(args) -> int:
     base_dir = os.path.abspath(args.dir or tempfile.mkdtemp(prefix="kproto-cluster-"))
     os.makedirs(base_dir, exist_ok=True)
     extra = dict(item.split("=", 1) for item in args.set)
+    rack = socket.gethostname() if args.rack is None else args.rack
     cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
     configs, brokers, props_of = [], [], []
     for i in range(1, args.nodes + 1):
         data = os.path.join(base_dir, f"node{i}")
-        props = node_properties(i, args.nodes, args.controllers, args.host, args.base_port, data, extra)
+        props = node_properties(i, args.nodes, args.controllers, args.host, args.base_port, data, extra, rack)
         path = os.path.join(base_dir, f"node{i}.properties")
         with open(path, "w") as f:
             f.write("".join(f"{k}={v}\n" for k, v in props.items()))
@@ -75,7 +84,9 @@ def run(args) -> int:
         log = open(os.path.join(base_dir, f"node{i}.log"), "ab")
         procs.append(subprocess.Popen([sys.executable, "-m", "broker.launch.cli", "serve", "--config", path,
                                        "--log-level", args.log_level], stdout=log, stderr=log))
-    print(f"kproto cluster: {args.nodes} nodes, data in {base_dir}")
+    racks = sorted({p["broker.rack"] for p in props_of if p.get("broker.rack")})
+    print(f"kproto cluster: {args.nodes} nodes, data in {base_dir}"
+          + (f", broker.rack {','.join(racks)}" if racks else ""))
     for i, path, data in configs:
         print(f"  node {i}: config {path}, data {data}, log {os.path.join(base_dir, f'node{i}.log')}")
     print(f"bootstrap servers: {','.join(brokers)}", flush=True)

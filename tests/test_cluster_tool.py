@@ -1,0 +1,69 @@
+"""`kproto cluster`: the broker processes it starts on one machine are one node-group, so each has
+`broker.rack` set to the machine (its host name, or --rack), which clients see in Metadata and
+which keeps Kafka's rack-aware placement from putting two replicas of a partition on it when the
+cluster spans machines."""
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from broker.launch.cluster_tool import node_properties
+from broker.launch.process import free_port
+from tests.test_admin_cli import kp, ok
+from tools.cluster_client import wait_until
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class _Bootstrap:
+    def __init__(self, bootstrap: str):
+        self.bootstrap = bootstrap
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _base_port(nodes: int) -> int:
+    """A base port whose node, controller and schema-registry ports (base+i, +100, +200) are free."""
+    for _ in range(50):
+        base = free_port()
+        if all(_free(base + off + i) for off in (0, 100, 200) for i in range(nodes)):
+            return base
+    raise RuntimeError("no free base port")
+
+
+def test_the_processes_of_a_machine_carry_its_name_as_broker_rack(tmp_path):
+    base = _base_port(1)
+    out = open(tmp_path / "out.txt", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "broker.launch.cli", "cluster", "--nodes", "1",
+                             "--dir", str(tmp_path / "c"), "--base-port", str(base)],
+                            stdout=out, stderr=subprocess.STDOUT)
+    try:
+        b = _Bootstrap(f"127.0.0.1:{base}")
+        info = wait_until(lambda: (lambda r: r.code == 0 and len(r.json["brokers"]) == 1 and r)(
+            kp(b, "cluster", "info", "--format", "json")), 60, "the broker registered").json
+        assert [(x["id"], x["rack"]) for x in info["brokers"]] == [(1, socket.gethostname())]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0
+        out.close()
+    assert f"broker.rack {socket.gethostname()}" in (tmp_path / "out.txt").read_text()
+
+
+def test_rack_option():
+    def props(i, rack, controllers=None):
+        return node_properties(i, 3, controllers, "127.0.0.1", 20092, "/d", {}, rack)
+    assert props(1, "m1")["broker.rack"] == "m1"
+    assert "broker.rack" not in props(1, "")                       # --rack '': unset
+    assert "broker.rack" not in props(1, "m1", controllers=1)      # a controller-only node has no rack
+    assert props(2, "m1", controllers=1)["broker.rack"] == "m1"
