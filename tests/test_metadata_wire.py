@@ -96,6 +96,20 @@ def test_an_answer_follows_the_image(version):
         assert _decoded(img, version)["alpha"][1].offline_replicas == []
 
 
+def test_an_image_rebuilt_in_place_is_answered_as_rebuilt():
+    # a quorum leader that loses its leadership rebuilds its image in place (broker/quorum/
+    # replicated.py): the same object, the same number of records applied, other contents
+    img = _image()
+    assert _decoded(img, 12)["alpha"][0].leader_id == 1
+    other = _image()
+    other.apply(PartitionChangeRecord(partition_id=0, topic_id=ID_A, leader=3, isr=[3]))
+    img.apply(PartitionChangeRecord(partition_id=0, topic_id=ID_A, leader=2, isr=[2]))
+    assert _decoded(img, 12)["alpha"][0].leader_id == 2
+    img.__dict__.clear()
+    img.__dict__.update(other.__dict__)
+    assert (_decoded(img, 12)["alpha"][0].leader_id, _decoded(img, 12)["alpha"][0].isr_nodes) == (3, [3])
+
+
 def test_a_client_sees_partitions_added_since_it_last_asked(broker, topic_name):
     pytest.importorskip("confluent_kafka")
     from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
