@@ -1,6 +1,7 @@
 """Partitions at seed scale on one node: create T topics x P partitions through the admin API, then
-report create time, Metadata latency for all topics, idle CPU, RSS, open files and memory maps,
-and the restart time after kill -9 (until ready, and until Metadata lists every partition).
+report create time, Metadata latency for all topics (through librdkafka, and on the wire alone),
+idle CPU, RSS, open files and memory maps, and the restart time after kill -9 (until ready, and
+until Metadata lists every partition; --no-restart skips it).
 
     python3 -m tools.bench partitions [--topics 100] [--partitions 100] [--idle 20] [--ulimit N]
                                       [--targets kproto,kafka]
@@ -42,6 +43,32 @@ def _metadata_ms(admin, runs: int = 7) -> float:
     return statistics.median(times)
 
 
+def _metadata_wire_ms(bootstrap: str, runs: int = 7) -> float:
+    """Median time from sending a Metadata v12 request for all topics to the last byte of its
+    answer, over one connection, with no decoding: the broker's share of _metadata_ms."""
+    import socket
+    import struct
+    from kproto import api
+    from kproto.messages.metadata_request import MetadataRequest
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    times = []
+    with socket.create_connection((host, int(port)), timeout=60) as s:
+        for i in range(runs + 1):
+            frame = api.encode_request(MetadataRequest(topics=None, allow_auto_topic_creation=False), 12, i,
+                                       client_id="bench")
+            t0 = time.perf_counter()
+            s.sendall(frame)
+            head = b""
+            while len(head) < 4:
+                head += s.recv(4 - len(head))
+            left = struct.unpack(">i", head)[0]
+            while left:
+                left -= len(s.recv(min(left, 1 << 20)))
+            if i:   # the first answer may build what later ones reuse
+                times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
 def _counts(pid: int) -> dict:
     from tools.bench.procstat import status_kib
     with open(f"/proc/{pid}/maps", "rb") as f:
@@ -58,7 +85,8 @@ def _idle_cpu(pid: int, seconds: float) -> float:
     return (cpu_seconds(pid) - c0) / (time.monotonic() - t0)
 
 
-def run(target, topics: int, partitions: int, idle: float, per_request: int, settle: float) -> dict:
+def run(target, topics: int, partitions: int, idle: float, per_request: int, settle: float,
+        restart: bool = True) -> dict:
     """The steps on one target (tools.bench.targets: kproto or kafka), started fresh, then killed."""
     from confluent_kafka.admin import NewTopic
     out: dict = {"target": target.label, "topics": topics, "partitions_per_topic": partitions}
@@ -88,12 +116,15 @@ def run(target, topics: int, partitions: int, idle: float, per_request: int, set
         out["create_errors"] = errors[:5]
         out["partitions_listed"] = _listed(admin)
         out["metadata_all_topics_ms"] = round(_metadata_ms(admin), 1)
+        out["metadata_all_topics_wire_ms"] = round(_metadata_wire_ms(target.bootstrap), 1)
         # the creation's deferred work (kproto: five fsyncs per partition on the checkpoint
         # writer's thread; Kafka: log and checkpoint flushes) runs for a while after the answers:
         # reported apart from the idle figure
         out["settling_cpu_core"] = round(_idle_cpu(pid, settle), 4)
         out["idle_cpu_core"] = round(_idle_cpu(pid, idle), 4)
         out.update(_counts(pid))
+        if not restart:
+            return out
 
         target.kill()
         t0 = time.monotonic()
@@ -122,6 +153,7 @@ def main(argv=None) -> int:
     ap.add_argument("--targets", default="kproto",
                     help="comma-separated: kproto, kafka (kafka needs KAFKA_HOME); run one after the other")
     ap.add_argument("--kafka-home", default=os.environ.get("KAFKA_HOME"))
+    ap.add_argument("--no-restart", action="store_true", help="skip the kill -9 and restart")
     args = ap.parse_args(argv)
     from tools.bench.targets import make_targets
     names = [n.strip() for n in args.targets.split(",") if n.strip()]
@@ -131,7 +163,8 @@ def main(argv=None) -> int:
     for target in make_targets(names, args.kafka_home):
         target.new_session = True           # a kill -9 takes the broker, not this process group
         target.open_files_limit = args.ulimit
-        results.append(run(target, args.topics, args.partitions, args.idle, args.per_request, args.settle))
+        results.append(run(target, args.topics, args.partitions, args.idle, args.per_request, args.settle,
+                           not args.no_restart))
         print(json.dumps(results[-1], indent=2), flush=True)
     return 0
 
