@@ -294,6 +294,14 @@ def test_create_topics_past_the_record_cap_is_refused_whole(broker, topic_name):
         assert [(t.name, t.error_code, t.error_message) for t in answers] == [
             (n, 44, EXCESSIVE_BATCH) for n in (topic_name + "-s", topic_name, topic_name + "-d", topic_name + "-d")]
     assert not {n for n in topic_names(broker) if n.startswith(topic_name)}
+    # refused before placing: 2^31-1 partitions would not fit in memory
+    (r,) = create_raw(broker.bootstrap, topic(topic_name, 2**31 - 1, 1))
+    assert (r.error_code, r.error_message) == (44, EXCESSIVE_BATCH)
+    # a topic that fails on its own writes nothing, so it counts for nothing
+    create_raw(broker.bootstrap, topic(topic_name + "-s", 1, 1))
+    answers = create_raw(broker.bootstrap, topic(topic_name + "-s", 20000, 1), topic(topic_name, 9999, 1),
+                         validate_only=True)
+    assert [(t.name, t.error_code) for t in answers] == [(topic_name + "-s", 36), (topic_name, 0)]
 
 
 def test_create_partitions_past_the_record_cap(broker, topic_name):

@@ -31,6 +31,13 @@ MAX_RECORDS_PER_USER_OP = 10_000
 EXCESSIVE_BATCH = "Unable to perform excessively large batch operation."
 
 
+class RequestTooLarge(KafkaError):
+    """A request past MAX_RECORDS_PER_USER_OP: fails as a whole, not one topic of it."""
+
+    def __init__(self):
+        super().__init__(ErrorCode.POLICY_VIOLATION, EXCESSIVE_BATCH)
+
+
 @dataclass
 class TopicSpec:
     name: str
@@ -67,7 +74,8 @@ class Controller:
 
     # -- topics ----------------------------------------------------------------
 
-    def plan_topic(self, spec: TopicSpec, local_pending: int = 0, check_room: bool = True) -> tuple[CreatedTopic, list]:
+    def plan_topic(self, spec: TopicSpec, local_pending: int = 0, check_room: bool = True,
+                   budget: int | None = None) -> tuple[CreatedTopic, list]:
         """Validate a topic creation and return the records that perform it
         (``local_pending``: partitions this node takes on from topics planned
         before it in the same request, counted in the room check).
@@ -106,6 +114,11 @@ class Controller:
                 n = self.config.get_int("num.partitions")
             if rf == -1:
                 rf = self.config.get_int("default.replication.factor")
+            if budget is not None and 1 + len(configs) + n > budget:
+                # past what the request may write (``budget`` records left): refused before
+                # placing (a count near 2^31 would not fit in memory); placement's own errors first
+                self._place_partitions(1, rf)
+                raise RequestTooLarge()
             replicas = self._place_partitions(n, rf)
         if check_room:
             self._check_room(replicas, local_pending)
@@ -200,14 +213,19 @@ class Controller:
         Raises KafkaError(POLICY_VIOLATION) when they would be more than
         MAX_RECORDS_PER_USER_OP records, as Kafka's controller (nothing is written)."""
         planned: list = []
+        total = 0
         for spec in specs:
             try:
-                planned.append(self.plan_topic(spec, check_room=False))
+                planned.append(self.plan_topic(spec, check_room=False, budget=MAX_RECORDS_PER_USER_OP - total))
+            except RequestTooLarge:
+                raise
             except KafkaError as exc:
                 planned.append(exc)
-        if sum(len(p[1]) for p in planned if not isinstance(p, KafkaError)) > MAX_RECORDS_PER_USER_OP:
+                continue
+            total += len(planned[-1][1])
+        if total > MAX_RECORDS_PER_USER_OP:
             # Kafka's controller fails the whole request, validate_only or not
-            raise KafkaError(ErrorCode.POLICY_VIOLATION, EXCESSIVE_BATCH)
+            raise RequestTooLarge()
         out: list = []
         records: list = []
         local = 0   # partitions of the topics planned so far that this node hosts
