@@ -13,7 +13,7 @@ import pytest
 
 from broker.launch.cluster_tool import node_properties
 from broker.launch.process import free_port
-from tests.test_admin_cli import kp, ok
+from tests.test_admin_cli import kp
 from tools.cluster_client import wait_until
 
 pytestmark = pytest.mark.timeout(120)

@@ -1,8 +1,10 @@
 """Metadata's answer written from cached partition arrays (broker/handlers/metadata_wire.py): the
 bytes are the generated codec's at every version, and an answer follows every change of the image
 that shows in it (a new partition, a leader or ISR change, a fenced broker's offline replicas),
-however often the same answer was encoded before. Against a real broker: a client's full Metadata
-shows partitions added after it was last asked."""
+however often the same answer was encoded before, and after the image is rebuilt in place. Against
+real brokers the same shows in tests/test_admin.py (test_confluent_create_partitions: partitions
+added after a client asked) and tests/test_leader_election_cluster.py (leaders, ISRs and offline
+replicas after a broker stops)."""
 from __future__ import annotations
 
 import uuid
@@ -108,14 +110,3 @@ def test_an_image_rebuilt_in_place_is_answered_as_rebuilt():
     img.__dict__.clear()
     img.__dict__.update(other.__dict__)
     assert (_decoded(img, 12)["alpha"][0].leader_id, _decoded(img, 12)["alpha"][0].isr_nodes) == (3, [3])
-
-
-def test_a_client_sees_partitions_added_since_it_last_asked(broker, topic_name):
-    pytest.importorskip("confluent_kafka")
-    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 0})
-    admin.create_topics([NewTopic(topic_name, num_partitions=2, replication_factor=1)])[topic_name].result(30)
-    assert len(admin.list_topics(timeout=10).topics[topic_name].partitions) == 2
-    admin.create_partitions([NewPartitions(topic_name, 5)])[topic_name].result(30)
-    md = admin.list_topics(timeout=10)   # every topic, as the first answer
-    assert sorted(md.topics[topic_name].partitions) == [0, 1, 2, 3, 4]
