@@ -11,9 +11,12 @@ import sys
 
 import pytest
 
+from kproto.messages.metadata_request import MetadataRequest
+
 from broker.launch.cluster_tool import node_properties
 from broker.launch.process import free_port
 from tests.test_admin_cli import kp
+from tests.wire_client import WireClient
 from tools.cluster_client import wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -52,7 +55,10 @@ def test_the_processes_of_a_machine_carry_its_name_as_broker_rack(tmp_path):
         b = _Bootstrap(f"127.0.0.1:{base}")
         info = wait_until(lambda: (lambda r: r.code == 0 and len(r.json["brokers"]) == 1 and r)(
             kp(b, "cluster", "info", "--format", "json")), 60, "the broker registered").json
-        assert [(x["id"], x["rack"]) for x in info["brokers"]] == [(1, socket.gethostname())]
+        assert [(x["id"], x["rack"]) for x in info["brokers"]] == [(1, socket.gethostname())]   # DescribeCluster
+        with WireClient(b.bootstrap) as c:
+            md = c.call(MetadataRequest(topics=[], allow_auto_topic_creation=False), 12)
+        assert [(x.node_id, x.rack) for x in md.brokers] == [(1, socket.gethostname())]
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0
