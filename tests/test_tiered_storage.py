@@ -405,3 +405,38 @@ def test_read_committed_drops_aborted_transactions_in_the_tier(tiered):
     finally:
         c.close()
     assert got == committed and not [m for m in extra if not m.error()]
+
+
+def remote_segments(remote: str, topic: str) -> list[int]:
+    """The start offsets of the topic's partition 0 segments in the local-directory store."""
+    return sorted(int(f.split("-")[0]) for d, _s, fs in os.walk(remote) for f in fs
+                  if d.split(os.sep)[-1].startswith(f"{topic}-0-") and f.endswith(".log"))
+
+
+def test_delete_records_into_the_tier_moves_the_log_start_and_deletes_remote_segments_below(tiered):
+    """As Kafka 3.9: DeleteRecords may move the log start below the local log start; EARLIEST is
+    then that offset, a fetch below it is OFFSET_OUT_OF_RANGE, the remote segments wholly below it
+    are deleted, and the log start survives a restart (the log start offset checkpoint)."""
+    from kproto.errors import ErrorCode
+    from tests.wire_client import delete_records
+    proc, remote = tiered
+    topic = "tiered-delete-records"
+    create(proc.bootstrap, topic)
+    produce(proc.bootstrap, topic, 400)
+    wait_for("tiered", lambda: offsets(proc.bootstrap, topic)[-4] > 0)
+    starts = remote_segments(remote, topic)
+    target = starts[2] + 3                       # inside the third remote segment
+    assert target < offsets(proc.bootstrap, topic)[-4]
+    with WireClient(proc.bootstrap) as c:
+        p = delete_records(c, topic, target)
+        assert (p.error_code, p.low_watermark) == (0, target)
+    assert offsets(proc.bootstrap, topic)[-2] == target
+    assert fetch_at(proc.bootstrap, topic, target - 1).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    wait_for(lambda: f"remote segments below {target}: {remote_segments(remote, topic)}",
+             lambda: remote_segments(remote, topic)[0] == starts[2])
+    assert [o for o, _v in consume_all(proc.bootstrap, topic, 400 - target, target)] == list(range(target, 400))
+    proc.stop()
+    proc.start()
+    seen = wait_for(lambda: f"the tier known again: {offsets(proc.bootstrap, topic)}", lambda: (lambda o: o if o[-2] < o[-4] else None)(
+        offsets(proc.bootstrap, topic)))
+    assert seen[-2] == target

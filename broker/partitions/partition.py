@@ -81,7 +81,10 @@ class Partition:
     def log_start_offset(self) -> int:
         remote = self.remote_log_start
         local = self.log.log_start_offset
-        return local if remote is None or remote > local else remote
+        start = local if remote is None or remote > local else remote
+        # DeleteRecords may have moved it into the remote records (above the first remote
+        # segment's start, below the local log start): Kafka's logStartOffset
+        return max(start, self.log.deleted_below)
 
     @property
     def local_log_start_offset(self) -> int:
@@ -156,7 +159,8 @@ class Partition:
     def delete_records_before(self, offset: int) -> int:
         if offset > self.high_watermark or offset < 0:
             raise OffsetOutOfRange(f"offset {offset} is beyond the high watermark {self.high_watermark}")
-        return self.log.delete_records_before(offset, self.high_watermark)
+        self.log.delete_records_before(offset, self.high_watermark)
+        return self.log_start_offset   # (below the local log start for a tiered log)
 
     # -- long-poll wake-ups ----------------------------------------------------
 

@@ -126,6 +126,10 @@ class PartitionLog(LogLoadingMixin, LogRetentionMixin, LogFlushMixin):
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._log_start = 0
+        # the offset DeleteRecords last moved the log start to: a tiered log's start may be below
+        # its local one (the records between are in remote storage, broker/tiered), so this is kept
+        # apart from ``_log_start`` and checkpointed (checkpoint_log_start)
+        self.deleted_below = 0
         self._leo = 0
         self._recovery_point = 0
         self._pending_flush_upto: int | None = None
@@ -226,6 +230,15 @@ class PartitionLog(LogLoadingMixin, LogRetentionMixin, LogFlushMixin):
 
     @property
     def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def checkpoint_log_start(self) -> int:
+        """The log start offset the log-start-offset checkpoint keeps: the local one, or for a
+        tiered log the lower offset DeleteRecords moved the start to (Kafka checkpoints a tiered
+        log's logStartOffset, not its localLogStartOffset)."""
+        if self.config.remote_storage_enable == "true":
+            return min(self._log_start, self.deleted_below)
         return self._log_start
 
     @property
@@ -632,6 +645,7 @@ class PartitionLog(LogLoadingMixin, LogRetentionMixin, LogFlushMixin):
         self._dir_dirty = True
         self._leo = new_offset
         self._log_start = new_offset
+        self.deleted_below = min(self.deleted_below, new_offset)
         self._recovery_point = new_offset
         self._truncations += 1
         self.epochs.clear()

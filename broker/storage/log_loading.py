@@ -113,6 +113,7 @@ class LogLoadingMixin:
         self.epochs.in_place = all(seg.size == 0 for seg in self._segments)
         self.epochs.truncate_from_end(self._leo)
         self._log_start = max(log_start_checkpoint, self._segments[0].base_offset)
+        self.deleted_below = log_start_checkpoint
         if self._log_start > self._leo:
             # everything the log held is below its start: begin anew there
             log.warning("%s: log start offset %d beyond log end %d; deleting all segments",

@@ -242,6 +242,7 @@ class LogRetentionMixin:
                 f"cannot increment the log start offset to {offset} of partition "
                 f"{self.topic}-{self.partition} since it is larger than the high watermark {hw}",
                 self._log_start, self._leo)
+        self.deleted_below = max(self.deleted_below, offset)
         self._increment_log_start(offset)
         self._delete_start_offset_breached(hw, now_ms)
         return self._log_start

@@ -350,9 +350,10 @@ class LogManager:
         return {tp: plog.recovery_point for tp, plog in self._checkpointed()}
 
     def _log_start_offsets(self) -> dict:
-        # only logs whose start moved inside their first segment (DeleteRecords)
-        return {tp: plog.log_start_offset for tp, plog in self._checkpointed()
-                if plog.log_start_offset > plog.segments[0].base_offset}
+        # only logs whose start moved inside their first segment (DeleteRecords), or below it for
+        # a tiered log (DeleteRecords into the remote records)
+        return {tp: plog.checkpoint_log_start for tp, plog in self._checkpointed()
+                if plog.checkpoint_log_start != plog.segments[0].base_offset}
 
     def set_checkpoint_writer(self, submit: Callable[[str, Callable[[], None]], None] | None) -> None:
         """Hand the periodic checkpoint writes to ``submit(key, job)`` (the

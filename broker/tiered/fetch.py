@@ -41,8 +41,10 @@ def in_remote(broker, partition, offset: int) -> bool:
     tiered = getattr(broker, "tiered", None)
     if tiered is None or tiered.store is None:
         return False
-    start = partition.remote_log_start
-    if start is None or offset < start or offset >= partition.local_log_start_offset:
+    # (below the log start, which DeleteRecords may have moved above the first remote segment's
+    # start: OFFSET_OUT_OF_RANGE)
+    if (partition.remote_log_start is None or offset < partition.log_start_offset
+            or offset >= partition.local_log_start_offset):
         return False
     view = tiered.partition_view(partition)
     return view is not None and tiered.segment_for(partition, view, offset) is not None

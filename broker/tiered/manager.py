@@ -520,10 +520,13 @@ class RemoteLogManager:
         local_only = sum(s.size for s in part.log.segments if s.base_offset > highest)
         remote = [RemoteSeg(s, s.start_offset, s.end_offset, s.size, s.max_timestamp_ms) for s in copied]
         cfg = part.config
+        # wholly below the offset DeleteRecords moved the log start to, or past total retention
+        # (not part.log_start_offset: until update_limits has run that is the local log start)
+        deleted_below = part.log.deleted_below
         for r in planner.remote_to_expire(remote, _now_ms(), int(cfg["retention.ms"]), int(cfg["retention.bytes"]),
-                                          local_only):
-            log.info("%s-%d: remote segment %d-%d expired by retention", tp.topic, tp.partition,
-                     r.start_offset, r.end_offset)
+                                          local_only, deleted_below):
+            log.info("%s-%d: remote segment %d-%d deleted (%s)", tp.topic, tp.partition, r.start_offset,
+                     r.end_offset, "below the log start offset" if r.end_offset < deleted_below else "retention")
             await self.delete_segment(part, tp, r.key)
 
     async def delete_removed_partitions(self) -> None:
