@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker.tiered.lineage import extended_below, highest_copied_offset, with_records, within_lineage
+from broker.tiered.lineage import (
+    extended_below, highest_copied_offset, off_lineage_to_delete, with_records, within_lineage,
+)
 
 
 @dataclass
@@ -67,3 +69,14 @@ def test_a_lineage_trimmed_to_the_local_start_is_extended_with_the_remote_epochs
     assert extended_below([(2, 250), (3, 400)], segs) == [(0, 0), (2, 120), (3, 400)]
     assert within_lineage([(0, 100), (2, 120)], 199, extended_below([(2, 250), (3, 400)], segs), 500)
     assert extended_below([(0, 0), (2, 120)], segs) == [(0, 0), (2, 120)]
+
+
+def test_off_lineage_segments_go_below_the_log_start_or_older_than_the_earliest_epoch():
+    """Kafka's RLMExpirationTask: another leader's segment is deleted once wholly below the log
+    start, or when it holds an epoch older than the lineage's earliest (unreferenced)."""
+    lineage = [(2, 300), (4, 500)]                       # the log starts at 300 in epoch 2
+    below = Seg(200, 299, [(3, 200)])
+    unreferenced = Seg(350, 420, [(1, 350)])
+    kept = Seg(420, 480, [(3, 420)])                     # epoch 3: between 2 and 4, above the start
+    assert off_lineage_to_delete([below, unreferenced, kept], lineage, 300) == [below, unreferenced]
+    assert off_lineage_to_delete([kept], [], 0) == []

@@ -440,3 +440,37 @@ def test_delete_records_into_the_tier_moves_the_log_start_and_deletes_remote_seg
     seen = wait_for(lambda: f"the tier known again: {offsets(proc.bootstrap, topic)}", lambda: (lambda o: o if o[-2] < o[-4] else None)(
         offsets(proc.bootstrap, topic)))
     assert seen[-2] == target
+
+
+def test_a_remote_segment_off_the_leader_epoch_lineage_below_the_log_start_is_deleted(tiered):
+    """A segment another leader copied (its leader epochs are not this partition's history, e.g.
+    after an unclean election) is never read; once it lies below the log start the leader deletes
+    it, as Kafka's RLMExpirationTask, and EARLIEST never names it. The segment is announced in
+    __remote_log_metadata here as a deposed leader would have."""
+    import uuid
+
+    from broker.tiered import metadata_records as mr
+    from broker.tiered.keys import partition_prefix
+    from tests.wire_client import metadata
+    proc, remote = tiered
+    topic = "tiered-off-lineage"
+    create(proc.bootstrap, topic, retention_ms=1_800_000)
+    produce(proc.bootstrap, topic, 300, ts0=int(time.time() * 1000) - 3_600_000)   # past retention.ms
+    produce(proc.bootstrap, topic, 300)
+    start = wait_for("remote segments expired", lambda: offsets(proc.bootstrap, topic)[-2])
+    with WireClient(proc.bootstrap) as c:
+        tp = mr.TopicIdPartition(topic, metadata(c, topic).topic_id, 0)
+    sid, now = uuid.uuid4(), int(time.time() * 1000)
+    # offsets 0-9 in leader epoch 5: an epoch this partition (leader epoch 0) never had
+    seg = mr.SegmentMetadata(tp, sid, 0, 9, 2, now, now, [(5, 0)], 100, mr.COPY_SEGMENT_STARTED)
+    obj = os.path.join(remote, partition_prefix(topic, 0, tp.topic_id),
+                       f"{0:020d}-{mr.uuid_to_kafka(sid)}.log")
+    with open(obj, "wb") as f:
+        f.write(b"x" * 100)
+    p = Producer({"bootstrap.servers": proc.bootstrap})
+    for record in (seg, mr.SegmentUpdate(tp, sid, 2, now, mr.COPY_SEGMENT_FINISHED)):
+        p.produce("__remote_log_metadata", value=mr.encode(record), partition=mr.metadata_partition(tp, 3))
+    assert p.flush(10) == 0
+    # (retention.ms would never delete it: its records are new; nor let it hold back the others)
+    wait_for("the off-lineage segment deleted", lambda: not os.path.exists(obj), 15)
+    assert offsets(proc.bootstrap, topic)[-2] == start

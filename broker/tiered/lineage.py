@@ -104,3 +104,16 @@ def extended_below(lineage: Epochs, segments) -> Epochs:
             out.append((epoch, starts[epoch]))
     out = [(e, o) for e, o in out if o < first_start]
     return out + [(first_epoch, first_start)] + lineage[1:]
+
+
+def off_lineage_to_delete(segments, lineage: Epochs, log_start: int) -> list:
+    """The remote segments off the lineage (``within_lineage`` false for them: another leader's
+    history) that the leader deletes, as Kafka's RLMExpirationTask: those wholly below the log
+    start offset, and those holding an epoch older than the lineage's earliest one (no epoch of
+    the partition's history refers to them any more). ``segments``: the off-lineage segments,
+    objects with ``leader_epochs`` and ``end_offset``. Kafka applies the earliest-epoch rule to
+    every segment; here a segment on the lineage is left to retention and the log start rule,
+    so no record above the log start is deleted by it."""
+    earliest = lineage[0][0] if lineage else None
+    return [s for s in segments if s.end_offset < log_start
+            or (earliest is not None and any(e < earliest for e, _o in s.leader_epochs))]

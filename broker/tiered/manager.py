@@ -314,7 +314,12 @@ class RemoteLogManager:
         limits.retention_ms = planner.effective_local_retention(int(cfg["local.retention.ms"]), int(cfg["retention.ms"]))
         limits.retention_bytes = planner.effective_local_retention(int(cfg["local.retention.bytes"]),
                                                                    int(cfg["retention.bytes"]))
-        part.remote_log_start = view.log_start_offset() if view is not None else None
+        # the first segment on the lineage (another leader's segments are not read: lineage.py)
+        part.remote_log_start = None
+        if view is not None and view.copied():
+            lin, leo = self.lineage(part, view), part.log.log_end_offset
+            part.remote_log_start = next((s.start_offset for s in view.copied()
+                                          if lineage.within_lineage(s.leader_epochs, s.end_offset, lin, leo)), None)
         epochs = part.log.epochs
         first = epochs.earliest_entry
         if part.remote_log_start is not None and first is not None and first[1] < part.log_start_offset:
@@ -510,14 +515,33 @@ class RemoteLogManager:
             log.info("%s-%d: removing %d orphan remote object(s)", tp.topic, tp.partition, len(orphans))
             await self.store.delete(orphans)
 
+    def split_by_lineage(self, part, view: PartitionView) -> tuple[list[RemoteSegment], list[RemoteSegment]]:
+        """(the copied segments on the partition's lineage, those off it), in offset order."""
+        lin = self.lineage(part, view)
+        leo = part.log.log_end_offset
+        on, off = [], []
+        for s in view.copied():
+            (on if lineage.within_lineage(s.leader_epochs, s.end_offset, lin, leo) else off).append(s)
+        return on, off
+
     async def expire_segments(self, part) -> None:
         tp = self._tp(part)
         view = self.view.partition(tp.topic_id, tp.partition)
-        copied = view.copied()
+        if not view.copied():
+            return
+        copied, off = self.split_by_lineage(part, view)
+        # another leader's segments (lineage.py) are never read; they go once below the log
+        # start or older than the lineage's earliest epoch (Kafka's RLMExpirationTask)
+        start = max(part.log.deleted_below, copied[0].start_offset if copied else part.local_log_start_offset)
+        for seg in lineage.off_lineage_to_delete(off, self.lineage(part, view), start):
+            log.info("%s-%d: remote segment %d-%d (leader epochs %s) is off the leader epoch lineage: deleted",
+                     tp.topic, tp.partition, seg.start_offset, seg.end_offset, [e for e, _o in seg.leader_epochs])
+            await self.delete_segment(part, tp, seg)
         if not copied:
             return
         highest = self.highest_copied(part, view)
         local_only = sum(s.size for s in part.log.segments if s.base_offset > highest)
+        # retention counts and deletes the segments on the lineage only, as Kafka's
         remote = [RemoteSeg(s, s.start_offset, s.end_offset, s.size, s.max_timestamp_ms) for s in copied]
         cfg = part.config
         # wholly below the offset DeleteRecords moved the log start to, or past total retention
