@@ -29,6 +29,7 @@ def tiered_settings(remote_dir: str) -> dict[str, str]:
         "rsm.config.dir": remote_dir,
         "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
         "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
+        "remote.list.offsets.request.timeout.ms": "3000",   # Kafka 4's (default 30000)
     }
 
 
@@ -474,3 +475,53 @@ def test_a_remote_segment_off_the_leader_epoch_lineage_below_the_log_start_is_de
     # (retention.ms would never delete it: its records are new; nor let it hold back the others)
     wait_for("the off-lineage segment deleted", lambda: not os.path.exists(obj), 15)
     assert offsets(proc.bootstrap, topic)[-2] == start
+
+
+def test_remote_reads_past_their_time_limit_answer_as_kafka(tiered):
+    """A store that does not answer: a timestamp lookup in the tier answers REQUEST_TIMED_OUT after
+    the request's TimeoutMs (v10), else after remote.list.offsets.request.timeout.ms (Kafka 4,
+    KIP-1075), the other partitions of the request answered; a remote fetch answers no records
+    and no error after remote.fetch.max.wait.ms (Kafka's DelayedRemoteFetch). The store's object
+    is a FIFO here: reading it blocks until a writer comes."""
+    from kproto.errors import ErrorCode
+    from kproto.messages.list_offsets_request import ListOffsetsRequest as L
+    proc, remote = tiered
+    topic, other = "tiered-slow-store", "tiered-slow-store-other"
+    create(proc.bootstrap, other)
+    create(proc.bootstrap, topic)
+    ts0 = int(time.time() * 1000) - 3_600_000
+    produce(proc.bootstrap, topic, 400, ts0=ts0)
+    produce(proc.bootstrap, other, 10, ts0=ts0)
+    wait_for("tiered", lambda: offsets(proc.bootstrap, topic)[-4] > 0)
+    first = sorted(os.path.join(d, f) for d, _s, fs in os.walk(remote) for f in fs
+                   if d.split(os.sep)[-1].startswith(f"{topic}-0-") and f.endswith(".log"))[0]
+    os.rename(first, first + ".saved")
+    os.mkfifo(first)
+
+    def lookup(version: int, timeout_ms: int = 0):
+        with WireClient(proc.bootstrap) as c:
+            started = time.monotonic()
+            resp = c.call(L(replica_id=-1, isolation_level=0, timeout_ms=timeout_ms, topics=[
+                L.ListOffsetsTopic(name=t, partitions=[L.ListOffsetsPartition(
+                    partition_index=0, current_leader_epoch=-1, timestamp=ts0 + 5)]) for t in (topic, other)]),
+                version)
+            took = time.monotonic() - started
+        return {t.name: (t.partitions[0].error_code, t.partitions[0].offset) for t in resp.topics}, took
+    try:
+        answers, took = lookup(10, timeout_ms=500)
+        assert answers == {topic: (ErrorCode.REQUEST_TIMED_OUT, -1), other: (0, 1)}
+        assert 0.4 < took < 2.5, took
+        answers, took = lookup(9)                    # no TimeoutMs: the broker's setting (3 s)
+        assert answers == {topic: (ErrorCode.REQUEST_TIMED_OUT, -1), other: (0, 1)}
+        assert 2.9 < took < 6, took
+        started = time.monotonic()
+        p = fetch_at(proc.bootstrap, topic, 0)       # remote.fetch.max.wait.ms: 500 ms
+        assert (p.error_code, bytes(p.records or b"")) == (0, b"") and time.monotonic() - started < 2.5
+        assert scrape(proc, "kafka_server_delayedremotelistoffsetsmetrics_expirespersec_total") >= 2
+        assert scrape(proc, "kafka_server_delayedremotefetchmetrics_expirespersec_total") >= 1
+    finally:
+        os.close(os.open(first, os.O_WRONLY | os.O_NONBLOCK))   # the blocked readers see an end
+        os.replace(first + ".saved", first)
+    with WireClient(proc.bootstrap) as c:
+        found = list_offset(c, topic, ts0 + 5)
+        assert (found.error_code, found.offset) == (0, 1)

@@ -127,8 +127,10 @@ class BrokerConfig:
         # and keys under the storage plugin's prefix (rsm.config.*) are the tiered store's settings
         # (broker/tiered/object_store.py checks them), handed over as Kafka hands them to its plugin
         # as are the metadata manager's (rlmm.config.*: broker/tiered/settings.py reads them)
+        # (and Kafka 4's remote.list.offsets.request.timeout.ms, which broker/tiered/settings.py reads)
         own = ("kproto.", "schema.registry.", static.get("remote.log.storage.manager.impl.prefix") or "rsm.config.",
-               static.get("remote.log.metadata.manager.impl.prefix") or "rlmm.config.")
+               static.get("remote.log.metadata.manager.impl.prefix") or "rlmm.config.",
+               "remote.list.offsets.request.timeout.ms")
         self.unknown_keys: list[str] = [k for k in static if (_known_type(k) is None
                                         or k in DYNAMIC_ONLY_BROKER_CONFIGS) and not k.startswith(own)]
         self.warnings: list[str] = [

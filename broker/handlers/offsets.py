@@ -72,7 +72,7 @@ async def list_offsets(ctx, req):
         for p in t.partitions:
             key = (t.name, p.partition_index)
             (duplicates if key in seen else seen).add(key)
-    topics = []
+    topics, remote_lookups = [], []
     for t in req.topics:
         parts = []
         topics.append(_LTopic(name=t.name, partitions=parts))
@@ -109,21 +109,24 @@ async def list_offsets(ctx, req):
                     out.leader_epoch = _epoch_of(found, partition)
             elif ts < 0:
                 out.offset = -1
+            elif tiered_offsets.may_be_remote(broker, partition):
+                remote_lookups.append((out, partition, ts))   # below, all at once, within a time limit
             else:
-                try:
-                    remote = await tiered_offsets.offset_for_timestamp(broker, partition, ts)
-                except tiered_offsets.RemoteLookupFailed as exc:
-                    out.error_code = exc.error_code
-                    continue
-                if remote is not None:
-                    out.offset, out.timestamp, out.leader_epoch = remote
-                    continue
-                found = partition.offset_for_timestamp(ts)
-                upper = partition.last_stable_offset if read_committed else partition.high_watermark
-                if found is not None and found.offset < upper:
-                    out.offset, out.timestamp = found.offset, found.timestamp
-                    out.leader_epoch = _epoch_of(found, partition)
+                _local_lookup(out, partition, ts, read_committed)
+    if remote_lookups:
+        # v10's TimeoutMs, else Kafka 4's remote.list.offsets.request.timeout.ms
+        timeout = req.timeout_ms if ctx.api_version >= 10 and req.timeout_ms > 0 else broker.tiered.list_offsets_timeout_ms
+        await tiered_offsets.lookup_all(broker, remote_lookups, timeout,
+                                        lambda out, partition, ts: _local_lookup(out, partition, ts, read_committed))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+def _local_lookup(out, partition, ts: int, read_committed: bool) -> None:
+    found = partition.offset_for_timestamp(ts)
+    upper = partition.last_stable_offset if read_committed else partition.high_watermark
+    if found is not None and found.offset < upper:
+        out.offset, out.timestamp = found.offset, found.timestamp
+        out.leader_epoch = _epoch_of(found, partition)
 
 
 def _list_offsets_v0(broker, req) -> ListOffsetsResponse:

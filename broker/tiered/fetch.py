@@ -72,7 +72,7 @@ async def read_remote(broker, items, isolation: int) -> None:
         if seg is None:
             continue   # expired meanwhile: OFFSET_OUT_OF_RANGE stands
         data = None
-        with trio.move_on_after(wait_s):
+        with trio.move_on_after(wait_s) as waited:
             try:
                 data = await tiered.reader.read(tiered._tp(partition), seg, max(offset, seg.start_offset),
                                                 max_bytes, min_one)
@@ -87,6 +87,12 @@ async def read_remote(broker, items, isolation: int) -> None:
                 tiered.metrics.fetch_errors += 1
                 part.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
                 continue
+        if waited.cancelled_caught:
+            # as Kafka's DelayedRemoteFetch on expiry: the partition answers no records, no error
+            # (the consumer asks again)
+            tiered.metrics.fetch_expired += 1
+            log.info("%s-%d: remote read of offset %d took more than remote.fetch.max.wait.ms",
+                     partition.topic, partition.index, offset)
         part.error_code = ErrorCode.NONE
         part.records = data or b""
         part.aborted_transactions = None

@@ -34,7 +34,7 @@ from .metrics import tiered_metrics
 from .keys import SUFFIXES, partition_prefix, segment_key
 from .planner import LocalSegment, RemoteSeg
 from .segment_view import PartitionView, RemoteSegment, SegmentView
-from .settings import METADATA_TOPIC, rlmm_setting
+from .settings import METADATA_TOPIC, list_offsets_timeout_ms, rlmm_setting
 from .store import ObjectStoreError, open_store
 from .backoff import Backoff
 from .counted_store import CountedStore
@@ -70,6 +70,10 @@ class TieredMetrics:
         self.copy_lag_segments: dict[tuple[str, int], int] = {}
         self.remote_log_size: dict[tuple[str, int], int] = {}
         self.local_deletes_held_back = 0
+        # ListOffsets lookups and fetches answered without their remote read, out of time
+        # (Kafka's DelayedRemoteListOffsetsMetrics / DelayedRemoteFetchMetrics ExpiresPerSec)
+        self.list_offsets_expired = 0
+        self.fetch_expired = 0
         self.store_read_bytes = 0     # every GET of the object store (fetches, indexes, lookups)
         self.store_reads = 0
 
@@ -90,6 +94,7 @@ class RemoteLogManager:
         self._copy_window = (0.0, 0)
         self._fetch_window = (0.0, 0)   # remote.log.manager.fetch.max.bytes.per.second
         self.interval_s = broker.config.get_long("remote.log.manager.task.interval.ms") / 1000
+        self.list_offsets_timeout_ms = list_offsets_timeout_ms(broker.config)
         self._backoff = Backoff(initial=self.interval_s, cap=max(30.0, self.interval_s))
         # on /metrics (zeros while tiered storage is off: the dashboard's panel stays valid)
         broker.metric_sources = [*getattr(broker, "metric_sources", []), lambda: tiered_metrics(broker)]

@@ -24,6 +24,12 @@ def tiered_metrics(broker):
             ("remotedeleteerrors", m.delete_errors, "Remote segment deletions that failed")):
         yield counter(PREFIX + short, doc, [({}, value)])
 
+    yield counter("kafka_server_delayedremotelistoffsetsmetrics_expirespersec",
+                  "ListOffsets timestamp lookups in remote storage answered REQUEST_TIMED_OUT",
+                  [({}, m.list_offsets_expired)])
+    yield counter("kafka_server_delayedremotefetchmetrics_expirespersec",
+                  "Remote fetches answered without records after remote.fetch.max.wait.ms",
+                  [({}, m.fetch_expired)])
     yield counter("kproto_tiered_store_read_bytes",
                   "Bytes read from the object store (fetches, indexes, timestamp lookups)",
                   [({}, m.store_read_bytes)])

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 
+import trio
+
 from kproto.errors import ErrorCode
 
 from .lineage import within_lineage
@@ -88,3 +90,45 @@ async def offset_for_timestamp(broker, partition, ts: int):
         if found is not None:
             return found
     return None
+
+
+def may_be_remote(broker, partition) -> bool:
+    """Whether a timestamp lookup on ``partition`` may have to read remote storage."""
+    tiered = getattr(broker, "tiered", None)
+    return tiered is not None and tiered.store is not None and partition.remote_log_start is not None
+
+
+async def lookup_all(broker, items, timeout_ms: int, local) -> None:
+    """Answer each (response partition, partition, timestamp) of a ListOffsets request whose
+    lookup may read remote storage: at once (at most `remote.log.reader.threads` at a time), from
+    the tier or else with ``local(out, partition, ts)``. A lookup not done within ``timeout_ms``
+    answers REQUEST_TIMED_OUT (offset and timestamp -1), as Kafka 4's DelayedRemoteListOffsets;
+    the others are answered as usual."""
+    done: set[int] = set()
+    limit = trio.Semaphore(max(1, broker.config.get_int("remote.log.reader.threads")))
+
+    async def one(i, out, partition, ts):
+        async with limit:
+            try:
+                found = await offset_for_timestamp(broker, partition, ts)
+            except RemoteLookupFailed as exc:
+                out.error_code = exc.error_code
+                done.add(i)
+                return
+        if found is not None:
+            out.offset, out.timestamp, out.leader_epoch = found
+        else:
+            local(out, partition, ts)
+        done.add(i)
+
+    with trio.move_on_after(timeout_ms / 1000):
+        async with trio.open_nursery() as nursery:
+            for i, (out, partition, ts) in enumerate(items):
+                nursery.start_soon(one, i, out, partition, ts)
+    for i, (out, partition, ts) in enumerate(items):
+        if i not in done:
+            log.warning("%s-%d: timestamp lookup in remote storage took more than %d ms", partition.topic,
+                        partition.index, timeout_ms)
+            broker.tiered.metrics.list_offsets_expired += 1
+            out.error_code = ErrorCode.REQUEST_TIMED_OUT
+            out.offset = out.timestamp = out.leader_epoch = -1
