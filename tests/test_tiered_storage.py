@@ -525,3 +525,36 @@ def test_remote_reads_past_their_time_limit_answer_as_kafka(tiered):
     with WireClient(proc.bootstrap) as c:
         found = list_offset(c, topic, ts0 + 5)
         assert (found.error_code, found.offset) == (0, 1)
+
+
+def test_describe_log_dirs_reports_the_local_size_of_a_tiered_partition(tiered):
+    """Kafka 3.9 (and 4.3) reports UnifiedLog.size, the local segments only, in DescribeLogDirs /
+    kafka-log-dirs.sh, not what remote storage holds; so does kproto."""
+    import json
+    import subprocess
+
+    from kproto.messages.describe_log_dirs_request import DescribableLogDirTopic, DescribeLogDirsRequest
+    proc, remote = tiered
+    topic = "tiered-log-dirs"
+    create(proc.bootstrap, topic)
+    produce(proc.bootstrap, topic, 400)
+    wait_for("tiered", lambda: offsets(proc.bootstrap, topic)[-4] > 0)
+    local_dir = os.path.join(proc.data_dir, f"{topic}-0")
+
+    def sizes():
+        with WireClient(proc.bootstrap) as c:
+            r = c.call(DescribeLogDirsRequest(topics=[DescribableLogDirTopic(topic=topic, partitions=[0])]), 4)
+        local = sum(os.path.getsize(os.path.join(local_dir, f)) for f in os.listdir(local_dir) if f.endswith(".log"))
+        return r.results[0].topics[0].partitions[0].partition_size, local
+    reported = wait_for(lambda: f"the local size: {sizes()}", lambda: (lambda s: s[0] if s[0] == s[1] else None)(sizes()))
+    in_remote = sum(os.path.getsize(os.path.join(d, f)) for d, _s, fs in os.walk(remote) for f in fs
+                    if d.split(os.sep)[-1].startswith(f"{topic}-0-") and f.endswith(".log"))
+    assert 0 < reported < in_remote
+    kafka_home = os.environ.get("KAFKA_HOME")
+    if kafka_home:   # the same figure through Kafka's own tool
+        out = subprocess.run([os.path.join(kafka_home, "bin", "kafka-log-dirs.sh"), "--bootstrap-server",
+                              proc.bootstrap, "--describe", "--topic-list", topic],
+                             capture_output=True, text=True, timeout=120).stdout
+        report = json.loads(out.strip().splitlines()[-1])
+        (part,) = [p for d in report["brokers"][0]["logDirs"] for p in d["partitions"]]
+        assert (part["partition"], part["size"]) == (f"{topic}-0", sizes()[1])
