@@ -153,3 +153,27 @@ def test_follower_rebuilds_from_the_tier_and_a_leader_killed_mid_copy_leaves_no_
     assert starts == {s for s, _e in done}, "objects of unfinished copies left in the store"
     assert len(objects) == len(done)
     assert read_all(cluster.bootstrap, topic, total) == list(range(total))
+
+    # a broker with no replica of __remote_log_metadata (added now: it hosts nothing yet) follows
+    # a tiered partition: it reads that metadata partition from its leader (as Kafka's
+    # TopicBasedRemoteLogMetadataManager subscribes to the partitions of what it leads or follows),
+    # so its local retention deletes copied segments, and once it leads it continues where the
+    # old leader stopped: no segment copied twice
+    cluster.add_broker(4)
+    wait_brokers_unfenced(admin, 4)
+    old = next(n for n in (1, 2, 3) if n in cluster.nodes)
+    topic2 = "tiered-rlmm-follower"
+    admin.create_topics([NewTopic(topic2, num_partitions=1, replica_assignment=[[old, 4]], config={
+        "remote.storage.enable": "true", "segment.bytes": str(SEGMENT), "local.retention.bytes": str(2 * SEGMENT),
+        "min.insync.replicas": "1"})])[topic2].result(30)
+    wait_until(lambda: partition_state(admin, topic2)[0] == old, 30, "the first replica leading")
+    produce(cluster.bootstrap, topic2, 0, 400)
+    wait_until(lambda: tier_offsets(cluster, 4, topic2)[-4] > 0, 60, "the follower's copied segments deleted")
+    cluster.nodes[old].kill()
+    wait_until(lambda: partition_state(admin, topic2)[0] == 4, 30, "the added broker leading")
+    produce(cluster.bootstrap, topic2, 400, 200)
+    wait_until(lambda: tier_offsets(cluster, 4, topic2)[-5] > 400, 60, "the new leader copying")
+    starts = sorted(int(f.split("-")[0]) for d, _s, fs_ in os.walk(remote) for f in fs_
+                    if d.split(os.sep)[-1].startswith(f"{topic2}-0-") and f.endswith(".log"))
+    assert starts[0] == 0 and len(starts) == len(set(starts)), f"a segment copied twice: {starts}"
+    assert read_all(cluster.bootstrap, topic2, 600) == list(range(600))

@@ -23,6 +23,7 @@ import uuid
 import trio
 
 import kproto.records as rec
+from kproto.errors import ErrorCode
 
 from broker.storage.log_retention import TierLimits
 from broker.storage.snapshots import snapshot_path
@@ -170,16 +171,84 @@ class RemoteLogManager:
                 data = part.log.read_bytes(pos, 1 << 20, hw)
                 if not data:
                     break
-                for offset, value in _records(data):
-                    if offset < pos:
-                        continue
-                    try:
-                        self.view.apply(mr.decode(value))
-                    except mr.MetadataDecodeError as exc:
-                        log.warning("%s-%d offset %d: skipped: %s", METADATA_TOPIC, idx, offset, exc)
-                pos = _next_offset(data, pos)
+                pos = self._apply_records(idx, data, pos)
             self._positions[idx] = pos
-            self._positions[idx] = pos
+
+    def _apply_records(self, idx: int, data, pos: int) -> int:
+        """Apply the records of ``data`` (batches of __remote_log_metadata-idx) at or after
+        ``pos``; the offset after them."""
+        for offset, value in _records(data):
+            if offset < pos:
+                continue
+            try:
+                self.view.apply(mr.decode(value))
+            except mr.MetadataDecodeError as exc:
+                log.warning("%s-%d offset %d: skipped: %s", METADATA_TOPIC, idx, offset, exc)
+        return _next_offset(data, pos)
+
+    def needed_metadata_partitions(self) -> set[int]:
+        """The __remote_log_metadata partitions of the tiered partitions this broker leads or
+        follows (what Kafka's TopicBasedRemoteLogMetadataManager subscribes to)."""
+        n = self.metadata_partitions()
+        if n == 0:
+            return set()
+        return {mr.metadata_partition(self._tp(p), n) for p in self.broker.partitions.all()
+                if p.topic != METADATA_TOPIC and remote_enabled(p)}
+
+    async def consume_remote_metadata(self) -> None:
+        """Read, from their leaders, the needed __remote_log_metadata partitions this broker holds
+        no replica of (with a replication factor below the number of brokers): a follower must
+        know the leader's remote segments to delete only copied local segments and, once it
+        leads, to continue where the old leader stopped (no second copy) and serve the tier."""
+        if self.broker.replication is None:
+            return
+        for idx in sorted(self.needed_metadata_partitions()):
+            if self.broker.partitions.get(METADATA_TOPIC, idx) is None:   # (else catch_up reads it)
+                await self._consume_partition(idx)
+
+    async def _consume_partition(self, idx: int) -> None:
+        """Apply what the leader of __remote_log_metadata-idx has up to its high watermark."""
+        from kproto.messages.fetch_request import FetchRequest as F
+        t = self.broker.image.topics.get(METADATA_TOPIC)
+        if t is None or idx not in t.partitions or self.broker.replication is None:
+            raise MetadataUnavailable(f"{METADATA_TOPIC}-{idx} unknown")
+        leader = t.partitions[idx].leader
+        endpoint = self.broker.replication.endpoint_of(leader) if leader >= 0 else None
+        if endpoint is None:
+            raise MetadataUnavailable(f"{METADATA_TOPIC}-{idx} has no leader")
+        conn = self._conns.get(endpoint)
+        if conn is None:
+            conn = self._conns[endpoint] = self.broker.replication.connection(
+                endpoint[0], endpoint[1], "kproto-remote-log-metadata")
+        for _round in range(64):   # bounded per pass; the next pass goes on
+            pos = self._positions.get(idx, 0)
+            req = F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 22, isolation_level=0,
+                    session_id=0, session_epoch=-1, topics=[F.FetchTopic(
+                        topic=METADATA_TOPIC, partitions=[F.FetchPartition(
+                            partition=idx, current_leader_epoch=-1, fetch_offset=pos,
+                            partition_max_bytes=1 << 22)])])
+            try:
+                with trio.fail_after(30):
+                    resp = await conn.request(req, 12)
+            except (OSError, EOFError, trio.BrokenResourceError, trio.TooSlowError) as exc:
+                self._conns.pop(endpoint, None)
+                await conn.aclose()
+                raise MetadataUnavailable(f"fetch of {METADATA_TOPIC}-{idx}: {exc}") from exc
+            if resp.error_code or not resp.responses or not resp.responses[0].partitions:
+                raise MetadataUnavailable(f"fetch of {METADATA_TOPIC}-{idx}: error {resp.error_code}")
+            p = resp.responses[0].partitions[0]
+            if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and p.log_start_offset > pos:
+                self._positions[idx] = p.log_start_offset
+                continue
+            if p.error_code:
+                raise MetadataUnavailable(f"fetch of {METADATA_TOPIC}-{idx}: error {p.error_code}")
+            data = bytes(p.records or b"")
+            if not data:
+                break
+            after = self._apply_records(idx, data, pos)
+            if after <= pos:
+                break
+            self._positions[idx] = after
 
     async def publish(self, tp: mr.TopicIdPartition, record) -> None:
         """Append one record to tp's partition of __remote_log_metadata (acks=all), locally when
@@ -202,12 +271,12 @@ class RemoteLogManager:
                     raise MetadataUnavailable(f"{METADATA_TOPIC}-{idx}: not replicated: {error}")
         else:
             last = await self._produce(idx, bytes(batch))
-        if part is None:
-            self.view.apply(record)   # no replica here to read it back from
-            return
         with trio.move_on_after(10):
             while True:
-                self.catch_up()
+                if part is None:
+                    await self._consume_partition(idx)   # no replica here: read back from its leader
+                else:
+                    self.catch_up()
                 if self._positions.get(idx, 0) > last:
                     return
                 await trio.sleep(0.02)
@@ -277,6 +346,7 @@ class RemoteLogManager:
         if not self.ensure_metadata_topic():
             return
         self.catch_up()
+        await self.consume_remote_metadata()
         store_ok = time.monotonic() >= self._backoff_until
         for part in list(self.broker.partitions.all()):
             if part.topic == METADATA_TOPIC:
