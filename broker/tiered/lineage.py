@@ -26,17 +26,24 @@ def with_records(epochs: Epochs) -> Epochs:
     return out
 
 
-def within_lineage(segment_epochs: Epochs, segment_end: int, lineage: Epochs, log_end: int) -> bool:
+def prepare(lineage: Epochs) -> tuple[dict[int, int], list[int]]:
+    """The lineage's epochs with records (epoch -> start offset) and their sorted epochs: what
+    ``within_lineage`` derives from it, computed once for many segments."""
+    lin = dict(with_records(lineage))
+    return lin, sorted(lin)
+
+
+def within_lineage(segment_epochs: Epochs, segment_end: int, lineage: Epochs, log_end: int,
+                   prepared: tuple[dict[int, int], list[int]] | None = None) -> bool:
     """Whether a remote segment (its leader epochs and end offset) lies on ``lineage`` (the
     partition's leader epoch cache, down to its log start) below ``log_end``: every epoch of the
     segment is in the lineage with the same start offset (the segment's first epoch may start
     later: the segment starts in the middle of it; the lineage's first epoch may start later:
     the log start moved), and the segment ends before the lineage's next epoch begins."""
     seg = with_records(segment_epochs)
-    lin = dict(with_records(lineage))
+    lin, lin_epochs = prepared if prepared is not None else prepare(lineage)
     if not seg or not lin:
         return False
-    lin_epochs = sorted(lin)
     last_epoch = seg[-1][0]
     if last_epoch < lin_epochs[0] or last_epoch > lin_epochs[-1]:
         return False

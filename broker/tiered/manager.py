@@ -594,9 +594,10 @@ class RemoteLogManager:
         """(the copied segments on the partition's lineage, those off it), in offset order."""
         lin = self.lineage(part, view)
         leo = part.log.log_end_offset
+        prepared = lineage.prepare(lin)
         on, off = [], []
         for s in view.copied():
-            (on if lineage.within_lineage(s.leader_epochs, s.end_offset, lin, leo) else off).append(s)
+            (on if lineage.within_lineage(s.leader_epochs, s.end_offset, lin, leo, prepared) else off).append(s)
         return on, off
 
     async def expire_segments(self, part) -> None:
