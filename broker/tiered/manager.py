@@ -195,16 +195,23 @@ class RemoteLogManager:
         return {mr.metadata_partition(self._tp(p), n) for p in self.broker.partitions.all()
                 if p.topic != METADATA_TOPIC and remote_enabled(p)}
 
-    async def consume_remote_metadata(self) -> None:
+    async def consume_remote_metadata(self) -> set[int]:
         """Read, from their leaders, the needed __remote_log_metadata partitions this broker holds
         no replica of (with a replication factor below the number of brokers): a follower must
         know the leader's remote segments to delete only copied local segments and, once it
-        leads, to continue where the old leader stopped (no second copy) and serve the tier."""
+        leads, to continue where the old leader stopped (no second copy) and serve the tier.
+        The partitions that could not be read this time (their leader away) are returned."""
+        failed: set[int] = set()
         if self.broker.replication is None:
-            return
+            return failed
         for idx in sorted(self.needed_metadata_partitions()):
             if self.broker.partitions.get(METADATA_TOPIC, idx) is None:   # (else catch_up reads it)
-                await self._consume_partition(idx)
+                try:
+                    await self._consume_partition(idx)
+                except MetadataUnavailable as exc:
+                    log.info("remote log metadata not read: %s", exc)
+                    failed.add(idx)
+        return failed
 
     async def _consume_partition(self, idx: int) -> None:
         """Apply what the leader of __remote_log_metadata-idx has up to its high watermark."""
@@ -346,11 +353,14 @@ class RemoteLogManager:
         if not self.ensure_metadata_topic():
             return
         self.catch_up()
-        await self.consume_remote_metadata()
+        unread = await self.consume_remote_metadata()
         store_ok = time.monotonic() >= self._backoff_until
+        n = self.metadata_partitions()
         for part in list(self.broker.partitions.all()):
             if part.topic == METADATA_TOPIC:
                 continue
+            if unread and mr.metadata_partition(self._tp(part), n) in unread:
+                continue   # its remote segments not known for sure: nothing copied or deleted now
             if not remote_enabled(part):
                 part.log.tier = None
                 part.remote_log_start = None
