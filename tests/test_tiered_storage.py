@@ -438,8 +438,8 @@ def test_delete_records_into_the_tier_moves_the_log_start_and_deletes_remote_seg
     assert [o for o, _v in consume_all(proc.bootstrap, topic, 400 - target, target)] == list(range(target, 400))
     proc.stop()
     proc.start()
-    seen = wait_for(lambda: f"the tier known again: {offsets(proc.bootstrap, topic)}", lambda: (lambda o: o if o[-2] < o[-4] else None)(
-        offsets(proc.bootstrap, topic)))
+    seen = wait_for(lambda: f"the tier known again: {offsets(proc.bootstrap, topic)}",
+                    lambda: (lambda o: o if o[-2] < o[-4] else None)(offsets(proc.bootstrap, topic)))
     assert seen[-2] == target
 
 
@@ -546,7 +546,8 @@ def test_describe_log_dirs_reports_the_local_size_of_a_tiered_partition(tiered):
             r = c.call(DescribeLogDirsRequest(topics=[DescribableLogDirTopic(topic=topic, partitions=[0])]), 4)
         local = sum(os.path.getsize(os.path.join(local_dir, f)) for f in os.listdir(local_dir) if f.endswith(".log"))
         return r.results[0].topics[0].partitions[0].partition_size, local
-    reported = wait_for(lambda: f"the local size: {sizes()}", lambda: (lambda s: s[0] if s[0] == s[1] else None)(sizes()))
+    reported = wait_for(lambda: f"the local size: {sizes()}",
+                        lambda: (lambda s: s[0] if s[0] == s[1] else None)(sizes()))
     in_remote = sum(os.path.getsize(os.path.join(d, f)) for d, _s, fs in os.walk(remote) for f in fs
                     if d.split(os.sep)[-1].startswith(f"{topic}-0-") and f.endswith(".log"))
     assert 0 < reported < in_remote

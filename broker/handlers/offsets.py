@@ -115,7 +115,8 @@ async def list_offsets(ctx, req):
                 _local_lookup(out, partition, ts, read_committed)
     if remote_lookups:
         # v10's TimeoutMs, else Kafka 4's remote.list.offsets.request.timeout.ms
-        timeout = req.timeout_ms if ctx.api_version >= 10 and req.timeout_ms > 0 else broker.tiered.list_offsets_timeout_ms
+        timeout = (req.timeout_ms if ctx.api_version >= 10 and req.timeout_ms > 0
+                   else broker.tiered.list_offsets_timeout_ms)
         await tiered_offsets.lookup_all(broker, remote_lookups, timeout,
                                         lambda out, partition, ts: _local_lookup(out, partition, ts, read_committed))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
