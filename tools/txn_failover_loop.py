@@ -7,6 +7,12 @@ aborted read.
     python3 -m tools.txn_failover_loop --kills 5 --records 3000
     python3 -m tools.txn_failover_loop --transaction-version 2    # a cluster formatted with it
 
+The input arrives in --kills + 1 parts: the first before the job starts, the
+next one each time the killed broker is back. Each kill waits until the job
+has committed a transaction since its part arrived, so every kill hits a job
+that is still copying (a job that has copied all its input commits nothing
+more, and waiting for its next commit would wait forever).
+
 (tests/test_transactions_failover.py is the short version in CI.)"""
 from __future__ import annotations
 
@@ -27,14 +33,21 @@ TXN_ID = "ctp-job"
 IN, OUT = "ctp-in", "ctp-out"
 
 
-def fill(cluster, records: int) -> None:
+def fill(cluster, start: int, end: int) -> None:
+    """Input records start..end-1, each on partition number % 3."""
     p = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True,
                                   "acks": "all", **QUIET})
-    for i in range(records):
+    for i in range(start, end):
         p.produce(IN, b"%07d" % i, partition=i % 3)
         if i % 500 == 0:
             p.flush(60)
     assert p.flush(60) == 0
+
+
+def parts(records: int, n: int) -> list[tuple[int, int]]:
+    """records split into n consecutive ranges, as even as they go."""
+    bounds = [records * k // n for k in range(n + 1)]
+    return list(zip(bounds, bounds[1:]))
 
 
 class Job:
@@ -127,7 +140,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kills", type=int, default=5)
     ap.add_argument("--records", type=int, default=3000)
-    ap.add_argument("--interval", type=float, default=8.0, help="seconds between kills")
+    ap.add_argument("--interval", type=float, default=8.0, help="seconds a killed broker stays down")
     ap.add_argument("--batch", type=int, default=20, help="records per transaction")
     ap.add_argument("--logs", help="a directory for the brokers' logs (INFO)")
     ap.add_argument("--transaction-version", type=int, default=0,
@@ -142,15 +155,19 @@ def main(argv=None) -> int:
         for t in (IN, OUT):
             wait_until(lambda: create_topic(admin, t, 3), 60, f"{t} created")
         wait_until(lambda: all(v >= 0 for v in leaders(admin, IN).values()), 30, "leaders")
-        fill(c, args.records)
+        chunks = parts(args.records, args.kills + 1)
+        fill(c, *chunks[0])
         stop = threading.Event()
         job = Job(c, stop, args.batch)
         t = threading.Thread(target=job.run, daemon=True)
+        before = job.commits
         t.start()
         for k in range(args.kills):
-            time.sleep(args.interval)
-            before = job.commits
-            wait_until(lambda: job.commits > before, 120, "the job to commit again")   # kill a working job
+            fed = chunks[k][1]
+            # kill a working job: one that committed since its latest input arrived
+            wait_until(lambda: job.commits > before, 120,
+                       lambda: f"the job to commit records {chunks[k][0]}..{fed - 1} "
+                               f"({committed_inputs(c)} of {fed} input records committed)")
             victim = wait_until(lambda: coordinator_of(admin, TXN_ID), 60, "the job's coordinator")
             print(f"kill {k + 1}: broker {victim} (coordinator of {TXN_ID}); {job.commits} commits so far", flush=True)
             c.nodes[victim].kill()
@@ -158,6 +175,8 @@ def main(argv=None) -> int:
             c.nodes[victim].start()
             wait_until(lambda: len(admin.list_topics("__transaction_state", timeout=5)
                                    .topics["__transaction_state"].partitions[0].isrs) == 3, 90, "the ISR whole again")
+            before = job.commits
+            fill(c, *chunks[k + 1])
         wait_until(lambda: committed_inputs(c) >= args.records, 300, "the job to finish the input")
         stop.set()
         t.join(120)
