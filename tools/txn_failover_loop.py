@@ -13,11 +13,16 @@ has committed a transaction since its part arrived, so every kill hits a job
 that is still copying (a job that has copied all its input commits nothing
 more, and waiting for its next commit would wait forever).
 
+The job runs in a child process: when one of its transactional calls blocks
+past its timeout (librdkafka 2.16 can, see Job) the process is killed and
+started again, and the summary counts these restarts apart.
+
 (tests/test_transactions_failover.py is the short version in CI.)"""
 from __future__ import annotations
 
 import argparse
 import collections
+import multiprocessing
 import sys
 import threading
 import time
@@ -50,23 +55,40 @@ def parts(records: int, n: int) -> list[tuple[int, int]]:
     return list(zip(bounds, bounds[1:]))
 
 
-class Job:
-    """Consume IN, write each value to OUT and commit the offsets in the same transaction."""
+# how long past its own timeout a transactional call may block before the job counts as hung
+HANG_MARGIN_S = 15.0
 
-    def __init__(self, cluster, stop: threading.Event, batch: int = 20):
-        self.cluster, self.stop, self.batch = cluster, stop, batch
-        self.commits = self.aborts = self.restarts = 0
-        self.done_inputs = 0
+
+class Job:
+    """Consume IN, write each value to OUT and commit the offsets in the same transaction.
+
+    Runs in a process of its own (JobProcess): a call of librdkafka 2.16 can block past its own
+    timeout when the broker the producer cached as the group's coordinator left the metadata
+    (send_offsets_to_transaction waits for it forever: librdkafka issues #5511 and #5456, a client
+    bug that real Kafka triggers the same way, since it too leaves fenced brokers out of Metadata).
+    Each transactional call posts its deadline in `busy_until` so the parent can see the hang and
+    restart the job, as a crashed application is restarted."""
+
+    def __init__(self, bootstrap: str, stop, batch: int, counters: dict):
+        self.bootstrap, self.stop, self.batch = bootstrap, stop, batch
+        self.counters = counters      # multiprocessing Values: commits, aborts, restarts, busy_until
+
+    def _call(self, timeout: float, fn, *args):
+        self.counters["busy_until"].value = time.monotonic() + timeout + HANG_MARGIN_S
+        try:
+            return fn(*args, timeout)
+        finally:
+            self.counters["busy_until"].value = 0.0
 
     def _open(self):
         consumer = confluent_kafka.Consumer({
-            "bootstrap.servers": self.cluster.bootstrap, "group.id": "ctp-group", "enable.auto.commit": False,
+            "bootstrap.servers": self.bootstrap, "group.id": "ctp-group", "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "isolation.level": "read_committed", "session.timeout.ms": 10000,
             **QUIET})
         consumer.subscribe([IN])
-        producer = confluent_kafka.Producer({"bootstrap.servers": self.cluster.bootstrap,
+        producer = confluent_kafka.Producer({"bootstrap.servers": self.bootstrap,
                                              "transactional.id": TXN_ID, "transaction.timeout.ms": 20000, **QUIET})
-        producer.init_transactions(120)
+        self._call(120, producer.init_transactions)
         return consumer, producer
 
     def run(self) -> None:
@@ -84,19 +106,20 @@ class Job:
                 offsets = {}
                 for m in msgs:
                     offsets[(m.topic(), m.partition())] = m.offset() + 1
-                producer.send_offsets_to_transaction(
-                    [confluent_kafka.TopicPartition(t, p, o) for (t, p), o in offsets.items()],
-                    consumer.consumer_group_metadata(), 60)
-                producer.commit_transaction(60)
-                self.commits += 1
+                self._call(60, producer.send_offsets_to_transaction,
+                           [confluent_kafka.TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                           consumer.consumer_group_metadata())
+                self._call(60, producer.commit_transaction)
+                with self.counters["commits"].get_lock():
+                    self.counters["commits"].value += 1
             except Exception as exc:   # noqa: BLE001  (any failure: start over from the committed offsets)
                 print(f"  job: {exc}; starting over from the committed offsets", flush=True)
-                self.restarts += 1
+                self.counters["restarts"].value += 1
                 try:
                     if producer is not None and isinstance(exc, confluent_kafka.KafkaException) \
                             and exc.args[0].txn_requires_abort():
-                        producer.abort_transaction(30)
-                        self.aborts += 1
+                        self._call(30, producer.abort_transaction)
+                        self.counters["aborts"].value += 1
                 except Exception:   # noqa: BLE001
                     pass
                 if consumer is not None:
@@ -108,6 +131,66 @@ class Job:
                 time.sleep(1)
         if consumer is not None:
             consumer.close()
+
+
+def _job_main(bootstrap: str, stop, batch: int, counters: dict) -> None:
+    Job(bootstrap, stop, batch, counters).run()
+
+
+class JobProcess:
+    """The job in a child process, restarted (SIGKILL, then a new process that goes on from the
+    committed offsets) when one of its transactional calls blocks past its deadline."""
+
+    def __init__(self, bootstrap: str, batch: int):
+        self._mp = multiprocessing.get_context("spawn")   # no librdkafka threads inherited
+        self.bootstrap, self.batch = bootstrap, batch
+        self.counters = {name: self._mp.Value("i", 0) for name in ("commits", "aborts", "restarts")}
+        self.counters["busy_until"] = self._mp.Value("d", 0.0)
+        self.stop = self._mp.Event()
+        self.hangs = 0
+        self._proc = None
+        self._watching = threading.Event()
+        self._watchdog = threading.Thread(target=self._watch, daemon=True)
+
+    @property
+    def commits(self) -> int:
+        return self.counters["commits"].value
+
+    @property
+    def restarts(self) -> int:
+        return self.counters["restarts"].value
+
+    def start(self) -> None:
+        self._spawn()
+        self._watching.set()
+        self._watchdog.start()
+
+    def _spawn(self) -> None:
+        self.counters["busy_until"].value = 0.0
+        self._proc = self._mp.Process(target=_job_main, args=(self.bootstrap, self.stop, self.batch, self.counters),
+                                      daemon=True)
+        self._proc.start()
+
+    def _watch(self) -> None:
+        while self._watching.is_set():
+            until = self.counters["busy_until"].value
+            if until and time.monotonic() > until:
+                self.hangs += 1
+                print(f"  job: a transactional call blocked past its timeout (librdkafka #5511); "
+                      f"restarting the job process", flush=True)
+                self._proc.kill()
+                self._proc.join(10)
+                self._spawn()
+            time.sleep(1)
+
+    def close(self, timeout: float = 120) -> None:
+        self._watching.clear()
+        self.stop.set()
+        if self._proc is not None:
+            self._proc.join(timeout)
+            if self._proc.is_alive():
+                self._proc.kill()
+                self._proc.join(10)
 
 
 def read_out(cluster, expect: int, timeout: float) -> list[bytes]:
@@ -150,6 +233,7 @@ def main(argv=None) -> int:
     c.format(("--feature", f"transaction.version={args.transaction_version}"))
     c.start()
     started = time.monotonic()
+    job = None
     try:
         admin = AdminClient({"bootstrap.servers": c.bootstrap, **QUIET})
         for t in (IN, OUT):
@@ -157,15 +241,13 @@ def main(argv=None) -> int:
         wait_until(lambda: all(v >= 0 for v in leaders(admin, IN).values()), 30, "leaders")
         chunks = parts(args.records, args.kills + 1)
         fill(c, *chunks[0])
-        stop = threading.Event()
-        job = Job(c, stop, args.batch)
-        t = threading.Thread(target=job.run, daemon=True)
+        job = JobProcess(c.bootstrap, args.batch)
         before = job.commits
-        t.start()
+        job.start()
         for k in range(args.kills):
             fed = chunks[k][1]
             # kill a working job: one that committed since its latest input arrived
-            wait_until(lambda: job.commits > before, 120,
+            wait_until(lambda: job.commits > before, 180,
                        lambda: f"the job to commit records {chunks[k][0]}..{fed - 1} "
                                f"({committed_inputs(c)} of {fed} input records committed)")
             victim = wait_until(lambda: coordinator_of(admin, TXN_ID), 60, "the job's coordinator")
@@ -178,8 +260,7 @@ def main(argv=None) -> int:
             before = job.commits
             fill(c, *chunks[k + 1])
         wait_until(lambda: committed_inputs(c) >= args.records, 300, "the job to finish the input")
-        stop.set()
-        t.join(120)
+        job.close()
         seen = read_out(c, args.records, 120)
         counts = collections.Counter(seen)
         dups = {v: n for v, n in counts.items() if n > 1}
@@ -187,10 +268,13 @@ def main(argv=None) -> int:
         missing = expected - set(counts)
         extra = set(counts) - expected
         print(f"{args.kills} coordinator kills, {job.commits} commits, {job.restarts} restarts of the job, "
+              f"{job.hangs} restarts of its process after a client hang, "
               f"{len(seen)} records read, {len(dups)} duplicated, {len(missing)} missing, {len(extra)} unexpected, "
               f"{time.monotonic() - started:.0f} s")
         return 0 if not dups and not missing and not extra else 1
     finally:
+        if job is not None:
+            job.close(10)
         if args.logs:
             import os
             os.makedirs(args.logs, exist_ok=True)
