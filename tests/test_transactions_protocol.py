@@ -365,6 +365,23 @@ def test_write_txn_markers_api(broker, c, topic_name):
     assert produce(c, topic, txn_batch(pid, 1, 0, [b"z"]), transactional_id=txn_id).error_code == 0
     assert c.call(stale, 1).markers[0].topics[0].partitions[0].error_code == 47
     assert end(c, txn_id, pid, 1, True) == 0
+    # v2 (Kafka 4.2+, KIP-1228) names the transaction version: a transactions v2 marker must carry a
+    # newer epoch than the open transaction's records (the coordinator bumped it), or be the retry of
+    # a marker already written (the same epoch once nothing is open)
+    assert add_v3(c, txn_id, pid, 1, (topic, 0)) == [(topic, [(0, 0)])]
+    assert produce(c, topic, txn_batch(pid, 1, 1, [b"w"]), transactional_id=txn_id).error_code == 0
+
+    def marker_v2(epoch, tv):
+        return W(markers=[W.WritableTxnMarker(producer_id=pid, producer_epoch=epoch, transaction_result=True,
+                                              coordinator_epoch=0, transaction_version=tv, topics=[
+            W.WritableTxnMarkerTopic(name=topic, partition_indexes=[0])])])
+    assert c.call(marker_v2(1, 2), 2).markers[0].topics[0].partitions[0].error_code == 47
+    assert fetch_part(c, topic, 0, 1).last_stable_offset < fetch_part(c, topic, 0, 0).high_watermark
+    assert c.call(marker_v2(1, 0), 2).markers[0].topics[0].partitions[0].error_code == 0   # as v0-1 check it
+    f = fetch_part(c, topic, 0, 1)
+    assert f.last_stable_offset == f.high_watermark
+    assert c.call(marker_v2(1, 2), 2).markers[0].topics[0].partitions[0].error_code == 0   # a retry
+    assert c.call(marker_v2(2, 2), 2).markers[0].topics[0].partitions[0].error_code == 0
 
 
 def test_transactions_survive_a_broker_kill(tmp_path, topic_name):
@@ -463,7 +480,7 @@ def test_every_advertised_version_answers(broker, c, topic_name):
     create_topic(broker.bootstrap, topic, 1)
     advertised = {k.api_key: (k.min_version, k.max_version) for k in c.call(ApiVersionsRequest(), 3).api_keys}
     assert {k: advertised.get(k) for k in (22, 24, 25, 26, 27, 28, 61, 65, 66)} == {
-        22: (0, 5), 24: (0, 5), 25: (0, 4), 26: (0, 5), 27: (0, 1), 28: (0, 5), 61: (0, 0), 65: (0, 0), 66: (0, 2)}
+        22: (0, 5), 24: (0, 5), 25: (0, 4), 26: (0, 5), 27: (0, 2), 28: (0, 5), 61: (0, 0), 65: (0, 0), 66: (0, 2)}
     find_coordinator(c, txn_id)
     find_coordinator(c, group, key_type=0)
     epochs = []
@@ -496,8 +513,9 @@ def test_every_advertised_version_answers(broker, c, topic_name):
         assert [(t.transactional_id, t.transaction_state) for t in res.transaction_states] == [
             (txn_id, "CompleteCommit")]
     W = WriteTxnMarkersRequest
-    for v in (0, 1):
+    for v in (0, 1, 2):
+        # (v2 as transactions v2: the commit's markers carried this epoch, so this is a retry)
         req = W(markers=[W.WritableTxnMarker(producer_id=pid, producer_epoch=epoch, transaction_result=True,
-                                             coordinator_epoch=0,
+                                             coordinator_epoch=0, transaction_version=2 if v >= 2 else 0,
                                              topics=[W.WritableTxnMarkerTopic(name=topic, partition_indexes=[0])])])
         assert c.call(req, v).markers[0].topics[0].partitions[0].error_code == 0

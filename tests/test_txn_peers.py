@@ -49,3 +49,24 @@ def test_no_endpoint_or_no_answer_is_a_network_exception_for_every_partition():
     peers = _Peers(None)
     assert _ask(peers) == {tp: ErrorCode.NETWORK_EXCEPTION for tp in TPS}
     assert _ask(_Peers(None), endpoint=None) == {tp: ErrorCode.NETWORK_EXCEPTION for tp in TPS}
+
+
+def test_a_request_goes_at_the_newest_version_the_peer_serves():
+    """WriteTxnMarkers v2 to a leader that serves it, v1 to one of an older release (a rolling
+    upgrade), the wanted version when the peer's versions are unknown; asked again after a failure."""
+    from kproto.messages.api_versions_response import ApiVersion, ApiVersionsResponse
+
+    def versions(hi):
+        return ApiVersionsResponse(error_code=0, api_keys=[ApiVersion(api_key=27, min_version=0, max_version=hi)])
+
+    peers = _Peers(versions(1))
+    assert trio.run(peers.version, 2, ("h", 1), 27, 2, 5) == 1
+    peers.answer = versions(2)
+    assert trio.run(peers.version, 2, ("h", 1), 27, 2, 5) == 1          # known for this connection
+    assert trio.run(peers.version, 2, ("h", 2), 27, 2, 5) == 2          # another endpoint: asked again
+    assert trio.run(peers.version, 3, ("h", 3), 18, 3, 5) == 3          # an API it did not list
+    peers.answer = None
+    assert _ask(peers, endpoint=("h", 2)) == {tp: ErrorCode.NETWORK_EXCEPTION for tp in TPS}
+    assert trio.run(peers.version, 2, ("h", 2), 27, 2, 5) == 2          # unknown: the wanted version
+    peers.answer = versions(1)
+    assert trio.run(peers.version, 2, ("h", 2), 27, 2, 5) == 1          # forgotten after the failure

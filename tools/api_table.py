@@ -40,6 +40,8 @@ REASONS: dict[str, str] = {
     "EndTxn": "#31 (transactions v2): v5 answers the bumped producer id and epoch (Kafka 4.x)",
     "TxnOffsetCommit": "#31 (transactions v2): v5 adds the group's offsets partition to the transaction "
                        "(Kafka 4.x)",
+    "WriteTxnMarkers": "#31: v2 names each marker's transaction version, so a transactions v2 marker must carry "
+                       "a newer epoch (KIP-1228, Kafka 4.2+)",
     # replication (issue #12)
     "ElectLeaders": "#12 (replicated partitions): leader election needs replicas",
     "AlterPartitionReassignments": "#12 (replicated partitions): reassignment moves replicas between brokers",

@@ -162,7 +162,8 @@ _MarkerTopic = WriteTxnMarkersResponse.WritableTxnMarkerTopicResult
 _MarkerPartition = WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult
 
 
-@handles(ApiKey.WRITE_TXN_MARKERS, 0, 1)
+# v2 (KIP-1228, Kafka 4.2) names each marker's transaction version; before it, version 0's epoch check
+@handles(ApiKey.WRITE_TXN_MARKERS, 0, 2)
 async def write_txn_markers(ctx, req):
     """From a transaction coordinator to this partition leader: append each
     marker, then answer once the high watermark passed them (Kafka appends
@@ -178,7 +179,8 @@ async def write_txn_markers(ctx, req):
             parts = []
             for p in t.partition_indexes:
                 error, offset = append_marker(broker, t.name, p, marker.producer_id, marker.producer_epoch,
-                                              marker.coordinator_epoch, commit, now)
+                                              marker.coordinator_epoch, commit, now,
+                                              marker.transaction_version if ctx.api_version >= 2 else 0)
                 result = _MarkerPartition(partition_index=p, error_code=error)
                 if error == E.NONE:
                     waits.append((marker.producer_id, commit, t.name, p, offset, result))

@@ -32,6 +32,7 @@ log = logging.getLogger("kproto.producers")
 
 BATCHES_KEPT = 5  # Kafka keeps the metadata of a producer's last 5 batches
 NO_EPOCH = -1
+MAX_EPOCH = 32767   # Short.MAX_VALUE
 
 
 class ProducerEntry:
@@ -222,18 +223,28 @@ class ProducerStateManager:
     # -- transaction markers ------------------------------------------------------
 
     def write_marker(self, partition, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                     commit: bool, now_ms: int) -> int:
+                     commit: bool, now_ms: int, transaction_version: int = 0) -> int:
         """Append a COMMIT or ABORT marker for producer_id and end its open
         transaction (the LSO moves; an abort gets a .txnindex entry).
         Returns the marker's offset; MarkerRefused with Kafka's error when the
-        producer has a newer epoch or a newer coordinator wrote before."""
+        producer has a newer epoch or a newer coordinator wrote before.
+
+        transaction_version is the transaction's (WriteTxnMarkers v2, KIP-1228): a transactions
+        v2 marker carries the epoch the coordinator bumped at the end of the transaction, so it
+        must be newer than the epoch of the records it ends (Kafka 4.3's
+        ProducerAppendInfo.checkProducerEpoch); the same epoch again is a retry of a marker
+        already written, accepted while no transaction of the producer is open."""
         producers = self.state(partition).producers
         entry = producers.get(producer_id)
         if entry is not None:
-            if producer_epoch < entry.epoch:
+            v2 = transaction_version >= 2
+            if producer_epoch < entry.epoch or (v2 and producer_epoch == entry.epoch and not (
+                    producer_id not in partition.open_transactions or producer_epoch == MAX_EPOCH)):
                 raise MarkerRefused(ErrorCode.INVALID_PRODUCER_EPOCH,
-                                    f"Epoch of producer {producer_id} is {producer_epoch}, which is smaller "
-                                    f"than the last seen epoch {entry.epoch}")
+                                    f"Epoch of producer {producer_id} at offset {partition.log_end_offset} in "
+                                    f"{partition.topic}-{partition.index} is {producer_epoch}, which is "
+                                    f"{'<=' if v2 else '<'} the last seen epoch {entry.epoch} "
+                                    f"(TV{transaction_version})")
             if entry.coordinator_epoch > coordinator_epoch:
                 raise MarkerRefused(ErrorCode.TRANSACTION_COORDINATOR_FENCED,
                                     f"Invalid coordinator epoch for producerId {producer_id}: {coordinator_epoch} "

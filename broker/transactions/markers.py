@@ -34,7 +34,9 @@ from broker.transactions.peers import PeerConnections, errors_by_partition
 
 log = logging.getLogger("kproto.transactions")
 
-WRITE_TXN_MARKERS_VERSION = 1
+# v2 (KIP-1228) carries each marker's transaction version; sent at the newest version the
+# partition leader serves (broker/transactions/peers.py)
+WRITE_TXN_MARKERS_VERSION = 2
 
 # the marker is no longer wanted: another coordinator or producer epoch took
 # over (Kafka stops sending it; kproto counts it as done, as before)
@@ -62,9 +64,11 @@ def _replicated(partition) -> bool:
 # ======================================================================== leader side
 
 def append_marker(broker, topic: str, index: int, producer_id: int, producer_epoch: int,
-                  coordinator_epoch: int, commit: bool, now_ms: int) -> tuple[int, int | None]:
+                  coordinator_epoch: int, commit: bool, now_ms: int,
+                  transaction_version: int = 0) -> tuple[int, int | None]:
     """Append one marker to a partition this broker leads: (error, offset to
-    wait for or None when nothing is left to wait for)."""
+    wait for or None when nothing is left to wait for). transaction_version:
+    the transaction's (0 or 2), which decides the epoch check."""
     partition = broker.partitions.get(topic, index)
     if partition is None:
         t = broker.image.topics.get(topic)
@@ -88,7 +92,7 @@ def append_marker(broker, topic: str, index: int, producer_id: int, producer_epo
             return code, None
     try:
         offset = broker.producers.write_marker(partition, producer_id, producer_epoch, coordinator_epoch, commit,
-                                               now_ms)
+                                               now_ms, transaction_version)
     except MarkerRefused as exc:
         log.warning("marker for %s-%d refused: %s", topic, index, exc)
         return exc.code, None
@@ -150,7 +154,8 @@ class MarkerChannel:
                 log.info("no marker for %s-%d of %r: the partition is gone", tp[0], tp[1], job.transactional_id)
             elif leader == self.broker.node_id:
                 error, offset = append_marker(self.broker, tp[0], tp[1], job.producer_id, job.producer_epoch,
-                                              job.coordinator_epoch, job.commit, self.now_ms())
+                                              job.coordinator_epoch, job.commit, self.now_ms(),
+                                              job.transit.client_tv)
                 if error == E.NONE and offset is not None:
                     waits.append((tp, offset))
                 elif error == E.NONE or error in _GIVE_UP:
@@ -209,7 +214,8 @@ class MarkerChannel:
         if leader == self.broker.node_id:
             for tp in tps:
                 error, offset = append_marker(self.broker, tp[0], tp[1], job.producer_id, job.producer_epoch,
-                                              job.coordinator_epoch, job.commit, self.now_ms())
+                                              job.coordinator_epoch, job.commit, self.now_ms(),
+                                              job.transit.client_tv)
                 if error == E.NONE:
                     error = await self._await_local(job, tp, offset)
                 elif error in _GIVE_UP:
@@ -241,15 +247,23 @@ class MarkerChannel:
 
     async def _remote(self, job, leader: int, tps: list) -> dict:
         """WriteTxnMarkers to the leader's broker: {tp: error}."""
+        endpoint = self._endpoint(leader)
+        timeout = _request_timeout_ms(self.broker) / 1000 + 5
+        version = WRITE_TXN_MARKERS_VERSION
+        if endpoint is not None:
+            version = await self._peers.version(leader, endpoint, WriteTxnMarkersRequest.API_KEY,
+                                                WRITE_TXN_MARKERS_VERSION, timeout)
+
         def make_request(by_topic):
             return WriteTxnMarkersRequest(markers=[WriteTxnMarkersRequest.WritableTxnMarker(
                 producer_id=job.producer_id, producer_epoch=job.producer_epoch, transaction_result=job.commit,
                 coordinator_epoch=job.coordinator_epoch,
+                # an older leader (v0-1) checks the epoch as for transactions v0
+                transaction_version=job.transit.client_tv if version >= 2 else 0,
                 topics=[WriteTxnMarkersRequest.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
                         for t, ps in by_topic.items()])])
         return await self._peers.partition_errors(
-            leader, self._endpoint(leader), tps, make_request, WRITE_TXN_MARKERS_VERSION,
-            _request_timeout_ms(self.broker) / 1000 + 5,
+            leader, endpoint, tps, make_request, version, timeout,
             lambda resp: errors_by_partition(resp.markers, "topics", "partitions", "error_code"))
 
     # -- the metadata image --------------------------------------------------------------

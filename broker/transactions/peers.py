@@ -1,7 +1,10 @@
 """Requests from the transaction code to other brokers (WriteTxnMarkers to partition leaders,
 AddPartitionsToTxn verify_only to transaction coordinators): a connection to each broker's
 inter-broker listener, secured as the replication fetchers' are, one request at a time on each,
-remade when the broker's endpoint changes."""
+remade when the broker's endpoint changes. The versions a broker serves are asked once per
+endpoint (ApiVersions; again after a request to it failed), so a request goes at the newest
+version both sides know, as Kafka's NetworkClient picks it (a broker of an older release in a
+rolling upgrade gets one it serves)."""
 from __future__ import annotations
 
 import logging
@@ -9,8 +12,11 @@ import logging
 import trio
 
 from kproto.errors import ErrorCode
+from kproto.messages.api_versions_request import ApiVersionsRequest
 
 log = logging.getLogger("kproto.transactions")
+
+API_VERSIONS_VERSION = 3
 
 
 class PeerConnections:
@@ -18,6 +24,21 @@ class PeerConnections:
         self.broker = broker
         self.client_id = client_id   # a prefix: the node id is added
         self._conns: dict[int, tuple] = {}   # broker id -> (BrokerConnection, trio.Lock, endpoint)
+        self._versions: dict[int, tuple] = {}   # broker id -> (endpoint, {api key: (min, max)})
+
+    async def version(self, broker_id: int, endpoint, api_key: int, wanted: int, timeout: float) -> int:
+        """The version to send api_key at to broker_id: the newest up to `wanted` that the broker
+        serves; `wanted` when its versions are not known (it did not answer ApiVersions)."""
+        known = self._versions.get(broker_id)
+        if known is None or known[0] != endpoint:
+            resp = await self.request(broker_id, endpoint, ApiVersionsRequest(
+                client_software_name="kproto", client_software_version="1"), API_VERSIONS_VERSION, timeout)
+            if resp is None or resp.error_code:
+                return wanted
+            known = self._versions[broker_id] = (endpoint, {k.api_key: (k.min_version, k.max_version)
+                                                            for k in resp.api_keys})
+        lo, hi = known[1].get(api_key, (0, wanted))
+        return max(lo, min(hi, wanted))
 
     async def request(self, broker_id: int, endpoint, req, version: int, timeout: float):
         """The answer of broker_id at endpoint, or None when the request failed or timed out
@@ -53,6 +74,7 @@ class PeerConnections:
             by_topic.setdefault(topic, []).append(index)
         resp = await self.request(broker_id, endpoint, make_request(by_topic), version, timeout)
         if resp is None:
+            self._versions.pop(broker_id, None)   # it may come back as another release: ask again
             return {tp: ErrorCode.NETWORK_EXCEPTION for tp in partitions}
         return read_errors(resp)
 
