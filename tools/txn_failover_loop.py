@@ -6,6 +6,7 @@ aborted read.
 
     python3 -m tools.txn_failover_loop --kills 5 --records 3000
     python3 -m tools.txn_failover_loop --transaction-version 2    # a cluster formatted with it
+    python3 -m tools.txn_failover_loop --kafka ~/.cache/kproto-ref/kafka   # the same on Kafka 3.9
 
 The input arrives in --kills + 1 parts: the first before the job starts, the
 next one each time the killed broker is back. Each kill waits until the job
@@ -193,6 +194,31 @@ class JobProcess:
                 self._proc.join(10)
 
 
+class KafkaCluster:
+    """Three Kafka KRaft nodes (tools/chaos/cluster.py) behind the calls this tool makes of a
+    QuorumCluster, with the same settings: the run to compare with."""
+
+    def __init__(self, kafka_home: str):
+        import tempfile
+        from tools.chaos.cluster import Cluster
+        self.workdir = tempfile.mkdtemp(prefix="txnloop-kafka-")
+        self._cluster = Cluster("kafka", 3, self.workdir, use_netns=False, kafka_home=kafka_home,
+                                props=SETTINGS, log=lambda *_a: None)
+        self.nodes = {n.index + 1: n for n in self._cluster.nodes}   # by node id
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self._cluster.nodes)
+
+    def start(self) -> None:
+        self._cluster.start()
+
+    def cleanup(self) -> None:
+        import shutil
+        self._cluster.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
 def read_out(cluster, expect: int, timeout: float) -> list[bytes]:
     c = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "ctp-check",
                                   "isolation.level": "read_committed", "auto.offset.reset": "earliest",
@@ -228,9 +254,13 @@ def main(argv=None) -> int:
     ap.add_argument("--logs", help="a directory for the brokers' logs (INFO)")
     ap.add_argument("--transaction-version", type=int, default=0,
                     help="the transaction.version the cluster is formatted with (0-2)")
+    ap.add_argument("--kafka", metavar="KAFKA_HOME", help="run on Kafka (3.9) nodes instead of kproto")
     args = ap.parse_args(argv)
-    c = QuorumCluster(3, settings=SETTINGS, log_level="INFO" if args.logs else "WARNING")
-    c.format(("--feature", f"transaction.version={args.transaction_version}"))
+    if args.kafka:
+        c = KafkaCluster(args.kafka)
+    else:
+        c = QuorumCluster(3, settings=SETTINGS, log_level="INFO" if args.logs else "WARNING")
+        c.format(("--feature", f"transaction.version={args.transaction_version}"))
     c.start()
     started = time.monotonic()
     job = None
@@ -275,7 +305,7 @@ def main(argv=None) -> int:
     finally:
         if job is not None:
             job.close(10)
-        if args.logs:
+        if args.logs and not args.kafka:
             import os
             os.makedirs(args.logs, exist_ok=True)
             for n in c.nodes.values():
