@@ -1,6 +1,7 @@
-"""What a long run watches on each broker process: resident memory and open
-file descriptors (from /proc) and event-loop lag (from the node's /metrics),
-sampled at an interval, and the rule that says whether a series stayed flat.
+"""What a long run watches on each broker process: resident memory, open
+file descriptors and CPU share (from /proc) and event-loop lag (from the
+node's /metrics), sampled at an interval with the machine's load average, and
+the rule that says whether a series stayed flat.
 
 Event-loop lag is the scheduling delay of the broker's 10 ms timer
 (``kproto_event_loop_delay_seconds``, a cumulative histogram): each sample is
@@ -20,11 +21,14 @@ import statistics
 import time
 import urllib.request
 
+from tools.bench.procstat import cpu_seconds
+
 # what each series may grow by between the second and the last tenth of a run
 TOLERANCE = {
     "rss_mib": (0.10, 4.0),          # +10% and 4 MiB (allocator noise)
     "fds": (0.10, 4.0),              # +10% and 4 descriptors (a connection coming and going)
     "loop_mean_ms": (0.50, 2.0),     # +50% and 2 ms: scheduling on a shared machine is noisy
+    "cpu_pct": (0.25, 2.0),          # +25% and 2 points of a core: the same load must not cost more
 }
 # below this, a run is too short to tell a leak from warm-up: flatness is shown, not judged
 MIN_JUDGED_S = 600
@@ -100,6 +104,7 @@ class Sampler:
         self.t0 = t0
         self.samples: list[dict] = []
         self._hist: dict[str, dict | None] = {}
+        self._cpu: dict[str, tuple[float, float]] = {}   # node -> (monotonic time, CPU seconds)
 
     def sample(self) -> list[dict]:
         now = time.monotonic() - self.t0
@@ -110,11 +115,22 @@ class Sampler:
             mean, p99 = window_delay(self._hist.get(node.name), cur)
             if cur is not None:
                 self._hist[node.name] = cur
+            cpu_pct = None
+            try:
+                cpu = cpu_seconds(pid) if pid is not None else None
+            except OSError:
+                cpu = None
+            if cpu is not None:
+                prev = self._cpu.get(node.name)
+                if prev is not None and now > prev[0]:
+                    cpu_pct = round(100 * (cpu - prev[1]) / (now - prev[0]), 1)
+                self._cpu[node.name] = (now, cpu)
             s = {"t": round(now, 1), "node": node.name,
                  "rss_mib": None if pid is None else rss_mib(pid),
                  "fds": None if pid is None else open_fds(pid),
                  "loop_mean_ms": None if mean is None else round(mean, 3),
-                 "loop_p99_ms": p99}
+                 "loop_p99_ms": p99, "cpu_pct": cpu_pct,
+                 "load": round(os.getloadavg()[0], 2)}
             out.append(s)
         self.samples += out
         return out

@@ -11,7 +11,7 @@ min.insync.replicas 2), with the chaos suite's clients recording a history:
   - a transactional copier (consume-transform-produce, 10% aborted on purpose)
     fed by a second producer, and a read_committed reader of its output
 
-Every --sample seconds each node's RSS, open file descriptors and event-loop
+Every --sample seconds each node's RSS, open file descriptors, CPU share and event-loop
 lag are recorded (tools/chaos/resources.py). At the end every partition is read
 to its end and the history goes through the chaos checkers (every acknowledged
 record read, order per partition, no committed transaction's record missing,
@@ -39,7 +39,7 @@ import time
 from . import checker, report
 from .cluster import Cluster, _free_port
 from .history import HistoryWriter, read_history
-from .resources import MIN_JUDGED_S, Sampler, error_lines, judge
+from .resources import MIN_JUDGED_S, Sampler, error_lines, judge, tenth_medians
 from .workloads import ROOT, ConsumerLoop, Copier, ProducerLoop, create_topics, final_read
 
 GROUP = "soak-readers"
@@ -185,11 +185,12 @@ def main(argv=None) -> int:
                 c = h.counts
                 last = {s["node"]: s for s in sampler.samples[-len(cluster.nodes):]}
                 res = "  ".join(f"{n}: {s['rss_mib'] or 0:.0f} MiB {s['fds'] or 0} fds "
-                                f"lag {s['loop_mean_ms'] if s['loop_mean_ms'] is not None else '-'} ms"
+                                f"lag {s['loop_mean_ms'] if s['loop_mean_ms'] is not None else '-'} ms "
+                                f"cpu {s['cpu_pct'] if s['cpu_pct'] is not None else '-'}%"
                                 for n, s in sorted(last.items()))
                 log(f"[{now - t0:6.0f}s] acks {c.get('send:ok', 0):>7}  send errors "
                     f"{c.get('send:info', 0) + c.get('send:fail', 0):>4}  polls {c.get('poll:ok', 0):>6}  "
-                    f"txns {c.get('txn:ok', 0):>5}  rejoins {rejoiner.joins:>3}  {res}")
+                    f"txns {c.get('txn:ok', 0):>5}  rejoins {rejoiner.joins:>3}  {res}  load {os.getloadavg()[0]:.1f}")
                 next_progress += args.progress
             if now >= end:
                 break
@@ -223,6 +224,8 @@ def main(argv=None) -> int:
     finally:
         stop_produce.set()
         stop_consume.set()
+        if rejoiner is not None and rejoiner.thread.is_alive():
+            rejoiner.thread.join(40)   # its member process leaves, not orphaned
         h.write(f="run", type="stop", proc="runner", completed=completed)
         h.close()
         samples_f.close()
@@ -242,7 +245,9 @@ def summarize(out: str, hist_path: str, cluster: Cluster, sampler: Sampler | Non
         log(report.describe_anomalies(result))
     errors = {n.name: error_lines(n.log_path) for n in cluster.nodes}
     n_err = sum(len(v) for v in errors.values())
-    rows, all_flat = judge(sampler.samples if sampler else [], duration)
+    # judged on the time the samples cover (an interrupted run covers less than it planned)
+    covered = max((s["t"] for s in sampler.samples), default=0.0) if sampler else 0.0
+    rows, all_flat = judge(sampler.samples if sampler else [], covered)
     log("")
     log(f"resources (flat: the last tenth's median <= the second tenth's x (1+rel) + abs; "
         f"judged on runs of {MIN_JUDGED_S // 60} min or more)")
@@ -253,6 +258,11 @@ def summarize(out: str, hist_path: str, cluster: Cluster, sampler: Sampler | Non
             return f"{v:.1f}" if isinstance(v, (int, float)) else "-"
         log(f"  {r['node']:<4} {r['series']:<13} {r['samples']:>7} {f(r['first']):>8} "
             f"{f(r.get('second tenth')):>9} {f(r.get('last tenth')):>10} {f(r['max']):>8}  {r['verdict']}")
+    loads = [s["load"] for s in (sampler.samples if sampler else []) if s.get("node") == "n0" and "load" in s]
+    tenths = tenth_medians(loads)
+    if tenths:
+        # (other work on the machine moves loop lag and CPU share: the load average says how much)
+        log(f"  machine load average (median): second tenth {tenths[0]:.1f}, last tenth {tenths[1]:.1f}")
     log(f"ERROR lines in the node logs: {n_err}")
     for name, lines in errors.items():
         for line in lines[:5]:
