@@ -9,8 +9,10 @@ processes, each its own consumer group (subscribe, auto.offset.reset=earliest,
 confluent-kafka), start together and read the topic from the start:
 
   baseline  the producer alone (--baseline seconds): its ack latency without readers
-  catch-up  from the consumers' start until the last group reads records written
-            under a second before (it has read the preload and reached the tail)
+  catch-up  from the first record any group reads until the last group reads
+            records written under a second before on every partition (it has read
+            the preload and reached the tail); the groups' join before it (the
+            initial rebalance delay, 3 s on both) is reported apart
   tail      --tail seconds more: every group keeps up with the producer
 
 Reported per phase: the groups' read MiB/s together, the producer's ack p50/p99
