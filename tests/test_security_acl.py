@@ -364,6 +364,18 @@ def _delete_share_offsets(c, t, g, x):
     return r.error_code or r.responses[0].error_code
 
 
+def _read_share_state_summary(c, t, g, x):
+    """An inter-broker share-state RPC (87): CLUSTER_ACTION, else every partition refused."""
+    from kproto.messages.read_share_group_state_summary_request import ReadShareGroupStateSummaryRequest as R
+    return c.call(R(group_id=g, topics=[R.ReadStateSummaryData(topic_id=uuid.uuid4(), partitions=[
+        R.PartitionData(partition=0, leader_epoch=-1)])]), 1).results[0].partitions[0].error_code
+
+
+def _find_share_coordinator(c, t, g, x):
+    key = f"{g}:{uuid.uuid4().hex[:22]}:0"
+    return c.call(FindCoordinatorRequest(key_type=2, coordinator_keys=[key]), 6).coordinators[0].error_code
+
+
 T, G, X, C = TOPIC, GROUP, TRANSACTIONAL_ID, CLUSTER
 # (name, ACLs bob holds up front, the call, Kafka's refusal, the ACL that lets him through)
 MATRIX = [
@@ -409,6 +421,8 @@ MATRIX = [
     ("alter_share_group_offsets", [(T, "READ")], _alter_share_offsets, GROUP_AUTH, (G, "READ")),
     ("alter_share_group_offsets_topic", [(G, "READ")], _alter_share_offsets, TOPIC_AUTH, (T, "READ")),
     ("delete_share_group_offsets", [(T, "READ"), (G, "READ")], _delete_share_offsets, GROUP_AUTH, (G, "DELETE")),
+    ("read_share_group_state_summary", [], _read_share_state_summary, CLUSTER_AUTH, (C, "CLUSTER_ACTION")),
+    ("find_share_coordinator", [], _find_share_coordinator, CLUSTER_AUTH, (C, "CLUSTER_ACTION")),
     ("delete_share_group_offsets_topic", [(G, "READ"), (G, "DELETE")], _delete_share_offsets, TOPIC_AUTH,
      (T, "READ")),
 ]

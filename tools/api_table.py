@@ -86,6 +86,11 @@ REASONS: dict[str, str] = {
     "DescribeShareGroupOffsets": "#31 (share groups): Kafka 4.3's v0-1",
     "AlterShareGroupOffsets": "#31 (share groups): Kafka 4.3's v0 (an empty group's start offsets)",
     "DeleteShareGroupOffsets": "#31 (share groups): Kafka 4.3's v0 (an empty group's share-partition state)",
+    "InitializeShareGroupState": "#31 (share coordinator): Kafka 4.3's v0, between brokers (CLUSTER_ACTION)",
+    "ReadShareGroupState": "#31 (share coordinator): Kafka 4.3's v0, between brokers (CLUSTER_ACTION)",
+    "WriteShareGroupState": "#31 (share coordinator): Kafka 4.3's v0-1, between brokers (CLUSTER_ACTION)",
+    "DeleteShareGroupState": "#31 (share coordinator): Kafka 4.3's v0, between brokers (CLUSTER_ACTION)",
+    "ReadShareGroupStateSummary": "#31 (share coordinator): Kafka 4.3's v0-1, between brokers (CLUSTER_ACTION)",
     # client telemetry (KIP-714)
     "GetTelemetrySubscriptions": ("advertised while a client-metrics subscription exists (Kafka advertises it "
                                   "when a telemetry receiver is configured, which a default Kafka is not)"),

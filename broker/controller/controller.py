@@ -441,6 +441,13 @@ def _internal_rf(config, name: str) -> int:
                     for _src, layer in config.layers()
                     if layer.get("rlmm.config.remote.log.metadata.topic.replication.factor")), None)
         return int(raw) if raw else 3
+    if name == "__share_group_state":
+        # share.coordinator.state.topic.replication.factor (Kafka 4.x, not in the 3.9 catalog): set,
+        # else what __consumer_offsets gets, so a cluster replicates share state as it does offsets
+        raw = next((layer.get("share.coordinator.state.topic.replication.factor")
+                    for _src, layer in config.layers()
+                    if layer.get("share.coordinator.state.topic.replication.factor")), None)
+        return int(raw) if raw else config.get_int("offsets.topic.replication.factor")
     return config.get_int(key) if key else 1
 
 

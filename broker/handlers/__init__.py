@@ -26,6 +26,7 @@ MODULES = (
     "consumer_groups",
     "share_groups",
     "share_group_offsets",
+    "share_state",
     "transactions",
     "security",
     "quorum",

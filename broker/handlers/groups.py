@@ -22,8 +22,10 @@ from kproto.messages.offset_fetch_response import OffsetFetchResponse
 from kproto.messages.sync_group_response import SyncGroupResponse
 
 from broker.handlers import handles, topic_ids
-from broker.metadata.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from broker.metadata.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC
+from broker.coordination.topic import ensure_internal_topic
 from broker.replication.leader_hint import coordinator_node
+from broker.share import state_store
 
 # Errors.message() of the errors FindCoordinator reports with a message
 _MESSAGES = {
@@ -64,6 +66,13 @@ def _partition_exists(ctx, topic: str, partition: int) -> bool:
 _Coordinator = FindCoordinatorResponse.Coordinator
 
 
+def share_coordinator_index(broker, key: str):
+    """The __share_group_state partition of a share coordinator key (creating the topic on first
+    use: None meanwhile)."""
+    group_id, topic_id, partition = state_store.parse_coordinator_key(key)
+    return broker.share.coordinator.index_for(group_id, topic_id, partition)
+
+
 def _lookup(ctx, key_type: int, key: str) -> tuple[int, int, str, int]:
     """KafkaApis.getCoordinator: (error, node id, host, port)."""
     if key_type == GROUP_KEY:
@@ -76,11 +85,20 @@ def _lookup(ctx, key_type: int, key: str) -> tuple[int, int, str, int]:
         if error != E.NONE:
             return error, -1, "", -1
     else:
-        return E.INVALID_REQUEST, -1, "", -1   # share groups are not served
+        # the share coordinator of "group:topicId:partition" (Kafka 4.x, KIP-932): the leader of the
+        # key's __share_group_state partition
+        if ctx.api_version < 6 or state_store.parse_coordinator_key(key) is None:
+            return E.INVALID_REQUEST, -1, "", -1
+        share_index = share_coordinator_index(ctx.broker, key)
+        if share_index is None:
+            ensure_internal_topic(ctx.broker, SHARE_STATE_TOPIC, False, lambda: None)
+            return E.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     listener = ctx.conn.listener if ctx.conn is not None else None
     # a multi-node cluster: the leader of the key's partition is the coordinator (broker/replication)
     if key_type == GROUP_KEY:
         found = coordinator_node(ctx.broker, OFFSETS_TOPIC, _groups(ctx).partition_for(key) or 0, listener)
+    elif key_type == SHARE_KEY:
+        found = coordinator_node(ctx.broker, SHARE_STATE_TOPIC, share_index, listener)
     else:
         found = coordinator_node(ctx.broker, TRANSACTION_STATE_TOPIC,
                                  ctx.broker.transactions.state.partition_for(key), listener)

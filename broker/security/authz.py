@@ -305,9 +305,12 @@ async def find_coordinator(ck, ctx, req, handler):
     from kproto.messages.find_coordinator_response import FindCoordinatorResponse as R
 
     def may(key, key_type):
+        if key_type == 2:     # a share coordinator key: brokers only (Kafka 4.x: CLUSTER_ACTION)
+            return ck.cluster(CLUSTER_ACTION)
         return ck.txn(DESCRIBE, key) if key_type == 1 else ck.group(DESCRIBE, key)
 
-    code = (E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if req.key_type == 1 else E.GROUP_AUTHORIZATION_FAILED)
+    code = {1: E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 2: E.CLUSTER_AUTHORIZATION_FAILED}.get(
+        req.key_type, E.GROUP_AUTHORIZATION_FAILED)
     if ctx.api_version < 4:
         if not may(req.key, req.key_type):
             return R(throttle_time_ms=0, error_code=code, error_message=MESSAGES[code], node_id=-1, host="",
@@ -625,6 +628,27 @@ async def write_txn_markers(ck, ctx, req, handler):
                 partition_index=p, error_code=E.CLUSTER_AUTHORIZATION_FAILED) for p in t.partition_indexes])
             for t in m.topics]) for m in req.markers])
     return await handler(ctx, req)
+
+
+def _share_state_wrapper(op):
+    """The share-state RPCs (83-87), inter-broker: without CLUSTER_ACTION every partition of the
+    request is answered CLUSTER_AUTHORIZATION_FAILED (Kafka's toGlobalErrorResponse)."""
+    async def check(ck, ctx, req, handler):
+        if ck.cluster(CLUSTER_ACTION):
+            return await handler(ctx, req)
+        from kproto import api
+        R = api.response_class(ctx.api_key)
+        topic_cls = R._schema[0][2][2:]
+        return R(results=[getattr(R, topic_cls)(topic_id=t.topic_id, partitions=[R.PartitionResult(
+            partition=p.partition, error_code=E.CLUSTER_AUTHORIZATION_FAILED,
+            error_message=MESSAGES[E.CLUSTER_AUTHORIZATION_FAILED]) for p in t.partitions])
+            for t in req.topics or ()])
+    return check
+
+
+for _key in (ApiKey.INITIALIZE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE, ApiKey.WRITE_SHARE_GROUP_STATE,
+             ApiKey.DELETE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY):
+    WRAPPERS[int(_key)] = _share_state_wrapper(CLUSTER_ACTION)
 
 
 @wraps(ApiKey.DESCRIBE_TRANSACTIONS)

@@ -25,6 +25,7 @@ from kproto import records as rec
 from broker.coordination.topic import ensure_internal_topic
 from broker.share import group_configs, state_store
 from broker.storage.replay import stored_batches
+from broker.share.coordinator_shell import ShareCoordinatorService
 from broker.share.membership import ShareGroups
 from broker.share.partition import SharePartition
 
@@ -75,6 +76,7 @@ class ShareService:
         self.stored: dict[tuple, tuple] = {}
         self._epochs: dict[tuple, int] = {}
         self._loaded = False           # read back on first use, when the partitions' leadership is settled
+        self.coordinator = ShareCoordinatorService(broker)   # the share-state RPCs of keys led here
 
     def _config_int(self, key: str, default: int) -> int:
         return group_configs.broker_int(self.broker.config, key, default)

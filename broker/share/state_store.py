@@ -45,10 +45,10 @@ def snapshot_key(group_id: str, topic_id, partition: int) -> bytes:
 
 
 def snapshot_value(snapshot_epoch: int, leader_epoch: int, start_offset: int, batches, complete: int,
-                   created_ms: int, now_ms: int) -> bytes:
+                   created_ms: int, now_ms: int, state_epoch: int = 0) -> bytes:
     out = bytearray(_SHORT.pack(0))
     ShareSnapshotValue(
-        snapshot_epoch=snapshot_epoch, state_epoch=0, leader_epoch=leader_epoch, start_offset=start_offset,
+        snapshot_epoch=snapshot_epoch, state_epoch=state_epoch, leader_epoch=leader_epoch, start_offset=start_offset,
         delivery_complete_count=complete, create_timestamp=created_ms, write_timestamp=now_ms,
         state_batches=[_Batch(first_offset=f, last_offset=last, delivery_state=s, delivery_count=c)
                        for f, last, s, c in batches]).encode_into(out, 0)
@@ -68,3 +68,34 @@ def decode(key: bytes, value: bytes | None):
     v = ShareSnapshotValue.decode(memoryview(bytes(value))[2:], 0)
     return ident, (v.snapshot_epoch, v.start_offset,
                    [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in v.state_batches])
+
+
+def decode_full(key: bytes, value: bytes | None):
+    """As `decode`, with the whole value: ((group, topic id, partition), None for a tombstone or
+    ShareSnapshotValue), or None for a record of another type."""
+    key = bytes(key)
+    if len(key) < 2 or _SHORT.unpack_from(key)[0] != SNAPSHOT:
+        return None
+    k = ShareSnapshotKey.decode(memoryview(key)[2:], 0)
+    ident = (k.group_id, k.topic_id, k.partition)
+    if value is None:
+        return ident, None
+    return ident, ShareSnapshotValue.decode(memoryview(bytes(value))[2:], 0)
+
+
+def parse_coordinator_key(key: str):
+    """(group, topic id, partition) of a FindCoordinator share key "group:topicId:partition" (parsed
+    from the right: the group id may hold colons), or None when it is malformed (Kafka's
+    SharePartitionKey.getInstance(String))."""
+    import uuid
+    tokens = (key or "").split(":")
+    if len(tokens) < 3 or not tokens[-2]:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(tokens[-2] + "=" * (-len(tokens[-2]) % 4))
+        partition = int(tokens[-1])
+    except (ValueError, TypeError):
+        return None
+    if len(raw) != 16:
+        return None
+    return ":".join(tokens[:-2]), uuid.UUID(bytes=raw), partition

@@ -1,0 +1,201 @@
+"""The share coordinator's state of one `__share_group_state` partition (Kafka 4.3's
+ShareCoordinatorShard): the latest share-partition state of every key ("group:topicId:partition")
+written to that partition, and the decisions of the five share-state RPCs on it
+(InitializeShareGroupState, ReadShareGroupState, WriteShareGroupState, DeleteShareGroupState,
+ReadShareGroupStateSummary) with Kafka's checks and error codes. Pure: no log, no clock, no I/O.
+Each operation returns its answer and the record to append (a ShareSnapshot, or a tombstone); the
+shell (`coordinator_shell.py`) appends it and answers only once it is replicated. The state changes
+when the operation is decided; a shell whose append fails drops the whole shard and reads the
+partition again.
+
+Every write is stored as a whole ShareSnapshot (kproto writes no ShareUpdate records): the batches
+of a WriteShareGroupState are laid over the stored ones (the newer state of an offset wins, offsets
+below the start offset are dropped), as Kafka's PersisterStateBatchCombiner does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kproto.errors import ErrorCode as E
+
+from broker.share import state_store
+
+NULL_TOPIC_ID = "The topic id cannot be null."
+NEGATIVE_PARTITION_ID = "The partition id cannot be a negative number."
+WRITE_UNINITIALIZED = "Write operation on uninitialized share partition not allowed."
+READ_UNINITIALIZED = "Read operation on uninitialized share partition not allowed."
+MESSAGES = {
+    E.FENCED_LEADER_EPOCH: "The leader epoch in the request is older than the epoch on the broker.",
+    E.FENCED_STATE_EPOCH: "The share coordinator rejected the request because the share-group state epoch "
+                          "did not match.",
+    E.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+}
+UNINITIALIZED = -1          # start offset / delivery complete count of a share-partition with no state
+
+
+@dataclass
+class ShareState:
+    """One key's state, as its latest ShareSnapshot says."""
+    snapshot_epoch: int
+    state_epoch: int
+    leader_epoch: int
+    start_offset: int
+    complete: int                       # DeliveryCompleteCount
+    batches: list = field(default_factory=list)   # [(first, last, delivery state, delivery count)]
+    created_ms: int = 0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """An operation's answer: error (NONE), its message, the state read (Read/Summary), and the record
+    to append ((key bytes, value bytes or None for a tombstone), or None)."""
+    error: int
+    message: str | None = None
+    state: ShareState | None = None
+    record: tuple | None = None
+
+
+def combine(old: list, new: list, start_offset: int) -> list:
+    """`new` state batches laid over `old` ones, both (first, last, state, count); offsets below
+    `start_offset` dropped; adjacent runs of the same state and count joined."""
+    per: dict[int, tuple] = {}
+    for first, last, state, count in old:
+        for off in range(max(first, start_offset), last + 1):
+            per[off] = (state, count)
+    for first, last, state, count in new:
+        for off in range(max(first, start_offset), last + 1):
+            per[off] = (state, count)
+    out: list[list] = []
+    for off in sorted(per):
+        state, count = per[off]
+        if out and out[-1][1] == off - 1 and out[-1][2] == state and out[-1][3] == count:
+            out[-1][1] = off
+        else:
+            out.append([off, off, state, count])
+    return [tuple(b) for b in out]
+
+
+class ShareCoordinatorShard:
+    def __init__(self):
+        self.states: dict[tuple, ShareState] = {}       # (group, topic id, partition) -> state
+
+    # -- the log -------------------------------------------------------------------------------
+
+    def replay(self, key: tuple, value) -> None:
+        """A ShareSnapshot record read back (value: ShareSnapshotValue, None for a tombstone)."""
+        if value is None:
+            self.states.pop(key, None)
+            return
+        old = self.states.get(key)
+        self.states[key] = ShareState(
+            snapshot_epoch=value.snapshot_epoch,
+            # the epochs never go back (Kafka's leaderEpochMap / stateEpochMap keep the highest)
+            state_epoch=max(value.state_epoch, old.state_epoch if old else value.state_epoch),
+            leader_epoch=max(value.leader_epoch, old.leader_epoch if old else value.leader_epoch),
+            start_offset=value.start_offset, complete=value.delivery_complete_count,
+            batches=[(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                     for b in value.state_batches],
+            created_ms=value.create_timestamp)
+
+    def _record(self, key: tuple, st: ShareState | None, now_ms: int) -> tuple:
+        group, tid, idx = key
+        k = state_store.snapshot_key(group, tid, idx)
+        if st is None:
+            return k, None
+        return k, state_store.snapshot_value(st.snapshot_epoch, st.leader_epoch, st.start_offset, st.batches,
+                                             st.complete, st.created_ms, now_ms, state_epoch=st.state_epoch)
+
+    @staticmethod
+    def _checked(tid, partition: int):
+        if tid is None:
+            return Outcome(E.INVALID_REQUEST, NULL_TOPIC_ID)
+        if partition < 0:
+            return Outcome(E.INVALID_REQUEST, NEGATIVE_PARTITION_ID)
+        return None
+
+    @staticmethod
+    def _unknown():
+        return Outcome(E.UNKNOWN_TOPIC_OR_PARTITION, MESSAGES[E.UNKNOWN_TOPIC_OR_PARTITION])
+
+    # -- the operations: `known` says whether the topic id and partition exist in the metadata --
+
+    def initialize(self, key: tuple, state_epoch: int, start_offset: int, known: bool, now_ms: int) -> Outcome:
+        """InitializeShareGroupState: a fresh state (no batches) at `start_offset` and `state_epoch`."""
+        bad = self._checked(key[1], key[2])
+        if bad:
+            return bad
+        old = self.states.get(key)
+        if state_epoch != -1 and old is not None and old.state_epoch > state_epoch:
+            return Outcome(E.FENCED_STATE_EPOCH, MESSAGES[E.FENCED_STATE_EPOCH])
+        if not known:
+            return self._unknown()
+        st = self.states[key] = ShareState(
+            snapshot_epoch=old.snapshot_epoch + 1 if old else 0, state_epoch=state_epoch, leader_epoch=-1,
+            start_offset=start_offset, complete=UNINITIALIZED if start_offset == UNINITIALIZED else 0,
+            batches=[], created_ms=now_ms)
+        return Outcome(E.NONE, record=self._record(key, st, now_ms))
+
+    def write(self, key: tuple, leader_epoch: int, state_epoch: int, start_offset: int, complete: int,
+              batches: list, known: bool, now_ms: int) -> Outcome:
+        """WriteShareGroupState: the share-partition leader's new state (start offset -1: unchanged)."""
+        bad = self._checked(key[1], key[2])
+        if bad:
+            return bad
+        old = self.states.get(key)
+        if old is None:
+            return Outcome(E.INVALID_REQUEST, WRITE_UNINITIALIZED)
+        if leader_epoch != -1 and old.leader_epoch > leader_epoch:
+            return Outcome(E.FENCED_LEADER_EPOCH, MESSAGES[E.FENCED_LEADER_EPOCH])
+        if state_epoch != -1 and old.state_epoch > state_epoch:
+            return Outcome(E.FENCED_STATE_EPOCH, MESSAGES[E.FENCED_STATE_EPOCH])
+        if not known:
+            return self._unknown()
+        start = old.start_offset if start_offset == -1 else start_offset
+        st = self.states[key] = ShareState(
+            snapshot_epoch=old.snapshot_epoch + 1, state_epoch=old.state_epoch,
+            leader_epoch=old.leader_epoch, start_offset=start, complete=complete,
+            batches=combine(old.batches, batches, start), created_ms=now_ms)
+        return Outcome(E.NONE, record=self._record(key, st, now_ms))
+
+    def read(self, key: tuple, leader_epoch: int, known: bool, now_ms: int) -> Outcome:
+        """ReadShareGroupState: the state, and a record of the new leader epoch when it is higher."""
+        bad = self._checked(key[1], key[2])
+        if bad:
+            return bad
+        st = self.states.get(key)
+        if st is None:
+            return Outcome(E.INVALID_REQUEST, READ_UNINITIALIZED)
+        if leader_epoch != -1 and st.leader_epoch > leader_epoch:
+            return Outcome(E.FENCED_LEADER_EPOCH, MESSAGES[E.FENCED_LEADER_EPOCH])
+        if not known:
+            return self._unknown()
+        if leader_epoch == -1 or st.leader_epoch == leader_epoch:
+            return Outcome(E.NONE, state=st)
+        st.leader_epoch = leader_epoch           # a new leader: later writes of the old one are fenced
+        st.snapshot_epoch += 1
+        return Outcome(E.NONE, state=st, record=self._record(key, st, now_ms))
+
+    def summary(self, key: tuple, known: bool) -> Outcome:
+        """ReadShareGroupStateSummary: start offset, epochs and delivery complete count (or the
+        uninitialised answer: start offset -1, epochs 0)."""
+        bad = self._checked(key[1], key[2])
+        if bad:
+            return bad
+        if not known:
+            return self._unknown()
+        st = self.states.get(key)
+        if st is None:
+            st = ShareState(snapshot_epoch=0, state_epoch=0, leader_epoch=0, start_offset=UNINITIALIZED,
+                            complete=UNINITIALIZED)
+        return Outcome(E.NONE, state=st)
+
+    def delete(self, key: tuple, known: bool) -> Outcome:
+        """DeleteShareGroupState: a tombstone (nothing to write for a key with no state)."""
+        bad = self._checked(key[1], key[2])
+        if bad:
+            return bad
+        if not known:
+            return self._unknown()
+        if self.states.pop(key, None) is None:
+            return Outcome(E.NONE)
+        return Outcome(E.NONE, record=self._record(key, None, 0))

@@ -1,0 +1,242 @@
+"""The share coordinator of one broker (Kafka 4.3's ShareCoordinatorService): it serves the
+share-state RPCs for the keys of the `__share_group_state` partitions this broker leads. A
+partition's shard (`coordinator.py`) is read from the log when the broker is first asked about it
+under a leader epoch (a new leader after a failover reads what the old one wrote; the partition is
+replicated like `__consumer_offsets`), operations on one partition run one at a time, and an
+answer goes out only once the record it wrote is replicated (the high watermark passed it).
+
+Requests and answers are the generated codecs of APIs 83-87, so the handlers
+(`broker/handlers/share_state.py`) and this broker's own share-partitions (`persister.py`) call the
+same methods.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+import trio
+
+from kproto import records as rec
+from kproto.errors import ErrorCode as E
+from kproto.messages.delete_share_group_state_response import DeleteShareGroupStateResponse
+from kproto.messages.initialize_share_group_state_response import InitializeShareGroupStateResponse
+from kproto.messages.read_share_group_state_response import ReadShareGroupStateResponse
+from kproto.messages.read_share_group_state_summary_response import ReadShareGroupStateSummaryResponse
+from kproto.messages.write_share_group_state_response import WriteShareGroupStateResponse
+
+from broker.coordination.topic import ensure_internal_topic
+from broker.share import state_store
+from broker.share.coordinator import Outcome, ShareCoordinatorShard
+from broker.storage.replay import stored_batches
+
+log = logging.getLogger("kproto.share")
+
+COORDINATOR_MESSAGES = {
+    E.NOT_COORDINATOR: "This is not the correct coordinator.",
+    E.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+    E.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
+}
+# what a failed append is answered with (Kafka's CoordinatorRuntime: the caller looks the coordinator
+# up again, or retries)
+_APPEND_ERRORS = {E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR}
+
+
+def _empty(req) -> bool:
+    """Kafka's ShareCoordinatorService answers with no results: no group id, no topics, or a topic
+    with no partitions."""
+    return not req.group_id or not req.topics or any(not t.partitions for t in req.topics)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ShareCoordinatorService:
+    def __init__(self, broker):
+        self.broker = broker
+        self.shards: dict[int, tuple[int, ShareCoordinatorShard]] = {}   # index -> (leader epoch, shard)
+        self._locks: dict[int, trio.Lock] = {}
+
+    # -- where a key lives -----------------------------------------------------------------------
+
+    def index_for(self, group_id: str, topic_id, partition: int) -> int | None:
+        topic = self.broker.image.topics.get(state_store.TOPIC)
+        if topic is None:
+            return None
+        return state_store.partition_for(group_id, topic_id, partition, len(topic.partitions))
+
+    def _known(self, topic_id, partition: int) -> bool:
+        t = self.broker.image.topics_by_id.get(topic_id)
+        return t is not None and 0 <= partition < len(t.partitions)
+
+    def _shard(self, index: int | None):
+        """(error, shard) of a __share_group_state partition: the shard when this broker leads it
+        (read from the log on first use under this leader epoch)."""
+        if index is None:
+            ensure_internal_topic(self.broker, state_store.TOPIC, False, lambda: None, log)
+            return E.COORDINATOR_NOT_AVAILABLE, None
+        p = self.broker.partitions.get(state_store.TOPIC, index)
+        if p is None or not getattr(p, "is_leader", True):
+            self.shards.pop(index, None)
+            topic = self.broker.image.topics.get(state_store.TOPIC)
+            info = topic.partitions.get(index) if topic is not None else None
+            # named leader in the metadata, not yet leading here: becoming the coordinator
+            if info is not None and info.leader == self.broker.node_id:
+                return E.COORDINATOR_LOAD_IN_PROGRESS, None
+            return E.NOT_COORDINATOR, None
+        cached = self.shards.get(index)
+        if cached is not None and cached[0] == p.leader_epoch:
+            return E.NONE, cached[1]
+        shard = ShareCoordinatorShard()
+        for chunk in stored_batches(p.log):
+            for header, batch in chunk:
+                if header.is_control:
+                    continue
+                for r in rec.iter_records(batch):
+                    got = state_store.decode_full(r.key, r.value)
+                    if got is not None:
+                        shard.replay(*got)
+        self.shards[index] = (p.leader_epoch, shard)
+        if shard.states:
+            log.info("share coordinator: %s-%d loaded, %d share-partition states", state_store.TOPIC, index,
+                     len(shard.states))
+        return E.NONE, shard
+
+    def keys(self) -> list:
+        """The keys with state in the __share_group_state partitions this broker leads."""
+        topic = self.broker.image.topics.get(state_store.TOPIC)
+        out = []
+        for index, info in (topic.partitions.items() if topic is not None else ()):
+            if info.leader == self.broker.node_id:
+                error, shard = self._shard(index)
+                if error == 0:
+                    out.extend(shard.states)
+        return out
+
+    async def _run(self, group_id: str, topic_id, partition: int, op) -> Outcome:
+        """op(shard, known, now_ms) -> Outcome on the key's shard; its record appended and replicated
+        before the outcome is returned."""
+        index = self.index_for(group_id, topic_id, partition)
+        lock = self._locks.setdefault(index, trio.Lock())
+        async with lock:
+            error, shard = self._shard(index)
+            if error != E.NONE:
+                return Outcome(error, COORDINATOR_MESSAGES[error])
+            now = _now_ms()
+            out = op(shard, self._known(topic_id, partition), now)
+            if out.record is None:
+                return out
+            error = await self._append(index, out.record, now)
+            if error != E.NONE:
+                self.shards.pop(index, None)   # the decided state may not be in the log: read it again
+                error = _APPEND_ERRORS.get(error, E.COORDINATOR_NOT_AVAILABLE)
+                return Outcome(error, COORDINATOR_MESSAGES[error])
+            return out
+
+    async def _append(self, index: int, record: tuple, now: int) -> int:
+        p = self.broker.partitions.get(state_store.TOPIC, index)
+        if p is None or not getattr(p, "is_leader", True):
+            return E.NOT_LEADER_OR_FOLLOWER
+        batch = bytearray(rec.build_batch([(record[0], record[1], [], now)]))
+        try:
+            info = p.append(batch, rec.BatchHeader(batch), now)
+        except Exception:
+            log.exception("appending to %s-%d failed", state_store.TOPIC, index)
+            return E.KAFKA_STORAGE_ERROR
+        repl = getattr(p, "replication", None)
+        if repl is None:
+            return E.NONE
+        try:
+            timeout = int(self.broker.config.get("request.timeout.ms"))
+        except (KeyError, TypeError, ValueError):
+            timeout = 30000
+        return await repl.wait_replicated(p, info.last_offset, timeout)
+
+    # -- the RPCs: one key at a time, as Kafka's service splits them -----------------------------
+
+    async def initialize(self, req) -> InitializeShareGroupStateResponse:
+        R = InitializeShareGroupStateResponse
+        if _empty(req):
+            return R(results=[])
+        results = []
+        for t in req.topics or ():
+            parts = []
+            for p in t.partitions or ():
+                out = await self._run(req.group_id, t.topic_id, p.partition, lambda s, known, now, t=t, p=p:
+                                      s.initialize((req.group_id, t.topic_id, p.partition), p.state_epoch,
+                                                   p.start_offset, known, now))
+                parts.append(R.PartitionResult(partition=p.partition, error_code=out.error,
+                                               error_message=out.message))
+            results.append(R.InitializeStateResult(topic_id=t.topic_id, partitions=parts))
+        return R(results=results)
+
+    async def write(self, req) -> WriteShareGroupStateResponse:
+        R = WriteShareGroupStateResponse
+        if _empty(req):
+            return R(results=[])
+        results = []
+        for t in req.topics or ():
+            parts = []
+            for p in t.partitions or ():
+                batches = [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                           for b in p.state_batches or ()]
+                complete = getattr(p, "delivery_complete_count", -1)
+                out = await self._run(req.group_id, t.topic_id, p.partition, lambda s, known, now, t=t, p=p:
+                                      s.write((req.group_id, t.topic_id, p.partition), p.leader_epoch,
+                                              p.state_epoch, p.start_offset, complete, batches, known, now))
+                parts.append(R.PartitionResult(partition=p.partition, error_code=out.error,
+                                               error_message=out.message))
+            results.append(R.WriteStateResult(topic_id=t.topic_id, partitions=parts))
+        return R(results=results)
+
+    async def read(self, req) -> ReadShareGroupStateResponse:
+        R = ReadShareGroupStateResponse
+        if _empty(req):
+            return R(results=[])
+        results = []
+        for t in req.topics or ():
+            parts = []
+            for p in t.partitions or ():
+                out = await self._run(req.group_id, t.topic_id, p.partition, lambda s, known, now, t=t, p=p:
+                                      s.read((req.group_id, t.topic_id, p.partition), p.leader_epoch, known, now))
+                st = out.state if out.error == E.NONE else None
+                parts.append(R.PartitionResult(
+                    partition=p.partition, error_code=out.error, error_message=out.message,
+                    state_epoch=st.state_epoch if st else 0, start_offset=st.start_offset if st else -1,
+                    state_batches=[R.StateBatch(first_offset=f, last_offset=last, delivery_state=s, delivery_count=c)
+                                   for f, last, s, c in (st.batches if st else ())]))
+            results.append(R.ReadStateResult(topic_id=t.topic_id, partitions=parts))
+        return R(results=results)
+
+    async def summary(self, req) -> ReadShareGroupStateSummaryResponse:
+        R = ReadShareGroupStateSummaryResponse
+        if _empty(req):
+            return R(results=[])
+        results = []
+        for t in req.topics or ():
+            parts = []
+            for p in t.partitions or ():
+                out = await self._run(req.group_id, t.topic_id, p.partition, lambda s, known, now, t=t, p=p:
+                                      s.summary((req.group_id, t.topic_id, p.partition), known))
+                st = out.state if out.error == E.NONE else None
+                parts.append(R.PartitionResult(
+                    partition=p.partition, error_code=out.error, error_message=out.message,
+                    state_epoch=st.state_epoch if st else 0, leader_epoch=st.leader_epoch if st else 0,
+                    start_offset=st.start_offset if st else -1, delivery_complete_count=st.complete if st else -1))
+            results.append(R.ReadStateSummaryResult(topic_id=t.topic_id, partitions=parts))
+        return R(results=results)
+
+    async def delete(self, req) -> DeleteShareGroupStateResponse:
+        R = DeleteShareGroupStateResponse
+        if _empty(req):
+            return R(results=[])
+        results = []
+        for t in req.topics or ():
+            parts = []
+            for p in t.partitions or ():
+                out = await self._run(req.group_id, t.topic_id, p.partition, lambda s, known, now, t=t, p=p:
+                                      s.delete((req.group_id, t.topic_id, p.partition), known))
+                parts.append(R.PartitionResult(partition=p.partition, error_code=out.error,
+                                               error_message=out.message))
+            results.append(R.DeleteStateResult(topic_id=t.topic_id, partitions=parts))
+        return R(results=results)

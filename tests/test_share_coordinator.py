@@ -1,0 +1,85 @@
+"""The share coordinator's pure shard (broker/share/coordinator.py): Kafka 4.3's ShareCoordinatorShard
+decisions for Initialize/Read/Write/Delete/ReadSummary ShareGroupState, the records it writes (read
+back they give the same state), and the merge of written state batches."""
+from __future__ import annotations
+
+import random
+import uuid
+
+from kproto.errors import ErrorCode as E
+
+from broker.share import state_store
+from broker.share.coordinator import ShareCoordinatorShard, combine
+
+TID = uuid.UUID(int=7)
+KEY = ("g", TID, 0)
+
+
+def replayed(shard_records) -> ShareCoordinatorShard:
+    """A new shard that read the records back, as a new coordinator after a failover does."""
+    s = ShareCoordinatorShard()
+    for k, v in shard_records:
+        s.replay(*state_store.decode_full(k, v))
+    return s
+
+
+def test_lifecycle_and_failover_read_back():
+    s, log = ShareCoordinatorShard(), []
+    out = s.read(KEY, 3, True, 1)
+    assert (out.error, out.message) == (E.INVALID_REQUEST, "Read operation on uninitialized share partition not allowed.")
+    assert s.write(KEY, 3, 0, 5, 0, [], True, 1).error == E.INVALID_REQUEST
+    assert s.summary(KEY, True).state.start_offset == -1          # uninitialised: -1
+    out = s.initialize(KEY, 0, 5, True, 1)
+    assert out.error == E.NONE and out.record is not None
+    log.append(out.record)
+    out = s.read(KEY, 3, True, 2)                 # a leader epoch higher than known: recorded
+    assert out.error == E.NONE and out.state.start_offset == 5 and out.record is not None
+    log.append(out.record)
+    out = s.write(KEY, 3, 0, 5, 1, [(5, 6, 2, 1), (7, 9, 0, 1)], True, 3)
+    assert out.error == E.NONE
+    log.append(out.record)
+    out = s.write(KEY, 3, 0, 7, 2, [(7, 7, 4, 3), (8, 9, 2, 2)], True, 4)
+    log.append(out.record)
+    assert s.states[KEY].batches == [(7, 7, 4, 3), (8, 9, 2, 2)]
+    # a new coordinator reads the log: the same state, and the old leader's epoch fenced
+    t = replayed(log)
+    assert (t.states[KEY].start_offset, t.states[KEY].batches, t.states[KEY].leader_epoch) == (7, [(7, 7, 4, 3), (8, 9, 2, 2)], 3)
+    assert t.write(KEY, 2, 0, 7, 0, [], True, 5).error == E.FENCED_LEADER_EPOCH
+    assert t.read(KEY, 2, True, 5).error == E.FENCED_LEADER_EPOCH
+    # an administrator's reset: a higher state epoch fences the leader's writes of the old state
+    log.append(t.initialize(KEY, 1, 20, True, 6).record)
+    assert t.write(KEY, 3, 0, 21, 0, [], True, 7).error == E.FENCED_STATE_EPOCH
+    assert t.initialize(KEY, 0, 0, True, 7).error == E.FENCED_STATE_EPOCH
+    assert t.summary(KEY, True).state.start_offset == 20
+    out = t.delete(KEY, True)
+    assert out.error == E.NONE and out.record[1] is None           # a tombstone
+    log.append(out.record)
+    assert t.delete(KEY, True).record is None                      # nothing left to delete
+    assert KEY not in replayed(log).states
+
+
+def test_bad_keys_get_kafkas_errors():
+    s = ShareCoordinatorShard()
+    assert s.initialize(("g", TID, -1), 0, 0, True, 1).message == "The partition id cannot be a negative number."
+    assert s.initialize(("g", None, 0), 0, 0, True, 1).message == "The topic id cannot be null."
+    assert s.initialize(KEY, 0, 0, False, 1).error == E.UNKNOWN_TOPIC_OR_PARTITION
+    assert s.summary(KEY, False).error == E.UNKNOWN_TOPIC_OR_PARTITION
+    assert s.delete(KEY, False).error == E.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_combine_lays_new_batches_over_old_ones():
+    rng = random.Random(31)
+    for _ in range(200):
+        start = rng.randrange(0, 10)
+        old = [(f, f + rng.randrange(0, 3), rng.choice((0, 2, 4)), rng.randrange(1, 4)) for f in range(0, 30, 3)]
+        new = [(f, f + rng.randrange(0, 4), rng.choice((0, 2, 4)), rng.randrange(1, 4))
+               for f in sorted(rng.sample(range(0, 30), 4))]
+        want = {}
+        for batches in (old, new):
+            for f, last, st, c in batches:
+                for o in range(max(f, start), last + 1):
+                    want[o] = (st, c)
+        got = combine(old, new, start)
+        flat = {o: (st, c) for f, last, st, c in got for o in range(f, last + 1)}
+        assert flat == want
+        assert all(a[1] < b[0] for a, b in zip(got, got[1:]))         # ordered, not overlapping
