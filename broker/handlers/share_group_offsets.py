@@ -41,8 +41,6 @@ def _group_error(ctx, group_id: str, must_exist: bool):
         return E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
     if group is not None and group.members:
         return E.NON_EMPTY_GROUP, NON_EMPTY
-    if not offsets_admin.state_topic_ready(ctx.broker.share):   # being created: the client retries
-        return E.COORDINATOR_NOT_AVAILABLE, NOT_AVAILABLE
     return None, None
 
 
@@ -60,9 +58,9 @@ async def alter_share_group_offsets(ctx, req):
         for p in topic.partitions:
             code, text = E.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_PARTITION
             if t is not None and 0 <= p.partition_index < len(t.partitions):
-                code, text = E.NONE, None
-                if not offsets_admin.reset_start(svc, req.group_id, t.topic_id, p.partition_index, p.start_offset):
-                    code, text = E.COORDINATOR_NOT_AVAILABLE, NOT_AVAILABLE
+                code = await offsets_admin.reset_start(svc, req.group_id, t.topic_id, p.partition_index,
+                                                       p.start_offset)
+                text = None if code == E.NONE else MESSAGES.get(code, NOT_AVAILABLE)
             parts.append(_APart(partition_index=p.partition_index, error_code=code, error_message=text))
         out.append(_ATopic(topic_name=topic.topic_name, topic_id=t.topic_id if t is not None else ZERO_UUID,
                            partitions=parts))
@@ -76,17 +74,19 @@ async def delete_share_group_offsets(ctx, req):
         return DeleteShareGroupOffsetsResponse(throttle_time_ms=0, error_code=err, error_message=message,
                                                responses=[])
     svc = ctx.broker.share
-    with_state = offsets_admin.topics_with_state(svc, req.group_id)
     out = []
     for topic in req.topics:
         t = ctx.broker.image.topics.get(topic.topic_name)
+        indexes = (await offsets_admin.partitions_with_state(svc, req.group_id, t.topic_id, len(t.partitions))
+                   if t is not None else [])
         if t is None:
             code, text, tid = E.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_PARTITION, ZERO_UUID
-        elif t.topic_id not in with_state:
-            code, text, tid = E.UNKNOWN_TOPIC_OR_PARTITION, NO_OFFSETS, ZERO_UUID
-        elif offsets_admin.delete_topic(svc, req.group_id, t.topic_id):
-            code, text, tid = E.NONE, None, t.topic_id
-        else:
+        elif indexes is None:
             code, text, tid = E.COORDINATOR_NOT_AVAILABLE, NOT_AVAILABLE, t.topic_id
+        elif not indexes:
+            code, text, tid = E.UNKNOWN_TOPIC_OR_PARTITION, NO_OFFSETS, ZERO_UUID
+        else:
+            code = await offsets_admin.delete_topic(svc, req.group_id, t.topic_id, indexes)
+            text, tid = (None if code == E.NONE else MESSAGES.get(code, NOT_AVAILABLE)), t.topic_id
         out.append(_DTopic(topic_name=topic.topic_name, topic_id=tid, error_code=code, error_message=text))
     return DeleteShareGroupOffsetsResponse(throttle_time_ms=0, error_code=E.NONE, error_message=None, responses=out)

@@ -16,7 +16,6 @@ from kproto.messages.share_group_heartbeat_response import ShareGroupHeartbeatRe
 from broker.handlers import handles
 from broker.handlers.groups import _NOT_REQUESTED, _client_host
 from broker.replication.leader_hint import current_leader
-from broker.share import offsets_admin
 
 # AclEntry.supportedOperations(GROUP) for a share group: READ, DELETE, DESCRIBE (bits 3, 6, 8)
 _GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
@@ -39,7 +38,7 @@ def share_group(ctx, group_id: str):
     restart, or made by AlterShareGroupOffsets): Kafka keeps such a group, Empty."""
     svc = ctx.broker.share
     group = svc.groups.groups.get(group_id)
-    if group is None and offsets_admin.topics_with_state(svc, group_id):
+    if group is None and svc.keys_with_state(group_id):
         group = svc.groups.ensure(group_id)
     return group
 
@@ -143,14 +142,17 @@ def _leader(ctx, topic_id, index: int, cls):
     return cls(leader_id=leader, leader_epoch=epoch)
 
 
-def _acks(ctx, req_partition, session, topic_id) -> int:
+async def _acks(ctx, req_partition, session, topic_id) -> int:
     batches = [(b.first_offset, b.last_offset, list(b.acknowledge_types))
                for b in req_partition.acknowledgement_batches]
     err, _p = _locate(ctx, topic_id, req_partition.partition_index)
     if err != E.NONE:
         return err
-    return ctx.broker.share.acknowledge(session.group_id, session.member_id, topic_id,
-                                        req_partition.partition_index, batches)
+    svc = ctx.broker.share
+    err = svc.acknowledge(session.group_id, session.member_id, topic_id, req_partition.partition_index, batches)
+    # answered once the share coordinator has the new state: no acknowledgement is lost to a failover
+    written = await svc.write_through((session.group_id, topic_id, req_partition.partition_index))
+    return err if err != E.NONE else written
 
 
 def _session_error(ctx, req, opening_allowed: bool):
@@ -193,7 +195,7 @@ async def share_fetch(ctx, req):
             if epoch != -1:
                 session.partitions[(t.topic_id, p.partition_index)] = None
             if p.acknowledgement_batches:
-                entry.acknowledge_error_code = _acks(ctx, p, session, t.topic_id)
+                entry.acknowledge_error_code = await _acks(ctx, p, session, t.topic_id)
     if epoch == -1:
         svc.close_session(session)
     else:
@@ -221,7 +223,16 @@ async def _fetch(ctx, req, session, part) -> None:
                 part(tid, idx).error_code = err
                 found = True
                 continue
+            err = await svc.load(session.group_id, p)
+            if err != E.NONE:            # its share coordinator is not there yet: nothing this time
+                watched.append(p)
+                continue
             data, got = svc.acquire(session.group_id, session.member_id, p, budget, max_bytes)
+            # the delivery counts are with the share coordinator before the records go out: a
+            # failover never hands a record out more than share.delivery.count.limit times
+            if got and await svc.write_through((session.group_id, tid, idx)) != E.NONE:
+                svc.drop((session.group_id, tid, idx))
+                data, got = b"", []
             if got:
                 entry = part(tid, idx)
                 entry.records = data
@@ -255,7 +266,7 @@ async def share_acknowledge(ctx, req):
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            code = _acks(ctx, p, session, t.topic_id)
+            code = await _acks(ctx, p, session, t.topic_id)
             parts.append(_APart(partition_index=p.partition_index, error_code=code, error_message=None,
                                 current_leader=_leader(ctx, t.topic_id, p.partition_index, _ALeader)))
         out.append(_ATopic(topic_id=t.topic_id, partitions=parts))
@@ -288,15 +299,17 @@ async def describe_share_group_offsets(ctx, req):
         if err is not None:
             out.append(_OGroup(group_id=g.group_id, topics=[], error_code=err, error_message=message))
             continue
-        states = svc.offsets(g.group_id)                 # (topic id, index) -> (start, complete)
         if g.topics is None:
             wanted: dict = {}
-            for tid, idx in sorted(states, key=str):
+            for tid, idx in sorted(svc.keys_with_state(g.group_id), key=str):
                 t = image.topics_by_id.get(tid)
                 if t is not None:
                     wanted.setdefault(t.name, []).append(idx)
         else:
             wanted = {t.topic_name: list(t.partitions) for t in g.topics}
+        keys = [(image.topics[n].topic_id, i) for n, ix in wanted.items() if n in image.topics for i in ix
+                if i in image.topics[n].partitions]
+        states = await svc.offsets(g.group_id, keys)   # (topic id, index) -> (start, complete)
         topics = []
         for name, indexes in wanted.items():
             t = image.topics.get(name)

@@ -3,9 +3,11 @@ share-partitions of the partitions it leads, share sessions (ShareFetch/ShareAck
 epochs), and one trio task that wakes at the earliest deadline (an acquisition lock, a member's
 session) and applies it. The decisions are in `membership.py` and `partition.py`.
 
-Every change of a share-partition's state (records acquired, acknowledged, released) is appended to
-`__share_group_state` as a ShareSnapshot record (`state_store.py`) before the answer goes out, and
-read back at start, so a restart loses no acknowledgement and offers again only what was in flight.
+Every change of a share-partition's state (records acquired, acknowledged, released) is written to
+the share coordinator of its key (WriteShareGroupState through `persister.py`; the coordinator
+appends it to `__share_group_state`, `coordinator_shell.py`) before the answer goes out; a
+share-partition is read from its coordinator when this broker starts leading the partition, so a
+restart or a failover loses no acknowledgement and offers again only what was in flight.
 """
 from __future__ import annotations
 
@@ -20,12 +22,10 @@ from kproto.errors import ErrorCode as E
 
 from broker.groups.results import GroupOverview
 from broker.partitions.partition import OffsetOutOfRange
-from kproto import records as rec
 
-from broker.coordination.topic import ensure_internal_topic
-from broker.share import group_configs, state_store
-from broker.storage.replay import stored_batches
+from broker.share import group_configs
 from broker.share.coordinator_shell import ShareCoordinatorService
+from broker.share.persister import Persister
 from broker.share.membership import ShareGroups
 from broker.share.partition import SharePartition
 
@@ -71,12 +71,14 @@ class ShareService:
         self.partitions: dict[tuple, SharePartition] = {}  # (group, topic id, index) -> share-partition
         self.sessions: dict[tuple, ShareSession] = {}       # (group, member) -> session
         self._wake = trio.Event()
-        # (group, topic id, index) -> (snapshot epoch, start offset, state batches) read back from
-        # __share_group_state at start: a share-partition created later resumes from it
-        self.stored: dict[tuple, tuple] = {}
-        self._epochs: dict[tuple, int] = {}
-        self._loaded = False           # read back on first use, when the partitions' leadership is settled
+        # (group, topic id, index) -> (leader epoch, state epoch) the share-partition was read under
+        self._epochs: dict[tuple, tuple] = {}
+        self._dirty: set = set()                    # share-partitions whose change is not yet written
+        self._write_locks: dict[tuple, trio.Lock] = {}
+        self._last_write: dict[tuple, int] = {}     # the coordinator's answer to the last write
+        self._write_wake = trio.Event()
         self.coordinator = ShareCoordinatorService(broker)   # the share-state RPCs of keys led here
+        self.persister = Persister(broker, self.coordinator)  # this broker's way to the coordinators
 
     def _config_int(self, key: str, default: int) -> int:
         return group_configs.broker_int(self.broker.config, key, default)
@@ -125,19 +127,23 @@ class ShareService:
         return [GroupOverview(g.group_id, "share", g.state, "share") for g in self.groups.groups.values()
                 if not wanted_states or g.state.lower() in wanted_states]
 
-    def offsets(self, group_id: str) -> dict:
-        """(topic id, index) -> (share-partition start offset, done offsets above it) of the group's
-        share-partitions this broker holds, live or read back from __share_group_state."""
-        if not self._loaded:
-            self._load()
+    async def offsets(self, group_id: str, keys) -> dict:
+        """(topic id, index) -> (share-partition start offset, done offsets above it) from the share
+        coordinators (ReadShareGroupStateSummary), for the given (topic id, index) keys; start offset
+        -1 for a share-partition with no state."""
         out = {}
-        for (gid, tid, idx), (_epoch, start, batches) in self.stored.items():
-            if gid == group_id:
-                out[(tid, idx)] = (start, sum(last - first + 1 for first, last, state, _c in batches if state in (2, 4)))
-        for (gid, tid, idx), sp in self.partitions.items():
-            if gid == group_id:
-                out[(tid, idx)] = (sp.start_offset, sp.delivery_complete_count())
+        for tid, idx in keys:
+            res = await self.persister.summary(group_id, tid, idx)
+            if res.error_code == E.NONE:
+                out[(tid, idx)] = (res.start_offset, max(0, getattr(res, "delivery_complete_count", 0)))
         return out
+
+    def keys_with_state(self, group_id: str) -> set:
+        """(topic id, index) of the group's share-partitions known here: held by this broker, or in the
+        share coordinator's partitions it leads."""
+        keys = {(tid, idx) for gid, tid, idx in self.partitions if gid == group_id}
+        keys |= {(tid, idx) for gid, tid, idx in self.coordinator.keys() if gid == group_id}
+        return keys
 
     # -- share sessions --------------------------------------------------------------------------
 
@@ -174,96 +180,106 @@ class ShareService:
                 self._notify(tid, idx)
         self._kick()
 
-    # -- __share_group_state ---------------------------------------------------------------------
+    # -- __share_group_state, through the share coordinator ---------------------------------------
 
-    def _load(self) -> None:
-        """Replay the local partitions of __share_group_state (the latest snapshot of a key wins)."""
-        self._loaded = True
-        topic = self.broker.image.topics.get(state_store.TOPIC)
-        if topic is None:
-            return
-        for index in topic.partitions:
-            p = self.broker.partitions.get(state_store.TOPIC, index)
-            if p is None:
-                continue
-            for chunk in stored_batches(p.log, p.high_watermark):
-                for header, batch in chunk:
-                    if header.is_control:
-                        continue
-                    for r in rec.iter_records(batch):
-                        got = state_store.decode(r.key, r.value)
-                        if got is None:
-                            continue
-                        ident, state = got
-                        if state is None:
-                            self.stored.pop(ident, None)
-                        else:
-                            self.stored[ident] = state
-        if self.stored:
-            log.info("share groups: %d share-partition states read from %s", len(self.stored), state_store.TOPIC)
+    def persist(self, key: tuple, sp: SharePartition) -> None:
+        """The share-partition's state changed: the writer task sends it to the share coordinator
+        (a timer's change); an answer that depends on it awaits `write_through` first."""
+        self._dirty.add(key)
+        self._write_wake.set()
 
-    def persist(self, key: tuple, sp: SharePartition) -> bool:
-        """Append the share-partition's state as a ShareSnapshot record to its __share_group_state
-        partition, when this broker leads that partition (creating the topic on first use); whether
-        it was appended."""
-        group_id, tid, idx = key
-        now = self.now_ms()
-        t = self.broker.image.topics_by_id.get(tid)
-        data = self.broker.partitions.get(t.name, idx) if t is not None else None
-
-        def value(epoch):
-            return state_store.snapshot_value(epoch, data.leader_epoch if data is not None else -1, sp.start_offset,
-                                              sp.state_batches(), sp.delivery_complete_count(), now, now)
-        return self._append(key, value)
-
-    def tombstone(self, key: tuple) -> bool:
-        """Append a tombstone for the share-partition's state (DeleteShareGroupOffsets): a restart
-        reads nothing back for it; whether it was appended."""
-        return self._append(key, None)
-
-    def _append(self, key: tuple, value) -> bool:
-        """value: None for a tombstone, else a function of the next snapshot epoch giving the value."""
-        topic = self.broker.image.topics.get(state_store.TOPIC)
-        if topic is None:
-            ensure_internal_topic(self.broker, state_store.TOPIC, False, lambda: None, log)
-            return False
-        group_id, tid, idx = key
-        index = state_store.partition_for(group_id, tid, idx, len(topic.partitions))
-        p = self.broker.partitions.get(state_store.TOPIC, index)
-        if p is None or not p.is_leader:
-            return False
-        now = self.now_ms()
-        if value is not None:
-            epoch = self._epochs[key] = self._epochs.get(key, 0) + 1
-            value = value(epoch)
-        batch = bytearray(rec.build_batch([(state_store.snapshot_key(group_id, tid, idx), value, [], now)]))
-        try:
-            p.append(batch, rec.BatchHeader(batch), now)
-        except Exception:
-            log.exception("appending to %s-%d failed", state_store.TOPIC, index)
-            return False
-        return True
-
-    # -- share-partitions ------------------------------------------------------------------------
-
-    def share_partition(self, group_id: str, partition) -> SharePartition:
-        key = (group_id, partition.topic_id, partition.index)
+    async def write_through(self, key: tuple) -> int:
+        """WriteShareGroupState of the share-partition's whole state now (its start offset, its
+        in-flight batches, its leader and state epochs); NONE once the coordinator has it
+        replicated. A fenced share-partition (a newer leader, or an administrator's reset: a higher
+        state epoch) is dropped here: the next ShareFetch reads its state again."""
         sp = self.partitions.get(key)
         if sp is None:
-            if not self._loaded:
-                self._load()
-            stored = self.stored.pop(key, None)
-            if stored is not None:          # resume: acknowledged stays done, in-flight is offered again
-                self._epochs[key] = stored[0]
-                start, batches = stored[1], stored[2]
-            else:
-                start, batches = self._initial_offset(group_id, partition), ()
+            return E.NONE
+        lock = self._write_locks.setdefault(key, trio.Lock())
+        async with lock:
+            if self.partitions.get(key) is not sp:
+                return E.NONE
+            if key not in self._dirty and self._last_write.get(key) == E.NONE:
+                return E.NONE               # its latest state is written already (by another task)
+            self._dirty.discard(key)
+            leader_epoch, state_epoch = self._epochs.get(key, (-1, 0))
+            res = await self.persister.write(key[0], key[1], key[2], leader_epoch, state_epoch, sp.start_offset,
+                                             sp.delivery_complete_count(), sp.state_batches())
+            error = self._last_write[key] = res.error_code
+            if error in (E.FENCED_STATE_EPOCH, E.FENCED_LEADER_EPOCH, E.INVALID_REQUEST):
+                log.info("share-partition %s:%s:%d fenced (%s): its state is read again", key[0], key[1], key[2],
+                         E(error).name)
+                self.drop(key)
+            elif error != E.NONE:
+                self._dirty.add(key)       # written again by the writer task
+            return error
+
+    def drop(self, key: tuple) -> None:
+        """Forget a share-partition held here (fenced, reset or deleted by an administrator)."""
+        self.partitions.pop(key, None)
+        self._epochs.pop(key, None)
+        self._dirty.discard(key)
+        self._last_write.pop(key, None)
+
+    async def _writer(self) -> None:
+        """Sends the changes nobody awaits (expired locks, members gone) to the share coordinator."""
+        while True:
+            await self._write_wake.wait()
+            self._write_wake = trio.Event()
+            for key in list(self._dirty):
+                if key in self._dirty:
+                    if await self.write_through(key) not in (E.NONE, E.FENCED_STATE_EPOCH,
+                                                             E.FENCED_LEADER_EPOCH, E.INVALID_REQUEST):
+                        await trio.sleep(0.5)       # the coordinator is moving: try again shortly
+                        self._write_wake.set()
+
+    async def load(self, group_id: str, partition) -> int:
+        """Make the share-partition of a partition led here, from the share coordinator's state
+        (ReadShareGroupState with this leader epoch: a new leader after a failover resumes what the
+        old one wrote; acknowledged records stay done, in-flight ones are offered again with their
+        delivery counts). A share-partition the coordinator has no state of is initialised at
+        share.auto.offset.reset (InitializeShareGroupState). NONE, or the coordinator's error."""
+        key = (group_id, partition.topic_id, partition.index)
+        held = self._epochs.get(key)
+        if key in self.partitions and held is not None and held[0] == partition.leader_epoch:
+            return E.NONE
+        lock = self._write_locks.setdefault(key, trio.Lock())
+        async with lock:
+            held = self._epochs.get(key)
+            if key in self.partitions and held is not None and held[0] == partition.leader_epoch:
+                return E.NONE
+            self.drop(key)
+            epoch = partition.leader_epoch
+            res = await self.persister.read(group_id, partition.topic_id, partition.index, epoch)
+            if res.error_code == E.INVALID_REQUEST:            # no state yet
+                init = await self.persister.initialize(group_id, partition.topic_id, partition.index, 0, -1)
+                if init.error_code != E.NONE:
+                    return init.error_code
+                res = await self.persister.read(group_id, partition.topic_id, partition.index, epoch)
+            if res.error_code != E.NONE:
+                return res.error_code
+            start, batches = res.start_offset, [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                                                for b in res.state_batches]
+            if start < 0:                                      # initialised without a start offset
+                start, batches = self._initial_offset(group_id, partition), []
+            self._epochs[key] = (epoch, res.state_epoch)
             sp = self.partitions[key] = SharePartition(
                 start, batches=batches,
                 delivery_count_limit=int(self.group_config(group_id, "share.delivery.count.limit")),
                 max_record_locks=self.max_record_locks, lock_duration_ms=self.lock_duration_ms)
-            self.persist(key, sp)
         if sp.start_offset < partition.log_start_offset:
+            sp.move_start(partition.log_start_offset)
+        if res.start_offset < 0 or sp.start_offset != res.start_offset:
+            return await self.write_through(key)
+        return E.NONE
+
+    # -- share-partitions ------------------------------------------------------------------------
+
+    def share_partition(self, group_id: str, partition) -> SharePartition | None:
+        """The share-partition `load` made (None before)."""
+        sp = self.partitions.get((group_id, partition.topic_id, partition.index))
+        if sp is not None and sp.start_offset < partition.log_start_offset:
             sp.move_start(partition.log_start_offset)
         return sp
 
@@ -283,6 +299,8 @@ class ShareService:
     def acquire(self, group_id: str, member_id: str, partition, max_records: int, max_bytes: int):
         """(record bytes, acquired ranges) for one partition of a ShareFetch."""
         sp = self.share_partition(group_id, partition)
+        if sp is None:
+            return b"", []
         offset = sp.fetch_offset()
         if offset is None or max_records <= 0:
             return b"", []
@@ -348,6 +366,11 @@ class ShareService:
             self._member_gone(gid, mid)
 
     async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._writer)
+            await self._timers()
+
+    async def _timers(self) -> None:
         while True:
             self._wake = trio.Event()
             self.tick(self.now_ms())
