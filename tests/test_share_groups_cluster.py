@@ -17,6 +17,7 @@ pytest.importorskip("confluent_kafka")
 
 from kproto.messages.alter_share_group_offsets_request import AlterShareGroupOffsetsRequest as Alter  # noqa: E402
 from kproto.messages.find_coordinator_request import FindCoordinatorRequest  # noqa: E402
+from kproto.messages.read_share_group_state_summary_request import ReadShareGroupStateSummaryRequest as Summary  # noqa: E402,E501
 from kproto.messages.share_acknowledge_request import ShareAcknowledgeRequest as Ack  # noqa: E402
 from kproto.messages.share_fetch_request import ShareFetchRequest as Fetch  # noqa: E402
 from tests.test_share_groups import (  # noqa: E402
@@ -106,10 +107,10 @@ def test_share_coordinator_alter_anywhere_and_leader_failover(cluster):
         sc = _coordinator(cluster, 2, f"{g}:{tid_text}:0", leader)     # creates __share_group_state at first
         gc = _coordinator(cluster, 0, g, leader)
         if sc is not None and gc is not None and gc not in (sc, leader):
-            picked = g, gc
+            picked = g, gc, sc
             break
     assert picked, "no group whose coordinator is a third node"
-    g2, gc = picked
+    g2, gc, sc = picked
     with WireClient(_addr(cluster, gc), timeout=30) as c:
         for _ in range(50):           # until the group coordinator has loaded (14, 15, 16: retried)
             r = c.call(Alter(group_id=g2, topics=[Alter.AlterShareGroupOffsetsRequestTopic(
@@ -121,6 +122,12 @@ def test_share_coordinator_alter_anywhere_and_leader_failover(cluster):
     assert (r.error_code, r.responses[0].partitions[0].error_code) == (0, 0), (r.error_code, r.error_message)
     with WireClient(_addr(cluster, leader), timeout=30) as c:
         assert _fetch(c, g2, str(uuid.uuid4()), tid, 0)[0] == [(7, 1), (8, 1), (9, 1)]
+    # the share coordinator answers ReadShareGroupStateSummary (a broker's request); another node does not
+    for node, want in ((sc, (0, 7)), (next(n for n in cluster.nodes if n != sc), (16, -1))):
+        with WireClient(_addr(cluster, node)) as c:
+            p = c.call(Summary(group_id=g2, topics=[Summary.ReadStateSummaryData(topic_id=tid, partitions=[
+                Summary.PartitionData(partition=0, leader_epoch=-1)])]), 1).results[0].partitions[0]
+        assert (p.error_code, p.start_offset) == want, node
 
     # kill -9 of the share-partition leader: what it had acknowledged stays done, what was in flight
     # comes back from its successor with the next delivery count
