@@ -72,8 +72,15 @@ def test_combine_lays_new_batches_over_old_ones():
     for _ in range(200):
         start = rng.randrange(0, 10)
         old = [(f, f + rng.randrange(0, 3), rng.choice((0, 2, 4)), rng.randrange(1, 4)) for f in range(0, 30, 3)]
-        new = [(f, f + rng.randrange(0, 4), rng.choice((0, 2, 4)), rng.randrange(1, 4))
-               for f in sorted(rng.sample(range(0, 30), 4))]
+        if rng.random() < 0.5:          # scattered batches
+            new = [(f, f + rng.randrange(0, 4), rng.choice((0, 2, 4)), rng.randrange(1, 4))
+                   for f in sorted(rng.sample(range(0, 30), 4))]
+        else:                           # one contiguous run, as a leader writes its whole state
+            f, new, end = rng.randrange(0, start + 2), [], rng.choice((25, 35))
+            while f <= end:
+                last = f + rng.randrange(0, 5)
+                new.append((f, last, rng.choice((0, 2, 4)), rng.randrange(1, 4)))
+                f = last + 1
         want = {}
         for batches in (old, new):
             for f, last, st, c in batches:
@@ -83,3 +90,4 @@ def test_combine_lays_new_batches_over_old_ones():
         flat = {o: (st, c) for f, last, st, c in got for o in range(f, last + 1)}
         assert flat == want
         assert all(a[1] < b[0] for a, b in zip(got, got[1:]))         # ordered, not overlapping
+        assert all(not (a[1] + 1 == b[0] and a[2:] == b[2:]) for a, b in zip(got, got[1:]))   # joined

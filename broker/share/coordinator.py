@@ -58,6 +58,14 @@ class Outcome:
 def combine(old: list, new: list, start_offset: int) -> list:
     """`new` state batches laid over `old` ones, both (first, last, state, count); offsets below
     `start_offset` dropped; adjacent runs of the same state and count joined."""
+    new = sorted(new)
+    if new and all(a[1] + 1 == b[0] for a, b in zip(new, new[1:])):
+        # the usual write, a leader's whole state: one contiguous run from the start offset that
+        # covers every stored offset still above it, so nothing of `old` is left
+        kept = [b for b in old if b[1] >= start_offset]
+        if new[0][0] <= max(start_offset, kept[0][0] if kept else start_offset) and \
+                (not kept or new[-1][1] >= kept[-1][1]):
+            return _joined([(max(f, start_offset), last, st, c) for f, last, st, c in new if last >= start_offset])
     per: dict[int, tuple] = {}
     for first, last, state, count in old:
         for off in range(max(first, start_offset), last + 1):
@@ -65,13 +73,17 @@ def combine(old: list, new: list, start_offset: int) -> list:
     for first, last, state, count in new:
         for off in range(max(first, start_offset), last + 1):
             per[off] = (state, count)
+    return _joined([(off, off, *per[off]) for off in sorted(per)])
+
+
+def _joined(batches: list) -> list:
+    """Ordered, non-overlapping batches with adjacent runs of the same state and count joined."""
     out: list[list] = []
-    for off in sorted(per):
-        state, count = per[off]
-        if out and out[-1][1] == off - 1 and out[-1][2] == state and out[-1][3] == count:
-            out[-1][1] = off
+    for first, last, state, count in batches:
+        if out and out[-1][1] == first - 1 and out[-1][2] == state and out[-1][3] == count:
+            out[-1][1] = last
         else:
-            out.append([off, off, state, count])
+            out.append([first, last, state, count])
     return [tuple(b) for b in out]
 
 

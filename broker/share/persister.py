@@ -19,7 +19,6 @@ from kproto.messages.read_share_group_state_request import ReadShareGroupStateRe
 from kproto.messages.read_share_group_state_summary_request import ReadShareGroupStateSummaryRequest as SumReq
 from kproto.messages.write_share_group_state_request import WriteShareGroupStateRequest as WriteReq
 
-from broker.replication.manager import endpoint_from_image
 from broker.share import state_store
 
 log = logging.getLogger("kproto.share")
@@ -115,7 +114,7 @@ class Persister:
 
     async def _remote(self, broker_id: int, req):
         repl = self.broker.replication
-        endpoint = endpoint_from_image(self.broker.image, broker_id, repl._inter_broker_listener())
+        endpoint = repl.endpoint_of(broker_id)          # its inter-broker listener
         if endpoint is None:
             return None
         entry = self._conns.get(broker_id)

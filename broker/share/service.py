@@ -366,9 +366,13 @@ class ShareService:
             self._member_gone(gid, mid)
 
     async def run(self) -> None:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._writer)
-            await self._timers()
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._writer)
+                await self._timers()
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.persister.aclose()
 
     async def _timers(self) -> None:
         while True:
