@@ -13,6 +13,8 @@ members' close sends the last acknowledgements), records/s, and the broker's CPU
 and acknowledging a record.
 
   python -m tools.bench share_groups --records 50000 --members 1,3,6
+  python -m tools.bench share_groups --nodes 3      # a 3-node cluster, the topic and the share state
+                                                    # replicated 3 times (CPU: all nodes together)
 """
 from __future__ import annotations
 
@@ -50,7 +52,7 @@ sys.stdout.write(json.dumps({"closed": time.time(), "n": n, "first": first}) + "
 """
 
 
-def run(bootstrap: str, broker_pid: int, group: str, kind: str, members: int, records: int) -> dict:
+def run(bootstrap: str, broker_pids, group: str, kind: str, members: int, records: int) -> dict:
     from tools.bench.procstat import cpu_seconds
     if kind == "share":
         from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
@@ -59,7 +61,8 @@ def run(bootstrap: str, broker_pid: int, group: str, kind: str, members: int, re
         admin = AdminClient({"bootstrap.servers": bootstrap})
         for f in admin.incremental_alter_configs([res]).values():
             f.result(15)
-    cpu0 = cpu_seconds(broker_pid)
+    pids = [broker_pids] if isinstance(broker_pids, int) else list(broker_pids)
+    cpu0 = sum(cpu_seconds(pid) for pid in pids)
     procs = [subprocess.Popen([sys.executable, "-c", MEMBER, bootstrap, group, kind, str(records)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
              for _ in range(members)]
@@ -85,7 +88,7 @@ def run(bootstrap: str, broker_pid: int, group: str, kind: str, members: int, re
                 closed.append(ev["closed"])
                 last[i] = ev
         p.wait(60)
-    cpu = cpu_seconds(broker_pid) - cpu0
+    cpu = sum(cpu_seconds(pid) for pid in pids) - cpu0
     delivered = sum(x["n"] for x in last)
     first = min(x["first"] for x in last if x["first"] is not None)
     wall = max(closed) - first
@@ -99,25 +102,41 @@ def main(argv=None) -> None:
     ap.add_argument("--records", type=int, default=50000)
     ap.add_argument("--members", default="1,3,6", help="share-group sizes to run (comma-separated)")
     ap.add_argument("--json", action="store_true", help="one JSON object per run")
+    ap.add_argument("--nodes", type=int, default=1, help="1: one broker; more: a KRaft cluster of that many nodes")
     args = ap.parse_args(argv)
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
     from broker.launch.process import BrokerProcess
-    proc = BrokerProcess(tempfile.mkdtemp(prefix="bench-share-"), new_session=True).start()
+    if args.nodes > 1:
+        from tools.cluster_client import create_topic
+        from tools.quorum_cluster import QuorumCluster
+        rf = str(min(3, args.nodes))
+        proc = QuorumCluster(args.nodes, settings={"offsets.topic.replication.factor": rf,
+                                                   "offsets.topic.num.partitions": "3"})
+        proc.format()
+        proc.start()
+        b, pids = proc.bootstrap, [n.proc.pid for n in proc.nodes.values()]
+    else:
+        proc = BrokerProcess(tempfile.mkdtemp(prefix="bench-share-"), new_session=True).start()
+        b, pids = proc.bootstrap, proc.proc.pid
     try:
-        b = proc.bootstrap
         admin = AdminClient({"bootstrap.servers": b})
-        for f in admin.create_topics([NewTopic("bench-share", 1, 1)]).values():
-            f.result(15)
+        if args.nodes > 1:
+            deadline = time.monotonic() + 60
+            while not create_topic(admin, "bench-share", 1, int(rf)) and time.monotonic() < deadline:
+                time.sleep(0.5)
+        else:
+            for f in admin.create_topics([NewTopic("bench-share", 1, 1)]).values():
+                f.result(15)
         p = Producer({"bootstrap.servers": b, "linger.ms": 20, "batch.num.messages": 1000})
         for i in range(args.records):
             p.produce("bench-share", value=b"x" * 100)
             if i % 10000 == 0:
                 p.poll(0)
         p.flush(60)
-        results = [run(b, proc.proc.pid, "bench-classic", "classic", 1, args.records)]
+        results = [run(b, pids, "bench-classic", "classic", 1, args.records)]
         for n in [int(x) for x in args.members.split(",")]:
-            results.append(run(b, proc.proc.pid, f"bench-share-{n}", "share", n, args.records))
+            results.append(run(b, pids, f"bench-share-{n}", "share", n, args.records))
         base = results[0]["broker_cpu_us_per_record"]
         for r in results:
             r["extra_cpu_us_per_record_vs_classic"] = round(r["broker_cpu_us_per_record"] - base, 1)
@@ -128,7 +147,7 @@ def main(argv=None) -> None:
                       f"broker CPU {r['broker_cpu_us_per_record']:>6.1f} us/record "
                       f"({r['extra_cpu_us_per_record_vs_classic']:+.1f} vs classic)")
     finally:
-        proc.stop()
+        proc.cleanup() if args.nodes > 1 else proc.stop()
 
 
 if __name__ == "__main__":
