@@ -122,8 +122,14 @@ def main(argv=None) -> None:
     try:
         admin = AdminClient({"bootstrap.servers": b})
         if args.nodes > 1:
+            import confluent_kafka
             deadline = time.monotonic() + 60
-            while not create_topic(admin, "bench-share", 1, int(rf)) and time.monotonic() < deadline:
+            while time.monotonic() < deadline:
+                try:
+                    if create_topic(admin, "bench-share", 1, int(rf)):
+                        break
+                except confluent_kafka.KafkaException:      # not every broker registered yet
+                    pass
                 time.sleep(0.5)
         else:
             for f in admin.create_topics([NewTopic("bench-share", 1, 1)]).values():
