@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("confluent_kafka")
 
 from kproto.messages.alter_share_group_offsets_request import AlterShareGroupOffsetsRequest as Alter  # noqa: E402
+from kproto.messages.describe_share_group_offsets_request import DescribeShareGroupOffsetsRequest as DescribeOffsets  # noqa: E402,E501
 from kproto.messages.find_coordinator_request import FindCoordinatorRequest  # noqa: E402
 from kproto.messages.read_share_group_state_summary_request import ReadShareGroupStateSummaryRequest as Summary  # noqa: E402,E501
 from kproto.messages.share_acknowledge_request import ShareAcknowledgeRequest as Ack  # noqa: E402
@@ -122,6 +123,12 @@ def test_share_coordinator_alter_anywhere_and_leader_failover(cluster):
     assert (r.error_code, r.responses[0].partitions[0].error_code) == (0, 0), (r.error_code, r.error_message)
     with WireClient(_addr(cluster, leader), timeout=30) as c:
         assert _fetch(c, g2, str(uuid.uuid4()), tid, 0)[0] == [(7, 1), (8, 1), (9, 1)]
+    # the group's coordinator describes the offsets kept by the share coordinator of another node
+    with WireClient(_addr(cluster, gc)) as c:
+        d = c.call(DescribeOffsets(groups=[DescribeOffsets.DescribeShareGroupOffsetsRequestGroup(
+            group_id=g2, topics=None)]), 1).groups[0]
+    assert [(t.topic_name, [(p.partition_index, p.start_offset) for p in t.partitions]) for t in d.topics] == [
+        (topic, [(0, 7)])]
     # the share coordinator answers ReadShareGroupStateSummary (a broker's request); another node does not
     for node, want in ((sc, (0, 7)), (next(n for n in cluster.nodes if n != sc), (16, -1))):
         with WireClient(_addr(cluster, node)) as c:

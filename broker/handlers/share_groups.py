@@ -300,10 +300,17 @@ async def describe_share_group_offsets(ctx, req):
             out.append(_OGroup(group_id=g.group_id, topics=[], error_code=err, error_message=message))
             continue
         if g.topics is None:
-            wanted: dict = {}
-            for tid, idx in sorted(svc.keys_with_state(g.group_id), key=str):
+            # the share-partitions known here, and every partition of the topics the group has used:
+            # those of them with state at their share coordinators
+            candidates = set(svc.keys_with_state(g.group_id))
+            for tid in svc.group_topics.get(g.group_id, ()):
                 t = image.topics_by_id.get(tid)
-                if t is not None:
+                candidates |= {(tid, i) for i in (t.partitions if t is not None else ())}
+            found = await svc.offsets(g.group_id, sorted(candidates, key=str))
+            wanted: dict = {}
+            for tid, idx in sorted(candidates, key=str):
+                t = image.topics_by_id.get(tid)
+                if t is not None and found.get((tid, idx), (-1, 0))[0] >= 0:
                     wanted.setdefault(t.name, []).append(idx)
         else:
             wanted = {t.topic_name: list(t.partitions) for t in g.topics}
@@ -321,8 +328,8 @@ async def describe_share_group_offsets(ctx, req):
                     continue
                 start, complete = states.get((t.topic_id, idx), (-1, 0))
                 p = ctx.broker.partitions.get(name, idx)
-                lag = (max(0, p.high_watermark - start - complete)
-                       if start >= 0 and p is not None and p.is_leader else -1)
+                # (a follower's high watermark on a node that does not lead the partition)
+                lag = max(0, p.high_watermark - start - complete) if start >= 0 and p is not None else -1
                 parts.append(_OPart(partition_index=idx, start_offset=start,
                                     leader_epoch=p.leader_epoch if p is not None else -1, lag=lag,
                                     error_code=E.NONE, error_message=None))

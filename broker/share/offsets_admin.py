@@ -24,6 +24,8 @@ async def reset_start(svc, group_id: str, topic_id, index: int, start_offset: in
     res = await svc.persister.initialize(group_id, topic_id, index, summary.state_epoch + 1,
                                          start_offset if start_offset >= 0 else -1)
     svc.drop((group_id, topic_id, index))            # held here: read again on the next fetch
+    if res.error_code == E.NONE:
+        svc.group_topics.setdefault(group_id, set()).add(topic_id)
     return res.error_code
 
 

@@ -76,6 +76,9 @@ class ShareService:
         self._dirty: set = set()                    # share-partitions whose change is not yet written
         self._write_locks: dict[tuple, trio.Lock] = {}
         self._last_write: dict[tuple, int] = {}     # the coordinator's answer to the last write
+        # group -> topic ids it subscribed to or an administrator reset here (the group coordinator's
+        # memory of where its state may be; DescribeShareGroupOffsets of all topics asks about them)
+        self.group_topics: dict[str, set] = {}
         self._write_wake = trio.Event()
         self.coordinator = ShareCoordinatorService(broker)   # the share-state RPCs of keys led here
         self.persister = Persister(broker, self.coordinator)  # this broker's way to the coordinators
@@ -107,6 +110,9 @@ class ShareService:
         # a member leaving keeps its share session: its last acknowledgements (ShareAcknowledge with
         # epoch -1) come after the leave; the session's end releases what it still holds
         res = self.groups.heartbeat(topics=self.topic_table(), now_ms=self.now_ms(), **kwargs)
+        group = self.groups.groups.get(kwargs.get("group_id"))
+        if group is not None:
+            self.group_topics.setdefault(group.group_id, set()).update(tid for tid, _n in group.topics_seen.values())
         self._kick()
         return res
 
