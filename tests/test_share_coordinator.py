@@ -91,3 +91,10 @@ def test_combine_lays_new_batches_over_old_ones():
         assert flat == want
         assert all(a[1] < b[0] for a, b in zip(got, got[1:]))         # ordered, not overlapping
         assert all(not (a[1] + 1 == b[0] and a[2:] == b[2:]) for a, b in zip(got, got[1:]))   # joined
+
+
+def test_combine_works_by_intervals():
+    """A batch spanning 10^12 offsets costs no more than a short one (a bad write cannot stall it)."""
+    huge = 10 ** 12
+    assert combine([(0, huge, 0, 1)], [(5, 7, 2, 1), (2, 3, 4, 1)], 1) == [
+        (1, 1, 0, 1), (2, 3, 4, 1), (4, 4, 0, 1), (5, 7, 2, 1), (8, huge, 0, 1)]

@@ -58,22 +58,33 @@ class Outcome:
 def combine(old: list, new: list, start_offset: int) -> list:
     """`new` state batches laid over `old` ones, both (first, last, state, count); offsets below
     `start_offset` dropped; adjacent runs of the same state and count joined."""
-    new = sorted(new)
-    if new and all(a[1] + 1 == b[0] for a, b in zip(new, new[1:])):
+    ordered = sorted(new)
+    if ordered and all(a[1] + 1 == b[0] for a, b in zip(ordered, ordered[1:])):
         # the usual write, a leader's whole state: one contiguous run from the start offset that
         # covers every stored offset still above it, so nothing of `old` is left
         kept = [b for b in old if b[1] >= start_offset]
-        if new[0][0] <= max(start_offset, kept[0][0] if kept else start_offset) and \
-                (not kept or new[-1][1] >= kept[-1][1]):
-            return _joined([(max(f, start_offset), last, st, c) for f, last, st, c in new if last >= start_offset])
-    per: dict[int, tuple] = {}
-    for first, last, state, count in old:
-        for off in range(max(first, start_offset), last + 1):
-            per[off] = (state, count)
-    for first, last, state, count in new:
-        for off in range(max(first, start_offset), last + 1):
-            per[off] = (state, count)
-    return _joined([(off, off, *per[off]) for off in sorted(per)])
+        if ordered[0][0] <= max(start_offset, kept[0][0] if kept else start_offset) and \
+                (not kept or ordered[-1][1] >= kept[-1][1]):
+            return _joined([(max(f, start_offset), last, st, c) for f, last, st, c in ordered
+                            if last >= start_offset])
+    # by intervals, never by offset: a batch may span any number of offsets
+    result = sorted((max(f, start_offset), last, st, c) for f, last, st, c in old if last >= start_offset)
+    for first, last, state, count in new:             # in the request's order: a later batch wins
+        first = max(first, start_offset)
+        if last < first:
+            continue
+        cut = []
+        for b in result:
+            if b[1] < first or b[0] > last:
+                cut.append(b)
+                continue
+            if b[0] < first:
+                cut.append((b[0], first - 1, b[2], b[3]))
+            if b[1] > last:
+                cut.append((last + 1, b[1], b[2], b[3]))
+        cut.append((first, last, state, count))
+        result = sorted(cut)
+    return _joined(result)
 
 
 def _joined(batches: list) -> list:
