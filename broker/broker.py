@@ -30,8 +30,6 @@ from broker.replication.manager import ReplicationManager
 from broker.server.listener import run_listener
 from broker.share.service import ShareService
 from broker.storage import LogManager
-from broker.storage.checkpoints import read_meta_properties
-from broker.storage.files import META_PROPERTIES
 from broker.storage.dir_failure import LogDirFailures
 from broker.storage.jbod import existing_meta_properties, managers, open_log_dirs
 from broker.storage.limits import room_for

@@ -11,7 +11,6 @@ UNKNOWN_SERVER_ERROR.
 """
 from __future__ import annotations
 
-import uuid
 
 import pytest
 

@@ -14,7 +14,7 @@ import requests
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Producer  # noqa: E402
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient  # noqa: E402
+from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: E402
 from confluent_kafka.schema_registry.avro import AvroSerializer  # noqa: E402
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 

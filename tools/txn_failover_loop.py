@@ -177,8 +177,8 @@ class JobProcess:
             until = self.counters["busy_until"].value
             if until and time.monotonic() > until:
                 self.hangs += 1
-                print(f"  job: a transactional call blocked past its timeout (librdkafka #5511); "
-                      f"restarting the job process", flush=True)
+                print("  job: a transactional call blocked past its timeout (librdkafka #5511); "
+                      "restarting the job process", flush=True)
                 self._proc.kill()
                 self._proc.join(10)
                 self._spawn()

@@ -32,7 +32,7 @@ from kproto.messages.consumer_protocol_subscription import ConsumerProtocolSubsc
 from broker.groups import consumer_records as crec
 from broker.groups import records as rec
 from broker.groups.consumer_model import (
-    MEMBER_STABLE, MEMBER_UNRELEASED_PARTITIONS, MEMBER_UNREVOKED_PARTITIONS, ClassicInfo, ConsumerGroup,
+    MEMBER_UNRELEASED_PARTITIONS, MEMBER_UNREVOKED_PARTITIONS, ClassicInfo, ConsumerGroup,
     ConsumerMember, copy_assignment, reconcile, same_assignment,
 )
 from broker.groups.model import CONSUMER_PROTOCOL_TYPE, EMPTY, Group, Member

@@ -22,7 +22,7 @@ from broker.groups import consumer_records as crec
 from broker.groups import records as rec
 from broker.groups.assignors import ASSIGNORS
 from broker.groups.consumer_model import (
-    DEAD, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, MEMBER_STABLE, MEMBER_UNREVOKED_PARTITIONS,
+    DEAD, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, MEMBER_UNREVOKED_PARTITIONS,
     ConsumerGroup, ConsumerMember, InvalidRegex, compile_regex, copy_assignment, reconcile, same_assignment,
 )
 from broker.groups.model import EMPTY
@@ -205,7 +205,7 @@ class ConsumerGroupsMixin:
             if instance_id is None:
                 raise _Reject(E.INVALID_REQUEST, "InstanceId can't be null.")
         else:
-            raise _Reject(E.INVALID_REQUEST, f"MemberEpoch is invalid.")
+            raise _Reject(E.INVALID_REQUEST, "MemberEpoch is invalid.")
         if regex:
             try:
                 compile_regex(regex)

@@ -92,7 +92,7 @@ async def describe_client_quotas(ctx, req):
     for c in req.components:
         if c.match_type == MATCH_EXACT and c.match is None:
             return R(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST,
-                     error_message=f"Request specified MATCH_TYPE_EXACT, but set match string to None",
+                     error_message="Request specified MATCH_TYPE_EXACT, but set match string to None",
                      entries=None)
     entries = []
     for entity, values in sorted(ctx.broker.image.client_quotas.items(),

@@ -107,7 +107,7 @@ def validate_filter(f) -> str | None:
     for value, what in ((f.resource_type_filter, "resourceType"), (f.pattern_type_filter, "patternType"),
                         (f.operation, "operation"), (f.permission_type, "permissionType")):
         if value == UNKNOWN:
-            return f"Filter contains UNKNOWN elements"
+            return "Filter contains UNKNOWN elements"
     return None
 
 

@@ -98,6 +98,16 @@ def _joined(batches: list) -> list:
     return [tuple(b) for b in out]
 
 
+def _fenced(st: ShareState, leader_epoch: int, state_epoch: int = -1) -> Outcome | None:
+    """FENCED_LEADER_EPOCH / FENCED_STATE_EPOCH for a request from an older leader or state (-1: not
+    checked), as ShareCoordinatorShard's write and read validation."""
+    if leader_epoch != -1 and st.leader_epoch > leader_epoch:
+        return Outcome(E.FENCED_LEADER_EPOCH, MESSAGES[E.FENCED_LEADER_EPOCH])
+    if state_epoch != -1 and st.state_epoch > state_epoch:
+        return Outcome(E.FENCED_STATE_EPOCH, MESSAGES[E.FENCED_STATE_EPOCH])
+    return None
+
+
 class ShareCoordinatorShard:
     def __init__(self):
         self.states: dict[tuple, ShareState] = {}       # (group, topic id, partition) -> state
@@ -167,10 +177,9 @@ class ShareCoordinatorShard:
         old = self.states.get(key)
         if old is None:
             return Outcome(E.INVALID_REQUEST, WRITE_UNINITIALIZED)
-        if leader_epoch != -1 and old.leader_epoch > leader_epoch:
-            return Outcome(E.FENCED_LEADER_EPOCH, MESSAGES[E.FENCED_LEADER_EPOCH])
-        if state_epoch != -1 and old.state_epoch > state_epoch:
-            return Outcome(E.FENCED_STATE_EPOCH, MESSAGES[E.FENCED_STATE_EPOCH])
+        fenced = _fenced(old, leader_epoch, state_epoch)
+        if fenced:
+            return fenced
         if not known:
             return self._unknown()
         start = old.start_offset if start_offset == -1 else start_offset
@@ -188,8 +197,9 @@ class ShareCoordinatorShard:
         st = self.states.get(key)
         if st is None:
             return Outcome(E.INVALID_REQUEST, READ_UNINITIALIZED)
-        if leader_epoch != -1 and st.leader_epoch > leader_epoch:
-            return Outcome(E.FENCED_LEADER_EPOCH, MESSAGES[E.FENCED_LEADER_EPOCH])
+        fenced = _fenced(st, leader_epoch)
+        if fenced:
+            return fenced
         if not known:
             return self._unknown()
         if leader_epoch == -1 or st.leader_epoch == leader_epoch:

@@ -47,6 +47,11 @@ def _empty(req) -> bool:
     return not req.group_id or not req.topics or any(not t.partitions for t in req.topics)
 
 
+def _errors_only(R, out, p):
+    """The answer of an RPC whose partition result carries only an error."""
+    return R.PartitionResult(partition=p.partition, error_code=out.error, error_message=out.message)
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -154,89 +159,68 @@ class ShareCoordinatorService:
 
     # -- the RPCs: one key at a time, as Kafka's service splits them -----------------------------
 
-    async def initialize(self, req) -> InitializeShareGroupStateResponse:
-        R = InitializeShareGroupStateResponse
+    async def _each_partition(self, req, R, topic_result, call, answer):
+        """Runs `call(shard, key, p, known, now)` for every partition of `req` in turn and answers
+        with `answer(R, outcome, p)` per partition, grouped in `topic_result`s."""
         if _empty(req):
             return R(results=[])
         results = []
         for t in req.topics or ():
             parts = []
             for p in t.partitions or ():
-                out = await self._run(req.group_id, t.topic_id, p.partition, lambda s, known, now, t=t, p=p:
-                                      s.initialize((req.group_id, t.topic_id, p.partition), p.state_epoch,
-                                                   p.start_offset, known, now))
-                parts.append(R.PartitionResult(partition=p.partition, error_code=out.error,
-                                               error_message=out.message))
-            results.append(R.InitializeStateResult(topic_id=t.topic_id, partitions=parts))
+                key = (req.group_id, t.topic_id, p.partition)
+                out = await self._run(req.group_id, t.topic_id, p.partition,
+                                      lambda s, known, now, key=key, p=p: call(s, key, p, known, now))
+                parts.append(answer(R, out, p))
+            results.append(topic_result(topic_id=t.topic_id, partitions=parts))
         return R(results=results)
+
+    async def initialize(self, req) -> InitializeShareGroupStateResponse:
+        R = InitializeShareGroupStateResponse
+        return await self._each_partition(
+            req, R, R.InitializeStateResult,
+            lambda s, key, p, known, now: s.initialize(key, p.state_epoch, p.start_offset, known, now),
+            _errors_only)
 
     async def write(self, req) -> WriteShareGroupStateResponse:
         R = WriteShareGroupStateResponse
-        if _empty(req):
-            return R(results=[])
-        results = []
-        for t in req.topics or ():
-            parts = []
-            for p in t.partitions or ():
-                batches = [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                           for b in p.state_batches or ()]
-                complete = getattr(p, "delivery_complete_count", -1)
-                out = await self._run(req.group_id, t.topic_id, p.partition, lambda s, known, now, t=t, p=p:
-                                      s.write((req.group_id, t.topic_id, p.partition), p.leader_epoch,
-                                              p.state_epoch, p.start_offset, complete, batches, known, now))
-                parts.append(R.PartitionResult(partition=p.partition, error_code=out.error,
-                                               error_message=out.message))
-            results.append(R.WriteStateResult(topic_id=t.topic_id, partitions=parts))
-        return R(results=results)
+
+        def call(s, key, p, known, now):
+            batches = [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                       for b in p.state_batches or ()]
+            complete = getattr(p, "delivery_complete_count", -1)   # v1 only
+            return s.write(key, p.leader_epoch, p.state_epoch, p.start_offset, complete, batches, known, now)
+        return await self._each_partition(req, R, R.WriteStateResult, call, _errors_only)
 
     async def read(self, req) -> ReadShareGroupStateResponse:
         R = ReadShareGroupStateResponse
-        if _empty(req):
-            return R(results=[])
-        results = []
-        for t in req.topics or ():
-            parts = []
-            for p in t.partitions or ():
-                out = await self._run(req.group_id, t.topic_id, p.partition, lambda s, known, now, t=t, p=p:
-                                      s.read((req.group_id, t.topic_id, p.partition), p.leader_epoch, known, now))
-                st = out.state if out.error == E.NONE else None
-                parts.append(R.PartitionResult(
-                    partition=p.partition, error_code=out.error, error_message=out.message,
-                    state_epoch=st.state_epoch if st else 0, start_offset=st.start_offset if st else -1,
-                    state_batches=[R.StateBatch(first_offset=f, last_offset=last, delivery_state=s, delivery_count=c)
-                                   for f, last, s, c in (st.batches if st else ())]))
-            results.append(R.ReadStateResult(topic_id=t.topic_id, partitions=parts))
-        return R(results=results)
+
+        def answer(R, out, p):
+            st = out.state if out.error == E.NONE else None
+            return R.PartitionResult(
+                partition=p.partition, error_code=out.error, error_message=out.message,
+                state_epoch=st.state_epoch if st else 0, start_offset=st.start_offset if st else -1,
+                state_batches=[R.StateBatch(first_offset=f, last_offset=last, delivery_state=s, delivery_count=c)
+                               for f, last, s, c in (st.batches if st else ())])
+        return await self._each_partition(
+            req, R, R.ReadStateResult,
+            lambda s, key, p, known, now: s.read(key, p.leader_epoch, known, now), answer)
 
     async def summary(self, req) -> ReadShareGroupStateSummaryResponse:
         R = ReadShareGroupStateSummaryResponse
-        if _empty(req):
-            return R(results=[])
-        results = []
-        for t in req.topics or ():
-            parts = []
-            for p in t.partitions or ():
-                out = await self._run(req.group_id, t.topic_id, p.partition, lambda s, known, now, t=t, p=p:
-                                      s.summary((req.group_id, t.topic_id, p.partition), known))
-                st = out.state if out.error == E.NONE else None
-                parts.append(R.PartitionResult(
-                    partition=p.partition, error_code=out.error, error_message=out.message,
-                    state_epoch=st.state_epoch if st else 0, leader_epoch=st.leader_epoch if st else 0,
-                    start_offset=st.start_offset if st else -1, delivery_complete_count=st.complete if st else -1))
-            results.append(R.ReadStateSummaryResult(topic_id=t.topic_id, partitions=parts))
-        return R(results=results)
+
+        def answer(R, out, p):
+            st = out.state if out.error == E.NONE else None
+            return R.PartitionResult(
+                partition=p.partition, error_code=out.error, error_message=out.message,
+                state_epoch=st.state_epoch if st else 0, leader_epoch=st.leader_epoch if st else 0,
+                start_offset=st.start_offset if st else -1, delivery_complete_count=st.complete if st else -1)
+        return await self._each_partition(
+            req, R, R.ReadStateSummaryResult,
+            lambda s, key, p, known, now: s.summary(key, known), answer)
 
     async def delete(self, req) -> DeleteShareGroupStateResponse:
         R = DeleteShareGroupStateResponse
-        if _empty(req):
-            return R(results=[])
-        results = []
-        for t in req.topics or ():
-            parts = []
-            for p in t.partitions or ():
-                out = await self._run(req.group_id, t.topic_id, p.partition, lambda s, known, now, t=t, p=p:
-                                      s.delete((req.group_id, t.topic_id, p.partition), known))
-                parts.append(R.PartitionResult(partition=p.partition, error_code=out.error,
-                                               error_message=out.message))
-            results.append(R.DeleteStateResult(topic_id=t.topic_id, partitions=parts))
-        return R(results=results)
+        return await self._each_partition(
+            req, R, R.DeleteStateResult,
+            lambda s, key, p, known, now: s.delete(key, known), _errors_only)

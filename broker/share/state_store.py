@@ -58,14 +58,10 @@ def snapshot_value(snapshot_epoch: int, leader_epoch: int, start_offset: int, ba
 def decode(key: bytes, value: bytes | None):
     """((group, topic id, partition), None for a tombstone or (snapshot epoch, start offset, batches)),
     or None for a record of another type (ShareUpdate is not written here)."""
-    key = bytes(key)
-    if len(key) < 2 or _SHORT.unpack_from(key)[0] != SNAPSHOT:
-        return None
-    k = ShareSnapshotKey.decode(memoryview(key)[2:], 0)
-    ident = (k.group_id, k.topic_id, k.partition)
-    if value is None:
-        return ident, None
-    v = ShareSnapshotValue.decode(memoryview(bytes(value))[2:], 0)
+    full = decode_full(key, value)
+    if full is None or full[1] is None:
+        return full
+    ident, v = full
     return ident, (v.snapshot_epoch, v.start_offset,
                    [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in v.state_batches])
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-import os
 import time
 import uuid
 
@@ -213,6 +212,21 @@ class RemoteLogManager:
                     failed.add(idx)
         return failed
 
+    async def _request(self, endpoint, req, version: int, what: str):
+        """One request to another broker over this manager's kept connection to it; a connection
+        that fails is dropped (the next request opens a new one) and MetadataUnavailable raised."""
+        conn = self._conns.get(endpoint)
+        if conn is None:
+            conn = self._conns[endpoint] = self.broker.replication.connection(
+                endpoint[0], endpoint[1], "kproto-remote-log-metadata")
+        try:
+            with trio.fail_after(30):
+                return await conn.request(req, version)
+        except (OSError, EOFError, trio.BrokenResourceError, trio.TooSlowError) as exc:
+            self._conns.pop(endpoint, None)
+            await conn.aclose()
+            raise MetadataUnavailable(f"{what}: {exc}") from exc
+
     async def _consume_partition(self, idx: int) -> None:
         """Apply what the leader of __remote_log_metadata-idx has up to its high watermark."""
         from kproto.messages.fetch_request import FetchRequest as F
@@ -223,10 +237,6 @@ class RemoteLogManager:
         endpoint = self.broker.replication.endpoint_of(leader) if leader >= 0 else None
         if endpoint is None:
             raise MetadataUnavailable(f"{METADATA_TOPIC}-{idx} has no leader")
-        conn = self._conns.get(endpoint)
-        if conn is None:
-            conn = self._conns[endpoint] = self.broker.replication.connection(
-                endpoint[0], endpoint[1], "kproto-remote-log-metadata")
         for _round in range(64):   # bounded per pass; the next pass goes on
             pos = self._positions.get(idx, 0)
             req = F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 22, isolation_level=0,
@@ -234,13 +244,7 @@ class RemoteLogManager:
                         topic=METADATA_TOPIC, partitions=[F.FetchPartition(
                             partition=idx, current_leader_epoch=-1, fetch_offset=pos,
                             partition_max_bytes=1 << 22)])])
-            try:
-                with trio.fail_after(30):
-                    resp = await conn.request(req, 12)
-            except (OSError, EOFError, trio.BrokenResourceError, trio.TooSlowError) as exc:
-                self._conns.pop(endpoint, None)
-                await conn.aclose()
-                raise MetadataUnavailable(f"fetch of {METADATA_TOPIC}-{idx}: {exc}") from exc
+            resp = await self._request(endpoint, req, 12, f"fetch of {METADATA_TOPIC}-{idx}")
             if resp.error_code or not resp.responses or not resp.responses[0].partitions:
                 raise MetadataUnavailable(f"fetch of {METADATA_TOPIC}-{idx}: error {resp.error_code}")
             p = resp.responses[0].partitions[0]
@@ -299,19 +303,9 @@ class RemoteLogManager:
         endpoint = self.broker.replication.endpoint_of(leader)
         if endpoint is None:
             raise MetadataUnavailable(f"{METADATA_TOPIC}-{idx}: leader {leader} unknown")
-        conn = self._conns.get(endpoint)
-        if conn is None:
-            conn = self._conns[endpoint] = self.broker.replication.connection(
-                endpoint[0], endpoint[1], "kproto-remote-log-metadata")
         req = ProduceRequest(acks=-1, timeout_ms=30000, topic_data=[ProduceRequest.TopicProduceData(
             name=METADATA_TOPIC, partition_data=[ProduceRequest.PartitionProduceData(index=idx, records=batch)])])
-        try:
-            with trio.fail_after(30):
-                resp = await conn.request(req, 9)
-        except (OSError, EOFError, trio.BrokenResourceError, trio.TooSlowError) as exc:
-            self._conns.pop(endpoint, None)
-            await conn.aclose()
-            raise MetadataUnavailable(f"produce to {METADATA_TOPIC}-{idx}: {exc}") from exc
+        resp = await self._request(endpoint, req, 9, f"produce to {METADATA_TOPIC}-{idx}")
         p = resp.responses[0].partition_responses[0]
         if p.error_code:
             raise MetadataUnavailable(f"produce to {METADATA_TOPIC}-{idx}: error {p.error_code}")

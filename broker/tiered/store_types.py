@@ -4,6 +4,7 @@ object_store.py, which chooses one (and re-exports these names: import them from
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 from broker.config.types import StartupError

@@ -58,10 +58,10 @@ def main(argv=None) -> int:
                 restarts.append((time.monotonic() - t0, gone))
         finally:
             c.cleanup()
-    print(f"start -> all brokers listed: " + " ".join(f"{s:.2f}" for s in starts)
+    print("start -> all brokers listed: " + " ".join(f"{s:.2f}" for s in starts)
           + f" s (median {statistics.median(starts):.2f})")
     if restarts:
-        print(f"kill -9 + restart -> fenced and listed again: "
+        print("kill -9 + restart -> fenced and listed again: "
               + " ".join(f"{s:.2f}" + ("" if gone else " (never fenced)") for s, gone in restarts)
               + f" s (median {statistics.median(s for s, _g in restarts):.2f})")
     return 0

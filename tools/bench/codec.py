@@ -19,7 +19,6 @@ import os
 import sys
 import tempfile
 import time
-import uuid
 
 import crc32c
 

@@ -30,7 +30,6 @@ import json
 import math
 import multiprocessing as mp
 import os
-import statistics
 import struct
 import sys
 import time
@@ -627,7 +626,7 @@ def summary(doc: dict) -> str:
     for e in doc["cases"]:
         if "error" not in e:
             by.setdefault((e["rate"], e["size"], e["acks"], e["partitions"]), {}).setdefault(e["target"], []).append(e)
-    lines += ["", f"medians over repetitions (ms; cpu % of one core; runq: broker runnable but waiting for a CPU):",
+    lines += ["", "medians over repetitions (ms; cpu % of one core; runq: broker runnable but waiting for a CPU):",
               f"{'case':<30} {'target':<7} {'n':>2} " + " ".join(
                   f"{SHORT.get(c, c.replace(' ms', '')):>9}" for c in MEDIAN_COLUMNS)]
     for key in sorted(by):

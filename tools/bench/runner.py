@@ -178,7 +178,7 @@ class Runner:
             if "latency" in w:
                 topics.update({f"latency-a{a}-p1": 1 for a in plan.acks})
             if "perf" in w and plan.kafka_home:
-                topics[f"perf-s1024-p1-a1"] = 1
+                topics["perf-s1024-p1-a1"] = 1
             configs = {}
             if "beside" in w and target.is_broker:
                 topics.update({BESIDE_FSYNC_TOPIC: 1, BESIDE_PROBE_TOPIC: 1})
@@ -340,7 +340,7 @@ class Runner:
     def _perf_tools(self, target, tag, figures) -> None:
         plan, prog = self.plan, self.progress
         topic = "perf-s1024-p1-a1"
-        case = f"kafka-producer-perf-test, 1 KiB, acks=1, linger 5, 1 partition"
+        case = "kafka-producer-perf-test, 1 KiB, acks=1, linger 5, 1 partition"
         prog.step(f"{tag}: {case}")
         try:
             out = perftools.producer_perf(plan.kafka_home, target.bootstrap, topic, plan.perf_records, 1024, "1",

@@ -111,7 +111,7 @@ class Nemesis:
                     detail = c.net.isolate(node.index)
                 else:
                     detail = c.net.one_way(node.index, towards_node=(mode == "one-way-in"))
-                kind = f"partition"
+                kind = "partition"
                 detail = f"{mode}: {detail}"
             elif kind == "slow":
                 detail = c.net.slow(node.index)

@@ -11,7 +11,6 @@ import os
 import random
 import shutil
 import signal
-import sys
 import threading
 import time
 

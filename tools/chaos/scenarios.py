@@ -45,12 +45,12 @@ import threading
 import time
 from collections import defaultdict
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from . import checker, report
 from .cluster import Cluster
-from .history import HistoryWriter, read_history, tp_key
+from .history import HistoryWriter, read_history
 from .workloads import QUIET, ConsumerLoop, ProducerLoop, create_topics, final_read
 
 SCENARIOS = ("kill-leader", "pause-leader", "isolate-leader", "restart-isolated", "rolling-restart")

@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             consumer_options=_settings(args.consumer_option), producer_options=_settings(args.producer_option))
         print(f"stream: {stream.describe(opts)}", file=sys.stderr)
         rows = stream.run(spark, opts, timeout=args.timeout)
-        print(f"rows read: " + ", ".join(f"{k} {v}" for k, v in rows.items()))
+        print("rows read: " + ", ".join(f"{k} {v}" for k, v in rows.items()))
         return 0
 
     from tools.pipeline import replay
