@@ -23,6 +23,8 @@ import sys
 import tempfile
 import time
 
+from tools.bench.scaling import layout_arguments
+
 
 def _free(port: int) -> bool:
     with socket.socket() as s:
@@ -108,14 +110,8 @@ def main(argv=None) -> int:
     doc = __doc__.split("\n\n")
     ap = argparse.ArgumentParser(prog="python -m tools.bench node_group", description=doc[0] + ".\n\n" + doc[1],
                                  epilog=doc[2], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--processes", default="1,2", help="broker process counts (default 1,2)")
-    ap.add_argument("--partitions", type=int, default=6, help="partitions of the topic (default 6)")
-    ap.add_argument("--size", type=int, default=1024, help="record size (default 1024)")
-    ap.add_argument("--records", type=int, default=500_000, help="records per run (default 500,000)")
-    ap.add_argument("--acks", default="1", help="producer acks (default 1)")
-    ap.add_argument("--reps", type=int, default=2, help="repetitions, layouts alternating (default 2)")
+    layout_arguments(ap, records=500_000, partitions_help="partitions of the topic")
     ap.add_argument("--kafka-home", default=os.environ.get("KAFKA_HOME"))
-    ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args(argv)
     if not args.kafka_home:
         ap.error("KAFKA_HOME (or --kafka-home) must name a Kafka installation: its perf tools drive the load")

@@ -87,17 +87,22 @@ def run_layout(n: int, partitions: int, records: int, size: int, acks: str) -> d
             b.cleanup()
 
 
+def layout_arguments(ap, records: int, partitions_help: str) -> None:
+    """The options of a 1-vs-N-processes comparison (this bench and node_group.py)."""
+    ap.add_argument("--processes", default="1,2", help="broker process counts (default 1,2)")
+    ap.add_argument("--partitions", type=int, default=6, help=f"{partitions_help} (default 6)")
+    ap.add_argument("--size", type=int, default=1024, help="record size (default 1024)")
+    ap.add_argument("--records", type=int, default=records, help=f"records per run (default {records:,})")
+    ap.add_argument("--acks", default="1", help="producer acks (default 1)")
+    ap.add_argument("--reps", type=int, default=2, help="repetitions, layouts alternating (default 2)")
+    ap.add_argument("--json", metavar="PATH")
+
+
 def main(argv=None) -> int:
     doc = __doc__.split("\n\n")
     ap = argparse.ArgumentParser(prog="python -m tools.bench scaling", description=doc[0] + ".\n\n" + doc[1],
                                  epilog=doc[2], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--processes", default="1,2", help="broker process counts (default 1,2)")
-    ap.add_argument("--partitions", type=int, default=6, help="partitions in all, split evenly (default 6)")
-    ap.add_argument("--size", type=int, default=1024, help="record size (default 1024)")
-    ap.add_argument("--records", type=int, default=200_000, help="records in all per run (default 200,000)")
-    ap.add_argument("--acks", default="1", help="producer acks (default 1)")
-    ap.add_argument("--reps", type=int, default=2, help="repetitions, layouts alternating (default 2)")
-    ap.add_argument("--json", metavar="PATH")
+    layout_arguments(ap, records=200_000, partitions_help="partitions in all, split evenly")
     args = ap.parse_args(argv)
     counts = [int(x) for x in args.processes.split(",")]
     rows = []

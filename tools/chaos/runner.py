@@ -183,7 +183,8 @@ def run(args) -> int:
     return check_and_report(hist_path, out, plot=not args.no_plot)
 
 
-def check_and_report(hist_path: str, out: str | None = None, plot: bool = True) -> int:
+def check_history(hist_path: str) -> tuple[list, dict]:
+    """A history file's operations and the checkers' verdict on them (summary and anomalies printed)."""
     ops = read_history(hist_path)
     result = checker.check(ops)
     log("")
@@ -191,6 +192,11 @@ def check_and_report(hist_path: str, out: str | None = None, plot: bool = True) 
     if result["anomalies"]:
         log("")
         log(report.describe_anomalies(result))
+    return ops, result
+
+
+def check_and_report(hist_path: str, out: str | None = None, plot: bool = True) -> int:
+    ops, result = check_history(hist_path)
     out = out or os.path.dirname(os.path.abspath(hist_path))
     if plot:
         png = report.plot(result, os.path.join(out, "plot.png"), title=os.path.basename(out))

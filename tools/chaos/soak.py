@@ -36,17 +36,16 @@ import sys
 import threading
 import time
 
-from . import checker, report
+from . import report
 from .cluster import Cluster, _free_port
-from .history import HistoryWriter, read_history
+from .history import HistoryWriter
 from .resources import MIN_JUDGED_S, Sampler, error_lines, judge, tenth_medians
+from .runner import check_history, log
 from .workloads import ROOT, ConsumerLoop, Copier, ProducerLoop, create_topics, final_read
 
 GROUP = "soak-readers"
 
 
-def log(msg: str) -> None:
-    print(msg, flush=True)
 
 
 class Rejoiner:
@@ -236,13 +235,7 @@ def main(argv=None) -> int:
 
 def summarize(out: str, hist_path: str, cluster: Cluster, sampler: Sampler | None, duration: float,
               rejoiner: Rejoiner | None) -> int:
-    ops = read_history(hist_path)
-    result = checker.check(ops)
-    log("")
-    log(report.summary(result))
-    if result["anomalies"]:
-        log("")
-        log(report.describe_anomalies(result))
+    ops, result = check_history(hist_path)
     errors = {n.name: error_lines(n.log_path) for n in cluster.nodes}
     n_err = sum(len(v) for v in errors.values())
     # judged on the time the samples cover (an interrupted run covers less than it planned)
