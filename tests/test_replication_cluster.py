@@ -108,6 +108,50 @@ def test_leader_failover_keeps_every_acknowledged_record_and_truncates_the_old_t
     _run(body)
 
 
+def test_records_deleted_on_the_leader_stay_deleted_after_a_failover():
+    """DeleteRecords is the leader's (NOT_LEADER_OR_FOLLOWER on a follower) and answers once every
+    live replica's log starts at the offset (Kafka's low watermark; REQUEST_TIMED_OUT with the
+    low watermark it found after the request's timeout_ms): the followers take the
+    leader's log start from its fetch answers, so after the leader dies the next one's EARLIEST is
+    where the user deleted to and a read below it is OFFSET_OUT_OF_RANGE."""
+    async def body(cluster, client):
+        tid = _create(cluster)
+        await cluster.wait_for(lambda: ("t", 0) in cluster.brokers[2].replication.leaders, what="leadership")
+        for i in range(10):
+            r = await client.produce(2, "t", [b"a%d" % i])
+            assert r.error_code == 0, r
+        assert await _delete_records(client, 3, 6) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)
+        # the followers have not fetched since: with no time to wait, the low watermark is theirs
+        assert await _delete_records(client, 2, 6, timeout_ms=0) == (ErrorCode.REQUEST_TIMED_OUT, 0)
+        assert await _delete_records(client, 2, 6) == (ErrorCode.NONE, 6)
+        cluster.kill(2)
+        await cluster.wait_for(lambda: cluster.partition("t").leader in (1, 3), what="election")
+        leader = cluster.partition("t").leader
+        await cluster.wait_for(lambda: cluster.brokers[leader].partitions.get("t", 0).is_leader)
+        assert await _earliest(client, leader) == 6
+        assert (await client.fetch(leader, tid, 0)).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+        p = await client.fetch(leader, tid, 6)
+        assert p.error_code == 0 and p.log_start_offset == 6, p
+    _run(body)
+
+
+async def _delete_records(client, node, offset, timeout_ms=5000):
+    from kproto.messages.delete_records_request import DeleteRecordsRequest as D
+    req = D(timeout_ms=timeout_ms, topics=[D.DeleteRecordsTopic(name="t", partitions=[
+        D.DeleteRecordsPartition(partition_index=0, offset=offset)])])
+    p = (await client.conn(node).request(req, 2)).topics[0].partitions[0]
+    return p.error_code, p.low_watermark
+
+
+async def _earliest(client, node):
+    from kproto.messages.list_offsets_request import ListOffsetsRequest as L
+    req = L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(name="t", partitions=[
+        L.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-2)])])
+    p = (await client.conn(node).request(req, 8)).topics[0].partitions[0]
+    assert p.error_code == 0, p
+    return p.offset
+
+
 async def _read_local(cluster, n):
     from tools.replication_cluster import _values
     plog = cluster.brokers[n].partitions.get("t", 0).log

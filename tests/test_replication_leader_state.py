@@ -50,3 +50,17 @@ def test_follower_rejoins_once_it_reaches_the_high_watermark_and_the_epoch_start
     assert s.hw == 12
     s.update_isr([1, 2, 3], 6)
     assert s.pending_isr is None and s.isr == [1, 2, 3]
+
+
+def test_low_watermark_is_the_smallest_log_start_of_the_live_replicas():
+    s = _state(isr=(1, 2))
+    alive = {1, 2, 3}.__contains__
+    assert s.low_watermark(6, alive) == -1           # followers have not fetched: unknown
+    s.follower_fetched(2, 10, 10, now_ms=1, log_start=6)
+    s.follower_fetched(3, 4, 10, now_ms=1, log_start=2)
+    assert s.low_watermark(6, alive) == 2            # 3 counts out of the ISR too (Kafka)
+    assert s.low_watermark(6, {1, 2}.__contains__) == 6   # not 3 once its broker is fenced
+    s.follower_fetched(3, 5, 10, now_ms=2)           # a fetch that does not say its log start
+    assert s.low_watermark(6, alive) == 2
+    s.follower_fetched(3, 6, 10, now_ms=3, log_start=6)
+    assert s.low_watermark(6, alive) == 6

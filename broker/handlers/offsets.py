@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import time
 
+import trio
+
 from kproto.api import ApiKey
 from kproto.errors import ErrorCode
 from kproto.messages.delete_records_response import DeleteRecordsResponse
@@ -182,8 +184,11 @@ _DPart = DeleteRecordsResponse.DeleteRecordsPartitionResult
 
 @handles(ApiKey.DELETE_RECORDS, 0, 2)
 async def delete_records(ctx, req):
+    """On the leader only; the answer waits until every live replica's log starts at the
+    offset (Kafka's DelayedDeleteRecords, broker/replication/low_watermark.py)."""
     broker = ctx.broker
     topics = []
+    waits = []   # (answer, partition, offset) still below the low watermark
     for t in req.topics:
         parts = []
         topics.append(_DTopic(name=t.name, partitions=parts))
@@ -198,6 +203,9 @@ async def delete_records(ctx, req):
                 # ReplicaManager: "Cannot delete records of internal topic"
                 out.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
                 continue
+            if not getattr(partition, "is_leader", True):
+                out.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER   # Partition.deleteRecordsOnLeader
+                continue
             if "delete" not in str(partition.config.get("cleanup.policy", "delete")).split(","):
                 # Partition.deleteRecordsOnLeader: "can not be deleted due to the configured policy"
                 out.error_code = ErrorCode.POLICY_VIOLATION
@@ -206,7 +214,23 @@ async def delete_records(ctx, req):
             if offset == -1:  # delete everything up to the high watermark
                 offset = partition.high_watermark
             try:
-                out.low_watermark = partition.delete_records_before(offset)
+                partition.delete_records_before(offset)
             except OffsetOutOfRange:
                 out.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                continue
+            replication = partition.replication
+            if replication is None:
+                out.low_watermark = partition.log_start_offset
+                continue
+            partition.notify()   # followers in a long poll learn the new log start now
+            waits.append((out, partition, offset))
+    if waits:
+        deadline = trio.current_time() + max(0, req.timeout_ms) / 1000
+
+        async def wait(out, partition, offset):
+            out.error_code, out.low_watermark = await partition.replication.wait_low_watermark(
+                partition, offset, deadline)
+        async with trio.open_nursery() as nursery:
+            for item in waits:
+                nursery.start_soon(wait, *item)
     return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)

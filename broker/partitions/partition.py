@@ -87,6 +87,18 @@ class Partition:
         return max(start, self.log.deleted_below)
 
     @property
+    def replication_log_start_offset(self) -> int:
+        """The log start offset replicas tell each other (a leader in its fetch answers, a
+        follower in its fetches), which a follower adopts: Kafka's logStartOffset where this
+        broker is sure of it. A tiered log whose remote segments are not known here (its
+        __remote_log_metadata view not read yet, or nothing copied) says the start DeleteRecords
+        last moved it to (checkpointed), not its local log start: a follower adopting the local
+        start and later leading would delete the remote records in between."""
+        if self.remote_log_start is None and self.log.config.remote_storage_enable == "true":
+            return self.log.checkpoint_log_start
+        return self.log_start_offset
+
+    @property
     def local_log_start_offset(self) -> int:
         return self.log.log_start_offset
 
@@ -157,6 +169,7 @@ class Partition:
         return self.log.end_offset_for_epoch(epoch)
 
     def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords on the leader, or a follower adopting its leader's log start."""
         if offset > self.high_watermark or offset < 0:
             raise OffsetOutOfRange(f"offset {offset} is beyond the high watermark {self.high_watermark}")
         self.log.delete_records_before(offset, self.high_watermark)

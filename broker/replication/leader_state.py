@@ -3,7 +3,9 @@ each follower's log end offset (from its fetches) and when it was last caught
 up; the high watermark, which moves only when every ISR member has the
 records; and the ISR changes to ask the controller for (AlterPartition):
 shrink a follower that has not caught up for replica.lag.time.max.ms, expand
-one that reached the high watermark and this leader's epoch start offset.
+one that reached the high watermark and this leader's epoch start offset; each
+follower's log start offset (from its fetches) for the low watermark that
+DeleteRecords waits for.
 
 While an expansion is in flight the high watermark already counts the new
 member (Kafka's maximal ISR: the more conservative set); a shrink counts
@@ -12,13 +14,14 @@ from __future__ import annotations
 
 
 class FollowerState:
-    __slots__ = ("leo", "last_caught_up_ms", "last_fetch_ms", "leo_at_last_fetch")
+    __slots__ = ("leo", "last_caught_up_ms", "last_fetch_ms", "leo_at_last_fetch", "log_start")
 
     def __init__(self, now_ms: int):
         self.leo = -1                    # unknown until it fetches
         self.last_caught_up_ms = now_ms  # a new leader gives every follower the full lag time
         self.last_fetch_ms = now_ms
         self.leo_at_last_fetch = -1      # the leader's LEO when that fetch came
+        self.log_start = -1              # its log start offset, unknown until it fetches
 
 
 class LeaderState:
@@ -56,13 +59,17 @@ class LeaderState:
 
     # -- followers' fetches -------------------------------------------------------------
 
-    def follower_fetched(self, replica: int, fetch_offset: int, leader_leo: int, now_ms: int) -> None:
+    def follower_fetched(self, replica: int, fetch_offset: int, leader_leo: int, now_ms: int,
+                         log_start: int | None = None) -> None:
         """A follower fetched at fetch_offset: its log ends there (Kafka's
         updateFollowerFetchState). Caught up if it reached our LEO, or the LEO
-        we had at its previous fetch (it was caught up then)."""
+        we had at its previous fetch (it was caught up then). ``log_start``:
+        the log start offset its fetch said (None: not said, unchanged)."""
         f = self.followers.get(replica)
         if f is None:
             return
+        if log_start is not None:
+            f.log_start = log_start
         if fetch_offset >= leader_leo:
             f.last_caught_up_ms = now_ms
         elif fetch_offset >= f.leo_at_last_fetch >= 0:
@@ -84,6 +91,16 @@ class LeaderState:
             self.hw = low
             return True
         return False
+
+    def low_watermark(self, leader_log_start: int, alive) -> int:
+        """Kafka's Partition.lowWatermarkIfLeader: the smallest log start offset of
+        this leader and its followers on live brokers (``alive(broker id)``), ISR
+        or not; a follower that has not fetched under this leader counts as -1."""
+        low = leader_log_start
+        for b, f in self.followers.items():
+            if f.log_start < low and alive(b):
+                low = f.log_start
+        return low
 
     def isr_to_shrink(self, now_ms: int, lag_max_ms: int, leader_leo: int) -> list[int] | None:
         """The ISR without the followers that have not caught up for lag_max_ms; None if unchanged."""

@@ -7,6 +7,8 @@ becomes leader or follower of each partition it hosts (by leader epoch).
 - A follower fetches from its leader's broker listener (one fetcher task per
   leader broker, Fetch v16 with ReplicaState) and truncates its divergent tail
   from the diverging epoch of the answer before appending.
+- DeleteRecords on a leader waits for the low watermark (low_watermark.py); a
+  follower adopts the log start offset of its leader's fetch answers.
 - On the active controller (or a lone node) it also writes the elections that
   broker fencing / controlled shutdown require (election.sweep).
 
@@ -30,6 +32,7 @@ from broker.replication.client import BrokerConnection
 from broker.security.outbound import AuthenticationFailed
 from broker.replication.fetch_session_handler import FetchSessionHandler
 from broker.replication.leader_state import LeaderState
+from broker.replication.low_watermark import LowWatermarkWaits
 from broker.replication.quota import ReplicationQuotas
 
 log = logging.getLogger("kproto.replication")
@@ -63,6 +66,7 @@ class ReplicationManager:
         self.node_id = broker.node_id
         self.leaders: dict[tuple[str, int], LeaderState] = {}
         self._ack_waiters: dict[tuple[str, int], list] = {}   # [(offset needed, event, result)]
+        self.low_watermarks = LowWatermarkWaits()             # DeleteRecords waiting for the followers
         self.fetchers: dict[int, "Fetcher"] = {}
         self._nursery = None
         self._alter_send, self._alter_recv = trio.open_memory_channel(1000)
@@ -225,6 +229,7 @@ class ReplicationManager:
 
     def _drop_leader(self, key) -> None:
         self.leaders.pop(key, None)
+        self.low_watermarks.wake(key)
         for _off, ev, result in self._ack_waiters.pop(key, []):
             result["error"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
             ev.set()
@@ -242,12 +247,15 @@ class ReplicationManager:
         state = self.leaders.get((part.topic, part.index))
         return state.isr if state is not None else []
 
-    def follower_fetched(self, part, replica: int, fetch_offset: int, now_ms: int) -> None:
-        state = self.leaders.get((part.topic, part.index))
+    def follower_fetched(self, part, replica: int, fetch_offset: int, now_ms: int,
+                         log_start: int | None = None) -> None:
+        key = (part.topic, part.index)
+        state = self.leaders.get(key)
         if state is None:
             return
         leo = part.log.log_end_offset
-        state.follower_fetched(replica, fetch_offset, leo, now_ms)
+        state.follower_fetched(replica, fetch_offset, leo, now_ms, log_start)
+        self.low_watermarks.wake(key)
         self._advance(part, state)
         new_isr = state.isr_to_expand(leo)
         if new_isr is not None:
@@ -256,6 +264,25 @@ class ReplicationManager:
             new_isr = [b for b in new_isr if b in state.isr or (b in brokers and brokers[b].acceptable_leader)]
             if new_isr != state.isr:
                 self._alter_isr(part, state, new_isr)
+
+    def low_watermark(self, part) -> int:
+        """Kafka's Partition.lowWatermarkIfLeader: the smallest log start offset of the
+        replicas on live (registered, unfenced) brokers, this leader's included."""
+        start = part.replication_log_start_offset
+        state = self.leaders.get((part.topic, part.index))
+        return start if state is None else state.low_watermark(start, self._broker_alive)
+
+    async def wait_low_watermark(self, part, offset: int, deadline: float) -> tuple[ErrorCode, int]:
+        """DeleteRecords: (error, low watermark) once the low watermark reaches offset
+        (low_watermark.py)."""
+        return await self.low_watermarks.wait(self, part, offset, deadline)
+
+    def _broker_alive(self, broker_id: int) -> bool:
+        regs = getattr(self.broker.image, "brokers", None)
+        if not regs:
+            return True   # a single node or an in-process test cluster: no registrations
+        reg = regs.get(broker_id)
+        return reg is not None and not reg.fenced
 
     def _advance(self, part, state) -> None:
         if state.advance_high_watermark(part.log.log_end_offset):
@@ -521,7 +548,7 @@ class Fetcher:
             wanted[(t.topic_id, key[1])] = FetchRequest.FetchPartition(
                 partition=key[1], current_leader_epoch=part.leader_epoch, fetch_offset=part.log.log_end_offset,
                 last_fetched_epoch=latest if latest is not None else -1,
-                log_start_offset=part.log.log_start_offset,
+                log_start_offset=part.replication_log_start_offset,
                 partition_max_bytes=m._cfg_int("replica.fetch.max.bytes", 1048576))
             parts[(t.topic_id, key[1])] = part
         if not wanted:
@@ -641,7 +668,18 @@ class Fetcher:
             if hw != part.replicated_hw:
                 part.replicated_hw = hw
                 part.notify()   # consumers reading from this follower (KIP-392) wait for its high watermark
+        self._adopt_log_start(part, pr.log_start_offset)
         return False
+
+    @staticmethod
+    def _adopt_log_start(part, leader_start: int) -> None:
+        """ReplicaFetcherThread's maybeIncrementLogStartOffset(LeaderOffsetIncremented): the
+        leader's log start (DeleteRecords, retention) becomes ours, never backwards and never
+        above our high watermark; the next fetch tells the leader (DeleteRecords waits for it).
+        The leader says a start it is sure of (Partition.replication_log_start_offset)."""
+        target = min(leader_start, part.high_watermark)
+        if target > part.replication_log_start_offset or target > part.log.log_start_offset:
+            part.delete_records_before(target)
 
     def _refused(self) -> None:
         """The leader refused this broker's principal (no CLUSTER_ACTION): said every 10 s."""

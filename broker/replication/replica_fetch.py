@@ -3,7 +3,10 @@ from Fetch v15): records up to the log end offset (not the high watermark),
 the diverging epoch when the follower's last fetched epoch ends elsewhere in
 this log (KIP-595 style truncation, as Kafka 3.9's followers use it), and the
 follower's fetch offset recorded as its log end offset, which may move the
-high watermark and complete acks=all produces."""
+high watermark and complete acks=all produces, and its log start offset (for
+DeleteRecords' low watermark). The answer says the log start offset this
+leader is sure of (Partition.replication_log_start_offset), which followers
+adopt."""
 from __future__ import annotations
 
 import time
@@ -79,15 +82,15 @@ def _build(broker, req, version: int, replica: int, items, incremental: bool = F
                 and (last_epoch < 0 or last_epoch == plog.latest_epoch)):
             # caught up, in the leader's latest epoch (no divergence): what Kafka
             # would leave out of the answer unless the high watermark or log start moved
-            manager.follower_fetched(partition, replica, fp.fetch_offset, now_ms)
+            manager.follower_fetched(partition, replica, fp.fetch_offset, now_ms, fp.log_start_offset)
             recorded = True
             if (fp.high_watermark == partition.high_watermark
-                    and fp.local_log_start_offset == partition.log_start_offset):
+                    and fp.local_log_start_offset == partition.replication_log_start_offset):
                 watched.append(partition)
                 continue
         out = _Part(partition_index=fp.partition, error_code=0, high_watermark=partition.high_watermark,
                     last_stable_offset=partition.last_stable_offset,
-                    log_start_offset=partition.log_start_offset, aborted_transactions=None,
+                    log_start_offset=partition.replication_log_start_offset, aborted_transactions=None,
                     preferred_read_replica=-1, records=b"")
         if last_epoch >= 0:
             end_epoch, end_offset = plog.end_offset_for_epoch(last_epoch)
@@ -107,7 +110,7 @@ def _build(broker, req, version: int, replica: int, items, incremental: bool = F
             entries.append((key, name, topic_id, _error(fp.partition, code, partition)))
             continue
         if not recorded:
-            manager.follower_fetched(partition, replica, fp.fetch_offset, now_ms)
+            manager.follower_fetched(partition, replica, fp.fetch_offset, now_ms, fp.log_start_offset)
         out.high_watermark = partition.high_watermark
         throttled = quota.is_throttled(t.name, fp.partition)
         if throttled and replica not in manager.leader_isr(partition):
