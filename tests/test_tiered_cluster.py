@@ -16,7 +16,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # noqa: E402
 
 from broker.tiered import metadata_records as mr  # noqa: E402
-from tests.wire_client import WireClient, list_offset  # noqa: E402
+from tests.wire_client import WireClient, delete_records, fetch, list_offset  # noqa: E402
 from tools.cluster_client import QUIET, partition_state, wait_brokers_unfenced, wait_until  # noqa: E402
 from tools.quorum_cluster import QuorumCluster  # noqa: E402
 
@@ -177,3 +177,20 @@ def test_follower_rebuilds_from_the_tier_and_a_leader_killed_mid_copy_leaves_no_
                     if d.split(os.sep)[-1].startswith(f"{topic2}-0-") and f.endswith(".log"))
     assert starts[0] == 0 and len(starts) == len(set(starts)), f"a segment copied twice: {starts}"
     assert read_all(cluster.bootstrap, topic2, 600) == list(range(600))
+
+    # DeleteRecords into the remote records of the first topic: its live replicas take the new log
+    # start from their leader's fetch answers before the answer comes, so once that leader is gone
+    # the next one's EARLIEST is still there (not back at the first remote segment) and a read
+    # below it is OFFSET_OUT_OF_RANGE
+    lead = partition_state(admin, topic)[0]
+    with WireClient(f"{cluster.host}:{cluster.ports[lead]}") as c:
+        r = delete_records(c, topic, 300)
+    assert (r.error_code, r.low_watermark) == (0, 300), r
+    cluster.nodes[lead].kill()
+    nxt = wait_until(lambda: (lambda s: s[0] if s[0] > 0 and s[0] != lead else None)(partition_state(admin, topic)),
+                     30, "another leader")
+    with WireClient(f"{cluster.host}:{cluster.ports[nxt]}") as c:
+        earliest = wait_until(lambda: (lambda p: p if p.error_code == 0 else None)(list_offset(c, topic, -2)),
+                              30, "the new leader answering")
+        assert earliest.offset == 300
+        assert fetch(c, topic, 0).responses[0].partitions[0].error_code == 1   # OFFSET_OUT_OF_RANGE
