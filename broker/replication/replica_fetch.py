@@ -54,6 +54,7 @@ def _build(broker, req, version: int, replica: int, items, incremental: bool = F
     quota = manager.quotas.leader   # replication throttles (broker/replication/quota.py)
     exceeded = None                 # the leader quota's state, looked at once per answer
     throttled_bytes, held = 0, False
+    news = False   # a log start the follower was not told yet: answered without the long poll
     for key, name, topic_id, fp in items:
         t = broker.image.topics_by_id.get(topic_id) if version >= 13 else broker.image.topics.get(name)
         if t is None or fp.partition not in t.partitions:
@@ -84,10 +85,12 @@ def _build(broker, req, version: int, replica: int, items, incremental: bool = F
             # would leave out of the answer unless the high watermark or log start moved
             manager.follower_fetched(partition, replica, fp.fetch_offset, now_ms, fp.log_start_offset)
             recorded = True
-            if (fp.high_watermark == partition.high_watermark
-                    and fp.local_log_start_offset == partition.replication_log_start_offset):
+            start = partition.replication_log_start_offset
+            if fp.high_watermark == partition.high_watermark and fp.local_log_start_offset == start:
                 watched.append(partition)
                 continue
+            # (DeleteRecords waits for the followers to adopt it: no replica.fetch.wait.max.ms more)
+            news |= fp.local_log_start_offset != start
         out = _Part(partition_index=fp.partition, error_code=0, high_watermark=partition.high_watermark,
                     last_stable_offset=partition.last_stable_offset,
                     log_start_offset=partition.replication_log_start_offset, aborted_transactions=None,
@@ -132,7 +135,7 @@ def _build(broker, req, version: int, replica: int, items, incremental: bool = F
                 throttled_bytes += sl.length
         entries.append((key, name, topic_id, out))
         watched.append(partition)
-    return _Built(entries + unknown, total, watched, throttled_bytes, held)
+    return _Built(entries + unknown, total, watched, throttled_bytes, held, news)
 
 
 class _Built(NamedTuple):
@@ -141,13 +144,14 @@ class _Built(NamedTuple):
     watched: list           # partitions whose new data ends the long poll
     throttled_bytes: int    # record bytes of leader-throttled partitions
     held: bool              # a throttled partition was answered without records
+    news: bool = False      # a log start offset the follower was not told yet
 
 
 async def serve(ctx, req, version: int, items, incremental: bool = False) -> list:
     broker = ctx.broker
     replica = replica_id_of(req, version)
     built = _build(broker, req, version, replica, items, incremental)
-    if (built.total >= max(1, req.min_bytes) or req.max_wait_ms <= 0
+    if (built.total >= max(1, req.min_bytes) or req.max_wait_ms <= 0 or built.news
             or not (built.watched or built.held)):
         return _sent(broker, built)
     waiting = perf_counter()
