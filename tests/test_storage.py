@@ -557,6 +557,22 @@ def test_log_manager_checkpoints_and_clean_shutdown(tmp_path):
     mgr.close()
 
 
+def test_a_tiered_logs_start_is_checkpointed_even_at_its_first_local_segment(tmp_path):
+    """DeleteRecords to a segment boundary of a tiered log: the new start is its first local
+    segment's base, and still comes back after a restart (the records below are remote)."""
+    d = str(tmp_path / "logs")
+    cfg = {"segment.bytes": "1100", "remote.storage.enable": "true"}
+    mgr = LogManager.open(d, config_for=lambda t: cfg, sync=False)
+    plog = mgr.get_or_create("tiered", 0, uuid.uuid4(), cfg)
+    for i in range(6):
+        plog.append(kafka_batch(T0 + i, 1000), 0, now_ms=T0)   # a segment each
+    plog.delete_records_before(4)
+    assert plog.segments[0].base_offset == 4
+    mgr.close()
+    mgr = LogManager.open(d, config_for=lambda t: cfg, sync=False)
+    assert mgr.get("tiered", 0).checkpoint_log_start == 4
+    mgr.close()
+
 def test_log_manager_recovers_after_crash_with_progress(tmp_path):
     d = str(tmp_path / "logs")
     mgr = LogManager.open(d, sync=False)

@@ -350,10 +350,12 @@ class LogManager:
         return {tp: plog.recovery_point for tp, plog in self._checkpointed()}
 
     def _log_start_offsets(self) -> dict:
-        # only logs whose start moved inside their first segment (DeleteRecords), or below it for
-        # a tiered log (DeleteRecords into the remote records)
+        # only logs whose start moved inside their first segment (DeleteRecords), and every tiered
+        # log, as Kafka's (the start DeleteRecords moved it to may be at or below its first local
+        # segment: left out, it would come back as 0 and the deleted remote records with it)
         return {tp: plog.checkpoint_log_start for tp, plog in self._checkpointed()
-                if plog.checkpoint_log_start != plog.segments[0].base_offset}
+                if plog.checkpoint_log_start != plog.segments[0].base_offset
+                or plog.config.remote_storage_enable == "true"}
 
     def set_checkpoint_writer(self, submit: Callable[[str, Callable[[], None]], None] | None) -> None:
         """Hand the periodic checkpoint writes to ``submit(key, job)`` (the
