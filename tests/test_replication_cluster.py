@@ -122,6 +122,7 @@ def test_records_deleted_on_the_leader_stay_deleted_after_a_failover():
             assert r.error_code == 0, r
         assert await _delete_records(client, 3, 6) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)
         assert cluster.brokers[3].partitions.get("t", 0).log_start_offset == 0   # nothing deleted there
+        assert await _delete_records(client, 4, 6) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)   # no replica there
         # the followers have not fetched since: with no time to wait, the low watermark is theirs
         assert await _delete_records(client, 2, 6, timeout_ms=0) == (ErrorCode.REQUEST_TIMED_OUT, 0)
         assert await _delete_records(client, 2, 6) == (ErrorCode.NONE, 6)

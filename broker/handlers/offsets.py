@@ -197,7 +197,12 @@ async def delete_records(ctx, req):
             parts.append(out)
             partition = broker.partitions.get(t.name, p.partition_index)
             if partition is None:
-                out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                # a partition of the cluster with no replica here: ReplicaManager's
+                # getPartitionOrException sends the client to look for its leader
+                known = broker.image.topics.get(t.name)
+                out.error_code = (ErrorCode.NOT_LEADER_OR_FOLLOWER
+                                  if known is not None and p.partition_index in known.partitions
+                                  else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
             if t.name in INTERNAL_TOPICS:
                 # ReplicaManager: "Cannot delete records of internal topic"
