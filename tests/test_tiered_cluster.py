@@ -181,8 +181,12 @@ def test_follower_rebuilds_from_the_tier_and_a_leader_killed_mid_copy_leaves_no_
     # DeleteRecords into the remote records of the first topic: its live replicas take the new log
     # start from their leader's fetch answers before the answer comes, so once that leader is gone
     # the next one's EARLIEST is still there (not back at the first remote segment) and a read
-    # below it is OFFSET_OUT_OF_RANGE
-    lead = partition_state(admin, topic)[0]
+    # below it is OFFSET_OUT_OF_RANGE (the stopped node back first: the metadata quorum needs two of
+    # its three voters to elect a leader once this one is gone)
+    cluster.nodes[old].start()
+    wait_brokers_unfenced(admin, 4)
+    lead = wait_until(lambda: (lambda s: s[0] if len(s[2]) == 3 else None)(partition_state(admin, topic)),
+                      60, lambda: f"every replica in the ISR: {partition_state(admin, topic)}")
     with WireClient(f"{cluster.host}:{cluster.ports[lead]}") as c:
         r = delete_records(c, topic, 300)
     assert (r.error_code, r.low_watermark) == (0, 300), r
