@@ -33,6 +33,8 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic  # noqa: 
 from pyspark.sql import functions as F  # noqa: E402
 
 from broker.launch.process import BrokerProcess  # noqa: E402
+from tests.test_tiered_storage import tiered_settings  # noqa: E402
+from tests.wire_client import WireClient, list_offset  # noqa: E402
 from tools.pipeline import stream  # noqa: E402
 from tools.pipeline.generate import encode, make_events, produce_events  # noqa: E402
 from tools.pipeline.replay import KAFKA_COLUMNS, ReplayOptions, read_range, replay  # noqa: E402
@@ -44,7 +46,13 @@ WATERMARK_MS = 30_000
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
-    proc = BrokerProcess(str(tmp_path_factory.mktemp("kproto-pipeline")), settings={"num.partitions": "2"})
+    # Tiered storage on (the local-directory store): topics that do not ask for
+    # it (remote.storage.enable) are unaffected; one test reads a tiered topic.
+    # Its retention checks run every 200 ms, and the events' timestamps are from
+    # 2023 (T0): unlimited time retention, or the 7-day default deletes them.
+    base = tmp_path_factory.mktemp("kproto-pipeline")
+    settings = {"num.partitions": "2", **tiered_settings(str(base / "remote")), "log.retention.ms": "-1"}
+    proc = BrokerProcess(str(base / "data"), settings=settings)
     proc.start()
     yield proc
     proc.stop()
@@ -334,6 +342,53 @@ def test_a_partition_added_while_the_query_runs_is_picked_up(kafka, spark, names
         pipeline.stop()
     assert sorted(got) == sorted(e["id"] for e in first + second)
     assert sorted(got[e["id"]][1] for e in second) == [1, 1, 1, 2, 2, 2]
+
+
+def _local_start(bootstrap, topic):
+    """ListOffsets EARLIEST (-2) and EARLIEST_LOCAL (-4) of partition 0."""
+    with WireClient(bootstrap) as c:
+        return list_offset(c, topic, -2).offset, list_offset(c, topic, -4).offset
+
+
+def test_a_tiered_topic_is_read_from_offset_zero(kafka, spark, names, tmp_path):
+    """KIP-405: once the first segments are only in the object store (the local
+    log starts above 0), Spark's batch read from `earliest` and a streaming read
+    from JSON offsets below the local start get every record, unchanged."""
+    topic = names("tiered")
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    config = {"remote.storage.enable": "true", "segment.bytes": str(16 * 1024),
+              "local.retention.bytes": str(32 * 1024)}
+    admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(15)
+    count = 500   # ~260 KiB: ~16 segments of 16 KiB, 2 of them kept locally
+    value = {i: f"{i:05d}-".encode() + b"v" * 500 for i in range(count)}
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 5, "batch.size": 4096})
+    for i in range(count):
+        producer.produce(topic, key=str(i).encode(), value=value[i])
+    assert producer.flush(20) == 0
+    earliest, local = wait_for(lambda: _local_start(kafka.bootstrap, topic), lambda o: o[1] > count // 2,
+                               "the local log start to pass the first half", timeout=30)
+    assert earliest == 0
+
+    frame = read_range(spark, ReplayOptions(bootstrap=kafka.bootstrap, topics=[topic]))
+    rows = sorted((r["offset"], bytes(r["key"]), bytes(r["value"])) for r in frame.collect())
+    assert rows == [(i, str(i).encode(), value[i]) for i in range(count)]
+
+    start = local // 2   # below the local log start: only in the store
+    table = topic.replace("-", "_")
+    query = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap)
+             .option("subscribe", topic).option("startingOffsets", json.dumps({topic: {"0": start}})).load()
+             .writeStream.format("memory").queryName(table)
+             .trigger(availableNow=True).start())
+    try:
+        assert query.awaitTermination(60), "the availableNow query did not finish"
+    finally:
+        query.stop()
+    assert query.exception() is None
+    streamed = sorted((r["offset"], bytes(r["value"]))
+                      for r in spark.sql(f"SELECT offset, value FROM {table}").collect())
+    assert streamed == [(i, value[i]) for i in range(start, count)]
+    # The local log still starts where it did: what was read below it came from the store.
+    assert _local_start(kafka.bootstrap, topic)[1] >= local
 
 
 def test_the_broker_closed_no_connection_of_the_java_client(kafka):
