@@ -44,7 +44,9 @@ def _read(bootstrap: str, topic: str, start: int, end: int) -> tuple[int, float]
     began = finished = None   # from the first record: the consumer's start-up is not the read
     try:
         while got < end:
-            for m in c.consume(10000, 1.0):
+            # no more than are left: consume() returns a short batch only after its timeout, which
+            # the last batch's records would otherwise count as read time
+            for m in c.consume(min(10000, end - got), 1.0):
                 if m.error():
                     raise RuntimeError(m.error())
                 if began is None:
@@ -52,7 +54,7 @@ def _read(bootstrap: str, topic: str, start: int, end: int) -> tuple[int, float]
                     continue
                 size += len(m.value())
                 got = m.offset() + 1
-                finished = time.perf_counter()   # (consume() may wait out its timeout after the last one)
+                finished = time.perf_counter()
     finally:
         c.close()
     return size, finished - began
