@@ -21,3 +21,15 @@ def test_help_lists_the_workloads():
         assert any(line.strip().startswith(name + " ") for line in lines), name  # described, one per line
     for option in ("--quick", "--targets", "--json"):
         assert option in proc.stdout
+
+
+def test_tiered_kafka_without_the_local_tiered_storage_jar_says_so(tmp_path):
+    """`tiered --kafka` names the missing LocalTieredStorage jar in one line before starting anything."""
+    home = tmp_path / "kafka"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "kafka-server-start.sh").write_text("")
+    jar = tmp_path / "absent.jar"
+    proc = subprocess.run([sys.executable, "-m", "tools.bench", "tiered", "--targets", "kafka", "--kafka", str(home),
+                           "--lts-jar", str(jar)], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2
+    assert f"LocalTieredStorage jar {jar} is missing" in proc.stderr.splitlines()[-1]
