@@ -27,7 +27,20 @@ def _run(tmp_path, kind, **kw):
     v = s.run(kw.pop("repeat", 1), time_limit=120)
     text = describe(v)
     print(text)
+    if not v["completed"] or v["group_missing"]:
+        _print_node_logs(tmp_path / kind)
     return v, text
+
+
+def _print_node_logs(out) -> None:
+    """A failed run's node logs, in the captured output CI keeps (the run's directory does not
+    outlive the CI machine): group and coordinator lines, warnings and errors."""
+    keep = ("kproto.groups", "coordinator", "level=warning", "level=error", "fenced", "leader")
+    for path in sorted(out.glob("nodes/*/*.log")):
+        lines = [ln.rstrip() for ln in path.read_text(errors="replace").splitlines()
+                 if any(k in ln for k in keep)]
+        print(f"--- {path.name}: {len(lines)} lines of interest, the last 60")
+        print("\n".join(lines[-60:]))
 
 
 def _needs_namespaces():
