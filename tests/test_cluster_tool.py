@@ -4,6 +4,7 @@ which keeps Kafka's rack-aware placement from putting two replicas of a partitio
 cluster spans machines."""
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -48,9 +49,12 @@ def _base_port(nodes: int) -> int:
 def test_the_processes_of_a_machine_carry_its_name_as_broker_rack(tmp_path):
     base = _base_port(1)
     out = open(tmp_path / "out.txt", "w")
+    # started with SIGINT ignored, as by a non-interactive shell's `&` (CI runners): Ctrl-C must still
+    # stop it; in its own session so that whatever is left can be killed as one group
     proc = subprocess.Popen([sys.executable, "-m", "broker.launch.cli", "cluster", "--nodes", "1",
                              "--dir", str(tmp_path / "c"), "--base-port", str(base)],
-                            stdout=out, stderr=subprocess.STDOUT)
+                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         b = _Bootstrap(f"127.0.0.1:{base}")
         info = wait_until(lambda: (lambda r: r.code == 0 and len(r.json["brokers"]) == 1 and r)(
@@ -61,8 +65,13 @@ def test_the_processes_of_a_machine_carry_its_name_as_broker_rack(tmp_path):
         assert [(x.node_id, x.rack) for x in md.brokers] == [(1, socket.gethostname())]
     finally:
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(60) == 0
+        try:
+            code = proc.wait(40)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            code = "still running 40 s after SIGINT"
         out.close()
+        assert code == 0
     assert f"broker.rack {socket.gethostname()}" in (tmp_path / "out.txt").read_text()
 
 

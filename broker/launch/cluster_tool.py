@@ -79,7 +79,36 @@ def run(args) -> int:
         if not os.path.exists(os.path.join(data, "meta.properties")):
             subprocess.run([sys.executable, "-m", "broker.launch.cli", "storage", "format", f"--cluster-id={cluster_id}",
                             "-c", path], check=True, stdout=subprocess.DEVNULL)
+    # Ctrl-C and SIGTERM stop the cluster. Installed explicitly: a process started in the
+    # background of a non-interactive shell inherits SIGINT ignored, and Python keeps it ignored
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
     procs = []
+    try:
+        _start_and_watch(args, base_dir, configs, brokers, props_of, procs)
+        code = 1
+    except KeyboardInterrupt:
+        code = 0
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not leave nodes behind
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    print("kproto cluster: stopped")
+    return code
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _start_and_watch(args, base_dir, configs, brokers, props_of, procs) -> None:
+    """Starts the nodes (appended to `procs` as they start) and returns when one exits."""
     for i, path, data in configs:
         log = open(os.path.join(base_dir, f"node{i}.log"), "ab")
         procs.append(subprocess.Popen([sys.executable, "-m", "broker.launch.cli", "serve", "--config", path,
@@ -95,22 +124,7 @@ def run(args) -> int:
     if registries:
         print(f"schema registry: {','.join(registries)}", flush=True)
     print("Ctrl-C stops the cluster", flush=True)
-    try:
-        while all(p.poll() is None for p in procs):
-            time.sleep(0.5)
-        dead = [i for (i, _, _), p in zip(configs, procs) if p.poll() is not None]
-        print(f"kproto cluster: node(s) {dead} exited; see their logs. Stopping.", file=sys.stderr)
-        code = 1
-    except KeyboardInterrupt:
-        code = 0
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not leave nodes behind
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p in procs:
-        try:
-            p.wait(15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-    print("kproto cluster: stopped")
-    return code
+    while all(p.poll() is None for p in procs):
+        time.sleep(0.5)
+    dead = [i for (i, _, _), p in zip(configs, procs) if p.poll() is not None]
+    print(f"kproto cluster: node(s) {dead} exited; see their logs. Stopping.", file=sys.stderr)
