@@ -232,7 +232,18 @@ def _describe_client_quotas(m, req, v, code):
     return {"error_message": None, "entries": None}
 
 
-# AlterClientQuotas alone puts the error's standard text (Kafka's Errors.message()) in its entries
+def _share_state(result: str, **partition_defaults):
+    """The share-state RPCs (83-87): every topic and partition asked about, with the error and its
+    standard text (their getErrorResponse)."""
+    def build(m, req, v, code):
+        return {"results": [getattr(m, result)(topic_id=t.topic_id, partitions=[
+            m.PartitionResult(partition=p.partition, error_code=code, error_message=_message(code),
+                              **partition_defaults) for p in t.partitions]) for t in req.topics or []]}
+    return build
+
+
+# AlterClientQuotas and the share-state RPCs put the error's standard text (Kafka's Errors.message())
+# in their entries
 _MESSAGES = {ErrorCode.UNKNOWN_SERVER_ERROR: "The server experienced an unexpected error when processing the request."}
 
 
@@ -278,6 +289,11 @@ _ENTRIES = {
     ApiKey.DESCRIBE_GROUPS: _describe_groups,
     ApiKey.DESCRIBE_CONFIGS: _describe_configs,
     ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: _share_state("InitializeStateResult"),
+    ApiKey.READ_SHARE_GROUP_STATE: _share_state("ReadStateResult", state_batches=[]),
+    ApiKey.WRITE_SHARE_GROUP_STATE: _share_state("WriteStateResult"),
+    ApiKey.DELETE_SHARE_GROUP_STATE: _share_state("DeleteStateResult"),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: _share_state("ReadStateSummaryResult"),
 }
 
 
