@@ -14,8 +14,7 @@ import pytest
 
 from kproto.messages.metadata_request import MetadataRequest
 
-from broker.launch.cluster_tool import node_properties
-from broker.launch.process import free_port
+from broker.launch.cluster_tool import free_base_port, node_properties
 from tests.test_admin_cli import kp
 from tests.wire_client import WireClient
 from tools.cluster_client import wait_until
@@ -28,26 +27,8 @@ class _Bootstrap:
         self.bootstrap = bootstrap
 
 
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _base_port(nodes: int) -> int:
-    """A base port whose node, controller and schema-registry ports (base+i, +100, +200) are free."""
-    for _ in range(50):
-        base = free_port()
-        if all(_free(base + off + i) for off in (0, 100, 200) for i in range(nodes)):
-            return base
-    raise RuntimeError("no free base port")
-
-
 def test_the_processes_of_a_machine_carry_its_name_as_broker_rack(tmp_path):
-    base = _base_port(1)
+    base = free_base_port(1)
     out = open(tmp_path / "out.txt", "w")
     # started with SIGINT ignored, as by a non-interactive shell's `&` (CI runners): Ctrl-C must still
     # stop it; in its own session so that whatever is left can be killed as one group

@@ -59,6 +59,25 @@ def node_properties(i: int, nodes: int, controllers: int | None, host: str, base
     return props
 
 
+def free_base_port(nodes: int, host: str = "127.0.0.1") -> int:
+    """A --base-port whose node, controller and schema-registry ports (base+i, +100, +200) are
+    all free here (tests and benches that start `kproto cluster`)."""
+    from broker.launch.process import free_port
+
+    def free(port: int) -> bool:
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                return False
+        return True
+    for _ in range(50):
+        base = free_port()
+        if all(free(base + off + i) for off in (0, 100, 200) for i in range(nodes)):
+            return base
+    raise RuntimeError("no free base port")
+
+
 def run(args) -> int:
     base_dir = os.path.abspath(args.dir or tempfile.mkdtemp(prefix="kproto-cluster-"))
     os.makedirs(base_dir, exist_ok=True)

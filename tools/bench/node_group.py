@@ -17,31 +17,13 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+from broker.launch.cluster_tool import free_base_port
 from tools.bench.scaling import layout_arguments
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _base_port(n: int) -> int:
-    from broker.launch.process import free_port
-    for _ in range(50):
-        base = free_port()
-        if all(_free(base + off + i) for off in (0, 100, 200) for i in range(n)):
-            return base
-    raise RuntimeError("no free base port")
 
 
 def _serve_pids(cluster_pid: int) -> list[int]:
@@ -62,7 +44,7 @@ def run_layout(home: str, n: int, partitions: int, records: int, size: int, acks
     from tools.bench import perftools, procstat
     from tools.cluster_client import wait_until
     base_dir = tempfile.mkdtemp(prefix=f"kproto-node-group-{n}-")
-    base = _base_port(n)
+    base = free_base_port(n)
     log = open(os.path.join(base_dir, "cluster.out"), "w")
     cluster = subprocess.Popen([sys.executable, "-m", "broker.launch.cli", "cluster", "--nodes", str(n),
                                 "--dir", os.path.join(base_dir, "c"), "--base-port", str(base),
