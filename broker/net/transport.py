@@ -17,6 +17,9 @@ from kproto._codec import FileRegion
 
 _SIZE = struct.Struct(">i")
 _READ_CHUNK = 256 * 1024
+# file bytes in one answer from which a worker thread writes it (a tailing
+# consumer's few KiB stay on the event loop: a thread hop costs more than they do)
+_THREAD_MIN = 256 * 1024
 
 
 class FrameTooLarge(Exception):
@@ -112,53 +115,77 @@ class Transport:
     async def send(self, chunks: list) -> None:
         """Send byte chunks and FileRegions in order, coalescing the bytes.
         Bytes followed by file data go with MSG_MORE, so a response header
-        and its records leave in the same packets."""
-        pending = bytearray()
-        for chunk in chunks:
-            if type(chunk) is FileRegion:
-                if pending:
-                    await self._send_bytes(pending, _MSG_MORE)
-                    pending = bytearray()
-                await self._sendfile(chunk)
+        and its records leave in the same packets.
+
+        An answer carrying _THREAD_MIN bytes or more of file data (a
+        catching-up consumer's fetch) is written by a worker thread: the
+        kernel's copy of megabytes then holds that thread, not the event
+        loop, so a produce on another connection is served meanwhile, on
+        the other core (issue 26, docs/performance.md "Fan-out reads").
+        The task waits for its thread, so answers on a connection still
+        leave in request order."""
+        pieces = _coalesce(chunks)
+        offload = sum(p.length for p in pieces if type(p) is FileRegion) >= _THREAD_MIN
+        at = (0, 0)
+        while True:
+            if offload:
+                at = await trio.to_thread.run_sync(self._write, pieces, at)
             else:
-                pending += chunk
-        if pending:
-            await self._send_bytes(pending, 0)
+                at = self._write(pieces, at)
+            if at is None:
+                break
+            await trio.lowlevel.wait_writable(self.sock)
         # a connection whose calls never block must still let others run
         await trio.lowlevel.checkpoint()
 
-    async def _send_bytes(self, data, flags: int) -> None:
-        view = memoryview(data)
-        raw = self._raw
-        while view:
+    def _write(self, pieces: list, at: tuple[int, int]) -> tuple[int, int] | None:
+        """Write pieces from position ``at`` (piece index, offset in it) with
+        non-blocking calls: None once all is written, else where the socket
+        would block. Touches no trio state, so it may run in a worker thread."""
+        i, done = at
+        last = len(pieces) - 1
+        raw, fd = self._raw, self._fd
+        while i <= last:
+            piece = pieces[i]
             try:
-                n = raw.send(view, flags)
+                if type(piece) is FileRegion:
+                    n = os.sendfile(fd, piece.fd, piece.offset + done, piece.length - done)
+                    if n == 0:
+                        # the file is shorter than promised (truncated under us):
+                        # the frame size is already on the wire, so the connection
+                        # cannot be saved
+                        raise ConnectionClosed()
+                    size = piece.length
+                else:
+                    n = raw.send(memoryview(piece)[done:], _MSG_MORE if i < last else 0)
+                    size = len(piece)
             except BlockingIOError:
-                await trio.lowlevel.wait_writable(self.sock)
-                continue
-            except (BrokenPipeError, ConnectionResetError):
-                raise ConnectionClosed() from None
-            view = view[n:]
-
-    async def _sendfile(self, region: FileRegion) -> None:
-        offset, remaining = region.offset, region.length
-        while remaining:
-            try:
-                n = os.sendfile(self._fd, region.fd, offset, remaining)
-            except BlockingIOError:
-                await trio.lowlevel.wait_writable(self.sock)
-                continue
+                return i, done
             except OSError as exc:
                 if exc.errno in (errno.EPIPE, errno.ECONNRESET):
                     raise ConnectionClosed() from None
                 raise
-            if n == 0:
-                # the file is shorter than promised (truncated under us):
-                # the frame size is already on the wire, so the connection
-                # cannot be saved
-                raise ConnectionClosed()
-            offset += n
-            remaining -= n
+            done += n
+            if done >= size:
+                i, done = i + 1, 0
+        return None
+
+
+def _coalesce(chunks: list) -> list:
+    """Consecutive byte chunks joined into one piece; FileRegions kept apart."""
+    pieces, pending = [], bytearray()
+    for chunk in chunks:
+        if type(chunk) is FileRegion:
+            if pending:
+                pieces.append(pending)
+                pending = bytearray()
+            if chunk.length:
+                pieces.append(chunk)
+        else:
+            pending += chunk
+    if pending:
+        pieces.append(pending)
+    return pieces
 
 
 def tune(sock: trio.socket.SocketType) -> None:
