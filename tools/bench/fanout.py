@@ -211,6 +211,18 @@ def run_target(target, args, home: str | None) -> dict:
         target.cleanup()
 
 
+def _targets(names: list[str], home: str | None, loopwatch: str | None) -> list:
+    from tools.bench.targets import make_targets
+    targets = make_targets(names, home)
+    if not loopwatch:
+        return targets
+    from tools.bench.latency import _watched_kproto
+    os.makedirs(loopwatch, exist_ok=True)
+    report = os.path.abspath(os.path.join(loopwatch, "kproto-loopwatch.json"))
+    print(f"kproto: under tools/bench/loopwatch.py, report {report}", flush=True)
+    return [_watched_kproto(t.workdir, t.settings, report) if t.name == "kproto" else t for t in targets]
+
+
 def _f(v, fmt=".1f") -> str:
     return "-" if v is None else format(v, fmt)
 
@@ -240,8 +252,9 @@ def main(argv=None) -> int:
     ap.add_argument("--catchup-timeout", type=float, default=300)
     ap.add_argument("--reps", type=int, default=1, help="repetitions, targets alternating")
     ap.add_argument("--json", metavar="PATH")
+    ap.add_argument("--loopwatch", metavar="DIR", help="run kproto under tools/bench/loopwatch.py: slow event-loop "
+                    "steps with their stacks (DIR/kproto-loopwatch.json)")
     args = ap.parse_args(argv)
-    from tools.bench.targets import make_targets
     home = os.environ.get("KAFKA_HOME")
     names = [n for n in args.targets.split(",") if n]
     print(f"fan-out: {args.groups} groups, 1 producer at {args.rate:.0f} records/s of {args.size} B, "
@@ -252,7 +265,7 @@ def main(argv=None) -> int:
           f"{'ack p99':>9} {'e2e p99':>9} {'cpu%':>5} {'ack p99':>9}", flush=True)
     rows = []
     for rep in range(args.reps):
-        for target in make_targets(names, home):
+        for target in _targets(names, home, args.loopwatch):
             try:
                 r = run_target(target, args, home) | {"rep": rep}
             except Exception as exc:   # noqa: BLE001  (a row says what failed; the others still run)
