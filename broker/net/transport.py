@@ -20,6 +20,9 @@ _READ_CHUNK = 256 * 1024
 # file bytes in one answer from which a worker thread writes it (a tailing
 # consumer's few KiB stay on the event loop: a thread hop costs more than they do)
 _THREAD_MIN = 256 * 1024
+# the writer threads have their own limit, so many catching-up consumers never
+# hold the default limiter's 40 threads that fsyncs and checkpoints wait on
+_WRITERS = trio.lowlevel.RunVar("kproto_answer_writers")
 
 
 class FrameTooLarge(Exception):
@@ -129,7 +132,7 @@ class Transport:
         at = (0, 0)
         while True:
             if offload:
-                at = await trio.to_thread.run_sync(self._write, pieces, at)
+                at = await trio.to_thread.run_sync(self._write, pieces, at, limiter=_writers())
             else:
                 at = self._write(pieces, at)
             if at is None:
@@ -169,6 +172,15 @@ class Transport:
             if done >= size:
                 i, done = i + 1, 0
         return None
+
+
+def _writers() -> trio.CapacityLimiter:
+    try:
+        return _WRITERS.get()
+    except LookupError:
+        limiter = trio.CapacityLimiter(max(8, os.cpu_count() or 1))
+        _WRITERS.set(limiter)
+        return limiter
 
 
 def _coalesce(chunks: list) -> list:
