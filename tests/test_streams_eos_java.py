@@ -1,10 +1,11 @@
 """A Kafka Streams 4.3 exactly-once application (processing.guarantee=exactly_once_v2; the Java
 client 4.3 underneath) against kproto with transaction.version 2 finalized and with it off (0, not
 finalized): it copies `input` to `copies` and counts per key into `counts` (a RocksDB store with a
-changelog). Half-way it stalls inside an open transaction (its copies and counts of that record sent)
-and is killed -9 there, then started again on the same state directory (same transactional ids: the new instance fences the old one's producer and its open
-transaction is aborted). A read_committed reader then sees every input record copied once and each
-key's counts 1, 2, ..., n with no repeat and no gap.
+changelog). Half-way it stalls inside an open transaction (that record's copy and count sent) and
+is killed -9 there, then started again on the same state directory. Same transactional id: the new
+instance's InitProducerId fences the old producer and aborts its open transaction (the transaction
+timeout is set long so that the fence does it, not the timeout). A read_committed reader then sees
+every input record copied once and each key's counts 1, 2, ..., n with no repeat and no gap.
 
 The kafka-streams jar is not in any wheel here: `tools/build_kafka_streams.sh` builds it from Kafka's
 source into ~/.cache/kproto-ref/kafka-streams (or set KPROTO_STREAMS_JARS to a directory holding

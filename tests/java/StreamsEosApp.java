@@ -42,6 +42,9 @@ public class StreamsEosApp {
         p.put(StreamsConfig.consumerPrefix("session.timeout.ms"), 6000);
         p.put(StreamsConfig.consumerPrefix("heartbeat.interval.ms"), 1000);
         p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
+        // longer than a restart takes on a loaded machine: the killed instance's open transaction
+        // is aborted by the restarted one's InitProducerId (the fence), not by its timeout
+        p.put(StreamsConfig.producerPrefix("transaction.timeout.ms"), 120000);
 
         StreamsBuilder builder = new StreamsBuilder();
         KStream<String, String> in = builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()));
