@@ -134,7 +134,11 @@ def open_transactions(bootstrap: str) -> list[str]:
 
 @pytest.mark.parametrize("tv", [0, 2])
 def test_streams_exactly_once_survives_kill(fresh_broker, streams_app, tmp_path, tv):
-    bootstrap = fresh_broker.bootstrap
+    streams_kill_scenario(fresh_broker.bootstrap, streams_app, tmp_path, tv)
+
+
+def streams_kill_scenario(bootstrap, streams_app, tmp_path, tv: int) -> None:
+    """Also run against a real Kafka for comparison (see the module's docstring)."""
     with WireClient(bootstrap) as c:
         if tv:
             finalize_transaction_version(c, tv)
