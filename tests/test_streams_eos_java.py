@@ -35,8 +35,9 @@ KEYS = 12
 DELAY_MS = 2          # per record, so commits (every 200 ms) come before the stall
 STALL_AT = RECORDS // 2
 PARTITIONS = 3
+WAIT_S = 150          # the longest wait for the app to reach a point (a bound, not a speed check)
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(2 * WAIT_S + 120)
 
 
 def streams_jars() -> list[str]:
@@ -154,7 +155,7 @@ def streams_kill_scenario(bootstrap, streams_app, tmp_path, tv: int) -> None:
 
     app = streams_app(bootstrap, "eos-app", state_dir, str(stall_file), log_path)
     try:
-        deadline = time.monotonic() + 150
+        deadline = time.monotonic() + WAIT_S
         while "STALLED" not in log() and app.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         assert "STALLED" in log(), log()
@@ -170,7 +171,7 @@ def streams_kill_scenario(bootstrap, streams_app, tmp_path, tv: int) -> None:
         stall_file.unlink()
 
         app = streams_app(bootstrap, "eos-app", state_dir, str(stall_file), log_path)
-        copies = read_committed(bootstrap, "check-copies", "copies", RECORDS, 150)
+        copies = read_committed(bootstrap, "check-copies", "copies", RECORDS, WAIT_S)
         assert len(copies) >= RECORDS, (len(copies), log())
         assert app.poll() is None, log()
         app.send_signal(signal.SIGTERM)       # a clean close: its last transaction commits or aborts
