@@ -71,6 +71,8 @@ class ReplicationManager:
         self._nursery = None
         self._alter_send, self._alter_recv = trio.open_memory_channel(1000)
         self._sweep_needed = True
+        # set (and replaced) on every metadata change: what a single node's periodic checks wait on
+        self._changed = trio.Event()
         self._coordinator_owned: dict[int, bool] = {}   # __consumer_offsets partition -> led here
         self._coordinator_changes: list[tuple[int, bool]] = []
         # Kafka's ReplicaManager meters IsrShrinksPerSec / IsrExpandsPerSec / FailedIsrUpdatesPerSec:
@@ -114,6 +116,8 @@ class ReplicationManager:
     def reconcile(self, _records=None) -> None:
         """Metadata listener (after ReplicaManager.reconcile): apply leader/follower roles."""
         self._sweep_needed = True
+        self._changed.set()
+        self._changed = trio.Event()
         image = self.broker.image
         self.quotas.refresh(image)   # the topics' throttled-replica lists
         seen = set()
@@ -377,6 +381,21 @@ class ReplicationManager:
                     log.info("%s-%d: shrinking isr %s -> %s", key[0], key[1], state.isr, new_isr)
                     self._alter_isr(part, state, new_isr)
 
+    def alone(self) -> bool:
+        """A single node: no quorum and no broker registered with its controller. No peer
+        can fail, join or catch up there without a metadata change first."""
+        return getattr(self.broker, "quorum", None) is None and not getattr(self.broker.image, "brokers", None)
+
+    async def tick(self, seconds: float, changed: trio.Event | None = None) -> None:
+        """The pause of a periodic check: ``seconds`` in a cluster; on a single node until the
+        metadata changes (``changed``, taken before the last check) or a second passed, so an idle
+        single node is not woken 30 times a second by checks that find nothing to do."""
+        if not self.alone():
+            await trio.sleep(seconds)
+            return
+        with trio.move_on_after(1.0):
+            await (self._changed if changed is None else changed).wait()
+
     def _is_controller(self) -> bool:
         q = getattr(self.broker, "quorum", None)
         return q is None or bool(q.is_active_controller)
@@ -438,11 +457,13 @@ class ReplicationManager:
 
     async def _controller_loop(self) -> None:
         """Elections after broker fencing / shutdown, written by the active controller."""
+        changed = self._changed
         while True:
-            await trio.sleep(0.1)
+            await self.tick(0.1, changed)
+            changed = self._changed
             if not self._is_controller():
                 continue
-            if getattr(self.broker, "quorum", None) is None and not getattr(self.broker.image, "brokers", None):
+            if self.alone():
                 continue   # a single node: nobody to fence, nothing to elect
             if not self._sweep_needed and int(time.monotonic() * 10) % 10:
                 continue   # otherwise once a second anyway

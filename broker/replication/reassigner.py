@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import time
 
-import trio
 
 from kproto.errors import KafkaError
 
@@ -24,8 +23,10 @@ async def run(manager) -> None:
     # the partitions under reassignment, found by a scan of the image only when it changed: the
     # once-a-second look (broker liveness moves without a metadata record) checks just these
     candidates: list = []
+    changed = manager._changed
     while True:
-        await trio.sleep(0.05)
+        await manager.tick(0.05, changed)
+        changed = manager._changed   # a change from here on wakes the next pause
         if not manager._is_controller():
             continue
         image = broker.image

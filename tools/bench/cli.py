@@ -58,7 +58,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("command", choices=COMMANDS)
     ap.add_argument("--quick", action="store_true",
                     help="smoke mode: kproto only, small counts, one repetition (seconds)")
-    ap.add_argument("--targets", help="comma-separated: kproto, kproto-fsync, sink, kafka, kafka-fsync "
+    ap.add_argument("--targets", help="comma-separated: kproto, kproto-fsync, sink, kafka, kafka-fsync, "
+                    "kproto@PATH (the broker of another checkout, e.g. an older build) "
                     "(default kproto,sink plus kafka when KAFKA_HOME is set; --quick: kproto; "
                     "durability: kproto,kproto-fsync)")
     ap.add_argument("--broker-set", action="append", type=_setting, default=[], metavar="KEY=VALUE",

@@ -111,13 +111,16 @@ class KprotoTarget(Target):
             shutil.rmtree(data, ignore_errors=True)
         os.makedirs(data, exist_ok=True)
         self._versions = None
-        self.proc = BrokerProcess(data, self.port, settings=self.settings,
-                                  new_session=getattr(self, "new_session", False),
-                                  open_files_limit=getattr(self, "open_files_limit", None))
+        self.proc = self._process(data)
         started = time.perf_counter()
         self.proc.start(timeout=600)
         self.ready_seconds = time.perf_counter() - started
         return self.ready_seconds
+
+    def _process(self, data: str) -> BrokerProcess:
+        return BrokerProcess(data, self.port, settings=self.settings,
+                             new_session=getattr(self, "new_session", False),
+                             open_files_limit=getattr(self, "open_files_limit", None))
 
     def stop(self) -> None:
         if self.proc:
@@ -126,6 +129,46 @@ class KprotoTarget(Target):
     def kill(self) -> None:
         if self.proc:
             self.proc.kill()
+
+
+class _CheckoutProcess(BrokerProcess):
+    """`kproto serve` from another checkout (its own PYTHONPATH); a build from
+    before broker/launch/ started as `python -m broker.cli`."""
+
+    def __init__(self, checkout: str, *args, **kwargs):
+        super().__init__(*args, env={"PYTHONPATH": checkout}, **kwargs)
+        self.checkout = checkout
+
+    def command(self) -> list[str]:
+        # -P: the bench's working folder (this checkout) must not come before PYTHONPATH
+        if os.path.isdir(os.path.join(self.checkout, "broker", "launch")):
+            return [sys.executable, "-P"] + super().command()[1:]
+        # such a build has no metrics listener (nothing to switch off)
+        cmd = [sys.executable, "-P", "-m", "broker.cli", "serve", "--log-level", self.log_level,
+               "--set", f"log.dirs={self.data_dir}",
+               "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port}"]
+        for k, v in self.settings.items():
+            cmd += ["--set", f"{k}={v}"]
+        return cmd
+
+
+class KprotoCheckoutTarget(KprotoTarget):
+    """``kproto@PATH``: the broker of another checkout (an older build, for
+    example `git archive <commit> | tar -x -C PATH`), driven by the same bench in
+    the same run as this one."""
+
+    def __init__(self, workdir: str, checkout: str, settings: dict[str, str] | None = None):
+        checkout = os.path.abspath(checkout)
+        if not os.path.isdir(os.path.join(checkout, "broker")):
+            raise SystemExit(f"kproto@{checkout}: no broker package there")
+        super().__init__(workdir, settings, f"kproto@{os.path.basename(checkout.rstrip('/'))}",
+                         f"kproto ({checkout})")
+        self.checkout = checkout
+
+    def _process(self, data: str) -> BrokerProcess:
+        return _CheckoutProcess(self.checkout, data, self.port, settings=self.settings,
+                                new_session=getattr(self, "new_session", False),
+                                open_files_limit=getattr(self, "open_files_limit", None))
 
 
 class SinkTarget(Target):
@@ -304,7 +347,7 @@ def _kafka_version(home: str) -> str:
 
 # fsync before ack, Kafka's way: flush after every message (topic flush.messages=1)
 FSYNC_SETTINGS = {"log.flush.interval.messages": "1"}
-TARGET_NAMES = ("kproto", "kproto-fsync", "sink", "kafka", "kafka-fsync")
+TARGET_NAMES = ("kproto", "kproto-fsync", "sink", "kafka", "kafka-fsync", "kproto@PATH")
 
 
 def make_targets(names: list[str], kafka_home: str | None,
@@ -316,8 +359,10 @@ def make_targets(names: list[str], kafka_home: str | None,
     fsync_label = "log.flush.interval.messages=1"
     out = []
     for name in names:
-        workdir = tempfile.mkdtemp(prefix=f"kproto-bench-{name}-")
-        if name == "kproto":
+        workdir = tempfile.mkdtemp(prefix=f"kproto-bench-{name.split('@')[0]}-")
+        if name.startswith("kproto@"):
+            out.append(KprotoCheckoutTarget(workdir, name.split("@", 1)[1], settings))
+        elif name == "kproto":
             out.append(KprotoTarget(workdir, settings))
         elif name == "kproto-fsync":
             out.append(KprotoTarget(workdir, fsync, name, f"kproto-fsync ({fsync_label})"))
