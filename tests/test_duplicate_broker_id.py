@@ -9,10 +9,12 @@ incarnation's session is valid; a new incarnation registers fenced and is unfenc
   Metadata; every partition always has a leader that Metadata lists; meanwhile the restarted
   process does not act as the leader its old registration still is (NOT_LEADER_OR_FOLLOWER).
 
-Short sessions (2 s), so each test runs in about 20 s."""
+Short sessions (2 s; 12 s for the restart, whose new process must be up within it), so each
+test runs in about 20-30 s."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import pytest
@@ -50,6 +52,58 @@ def _metadata(host: str, port: int, topic: str | None = None):
             leaders = {p.partition_index: p.leader_id for p in t.partitions}
             epochs = {p.partition_index: p.leader_epoch for p in t.partitions}
     return brokers, leaders, epochs
+
+
+# `kproto serve` whose modules are imported before it is told to go (the file named by its first
+# argument appears): what a loaded machine spends starting a Python process is mostly imports
+_PREWARMED = """
+import os, sys, time
+import broker.broker, broker.config, broker.quorum.startup
+from broker.launch.cli import main
+go = sys.argv[1]
+open(go + ".imported", "w").close()
+while not os.path.exists(go):
+    time.sleep(0.01)
+main(sys.argv[2:])
+"""
+
+
+def _kill_and_restart_at_once(cluster: QuorumCluster, node_id: int) -> QuorumNode:
+    """kill -9 node `node_id` and start it again at once, as a supervisor does: the new process
+    (its own session, so its own scheduler autogroup) has imported kproto before the old one
+    is killed. The window this file checks, the restarted process up while its old
+    registration still leads, is the session minus the restart time; at load 35-45 a cold
+    start took 14-20 s, longer than the session, and the window never opened."""
+    old = cluster.nodes[node_id]
+    new = QuorumNode(node_id, old.properties, old.data_dir, old.port, old.controller_port, old.log_level)
+    new.new_session = True
+    go = os.path.join(cluster.base_dir, f"go{node_id}-{time.monotonic_ns()}")
+    cold = new.command()
+    new.command = lambda: [cold[0], "-c", _PREWARMED, go] + cold[3:]   # cold: python -m broker.launch.cli ...
+    starting = threading.Thread(target=new.start, args=(60,), daemon=True)
+    starting.start()
+    wait_until(lambda: os.path.exists(go + ".imported"), 60, "the new process imported kproto",
+               detail=lambda: "".join(new.stderr_lines[-10:]))
+    old.kill()
+    open(go, "w").close()
+    starting.join(60)
+    assert new.ready_line, "the restarted process did not start: " + "".join(new.stderr_lines[-10:])
+    return new
+
+
+def _isrs(host: str, port: int, topic: str) -> dict[int, list[int]]:
+    """{partition: ISR} as a Metadata v12 answer says."""
+    from kproto.messages.metadata_request import MetadataRequest
+    with WireClient(f"{host}:{port}", timeout=5) as c:
+        resp = c.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                                      allow_auto_topic_creation=False), 12)
+    return {p.partition_index: list(p.isr_nodes) for t in resp.topics if t.name == topic and t.error_code == 0
+            for p in t.partitions}
+
+
+def _isrs_full(host: str, port: int, topic: str, partitions: int) -> bool:
+    isrs = _isrs(host, port, topic)
+    return len(isrs) == partitions and all(len(isr) == 3 for isr in isrs.values())
 
 
 def _duplicate(cluster: QuorumCluster, node_id: int) -> QuorumNode:
@@ -95,22 +149,27 @@ def test_a_second_process_with_a_live_node_id_is_refused_until_the_first_is_gone
 
 
 def test_a_node_killed_and_restarted_at_once_is_fenced_before_it_is_back():
-    # a 6 s session: the restarted process must be up and asked while its old registration still
-    # leads, and a loaded machine takes more than 2 s to start one
-    with QuorumCluster(3, settings={**SETTINGS, "broker.session.timeout.ms": "6000"}) as c:
+    # a 12 s session: the restarted process must be up and asked while its old registration still
+    # leads; pre-imported, it still took 6 s to start and reach the quorum at load 45
+    with QuorumCluster(3, settings={**SETTINGS, "broker.session.timeout.ms": "12000"}) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap, **QUIET})
         topic = "restarts"
-        wait_until(lambda: create_topic(admin, topic, partitions=6), 60, "the topic created")
         host = c.host
-        wait_until(lambda: len(_metadata(host, c.ports[1], topic)[1]) == 6
-                   and all(v >= 0 for v in _metadata(host, c.ports[1], topic)[1].values()), 30, "leaders")
+        # every broker unfenced before the topic is placed: created while only the first is, all
+        # six would be led by it with the others outside their ISR (Kafka's ISR at creation is
+        # the unfenced replicas), and killing it would leave them leaderless, as Kafka would
+        wait_until(lambda: set(_metadata(host, c.ports[1])[0]) == set(c.nodes), 60, "every broker unfenced")
+        wait_until(lambda: create_topic(admin, topic, partitions=6), 60, "the topic created")
+        # and every follower in the ISR before the kill: a partition whose ISR is its leader
+        # alone has no leader once that one is fenced (Kafka 3.9 without unclean election)
+        wait_until(lambda: _isrs_full(host, c.ports[1], topic, 6), 60, "every partition with an ISR of 3",
+                   detail=lambda: str(_isrs(host, c.ports[1], topic)))
         # the victim leads something, and a survivor is asked meanwhile
         _, leaders, epochs_before = _metadata(host, c.ports[1], topic)
         victim = max(set(leaders.values()), key=list(leaders.values()).count)
         mine = [i for i, v in leaders.items() if v == victim]
         watcher = next(i for i in c.nodes if i != victim)
-        c.nodes[victim].kill()
-        c.nodes[victim].start(60)
+        c.nodes[victim] = _kill_and_restart_at_once(c, victim)
         seen = []   # (listed, leads anything)
         refused = []   # Produce answers of the restarted process while its old registration leads
         moved = False   # every partition the victim led has another leader, at a new leader epoch

@@ -178,3 +178,37 @@ def test_alter_partition_refuses_a_fenced_replica_and_an_old_leader_epoch():
     _apply(img, election.on_broker_gone(img, 1, _fence(_brokers(3), 1)))   # 2 leads, epoch 1
     assert _alter(img, p, [1, 2], broker=1, leader_epoch=0, partition_epoch=1)[0] == \
         ErrorCode.FENCED_LEADER_EPOCH
+
+
+# -- a new partition's ISR -------------------------------------------------------------------
+
+def _controller_with(fenced: set[int], shutting_down: set[int] = frozenset()):
+    from kproto.metadata.register_broker_record import RegisterBrokerRecord
+    from broker.controller.controller import Controller
+    img = MetadataImage()
+    for bid in (1, 2, 3):
+        img.apply(RegisterBrokerRecord(broker_id=bid, broker_epoch=100 + bid, incarnation_id=uuid.uuid4(),
+                                       fenced=bid in fenced, in_controlled_shutdown=bid in shutting_down))
+    ctl = Controller.__new__(Controller)
+    ctl.image, ctl.node_id = img, 1
+    return ctl
+
+
+def test_a_new_partitions_isr_is_its_replicas_on_active_brokers():
+    # Kafka's createTopic: isr = replicas filtered by isActive, leader = isr[0]; a replica on a
+    # fenced broker (registered, not caught up yet) joins the ISR only once it fetched
+    tid = uuid.uuid4()
+    rec = _controller_with(fenced={2})._partition_record(tid, 0, [2, 1, 3])
+    assert (rec.replicas, rec.isr, rec.leader) == ([2, 1, 3], [1, 3], 1)
+    rec = _controller_with(fenced=set(), shutting_down={1})._partition_record(tid, 0, [1, 2, 3])
+    assert (rec.isr, rec.leader) == ([2, 3], 2)
+    rec = _controller_with(fenced=set())._partition_record(tid, 0, [3, 1, 2])
+    assert (rec.isr, rec.leader) == ([3, 1, 2], 3)
+    with pytest.raises(KafkaError) as e:
+        _controller_with(fenced={1, 2})._partition_record(tid, 4, [2, 1], manual=True)
+    assert e.value.code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    assert str(e.value) == ("All brokers specified in the manual partition assignment for partition 4 "
+                            "are fenced or in controlled shutdown.")
+    with pytest.raises(KafkaError) as e:
+        _controller_with(fenced={1, 2})._partition_record(tid, 0, [2, 1])
+    assert e.value.code == ErrorCode.INVALID_REPLICATION_FACTOR

@@ -52,7 +52,9 @@ def _needs_namespaces():
 def _assert_clean(v, text, faults):
     assert v["completed"], text
     assert v["faults"] == faults, text
-    assert v["acked"] >= 1000, text                 # the faults hit a loaded cluster
+    # the faults hit a loaded cluster: the run waits for 500 acks before the first fault and 300
+    # after each (1000 was not always reached: 968 at load 84, the failover's acks being few)
+    assert v["acked"] >= 800, text
     assert not v["anomalies"], text                 # lost, duplicated, reordered, unexpected
     assert not v["group_missing"], text             # the consumer group read every ack
     assert not v["divergent"], text                 # replicas identical, divergent tails truncated

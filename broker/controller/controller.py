@@ -127,7 +127,7 @@ class Controller:
         for k, v in configs.items():
             records.append(ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=spec.name, name=k, value=v))
         for i, r in enumerate(replicas):
-            records.append(self._partition_record(topic_id, i, r))
+            records.append(self._partition_record(topic_id, i, r, manual=bool(spec.assignments)))
         return CreatedTopic(spec.name, topic_id, len(replicas), len(replicas[0]), configs), records
 
     def brokers(self):
@@ -186,11 +186,23 @@ class Controller:
         """Partitions of these records this node holds a replica of."""
         return sum(1 for r in records if isinstance(r, PartitionRecord) and self.node_id in r.replicas)
 
-    def _partition_record(self, topic_id, index: int, replicas: list[int] | None = None) -> PartitionRecord:
+    def _partition_record(self, topic_id, index: int, replicas: list[int] | None = None,
+                          manual: bool = False) -> PartitionRecord:
         replicas = list(replicas or [self.node_id])
+        # Kafka's ISR at creation is the replicas on active brokers (registered, unfenced, not in
+        # controlled shutdown) and the first of them leads: a fenced replica joins the ISR only
+        # once it has fetched, as any follower (ReplicationControlManager.createTopic)
+        brokers = brokers_from_image(self.image, self.node_id)
+        isr = [b for b in replicas if b in brokers and brokers[b].acceptable_leader]
+        if not isr:
+            if manual:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "All brokers specified in the manual "
+                                 f"partition assignment for partition {index} are fenced or in controlled shutdown.")
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, f"Unable to replicate the partition "
+                             f"{len(replicas)} time(s): All brokers are currently fenced or in controlled shutdown.")
         return PartitionRecord(partition_id=index, topic_id=topic_id, replicas=replicas,
-                               isr=list(replicas), removing_replicas=[], adding_replicas=[],
-                               leader=replicas[0], leader_recovery_state=0, leader_epoch=0,
+                               isr=isr, removing_replicas=[], adding_replicas=[],
+                               leader=isr[0], leader_recovery_state=0, leader_epoch=0,
                                partition_epoch=0, directories=new_directories(self.image, replicas),
                                eligible_leader_replicas=None,
                                last_known_elr=None)
@@ -309,7 +321,8 @@ class Controller:
             replicas = [list(a) for a in assignments]
         else:
             replicas = self._place_partitions(additional, rf)
-        return [self._partition_record(t.topic_id, current + i, r) for i, r in enumerate(replicas)]
+        return [self._partition_record(t.topic_id, current + i, r, manual=assignments is not None)
+                for i, r in enumerate(replicas)]
 
     def create_partitions(self, changes: list[tuple[str, int, list | None]], validate_only: bool = False) -> list:
         """One CreatePartitions request, as Kafka's controller: each (name, count, assignments)
