@@ -507,6 +507,7 @@ class Fetcher:
         # after the last answer with records; 0 is in sync (never throttled), unknown is not
         self.lag: dict[tuple[str, int], int] = {}
         self.held = False   # the last request left partitions out for the follower quota
+        self._last: dict = {}   # (topic id, partition) -> (its fetch parameters, the request partition made for them)
 
     async def run(self) -> None:
         m = self.manager
@@ -559,6 +560,9 @@ class Fetcher:
         wanted = {}
         parts = {}
         quota, exceeded, self.held = m.quotas.follower, None, False
+        max_bytes = m._cfg_int("replica.fetch.max.bytes", 1048576)
+        if len(self._last) > 2 * len(self.partitions) + 100:
+            self._last = {}   # (partitions moved away: their entries go now and then)
         for key, part in self.partitions.items():
             t = image.topics.get(key[0])
             if t is None:
@@ -571,13 +575,21 @@ class Fetcher:
                     # the fetch while the follower quota is exceeded
                     self.held = True
                     continue
-            latest = part.log.latest_epoch
-            wanted[(t.topic_id, key[1])] = FetchRequest.FetchPartition(
-                partition=key[1], current_leader_epoch=part.leader_epoch, fetch_offset=part.log.log_end_offset,
-                last_fetched_epoch=latest if latest is not None else -1,
-                log_start_offset=part.replication_log_start_offset,
-                partition_max_bytes=m._cfg_int("replica.fetch.max.bytes", 1048576))
-            parts[(t.topic_id, key[1])] = part
+            plog = part.log
+            latest = plog.latest_epoch
+            params = (plog.log_end_offset, part.replication_log_start_offset, max_bytes, part.leader_epoch,
+                      latest if latest is not None else -1)
+            fkey = (t.topic_id, key[1])
+            last = self._last.get(fkey)
+            if last is None or last[0] != params:
+                # a new request partition only when something in it moved: the same object again
+                # is what FetchSessionHandler.build recognises as unchanged at once (thousands of
+                # idle partitions per fetch)
+                last = self._last[fkey] = (params, FetchRequest.FetchPartition(
+                    partition=key[1], current_leader_epoch=params[3], fetch_offset=params[0],
+                    last_fetched_epoch=params[4], log_start_offset=params[1], partition_max_bytes=max_bytes))
+            wanted[fkey] = last[1]
+            parts[fkey] = part
         if not wanted:
             return None, parts   # nothing to send: the session stays as it is
         # an incremental fetch names only partitions added or changed (KIP-227)
