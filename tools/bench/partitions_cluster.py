@@ -175,7 +175,8 @@ def run(kind: str, args, log) -> dict:
             f"{len(errors)} errors {errors[:2]})")
         state = (0, 0, 0)
         total -= 0 if not errors else args.partitions * len(errors)   # (reported) never created
-        while time.monotonic() - t0 < args.wait:
+        deadline = time.monotonic() + args.wait   # (from the last answer)
+        while time.monotonic() < deadline:
             state = _state(admin)
             if state[0] >= total and state[1] >= total and not out.get("create_all_led_s"):
                 out["create_all_led_s"] = round(time.monotonic() - t0, 2)
@@ -206,7 +207,8 @@ def run(kind: str, args, log) -> dict:
             log(f"{kind}: node {vid} listening again after {out['restart_listening_s']} s, pid {victim.proc.pid}")
             missing = -1
             first_seen = None
-            while time.monotonic() - t0 < args.wait:
+            deadline = time.monotonic() + args.wait
+            while time.monotonic() < deadline:
                 missing = _not_in_isr(others, vid)
                 if missing > 0 and first_seen is None:
                     first_seen = missing
