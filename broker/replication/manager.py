@@ -68,7 +68,6 @@ class ReplicationManager:
         self._ack_waiters: dict[tuple[str, int], list] = {}   # [(offset needed, event, result)]
         self.low_watermarks = LowWatermarkWaits()             # DeleteRecords waiting for the followers
         self.fetchers: dict[int, "Fetcher"] = {}
-        self._brokers_seen = None   # (image, its brokers_epoch, controller.brokers()): _brokers()
         self._nursery = None
         self._alter_send, self._alter_recv = trio.open_memory_channel(1000)
         self._sweep_needed = True
@@ -261,21 +260,10 @@ class ReplicationManager:
         new_isr = state.isr_to_expand(leo)
         if new_isr is not None:
             # Kafka adds only replicas whose broker may join: registered, unfenced, not shutting down
-            brokers = self._brokers()
+            brokers = self.broker.controller.brokers()
             new_isr = [b for b in new_isr if b in state.isr or (b in brokers and brokers[b].acceptable_leader)]
             if new_isr != state.isr:
                 self._alter_isr(part, state, new_isr)
-
-    def _brokers(self) -> dict:
-        """The controller's view of the registered brokers (read only), built again only when the
-        image's registrations changed: a follower's fetch can ask for thousands of partitions'
-        expansions at once, and building it for each cost a fifth of a busy leader's time."""
-        image = self.broker.image
-        stamp = getattr(image, "brokers_epoch", None)
-        hit = self._brokers_seen
-        if hit is None or hit[0] is not image or hit[1] != stamp or stamp is None:
-            hit = self._brokers_seen = (image, stamp, self.broker.controller.brokers())
-        return hit[2]
 
     def low_watermark(self, part) -> int:
         """Kafka's Partition.lowWatermarkIfLeader: the smallest log start offset of the
