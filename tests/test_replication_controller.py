@@ -212,3 +212,40 @@ def test_a_new_partitions_isr_is_its_replicas_on_active_brokers():
     with pytest.raises(KafkaError) as e:
         _controller_with(fenced={1, 2})._partition_record(tid, 0, [2, 1])
     assert e.value.code == ErrorCode.INVALID_REPLICATION_FACTOR
+
+
+def test_alter_partition_batch_asks_for_many_partitions_in_one_request():
+    """A leader's queued ISR changes go out as one request (Kafka's AlterPartitionManager
+    batches its unsent items): each partition's answer is its own, a partition queued twice is
+    asked for once with its latest change."""
+    img = MetadataImage()
+    for name in ("a", "b"):
+        tid = uuid.uuid4()
+        img.apply(TopicRecord(name=name, topic_id=tid))
+        for i in range(3):
+            img.apply(PartitionRecord(partition_id=i, topic_id=tid, replicas=[1, 2, 3], isr=[1], leader=1,
+                                      leader_epoch=0, partition_epoch=0))
+
+    class State:
+        def __init__(self, p, partition_epoch=None):
+            self.leader_epoch = p.leader_epoch
+            self.partition_epoch = p.partition_epoch if partition_epoch is None else partition_epoch
+
+    class Part:
+        def __init__(self, index):
+            self.index = index
+    batch = alter_partition.Batch(1)
+    a, b = img.topics["a"], img.topics["b"]
+    batch.add(a.topic_id, Part(0), State(a.partitions[0]), [1, 2])
+    batch.add(b.topic_id, Part(2), State(b.partitions[2]), [1, 3])
+    batch.add(a.topic_id, Part(0), State(a.partitions[0]), [1, 2, 3])        # the later change wins
+    batch.add(a.topic_id, Part(1), State(a.partitions[1], partition_epoch=5), [1, 2])   # stale
+    req = batch.request()
+    assert len(req.topics) == 2 and sum(len(t.partitions) for t in req.topics) == 3
+    resp, records = alter_partition.handle(img, req, 2, _brokers(3))
+    assert batch.codes(resp) == [ErrorCode.NONE, ErrorCode.NONE, ErrorCode.NOT_CONTROLLER]
+    _apply(img, records)
+    assert (a.partitions[0].isr, b.partitions[2].isr, a.partitions[1].isr) == ([1, 2, 3], [1, 3], [1])
+    stale_broker = alter_partition.handle(img, AlterPartitionRequest(broker_id=9, broker_epoch=-1, topics=req.topics),
+                                          2, _brokers(3))[0]
+    assert batch.codes(stale_broker) == [ErrorCode.STALE_BROKER_EPOCH] * 3

@@ -5,6 +5,7 @@ PartitionChangeRecord and the answer carries the partition's new state."""
 from __future__ import annotations
 
 from kproto.errors import ErrorCode
+from kproto.messages.alter_partition_request import AlterPartitionRequest
 from kproto.messages.alter_partition_response import AlterPartitionResponse
 from kproto.metadata.partition_change_record import PartitionChangeRecord
 
@@ -98,3 +99,42 @@ def handle(image, req, version: int, brokers: dict[int, BrokerInfo]) -> tuple[Al
 def _error(index: int, code: ErrorCode) -> _Part:
     return _Part(partition_index=index, error_code=code, leader_id=-1, leader_epoch=-1, isr=[],
                  leader_recovery_state=0, partition_epoch=-1)
+
+
+class Batch:
+    """The leader's side: ISR changes of many partitions in one AlterPartition request (v2+,
+    topic ids), and each one's answer code. A partition queued twice is asked for once, with
+    the latest change (as Kafka's AlterPartitionManager keeps one unsent item per partition)."""
+
+    def __init__(self, broker_id: int):
+        self.broker_id = broker_id
+        self.items: list = []        # (partition, leader state, new ISR), in request order
+        self._keys: list = []        # (topic id, partition index) of each item
+        self._index: dict = {}
+
+    def add(self, topic_id, part, state, new_isr: list[int]) -> None:
+        key = (topic_id, part.index)
+        i = self._index.get(key)
+        if i is None:
+            self._index[key] = len(self.items)
+            self.items.append((part, state, new_isr))
+            self._keys.append(key)
+        else:
+            self.items[i] = (part, state, new_isr)
+
+    def request(self) -> AlterPartitionRequest:
+        topics: dict = {}
+        for (topic_id, index), (_part, state, new_isr) in zip(self._keys, self.items):
+            topics.setdefault(topic_id, []).append(AlterPartitionRequest.PartitionData(
+                partition_index=index, leader_epoch=state.leader_epoch, new_isr=list(new_isr),
+                leader_recovery_state=0, partition_epoch=state.partition_epoch))
+        return AlterPartitionRequest(broker_id=self.broker_id, broker_epoch=-1, topics=[
+            AlterPartitionRequest.TopicData(topic_id=tid, partitions=ps) for tid, ps in topics.items()])
+
+    def codes(self, resp) -> list[ErrorCode]:
+        """Each item's answer: the request's error if it has one, else its partition's (a
+        partition the answer leaves out counts as UNKNOWN_SERVER_ERROR)."""
+        if resp.error_code:
+            return [ErrorCode(resp.error_code)] * len(self.items)
+        got = {(t.topic_id, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
+        return [ErrorCode(got.get(key, ErrorCode.UNKNOWN_SERVER_ERROR)) for key in self._keys]

@@ -43,7 +43,7 @@ class FetchSessionHandler:
             if fp is None:
                 del session[key]
                 forget.append(key)
-            elif _params(fp) != _params(session[key]):
+            elif fp is not session[key] and _params(fp) != _params(session[key]):
                 session[key] = fp
                 altered.append((key, fp))
         for key, fp in wanted.items():

@@ -23,7 +23,6 @@ import trio
 
 from kproto import records as rec
 from kproto.errors import ErrorCode, KafkaError
-from kproto.messages.alter_partition_request import AlterPartitionRequest
 from kproto.messages.fetch_request import FetchRequest
 
 from broker.metadata.internal_topics import OFFSETS_TOPIC
@@ -39,6 +38,7 @@ log = logging.getLogger("kproto.replication")
 
 FETCH_VERSION = 16
 ALTER_PARTITION_VERSION = 2
+ALTER_PARTITION_BATCH = 10000   # ISR changes per AlterPartition request at most
 _NO_LEADER_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
                      ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                      ErrorCode.UNKNOWN_TOPIC_ID)
@@ -401,52 +401,67 @@ class ReplicationManager:
         return q is None or bool(q.is_active_controller)
 
     async def _alter_partition_loop(self) -> None:
+        """Sends the ISR changes asked for, one AlterPartition request at a time, each carrying
+        every change queued meanwhile (Kafka's AlterPartitionManager batches its unsent items the
+        same way): a follower back after a restart is added to thousands of ISRs in a few
+        requests and commits, not one round trip and one commit per partition."""
         conn = None
-        async for part, state, new_isr in self._alter_recv:
-            t = self.broker.image.topics.get(part.topic)
-            if t is None or self.leaders.get((part.topic, part.index)) is not state:
+        async for first in self._alter_recv:
+            queued = [first]
+            while len(queued) < ALTER_PARTITION_BATCH:
+                try:
+                    queued.append(self._alter_recv.receive_nowait())
+                except trio.WouldBlock:
+                    break
+            image = self.broker.image
+            batch = alter_partition.Batch(self.node_id)
+            for part, state, new_isr in queued:
+                t = image.topics.get(part.topic)
+                if t is not None and self.leaders.get((part.topic, part.index)) is state:
+                    batch.add(t.topic_id, part, state, new_isr)
+            if not batch.items:
                 continue
-            req = AlterPartitionRequest(broker_id=self.node_id, broker_epoch=-1, topics=[
-                AlterPartitionRequest.TopicData(topic_id=t.topic_id, partitions=[
-                    AlterPartitionRequest.PartitionData(
-                        partition_index=part.index, leader_epoch=state.leader_epoch, new_isr=new_isr,
-                        leader_recovery_state=0, partition_epoch=state.partition_epoch)])])
-            expand = any(b not in state.isr for b in new_isr)   # else a shrink
-            code = ErrorCode.NONE
+            req = batch.request()
+            codes = None
             try:
                 if self._is_controller():
-                    code = self.handle_alter_partition(req, ALTER_PARTITION_VERSION)[0]
+                    codes = batch.codes(self.handle_alter_partition(req, ALTER_PARTITION_VERSION)[1])
                 else:
                     cid = self.broker.quorum.active_controller_id
                     ep = self.endpoint_of(cid)
-                    if ep is None:
-                        code = ErrorCode.NOT_CONTROLLER
-                    else:
+                    if ep is not None:
                         if conn is None or (conn.host, conn.port) != ep:
                             if conn is not None:
                                 await conn.aclose()
                             conn = self.connection(ep[0], ep[1], f"alter-partition-{self.node_id}")
-                        with trio.fail_after(5):
+                        with trio.fail_after(5 + len(batch.items) / 1000):
                             resp = await conn.request(req, ALTER_PARTITION_VERSION)
-                        code = ErrorCode(resp.error_code or resp.topics[0].partitions[0].error_code)
+                        codes = batch.codes(resp)
             except AuthenticationFailed as exc:
-                log.error("AlterPartition for %s-%d: %s", part.topic, part.index, exc)
-                code = ErrorCode.NOT_CONTROLLER
+                log.error("AlterPartition for %d partitions: %s", len(batch.items), exc)
             except (OSError, EOFError, trio.TooSlowError, trio.BrokenResourceError, KafkaError) as exc:
-                log.info("AlterPartition for %s-%d failed: %s", part.topic, part.index, exc)
-                code = ErrorCode.NOT_CONTROLLER
-            if code == ErrorCode.NONE:
-                if expand:
-                    self.isr_expands += 1
-                else:
-                    self.isr_shrinks += 1
-            else:
+                log.info("AlterPartition for %d partitions failed: %s", len(batch.items), exc)
+                if conn is not None:
+                    await conn.aclose()
+                    conn = None
+            if codes is None:
+                codes = [ErrorCode.NOT_CONTROLLER] * len(batch.items)
+            not_controller = False
+            for (part, state, new_isr), code in zip(batch.items, codes):
+                if code == ErrorCode.NONE:
+                    if any(b not in state.isr for b in new_isr):
+                        self.isr_expands += 1
+                    else:
+                        self.isr_shrinks += 1
+                    continue
                 self.failed_isr_updates += 1
                 log.info("AlterPartition %s-%d isr %s: %s", part.topic, part.index, new_isr, code.name)
-                state.pending_isr = None
-                self._advance(part, state)   # the maximal ISR is the ISR again
-                if code == ErrorCode.NOT_CONTROLLER:
-                    await trio.sleep(0.1)
+                if state.pending_isr == new_isr:
+                    state.pending_isr = None
+                    self._advance(part, state)   # the maximal ISR is the ISR again
+                not_controller |= code == ErrorCode.NOT_CONTROLLER
+            if not_controller:
+                await trio.sleep(0.1)
 
     def handle_alter_partition(self, req, version: int):
         """Controller side (this node is the active controller): validate, write the records."""
@@ -501,6 +516,7 @@ class Fetcher:
         # after the last answer with records; 0 is in sync (never throttled), unknown is not
         self.lag: dict[tuple[str, int], int] = {}
         self.held = False   # the last request left partitions out for the follower quota
+        self._last: dict = {}   # (topic id, partition) -> (its fetch parameters, the request partition made for them)
 
     async def run(self) -> None:
         m = self.manager
@@ -553,6 +569,9 @@ class Fetcher:
         wanted = {}
         parts = {}
         quota, exceeded, self.held = m.quotas.follower, None, False
+        max_bytes = m._cfg_int("replica.fetch.max.bytes", 1048576)
+        if len(self._last) > 2 * len(self.partitions) + 100:
+            self._last = {}   # (partitions moved away: their entries go now and then)
         for key, part in self.partitions.items():
             t = image.topics.get(key[0])
             if t is None:
@@ -565,13 +584,21 @@ class Fetcher:
                     # the fetch while the follower quota is exceeded
                     self.held = True
                     continue
-            latest = part.log.latest_epoch
-            wanted[(t.topic_id, key[1])] = FetchRequest.FetchPartition(
-                partition=key[1], current_leader_epoch=part.leader_epoch, fetch_offset=part.log.log_end_offset,
-                last_fetched_epoch=latest if latest is not None else -1,
-                log_start_offset=part.replication_log_start_offset,
-                partition_max_bytes=m._cfg_int("replica.fetch.max.bytes", 1048576))
-            parts[(t.topic_id, key[1])] = part
+            plog = part.log
+            latest = plog.latest_epoch
+            params = (plog.log_end_offset, part.replication_log_start_offset, max_bytes, part.leader_epoch,
+                      latest if latest is not None else -1)
+            fkey = (t.topic_id, key[1])
+            last = self._last.get(fkey)
+            if last is None or last[0] != params:
+                # a new request partition only when something in it moved: the same object again
+                # is what FetchSessionHandler.build recognises as unchanged at once (thousands of
+                # idle partitions per fetch)
+                last = self._last[fkey] = (params, FetchRequest.FetchPartition(
+                    partition=key[1], current_leader_epoch=params[3], fetch_offset=params[0],
+                    last_fetched_epoch=params[4], log_start_offset=params[1], partition_max_bytes=max_bytes))
+            wanted[fkey] = last[1]
+            parts[fkey] = part
         if not wanted:
             return None, parts   # nothing to send: the session stays as it is
         # an incremental fetch names only partitions added or changed (KIP-227)
