@@ -168,11 +168,13 @@ def test_followers_make_their_logs_after_the_commit_too():
     """Three nodes, replication factor 3: every node queues the 60 new logs and makes them after
     the commit; each follower fetches a partition only once its own log exists. acks=all with
     min.insync.replicas=3 acknowledges a record only once all three logs hold it."""
+    from tools.cluster_client import wait_brokers_unfenced
     from tools.quorum_cluster import QuorumCluster
-    settings = {"broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": "2000",
-                "replica.fetch.wait.max.ms": "100", "replica.fetch.backoff.ms": "100"}
+    # Kafka's session and heartbeat defaults: a loaded machine must not fence a node meanwhile
+    settings = {"replica.fetch.wait.max.ms": "100", "replica.fetch.backoff.ms": "100"}
     with QuorumCluster(3, settings=settings) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        wait_brokers_unfenced(admin, 3, timeout=120)
         futures = admin.create_topics([NewTopic("rf3", num_partitions=60, replication_factor=3,
                                                 config={"min.insync.replicas": "3"})],
                                       operation_timeout=60, request_timeout=60)
