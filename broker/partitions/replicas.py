@@ -61,9 +61,6 @@ class ReplicaManager:
     def pending_count(self) -> int:
         return len(self._pending)
 
-    def is_pending(self, topic: str, index: int) -> bool:
-        return (topic, index) in self._pending
-
     def missing_error(self, topic: str, index: int) -> int:
         """The error for a partition this broker does not host (Kafka's getPartitionOrError):
         NOT_LEADER_OR_FOLLOWER when the metadata names it (its log not made yet, or its replicas
@@ -145,8 +142,10 @@ class ReplicaManager:
         (at least one): the event loop serves between slices. Returns the partitions made."""
         made = []
         configs = {}
+        tried = 0
         deadline = clock() + budget_s
-        while self._pending and (not made or clock() < deadline):
+        while self._pending and (not tried or clock() < deadline):
+            tried += 1
             key = next(iter(self._pending))
             want = self._pending.pop(key)
             topic, index = key
