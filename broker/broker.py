@@ -24,6 +24,7 @@ from broker.quorum.leadership import become_sole_leader, bootstrap_batch_records
 from broker.metadata.snapshotter import Snapshotter
 from broker.quorum.replicated import ReplicatedMetadata, is_multi_voter
 from broker.quorum.startup import prepare_storage
+from broker.partitions.creation import make_pending_logs
 from broker.partitions.producers import ProducerStateManager
 from broker.partitions.replicas import ReplicaManager
 from broker.replication.manager import ReplicationManager
@@ -242,10 +243,11 @@ class Broker:
         except ConfigError as exc:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
 
-    @staticmethod
-    def _check_local_room(partitions: int) -> None:
-        # refused before the metadata names logs this process could not open
-        why = room_for(partitions)
+    def _check_local_room(self, partitions: int) -> None:
+        # refused before the metadata names logs this process could not open; the partitions
+        # committed whose logs are still being made count as made
+        queued = self.partitions.pending_count() if getattr(self, "partitions", None) is not None else 0
+        why = room_for(partitions + queued)
         if why is not None:
             log.error("refused to host %s", why)
             raise KafkaError(ErrorCode.POLICY_VIOLATION, why)
@@ -275,6 +277,8 @@ class Broker:
                 await nursery.start(self.dir_failures.halt_when_all_failed)
                 await nursery.start(self.flusher.run)
                 await nursery.start(self.checkpoints.run)
+                # new partitions' logs, made after the metadata committed them
+                await nursery.start(make_pending_logs, self.partitions, self._partitions_made)
                 self.logs.set_checkpoint_writer(self.checkpoints.submit)
                 if self.quorum is not None:
                     await nursery.start(self.quorum.run)
@@ -324,6 +328,15 @@ class Broker:
             return
         self.partitions.reconcile()
         self.replication.reconcile()
+
+    def _partitions_made(self, parts) -> None:
+        """A slice of new partitions' logs exists now: their roles, as _reconcile_replicas gives
+        them (on the committed image; a quorum leader's image may be ahead of it)."""
+        committed = getattr(self.quorum, "image_committed", None)
+        if committed is not None and not committed():
+            self.quorum.when_committed(self._reconcile_replicas)
+            return
+        self.replication.adopt(parts)
 
     def _start_metrics_listener(self) -> None:
         """Bound first, so /ready and /health answer while storage opens. A

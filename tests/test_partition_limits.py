@@ -75,6 +75,13 @@ def _consume_all(proc: BrokerProcess, partitions: list[tuple[str, int]], expecte
         consumer.close()
 
 
+def _wait_for_logs(proc: BrokerProcess, names: list[str]) -> None:
+    deadline = time.monotonic() + 120
+    while not set(names) <= set(os.listdir(proc.data_dir)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert set(names) <= set(os.listdir(proc.data_dir))
+
+
 def test_a_node_under_ulimit_256_hosts_two_thousand_partitions_and_restarts_after_kill(tmp_path):
     proc = BrokerProcess(str(tmp_path / "data"), open_files_limit=256).start()
     try:
@@ -82,6 +89,9 @@ def test_a_node_under_ulimit_256_hosts_two_thousand_partitions_and_restarts_afte
         topics = {f"wide-{i}": 100 for i in range(20)}
         assert _create(admin, topics) == {t: None for t in topics}
         assert _partition_counts(admin) == topics
+        # the answer came at the commit; the logs are made afterwards (tests/test_create_at_commit.py
+        # covers producing meanwhile): this test is about holding them, so it waits for them
+        _wait_for_logs(proc, [f"{t}-{p}" for t in topics for p in range(100)])
         # one record to every partition: each log is written, so each was opened
         producer = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 5})
         for t in topics:

@@ -124,7 +124,8 @@ def _build(broker, v, req, items, isolation, incremental=False, remote=None) -> 
         limit = max(0, limit)
         partition = broker.partitions.get(timage.name, fp.partition)
         if partition is None:
-            entries.append((key, name, topic_id, _error_part(fp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
+            code = broker.partitions.missing_error(timage.name, fp.partition)   # (its log not made yet)
+            entries.append((key, name, topic_id, _error_part(fp.partition, code)))
             errors = True
             continue
         if not partition.is_leader and not follower_fetching.follower_may_serve(v, replica_id_of(req, v)):

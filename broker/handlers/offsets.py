@@ -87,7 +87,7 @@ async def list_offsets(ctx, req):
                 continue
             partition = broker.partitions.get(t.name, p.partition_index)
             if partition is None:
-                out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                out.error_code = broker.partitions.missing_error(t.name, p.partition_index)
                 continue
             err = _epoch_error(partition, p.current_leader_epoch)
             if err:
@@ -142,7 +142,7 @@ def _list_offsets_v0(broker, req) -> ListOffsetsResponse:
             parts.append(out)
             partition = broker.partitions.get(t.name, p.partition_index)
             if partition is None:
-                out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                out.error_code = broker.partitions.missing_error(t.name, p.partition_index)
                 continue
             if p.max_num_offsets < 0:
                 # Kafka fails with NegativeArraySizeException (UNKNOWN_SERVER_ERROR); refuse it plainly
@@ -168,7 +168,7 @@ async def offset_for_leader_epoch(ctx, req):
             parts.append(out)
             partition = broker.partitions.get(t.topic, p.partition)
             if partition is None:
-                out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                out.error_code = broker.partitions.missing_error(t.topic, p.partition)
                 continue
             err = _epoch_error(partition, p.current_leader_epoch)
             if err:

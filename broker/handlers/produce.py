@@ -265,7 +265,7 @@ def _append_one(broker, req, version: int, acks_ok: bool, topic: str, pd, resp, 
     # Kafka's order: unknown partition, request-level record checks, required
     # acks, internal topic, then the log's own checks of the batch
     partition = broker.partitions.get(topic, pd.index)
-    if partition is None:
+    if partition is None and broker.partitions.missing_error(topic, pd.index) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
         raise BatchRejected(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     data = pd.records
     if data is None:
@@ -274,13 +274,16 @@ def _append_one(broker, req, version: int, acks_ok: bool, topic: str, pd, resp, 
         raise BatchRejected(ErrorCode.INVALID_RECORD, "records are null")
     is_legacy = version < 3 and legacy.is_legacy(data)
     header = None if is_legacy else check_shape(data, version)
-    if header is not None and header.is_transactional and req.transactional_id is not None:
+    if (header is not None and header.is_transactional and req.transactional_id is not None
+            and partition is not None):
         _verify_transaction(broker, req.transactional_id, version, partition, header, resp)
     if not acks_ok:
         raise BatchRejected(ErrorCode.INVALID_REQUIRED_ACKS)
     if topic in INTERNAL_TOPICS:
         raise BatchRejected(ErrorCode.INVALID_TOPIC_EXCEPTION)
-    if not partition.is_leader:
+    if partition is None or not partition.is_leader:
+        # (None: the metadata names it but its log is not made here yet, after a CreateTopics:
+        # Kafka's getPartitionOrException; the producer refreshes its metadata and retries)
         leader, leader_epoch = current_leader(broker, topic, pd.index)
         resp.current_leader = ProduceResponse.LeaderIdAndEpoch(leader_id=leader, leader_epoch=leader_epoch)
         raise BatchRejected(ErrorCode.NOT_LEADER_OR_FOLLOWER)

@@ -1,15 +1,38 @@
 """The partitions this broker hosts, kept in step with the metadata image:
 after every metadata change the set of open partition logs is reconciled
-with the topics the image holds."""
+with the topics the image holds.
+
+A new partition's log is not made inside the metadata apply (past a handful): it is queued
+(``pending``) and made afterwards in bounded slices (make_pending, driven by
+broker/partitions/creation.py), as Kafka's broker creates logs after the
+controller committed the records. CreateTopics is answered at the commit; until
+its log exists a partition answers NOT_LEADER_OR_FOLLOWER (missing_error), which
+clients retry."""
 from __future__ import annotations
 
 import logging
+import time
+from dataclasses import dataclass
 
 from broker.config import TopicConfig
 from broker.metadata.log import METADATA_TOPIC
 from broker.partitions.partition import Partition
+from kproto.errors import ErrorCode
 
 log = logging.getLogger("kproto.replicas")
+
+# A metadata change that gives this node at most this many new partitions makes their logs in
+# the apply, as before (a few ms each); more are queued for broker/partitions/creation.py.
+INLINE_PARTITIONS = 16
+
+
+@dataclass
+class _Pending:
+    """What the committed image said of a partition whose log is still to be made (the image
+    itself may hold a quorum leader's uncommitted proposals by the time the log is made)."""
+    topic_id: object
+    leader: int
+    leader_epoch: int
 
 
 class ReplicaManager:
@@ -19,6 +42,9 @@ class ReplicaManager:
         self.logs = log_manager
         self.config = broker_config
         self._partitions: dict[tuple[str, int], Partition] = {}
+        # partitions the image gives this node whose logs are still to be made, oldest first
+        self._pending: dict[tuple[str, int], _Pending] = {}
+        self.on_pending = None          # callback() when partitions were queued (wakes the maker)
         self.on_partition_created = []  # callbacks(partition)
         # Directories on disk that the image does not name are removed only once the image is
         # complete: a node of a multi-voter quorum opens with an empty image that catches up with
@@ -31,6 +57,19 @@ class ReplicaManager:
 
     def all(self):
         return self._partitions.values()
+
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    def missing_error(self, topic: str, index: int) -> int:
+        """The error for a partition this broker does not host (Kafka's getPartitionOrError):
+        NOT_LEADER_OR_FOLLOWER when the metadata names it (its log not made yet, or its replicas
+        are elsewhere), so the client refreshes its metadata and retries; otherwise
+        UNKNOWN_TOPIC_OR_PARTITION."""
+        t = self.image.topics.get(topic)
+        if t is not None and index in t.partitions:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def topic_config(self, topic: str) -> dict:
         t = self.image.topics.get(topic)
@@ -50,8 +89,11 @@ class ReplicaManager:
                 del self._partitions[key]
                 self.logs.delete_partition(*key)
                 log.info("removed partition %s-%s", *key)
+        for key in [k for k, v in self._pending.items()
+                    if k not in wanted or wanted[k][0].topic_id != v.topic_id]:
+            del self._pending[key]   # deleted (or re-created) before its log was made
+        new: dict[tuple[str, int], _Pending] = {}
         for t in self.image.topics.values():
-            topic_cfg = None
             for p in t.partitions.values():
                 key = (t.name, p.partition)
                 if key not in wanted:
@@ -63,22 +105,65 @@ class ReplicaManager:
                         if p.leader == self.node_id:   # a follower's epochs come from its leader's batches
                             existing.log.assign_epoch(p.leader_epoch)
                     continue
-                if topic_cfg is None:
-                    topic_cfg = self.topic_config(t.name)
-                plog = self.logs.get_or_create(t.name, p.partition, t.topic_id, topic_cfg)
-                if p.leader == self.node_id:
-                    plog.assign_epoch(p.leader_epoch)
-                part = Partition(t.name, p.partition, t.topic_id, plog, p.leader_epoch, topic_cfg)
-                self._partitions[key] = part
-                for cb in self.on_partition_created:
-                    cb(part)
+                if self.logs.get(*key) is not None and key not in self._pending:
+                    # its log is open already (loaded at start-up): hosting it costs nothing
+                    self._make(t.name, p.partition, _Pending(t.topic_id, p.leader, p.leader_epoch))
+                    continue
+                if key in self._pending:
+                    self._pending[key] = _Pending(t.topic_id, p.leader, p.leader_epoch)   # (its epoch moved)
+                else:
+                    new[key] = _Pending(t.topic_id, p.leader, p.leader_epoch)
+        if 0 < len(new) <= INLINE_PARTITIONS:
+            # a few logs cost less than one slice of the maker: made here, so a client that
+            # produces the moment its CreateTopics is answered finds them
+            for (topic, index), want in new.items():
+                self._make(topic, index, want)
+        elif new:
+            self._pending.update(new)
         if self.strays_allowed:
             self.remove_strays()
+        if self._pending and self.on_pending is not None:
+            self.on_pending()
+
+    def _make(self, topic: str, index: int, want: _Pending, topic_cfg: dict | None = None) -> Partition:
+        if topic_cfg is None:
+            topic_cfg = self.topic_config(topic)
+        plog = self.logs.get_or_create(topic, index, want.topic_id, topic_cfg)
+        if want.leader == self.node_id:
+            plog.assign_epoch(want.leader_epoch)
+        part = Partition(topic, index, want.topic_id, plog, want.leader_epoch, topic_cfg)
+        self._partitions[(topic, index)] = part
+        for cb in self.on_partition_created:
+            cb(part)
+        return part
+
+    def make_pending(self, budget_s: float, clock=time.monotonic) -> list[Partition]:
+        """Make the logs of queued partitions, oldest first, for about ``budget_s`` of this thread
+        (at least one): the event loop serves between slices. Returns the partitions made."""
+        made = []
+        configs = {}
+        tried = 0
+        deadline = clock() + budget_s
+        while self._pending and (not tried or clock() < deadline):
+            tried += 1
+            key = next(iter(self._pending))
+            want = self._pending.pop(key)
+            topic, index = key
+            try:
+                if topic not in configs:
+                    configs[topic] = self.topic_config(topic)
+                made.append(self._make(topic, index, want, configs[topic]))
+            except Exception:
+                # (a full disk, a failed directory): this partition stays unhosted and answers
+                # NOT_LEADER_OR_FOLLOWER; the next start makes it again
+                log.exception("making the log of %s-%s failed", topic, index)
+        return made
 
     def remove_strays(self) -> None:
         """Stale logs on disk for topics the image no longer has."""
         for (topic, index) in list(self.logs.logs):
-            if topic != METADATA_TOPIC and (topic, index) not in self._partitions:
+            if (topic != METADATA_TOPIC and (topic, index) not in self._partitions
+                    and (topic, index) not in self._pending):
                 self.logs.delete_partition(topic, index)
                 log.info("removed stray partition directory %s-%s", topic, index)
 

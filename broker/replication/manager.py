@@ -127,23 +127,38 @@ class ReplicationManager:
             p = t.partitions.get(part.index) if t else None
             if p is None:
                 continue
-            key = (part.topic, part.index)
-            seen.add(key)
-            if len(p.replicas) <= 1 and p.leader == self.node_id and part.replication is None and may_lead:
-                continue   # never replicated (a reassignment may have made it so): nothing changes for it
-            if p.leader == self.node_id and may_lead:
-                self._become_leader(part, p)
-            elif p.leader == self.node_id:
-                # named leader under a registration that is not this process's (its previous run,
-                # killed, until the controller fences it) or a fenced one: neither leader nor follower
-                self._become_follower(part, _Leaderless(p.leader_epoch))
-            else:
-                self._become_follower(part, p)
+            seen.add((part.topic, part.index))
+            self._apply_role(part, p, may_lead)
         for key in [k for k in self.leaders if k not in seen]:
             self._drop_leader(key)
         self._coordinator_roles()
         for f in self.fetchers.values():
             f.partitions = {k: v for k, v in f.partitions.items() if k in seen}
+
+    def adopt(self, parts) -> None:
+        """Roles of partitions whose logs were just made (broker/partitions/creation.py), as
+        reconcile gives every hosted partition: a follower starts fetching only now that its log
+        exists. Only these partitions: a slice of a large creation must not walk them all."""
+        image = self.broker.image
+        may_lead = self.may_lead()
+        for part in parts:
+            t = image.topics.get(part.topic)
+            p = t.partitions.get(part.index) if t else None
+            if p is not None and self.broker.partitions.get(part.topic, part.index) is part:
+                self._apply_role(part, p, may_lead)
+        self._sweep_needed = True
+
+    def _apply_role(self, part, p, may_lead: bool) -> None:
+        if len(p.replicas) <= 1 and p.leader == self.node_id and part.replication is None and may_lead:
+            return   # never replicated (a reassignment may have made it so): nothing changes for it
+        if p.leader == self.node_id and may_lead:
+            self._become_leader(part, p)
+        elif p.leader == self.node_id:
+            # named leader under a registration that is not this process's (its previous run,
+            # killed, until the controller fences it) or a fenced one: neither leader nor follower
+            self._become_follower(part, _Leaderless(p.leader_epoch))
+        else:
+            self._become_follower(part, p)
 
     def may_lead(self) -> bool:
         """Whether this process may act on the leaderships the image gives its node id: in a

@@ -64,8 +64,8 @@ def _build(broker, req, version: int, replica: int, items, incremental: bool = F
                                                         else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
             continue
         partition = broker.partitions.get(t.name, fp.partition)
-        if partition is None:
-            entries.append((key, name, topic_id, _error(fp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
+        if partition is None:   # (its log not made yet here: the follower retries)
+            entries.append((key, name, topic_id, _error(fp.partition, broker.partitions.missing_error(t.name, fp.partition))))
             continue
         if not getattr(partition, "is_leader", True):
             entries.append((key, name, topic_id, _error(fp.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER)))

@@ -1,5 +1,6 @@
 """Partitions at seed scale on one node: create T topics x P partitions through the admin API, then
-report create time, Metadata latency for all topics (through librdkafka, and on the wire alone),
+report create time (answered, every partition listed by Metadata, every partition writable: a record
+to each acknowledged), the longest produce to an existing partition meanwhile, Metadata latency for all topics (through librdkafka, and on the wire alone),
 idle CPU, RSS, open files and memory maps, and the restart time after kill -9 (until ready, and
 until Metadata lists every partition; --no-restart skips it).
 
@@ -16,6 +17,7 @@ import argparse
 import json
 import os
 import statistics
+import threading
 import time
 
 
@@ -25,12 +27,47 @@ def _admin(bootstrap: str):
 
 
 def _listed(admin) -> int:
-    """Partitions of user topics that Metadata lists (0 while unreachable)."""
+    """Partitions of the created topics that Metadata lists (0 while unreachable)."""
     try:
         md = admin.list_topics(timeout=30)
     except Exception:   # noqa: BLE001 - restarting
         return 0
-    return sum(len(t.partitions) for name, t in md.topics.items() if not name.startswith("__"))
+    return sum(len(t.partitions) for name, t in md.topics.items() if name.startswith("seed-"))
+
+
+def _write_every_partition(bootstrap: str, names: list[str], partitions: int, out: dict, t0: float) -> None:
+    """A record to every partition, sent right after the answers (a partition whose log is not
+    made yet answers NOT_LEADER_OR_FOLLOWER and the producer retries): out["create_writable_s"]
+    once every one is acknowledged, from t0."""
+    from confluent_kafka import Producer
+    failed = []
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "log_level": 0,
+                         "message.timeout.ms": 600000, "queue.buffering.max.messages": 1000000})
+
+    def delivered(err, _msg):
+        if err is not None:
+            failed.append(str(err))
+
+    for n in names:
+        for p in range(partitions):
+            producer.produce(n, value=b"w", partition=p, on_delivery=delivered)
+        producer.poll(0)
+    left = producer.flush(600)
+    out["create_writable_s"] = round(time.monotonic() - t0, 2)
+    out["writable_errors"] = (failed[:3] + ([f"{left} not delivered"] if left else [])) or None
+
+
+def _probe_produce(bootstrap: str, stop, latencies: list) -> None:
+    """Produce to an existing one-partition topic, one record at a time, while the creation runs:
+    how long the broker's other clients wait behind it."""
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "log_level": 0})
+    while not stop.is_set():
+        t = time.perf_counter()
+        producer.produce("probe", value=b"p")
+        producer.flush(60)
+        latencies.append((time.perf_counter() - t) * 1000)
+        time.sleep(0.01)
 
 
 def _metadata_ms(admin, runs: int = 7) -> float:
@@ -99,6 +136,12 @@ def run(target, topics: int, partitions: int, idle: float, per_request: int, set
         total = topics * partitions
         names = [f"seed-{i:03d}" for i in range(topics)]
         errors = []
+        admin.create_topics([NewTopic("probe", num_partitions=1, replication_factor=1)])["probe"].result(timeout=60)
+        stop, latencies = threading.Event(), []
+        prober = threading.Thread(target=_probe_produce, args=(target.bootstrap, stop, latencies), daemon=True)
+        prober.start()
+        time.sleep(1.0)
+        latencies.clear()   # (its first produce waits for metadata and a connection)
         t0 = time.monotonic()
         for i in range(0, topics, per_request):
             futures = admin.create_topics([NewTopic(n, num_partitions=partitions, replication_factor=1)
@@ -110,9 +153,21 @@ def run(target, topics: int, partitions: int, idle: float, per_request: int, set
                 except Exception as exc:   # noqa: BLE001 - reported
                     errors.append(f"{name}: {exc}")
         out["create_answered_s"] = round(time.monotonic() - t0, 2)
+        writer = threading.Thread(target=_write_every_partition,
+                                  args=(target.bootstrap, names, partitions, out, t0), daemon=True)
+        writer.start()
         while _listed(admin) < total and time.monotonic() - t0 < 600:
             time.sleep(0.2)
         out["create_visible_s"] = round(time.monotonic() - t0, 2)
+        writer.join(660)
+        stop.set()
+        prober.join(60)
+        if latencies:
+            ordered = sorted(latencies)
+            out["probe_produce_during_creation_ms"] = {
+                "count": len(ordered), "p50": round(ordered[len(ordered) // 2], 1),
+                "p99": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 1),
+                "max": round(ordered[-1], 1)}
         out["create_errors"] = errors[:5]
         out["partitions_listed"] = _listed(admin)
         out["metadata_all_topics_ms"] = round(_metadata_ms(admin), 1)
