@@ -38,7 +38,7 @@ def share_group(ctx, group_id: str):
     restart, or made by AlterShareGroupOffsets): Kafka keeps such a group, Empty."""
     svc = ctx.broker.share
     group = svc.groups.groups.get(group_id)
-    if group is None and svc.keys_with_state(group_id):
+    if group is None and (not svc.initialized.metadata(group_id).empty() or svc.keys_with_state(group_id)):
         group = svc.groups.ensure(group_id)
     return group
 
@@ -63,6 +63,11 @@ async def share_group_heartbeat(ctx, req):
     if res.error != E.NONE:
         return ShareGroupHeartbeatResponse(throttle_time_ms=0, error_code=res.error, error_message=res.message,
                                            member_id=None, member_epoch=0, heartbeat_interval_ms=0)
+    group = ctx.broker.share.groups.groups.get(req.group_id)
+    if group is not None and req.member_epoch != -1:
+        # the state of newly subscribed partitions is initialised (and recorded) before the member
+        # is told of them; a failure leaves them to the share-partition leader and a later heartbeat
+        await ctx.broker.share.initialized.initialize_subscribed(req.group_id, dict(group.topics_seen))
     assignment = None
     if res.assignment is not None:
         assignment = _HbAssignment(topic_partitions=[
@@ -302,7 +307,10 @@ async def describe_share_group_offsets(ctx, req):
         if g.topics is None:
             # the share-partitions known here, and every partition of the topics the group has used:
             # those of them with state at their share coordinators
-            candidates = set(svc.keys_with_state(g.group_id))
+            # and those the group coordinator recorded initialised (or initialising): listed even
+            # before their first fetch gives them a start offset, as Kafka lists its initialised ones
+            recorded = {(tid, i) for tid, ps in svc.initialized.metadata(g.group_id).known().items() for i in ps}
+            candidates = set(svc.keys_with_state(g.group_id)) | recorded
             for tid in svc.group_topics.get(g.group_id, ()):
                 t = image.topics_by_id.get(tid)
                 candidates |= {(tid, i) for i in (t.partitions if t is not None else ())}
@@ -310,7 +318,8 @@ async def describe_share_group_offsets(ctx, req):
             wanted: dict = {}
             for tid, idx in sorted(candidates, key=str):
                 t = image.topics_by_id.get(tid)
-                if t is not None and found.get((tid, idx), (-1, 0))[0] >= 0:
+                if t is not None and idx in t.partitions and (
+                        (tid, idx) in recorded or found.get((tid, idx), (-1, 0))[0] >= 0):
                     wanted.setdefault(t.name, []).append(idx)
         else:
             wanted = {t.topic_name: list(t.partitions) for t in g.topics}
