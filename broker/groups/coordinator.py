@@ -180,6 +180,9 @@ class GroupCoordinator:
             gone = self._known_topics - names
             if gone:
                 self._apply(self.state.topics_deleted(self.shell.now_ms(), gone))
+            if self.state.share_metadata:
+                self._apply(self.state.share_topics_deleted(
+                    self.shell.now_ms(), {r.topic_id for r in records if isinstance(r, RemoveTopicRecord)}))
         self._known_topics = names
 
     # ================================================================ driving the state machine

@@ -185,6 +185,20 @@ class ShareMetadataMixin:
         self._respond(ticket, ShareMetadataResult(E.NONE))
         return self._end()
 
+    def share_topics_deleted(self, now_ms: int, topic_ids) -> object:
+        """Deleted topics leave every share group's record (Kafka's maybeCleanupShareGroupState): their
+        share-partition states go with the topic at the share coordinators."""
+        self._begin(now_ms)
+        for group_id, meta in list(self.share_metadata.items()):
+            if self._status_error(group_id, allow_empty=False) is not None:
+                continue
+            new = forget_topics(meta, topic_ids)
+            if new != meta:
+                self._append(self.partition_for(group_id),
+                             [(key_bytes(group_id), None if new.empty() else value_bytes(new))])
+                self._fx.appends[-1].share_metadata = (group_id, new)
+        return self._end()
+
     def _share_metadata_stored(self, stored: tuple, error: int) -> None:
         group_id, meta = stored
         if error or self._status_error(group_id, allow_empty=False) is not None:
