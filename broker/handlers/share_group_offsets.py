@@ -11,7 +11,7 @@ from kproto.messages.alter_share_group_offsets_response import AlterShareGroupOf
 from kproto.messages.delete_share_group_offsets_response import DeleteShareGroupOffsetsResponse
 
 from broker.handlers import handles
-from broker.handlers.share_groups import _not_share_group, share_group
+from broker.handlers.share_groups import UNSUPPORTED, _not_share_group, share_disabled, share_group
 from broker.share import offsets_admin
 
 UNKNOWN_PARTITION = "This server does not host this topic-partition."
@@ -32,7 +32,9 @@ _DTopic = DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic
 def _group_error(ctx, group_id: str, must_exist: bool):
     """(error, message) of the group checks, in Kafka's order: valid id, coordinator, share type,
     exists (DeleteShareGroupOffsets; AlterShareGroupOffsets creates it), empty; then whether the state
-    can be written."""
+    can be written. Share groups off (share.version 0): UNSUPPORTED_VERSION first."""
+    if share_disabled(ctx):
+        return E.UNSUPPORTED_VERSION, UNSUPPORTED
     err, message = _not_share_group(ctx, group_id)
     if err is not None:
         return err, message or MESSAGES.get(err)

@@ -13,6 +13,7 @@ from kproto.messages.share_fetch_response import ShareFetchResponse
 from kproto.messages.share_group_describe_response import ShareGroupDescribeResponse
 from kproto.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse
 
+from broker.controller import features
 from broker.handlers import handles
 from broker.handlers.groups import _NOT_REQUESTED, _client_host
 from broker.replication.leader_hint import current_leader
@@ -20,6 +21,15 @@ from broker.replication.leader_hint import current_leader
 # AclEntry.supportedOperations(GROUP) for a share group: READ, DELETE, DESCRIBE (bits 3, 6, 8)
 _GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 _ASSIGNOR = "simple"
+
+
+UNSUPPORTED = "The version of API is not supported."
+
+
+def share_disabled(ctx) -> bool:
+    """share.version is finalized at 0: every share-group API answers UNSUPPORTED_VERSION, as Kafka's
+    KafkaApis does when isShareGroupProtocolEnabled is false (the APIs stay in ApiVersions)."""
+    return not features.share_groups_enabled(ctx.broker.image)
 
 
 def _not_share_group(ctx, group_id: str):
@@ -52,6 +62,9 @@ _HbTopicPartitions = ShareGroupHeartbeatResponse.TopicPartitions
 
 @handles(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1)
 async def share_group_heartbeat(ctx, req):
+    if share_disabled(ctx):
+        return ShareGroupHeartbeatResponse(throttle_time_ms=0, error_code=E.UNSUPPORTED_VERSION, error_message=None,
+                                           member_id=None, member_epoch=0, heartbeat_interval_ms=0)
     err, message = _not_share_group(ctx, req.group_id)
     if err is not None:
         return ShareGroupHeartbeatResponse(throttle_time_ms=0, error_code=err, error_message=message,
@@ -94,6 +107,11 @@ def _assignment(ctx, assignment: dict):
 @handles(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1)
 async def share_group_describe(ctx, req):
     out = []
+    if share_disabled(ctx):        # (Kafka's getErrorResponse: the group id and the error, nothing else)
+        return ShareGroupDescribeResponse(throttle_time_ms=0, groups=[
+            _Described(error_code=E.UNSUPPORTED_VERSION, error_message=None, group_id=g, group_state="",
+                       group_epoch=0, assignment_epoch=0, assignor_name="", members=[],
+                       authorized_operations=_NOT_REQUESTED) for g in req.group_ids])
     for group_id in req.group_ids:
         err, message = _not_share_group(ctx, group_id)
         group = share_group(ctx, group_id)
@@ -173,7 +191,9 @@ async def share_fetch(ctx, req):
     svc = ctx.broker.share
     epoch = req.share_session_epoch
     has_acks = any(p.acknowledgement_batches for t in req.topics for p in t.partitions)
-    if epoch == 0 and has_acks:
+    if share_disabled(ctx):
+        err, session = E.UNSUPPORTED_VERSION, None
+    elif epoch == 0 and has_acks:
         err, session = E.INVALID_REQUEST, None
     else:
         err, session = _session_error(ctx, req, opening_allowed=True)
@@ -263,7 +283,8 @@ async def _fetch(ctx, req, session, part) -> None:
 
 @handles(ApiKey.SHARE_ACKNOWLEDGE, 1, 2)
 async def share_acknowledge(ctx, req):
-    err, session = _session_error(ctx, req, opening_allowed=False)
+    err, session = ((E.UNSUPPORTED_VERSION, None) if share_disabled(ctx)
+                    else _session_error(ctx, req, opening_allowed=False))
     if err != E.NONE:
         return ShareAcknowledgeResponse(throttle_time_ms=0, error_code=err, error_message=None,
                                         acquisition_lock_timeout_ms=0, responses=[], node_endpoints=[])
@@ -298,7 +319,7 @@ async def describe_share_group_offsets(ctx, req):
     image = ctx.broker.image
     out = []
     for g in req.groups:
-        err, message = _not_share_group(ctx, g.group_id)
+        err, message = (E.UNSUPPORTED_VERSION, None) if share_disabled(ctx) else _not_share_group(ctx, g.group_id)
         if err is None and share_group(ctx, g.group_id) is None:
             err, message = E.GROUP_ID_NOT_FOUND, f"Group {g.group_id} not found."
         if err is not None:
