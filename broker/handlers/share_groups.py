@@ -20,6 +20,9 @@ from broker.replication.leader_hint import current_leader
 
 # AclEntry.supportedOperations(GROUP) for a share group: READ, DELETE, DESCRIBE (bits 3, 6, 8)
 _GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+# how long a heartbeat waits for the state of newly subscribed partitions to be initialised: past it
+# the member is answered (its fetches initialise the state themselves) and a later heartbeat goes on
+_INITIALIZE_WAIT_S = 5.0
 _ASSIGNOR = "simple"
 
 
@@ -80,7 +83,8 @@ async def share_group_heartbeat(ctx, req):
     if group is not None and req.member_epoch != -1:
         # the state of newly subscribed partitions is initialised (and recorded) before the member
         # is told of them; a failure leaves them to the share-partition leader and a later heartbeat
-        await ctx.broker.share.initialized.initialize_subscribed(req.group_id, dict(group.topics_seen))
+        with trio.move_on_after(_INITIALIZE_WAIT_S):
+            await ctx.broker.share.initialized.initialize_subscribed(req.group_id, dict(group.topics_seen))
     assignment = None
     if res.assignment is not None:
         assignment = _HbAssignment(topic_partitions=[

@@ -26,6 +26,9 @@ from broker.groups import share_metadata as sm
 
 log = logging.getLogger("kproto.share")
 
+# share-partitions initialised at the same time (each call waits for its coordinator's replicated append)
+_PARALLEL = 8
+
 
 class InitializedTopics:
     def __init__(self, svc):
@@ -63,13 +66,22 @@ class InitializedTopics:
             err = await self._gc.put_share_metadata(group_id, sm.initializing(meta, add))
             if err != E.NONE:
                 return err
+            results: dict = {}
+            limiter = trio.CapacityLimiter(_PARALLEL)
+
+            async def one(tid, index):
+                async with limiter:
+                    results[(tid, index)] = await self._initialize_one(group_id, tid, index)
+
+            async with trio.open_nursery() as nursery:
+                for tid, (_name, partitions) in add.items():
+                    for index in sorted(partitions):
+                        nursery.start_soon(one, tid, index)
             done, failed, first_error = {}, {}, E.NONE
-            for tid, (name, partitions) in add.items():
-                for index in sorted(partitions):
-                    code = await self._initialize_one(group_id, tid, index)
-                    (done if code == E.NONE else failed).setdefault(tid, (name, set()))[1].add(index)
-                    if code != E.NONE and first_error == E.NONE:
-                        first_error = code
+            for (tid, index), code in sorted(results.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+                (done if code == E.NONE else failed).setdefault(tid, (add[tid][0], set()))[1].add(index)
+                if code != E.NONE and first_error == E.NONE:
+                    first_error = code
             meta = self.metadata(group_id)
             if failed:
                 log.info("share group %s: initialising %s failed (%s): tried again later", group_id,
