@@ -62,8 +62,10 @@ def test_api_versions_features_as_kafka(broker):
                         for f in obs["v4_response"]["supported_features"]],
                     "finalized": [(f["name"], f["min_version_level"], f["max_version_level"])
                                   for f in obs["finalized_features"]]}
-    # transaction.version is a Kafka 4.x feature: advertised 0-2 (v4 only, its minimum is 0), not finalized
-    expected[4] = sorted(expected[4] + [("transaction.version", 0, 2)])
+    # transaction.version is a Kafka 4.x feature: advertised 0-2 (v4 only, its minimum is 0), not finalized;
+    # share.version too (0-1), finalized at 1 as on a fresh Kafka 4.2+ cluster (share groups on)
+    expected[4] = sorted(expected[4] + [("share.version", 0, 1), ("transaction.version", 0, 2)])
+    expected["finalized"] = sorted(expected["finalized"] + [("share.version", 1, 1)])
     assert got == expected
 
 
@@ -95,9 +97,9 @@ def test_update_metadata_version(fresh_broker):
         assert code == ErrorCode.INVALID_UPDATE_VERSION and "Can't downgrade" in msg
         # 3.9-IV0 -> 3.8-IV0 changes no metadata: allowed; validate_only changes nothing
         assert _update(c, validate_only=True, **{mv: (20, features.SAFE_DOWNGRADE)}) == {"metadata.version": (0, None)}
-        assert _finalized(c) == {"metadata.version": 21}
+        assert _finalized(c) == {"metadata.version": 21, "share.version": 1}
         assert _update(c, **{mv: (20, features.SAFE_DOWNGRADE)}) == {"metadata.version": (0, None)}
-        assert _finalized(c) == {"metadata.version": 20}
+        assert _finalized(c) == {"metadata.version": 20, "share.version": 1}
         # 3.7-IV2 changed the metadata format: no safe downgrade below it (as a Kafka 3.9 answered)
         assert _update(c, **{mv: (17, features.SAFE_DOWNGRADE)}) == {"metadata.version": (0, None)}
         code, msg = _update(c, **{mv: (16, features.SAFE_DOWNGRADE)})["metadata.version"]
@@ -117,7 +119,7 @@ def test_update_metadata_version(fresh_broker):
     fresh_broker.stop()
     fresh_broker.start()
     with WireClient(fresh_broker.bootstrap) as c:
-        assert _finalized(c) == {"metadata.version": 20}   # kept in the metadata log
+        assert _finalized(c) == {"metadata.version": 20, "share.version": 1}   # kept in the metadata log
 
 
 def test_plan_update_rules():

@@ -55,7 +55,7 @@ def test_java_members_share_a_partition_release_reject_and_limit(kbroker, java_m
     sharing_scenario(kbroker.bootstrap, java_member, "share-java-orders", "share-java-g1")
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(300)     # the scenario's start-up bound (STARTUP_S) and its 30 s waits, with room
 def test_java_killed_member_records_return_after_the_lock(kbroker, java_member):
     killed_member_scenario(kbroker.bootstrap, java_member, "share-java-jobs", "share-java-g2")
 

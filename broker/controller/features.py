@@ -20,6 +20,13 @@ KRAFT_VERSION = "kraft.version"
 # Not finalized (0) on a new cluster, as Kafka formats a 3.9-IV0 cluster; set it with
 # UpdateFeatures (kafka-features.sh upgrade --feature transaction.version=2) or at format time.
 TRANSACTION_VERSION = "transaction.version"
+# KIP-932 (Kafka 4.x's ShareVersion): share groups are served from level 1, which a fresh Kafka 4.2+
+# cluster is formatted with (LATEST_PRODUCTION); `kafka-features.sh downgrade --feature
+# share.version=0` (or `disable --feature share.version`) turns them off: the share-group APIs then
+# answer UNSUPPORTED_VERSION (KafkaApis.isShareGroupProtocolEnabled).
+SHARE_VERSION = "share.version"
+# the level of a feature the metadata log has no record of (a fresh cluster's)
+DEFAULT_LEVELS = {SHARE_VERSION: 1}
 
 # (level, name, did the metadata format change from the previous level): MetadataVersion of Kafka 3.9
 METADATA_VERSIONS = (
@@ -40,6 +47,7 @@ SUPPORTED: dict[str, tuple[int, int]] = {
     METADATA_VERSION: (1, LATEST_METADATA_VERSION),
     KRAFT_VERSION: (0, 1),
     TRANSACTION_VERSION: (0, 2),     # a Kafka 4.x feature (3.9 does not advertise it)
+    SHARE_VERSION: (0, 1),           # a Kafka 4.x feature
 }
 
 # FeatureUpdate.UpgradeType
@@ -59,7 +67,15 @@ def finalized(image) -> dict[str, int]:
     """Finalized feature levels (level 0 means not finalized and is left out)."""
     levels = {k: v for k, v in image.features.items() if v > 0}
     levels.setdefault(METADATA_VERSION, LATEST_METADATA_VERSION)
+    for name, level in DEFAULT_LEVELS.items():
+        if name not in image.features:
+            levels[name] = level
     return levels
+
+
+def share_groups_enabled(image) -> bool:
+    """share.version 1 or more finalized (the default)."""
+    return finalized(image).get(SHARE_VERSION, 0) >= 1
 
 
 @dataclass

@@ -68,4 +68,7 @@ def fail_answer(result, error: int):
         if result.error != E.NONE:
             return result
         return HeartbeatResult(operation_error(error), None, result.member_id)
+    from broker.groups.share_metadata import ShareMetadataResult
+    if isinstance(result, ShareMetadataResult):
+        return ShareMetadataResult(operation_error(error))
     return result   # the other answers stand (Kafka logs a failed cleanup and answers)

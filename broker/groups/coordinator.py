@@ -180,6 +180,9 @@ class GroupCoordinator:
             gone = self._known_topics - names
             if gone:
                 self._apply(self.state.topics_deleted(self.shell.now_ms(), gone))
+            if self.state.share_metadata:
+                self._apply(self.state.share_topics_deleted(
+                    self.shell.now_ms(), {r.topic_id for r in records if isinstance(r, RemoveTopicRecord)}))
         self._known_topics = names
 
     # ================================================================ driving the state machine
@@ -266,6 +269,16 @@ class GroupCoordinator:
 
     async def consumer_group_heartbeat(self, **kwargs):
         return await self._call(self.state.consumer_group_heartbeat, topics=self._topic_table(), **kwargs)
+
+    async def put_share_metadata(self, group_id, meta):
+        """Write a share group's ShareGroupStatePartitionMetadata (broker/groups/share_metadata.py);
+        NONE once it is replicated and the group's."""
+        return (await self._call(self.state.put_share_metadata, group_id, meta)).error
+
+    def share_metadata(self, group_id):
+        """The share group's replicated ShareStateMetadata (empty when it has none)."""
+        from broker.groups.share_metadata import EMPTY_METADATA
+        return self.state.share_metadata.get(group_id, EMPTY_METADATA)
 
     def consumer_group_describe(self, group_id):
         return self.state.consumer_group_describe(group_id)

@@ -8,6 +8,7 @@ import logging
 import struct
 
 from broker.groups import consumer_records as crec
+from broker.groups import share_metadata
 from broker.groups.model import EMPTY, STABLE, Group, Member, OffsetEntry
 from broker.groups.records import GroupKey, OffsetKey, decode_group_value, decode_key, decode_offset_value
 
@@ -27,6 +28,7 @@ class PartitionLoad:
         self.groups: dict[str, object] = {}          # group id -> (value version, GroupMetadataValue)
         self.removed_groups: set[str] = set()
         self.consumer_groups: dict[str, crec.ConsumerGroupLoad] = {}
+        self.share_metadata: dict[str, share_metadata.ShareStateMetadata] = {}
         self.records = 0
 
     def replay_batch(self, base_offset: int, producer_id: int, transactional: bool, control: bool,
@@ -68,6 +70,11 @@ class PartitionLoad:
                 else:
                     self.groups[k.group] = decode_group_value(value)
                     self.removed_groups.discard(k.group)
+            elif (share_group := share_metadata.decode_key(key)) is not None:
+                if value is None:
+                    self.share_metadata.pop(share_group, None)
+                else:
+                    self.share_metadata[share_group] = share_metadata.decode_value(value)
             elif (ck := crec.decode_key(key)) is not None:
                 load = self.consumer_groups.get(ck.group)
                 if load is None:

@@ -206,6 +206,8 @@ class OffsetCommitsMixin:
                     group.offsets[tp] = entry
         if append.sync is not None:
             self._sync_stored(append.sync, error)
+        if append.share_metadata is not None:
+            self._share_metadata_stored(append.share_metadata, error)
         return self._end()
 
     def _sync_stored(self, sync: tuple, error: int) -> None:

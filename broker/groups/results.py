@@ -102,6 +102,7 @@ class Append:
     # assignment of a SyncGroup leader (group, generation, assignment)
     offsets: list = field(default_factory=list)
     sync: tuple | None = None
+    share_metadata: tuple | None = None            # (group, ShareStateMetadata) it stores
 
 
 class Effects:

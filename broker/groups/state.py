@@ -41,6 +41,7 @@ from broker.groups.model import (
     DEAD, EMPTY, STABLE, Group,
 )
 from broker.groups.placement import partition_for
+from broker.groups.share_metadata import ShareMetadataMixin
 from broker.groups.results import (
     DEAD_SUMMARY, EMPTY_SUMMARY, Append, DeleteGroupsResult, Effects, GroupOverview, GroupSummary, JoinResult,
     MemberSummary, SyncResult,
@@ -54,11 +55,14 @@ def _new_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
 
-class GroupStateMachine(ClassicRebalanceMixin, OffsetCommitsMixin, ConsumerGroupsMixin, ClassicMembersMixin):
+class GroupStateMachine(ClassicRebalanceMixin, OffsetCommitsMixin, ConsumerGroupsMixin, ClassicMembersMixin,
+                        ShareMetadataMixin):
     def __init__(self, config: GroupConfig | None = None, member_id_factory=_new_member_id):
         self.config = config or GroupConfig()
         self.new_member_id = member_id_factory
         self.groups: dict[str, Group] = {}
+        # share group -> where its share-partition state is (broker/groups/share_metadata.py)
+        self.share_metadata: dict = {}
         self.num_partitions: int | None = None   # None until __consumer_offsets exists
         self.loading: set[int] = set()
         # __consumer_offsets partitions another broker leads (replication): their groups are not here
@@ -195,6 +199,7 @@ class GroupStateMachine(ClassicRebalanceMixin, OffsetCommitsMixin, ConsumerGroup
             return
         for gid in [g for g in self.groups if self.partition_for(g) == partition]:
             self._answer_parked(self.groups.pop(gid), E.NOT_COORDINATOR)
+        self._drop_partition_share_metadata(partition)
 
     def _answer_parked(self, group, error: int) -> None:
         """The JoinGroup and SyncGroup requests a group holds get `error` (Kafka's
@@ -222,6 +227,8 @@ class GroupStateMachine(ClassicRebalanceMixin, OffsetCommitsMixin, ConsumerGroup
                     continue
                 self.groups[group.group_id] = group
                 self._on_group_loaded(group)
+            for group_id, meta in load.share_metadata.items():
+                self.share_metadata.setdefault(group_id, meta)
             log.debug("loaded __consumer_offsets-%d: %d records, %d groups", partition, load.records,
                       len(load.groups))
         return self._end()

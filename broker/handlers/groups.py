@@ -362,9 +362,33 @@ _Deletable = DeleteGroupsResponse.DeletableGroupResult
 
 @handles(ApiKey.DELETE_GROUPS, 0, 2)
 async def delete_groups(ctx, req):
-    res = await _groups(ctx).delete_groups(list(req.groups_names))
+    names = list(dict.fromkeys(req.groups_names))
+    # share groups first, as Kafka's GroupCoordinatorService.deleteGroups: their share-partition
+    # states are deleted at the share coordinators, then the group; the others as before
+    errors = await _delete_share_groups(ctx, names)
+    rest = [g for g in names if g not in errors]
+    if rest:
+        errors.update((await _groups(ctx).delete_groups(rest)).errors)
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
-        _Deletable(group_id=g, error_code=e) for g, e in res.errors.items()])
+        _Deletable(group_id=g, error_code=errors[g]) for g in names if g in errors])
+
+
+async def _delete_share_groups(ctx, names) -> dict:
+    """group id -> error of the share groups among `names` coordinated here."""
+    svc = ctx.broker.share
+    state = _groups(ctx).state
+    out = {}
+    for group_id in names:
+        if state._status_error(group_id, allow_empty=False) is not None or group_id in state.groups:
+            continue
+        group = svc.groups.groups.get(group_id)
+        if group is None and svc.initialized.metadata(group_id).empty() and not svc.keys_with_state(group_id):
+            continue
+        if group is not None and group.members:
+            out[group_id] = E.NON_EMPTY_GROUP
+            continue
+        out[group_id] = await svc.initialized.delete_group(group_id)
+    return out
 
 
 _DeleteTopic = OffsetDeleteResponse.OffsetDeleteResponseTopic

@@ -13,13 +13,26 @@ from kproto.messages.share_fetch_response import ShareFetchResponse
 from kproto.messages.share_group_describe_response import ShareGroupDescribeResponse
 from kproto.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse
 
+from broker.controller import features
 from broker.handlers import handles
 from broker.handlers.groups import _NOT_REQUESTED, _client_host
 from broker.replication.leader_hint import current_leader
 
 # AclEntry.supportedOperations(GROUP) for a share group: READ, DELETE, DESCRIBE (bits 3, 6, 8)
 _GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+# how long a heartbeat waits for the state of newly subscribed partitions to be initialised: past it
+# the member is answered (its fetches initialise the state themselves) and a later heartbeat goes on
+_INITIALIZE_WAIT_S = 5.0
 _ASSIGNOR = "simple"
+
+
+UNSUPPORTED = "The version of API is not supported."
+
+
+def share_disabled(ctx) -> bool:
+    """share.version is finalized at 0: every share-group API answers UNSUPPORTED_VERSION, as Kafka's
+    KafkaApis does when isShareGroupProtocolEnabled is false (the APIs stay in ApiVersions)."""
+    return not features.share_groups_enabled(ctx.broker.image)
 
 
 def _not_share_group(ctx, group_id: str):
@@ -38,7 +51,7 @@ def share_group(ctx, group_id: str):
     restart, or made by AlterShareGroupOffsets): Kafka keeps such a group, Empty."""
     svc = ctx.broker.share
     group = svc.groups.groups.get(group_id)
-    if group is None and svc.keys_with_state(group_id):
+    if group is None and (not svc.initialized.metadata(group_id).empty() or svc.keys_with_state(group_id)):
         group = svc.groups.ensure(group_id)
     return group
 
@@ -52,6 +65,9 @@ _HbTopicPartitions = ShareGroupHeartbeatResponse.TopicPartitions
 
 @handles(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1)
 async def share_group_heartbeat(ctx, req):
+    if share_disabled(ctx):
+        return ShareGroupHeartbeatResponse(throttle_time_ms=0, error_code=E.UNSUPPORTED_VERSION, error_message=None,
+                                           member_id=None, member_epoch=0, heartbeat_interval_ms=0)
     err, message = _not_share_group(ctx, req.group_id)
     if err is not None:
         return ShareGroupHeartbeatResponse(throttle_time_ms=0, error_code=err, error_message=message,
@@ -63,6 +79,12 @@ async def share_group_heartbeat(ctx, req):
     if res.error != E.NONE:
         return ShareGroupHeartbeatResponse(throttle_time_ms=0, error_code=res.error, error_message=res.message,
                                            member_id=None, member_epoch=0, heartbeat_interval_ms=0)
+    group = ctx.broker.share.groups.groups.get(req.group_id)
+    if group is not None and req.member_epoch != -1:
+        # the state of newly subscribed partitions is initialised (and recorded) before the member
+        # is told of them; a failure leaves them to the share-partition leader and a later heartbeat
+        with trio.move_on_after(_INITIALIZE_WAIT_S):
+            await ctx.broker.share.initialized.initialize_subscribed(req.group_id, dict(group.topics_seen))
     assignment = None
     if res.assignment is not None:
         assignment = _HbAssignment(topic_partitions=[
@@ -89,6 +111,11 @@ def _assignment(ctx, assignment: dict):
 @handles(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1)
 async def share_group_describe(ctx, req):
     out = []
+    if share_disabled(ctx):        # (Kafka's getErrorResponse: the group id and the error, nothing else)
+        return ShareGroupDescribeResponse(throttle_time_ms=0, groups=[
+            _Described(error_code=E.UNSUPPORTED_VERSION, error_message=None, group_id=g, group_state="",
+                       group_epoch=0, assignment_epoch=0, assignor_name="", members=[],
+                       authorized_operations=_NOT_REQUESTED) for g in req.group_ids])
     for group_id in req.group_ids:
         err, message = _not_share_group(ctx, group_id)
         group = share_group(ctx, group_id)
@@ -168,7 +195,9 @@ async def share_fetch(ctx, req):
     svc = ctx.broker.share
     epoch = req.share_session_epoch
     has_acks = any(p.acknowledgement_batches for t in req.topics for p in t.partitions)
-    if epoch == 0 and has_acks:
+    if share_disabled(ctx):
+        err, session = E.UNSUPPORTED_VERSION, None
+    elif epoch == 0 and has_acks:
         err, session = E.INVALID_REQUEST, None
     else:
         err, session = _session_error(ctx, req, opening_allowed=True)
@@ -258,7 +287,8 @@ async def _fetch(ctx, req, session, part) -> None:
 
 @handles(ApiKey.SHARE_ACKNOWLEDGE, 1, 2)
 async def share_acknowledge(ctx, req):
-    err, session = _session_error(ctx, req, opening_allowed=False)
+    err, session = ((E.UNSUPPORTED_VERSION, None) if share_disabled(ctx)
+                    else _session_error(ctx, req, opening_allowed=False))
     if err != E.NONE:
         return ShareAcknowledgeResponse(throttle_time_ms=0, error_code=err, error_message=None,
                                         acquisition_lock_timeout_ms=0, responses=[], node_endpoints=[])
@@ -293,7 +323,7 @@ async def describe_share_group_offsets(ctx, req):
     image = ctx.broker.image
     out = []
     for g in req.groups:
-        err, message = _not_share_group(ctx, g.group_id)
+        err, message = (E.UNSUPPORTED_VERSION, None) if share_disabled(ctx) else _not_share_group(ctx, g.group_id)
         if err is None and share_group(ctx, g.group_id) is None:
             err, message = E.GROUP_ID_NOT_FOUND, f"Group {g.group_id} not found."
         if err is not None:
@@ -302,7 +332,10 @@ async def describe_share_group_offsets(ctx, req):
         if g.topics is None:
             # the share-partitions known here, and every partition of the topics the group has used:
             # those of them with state at their share coordinators
-            candidates = set(svc.keys_with_state(g.group_id))
+            # and those the group coordinator recorded initialised (or initialising): listed even
+            # before their first fetch gives them a start offset, as Kafka lists its initialised ones
+            recorded = {(tid, i) for tid, ps in svc.initialized.metadata(g.group_id).known().items() for i in ps}
+            candidates = set(svc.keys_with_state(g.group_id)) | recorded
             for tid in svc.group_topics.get(g.group_id, ()):
                 t = image.topics_by_id.get(tid)
                 candidates |= {(tid, i) for i in (t.partitions if t is not None else ())}
@@ -310,7 +343,8 @@ async def describe_share_group_offsets(ctx, req):
             wanted: dict = {}
             for tid, idx in sorted(candidates, key=str):
                 t = image.topics_by_id.get(tid)
-                if t is not None and found.get((tid, idx), (-1, 0))[0] >= 0:
+                if t is not None and idx in t.partitions and (
+                        (tid, idx) in recorded or found.get((tid, idx), (-1, 0))[0] >= 0):
                     wanted.setdefault(t.name, []).append(idx)
         else:
             wanted = {t.topic_name: list(t.partitions) for t in g.topics}

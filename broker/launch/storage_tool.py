@@ -127,12 +127,12 @@ def _feature_records(entries) -> list:
         if not sep or not level.strip().lstrip("-").isdigit():
             raise FormatError(f"Can't parse feature={entry}. The format must be feature=level.")
         name, level = name.strip(), int(level)
-        if name != features.TRANSACTION_VERSION:
+        if name not in (features.TRANSACTION_VERSION, features.SHARE_VERSION):
             continue
         lo, hi = features.SUPPORTED[name]
         if not lo <= level <= hi:
             raise FormatError(f"Unsupported value {level} for {name}. Supported levels are {lo}-{hi}.")
-        if level > 0:
+        if level > 0 or name in features.DEFAULT_LEVELS:     # (share.version=0: off from the start)
             out.append(FeatureLevelRecord(name=name, feature_level=level))
     return out
 

@@ -25,6 +25,7 @@ from broker.partitions.partition import OffsetOutOfRange
 
 from broker.share import group_configs
 from broker.share.coordinator_shell import ShareCoordinatorService
+from broker.share.initialized_topics import InitializedTopics
 from broker.share.persister import Persister
 from broker.share.membership import ShareGroups
 from broker.share.partition import SharePartition
@@ -82,6 +83,7 @@ class ShareService:
         self._write_wake = trio.Event()
         self.coordinator = ShareCoordinatorService(broker)   # the share-state RPCs of keys led here
         self.persister = Persister(broker, self.coordinator)  # this broker's way to the coordinators
+        self.initialized = InitializedTopics(self)   # the group coordinator's record of where state is
 
     def _config_int(self, key: str, default: int) -> int:
         return group_configs.broker_int(self.broker.config, key, default)

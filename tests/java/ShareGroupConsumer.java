@@ -1,7 +1,9 @@
 // One share-group member of the Java client (KafkaShareConsumer, explicit acknowledgement), for
 // tests/test_share_groups_java.py. Args: bootstrap group topic mode. Record values are "i:kind":
 // kind loop is released every time, release is released on its first delivery, reject is rejected,
-// others are accepted; mode "hold" acknowledges nothing after its first records (the test kills it).
+// others are accepted; mode "hold" acknowledges nothing after its first records (the test kills it);
+// mode "wait" makes the consumer and prints "started", then works only once "go" comes on stdin (a
+// member whose JVM start-up is over before the moment the test measures from).
 // Prints JSON lines like the confluent-kafka member of tests/test_share_groups.py; "close" on stdin
 // closes it.
 import java.io.BufferedReader;
@@ -17,6 +19,7 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 public class ShareGroupConsumer {
     private static volatile boolean closing = false;
+    private static volatile boolean go = false;
 
     private static synchronized void out(String json) {
         System.out.println(json);
@@ -36,6 +39,8 @@ public class ShareGroupConsumer {
         props.put("key.deserializer", ByteArrayDeserializer.class.getName());
         props.put("value.deserializer", ByteArrayDeserializer.class.getName());
         String mode = args[3];
+        boolean waiting = mode.equals("wait");
+        if (waiting) mode = "work";
         Thread stdin = new Thread(() -> {
             try (BufferedReader r = new BufferedReader(new InputStreamReader(System.in))) {
                 String line;
@@ -43,6 +48,9 @@ public class ShareGroupConsumer {
                     if (line.trim().equals("close")) {
                         closing = true;
                         return;
+                    }
+                    if (line.trim().equals("go")) {
+                        go = true;
                     }
                 }
             } catch (Exception e) {
@@ -54,6 +62,7 @@ public class ShareGroupConsumer {
         try (KafkaShareConsumer<byte[], byte[]> c = new KafkaShareConsumer<>(props)) {
             c.subscribe(java.util.List.of(args[2]));
             out("{\"ev\":\"started\"}");
+            while (waiting && !go && !closing) Thread.sleep(20);
             while (!closing) {
                 ConsumerRecords<byte[], byte[]> records = c.poll(Duration.ofMillis(200));
                 for (ConsumerRecord<byte[], byte[]> r : records) {

@@ -1,0 +1,213 @@
+"""Where a share group's share-partition state is, as the group coordinator records it (Kafka 4.3's
+ShareGroupStatePartitionMetadata, `__consumer_offsets` record type 15): the topic-partitions whose
+state is being initialised at the share coordinators (InitializeShareGroupState sent, answer not yet
+in), those initialised, and the topics whose state is being deleted (DeleteShareGroupState sent).
+
+The group coordinator writes the record before it asks the share coordinators and again once they
+answered, so after a restart or a failover the new coordinator knows every share-partition the group
+may have state of: DescribeShareGroupOffsets of all topics lists them, DeleteGroups deletes them.
+
+Pure: the record's codec, the transitions of the value, and the state machine's part (the last
+record per group wins; an answer waits until its record is replicated).
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from kproto.coordinator.share_group_state_partition_metadata_key import ShareGroupStatePartitionMetadataKey
+from kproto.coordinator.share_group_state_partition_metadata_value import (
+    ShareGroupStatePartitionMetadataValue, TopicInfo, TopicPartitionsInfo,
+)
+from kproto.errors import ErrorCode as E
+
+KEY_TYPE = ShareGroupStatePartitionMetadataKey.API_KEY      # 15
+_VERSION = struct.Struct(">h")
+
+
+@dataclass(frozen=True)
+class ShareStateMetadata:
+    initializing: dict = field(default_factory=dict)     # topic id -> (name, frozenset of partitions)
+    initialized: dict = field(default_factory=dict)      # topic id -> (name, frozenset of partitions)
+    deleting: dict = field(default_factory=dict)         # topic id -> name
+
+    def empty(self) -> bool:
+        return not (self.initializing or self.initialized or self.deleting)
+
+    def known(self) -> dict:
+        """topic id -> partitions initialised or being initialised."""
+        out = {tid: set(ps) for tid, (_n, ps) in self.initialized.items()}
+        for tid, (_n, ps) in self.initializing.items():
+            out.setdefault(tid, set()).update(ps)
+        return out
+
+    def names(self) -> dict:
+        out = {tid: n for tid, (n, _ps) in self.initializing.items()}
+        out.update({tid: n for tid, (n, _ps) in self.initialized.items()})
+        return out
+
+
+EMPTY_METADATA = ShareStateMetadata()
+
+
+def _merge(into: dict, add: dict) -> dict:
+    out = dict(into)
+    for tid, (name, ps) in add.items():
+        old = out.get(tid)
+        out[tid] = (name, frozenset(ps) | (old[1] if old else frozenset()))
+    return out
+
+
+def _minus(from_: dict, remove: dict) -> dict:
+    out = {}
+    for tid, (name, ps) in from_.items():
+        left = frozenset(ps) - frozenset(remove.get(tid, (None, ()))[1])
+        if left:
+            out[tid] = (name, left)
+    return out
+
+
+def uninitialized(meta: ShareStateMetadata, subscribed: dict) -> dict:
+    """The subscribed topic-partitions not initialised: topic id -> (name, partitions). subscribed:
+    topic name -> (topic id, partition count). (Those recorded initializing are in it: the caller
+    initialises one group at a time, so they are left from a coordinator that stopped half-way.)"""
+    known = {tid: set(ps) for tid, (_n, ps) in meta.initialized.items()}
+    out = {}
+    for name, (tid, count) in subscribed.items():
+        missing = frozenset(range(count)) - known.get(tid, set())
+        if missing:
+            out[tid] = (name, missing)
+    return out
+
+
+def initializing(meta: ShareStateMetadata, add: dict) -> ShareStateMetadata:
+    """InitializeShareGroupState is about to be sent for `add` (topic id -> (name, partitions)); a
+    topic being deleted and initialised again is no longer being deleted."""
+    return ShareStateMetadata(_merge(meta.initializing, add), meta.initialized,
+                              {t: n for t, n in meta.deleting.items() if t not in add})
+
+
+def initialized(meta: ShareStateMetadata, done: dict) -> ShareStateMetadata:
+    """The share coordinators initialised `done`."""
+    return ShareStateMetadata(_minus(meta.initializing, done), _merge(meta.initialized, done), meta.deleting)
+
+
+def uninitializing(meta: ShareStateMetadata, failed: dict) -> ShareStateMetadata:
+    """Initialising `failed` did not succeed: tried again on a later heartbeat."""
+    return ShareStateMetadata(_minus(meta.initializing, failed), meta.initialized, meta.deleting)
+
+
+def deleting(meta: ShareStateMetadata, topic_ids) -> ShareStateMetadata:
+    """DeleteShareGroupState is about to be sent for every partition of these topics."""
+    names = meta.names()
+    topic_ids = set(topic_ids)
+    return ShareStateMetadata({t: v for t, v in meta.initializing.items() if t not in topic_ids},
+                              {t: v for t, v in meta.initialized.items() if t not in topic_ids},
+                              {**meta.deleting, **{t: names.get(t, meta.deleting.get(t, "")) for t in topic_ids}})
+
+
+def deleted(meta: ShareStateMetadata, topic_ids) -> ShareStateMetadata:
+    topic_ids = set(topic_ids)
+    return ShareStateMetadata(meta.initializing, meta.initialized,
+                              {t: n for t, n in meta.deleting.items() if t not in topic_ids})
+
+
+def forget_topics(meta: ShareStateMetadata, topic_ids) -> ShareStateMetadata:
+    """Deleted topics: their share-partitions are gone with them."""
+    topic_ids = set(topic_ids)
+    return ShareStateMetadata({t: v for t, v in meta.initializing.items() if t not in topic_ids},
+                              {t: v for t, v in meta.initialized.items() if t not in topic_ids},
+                              {t: n for t, n in meta.deleting.items() if t not in topic_ids})
+
+
+# ------------------------------------------------------------------ the record
+
+def key_bytes(group_id: str) -> bytes:
+    out = bytearray(_VERSION.pack(KEY_TYPE))
+    ShareGroupStatePartitionMetadataKey(group_id=group_id).encode_into(out, 0)
+    return bytes(out)
+
+
+def decode_key(data) -> str | None:
+    """The group id of a type-15 key, None for another record type."""
+    mv = memoryview(data)
+    if len(mv) < 2 or _VERSION.unpack_from(mv, 0)[0] != KEY_TYPE:
+        return None
+    return ShareGroupStatePartitionMetadataKey.decode(mv, 0, 2).group_id
+
+
+def _topics(d: dict) -> list:
+    return [TopicPartitionsInfo(topic_id=tid, topic_name=name, partitions=sorted(ps))
+            for tid, (name, ps) in sorted(d.items(), key=lambda kv: str(kv[0]))]
+
+
+def value_bytes(meta: ShareStateMetadata) -> bytes:
+    out = bytearray(_VERSION.pack(0))
+    ShareGroupStatePartitionMetadataValue(
+        initializing_topics=_topics(meta.initializing), initialized_topics=_topics(meta.initialized),
+        deleting_topics=[TopicInfo(topic_id=tid, topic_name=name)
+                         for tid, name in sorted(meta.deleting.items(), key=lambda kv: str(kv[0]))],
+    ).encode_into(out, 0)
+    return bytes(out)
+
+
+def decode_value(data) -> ShareStateMetadata:
+    mv = memoryview(data)
+    version, = _VERSION.unpack_from(mv, 0)
+    v = ShareGroupStatePartitionMetadataValue.decode(mv, version, 2)
+    return ShareStateMetadata(
+        {t.topic_id: (t.topic_name, frozenset(t.partitions)) for t in v.initializing_topics},
+        {t.topic_id: (t.topic_name, frozenset(t.partitions)) for t in v.initialized_topics},
+        {t.topic_id: t.topic_name for t in v.deleting_topics})
+
+
+# ------------------------------------------------------------------ the state machine's part
+
+@dataclass
+class ShareMetadataResult:
+    error: int
+
+
+class ShareMetadataMixin:
+    """GroupStateMachine's share-group records: `share_metadata` (group id -> ShareStateMetadata) holds
+    what is replicated; `put_share_metadata` writes a new value (an empty one is a tombstone) and
+    answers once it is replicated, when it becomes the group's."""
+
+    def put_share_metadata(self, ticket, now_ms: int, group_id: str, meta: ShareStateMetadata):
+        self._begin(now_ms)
+        err = self._status_error(group_id, allow_empty=False)
+        if err is not None:
+            self._respond(ticket, ShareMetadataResult(err))
+            return self._end()
+        self._append(self.partition_for(group_id),
+                     [(key_bytes(group_id), None if meta.empty() else value_bytes(meta))])
+        self._fx.appends[-1].share_metadata = (group_id, meta)
+        self._respond(ticket, ShareMetadataResult(E.NONE))
+        return self._end()
+
+    def share_topics_deleted(self, now_ms: int, topic_ids) -> object:
+        """Deleted topics leave every share group's record (Kafka's maybeCleanupShareGroupState): their
+        share-partition states go with the topic at the share coordinators."""
+        self._begin(now_ms)
+        for group_id, meta in list(self.share_metadata.items()):
+            if self._status_error(group_id, allow_empty=False) is not None:
+                continue
+            new = forget_topics(meta, topic_ids)
+            if new != meta:
+                self._append(self.partition_for(group_id),
+                             [(key_bytes(group_id), None if new.empty() else value_bytes(new))])
+                self._fx.appends[-1].share_metadata = (group_id, new)
+        return self._end()
+
+    def _share_metadata_stored(self, stored: tuple, error: int) -> None:
+        group_id, meta = stored
+        if error or self._status_error(group_id, allow_empty=False) is not None:
+            return
+        if meta.empty():
+            self.share_metadata.pop(group_id, None)
+        else:
+            self.share_metadata[group_id] = meta
+
+    def _drop_partition_share_metadata(self, partition: int) -> None:
+        for gid in [g for g in self.share_metadata if self.partition_for(g) == partition]:
+            del self.share_metadata[gid]

@@ -1,0 +1,145 @@
+"""The group coordinator's record of a share group's share-partition state (Kafka 4.3's
+ShareGroupStatePartitionMetadata in __consumer_offsets, broker/groups/share_metadata.py and
+broker/share/initialized_topics.py), seen from clients: the partitions a member subscribes to are
+listed by DescribeShareGroupOffsets as soon as it has joined, before any fetch, and still after a
+broker restart; DeleteGroups (the admin client's delete of a group) deletes an empty share group's
+state, so a new group of that name starts from share.auto.offset.reset."""
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka.admin import (  # noqa: E402
+    AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType,
+)
+
+from kproto.messages.alter_share_group_offsets_request import AlterShareGroupOffsetsRequest as Alter  # noqa: E402
+from kproto.messages.describe_share_group_offsets_request import (  # noqa: E402
+    DescribeShareGroupOffsetsRequest as Describe,
+)
+from kproto.messages.find_coordinator_request import FindCoordinatorRequest  # noqa: E402
+from kproto.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest  # noqa: E402
+from tests.wire_client import WireClient  # noqa: E402
+from broker.launch.process import BrokerProcess  # noqa: E402
+
+SETTINGS = {"offsets.topic.num.partitions": "1"}
+
+
+@pytest.fixture
+def kbroker(tmp_path):
+    b = BrokerProcess(str(tmp_path / "data"), settings=SETTINGS).start()
+    yield b
+    b.stop()
+
+
+def _topic(bootstrap, name, partitions):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        f.result(30)
+    return admin
+
+
+def _coordinator(bootstrap, group):
+    """FindCoordinator until the group's coordinator is there (the first one makes __consumer_offsets,
+    as a client's does)."""
+    with WireClient(bootstrap) as c:
+        for _ in range(100):
+            r = c.call(FindCoordinatorRequest(key_type=0, coordinator_keys=[group]), 4).coordinators[0]
+            if r.error_code == 0:
+                return
+            time.sleep(0.1)
+    raise AssertionError(f"no coordinator for {group}: {r}")
+
+
+def _join(bootstrap, group, topic):
+    """One ShareGroupHeartbeat of a new member (the first a client sends); retried while the
+    coordinator is still being set up."""
+    _coordinator(bootstrap, group)
+    with WireClient(bootstrap) as c:
+        for _ in range(100):
+            r = c.call(ShareGroupHeartbeatRequest(group_id=group, member_id=uuid.uuid4().hex[:22], member_epoch=0,
+                                                  rack_id=None, subscribed_topic_names=[topic]), 1)
+            if r.error_code == 0:
+                return r
+            assert r.error_code in (14, 15, 16), r       # load in progress, not available, not coordinator
+            time.sleep(0.1)
+    raise AssertionError(f"no heartbeat answer: {r}")
+
+
+def _leave(bootstrap, group, member_id):
+    with WireClient(bootstrap) as c:
+        r = c.call(ShareGroupHeartbeatRequest(group_id=group, member_id=member_id, member_epoch=-1,
+                                              rack_id=None, subscribed_topic_names=None), 1)
+    assert r.error_code == 0, r
+
+
+def _offsets(bootstrap, group, topic=None, partitions=()):
+    topics = None if topic is None else [Describe.DescribeShareGroupOffsetsRequestTopic(
+        topic_name=topic, partitions=list(partitions))]
+    with WireClient(bootstrap) as c:
+        for _ in range(300):                 # a restarted broker loads __consumer_offsets first
+            g = c.call(Describe(groups=[Describe.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=topics)]),
+                       1).groups[0]
+            if g.error_code != 14:           # COORDINATOR_LOAD_IN_PROGRESS
+                break
+            time.sleep(0.1)
+    assert g.error_code == 0, g
+    return {(t.topic_name, p.partition_index): p.start_offset for t in g.topics for p in t.partitions}
+
+
+def test_joined_members_partitions_are_listed_before_any_fetch_and_after_a_restart(kbroker):
+    b = kbroker.bootstrap
+    _topic(b, "sr-jobs", 3)
+    res = _join(b, "sr-g1", "sr-jobs")
+    assert sorted(p for t in res.assignment.topic_partitions for p in t.partitions) == [0, 1, 2]
+    # initialised at the share coordinators, no start offset yet (the first fetch sets it)
+    expected = {("sr-jobs", 0): -1, ("sr-jobs", 1): -1, ("sr-jobs", 2): -1}
+    assert _offsets(b, "sr-g1") == expected
+    _leave(b, "sr-g1", res.member_id)
+    kbroker.stop()
+    kbroker.start()
+    # the group has no member now; the coordinator read where its state is from __consumer_offsets
+    assert _offsets(b, "sr-g1") == expected
+
+
+def test_deleted_share_group_starts_again_from_the_reset_offset(kbroker):
+    b = kbroker.bootstrap
+    admin = _topic(b, "sr-del", 1)
+    p = Producer({"bootstrap.servers": b})
+    for i in range(10):
+        p.produce("sr-del", value=str(i).encode())
+    assert p.flush(15) == 0
+    res = ConfigResource(ResourceType.GROUP, "sr-g2", incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    for f in admin.incremental_alter_configs([res]).values():
+        f.result(15)
+    # the group's share-partition moves past every record (kafka-share-groups.sh --reset-offsets)
+    _coordinator(b, "sr-g2")
+    with WireClient(b) as c:
+        r = c.call(Alter(group_id="sr-g2", topics=[Alter.AlterShareGroupOffsetsRequestTopic(
+            topic_name="sr-del", partitions=[Alter.AlterShareGroupOffsetsRequestPartition(
+                partition_index=0, start_offset=10)])]), 0)
+    assert r.error_code == 0 and r.responses[0].partitions[0].error_code == 0, r
+    assert _offsets(b, "sr-g2") == {("sr-del", 0): 10}
+    # kafka-share-groups.sh --delete --group: DeleteGroups
+    for f in admin.delete_consumer_groups(["sr-g2"]).values():
+        f.result(15)
+    # a new group of that name: share.auto.offset.reset (earliest) again, all 10 records
+    from confluent_kafka import ShareConsumer
+    c = ShareConsumer({"bootstrap.servers": b, "group.id": "sr-g2"})
+    try:
+        c.subscribe(["sr-del"])
+        seen = set()
+        for _ in range(150):
+            for m in c.poll(0.2):
+                if not m.error():
+                    seen.add(m.offset())
+            if len(seen) == 10:
+                break
+        assert seen == set(range(10))
+    finally:
+        c.close()
