@@ -26,6 +26,7 @@ from broker.groups.consumer_model import (
     ConsumerGroup, ConsumerMember, InvalidRegex, compile_regex, copy_assignment, reconcile, same_assignment,
 )
 from broker.groups.model import EMPTY
+from broker.groups.results import Effects
 
 log = logging.getLogger("kproto.groups")
 
