@@ -41,6 +41,7 @@ def _port_open(host: str, port: int) -> bool:
 
 
 class Node:
+    launcher = "broker.launch.cli"   # (kproto nodes; tools.memtrace runs the same CLI under tracemalloc)
     kind = "node"
 
     def __init__(self, index: int, host: str, port: int, data_dir: str, prefix: list[str],
@@ -132,7 +133,7 @@ class KprotoNode(Node):
     kind = "kproto"
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "broker.launch.cli", "serve", "--log-level", self.log_level,
+        return [sys.executable, "-m", self.launcher, "serve", "--log-level", self.log_level,
                 "--set", f"log.dirs={self.data_dir}",
                 "--set", f"listeners=PLAINTEXT://{self.host}:{self.port}",
                 "--set", "kproto.metrics.listener=off",   # (nodes would fight over port 9644)
@@ -185,7 +186,7 @@ class KprotoClusterNode(Node):
                        check=True, capture_output=True, text=True, env=env, cwd=ROOT)
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "broker.launch.cli", "serve", "--log-level", self.log_level, "--config",
+        return [sys.executable, "-m", self.launcher, "serve", "--log-level", self.log_level, "--config",
                 self.config_path]
 
 

@@ -47,6 +47,21 @@ def rss_mib(pid: int) -> float | None:
     return None
 
 
+def rss_parts_mib(pid: int) -> tuple[float | None, float | None]:
+    """(RssAnon, RssFile): heap and anonymous maps apart from mapped files (index pages, libraries)."""
+    anon = file = None
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    anon = int(line.split()[1]) / 1024
+                elif line.startswith("RssFile:"):
+                    file = int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return anon, file
+
+
 def open_fds(pid: int) -> int | None:
     try:
         return len(os.listdir(f"/proc/{pid}/fd"))
@@ -125,8 +140,10 @@ class Sampler:
                 if prev is not None and now > prev[0]:
                     cpu_pct = round(100 * (cpu - prev[1]) / (now - prev[0]), 1)
                 self._cpu[node.name] = (now, cpu)
+            anon, file = rss_parts_mib(pid) if pid is not None else (None, None)
             s = {"t": round(now, 1), "node": node.name,
                  "rss_mib": None if pid is None else rss_mib(pid),
+                 "rss_anon_mib": anon, "rss_file_mib": file,
                  "fds": None if pid is None else open_fds(pid),
                  "loop_mean_ms": None if mean is None else round(mean, 3),
                  "loop_p99_ms": p99, "cpu_pct": cpu_pct,

@@ -117,6 +117,10 @@ def main(argv=None) -> int:
     ap.add_argument("--sample", type=float, default=10, help="seconds between resource samples")
     ap.add_argument("--progress", type=float, default=60, help="seconds between progress lines")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--tracemalloc", type=float, default=0, metavar="SECONDS",
+                    help="run nodes under tools.memtrace: tracing starts once the load runs, and a heap "
+                         "snapshot of each node goes into OUT/memtrace every SECONDS after (default 0: off; "
+                         "tracing slows the nodes)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker property for every node (repeatable)")
     args = ap.parse_args(argv)
@@ -136,6 +140,9 @@ def main(argv=None) -> int:
         port = _free_port()
         node.extra["kproto.metrics.listener"] = f"http://127.0.0.1:{port}"
         node.metrics_url = f"http://127.0.0.1:{port}/metrics"
+        if args.tracemalloc:
+            node.launcher = "tools.memtrace"
+            node.env["KPROTO_MEMTRACE_DIR"] = os.path.join(out, "memtrace", node.name)
     log(f"soak: 3-node kproto cluster, {duration:.0f} s, producer {args.rate}/s, {args.consumers} consumers "
         f"+ 1 member rejoining every {args.churn:.0f} s, copier fed {args.txn_rate}/s, output {out}")
     h = HistoryWriter(hist_path)
@@ -173,8 +180,14 @@ def main(argv=None) -> int:
         sampler = Sampler(cluster.nodes, t0)
         end = t0 + duration
         next_sample, next_progress = t0, t0 + args.progress
+        next_snap = t0 if args.tracemalloc else float("inf")   # (the first signal starts tracing)
         while True:
             now = time.monotonic()
+            if now >= next_snap:
+                for n in cluster.nodes:
+                    if n.alive():
+                        os.kill(n.proc.pid, signal.SIGUSR1)
+                next_snap += args.tracemalloc
             if now >= next_sample:
                 for s in sampler.sample():
                     samples_f.write(json.dumps(s) + "\n")
@@ -195,7 +208,7 @@ def main(argv=None) -> int:
                 break
             if any(not n.alive() for n in cluster.nodes):
                 raise RuntimeError("a node exited: " + ", ".join(n.name for n in cluster.nodes if not n.alive()))
-            time.sleep(max(0.0, min(next_sample, next_progress, end) - time.monotonic()))
+            time.sleep(max(0.0, min(next_sample, next_progress, next_snap, end) - time.monotonic()))
         log("load done: producers flush, consumers catch up")
         stop_produce.set()
         for role, t in threads:
