@@ -3,6 +3,7 @@
     python -m tools.memtrace serve --set ...        # same arguments as `python -m broker.launch.cli`
     kill -USR1 <pid>                                # the first starts tracing, each later one writes
                                                     # $KPROTO_MEMTRACE_DIR/snap-<pid>-<n>.tm
+    kill -USR2 <pid>                                # pymalloc stats and malloc_trim(0) to stderr
     python -m tools.memtrace compare OLD.tm NEW.tm [--top 25] [--frames 6]
 
 The first SIGUSR1 starts ``tracemalloc.start(KPROTO_MEMTRACE_FRAMES or 25)``, each later one dumps a
@@ -40,6 +41,22 @@ def _install(out_dir: str) -> None:
         os.replace(path + ".part", path)   # (readers never see a half-written snapshot)
 
     signal.signal(signal.SIGUSR1, dump)
+    signal.signal(signal.SIGUSR2, lambda signum, frame: trim())
+
+
+def _rss_anon_kib() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("RssAnon:"))
+
+
+def trim() -> None:
+    """SIGUSR2: pymalloc's arena statistics to stderr, then glibc's malloc_trim(0), with RssAnon
+    before and after: what the trim gives back was free memory the C allocator kept, not a leak."""
+    import ctypes
+    sys._debugmallocstats()
+    before = _rss_anon_kib()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    print(f"memtrace: malloc_trim(0): RssAnon {before} kB -> {_rss_anon_kib()} kB", file=sys.stderr, flush=True)
 
 
 def compare(old: str, new: str, top: int, frames: int) -> None:
