@@ -334,6 +334,32 @@ def test_the_snapshot_is_due_after_enough_bytes_and_shrinks_the_log():
     assert r.leader_epochs == [(1, 4)]
 
 
+def test_the_snapshot_is_due_after_the_interval_with_records_applied_meanwhile():
+    # metadata.log.max.snapshot.interval.ms (KIP-876): a quiet log is snapshotted by time too
+    n = leader_with_followers()
+    n.config.max_interval_ms_between_snapshots = 60_000
+    start = 0   # the node started at 0: the interval counts from its start
+    n.propose([b"a"])
+    n.durable(n.end_offset, n.generation)
+    r = deliver(n, 2, FetchRequest(2, 1, n.end_offset, 1), now=start + 59_000)
+    assert r.snapshot_due is None
+    n.propose([b"b"])
+    n.durable(n.end_offset, n.generation)
+    r = deliver(n, 2, FetchRequest(2, 1, n.end_offset, 1), now=start + 60_000)
+    assert r.snapshot_due == SnapshotId(n.end_offset, 1)
+    n.snapshot_taken(r.snapshot_due, b"state")
+    assert n.ready().snapshot_due is None
+    # nothing applied since: no snapshot however long it waits
+    r = deliver(n, 2, FetchRequest(2, 1, n.end_offset, 1), now=start + 200_000)
+    assert r.snapshot_due is None
+    # 0 turns the time trigger off
+    n.config.max_interval_ms_between_snapshots = 0
+    n.propose([b"c"])
+    n.durable(n.end_offset, n.generation)
+    r = deliver(n, 2, FetchRequest(2, 1, n.end_offset, 1), now=start + 400_000)
+    assert r.snapshot_due is None
+
+
 def test_durable_of_an_old_generation_is_ignored():
     f = mk(2, persisted=Persisted(QuorumState(1, 1), entries=entries([(1, b"a"), (1, b"b")])))
     f.ready()

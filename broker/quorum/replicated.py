@@ -198,8 +198,10 @@ class ReplicatedMetadata:
             fetch_timeout_ms=k.fetch_timeout_ms, election_backoff_max_ms=k.election_backoff_max_ms,
             request_timeout_ms=k.request_timeout_ms, retry_backoff_ms=k.retry_backoff_ms,
             fetch_max_wait_ms=min(500, max(50, k.fetch_timeout_ms // 4)),
+            max_bytes_between_snapshots=k.max_record_bytes_between_snapshots,
+            max_interval_ms_between_snapshots=k.max_snapshot_interval_ms,
             # KIP-996: a pre-vote round (Vote v2) first, so a partitioned voter does not depose a leader
-            max_bytes_between_snapshots=k.max_record_bytes_between_snapshots, pre_vote=True, **dynamic)
+            pre_vote=True, **dynamic)
         self._raft_args = (cfg, persisted)
         node = RaftNode(cfg, random.Random(), QuorumShell.now_ms() if _in_trio() else 0, persisted)
         self.shell = QuorumShell(node, {**self.voters, **bootstrap}, self.storage,
