@@ -963,7 +963,7 @@ class RaftNode:
             return
         # a voter that fetches knows the leader: no need to tell it again
         self.begin_pending.discard(req.replica_id)
-        old = self.pending_fetches.pop(req.replica_id, None)
+        self.pending_fetches.pop(req.replica_id, None)
         valid = self._fetch_position_valid(req)
         if valid is True:
             r = self.replicas.setdefault(req.replica_id, ReplicaState())
