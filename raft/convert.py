@@ -88,8 +88,9 @@ def uuid_to_text(u) -> str:
 
 
 def entries_to_records(entries, timestamp_ms: int = 0) -> bytes:
-    """Entries as Kafka record batches: one batch per run of entries with the
-    same epoch and kind (data or control), its partition leader epoch the
+    """Entries as Kafka record batches: one batch per proposal (a run of data
+    entries of one epoch up to its batch_end entry, so a torn write or a
+    fetch cut short drops a proposal whole), its partition leader epoch the
     entries' epoch."""
     out = bytearray()
     i = 0
@@ -99,6 +100,8 @@ def entries_to_records(entries, timestamp_ms: int = 0) -> bytes:
         while (j < len(entries) and entries[j].epoch == entries[i].epoch
                and entries[j].control == entries[i].control and not entries[j].control):
             j += 1
+            if entries[j - 1].batch_end:
+                break
         if entries[i].control and _starts_epoch_records(entries, i):
             # LeaderChange, KRaftVersion, VotersRecord: one control batch, as Kafka's leader writes them
             e = entries[i]
@@ -174,7 +177,8 @@ def _batch_entries(buf, header, pos):
                 data = bytes(r.value or b"")
             yield m.Entry(r.offset, epoch, data, control=True)
         else:
-            yield m.Entry(r.offset, epoch, bytes(r.value or b""))
+            # a batch is one proposal: only its last record ends it
+            yield m.Entry(r.offset, epoch, bytes(r.value or b""), batch_end=r.offset == header.last_offset)
 
 
 # ----------------------------------------------------------------- requests

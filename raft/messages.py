@@ -38,11 +38,17 @@ class SnapshotId:
 class Entry:
     """One record of the replicated log. control entries (the LeaderChange
     record a leader writes at the start of its epoch) are replicated and
-    committed like the others but are not handed to the state machine."""
+    committed like the others but are not handed to the state machine.
+
+    batch_end is False on every entry of a proposal but its last: a proposal
+    is one atomic batch (Kafka's scheduleAtomicAppend, one record batch), so
+    a fetch never ends inside it and the high watermark never stops in it;
+    the deposed leader's uncommitted tail is then truncated whole."""
     offset: int
     epoch: int
     data: bytes
     control: bool = False
+    batch_end: bool = True
 
 
 @dataclass(frozen=True)

@@ -702,7 +702,10 @@ class RaftNode:
             # resigned leader itself)
             return NotLeader(self.leader_id if self.role == FOLLOWER else NO_LEADER, self.epoch)
         base = self.end_offset
-        self._append_local([Entry(base + i, self.epoch, bytes(d)) for i, d in enumerate(datas)])
+        last = len(datas) - 1
+        # one atomic batch: see Entry.batch_end
+        self._append_local([Entry(base + i, self.epoch, bytes(d), batch_end=i == last)
+                            for i, d in enumerate(datas)])
         self._wake_fetches()
         return Proposal(base, self.end_offset - 1, self.epoch)
 
@@ -969,7 +972,7 @@ class RaftNode:
             return
         # a voter that fetches knows the leader: no need to tell it again
         self.begin_pending.discard(req.replica_id)
-        old = self.pending_fetches.pop(req.replica_id, None)
+        self.pending_fetches.pop(req.replica_id, None)
         valid = self._fetch_position_valid(req)
         if valid is True:
             r = self.replicas.setdefault(req.replica_id, ReplicaState())
@@ -1016,7 +1019,7 @@ class RaftNode:
         valid = self._fetch_position_valid(req)
         if valid is True:
             start = req.fetch_offset
-            stop = min(self.end_offset, start + self.config.max_fetch_entries)
+            stop = self._fetch_stop(start, min(self.end_offset, start + self.config.max_fetch_entries))
             entries = tuple(self.entries[start - self.log_start:stop - self.log_start])
             r = self.replicas.get(req.replica_id)
             if r is not None:
@@ -1030,6 +1033,20 @@ class RaftNode:
             resp = FetchResponse(NONE, self.epoch, self.id, self.hwm, req.fetch_offset, (),
                                  self.log_start, diverging=(valid[1], valid[2]))
         self._send(dst, resp, corr)
+
+    def _fetch_stop(self, start: int, stop: int) -> int:
+        """Where a fetch answer from start ends: at stop, or back at the end of the batch stop
+        falls into, so that a follower (and, through its fetch offset, the high watermark) never
+        holds part of a proposal; a batch larger than max_fetch_entries goes whole, as Kafka
+        sends at least one whole record batch."""
+        lo, i = start - self.log_start, stop - self.log_start
+        while i > lo and not self.entries[i - 1].batch_end:
+            i -= 1
+        if i == lo:
+            i = stop - self.log_start
+            while i < len(self.entries) and not self.entries[i - 1].batch_end:
+                i += 1
+        return i + self.log_start
 
     def _wake_fetches(self):
         for rid, (src, corr, req, _) in list(self.pending_fetches.items()):

@@ -14,6 +14,8 @@ invariants are checked:
   is still durable on a majority of voters);
 - state machine safety: what each node applied is a prefix of the committed
   log;
+- atomicity: a high watermark never stops inside a proposal (with
+  batch_every, some proposals are batches larger than a fetch);
 - liveness: once the faults stop, a leader is elected and a write commits
   within a bound.
 
@@ -116,7 +118,8 @@ def snapshot_voters(data: bytes):
 class Sim:
     def __init__(self, seed, voters=3, observers=0, faults=None, config=None,
                  duration_ms=6000, heal_bound_ms=10000, snapshot_bytes=60,
-                 propose_every_ms=60, disks=None, blocked=(), reconfig_every_ms=None):
+                 propose_every_ms=60, disks=None, blocked=(), reconfig_every_ms=None,
+                 batch_every=0, batch_entries=25):
         self.seed = seed
         self.rng = random.Random(seed)
         self.faults = faults or Faults()
@@ -128,6 +131,8 @@ class Sim:
         self.snapshot_bytes = snapshot_bytes
         self.propose_every_ms = propose_every_ms
         self.reconfig_every_ms = reconfig_every_ms
+        # every batch_every-th proposal is one batch of batch_entries entries (0: single entries)
+        self.batch_every, self.batch_entries = batch_every, batch_entries
         self.committed_voters = self.voter_ids   # the last committed voter set
         self.committed_under = []                # by offset: the voters that committed it
         self.now = 0
@@ -353,6 +358,9 @@ class Sim:
     def _check_hwm(self, i, node, hwm):
         # everything below the node's high watermark is committed: it must
         # agree with what was committed before, and extends it
+        last = self._local_entry(node, hwm - 1)
+        if last is not None and not last.batch_end:
+            self.fail(f"atomicity: node {i} commits part of a batch (high watermark {hwm})")
         for off in range(max(node.log_start, 0), hwm):
             e = self._local_entry(node, off)
             if e is None:
@@ -518,7 +526,8 @@ class Sim:
             lead = self._leader()
             if lead is not None:
                 self.proposed += 1
-                self.nodes[lead].propose([b"w%d" % self.proposed])
+                n = self.batch_entries if self.batch_every and self.proposed % self.batch_every == 0 else 1
+                self.nodes[lead].propose([b"w%d" % self.proposed] * n)
                 self._process(lead)
             self._schedule(self.now + 1 + self.rng.randrange(2 * self.propose_every_ms),
                            "propose", None)

@@ -16,7 +16,7 @@ from raft.node import leader_change_data
 
 ENTRIES = (
     m.Entry(10, 3, leader_change_data(2, (1, 2, 3)), control=True),
-    m.Entry(11, 3, b"topic-record-1"),
+    m.Entry(11, 3, b"topic-record-1", batch_end=False),   # one proposal of two records
     m.Entry(12, 3, b""),
     m.Entry(13, 4, leader_change_data(1, (1, 2, 3)), control=True),
     m.Entry(14, 4, b"x" * 300),
