@@ -250,3 +250,21 @@ def _consume_kcat(bootstrap, topic, partitions, count, start, timeout):
 
 _CONSUMERS = {"confluent": _consume_confluent, "kafka-python": _consume_kafka_python,
               "aiokafka": _consume_aiokafka, "kcat": _consume_kcat}
+
+
+def read_values(bootstrap: str, partitions, expected: int, group: str, timeout: float = 90.0) -> list[bytes]:
+    """The values confluent-kafka reads from offset 0 of every (topic, partition), until
+    `expected` have come or `timeout` seconds have passed."""
+    from confluent_kafka import Consumer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(t, p, 0) for t, p in partitions])
+        got: list[bytes] = []
+        deadline = time.monotonic() + timeout
+        while len(got) < expected and time.monotonic() < deadline:
+            for msg in consumer.consume(500, timeout=1.0):
+                if msg.error() is None:
+                    got.append(msg.value())
+        return got
+    finally:
+        consumer.close()

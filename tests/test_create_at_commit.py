@@ -10,14 +10,14 @@ exists, so the window between the answer and the logs is open for as long as a t
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.launch.process import BrokerProcess
 from kproto.records import build_batch
+from tests.client_adapters import read_values
 from tests.wire_client import WireClient, fetch, list_offset, produce
 
 pytestmark = pytest.mark.timeout(180)
@@ -67,18 +67,9 @@ def _produce_all(proc: BrokerProcess, topics: dict[str, int], tag: str, before_f
 
 
 def _consume_all(proc: BrokerProcess, topics: dict[str, int], expected: int) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": "at-commit", "enable.auto.commit": False})
-    try:
-        consumer.assign([TopicPartition(t, p, 0) for t, n in topics.items() for p in range(n)])
-        got: list[bytes] = []
-        deadline = time.monotonic() + 90
-        while len(got) < expected and time.monotonic() < deadline:
-            for msg in consumer.consume(500, timeout=1.0):
-                if msg.error() is None:
-                    got.append(msg.value())
-        return got
-    finally:
-        consumer.close()
+    return read_values(proc.bootstrap, [(t, p) for t, n in topics.items() for p in range(n)], expected, "at-commit")
+
+
 
 
 def _expected(topics: dict[str, int], tag: str) -> list[bytes]:

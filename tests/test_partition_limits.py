@@ -10,10 +10,11 @@ import os
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from broker.launch.process import BrokerProcess
+from tests.client_adapters import read_values
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -61,18 +62,9 @@ def _partition_counts(admin: AdminClient) -> dict[str, int]:
 
 
 def _consume_all(proc: BrokerProcess, partitions: list[tuple[str, int]], expected: int) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": "limits", "enable.auto.commit": False})
-    try:
-        consumer.assign([TopicPartition(t, p, 0) for t, p in partitions])
-        got: list[bytes] = []
-        deadline = time.monotonic() + 60
-        while len(got) < expected and time.monotonic() < deadline:
-            for msg in consumer.consume(500, timeout=1.0):
-                if msg.error() is None:
-                    got.append(msg.value())
-        return got
-    finally:
-        consumer.close()
+    return read_values(proc.bootstrap, partitions, expected, "limits", timeout=60)
+
+
 
 
 def _wait_for_logs(proc: BrokerProcess, names: list[str]) -> None:

@@ -22,11 +22,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from compat_tests.java_client import JavaUnavailable, classpath_jars, find_libs
-from kproto.messages.create_topics_request import CreateTopicsRequest
 from kproto.messages.describe_transactions_request import DescribeTransactionsRequest
 from kproto.messages.list_transactions_request import ListTransactionsRequest
-from kproto.messages.update_features_request import FeatureUpdateKey, UpdateFeaturesRequest
-from tests.wire_client import WireClient
+from tests.wire_client import WireClient, create_topics, finalize_feature
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "java", "StreamsEosApp.java")
 STREAMS_JARS = os.environ.get("KPROTO_STREAMS_JARS", os.path.expanduser("~/.cache/kproto-ref/kafka-streams"))
@@ -73,19 +71,6 @@ def streams_app(tmp_path_factory):
                  "input", "copies", "counts", str(DELAY_MS), f"v{STALL_AT}", stall_file],
                 stdout=log, stderr=subprocess.STDOUT)
     return start
-
-
-def finalize_transaction_version(c: WireClient, level: int) -> None:
-    resp = c.call(UpdateFeaturesRequest(timeout_ms=5000, feature_updates=[
-        FeatureUpdateKey(feature="transaction.version", max_version_level=level, upgrade_type=1)]), 1)
-    assert [(r.feature, r.error_code) for r in resp.results] == [("transaction.version", 0)]
-
-
-def create(c: WireClient, *names) -> None:
-    resp = c.call(CreateTopicsRequest(timeout_ms=10000, topics=[
-        CreateTopicsRequest.CreatableTopic(name=n, num_partitions=PARTITIONS, replication_factor=1, assignments=[],
-                                           configs=[]) for n in names]), 5)
-    assert [t.error_code for t in resp.topics] == [0] * len(names)
 
 
 def produce_input(bootstrap: str) -> None:
@@ -142,8 +127,8 @@ def streams_kill_scenario(bootstrap, streams_app, tmp_path, tv: int) -> None:
     """Also run against a real Kafka for comparison (see the module's docstring)."""
     with WireClient(bootstrap) as c:
         if tv:
-            finalize_transaction_version(c, tv)
-        create(c, "input", "copies", "counts")
+            finalize_feature(c, "transaction.version", tv)
+        create_topics(c, ["input", "copies", "counts"], PARTITIONS)
     produce_input(bootstrap)
     state_dir, log_path = str(tmp_path / "state"), str(tmp_path / "streams.log")
     stall_file = tmp_path / "stall"

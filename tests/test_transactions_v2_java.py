@@ -15,10 +15,8 @@ import subprocess
 import pytest
 
 from compat_tests.java_client import JavaUnavailable, classpath_jars, find_libs
-from kproto.messages.create_topics_request import CreateTopicsRequest
 from kproto.messages.describe_transactions_request import DescribeTransactionsRequest
-from kproto.messages.update_features_request import FeatureUpdateKey, UpdateFeaturesRequest
-from tests.wire_client import WireClient
+from tests.wire_client import WireClient, create_topics, finalize_feature
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "java", "TxnCopier.java")
 TXNS = 9          # 6 committed, 3 aborted
@@ -46,25 +44,12 @@ def java_command(tmp_path_factory):
     return command
 
 
-def finalize_transaction_version(c: WireClient, level: int) -> None:
-    resp = c.call(UpdateFeaturesRequest(timeout_ms=5000, feature_updates=[
-        FeatureUpdateKey(feature="transaction.version", max_version_level=level, upgrade_type=1)]), 1)
-    assert [(r.feature, r.error_code) for r in resp.results] == [("transaction.version", 0)]
-
-
-def create(c: WireClient, *names) -> None:
-    resp = c.call(CreateTopicsRequest(timeout_ms=10000, topics=[
-        CreateTopicsRequest.CreatableTopic(name=n, num_partitions=3, replication_factor=1, assignments=[],
-                                           configs=[]) for n in names]), 5)
-    assert [t.error_code for t in resp.topics] == [0] * len(names)
-
-
 @pytest.mark.parametrize("tv", [0, 1, 2])
 def test_java_exactly_once(fresh_broker, java_command, tv):
     with WireClient(fresh_broker.bootstrap) as c:
         if tv:
-            finalize_transaction_version(c, tv)
-        create(c, "source", "sink")
+            finalize_feature(c, "transaction.version", tv)
+        create_topics(c, ["source", "sink"], 3)
     proc = subprocess.run(java_command(fresh_broker.bootstrap, "source", "sink", "eos", TXNS), capture_output=True,
                           text=True, timeout=200)
     out = proc.stdout.split("\n")

@@ -199,3 +199,19 @@ def produce_once_led(c: WireClient, req: ProduceRequest, what: str) -> None:
         time.sleep(0.2)
     if err:
         raise SystemExit(f"{what}: error {err}")
+
+
+def finalize_feature(c: WireClient, feature: str, level: int) -> None:
+    """UpdateFeatures v1 upgrade of one feature to level, which must succeed."""
+    from kproto.messages.update_features_request import FeatureUpdateKey, UpdateFeaturesRequest
+    resp = c.call(UpdateFeaturesRequest(timeout_ms=5000, feature_updates=[
+        FeatureUpdateKey(feature=feature, max_version_level=level, upgrade_type=1)]), 1)
+    assert [(r.feature, r.error_code) for r in resp.results] == [(feature, 0)]
+
+
+def create_topics(c: WireClient, names, partitions: int) -> None:
+    """CreateTopics v5 of names with replication factor 1, which must all succeed."""
+    resp = c.call(CreateTopicsRequest(timeout_ms=10000, topics=[
+        CreateTopicsRequest.CreatableTopic(name=n, num_partitions=partitions, replication_factor=1, assignments=[],
+                                           configs=[]) for n in names]), 5)
+    assert [t.error_code for t in resp.topics] == [0] * len(names)
