@@ -98,3 +98,29 @@ def test_combine_works_by_intervals():
     huge = 10 ** 12
     assert combine([(0, huge, 0, 1)], [(5, 7, 2, 1), (2, 3, 4, 1)], 1) == [
         (1, 1, 0, 1), (2, 3, 4, 1), (4, 4, 0, 1), (5, 7, 2, 1), (8, huge, 0, 1)]
+
+
+def test_a_late_older_write_does_not_overwrite_a_newer_one():
+    """Issue #31 race (b): a leader's whole-state write S1 times out on its side but reaches the
+    coordinator after the retry wrote the newer S2 (more acknowledged, a higher start offset). The
+    stored state stays S2, and a coordinator reading the log back after a failover rebuilds S2."""
+    s, log = ShareCoordinatorShard(), []
+    log.append(s.initialize(KEY, 0, 0, True, 1).record)
+    log.append(s.read(KEY, 1, True, 1).record)
+    s1 = (0, 1, [(0, 3, 2, 1), (4, 9, 0, 1)])                  # 0-3 acknowledged, 4-9 delivered once
+    s2 = (6, 2, [(6, 7, 2, 1), (8, 9, 0, 2)])                  # 4-7 acknowledged since, 8-9 delivered again
+    out = s.write(KEY, 1, 0, s2[0], s2[1], s2[2], True, 2)
+    assert out.error == E.NONE
+    log.append(out.record)
+    out = s.write(KEY, 1, 0, s1[0], s1[1], s1[2], True, 3)     # the late one
+    assert out.error == E.NONE
+    log.append(out.record)
+    for st in (s.states[KEY], replayed(log).states[KEY]):
+        assert (st.start_offset, st.batches, st.complete) == (6, [(6, 7, 2, 1), (8, 9, 0, 2)], 2)
+    # a leader's write that moves on is taken as before
+    out = s.write(KEY, 1, 0, 8, 0, [(8, 8, 4, 5), (9, 9, 0, 3)], True, 4)
+    assert (s.states[KEY].start_offset, s.states[KEY].batches) == (8, [(8, 8, 4, 5), (9, 9, 0, 3)])
+    # an administrator's reset (a new state epoch) still starts afresh, lower start offset included
+    s.initialize(KEY, 1, 0, True, 5)
+    out = s.write(KEY, 1, 1, 0, 0, [(0, 0, 0, 1)], True, 6)
+    assert (out.error, s.states[KEY].start_offset, s.states[KEY].batches) == (E.NONE, 0, [(0, 0, 0, 1)])

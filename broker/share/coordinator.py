@@ -10,7 +10,11 @@ partition again.
 
 Every write is stored as a whole ShareSnapshot (kproto writes no ShareUpdate records): the batches
 of a WriteShareGroupState are laid over the stored ones (the newer state of an offset wins, offsets
-below the start offset are dropped), as Kafka's PersisterStateBatchCombiner does.
+below the start offset are dropped), as Kafka's PersisterStateBatchCombiner does; except that
+nothing goes back: not the start offset, not an offset's delivery count, not a done offset to
+AVAILABLE (`no_regress`). A share-partition leader's writes only move its state forward, so what
+would go back is a write that arrived after a newer one (its sender gave up waiting and wrote the
+newer state since): it must not overwrite the newer state.
 """
 from __future__ import annotations
 
@@ -85,6 +89,41 @@ def combine(old: list, new: list, start_offset: int) -> list:
         cut.append((first, last, state, count))
         result = sorted(cut)
     return _joined(result)
+
+
+_DONE = (2, 4)                          # ACKNOWLEDGED, ARCHIVED
+
+
+def _rank(state: int, count: int) -> tuple:
+    # how far an offset has got: delivered more often, then done; under one leader and state
+    # epoch a share-partition's writes only ever move an offset up this order
+    return state in _DONE, count
+
+
+def no_regress(old: list, new: list) -> tuple[list, bool]:
+    """`new` batches (combined over `old`) with every offset that `old` had further along
+    (`_rank`) kept as `old` had it, and whether there was one: a write that arrives after a newer
+    one (its sender timed out and wrote the newer state since) must not take an acknowledged record
+    back to AVAILABLE or lower a delivery count."""
+    if not old:
+        return new, False
+    cuts = sorted({b[0] for b in old} | {b[1] + 1 for b in old} | {b[0] for b in new} | {b[1] + 1 for b in new})
+    out, regressed, i, j = [], False, 0, 0
+    for a, b in zip(cuts, cuts[1:]):
+        while i < len(old) and old[i][1] < a:
+            i += 1
+        while j < len(new) and new[j][1] < a:
+            j += 1
+        o = old[i] if i < len(old) and old[i][0] <= a else None
+        n = new[j] if j < len(new) and new[j][0] <= a else None
+        if n is None:
+            continue                       # not in the new state (below its start offset)
+        if o is not None and _rank(o[2], o[3]) > _rank(n[2], n[3]):
+            out.append((a, b - 1, o[2], o[3]))
+            regressed = True
+        else:
+            out.append((a, b - 1, n[2], n[3]))
+    return (_joined(out), True) if regressed else (new, False)
 
 
 def _joined(batches: list) -> list:
@@ -182,11 +221,17 @@ class ShareCoordinatorShard:
             return fenced
         if not known:
             return self._unknown()
-        start = old.start_offset if start_offset == -1 else start_offset
+        # the start offset never goes back under one state epoch (a reset is a new state epoch):
+        # a lower one is a write older than the stored state, arriving late
+        start = old.start_offset if start_offset == -1 else max(start_offset, old.start_offset)
+        merged, regressed = no_regress([b for b in old.batches if b[1] >= start],
+                                       combine(old.batches, batches, start))
+        if regressed or start != start_offset != -1:
+            complete = sum(last - first + 1 for first, last, state, _c in merged if state in _DONE)
         st = self.states[key] = ShareState(
             snapshot_epoch=old.snapshot_epoch + 1, state_epoch=old.state_epoch,
             leader_epoch=old.leader_epoch, start_offset=start, complete=complete,
-            batches=combine(old.batches, batches, start), created_ms=now_ms)
+            batches=merged, created_ms=now_ms)
         return Outcome(E.NONE, record=self._record(key, st, now_ms))
 
     def read(self, key: tuple, leader_epoch: int, known: bool, now_ms: int) -> Outcome:
