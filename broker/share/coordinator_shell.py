@@ -28,7 +28,7 @@ from kproto.messages.write_share_group_state_response import WriteShareGroupStat
 
 from broker.coordination.topic import ensure_internal_topic
 from broker.share import state_store
-from broker.share.coordinator import Outcome, ShareCoordinatorShard
+from broker.share.coordinator import SNAPSHOT_UPDATES_DEFAULT, Outcome, ShareCoordinatorShard
 from broker.storage.replay import stored_batches
 
 log = logging.getLogger("kproto.share")
@@ -94,7 +94,7 @@ class ShareCoordinatorService:
         cached = self.shards.get(index)
         if cached is not None and cached[0] == p.leader_epoch:
             return E.NONE, cached[1]
-        shard = ShareCoordinatorShard()
+        shard = ShareCoordinatorShard(self._updates_per_snapshot())
         for chunk in stored_batches(p.log):
             for header, batch in chunk:
                 if header.is_control:
@@ -108,6 +108,16 @@ class ShareCoordinatorService:
             log.info("share coordinator: %s-%d loaded, %d share-partition states", state_store.TOPIC, index,
                      len(shard.states))
         return E.NONE, shard
+
+    def _updates_per_snapshot(self) -> int:
+        try:
+            value = self.broker.config.get("share.coordinator.snapshot.update.records.per.snapshot")
+        except KeyError:                # a Kafka 4.x key, not in the 3.9 catalog
+            value = None
+        try:
+            return int(value) if value is not None else SNAPSHOT_UPDATES_DEFAULT
+        except (TypeError, ValueError):
+            return SNAPSHOT_UPDATES_DEFAULT
 
     def keys(self) -> list:
         """The keys with state in the __share_group_state partitions this broker leads."""
@@ -134,7 +144,7 @@ class ShareCoordinatorService:
                 return [Outcome(error, COORDINATOR_MESSAGES[error])] * len(ops), None
             now = _now_ms()
             outs = [op(shard, now) for op in ops]
-            records = [out.record for out in outs if out.record is not None]
+            records = [r for out in outs if out.record is not None for r in (out.record, *out.extra)]
             if not records:
                 return outs, None
             error, part, last = self._append(index, records, now)
