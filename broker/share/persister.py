@@ -135,7 +135,11 @@ class Persister:
             req = WriteReq(group_id=group_id, topics=[WriteReq.WriteStateData(topic_id=tid, partitions=parts)
                                                       for tid, parts in topics.items()])
             first = next(iter(r.values()))
-            resp = await self._send(group_id, first.topic_id, first.data.partition, req, "write")
+            try:
+                resp = await self._send(group_id, first.topic_id, first.data.partition, req, "write")
+            except Exception:           # answered as no coordinator (retried), never the sender's end
+                log.exception("share state write of group %s failed", group_id)
+                resp = None
             got = {}
             for t in getattr(resp, "results", None) or ():
                 for p in t.partitions or ():
