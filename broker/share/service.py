@@ -249,6 +249,8 @@ class ShareService:
             if self.partitions.get(key) is not sp:
                 return self._dropped.get(sp, E.INVALID_RECORD_STATE)
             if self._written.get(key, 0) >= version:
+                if self._written[key] >= self._versions.get(key, 0):
+                    self._dirty.discard(key)    # nothing newer to write either
                 return E.NONE               # a write of another task carried this change already
             self._dirty.discard(key)
             carried = self._versions.get(key, 0)
