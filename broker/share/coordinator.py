@@ -105,12 +105,27 @@ def _rank(state: int, count: int) -> tuple:
     return state in _DONE, count
 
 
+def _goes_back(old: list, new: list) -> bool:
+    """Whether some offset of `new` is behind `old`'s (`no_regress`'s walk, without building)."""
+    k, n_old = 0, len(old)
+    for first, last, state, count in new:
+        rank = (state in _DONE, count)
+        while k < n_old and old[k][1] < first:
+            k += 1
+        j = k
+        while j < n_old and old[j][0] <= last:
+            if (old[j][2] in _DONE, old[j][3]) > rank:
+                return True
+            j += 1
+    return False
+
+
 def no_regress(old: list, new: list) -> tuple[list, bool]:
     """`new` batches (combined over `old`; both ordered, not overlapping) with every offset that
     `old` had further along (`_rank`) kept as `old` had it, and whether there was one: a write that
     arrives after a newer one (its sender timed out and wrote the newer state since) must not take an
     acknowledged record back to AVAILABLE or lower a delivery count. One pass over both."""
-    if not old:
+    if not old or not _goes_back(old, new):
         return new, False
     out, regressed, k, n_old = [], False, 0, len(old)
     for first, last, state, count in new:
