@@ -104,7 +104,11 @@ class Persister:
         return -1 if info is None else info.leader
 
     async def _sender(self, dest: int) -> None:
-        """Sends what waits for `dest`, one request per group, until nothing does."""
+        """Sends what waits for `dest`, one request per group, until nothing does. To another broker
+        one request at a time (its connection carries one anyway): what waits meanwhile goes in the
+        next. To this broker's own coordinator without waiting for the answer: it decides the next
+        request while the last one replicates, and a write must not wait for another's round trip."""
+        local = dest == self.broker.node_id or getattr(self.broker, "replication", None) is None
         try:
             while self._queues.get(dest):
                 items = self._queues.pop(dest)
@@ -112,7 +116,12 @@ class Persister:
                 for item in items:
                     by_group.setdefault(item.group_id, []).append(item)
                 for group_id, group_items in by_group.items():
-                    await self._send_group(group_id, group_items)
+                    if local:
+                        self._nursery.start_soon(self._send_group, group_id, group_items)
+                    else:
+                        await self._send_group(group_id, group_items)
+                if local:
+                    await trio.sleep(0)     # let this tick's writes gather
         finally:
             self._sending.discard(dest)
             if self._queues.get(dest) and self._running:     # queued while this task was ending
