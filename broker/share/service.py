@@ -248,8 +248,9 @@ class ShareService:
         async with lock:
             if self.partitions.get(key) is not sp:
                 return self._dropped.get(sp, E.INVALID_RECORD_STATE)
-            if self._written.get(key, 0) >= version:
-                if self._written[key] >= self._versions.get(key, 0):
+            written = self._written.get(key, 0)
+            if written >= version:
+                if written >= self._versions.get(key, 0):
                     self._dirty.discard(key)    # nothing newer to write either
                 return E.NONE               # a write of another task carried this change already
             self._dirty.discard(key)
@@ -332,6 +333,8 @@ class ShareService:
         if sp.start_offset < partition.log_start_offset:
             sp.move_start(partition.log_start_offset)
         if res.start_offset < 0 or sp.start_offset != res.start_offset:
+            # a change of its own (a version to carry): a write_through of no change writes nothing
+            self.persist(key, sp)
             return await self.write_through(key)
         return E.NONE
 
