@@ -15,12 +15,17 @@ TID = uuid.UUID(int=7)
 KEY = ("g", TID, 0)
 
 
-def replayed(shard_records) -> ShareCoordinatorShard:
+def replayed(shard_records, updates_per_snapshot: int = 500) -> ShareCoordinatorShard:
     """A new shard that read the records back, as a new coordinator after a failover does."""
-    s = ShareCoordinatorShard()
+    s = ShareCoordinatorShard(updates_per_snapshot)
     for k, v in shard_records:
         s.replay(*state_store.decode_full(k, v))
     return s
+
+
+def appended(log: list, out) -> None:
+    if out.record is not None:
+        log.extend((out.record, *out.extra))
 
 
 def test_lifecycle_and_failover_read_back():
@@ -98,3 +103,108 @@ def test_combine_works_by_intervals():
     huge = 10 ** 12
     assert combine([(0, huge, 0, 1)], [(5, 7, 2, 1), (2, 3, 4, 1)], 1) == [
         (1, 1, 0, 1), (2, 3, 4, 1), (4, 4, 0, 1), (5, 7, 2, 1), (8, huge, 0, 1)]
+
+
+def test_a_late_older_write_does_not_overwrite_a_newer_one():
+    """Issue #31 race (b): a leader's whole-state write S1 times out on its side but reaches the
+    coordinator after the retry wrote the newer S2 (more acknowledged, a higher start offset). The
+    stored state stays S2, and a coordinator reading the log back after a failover rebuilds S2."""
+    s, log = ShareCoordinatorShard(), []
+    log.append(s.initialize(KEY, 0, 0, True, 1).record)
+    log.append(s.read(KEY, 1, True, 1).record)
+    s1 = (0, 1, [(0, 3, 2, 1), (4, 9, 0, 1)])                  # 0-3 acknowledged, 4-9 delivered once
+    s2 = (6, 2, [(6, 7, 2, 1), (8, 9, 0, 2)])                  # 4-7 acknowledged since, 8-9 delivered again
+    out = s.write(KEY, 1, 0, s2[0], s2[1], s2[2], True, 2)
+    assert out.error == E.NONE
+    log.append(out.record)
+    out = s.write(KEY, 1, 0, s1[0], s1[1], s1[2], True, 3)     # the late one
+    assert out.error == E.NONE
+    log.append(out.record)
+    for st in (s.states[KEY], replayed(log).states[KEY]):
+        assert (st.start_offset, st.batches, st.complete) == (6, [(6, 7, 2, 1), (8, 9, 0, 2)], 2)
+    # a leader's write that moves on is taken as before
+    out = s.write(KEY, 1, 0, 8, 0, [(8, 8, 4, 5), (9, 9, 0, 3)], True, 4)
+    assert (s.states[KEY].start_offset, s.states[KEY].batches) == (8, [(8, 8, 4, 5), (9, 9, 0, 3)])
+    # an administrator's reset (a new state epoch) still starts afresh, lower start offset included
+    s.initialize(KEY, 1, 0, True, 5)
+    out = s.write(KEY, 1, 1, 0, 0, [(0, 0, 0, 1)], True, 6)
+    assert (out.error, s.states[KEY].start_offset, s.states[KEY].batches) == (E.NONE, 0, [(0, 0, 0, 1)])
+
+
+def test_writes_are_share_updates_and_a_snapshot_every_n_and_read_back_the_same():
+    """Issue #31 item 2: writes append ShareUpdate records (only the batches written) and a
+    ShareSnapshot once a key has had `updates_per_snapshot` updates since its last snapshot; a new
+    coordinator reading the log (a restart, a failover) rebuilds exactly the same state, at every
+    point of a seeded run of initialize / leader reads / whole and partial writes / late writes /
+    resets / deletes over three keys."""
+    for seed in range(12):
+        rng = random.Random(seed)
+        n = rng.choice((1, 2, 3, 5))
+        s, log = ShareCoordinatorShard(n), []
+        back = ShareCoordinatorShard(n)        # reads each record as it is appended
+        restarted_at = rng.randrange(20, 100)  # and one that reads the whole log once, part-way
+        keys = [("g", TID, p) for p in range(3)]
+        leader = {k: 0 for k in keys}
+        kinds = []
+        for step in range(120):
+            key = rng.choice(keys)
+            st = s.states.get(key)
+            op = rng.random()
+            if st is None or op < 0.03:
+                out = s.initialize(key, (st.state_epoch + 1) if st else 0, rng.randrange(0, 20), True, step)
+            elif op < 0.08:
+                leader[key] += 1
+                out = s.read(key, leader[key], True, step)
+            elif op < 0.10:
+                out = s.delete(key, True)
+            else:
+                start = max(st.start_offset, 0) + rng.randrange(0, 3)
+                f, batches = start - rng.randrange(0, 2), []
+                for _ in range(rng.randrange(0, 4)):
+                    last = f + rng.randrange(0, 4)
+                    batches.append((f, last, rng.choice((0, 2, 4)), rng.randrange(1, 5)))
+                    f = last + 1 + rng.choice((0, 0, 2))          # partial writes leave holes
+                if rng.random() < 0.1:
+                    start -= 3                                     # a late, older write
+                out = s.write(key, leader[key], st.state_epoch, start, rng.randrange(0, 5), batches, True, step)
+            assert out.error == E.NONE
+            before = len(log)
+            appended(log, out)
+            for k, v in log[before:]:
+                back.replay(*state_store.decode_full(k, v))
+            if out.record is not None:
+                kinds.append(state_store.decode_full(*out.record)[2])
+            shards = [back, replayed(log, n)] if step in (restarted_at, 119) else [back]
+            for other in shards:
+                assert_same(other, s, n, (seed, step))
+        assert state_store.UPDATE in kinds and state_store.SNAPSHOT in kinds
+
+
+def assert_same(back, s, n, where):
+    assert back.states.keys() == s.states.keys()
+    for k, want in s.states.items():
+        got = back.states[k]
+        assert (got.start_offset, got.batches, got.leader_epoch, got.state_epoch, got.complete,
+                got.snapshot_epoch, got.updates) == \
+            (want.start_offset, want.batches, want.leader_epoch, want.state_epoch, want.complete,
+             want.snapshot_epoch, want.updates), where
+        assert want.updates <= n
+
+
+def test_a_write_records_only_what_it_changed():
+    s, log = ShareCoordinatorShard(2), []
+    appended(log, s.initialize(KEY, 0, 0, True, 1))
+    appended(log, s.write(KEY, 0, 0, 0, 0, [(0, 9, 0, 1)], True, 2))
+    out = s.write(KEY, 0, 0, 0, 1, [(3, 3, 2, 1)], True, 3)           # one offset acknowledged
+    key, value, kind = state_store.decode_full(*out.record)
+    assert kind == state_store.UPDATE and value.snapshot_epoch == 0
+    assert [(b.first_offset, b.last_offset, b.delivery_state) for b in value.state_batches] == [(3, 3, 2)]
+    appended(log, out)
+    out = s.write(KEY, 0, 0, 0, 2, [(4, 4, 2, 1)], True, 4)           # the third: a snapshot
+    _key, value, kind = state_store.decode_full(*out.record)
+    assert kind == state_store.SNAPSHOT and value.snapshot_epoch == 1
+    assert [(b.first_offset, b.last_offset, b.delivery_state) for b in value.state_batches] == [
+        (0, 2, 0), (3, 4, 2), (5, 9, 0)]
+    appended(log, out)
+    appended(log, s.delete(KEY, True))
+    assert KEY not in replayed(log[-2:], 2).states         # compacted: both tombstones, nothing back

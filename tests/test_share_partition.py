@@ -204,3 +204,36 @@ def test_seeded_simulation_meets_the_share_rules(seed):
     assert sp.start_offset == log[-1][1] + 1
     chk.final(sorted(present), lambda off: sp.state_of(off)[0] if off >= sp.start_offset else None)
     assert chk.problems() == []
+
+
+def test_rollback_of_a_failed_acknowledgement_and_acquisition():
+    """Issue #31: the write carrying an acknowledgement or an acquisition failed, the caller is told
+    so: nothing of it stays acknowledged or acquired (the SPSO moves back over the records put back)."""
+    sp = SharePartition(0, lock_duration_ms=1000)
+    sp.acquire("a", one_batch(0, 9), 10, 0)
+    sp.persisted(sp.start_offset)
+    changes = []
+    assert sp.acknowledge("a", 0, 4, [ACCEPT], 10, changes=changes) == E.NONE
+    assert sp.start_offset == 5
+    assert sp.rollback(changes) == 5
+    assert sp.start_offset == 0
+    assert [sp.state_of(o) for o in range(0, 5)] == [(ACQUIRED, 1, "a")] * 5
+    assert sp.acknowledge("a", 0, 9, [ACCEPT], 20) == E.NONE    # the member's retry is taken
+    assert sp.start_offset == 10
+    # an acquisition: the records are AVAILABLE again with the count they had
+    sp.persisted(sp.start_offset)
+    changes = []
+    got = sp.acquire("b", one_batch(10, 12), 10, 30, changes=changes)
+    assert got == [AcquiredRange(10, 12, 1)]
+    assert sp.rollback(changes) == 3
+    assert [sp.state_of(o)[:2] for o in (10, 11, 12)] == [(AVAILABLE, 0)] * 3
+    assert sp.acquire("c", one_batch(10, 12), 10, 40) == [AcquiredRange(10, 12, 1)]
+    # a record changed since (its lock expired) is left as it is; one the log start passed is gone
+    changes = []
+    sp.acknowledge("c", 10, 10, [RELEASE], 50, changes=changes)
+    sp.acquire("d", one_batch(10, 10), 10, 60)
+    assert sp.rollback(changes) == 0 and sp.state_of(10)[2] == "d"
+    changes = []
+    sp.acknowledge("c", 11, 11, [ACCEPT], 70, changes=changes)
+    sp.move_start(12)
+    assert sp.rollback(changes) == 0 and sp.start_offset == 12

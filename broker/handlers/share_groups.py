@@ -17,6 +17,7 @@ from broker.controller import features
 from broker.handlers import handles
 from broker.handlers.groups import _NOT_REQUESTED, _client_host
 from broker.replication.leader_hint import current_leader
+from broker.share.service import Change
 
 # AclEntry.supportedOperations(GROUP) for a share group: READ, DELETE, DESCRIBE (bits 3, 6, 8)
 _GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
@@ -176,9 +177,12 @@ async def _acks(ctx, req_partition, session, topic_id) -> int:
     if err != E.NONE:
         return err
     svc = ctx.broker.share
-    err = svc.acknowledge(session.group_id, session.member_id, topic_id, req_partition.partition_index, batches)
+    change = Change()
+    err = svc.acknowledge(session.group_id, session.member_id, topic_id, req_partition.partition_index, batches,
+                          change)
     # answered once the share coordinator has the new state: no acknowledgement is lost to a failover
-    written = await svc.write_through((session.group_id, topic_id, req_partition.partition_index))
+    # (a failed write rolls the acknowledgements back: the records stay acquired by this member)
+    written = await svc.commit((session.group_id, topic_id, req_partition.partition_index), change)
     return err if err != E.NONE else written
 
 
@@ -256,11 +260,12 @@ async def _fetch(ctx, req, session, part) -> None:
             if err != E.NONE:            # its share coordinator is not there yet: nothing this time
                 watched.append(p)
                 continue
-            data, got = svc.acquire(session.group_id, session.member_id, p, budget, max_bytes)
+            change = Change()
+            data, got = svc.acquire(session.group_id, session.member_id, p, budget, max_bytes, change)
             # the delivery counts are with the share coordinator before the records go out: a
-            # failover never hands a record out more than share.delivery.count.limit times
-            if got and await svc.write_through((session.group_id, tid, idx)) != E.NONE:
-                svc.drop((session.group_id, tid, idx))
+            # failover never hands a record out more than share.delivery.count.limit times (a
+            # failed write rolls the acquisition back: the records are AVAILABLE again)
+            if got and await svc.commit((session.group_id, tid, idx), change) != E.NONE:
                 data, got = b"", []
             if got:
                 entry = part(tid, idx)

@@ -3,14 +3,21 @@ ShareCoordinatorShard): the latest share-partition state of every key ("group:to
 written to that partition, and the decisions of the five share-state RPCs on it
 (InitializeShareGroupState, ReadShareGroupState, WriteShareGroupState, DeleteShareGroupState,
 ReadShareGroupStateSummary) with Kafka's checks and error codes. Pure: no log, no clock, no I/O.
-Each operation returns its answer and the record to append (a ShareSnapshot, or a tombstone); the
+Each operation returns its answer and the record to append (a ShareSnapshot, a ShareUpdate, or
+tombstones); the
 shell (`coordinator_shell.py`) appends it and answers only once it is replicated. The state changes
 when the operation is decided; a shell whose append fails drops the whole shard and reads the
 partition again.
 
-Every write is stored as a whole ShareSnapshot (kproto writes no ShareUpdate records): the batches
+A write is stored as a ShareUpdate record (the batches it wrote, merged) until a key has had
+`share.coordinator.snapshot.update.records.per.snapshot` (500) of them since its last ShareSnapshot;
+then as a ShareSnapshot of the whole state (Kafka 4.3's generateShareStateRecord). The batches
 of a WriteShareGroupState are laid over the stored ones (the newer state of an offset wins, offsets
-below the start offset are dropped), as Kafka's PersisterStateBatchCombiner does.
+below the start offset are dropped), as Kafka's PersisterStateBatchCombiner does; except that
+nothing goes back: not the start offset, not an offset's delivery count, not a done offset to
+AVAILABLE (`no_regress`). A share-partition leader's writes only move its state forward, so what
+would go back is a write that arrived after a newer one (its sender gave up waiting and wrote the
+newer state since): it must not overwrite the newer state.
 """
 from __future__ import annotations
 
@@ -43,6 +50,7 @@ class ShareState:
     complete: int                       # DeliveryCompleteCount
     batches: list = field(default_factory=list)   # [(first, last, delivery state, delivery count)]
     created_ms: int = 0
+    updates: int = 0                    # ShareUpdate records since the last ShareSnapshot (Kafka's rule)
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,7 @@ class Outcome:
     message: str | None = None
     state: ShareState | None = None
     record: tuple | None = None
+    extra: tuple = ()                   # more records after `record` (a delete's ShareUpdate tombstone)
 
 
 def combine(old: list, new: list, start_offset: int) -> list:
@@ -87,6 +96,59 @@ def combine(old: list, new: list, start_offset: int) -> list:
     return _joined(result)
 
 
+_DONE = (2, 4)                          # ACKNOWLEDGED, ARCHIVED
+
+
+def _rank(state: int, count: int) -> tuple:
+    # how far an offset has got: delivered more often, then done; under one leader and state
+    # epoch a share-partition's writes only ever move an offset up this order
+    return state in _DONE, count
+
+
+def _goes_back(old: list, new: list) -> bool:
+    """Whether some offset of `new` is behind `old`'s (`no_regress`'s walk, without building)."""
+    k, n_old = 0, len(old)
+    for first, last, state, count in new:
+        rank = (state in _DONE, count)
+        while k < n_old and old[k][1] < first:
+            k += 1
+        j = k
+        while j < n_old and old[j][0] <= last:
+            if (old[j][2] in _DONE, old[j][3]) > rank:
+                return True
+            j += 1
+    return False
+
+
+def no_regress(old: list, new: list) -> tuple[list, bool]:
+    """`new` batches (combined over `old`; both ordered, not overlapping) with every offset that
+    `old` had further along (`_rank`) kept as `old` had it, and whether there was one: a write that
+    arrives after a newer one (its sender timed out and wrote the newer state since) must not take an
+    acknowledged record back to AVAILABLE or lower a delivery count. One pass over both."""
+    if not old or not _goes_back(old, new):
+        return new, False
+    out, regressed, k, n_old = [], False, 0, len(old)
+    for first, last, state, count in new:
+        rank = (state in _DONE, count)
+        pos = first
+        while pos <= last:
+            while k < n_old and old[k][1] < pos:
+                k += 1
+            if k < n_old and old[k][0] <= pos:
+                o = old[k]
+                end = min(last, o[1])
+                if (o[2] in _DONE, o[3]) > rank:
+                    out.append((pos, end, o[2], o[3]))
+                    regressed = True
+                else:
+                    out.append((pos, end, state, count))
+            else:
+                end = min(last, old[k][0] - 1) if k < n_old else last
+                out.append((pos, end, state, count))
+            pos = end + 1
+    return (_joined(out), True) if regressed else (new, False)
+
+
 def _joined(batches: list) -> list:
     """Ordered, non-overlapping batches with adjacent runs of the same state and count joined."""
     out: list[list] = []
@@ -108,19 +170,62 @@ def _fenced(st: ShareState, leader_epoch: int, state_epoch: int = -1) -> Outcome
     return None
 
 
+def _covered(batches: list, covering: list, start_offset: int) -> list:
+    """The parts of `batches` (ordered, not overlapping) inside the offsets `covering` batches span
+    (at or above `start_offset`); one pass over both, as a leader's write may hold many batches."""
+    spans: list[list] = []
+    for f, last, _s, _c in sorted(covering):
+        f = max(f, start_offset)
+        if last < f:
+            continue
+        if spans and f <= spans[-1][1] + 1:
+            spans[-1][1] = max(spans[-1][1], last)
+        else:
+            spans.append([f, last])
+    if len(spans) == 1 and batches and spans[0][0] <= batches[0][0] and batches[-1][1] <= spans[0][1]:
+        return batches                  # the usual write, a leader's whole state: all of it
+    out, j = [], 0
+    for first, last, state, count in batches:
+        while j < len(spans) and spans[j][1] < first:
+            j += 1
+        k = j
+        while k < len(spans) and spans[k][0] <= last:
+            lo, hi = max(first, spans[k][0]), min(last, spans[k][1])
+            out.append((lo, hi, state, count))
+            k += 1
+    return _joined(out)
+
+
+SNAPSHOT_UPDATES_DEFAULT = 500      # share.coordinator.snapshot.update.records.per.snapshot
+
+
 class ShareCoordinatorShard:
-    def __init__(self):
+    def __init__(self, updates_per_snapshot: int = SNAPSHOT_UPDATES_DEFAULT):
         self.states: dict[tuple, ShareState] = {}       # (group, topic id, partition) -> state
+        # a write is a ShareUpdate record (only the batches it wrote) until a key has had this many
+        # since its last ShareSnapshot; then the write is a ShareSnapshot of the whole state
+        self.updates_per_snapshot = updates_per_snapshot
 
     # -- the log -------------------------------------------------------------------------------
 
-    def replay(self, key: tuple, value) -> None:
-        """A ShareSnapshot record read back (value: ShareSnapshotValue, None for a tombstone)."""
+    def replay(self, key: tuple, value, kind: int = state_store.SNAPSHOT) -> None:
+        """A ShareSnapshot or ShareUpdate record read back (value: ShareSnapshotValue or
+        ShareUpdateValue; None for a tombstone). A key's state is its last snapshot with the updates
+        after it laid over it in log order, as Kafka's ShareCoordinatorShard replays them."""
+        if kind == state_store.UPDATE:
+            if value is not None:           # (a delete writes a ShareUpdate tombstone after the snapshot's)
+                self.states[key] = self._updated(
+                    self.states.get(key), value.leader_epoch, value.start_offset, value.delivery_complete_count,
+                    [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                     for b in value.state_batches], value.snapshot_epoch)
+            return
         if value is None:
             self.states.pop(key, None)
             return
         old = self.states.get(key)
         self.states[key] = ShareState(
+            # Kafka keeps counting the updates over a snapshot other than the one the count asked for
+            updates=old.updates if old is not None and old.updates < self.updates_per_snapshot else 0,
             snapshot_epoch=value.snapshot_epoch,
             # the epochs never go back (Kafka's leaderEpochMap / stateEpochMap keep the highest)
             state_epoch=max(value.state_epoch, old.state_epoch if old else value.state_epoch),
@@ -129,6 +234,27 @@ class ShareCoordinatorShard:
             batches=[(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
                      for b in value.state_batches],
             created_ms=value.create_timestamp)
+
+    def _updated(self, old: ShareState | None, leader_epoch: int, start_offset: int, complete: int, batches: list,
+                 snapshot_epoch: int) -> ShareState:
+        """The state after a ShareUpdate (Kafka's ShareCoordinatorShard.merge): its batches laid over
+        the state's, its start offset and leader epoch taken unless -1. The decision and the replay
+        both make the new state here, so a coordinator that reads the log back has the same state."""
+        if old is None:                     # its snapshot compacted away before an update of it
+            return ShareState(snapshot_epoch=snapshot_epoch, state_epoch=0, leader_epoch=leader_epoch,
+                              start_offset=start_offset, complete=complete, batches=_joined(sorted(batches)),
+                              updates=1)
+        start = old.start_offset if start_offset == -1 else start_offset
+        return ShareState(
+            snapshot_epoch=old.snapshot_epoch, state_epoch=old.state_epoch,
+            leader_epoch=old.leader_epoch if leader_epoch == -1 else max(old.leader_epoch, leader_epoch),
+            start_offset=start, complete=complete, batches=combine(old.batches, batches, start),
+            created_ms=old.created_ms, updates=old.updates + 1)
+
+    def _update_record(self, key: tuple, st: ShareState, start_offset: int, batches: list) -> tuple:
+        group, tid, idx = key
+        return (state_store.update_key(group, tid, idx),
+                state_store.update_value(st.snapshot_epoch, st.leader_epoch, start_offset, batches, st.complete))
 
     def _record(self, key: tuple, st: ShareState | None, now_ms: int) -> tuple:
         group, tid, idx = key
@@ -163,9 +289,12 @@ class ShareCoordinatorShard:
         if not known:
             return self._unknown()
         st = self.states[key] = ShareState(
-            snapshot_epoch=old.snapshot_epoch + 1 if old else 0, state_epoch=state_epoch, leader_epoch=-1,
+            # the leader epoch as a read-back has it: the highest seen (Kafka's leaderEpochMap)
+            snapshot_epoch=old.snapshot_epoch + 1 if old else 0, state_epoch=state_epoch,
+            leader_epoch=max(-1, old.leader_epoch) if old else -1,
             start_offset=start_offset, complete=UNINITIALIZED if start_offset == UNINITIALIZED else 0,
-            batches=[], created_ms=now_ms)
+            batches=[], created_ms=now_ms,
+            updates=old.updates if old is not None and old.updates < self.updates_per_snapshot else 0)
         return Outcome(E.NONE, record=self._record(key, st, now_ms))
 
     def write(self, key: tuple, leader_epoch: int, state_epoch: int, start_offset: int, complete: int,
@@ -182,11 +311,27 @@ class ShareCoordinatorShard:
             return fenced
         if not known:
             return self._unknown()
-        start = old.start_offset if start_offset == -1 else start_offset
+        # the start offset never goes back under one state epoch (a reset is a new state epoch):
+        # a lower one is a write older than the stored state, arriving late
+        start = old.start_offset if start_offset == -1 else max(start_offset, old.start_offset)
+        merged, regressed = no_regress([b for b in old.batches if b[1] >= start],
+                                       combine(old.batches, batches, start))
+        if regressed or start != start_offset != -1:
+            complete = sum(last - first + 1 for first, last, state, _c in merged if state in _DONE)
+        if old.updates < self.updates_per_snapshot:
+            # a ShareUpdate of what this write changed: the merged state inside the offsets it wrote
+            # (the state is `merged`: what `_updated` makes of the delta when the record is read back,
+            # as the seeded test in tests/test_share_coordinator.py checks, without a second merge)
+            delta = _covered(merged, batches, start)
+            st = self.states[key] = ShareState(
+                snapshot_epoch=old.snapshot_epoch, state_epoch=old.state_epoch, leader_epoch=old.leader_epoch,
+                start_offset=start, complete=complete, batches=merged, created_ms=old.created_ms,
+                updates=old.updates + 1)
+            return Outcome(E.NONE, record=self._update_record(key, st, start, delta))
         st = self.states[key] = ShareState(
             snapshot_epoch=old.snapshot_epoch + 1, state_epoch=old.state_epoch,
             leader_epoch=old.leader_epoch, start_offset=start, complete=complete,
-            batches=combine(old.batches, batches, start), created_ms=now_ms)
+            batches=merged, created_ms=now_ms)
         return Outcome(E.NONE, record=self._record(key, st, now_ms))
 
     def read(self, key: tuple, leader_epoch: int, known: bool, now_ms: int) -> Outcome:
@@ -204,8 +349,13 @@ class ShareCoordinatorShard:
             return self._unknown()
         if leader_epoch == -1 or st.leader_epoch == leader_epoch:
             return Outcome(E.NONE, state=st)
-        st.leader_epoch = leader_epoch           # a new leader: later writes of the old one are fenced
+        # a new leader: later writes of the old one are fenced
+        if st.updates < self.updates_per_snapshot:
+            st = self.states[key] = self._updated(st, leader_epoch, -1, st.complete, [], st.snapshot_epoch)
+            return Outcome(E.NONE, state=st, record=self._update_record(key, st, -1, []))
+        st.leader_epoch = leader_epoch
         st.snapshot_epoch += 1
+        st.updates = 0
         return Outcome(E.NONE, state=st, record=self._record(key, st, now_ms))
 
     def summary(self, key: tuple, known: bool) -> Outcome:
@@ -231,4 +381,8 @@ class ShareCoordinatorShard:
             return self._unknown()
         if self.states.pop(key, None) is None:
             return Outcome(E.NONE)
-        return Outcome(E.NONE, record=self._record(key, None, 0))
+        # the ShareUpdate key too: the topic is compacted, and a key's last update must not outlive
+        # its snapshot's tombstone (read back alone it would bring the state back)
+        group, tid, idx = key
+        return Outcome(E.NONE, record=self._record(key, None, 0),
+                       extra=((state_store.update_key(group, tid, idx), None),))

@@ -2,8 +2,10 @@
 share-state RPCs for the keys of the `__share_group_state` partitions this broker leads. A
 partition's shard (`coordinator.py`) is read from the log when the broker is first asked about it
 under a leader epoch (a new leader after a failover reads what the old one wrote; the partition is
-replicated like `__consumer_offsets`), operations on one partition run one at a time, and an
-answer goes out only once the record it wrote is replicated (the high watermark passed it).
+replicated like `__consumer_offsets`), operations on one partition are decided one at a time, the
+keys of one request that share a partition are appended as one batch, and an answer goes out only
+once the record it wrote is replicated (the high watermark passed it). The next operations are
+decided while a batch replicates, so one follower fetch carries the writes of many requests.
 
 Requests and answers are the generated codecs of APIs 83-87, so the handlers
 (`broker/handlers/share_state.py`) and this broker's own share-partitions (`persister.py`) call the
@@ -26,7 +28,7 @@ from kproto.messages.write_share_group_state_response import WriteShareGroupStat
 
 from broker.coordination.topic import ensure_internal_topic
 from broker.share import state_store
-from broker.share.coordinator import Outcome, ShareCoordinatorShard
+from broker.share.coordinator import SNAPSHOT_UPDATES_DEFAULT, Outcome, ShareCoordinatorShard
 from broker.storage.replay import stored_batches
 
 log = logging.getLogger("kproto.share")
@@ -92,7 +94,7 @@ class ShareCoordinatorService:
         cached = self.shards.get(index)
         if cached is not None and cached[0] == p.leader_epoch:
             return E.NONE, cached[1]
-        shard = ShareCoordinatorShard()
+        shard = ShareCoordinatorShard(self._updates_per_snapshot())
         for chunk in stored_batches(p.log):
             for header, batch in chunk:
                 if header.is_control:
@@ -107,6 +109,16 @@ class ShareCoordinatorService:
                      len(shard.states))
         return E.NONE, shard
 
+    def _updates_per_snapshot(self) -> int:
+        try:
+            value = self.broker.config.get("share.coordinator.snapshot.update.records.per.snapshot")
+        except KeyError:                # a Kafka 4.x key, not in the 3.9 catalog
+            value = None
+        try:
+            return int(value) if value is not None else SNAPSHOT_UPDATES_DEFAULT
+        except (TypeError, ValueError):
+            return SNAPSHOT_UPDATES_DEFAULT
+
     def keys(self) -> list:
         """The keys with state in the __share_group_state partitions this broker leads."""
         topic = self.broker.image.topics.get(state_store.TOPIC)
@@ -118,36 +130,73 @@ class ShareCoordinatorService:
                     out.extend(shard.states)
         return out
 
-    async def _run(self, group_id: str, topic_id, partition: int, op) -> Outcome:
-        """op(shard, known, now_ms) -> Outcome on the key's shard; its record appended and replicated
-        before the outcome is returned."""
-        index = self.index_for(group_id, topic_id, partition)
+    async def _decide(self, index: int | None, ops: list) -> tuple:
+        """Decides `ops` ([op(shard, now_ms) -> Outcome]) in order on the shard of `index` and appends
+        their records to its partition in one batch. ([outcome], wait) where wait is None or
+        (partition, last offset) to await before the outcomes may be answered. The lock is held only
+        while deciding and appending: the next writes are decided on this state while it replicates
+        (the log's order is the order of the decisions, so a later record is never committed without
+        the earlier ones), and one follower fetch carries them all."""
         lock = self._locks.setdefault(index, trio.Lock())
         async with lock:
             error, shard = self._shard(index)
             if error != E.NONE:
-                return Outcome(error, COORDINATOR_MESSAGES[error])
+                return [Outcome(error, COORDINATOR_MESSAGES[error])] * len(ops), None
             now = _now_ms()
-            out = op(shard, self._known(topic_id, partition), now)
-            if out.record is None:
-                return out
-            error = await self._append(index, out.record, now)
-            if error != E.NONE:
-                self.shards.pop(index, None)   # the decided state may not be in the log: read it again
-                error = _APPEND_ERRORS.get(error, E.COORDINATOR_NOT_AVAILABLE)
-                return Outcome(error, COORDINATOR_MESSAGES[error])
-            return out
+            outs = [op(shard, now) for op in ops]
+            records = [r for out in outs if out.record is not None for r in (out.record, *out.extra)]
+            if not records:
+                return outs, None
+            error, part, last = self._append(index, records, now)
+        if error != E.NONE:
+            return self._failed(index, outs, error), None
+        return outs, (part, last)
 
-    async def _append(self, index: int, record: tuple, now: int) -> int:
+    def _failed(self, index: int | None, outs: list, error: int) -> list:
+        """The outcomes of a batch whose append failed: those that wrote a record answer the error."""
+        self.shards.pop(index, None)   # the decided state may not be in the log: read it again
+        error = _APPEND_ERRORS.get(error, E.COORDINATOR_NOT_AVAILABLE)
+        failed = Outcome(error, COORDINATOR_MESSAGES[error])
+        return [failed if out.record is not None else out for out in outs]
+
+    async def _run_batch(self, keyed_ops: list) -> list:
+        """keyed_ops: [((group, topic id, partition), op(shard, known, now_ms) -> Outcome)], in the
+        request's order; the outcomes in the same order, each once its record is replicated. The keys
+        of one __share_group_state partition are decided together and appended as one batch."""
+        by_index: dict = {}
+        for i, (key, op) in enumerate(keyed_ops):
+            known = self._known(key[1], key[2])
+            by_index.setdefault(self.index_for(*key), []).append(
+                (i, lambda s, now, op=op, key=key, known=known: op(s, key, known, now)))
+        outcomes: list = [None] * len(keyed_ops)
+        waits = []
+        for index, items in by_index.items():
+            outs, wait = await self._decide(index, [op for _i, op in items])
+            for (i, _op), out in zip(items, outs):
+                outcomes[i] = out
+            if wait is not None:
+                waits.append((index, wait, [i for i, _op in items]))
+        for index, (part, last), ids in waits:
+            error = await self._replicated(part, last)
+            if error != E.NONE:
+                for i, out in zip(ids, self._failed(index, [outcomes[i] for i in ids], error)):
+                    outcomes[i] = out
+        return outcomes
+
+    def _append(self, index: int, records: list, now: int) -> tuple:
+        """(error, partition, last offset) of one batch of `records` appended to the leader's log."""
         p = self.broker.partitions.get(state_store.TOPIC, index)
         if p is None or not getattr(p, "is_leader", True):
-            return E.NOT_LEADER_OR_FOLLOWER
-        batch = bytearray(rec.build_batch([(record[0], record[1], [], now)]))
+            return E.NOT_LEADER_OR_FOLLOWER, None, -1
+        batch = bytearray(rec.build_batch([(k, v, [], now) for k, v in records]))
         try:
             info = p.append(batch, rec.BatchHeader(batch), now)
         except Exception:
             log.exception("appending to %s-%d failed", state_store.TOPIC, index)
-            return E.KAFKA_STORAGE_ERROR
+            return E.KAFKA_STORAGE_ERROR, None, -1
+        return E.NONE, p, info.last_offset
+
+    async def _replicated(self, p, last_offset: int) -> int:
         repl = getattr(p, "replication", None)
         if repl is None:
             return E.NONE
@@ -155,25 +204,26 @@ class ShareCoordinatorService:
             timeout = int(self.broker.config.get("request.timeout.ms"))
         except (KeyError, TypeError, ValueError):
             timeout = 30000
-        return await repl.wait_replicated(p, info.last_offset, timeout)
+        return await repl.wait_replicated(p, last_offset, timeout)
 
-    # -- the RPCs: one key at a time, as Kafka's service splits them -----------------------------
+    # -- the RPCs: every key of a request decided in order, one append per state partition ---------
 
     async def _each_partition(self, req, R, topic_result, call, answer):
-        """Runs `call(shard, key, p, known, now)` for every partition of `req` in turn and answers
-        with `answer(R, outcome, p)` per partition, grouped in `topic_result`s."""
+        """Runs `call(shard, key, p, known, now)` for every partition of `req` and answers with
+        `answer(R, outcome, p)` per partition, grouped in `topic_result`s."""
         if _empty(req):
             return R(results=[])
-        results = []
+        slots, keyed = [], []
         for t in req.topics or ():
-            parts = []
             for p in t.partitions or ():
-                key = (req.group_id, t.topic_id, p.partition)
-                out = await self._run(req.group_id, t.topic_id, p.partition,
-                                      lambda s, known, now, key=key, p=p: call(s, key, p, known, now))
-                parts.append(answer(R, out, p))
-            results.append(topic_result(topic_id=t.topic_id, partitions=parts))
-        return R(results=results)
+                slots.append((t.topic_id, p))
+                keyed.append(((req.group_id, t.topic_id, p.partition),
+                              lambda s, key, known, now, p=p: call(s, key, p, known, now)))
+        outcomes = await self._run_batch(keyed)
+        results: dict = {}
+        for (tid, p), out in zip(slots, outcomes):
+            results.setdefault(tid, []).append(answer(R, out, p))
+        return R(results=[topic_result(topic_id=tid, partitions=parts) for tid, parts in results.items()])
 
     async def initialize(self, req) -> InitializeShareGroupStateResponse:
         R = InitializeShareGroupStateResponse

@@ -16,6 +16,13 @@ record AVAILABLE again, or ARCHIVED once it has been delivered `delivery_count_l
 SPSO moves over the done records at the front. At most `max_record_locks` offsets are in flight:
 beyond that no new record is acquired until the SPSO moves.
 
+An acquisition or acknowledgement is answered only once its state is persisted. `acquire` and
+`acknowledge` take a `changes` list that collects what they changed; when the write carrying them
+fails, `rollback(changes)` puts those records back as they were (Kafka 4.3's SharePartition rolls
+back the state transitions of a failed persist), so nothing stays acquired or acknowledged in memory
+that the caller was told failed. The done records the SPSO passed are kept until `persisted()` says
+a write carried them, so a rollback can move the SPSO back over them.
+
 The state persisted to `__share_group_state` (ShareSnapshotValue/ShareUpdateValue) is the SPSO and
 the in-flight offsets as state batches (first, last, state 0/2/4, delivery count); an ACQUIRED record
 is written as AVAILABLE (a lock does not outlive its leader), with its delivery count kept, so a new
@@ -54,6 +61,10 @@ class _Record:
         self.deadline = 0
 
 
+def _saved(rec: _Record) -> tuple:
+    return rec.state, rec.count, rec.member, rec.deadline
+
+
 class SharePartition:
     def __init__(self, start_offset: int, *, delivery_count_limit: int = 5, max_record_locks: int = 2000,
                  lock_duration_ms: int = 30000, batches=()):
@@ -65,6 +76,7 @@ class SharePartition:
         self.end_offset = start_offset          # the first offset never acquired
         self._records: dict[int, _Record] = {}  # offset -> record, for start_offset <= offset < end_offset
         self._locks: list[tuple[int, int]] = []  # heap of (deadline, offset); stale entries skipped
+        self._passed: dict[int, _Record] = {}   # done records the SPSO passed since the last persisted()
         for first, last, state, count in sorted(batches):
             state = AVAILABLE if state == ACQUIRED else state
             for off in range(max(first, start_offset), last + 1):
@@ -111,7 +123,7 @@ class SharePartition:
     # -- inputs ------------------------------------------------------------------------------------
 
     def acquire(self, member: str, batches, max_records: int, now_ms: int,
-                lock_duration_ms: int | None = None) -> list[AcquiredRange]:
+                lock_duration_ms: int | None = None, changes: list | None = None) -> list[AcquiredRange]:
         """Acquire for `member` up to `max_records` records of the log batches the shell read
         (`batches`: (base offset, last offset) in log order, from `fetch_offset()` on). Offsets the log
         skipped between batches (compaction, aborted data removed) are done at once."""
@@ -143,7 +155,10 @@ class SharePartition:
                     self.end_offset = off + 1
                 if rec.state != AVAILABLE:
                     continue
+                before = _saved(rec)
                 rec.state, rec.count, rec.member, rec.deadline = ACQUIRED, rec.count + 1, member, deadline
+                if changes is not None:
+                    changes.append((off, before, _saved(rec)))
                 heapq.heappush(self._locks, (deadline, off))
                 taken += 1
                 if got and got[-1].last_offset == off - 1 and got[-1].delivery_count == rec.count:
@@ -153,7 +168,8 @@ class SharePartition:
         self._advance()
         return got
 
-    def acknowledge(self, member: str, first: int, last: int, types: list[int], now_ms: int) -> int:
+    def acknowledge(self, member: str, first: int, last: int, types: list[int], now_ms: int,
+                    changes: list | None = None) -> int:
         """One AcknowledgementBatch of `member`: `types` is one type for the whole range or one per
         offset. All or nothing: INVALID_RECORD_STATE unless every offset is ACQUIRED by `member`,
         INVALID_REQUEST for a malformed batch."""
@@ -167,6 +183,7 @@ class SharePartition:
         for i, off in enumerate(range(first, last + 1)):
             t = types[0] if len(types) == 1 else types[i]
             rec = self._records[off]
+            before = _saved(rec)
             if t == ACCEPT:
                 self._finish(rec, ACKNOWLEDGED)
             elif t in (REJECT, GAP):
@@ -176,8 +193,40 @@ class SharePartition:
             else:                                 # RENEW: the lock starts again
                 rec.deadline = now_ms + self.lock_duration_ms
                 heapq.heappush(self._locks, (rec.deadline, off))
+            if changes is not None:
+                changes.append((off, before, _saved(rec)))
         self._advance()
         return E.NONE
+
+    def rollback(self, changes: list) -> int:
+        """Undo `changes` (filled by `acquire`/`acknowledge`) whose write failed: every record still
+        as the change left it is put back as it was before (an acquired one AVAILABLE with its count
+        back, an acknowledged one ACQUIRED by its member until its old deadline); the SPSO moves back
+        below a record put back. Records changed since (a lock expired, the log start moved) are left
+        as they are. The number of records put back."""
+        undone = 0
+        for off, before, after in reversed(changes):
+            rec = self._records.get(off) if off >= self.start_offset else self._passed.get(off)
+            if rec is None or _saved(rec) != after:
+                continue
+            if off < self.start_offset:
+                if any(o not in self._passed for o in range(off, self.start_offset)):
+                    continue                      # the log start passed it meanwhile: gone
+                for o in range(off, self.start_offset):
+                    self._records[o] = self._passed.pop(o)
+                self.start_offset = off
+            rec.state, rec.count, rec.member, rec.deadline = before
+            if rec.state == ACQUIRED:
+                heapq.heappush(self._locks, (rec.deadline, off))
+            undone += 1
+        self._advance()
+        return undone
+
+    def persisted(self, start_offset: int) -> None:
+        """A write of the state with SPSO `start_offset` succeeded: the records below it are done
+        for good."""
+        for off in [o for o in self._passed if o < start_offset]:
+            del self._passed[off]
 
     def expire(self, now_ms: int) -> list[int]:
         """Release every record whose lock has ended by `now_ms`; the offsets released."""
@@ -208,6 +257,7 @@ class SharePartition:
         while self.start_offset < offset:
             self._records.pop(self.start_offset, None)
             self.start_offset += 1
+        self._passed.clear()          # below the log start: nothing to move back over
         self.end_offset = max(self.end_offset, self.start_offset)
         self._advance()
 
@@ -239,5 +289,5 @@ class SharePartition:
 
     def _advance(self) -> None:
         while self.start_offset < self.end_offset and self._records[self.start_offset].state in DONE:
-            del self._records[self.start_offset]
+            self._passed[self.start_offset] = self._records.pop(self.start_offset)
             self.start_offset += 1

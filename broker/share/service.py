@@ -15,6 +15,7 @@ import logging
 import os
 import struct
 import time
+import weakref
 
 import trio
 
@@ -59,6 +60,18 @@ class ShareSession:
         self.partitions: dict = {}                      # (topic id, index) -> None, in order
 
 
+class Change:
+    """One acquisition's or acknowledgement's change of a share-partition, until its write is
+    answered: the share-partition, its version after the change, the records changed (for a
+    rollback)."""
+    __slots__ = ("sp", "version", "records")
+
+    def __init__(self):
+        self.sp: SharePartition | None = None
+        self.version: int | None = None
+        self.records: list = []
+
+
 class ShareService:
     def __init__(self, broker):
         self.broker = broker
@@ -76,7 +89,12 @@ class ShareService:
         self._epochs: dict[tuple, tuple] = {}
         self._dirty: set = set()                    # share-partitions whose change is not yet written
         self._write_locks: dict[tuple, trio.Lock] = {}
-        self._last_write: dict[tuple, int] = {}     # the coordinator's answer to the last write
+        # change counters: a key's share-partition's latest change, and the latest one a write that
+        # succeeded carried (a caller whose change a later write carried needs no write of its own)
+        self._versions: dict[tuple, int] = {}
+        self._written: dict[tuple, int] = {}
+        # why a share-partition was dropped (a fenced write's error), for the callers still holding it
+        self._dropped: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         # group -> topic ids it subscribed to or an administrator reset here (the group coordinator's
         # memory of where its state may be; DescribeShareGroupOffsets of all topics asks about them)
         self.group_topics: dict[str, set] = {}
@@ -190,45 +208,81 @@ class ShareService:
 
     # -- __share_group_state, through the share coordinator ---------------------------------------
 
-    def persist(self, key: tuple, sp: SharePartition) -> None:
+    def persist(self, key: tuple, sp: SharePartition) -> int:
         """The share-partition's state changed: the writer task sends it to the share coordinator
-        (a timer's change); an answer that depends on it awaits `write_through` first."""
+        (a timer's change); an answer that depends on it awaits `write_through` (or `commit`) with the
+        version returned here."""
+        version = self._versions[key] = self._versions.get(key, 0) + 1
         self._dirty.add(key)
         self._write_wake.set()
+        return version
 
-    async def write_through(self, key: tuple) -> int:
-        """WriteShareGroupState of the share-partition's whole state now (its start offset, its
-        in-flight batches, its leader and state epochs); NONE once the coordinator has it
-        replicated. A fenced share-partition (a newer leader, or an administrator's reset: a higher
-        state epoch) is dropped here: the next ShareFetch reads its state again."""
-        sp = self.partitions.get(key)
-        if sp is None:
+    async def commit(self, key: tuple, change: Change) -> int:
+        """The answer of an acquisition or acknowledgement `change` once its state is written: NONE,
+        or the write's error after the change is rolled back (nothing the caller is told failed stays
+        acquired or acknowledged here; Kafka 4.3's SharePartition.rollbackOrProcessStateUpdates)."""
+        if change.sp is None or change.version is None:
             return E.NONE
+        error = await self.write_through(key, change.sp, change.version)
+        if error != E.NONE and self.partitions.get(key) is change.sp and change.records:
+            if change.sp.rollback(change.records):
+                self._notify(key[1], key[2])     # records released again: a waiting member may take them
+                self.persist(key, change.sp)     # the rolled-back state goes with the next write
+        return error
+
+    async def write_through(self, key: tuple, sp: SharePartition | None = None, version: int | None = None) -> int:
+        """WriteShareGroupState of the share-partition's whole state (its start offset, its
+        in-flight batches, its leader and state epochs); NONE once a write that carried change
+        `version` of `sp` (default: the latest change of the one held now) is replicated. A fenced
+        share-partition (a newer leader, or an administrator's reset: a higher state epoch) is dropped
+        here: the next ShareFetch reads its state again. A caller whose `sp` was dropped before its
+        change was written gets the error that dropped it (INVALID_RECORD_STATE when it was not a
+        write), never NONE: its change is not with the coordinator."""
+        if sp is None:
+            sp = self.partitions.get(key)
+            if sp is None:
+                return E.NONE
+        if version is None:
+            version = self._versions.get(key, 0)
         lock = self._write_locks.setdefault(key, trio.Lock())
         async with lock:
             if self.partitions.get(key) is not sp:
-                return E.NONE
-            if key not in self._dirty and self._last_write.get(key) == E.NONE:
-                return E.NONE               # its latest state is written already (by another task)
+                return self._dropped.get(sp, E.INVALID_RECORD_STATE)
+            written = self._written.get(key, 0)
+            if written >= version:
+                if written >= self._versions.get(key, 0):
+                    self._dirty.discard(key)    # nothing newer to write either
+                return E.NONE               # a write of another task carried this change already
             self._dirty.discard(key)
+            carried = self._versions.get(key, 0)
             leader_epoch, state_epoch = self._epochs.get(key, (-1, 0))
-            res = await self.persister.write(key[0], key[1], key[2], leader_epoch, state_epoch, sp.start_offset,
+            start = sp.start_offset
+            res = await self.persister.write(key[0], key[1], key[2], leader_epoch, state_epoch, start,
                                              sp.delivery_complete_count(), sp.state_batches())
-            error = self._last_write[key] = res.error_code
-            if error in (E.FENCED_STATE_EPOCH, E.FENCED_LEADER_EPOCH, E.INVALID_REQUEST):
+            error = res.error_code
+            if self.partitions.get(key) is not sp:       # dropped while the write was out
+                return error if error != E.NONE else self._dropped.get(sp, E.INVALID_RECORD_STATE)
+            if error == E.NONE:
+                self._written[key] = carried
+                sp.persisted(start)
+            elif error in (E.FENCED_STATE_EPOCH, E.FENCED_LEADER_EPOCH, E.INVALID_REQUEST):
                 log.info("share-partition %s:%s:%d fenced (%s): its state is read again", key[0], key[1], key[2],
                          E(error).name)
-                self.drop(key)
-            elif error != E.NONE:
+                self.drop(key, error)
+            else:
                 self._dirty.add(key)       # written again by the writer task
             return error
 
-    def drop(self, key: tuple) -> None:
-        """Forget a share-partition held here (fenced, reset or deleted by an administrator)."""
-        self.partitions.pop(key, None)
+    def drop(self, key: tuple, error: int = E.INVALID_RECORD_STATE) -> None:
+        """Forget a share-partition held here (fenced, reset or deleted by an administrator); a
+        caller still waiting for its change to be written gets `error`."""
+        sp = self.partitions.pop(key, None)
+        if sp is not None:
+            self._dropped[sp] = error
         self._epochs.pop(key, None)
         self._dirty.discard(key)
-        self._last_write.pop(key, None)
+        self._versions.pop(key, None)
+        self._written.pop(key, None)
 
     async def _writer(self) -> None:
         """Sends the changes nobody awaits (expired locks, members gone) to the share coordinator."""
@@ -279,6 +333,8 @@ class ShareService:
         if sp.start_offset < partition.log_start_offset:
             sp.move_start(partition.log_start_offset)
         if res.start_offset < 0 or sp.start_offset != res.start_offset:
+            # a change of its own (a version to carry): a write_through of no change writes nothing
+            self.persist(key, sp)
             return await self.write_through(key)
         return E.NONE
 
@@ -304,8 +360,10 @@ class ShareService:
     def lock_duration_for(self, group_id: str) -> int:
         return int(self.group_config(group_id, "share.record.lock.duration.ms"))
 
-    def acquire(self, group_id: str, member_id: str, partition, max_records: int, max_bytes: int):
-        """(record bytes, acquired ranges) for one partition of a ShareFetch."""
+    def acquire(self, group_id: str, member_id: str, partition, max_records: int, max_bytes: int,
+                change: Change | None = None):
+        """(record bytes, acquired ranges) for one partition of a ShareFetch; `change` (for `commit`)
+        gets what was acquired."""
         sp = self.share_partition(group_id, partition)
         if sp is None:
             return b"", []
@@ -322,26 +380,35 @@ class ShareService:
             return b"", []
         data = os.pread(region.fd, region.length, region.offset)
         ranges = batch_ranges(data)
-        got = sp.acquire(member_id, ranges, max_records, self.now_ms(), self.lock_duration_for(group_id))
+        records = change.records if change is not None else None
+        got = sp.acquire(member_id, ranges, max_records, self.now_ms(), self.lock_duration_for(group_id),
+                         changes=records)
         if got:
             # the delivery counts are durable before the records go out: a restart never hands a
             # record out more than share.delivery.count.limit times
-            self.persist((group_id, partition.topic_id, partition.index), sp)
+            version = self.persist((group_id, partition.topic_id, partition.index), sp)
+            if change is not None:
+                change.sp, change.version = sp, version
             self._kick()
         return (data if got else b""), got
 
-    def acknowledge(self, group_id: str, member_id: str, topic_id, index: int, batches) -> int:
-        """batches: (first, last, types); the first error, or NONE."""
+    def acknowledge(self, group_id: str, member_id: str, topic_id, index: int, batches,
+                    change: Change | None = None) -> int:
+        """batches: (first, last, types); the first error, or NONE. `change` (for `commit`, which the
+        answer awaits: no acknowledgement is lost) gets what was acknowledged."""
         sp = self.partitions.get((group_id, topic_id, index))
         if sp is None:
             return E.INVALID_RECORD_STATE
         now = self.now_ms()
         error = E.NONE
+        records = change.records if change is not None else None
         for first, last, types in batches:
-            code = sp.acknowledge(member_id, first, last, list(types), now)
+            code = sp.acknowledge(member_id, first, last, list(types), now, changes=records)
             if code != E.NONE and error == E.NONE:
                 error = code
-        self.persist((group_id, topic_id, index), sp)      # before the answer: no acknowledgement is lost
+        version = self.persist((group_id, topic_id, index), sp)
+        if change is not None:
+            change.sp, change.version = sp, version
         self._notify(topic_id, index)      # released records may be fetched by a waiting member
         return error
 
@@ -377,6 +444,7 @@ class ShareService:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._writer)
+                nursery.start_soon(self.persister.run)
                 await self._timers()
         finally:
             with trio.CancelScope(shield=True):

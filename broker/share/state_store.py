@@ -1,8 +1,9 @@
 """Share-partition state in `__share_group_state`, with Kafka 4.3's record layouts: a ShareSnapshot
 record (key: record type 0 as int16, then ShareSnapshotKey v0 {GroupId, TopicId, Partition}; value:
 version 0 as int16, then ShareSnapshotValue v0 {SnapshotEpoch, StateEpoch, LeaderEpoch, StartOffset,
-CreateTimestamp, WriteTimestamp, StateBatches}) after every change of a share-partition's durable
-state, so the latest record of a key is the whole state. The partition of a key is Kafka's:
+CreateTimestamp, WriteTimestamp, StateBatches}) holds a share-partition's whole state; a ShareUpdate
+record (key type 1, ShareUpdateKey v0; ShareUpdateValue v0 {SnapshotEpoch, LeaderEpoch,
+StartOffset, StateBatches}) only what one write changed, laid over the state before it. The partition of a key is Kafka's:
 abs(Java hashCode of "group:topicId:partition") % partitions. Pure encoding and decoding; the
 service appends and replays.
 """
@@ -13,11 +14,14 @@ import struct
 
 from kproto.coordinator.share_snapshot_key import ShareSnapshotKey
 from kproto.coordinator.share_snapshot_value import ShareSnapshotValue
+from kproto.coordinator.share_update_key import ShareUpdateKey
+from kproto.coordinator.share_update_value import ShareUpdateValue
 
 from broker.metadata.internal_topics import SHARE_STATE_TOPIC
 
 TOPIC = SHARE_STATE_TOPIC
 SNAPSHOT = 0                       # ShareSnapshotKey apiKey: the key's int16 prefix
+UPDATE = 1                         # ShareUpdateKey apiKey
 _SHORT = struct.Struct(">h")
 
 _Batch = ShareSnapshotValue.StateBatch
@@ -55,28 +59,48 @@ def snapshot_value(snapshot_epoch: int, leader_epoch: int, start_offset: int, ba
     return bytes(out)
 
 
+def update_key(group_id: str, topic_id, partition: int) -> bytes:
+    out = bytearray(_SHORT.pack(UPDATE))
+    ShareUpdateKey(group_id=group_id, topic_id=topic_id, partition=partition).encode_into(out, 0)
+    return bytes(out)
+
+
+def update_value(snapshot_epoch: int, leader_epoch: int, start_offset: int, batches, complete: int) -> bytes:
+    out = bytearray(_SHORT.pack(0))
+    ShareUpdateValue(
+        snapshot_epoch=snapshot_epoch, leader_epoch=leader_epoch, start_offset=start_offset,
+        delivery_complete_count=complete,
+        state_batches=[ShareUpdateValue.StateBatch(first_offset=f, last_offset=last, delivery_state=s, delivery_count=c)
+                       for f, last, s, c in batches]).encode_into(out, 0)
+    return bytes(out)
+
+
 def decode(key: bytes, value: bytes | None):
-    """((group, topic id, partition), None for a tombstone or (snapshot epoch, start offset, batches)),
-    or None for a record of another type (ShareUpdate is not written here)."""
+    """((group, topic id, partition), None for a tombstone or (snapshot epoch, start offset, batches))
+    of a ShareSnapshot record, or None for a record of another type (ShareUpdate included)."""
     full = decode_full(key, value)
-    if full is None or full[1] is None:
-        return full
-    ident, v = full
+    if full is None or full[2] != SNAPSHOT:
+        return None
+    ident, v, _kind = full
+    if v is None:
+        return ident, None
     return ident, (v.snapshot_epoch, v.start_offset,
                    [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in v.state_batches])
 
 
 def decode_full(key: bytes, value: bytes | None):
-    """As `decode`, with the whole value: ((group, topic id, partition), None for a tombstone or
-    ShareSnapshotValue), or None for a record of another type."""
+    """((group, topic id, partition), the value (ShareSnapshotValue or ShareUpdateValue; None for a
+    tombstone), SNAPSHOT or UPDATE) of a share-state record, or None for a record of another type."""
     key = bytes(key)
-    if len(key) < 2 or _SHORT.unpack_from(key)[0] != SNAPSHOT:
+    kind = _SHORT.unpack_from(key)[0] if len(key) >= 2 else -1
+    if kind not in (SNAPSHOT, UPDATE):
         return None
-    k = ShareSnapshotKey.decode(memoryview(key)[2:], 0)
+    k = (ShareSnapshotKey if kind == SNAPSHOT else ShareUpdateKey).decode(memoryview(key)[2:], 0)
     ident = (k.group_id, k.topic_id, k.partition)
     if value is None:
-        return ident, None
-    return ident, ShareSnapshotValue.decode(memoryview(bytes(value))[2:], 0)
+        return ident, None, kind
+    return ident, (ShareSnapshotValue if kind == SNAPSHOT else ShareUpdateValue).decode(
+        memoryview(bytes(value))[2:], 0), kind
 
 
 def parse_coordinator_key(key: str):

@@ -1,7 +1,7 @@
-"""share groups: records/s acknowledged by 1, 3 and 6 share-group members on one partition, beside a classic group
+"""share groups: records/s acknowledged by 1, 3 and 6 share-group members, beside a classic group
 
-One broker is started here (kproto), one topic of one partition is filled with --records small
-records, then each run reads all of them from the start:
+One broker is started here (kproto), one topic of --partitions partitions (1) is filled with
+--records small records, then each run reads all of them from the start:
 
   classic   one confluent-kafka Consumer in a classic group (auto-commit), the baseline
   share-N   N confluent-kafka ShareConsumer processes in one share group (share.auto.offset.reset=
@@ -15,6 +15,7 @@ and acknowledging a record.
   python -m tools.bench share_groups --records 50000 --members 1,3,6
   python -m tools.bench share_groups --nodes 3      # a 3-node cluster, the topic and the share state
                                                     # replicated 3 times (CPU: all nodes together)
+  python -m tools.bench share_groups --nodes 3 --partitions 12 --members 6   # many share-partitions
 """
 from __future__ import annotations
 
@@ -103,6 +104,8 @@ def main(argv=None) -> None:
     ap.add_argument("--members", default="1,3,6", help="share-group sizes to run (comma-separated)")
     ap.add_argument("--json", action="store_true", help="one JSON object per run")
     ap.add_argument("--nodes", type=int, default=1, help="1: one broker; more: a KRaft cluster of that many nodes")
+    ap.add_argument("--partitions", type=int, default=1,
+                    help="partitions of the topic (more: more share-partitions writing their state at once)")
     args = ap.parse_args(argv)
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -126,13 +129,13 @@ def main(argv=None) -> None:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
                 try:
-                    if create_topic(admin, "bench-share", 1, int(rf)):
+                    if create_topic(admin, "bench-share", args.partitions, int(rf)):
                         break
                 except confluent_kafka.KafkaException:      # not every broker registered yet
                     pass
                 time.sleep(0.5)
         else:
-            for f in admin.create_topics([NewTopic("bench-share", 1, 1)]).values():
+            for f in admin.create_topics([NewTopic("bench-share", args.partitions, 1)]).values():
                 f.result(15)
         p = Producer({"bootstrap.servers": b, "linger.ms": 20, "batch.num.messages": 1000})
         for i in range(args.records):
