@@ -120,8 +120,9 @@ def test_controller_api_versions_are_kafkas_controller_set(node):
     # the admin APIs a controller serves (KIP-919 tools, kafka-features, configs, ACLs...)
     assert {ApiKey.API_VERSIONS, ApiKey.DESCRIBE_QUORUM, ApiKey.DESCRIBE_CLUSTER, ApiKey.CREATE_TOPICS,
             ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.UPDATE_FEATURES, ApiKey.CREATE_ACLS} <= set(ours)
-    assert [(f.name, f.min_version_level, f.max_version_level) for f in r.finalized_features] == [
-        tuple(f) for f in OBSERVED["finalized_features"]]
+    # and share.version finalized at 1, as on a fresh Kafka 4.2+ cluster (share groups on; test_features)
+    assert sorted((f.name, f.min_version_level, f.max_version_level) for f in r.finalized_features) == sorted(
+        [tuple(f) for f in OBSERVED["finalized_features"]] + [("share.version", 1, 1)])
     # the broker listener keeps the broker's set
     broker = {k.api_key for k in _api_versions(node.bootstrap).api_keys}
     assert {ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.FETCH} <= broker

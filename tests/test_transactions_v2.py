@@ -13,8 +13,7 @@ import pytest
 from kproto.messages.describe_producers_request import DescribeProducersRequest
 from kproto.messages.end_txn_request import EndTxnRequest
 from tests.test_transactions_protocol import add_v3, describe, fetch_part, find_coordinator, init, txn_batch
-from tests.test_transactions_v2_java import finalize_transaction_version
-from tests.wire_client import WireClient, create_topic, produce
+from tests.wire_client import WireClient, create_topic, finalize_feature, produce
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -33,7 +32,7 @@ def producer_epoch_at_leader(c, topic, pid):
 def test_end_txn_v5_bumps_the_epoch_and_the_leader_refuses_the_old_one(fresh_broker):
     topic, txn_id = "v2-defense", "v2-tx"
     with WireClient(fresh_broker.bootstrap) as c:
-        finalize_transaction_version(c, 2)
+        finalize_feature(c, "transaction.version", 2)
         create_topic(fresh_broker.bootstrap, topic)
         find_coordinator(c, txn_id)
         r = init(c, txn_id)
@@ -64,7 +63,7 @@ def test_end_txn_v5_bumps_the_epoch_and_the_leader_refuses_the_old_one(fresh_bro
 def test_end_txn_v4_keeps_the_epoch_on_a_v2_cluster(fresh_broker):
     topic, txn_id = "v1-client", "v1-tx"
     with WireClient(fresh_broker.bootstrap) as c:
-        finalize_transaction_version(c, 2)
+        finalize_feature(c, "transaction.version", 2)
         create_topic(fresh_broker.bootstrap, topic)
         find_coordinator(c, txn_id)
         r = init(c, txn_id)
@@ -83,7 +82,7 @@ def test_librdkafka_keeps_transactions_v1_on_a_v2_cluster(fresh_broker):
     topic, txn_id = "rdk-v1", "rdk-tx"
     quiet = {"log_level": 0, "logger": lambda *a, **k: None}
     with WireClient(fresh_broker.bootstrap) as c:
-        finalize_transaction_version(c, 2)
+        finalize_feature(c, "transaction.version", 2)
         create_topic(fresh_broker.bootstrap, topic)
     p = confluent_kafka.Producer({"bootstrap.servers": fresh_broker.bootstrap, "transactional.id": txn_id, **quiet})
     p.init_transactions(30)

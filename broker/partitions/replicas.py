@@ -113,6 +113,11 @@ class ReplicaManager:
                     self._pending[key] = _Pending(t.topic_id, p.leader, p.leader_epoch)   # (its epoch moved)
                 else:
                     new[key] = _Pending(t.topic_id, p.leader, p.leader_epoch)
+        # internal topics (__consumer_offsets, __transaction_state, __share_group_state...) are made
+        # here whatever their count: their coordinators start serving (and loading) when the image
+        # names this node leader, so a log made later would lose what they wrote meanwhile
+        for key in [k for k in new if k[0].startswith("__")]:
+            self._make(key[0], key[1], new.pop(key))
         if 0 < len(new) <= INLINE_PARTITIONS:
             # a few logs cost less than one slice of the maker: made here, so a client that
             # produces the moment its CreateTopics is answered finds them
