@@ -513,3 +513,25 @@ def test_deactivate_forgets_everything_until_activated_again():
     assert h.init() == InitResult(E.NOT_COORDINATOR)
     h.run(h.sm.activate(h.partitions, {}, now_ms=0))
     assert h.init().producer_epoch == 0      # a new topic: a new producer id
+
+
+def test_no_producer_id_block_yet_is_a_retriable_answer_not_a_server_error(caplog):
+    """A cluster broker gets its producer ids in blocks from the controller;
+    right after start the first block may not be there yet. Kafka answers
+    InitProducerId with COORDINATOR_LOAD_IN_PROGRESS then (the client retries)
+    and logs nothing; it is no UNKNOWN_SERVER_ERROR and no ERROR line."""
+    from types import SimpleNamespace
+
+    from broker.quorum.liveness import QuorumProducerIds
+    from broker.transactions.coordinator import TransactionCoordinator
+
+    ids = QuorumProducerIds(SimpleNamespace(node_id=1, metadata=None, image=None))   # no block yet
+    shell = SimpleNamespace(broker=SimpleNamespace(producer_ids=ids))
+    h = Harness()
+    h.sm._allocate = lambda: TransactionCoordinator._allocate_producer_id(shell)
+    with caplog.at_level("ERROR", logger="kproto.transactions"):
+        assert h.init("tx").error == E.COORDINATOR_LOAD_IN_PROGRESS
+        assert h.call("init_producer_id", None, 60000, None).error == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    ids._spare = (5000, 6000)                     # the block arrives: the retry gets an id
+    assert h.init("tx").producer_id == 5000

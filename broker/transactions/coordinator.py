@@ -28,7 +28,7 @@ import time
 import trio
 
 from kproto import records as rec
-from kproto.errors import ErrorCode
+from kproto.errors import ErrorCode, KafkaError
 
 from broker.coordination.shell import CoordinatorShell, Output, replay_partition, wall_clock_ms
 from broker.coordination.topic import ensure_internal_topic
@@ -71,6 +71,11 @@ class TransactionCoordinator:
     def _allocate_producer_id(self) -> int:
         try:
             return self.broker.producer_ids.next_id()
+        except KafkaError as exc:
+            # no block from the controller yet (just started, or the controller
+            # is moving): Kafka answers COORDINATOR_LOAD_IN_PROGRESS and the
+            # client retries, so this is no server error
+            raise ProducerIdUnavailable(exc.code) from exc
         except Exception as exc:
             log.exception("producer id allocation failed")
             raise ProducerIdUnavailable(ErrorCode.UNKNOWN_SERVER_ERROR) from exc
