@@ -7,7 +7,15 @@ broker stops with one line naming the directory and the cause (Kafka halts,
 so that in a cluster leadership moves to replicas on healthy disks); after
 space is freed it restarts on the same directory and every acknowledged
 record is still there, once, in order (recovery truncates the partial
-write)."""
+write).
+
+A new partition's log that the disk refuses to make fails its log directory the
+same way (Kafka's LogManager.getOrCreateLog), whether the log is made in the
+metadata apply (a few partitions) or afterwards (broker/partitions/creation.py):
+with its only log dir failed the broker stops, saying which and why; with another
+dir left, that partition answers KAFKA_STORAGE_ERROR (not NOT_LEADER_OR_FOLLOWER,
+which clients would retry until a restart) and the next logs go to the healthy
+dir."""
 from __future__ import annotations
 
 import os
@@ -17,7 +25,10 @@ import time
 import pytest
 
 from tests.tmpfs import small_tmpfs
+from tests.wire_client import WireClient, create_topics, fetch, list_offset, produce
 from broker.launch.process import BrokerProcess
+from kproto.errors import ErrorCode
+from kproto.records import build_batch
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -80,3 +91,76 @@ def test_a_full_disk_stops_the_broker_and_loses_no_acknowledged_record(small_dis
         assert len(values) == len(set(values))
     finally:
         again.stop()
+
+
+def _fill(path) -> None:
+    """Take every free byte of the file system at `path`."""
+    with open(os.path.join(path, "filler"), "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+
+
+def _produce_to_each(bootstrap: str, topic: str, partitions: int) -> list[str]:
+    """One record to each partition (the producer retries until its log is made); the errors."""
+    errors = []
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "message.timeout.ms": 30000})
+    for i in range(partitions):
+        p.produce(topic, value=b"v", partition=i,
+                  on_delivery=lambda err, msg: err is None or errors.append(f"{msg.partition()}: {err}"))
+    assert p.flush(40) == 0
+    return errors
+
+
+def _errors(bootstrap: str, topic: str, partition: int) -> dict[str, int]:
+    """Produce, Fetch and ListOffsets error codes for one partition, each sent once (no retry)."""
+    with WireClient(bootstrap) as c:
+        return {"produce": produce(c, topic, build_batch([(None, b"v")]), partition).error_code,
+                "fetch": fetch(c, topic, 0, partition=partition).responses[0].partitions[0].error_code,
+                "list_offsets": list_offset(c, topic, -1, partition).error_code}
+
+
+@pytest.mark.timeout(60)
+def test_a_log_a_full_dir_cannot_make_answers_storage_error_then_with_no_dir_left_the_broker_stops(tmp_path):
+    """Two log dirs, each a small tmpfs (the metadata log elsewhere, so that every CreateTopics
+    commits): logs that a full dir refuses, made in the metadata apply (4 partitions) and after
+    the answer (20, past INLINE_PARTITIONS)."""
+    with small_tmpfs(tmp_path / "disk-a", "3m") as disk_a, small_tmpfs(tmp_path / "disk-b", "3m") as disk_b:
+        a, b = str(disk_a / "a"), str(disk_b / "b")
+        broker = BrokerProcess(data_dir=a, settings={"log.dirs": f"{a},{b}",
+                                                     "metadata.log.dir": str(tmp_path / "meta")}).start()
+        try:
+            _fill(disk_b)
+            with WireClient(broker.bootstrap) as c:
+                # made in the apply: few-0 in a, few-1 in b (the dir with fewer partitions),
+                # which fails b, then few-2 and few-3 in a
+                create_topics(c, ["few"], 4)
+            storage = ErrorCode.KAFKA_STORAGE_ERROR
+            assert _errors(broker.bootstrap, "few", 1) == {"produce": storage, "fetch": storage,
+                                                           "list_offsets": storage}
+            assert [_errors(broker.bootstrap, "few", p)["produce"] for p in (0, 2, 3)] == [0, 0, 0]
+            assert {"few-0", "few-2", "few-3"} <= set(os.listdir(a)) and "few-0" not in os.listdir(b)
+            with WireClient(broker.bootstrap) as c:
+                create_topics(c, ["wide"], 20)    # made after the answer, all in a
+            assert _produce_to_each(broker.bootstrap, "wide", 20) == []
+            assert broker.proc.poll() is None     # still serving
+            stderr = "".join(broker.stderr_lines)
+            assert f"log directory {b} failed: No space left on device" in stderr
+            assert f"making the log of few-1 failed at {b}/few-1: No space left on device" in stderr
+
+            # a full too: the next log made after the answer fails the last dir, the broker halts
+            _fill(disk_a)
+            with WireClient(broker.bootstrap) as c:
+                create_topics(c, ["more"], 20)    # answered at the commit
+            broker.proc.wait(timeout=30)
+            assert broker.proc.returncode == 1
+            stderr = "".join(broker.stderr_lines)
+            assert (f"every log directory has failed: {b} (No space left on device), "
+                    f"{a} (No space left on device)") in stderr
+            assert f"making the log of more-0 failed at {a}/more-0: No space left on device" in stderr
+            assert "Traceback" not in stderr
+        finally:
+            broker.stop()

@@ -265,8 +265,10 @@ def _append_one(broker, req, version: int, acks_ok: bool, topic: str, pd, resp, 
     # Kafka's order: unknown partition, request-level record checks, required
     # acks, internal topic, then the log's own checks of the batch
     partition = broker.partitions.get(topic, pd.index)
-    if partition is None and broker.partitions.missing_error(topic, pd.index) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-        raise BatchRejected(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if partition is None:
+        missing = broker.partitions.missing_error(topic, pd.index)
+        if missing in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.KAFKA_STORAGE_ERROR):
+            raise BatchRejected(missing)   # (KAFKA_STORAGE_ERROR: its log could not be made)
     data = pd.records
     if data is None:
         # Kafka 3.9 fails with an internal error and never answers; a

@@ -7,7 +7,14 @@ A new partition's log is not made inside the metadata apply (past a handful): it
 broker/partitions/creation.py), as Kafka's broker creates logs after the
 controller committed the records. CreateTopics is answered at the commit; until
 its log exists a partition answers NOT_LEADER_OR_FOLLOWER (missing_error), which
-clients retry."""
+clients retry.
+
+A log that cannot be made (a full disk, EMFILE, EACCES...) fails its log directory, as Kafka's
+LogManager.getOrCreateLog does: the failure goes to the broker's LogDirFailures
+(``on_log_failure``: the directory is announced offline, and the broker halts once every log
+directory has failed) and the partition is offline here (Kafka's HostedPartition.Offline): it
+answers KAFKA_STORAGE_ERROR, not NOT_LEADER_OR_FOLLOWER, which clients would retry until a
+restart."""
 from __future__ import annotations
 
 import logging
@@ -17,6 +24,7 @@ from dataclasses import dataclass
 from broker.config import TopicConfig
 from broker.metadata.log import METADATA_TOPIC
 from broker.partitions.partition import Partition
+from broker.storage.errors import KafkaStorageError, LogDirOffline
 from kproto.errors import ErrorCode
 
 log = logging.getLogger("kproto.replicas")
@@ -45,6 +53,11 @@ class ReplicaManager:
         # partitions the image gives this node whose logs are still to be made, oldest first
         self._pending: dict[tuple[str, int], _Pending] = {}
         self.on_pending = None          # callback() when partitions were queued (wakes the maker)
+        # partitions whose log could not be made (their dir failed) -> their topic id
+        self._offline: dict[tuple[str, int], object] = {}
+        # callable(exc) -> bool: the broker's LogDirFailures.report for a failed log creation
+        # (True: a failure of the directory, recorded and logged there)
+        self.on_log_failure = None
         self.on_partition_created = []  # callbacks(partition)
         # Directories on disk that the image does not name are removed only once the image is
         # complete: a node of a multi-voter quorum opens with an empty image that catches up with
@@ -63,9 +76,11 @@ class ReplicaManager:
 
     def missing_error(self, topic: str, index: int) -> int:
         """The error for a partition this broker does not host (Kafka's getPartitionOrError):
-        NOT_LEADER_OR_FOLLOWER when the metadata names it (its log not made yet, or its replicas
-        are elsewhere), so the client refreshes its metadata and retries; otherwise
-        UNKNOWN_TOPIC_OR_PARTITION."""
+        KAFKA_STORAGE_ERROR when its log could not be made (offline); NOT_LEADER_OR_FOLLOWER
+        when the metadata names it (its log not made yet, or its replicas are elsewhere), so the
+        client refreshes its metadata and retries; otherwise UNKNOWN_TOPIC_OR_PARTITION."""
+        if (topic, index) in self._offline:
+            return ErrorCode.KAFKA_STORAGE_ERROR
         t = self.image.topics.get(topic)
         if t is not None and index in t.partitions:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -92,11 +107,14 @@ class ReplicaManager:
         for key in [k for k, v in self._pending.items()
                     if k not in wanted or wanted[k][0].topic_id != v.topic_id]:
             del self._pending[key]   # deleted (or re-created) before its log was made
+        for key in [k for k, topic_id in self._offline.items()
+                    if k not in wanted or wanted[k][0].topic_id != topic_id]:
+            del self._offline[key]   # (a re-created topic's partition is made afresh)
         new: dict[tuple[str, int], _Pending] = {}
         for t in self.image.topics.values():
             for p in t.partitions.values():
                 key = (t.name, p.partition)
-                if key not in wanted:
+                if key not in wanted or key in self._offline:
                     continue
                 existing = self._partitions.get(key)
                 if existing is not None:
@@ -107,7 +125,7 @@ class ReplicaManager:
                     continue
                 if self.logs.get(*key) is not None and key not in self._pending:
                     # its log is open already (loaded at start-up): hosting it costs nothing
-                    self._make(t.name, p.partition, _Pending(t.topic_id, p.leader, p.leader_epoch))
+                    self._make_or_fail(t.name, p.partition, _Pending(t.topic_id, p.leader, p.leader_epoch))
                     continue
                 if key in self._pending:
                     self._pending[key] = _Pending(t.topic_id, p.leader, p.leader_epoch)   # (its epoch moved)
@@ -117,12 +135,12 @@ class ReplicaManager:
         # here whatever their count: their coordinators start serving (and loading) when the image
         # names this node leader, so a log made later would lose what they wrote meanwhile
         for key in [k for k in new if k[0].startswith("__")]:
-            self._make(key[0], key[1], new.pop(key))
+            self._make_or_fail(key[0], key[1], new.pop(key))
         if 0 < len(new) <= INLINE_PARTITIONS:
             # a few logs cost less than one slice of the maker: made here, so a client that
             # produces the moment its CreateTopics is answered finds them
             for (topic, index), want in new.items():
-                self._make(topic, index, want)
+                self._make_or_fail(topic, index, want)
         elif new:
             self._pending.update(new)
         if self.strays_allowed:
@@ -154,21 +172,42 @@ class ReplicaManager:
             key = next(iter(self._pending))
             want = self._pending.pop(key)
             topic, index = key
-            try:
-                if topic not in configs:
-                    configs[topic] = self.topic_config(topic)
-                made.append(self._make(topic, index, want, configs[topic]))
-            except Exception:
-                # (a full disk, a failed directory): this partition stays unhosted and answers
-                # NOT_LEADER_OR_FOLLOWER; the next start makes it again
-                log.exception("making the log of %s-%s failed", topic, index)
+            if topic not in configs:
+                configs[topic] = self.topic_config(topic)
+            part = self._make_or_fail(topic, index, want, configs[topic])
+            if part is not None:
+                made.append(part)
         return made
+
+    def _make_or_fail(self, topic: str, index: int, want: _Pending,
+                      topic_cfg: dict | None = None) -> Partition | None:
+        """_make; a log the disk refused takes the partition offline and fails its directory
+        (Kafka's LogManager.createLogDirectory / ReplicaManager.markPartitionOffline)."""
+        try:
+            return self._make(topic, index, want, topic_cfg)
+        except (OSError, KafkaStorageError) as exc:
+            self._offline[(topic, index)] = want.topic_id
+            if isinstance(exc, LogDirOffline):
+                # its directory had failed already: that failure has had its line
+                log.info("%s-%s offline: %s", topic, index, exc.message)
+                return None
+            failed = self.on_log_failure is not None and self.on_log_failure(exc)
+            # one line, no traceback (the failed directory has its own line, dir_failure.py)
+            where = getattr(exc, "filename", None) or getattr(exc, "path", None)
+            log.warning("making the log of %s-%s failed%s: %s; it answers KAFKA_STORAGE_ERROR%s", topic, index,
+                        f" at {where}" if where else "", getattr(exc, "strerror", None) or exc,
+                        "" if failed else " until a restart")
+        except Exception:
+            # not the disk's (a bug): this partition stays unhosted and answers
+            # NOT_LEADER_OR_FOLLOWER; the next start makes it again
+            log.exception("making the log of %s-%s failed", topic, index)
+        return None
 
     def remove_strays(self) -> None:
         """Stale logs on disk for topics the image no longer has."""
         for (topic, index) in list(self.logs.logs):
             if (topic != METADATA_TOPIC and (topic, index) not in self._partitions
-                    and (topic, index) not in self._pending):
+                    and (topic, index) not in self._pending and (topic, index) not in self._offline):
                 self.logs.delete_partition(topic, index)
                 log.info("removed stray partition directory %s-%s", topic, index)
 

@@ -7,7 +7,7 @@ shutdown would write checkpoints and snapshots to the same failed disk).
 In a cluster that is what moves leadership to replicas on healthy disks; on
 restart, recovery truncates whatever partial batch the failed write left.
 kproto does the same: a write failure anywhere (an append, a roll, a
-checkpoint, a follower's fetch) is reported here; once every log dir has
+checkpoint, a follower's fetch, making a new partition's log) is reported here; once every log dir has
 failed, one error line names the directory and the cause and the process
 exits with status 1.
 """
@@ -27,11 +27,12 @@ log = logging.getLogger("kproto.storage")
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
 
 
-def disk_error(exc: BaseException | None) -> BaseException | None:
-    """The storage failure behind ``exc`` (itself, its cause or its context), if any."""
+def disk_error(exc: BaseException | None, any_os_error: bool = False) -> BaseException | None:
+    """The storage failure behind ``exc`` (itself, its cause or its context), if any; with
+    ``any_os_error`` every OSError is one (making a log: see LogDirFailures.report)."""
     seen = 0
     while exc is not None and seen < 8:
-        if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
+        if isinstance(exc, OSError) and (any_os_error or exc.errno in DISK_ERRNOS):
             return exc
         exc = exc.__cause__ or exc.__context__
         seen += 1
@@ -64,9 +65,14 @@ class LogDirFailures:
         # waiter replaces it
         self.changed = trio.Event()
 
-    def report(self, exc: BaseException) -> bool:
-        """Record the failure behind ``exc`` if it is one of the disk; True if it was."""
-        cause = disk_error(exc)
+    def report(self, exc: BaseException, any_os_error: bool = False) -> bool:
+        """Record the failure behind ``exc`` if it is one of the disk; True if it was.
+
+        ``any_os_error``: every OSError counts (EMFILE, EACCES, ENOSPC...), as for Kafka's
+        LogManager.getOrCreateLog, where any IOException making a log takes its directory
+        offline: a log that cannot be made would otherwise leave its partition unserved
+        until a restart, with clients retrying it forever."""
+        cause = disk_error(exc, any_os_error)
         if cause is None:
             return False
         path = _path_of(exc) or ""

@@ -32,5 +32,10 @@ class KafkaStorageError(KafkaError):
         self.path = path   # the file that failed, where a write did
 
 
+class LogDirOffline(KafkaStorageError):
+    """A new log asked of a failed log directory (Kafka's "Can not create log ... because log
+    directory ... is offline")."""
+
+
 class LogDirLocked(RuntimeError):
     """Another process holds the log directory's ``.lock``."""

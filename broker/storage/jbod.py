@@ -27,6 +27,7 @@ from . import checkpoints as cp
 from .files import (
     DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, META_PROPERTIES, METADATA_TOPIC, delete_dir_name, parse_partition_dir,
 )
+from .errors import LogDirOffline
 from .log import PartitionLog
 from .logmanager import LogManager
 
@@ -185,6 +186,9 @@ class LogDirs:
             where = self.preferred.pop((topic, partition), None)
             if where not in self.managers or where in self.offline:
                 where = self.log_dir if topic == METADATA_TOPIC else self.next_dir()
+            if where in self.offline:   # (every dir failed)
+                raise LogDirOffline(f"cannot create the log of {topic}-{partition}: "
+                                     f"log directory {where} is offline")
             mgr = self.managers[where]
         return mgr.get_or_create(topic, partition, topic_id, config, now_ms)
 

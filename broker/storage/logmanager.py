@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from . import checkpoints as cp
 from . import chores
 from .cleaner import CLEANER_DEFAULTS, LogCleaner
-from .errors import InconsistentTopicId, LogDirLocked
+from .errors import InconsistentTopicId, LogDirLocked, LogDirOffline
 from .limits import check_room
 from .files import (
     CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT, DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX,
@@ -81,6 +81,8 @@ class LogManager:
         self.cleaner: LogCleaner | None = None
         # where due flushes go instead of an fsync in the caller's thread
         self._on_flush_due: Callable[[PartitionLog, int | None], None] | None = None
+        # failed log dirs (broker/storage/dir_failure.py, set by the broker): no new log in them
+        self.offline: dict | set = {}
         self.had_clean_shutdown = False
         self.new_directory = False
         self.previous_broker_epoch: int | None = None
@@ -278,15 +280,25 @@ class LogManager:
             if config is not None:
                 plog.update_config(config)
             return plog
+        if self.log_dir in self.offline:
+            raise LogDirOffline(f"cannot create the log of {topic}-{partition}: "
+                                 f"log directory {self.log_dir} is offline")
         path = self._path(partition_dir_name(topic, partition))
         later = self._fsync_later if self.sync and getattr(self, "_checkpoint_writer", None) else None
-        plog = PartitionLog.open(path, config if config is not None else self.config_for(topic),
-                                 True, topic_id=topic_id, now_ms=now_ms, sync=self.sync,
-                                 snapshot_provider=self._provider((topic, partition)), fsync_later=later)
-        if later is not None:
-            later((self.log_dir,))
-        elif self.sync:
-            cp.fsync_dir(self.log_dir)
+        try:
+            plog = PartitionLog.open(path, config if config is not None else self.config_for(topic),
+                                     True, topic_id=topic_id, now_ms=now_ms, sync=self.sync,
+                                     snapshot_provider=self._provider((topic, partition)), fsync_later=later)
+            if later is not None:
+                later((self.log_dir,))
+            elif self.sync:
+                cp.fsync_dir(self.log_dir)
+        except OSError as exc:
+            if not exc.filename:
+                # (os.write's errors name no file): the failed directory is this one, not the
+                # first of log.dirs, which dir_failure.py would blame for a failure without a path
+                exc.filename = path
+            raise
         plog.on_flush_due = self._on_flush_due
         self._logs[(topic, partition)] = plog
         return plog
