@@ -127,7 +127,11 @@ def _errors(bootstrap: str, topic: str, partition: int) -> dict[str, int]:
 def test_a_log_a_full_dir_cannot_make_answers_storage_error_then_with_no_dir_left_the_broker_stops(tmp_path):
     """Two log dirs, each a small tmpfs (the metadata log elsewhere, so that every CreateTopics
     commits): logs that a full dir refuses, made in the metadata apply (4 partitions) and after
-    the answer (20, past INLINE_PARTITIONS)."""
+    the answer (20, past INLINE_PARTITIONS). Kafka 3.9 in the same scenario, run by hand: the
+    partitions in the full dir answer KAFKA_STORAGE_ERROR to Produce, Fetch and ListOffsets, and
+    once the other dir fails too it halts ("Shutdown broker because all log dirs in ... have
+    failed"). It placed two of the four in the full dir, not one: it writes partition.metadata
+    in a background task, so it notices the failure a little later."""
     with small_tmpfs(tmp_path / "disk-a", "3m") as disk_a, small_tmpfs(tmp_path / "disk-b", "3m") as disk_b:
         a, b = str(disk_a / "a"), str(disk_b / "b")
         broker = BrokerProcess(data_dir=a, settings={"log.dirs": f"{a},{b}",
