@@ -57,3 +57,14 @@ def test_an_offline_dir_the_controller_never_heard_of_shuts_the_broker_down(tmp_
     f.report(_enospc(os.path.join(b, "t-0", "00000000000000000000.log")))
     f.halt("couldn't communicate offline log dir X with controllers within log.dir.failure.timeout.ms")
     assert f._all_failed.is_set() and f.halt_reason.startswith("couldn't communicate offline log dir X")
+
+
+def test_making_a_log_fails_its_dir_whatever_the_os_error(tmp_path):
+    # Kafka's LogManager.getOrCreateLog: any IOException making a log takes its dir offline
+    # (a partition left without a log would otherwise answer NOT_LEADER_OR_FOLLOWER until a restart)
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    f = LogDirFailures([a, b], metadata_dir=a)
+    emfile = OSError(errno.EMFILE, os.strerror(errno.EMFILE), os.path.join(b, "t-0", "00000000000000000000.log"))
+    assert not f.report(emfile) and f.failed == {}       # elsewhere (an append) it is not the disk's
+    assert f.report(emfile, any_os_error=True)
+    assert f.failed == {b: "Too many open files"} and f.halt_reason is None
