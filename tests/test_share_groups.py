@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 
 import pytest
 
@@ -23,8 +24,10 @@ from confluent_kafka.admin import (  # noqa: E402
 )
 
 from kproto.messages.describe_share_group_offsets_request import DescribeShareGroupOffsetsRequest  # noqa: E402
+from kproto.errors import ErrorCode as E  # noqa: E402
+from kproto.messages.share_fetch_request import ShareFetchRequest  # noqa: E402
 from kproto.messages.share_group_describe_request import ShareGroupDescribeRequest  # noqa: E402
-from tests.wire_client import WireClient  # noqa: E402
+from tests.wire_client import WireClient, metadata  # noqa: E402
 from broker.launch.process import BrokerProcess  # noqa: E402
 from tests.share_checker import ShareHistoryChecker  # noqa: E402
 
@@ -261,6 +264,42 @@ def test_killed_member_records_return_after_the_lock(kbroker):
 @pytest.mark.timeout(180)
 def test_broker_kill_loses_no_acknowledgement(kbroker):
     restart_scenario(kbroker, python_member, "share-restart", "share-g3")
+
+
+@pytest.mark.timeout(60)
+def test_a_share_fetch_that_fails_after_acquiring_releases_its_records_at_once(tmp_path):
+    """Issue #31: a ShareFetch whose handler fails after it acquired (and wrote) records answers
+    UNKNOWN_SERVER_ERROR; the member never saw those records, so they are released at once, not
+    held for group.share.record.lock.duration.ms (60 s here). The member's next ShareFetch (the
+    session's next epoch, as Kafka's ShareSessionHandler sends after an error answer) gets them,
+    with delivery count 2: the failed attempt counts, as for Kafka's releaseAcquiredRecords."""
+    topic, group = "share-fault", "share-g-fault"
+    b = BrokerProcess(str(tmp_path / "data"), env={"KPROTO_TEST_FAULT": "share-fetch-fail-after-acquire"},
+                      settings={**SETTINGS, "group.share.record.lock.duration.ms": "60000"}).start()
+    try:
+        setup(b.bootstrap, topic, group)                 # earliest, delivery limit 3
+        produce(b.bootstrap, topic, [f"{i}:plain" for i in range(5)])
+        with WireClient(b.bootstrap) as c:
+            tid = metadata(c, name=topic).topic_id
+            member = str(uuid.uuid4())
+
+            def share_fetch(epoch):
+                return c.call(ShareFetchRequest(
+                    group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=500, min_bytes=1,
+                    max_records=100, batch_size=100, forgotten_topics_data=[], topics=[ShareFetchRequest.FetchTopic(
+                        topic_id=tid, partitions=[ShareFetchRequest.FetchPartition(partition_index=0)])]), 1)
+            assert share_fetch(0).error_code == E.UNKNOWN_SERVER_ERROR      # the fault: after acquiring
+            got = []
+            for epoch in range(1, 21):           # 10 s at most: far below the 60 s lock
+                r = share_fetch(epoch)
+                assert r.error_code == E.NONE
+                got = [(o, a.delivery_count) for t in r.responses for p in t.partitions
+                       for a in p.acquired_records for o in range(a.first_offset, a.last_offset + 1)]
+                if got:
+                    break
+            assert got == [(o, 2) for o in range(5)]
+    finally:
+        b.stop()
 
 
 def sharing_scenario(b, command, topic, group, replication=1):

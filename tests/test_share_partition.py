@@ -237,3 +237,29 @@ def test_rollback_of_a_failed_acknowledgement_and_acquisition():
     sp.acknowledge("c", 11, 11, [ACCEPT], 70, changes=changes)
     sp.move_start(12)
     assert sp.rollback(changes) == 0 and sp.start_offset == 12
+
+
+def test_an_acquisition_never_answered_is_released_at_once_with_its_count():
+    """Issue #31: the ShareFetch answer that was to carry an acquisition was never made (its handler
+    failed after the write): its records are released now, not when the lock ends. As Kafka's
+    releaseAcquiredRecords, the count keeps the attempt: AVAILABLE, ARCHIVED at the limit."""
+    sp = SharePartition(0, lock_duration_ms=60000, delivery_count_limit=2)
+    changes = []
+    assert sp.acquire("a", one_batch(0, 4), 10, 0, changes=changes) == [AcquiredRange(0, 4, 1)]
+    assert sp.release_undelivered(changes) == [0, 1, 2, 3, 4]
+    assert [sp.state_of(o) for o in range(5)] == [(AVAILABLE, 1, None)] * 5
+    assert sp.next_deadline() is None                       # no lock left to expire
+    assert sp.acquire("b", one_batch(0, 4), 2, 10) == [AcquiredRange(0, 1, 2)]
+    # the second attempt at 2..4 is not answered either: at the limit they are done
+    changes = []
+    assert sp.acquire("b", one_batch(0, 4), 10, 20, changes=changes) == [AcquiredRange(2, 4, 2)]
+    assert sp.release_undelivered(changes) == [2, 3, 4]
+    assert [sp.state_of(o)[0] for o in range(2, 5)] == [ARCHIVED] * 3
+    # a record changed since (acknowledged, or its lock expired and another member took it) stays
+    changes = []
+    sp.acquire("c", one_batch(5, 7), 10, 30, changes=changes)
+    assert sp.acknowledge("c", 5, 5, [ACCEPT], 31) == E.NONE
+    sp.expire(30 + 60000)
+    assert sp.acquire("d", one_batch(6, 7), 1, 60040) == [AcquiredRange(6, 6, 2)]
+    assert sp.release_undelivered(changes) == []
+    assert [sp.state_of(o) for o in (6, 7)] == [(ACQUIRED, 2, "d"), (AVAILABLE, 1, None)]

@@ -2,6 +2,8 @@
 ShareAcknowledge. A thin adapter over broker/share/ (`ctx.broker.share`, a ShareService)."""
 from __future__ import annotations
 
+import os
+
 import trio
 
 from kproto.api import ApiKey
@@ -229,21 +231,47 @@ async def share_fetch(ctx, req):
                 session.partitions[(t.topic_id, p.partition_index)] = None
             if p.acknowledgement_batches:
                 entry.acknowledge_error_code = await _acks(ctx, p, session, t.topic_id)
-    if epoch == -1:
-        svc.close_session(session)
-    else:
-        await _fetch(ctx, req, session, part)
-    by_topic: dict = {}
-    for (tid, idx), p in results.items():
-        by_topic.setdefault(tid, []).append(p)
-    return ShareFetchResponse(
-        throttle_time_ms=0, error_code=E.NONE, error_message=None,
-        acquisition_lock_timeout_ms=svc.lock_duration_for(session.group_id),
-        responses=[_FTopic(topic_id=tid, partitions=ps) for tid, ps in by_topic.items()], node_endpoints=[])
+    # the acquisitions this answer carries: released at once if it is never made (a failure or a
+    # cancellation from here on), not left locked for a member that never saw them
+    delivering: list = []
+    try:
+        if epoch == -1:
+            svc.close_session(session)
+        else:
+            await _fetch(ctx, req, session, part, delivering)
+        if delivering and _fault_after_acquire():
+            raise RuntimeError("KPROTO_TEST_FAULT: ShareFetch failed after acquiring records")
+        by_topic: dict = {}
+        for (tid, idx), p in results.items():
+            by_topic.setdefault(tid, []).append(p)
+        return ShareFetchResponse(
+            throttle_time_ms=0, error_code=E.NONE, error_message=None,
+            acquisition_lock_timeout_ms=svc.lock_duration_for(session.group_id),
+            responses=[_FTopic(topic_id=tid, partitions=ps) for tid, ps in by_topic.items()], node_endpoints=[])
+    except BaseException:
+        for key, change in delivering:
+            svc.undelivered(key, change)
+        raise
 
 
-async def _fetch(ctx, req, session, part) -> None:
-    """Acquire records of the session's partitions; wait up to MaxWaitMs for some when there are none."""
+_FAULT = "share-fetch-fail-after-acquire"
+_fault_spent = False
+
+
+def _fault_after_acquire() -> bool:
+    """Test-only (KPROTO_TEST_FAULT=share-fetch-fail-after-acquire): the first ShareFetch that
+    acquired records fails before its answer is made, as a bug would; once only, so the member's
+    next ShareFetch shows where those records went."""
+    global _fault_spent
+    if _fault_spent or os.environ.get("KPROTO_TEST_FAULT") != _FAULT:
+        return False
+    _fault_spent = True
+    return True
+
+
+async def _fetch(ctx, req, session, part, delivering: list) -> None:
+    """Acquire records of the session's partitions; wait up to MaxWaitMs for some when there are none.
+    `delivering` gets (key, Change) of every acquisition, as soon as it is made."""
     svc = ctx.broker.share
     max_records = req.max_records if req.max_records > 0 else 500
     max_bytes = min(req.max_bytes if req.max_bytes > 0 else 1 << 20, 1 << 20)
@@ -262,6 +290,8 @@ async def _fetch(ctx, req, session, part) -> None:
                 continue
             change = Change()
             data, got = svc.acquire(session.group_id, session.member_id, p, budget, max_bytes, change)
+            if got:
+                delivering.append(((session.group_id, tid, idx), change))
             # the delivery counts are with the share coordinator before the records go out: a
             # failover never hands a record out more than share.delivery.count.limit times (a
             # failed write rolls the acquisition back: the records are AVAILABLE again)

@@ -12,7 +12,8 @@ Offsets from the SPSO up to `end_offset` are in flight, each in one state:
   ARCHIVED      rejected, a gap, or delivered `delivery_count_limit` times (done)
 
 Acquiring counts a delivery. A release (RELEASE, the lock's expiry, the member leaving) makes the
-record AVAILABLE again, or ARCHIVED once it has been delivered `delivery_count_limit` times. The
+record AVAILABLE again, or ARCHIVED once it has been delivered `delivery_count_limit` times; so
+does an acquisition whose answer never went out (`release_undelivered`: the count keeps it). The
 SPSO moves over the done records at the front. At most `max_record_locks` offsets are in flight:
 beyond that no new record is acquired until the SPSO moves.
 
@@ -221,6 +222,25 @@ class SharePartition:
             undone += 1
         self._advance()
         return undone
+
+    def release_undelivered(self, changes: list) -> list[int]:
+        """The answer that was to carry the acquisitions in `changes` (filled by `acquire`) never
+        went out (its handler failed, its task was cancelled): every record still acquired as that
+        acquisition left it is released now rather than at the end of its lock. As Kafka 4.3's
+        releaseAcquiredRecords treats records "fetched but not actually delivered" (a NO_OP on the
+        delivery count): the count keeps the attempt, so the record is AVAILABLE again, or ARCHIVED
+        once it has been handed out `delivery_count_limit` times (a record whose answers always
+        fail is not fetched for ever). Records changed since are left as they are. The offsets
+        released."""
+        out = []
+        for off, _before, after in changes:
+            rec = self._records.get(off) if off >= self.start_offset else None
+            if rec is None or after[0] != ACQUIRED or _saved(rec) != after:
+                continue
+            self._release(rec)
+            out.append(off)
+        self._advance()
+        return out
 
     def persisted(self, start_offset: int) -> None:
         """A write of the state with SPSO `start_offset` succeeded: the records below it are done

@@ -230,6 +230,18 @@ class ShareService:
                 self.persist(key, change.sp)     # the rolled-back state goes with the next write
         return error
 
+    def undelivered(self, key: tuple, change: Change) -> None:
+        """The ShareFetch answer that was to carry acquisition `change` was never made (its handler
+        failed or was cancelled, whether or not the change was written): the records it acquired
+        are released at once, not held until group.share.record.lock.duration.ms runs out for a
+        member that never saw them; the released state goes with the next write."""
+        sp = self.partitions.get(key)
+        if sp is None or sp is not change.sp or not change.records:
+            return
+        if sp.release_undelivered(change.records):
+            self.persist(key, sp)
+            self._notify(key[1], key[2])         # a waiting member may take them
+
     async def write_through(self, key: tuple, sp: SharePartition | None = None, version: int | None = None) -> int:
         """WriteShareGroupState of the share-partition's whole state (its start offset, its
         in-flight batches, its leader and state epochs); NONE once a write that carried change
