@@ -106,11 +106,14 @@ class Broker:
         self.metrics = BrokerMetrics() if self.metrics_listener else None
         self.metrics_server = None
         # the schema registry (broker/schema_registry): None unless schema.registry.listeners is set
-        from broker.schema_registry import settings as registry_settings
-        try:
-            self.schema_registry_settings = registry_settings.read(config)
-        except registry_settings.SettingError as exc:
-            raise ConfigError(str(exc)) from None
+        # (its package is imported only when a schema.registry.* key is given: it is not small)
+        self.schema_registry_settings = None
+        if any(key.startswith("schema.registry.") for key in config.static_configs):
+            from broker.schema_registry import settings as registry_settings
+            try:
+                self.schema_registry_settings = registry_settings.read(config)
+            except registry_settings.SettingError as exc:
+                raise ConfigError(str(exc)) from None
         self.schema_registry = None
         self.schema_registry_url = None
 
