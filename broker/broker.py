@@ -11,6 +11,7 @@ import uuid
 import trio
 
 from broker.config import BrokerConfig, ConfigError, validate_topic_config
+from broker.config.kraft import is_multi_voter
 from broker.controller.controller import Controller
 from broker.server.dispatch import Dispatcher
 from broker.storage.flusher import Flusher
@@ -22,7 +23,6 @@ from broker.metrics import LISTENER_KEY, BrokerMetrics, parse_listener, watch_ev
 from broker.controller.producer_ids import ProducerIdManager
 from broker.quorum.leadership import become_sole_leader, bootstrap_batch_records, bootstrap_voters
 from broker.metadata.snapshotter import Snapshotter
-from broker.quorum.replicated import ReplicatedMetadata, is_multi_voter
 from broker.quorum.startup import prepare_storage
 from broker.partitions.creation import make_pending_logs
 from broker.partitions.producers import ProducerStateManager
@@ -106,11 +106,14 @@ class Broker:
         self.metrics = BrokerMetrics() if self.metrics_listener else None
         self.metrics_server = None
         # the schema registry (broker/schema_registry): None unless schema.registry.listeners is set
-        from broker.schema_registry import settings as registry_settings
-        try:
-            self.schema_registry_settings = registry_settings.read(config)
-        except registry_settings.SettingError as exc:
-            raise ConfigError(str(exc)) from None
+        # (its package is imported only when a schema.registry.* key is given: it is not small)
+        self.schema_registry_settings = None
+        if any(key.startswith("schema.registry.") for key in config.static_configs):
+            from broker.schema_registry import settings as registry_settings
+            try:
+                self.schema_registry_settings = registry_settings.read(config)
+            except registry_settings.SettingError as exc:
+                raise ConfigError(str(exc)) from None
         self.schema_registry = None
         self.schema_registry_url = None
 
@@ -164,6 +167,8 @@ class Broker:
             "segment.ms": self.config.get_long("metadata.log.segment.ms")})
         if is_multi_voter(self.config):
             # a multi-node quorum: the raft shell replicates the log; the image follows the commit
+            # (imported here: a single node's start-up never loads raft/ and the quorum's runtime)
+            from broker.quorum.replicated import ReplicatedMetadata
             self.quorum = ReplicatedMetadata(self)
             self.metadata = self.quorum.open(plog)
             self._open_services(started, 0)

@@ -51,13 +51,8 @@ from raft.messages import (
     DUPLICATE_VOTER, REQUEST_TIMED_OUT, UNSUPPORTED_VERSION, VOTER_NOT_FOUND,
     VoterChangeRefused, VoterInfo, kraft_version_data, parse_voters, voters_data,
 )
-
-UNATTACHED = "unattached"   # knows the epoch, no leader; may have voted
-CANDIDATE = "candidate"
-PROSPECTIVE = "prospective"  # pre-vote (KIP-996): asks before bumping the epoch
-LEADER = "leader"
-FOLLOWER = "follower"
-RESIGNED = "resigned"       # was leader of this epoch; waits for the next
+# (callers name the roles as raft.node's)
+from raft.roles import CANDIDATE, FOLLOWER, LEADER, PROSPECTIVE, RESIGNED, UNATTACHED  # noqa: F401
 
 RETRY_BACKOFF_BASE_MS = 100  # Kafka's RaftUtil/KafkaRaftClient constant
 

@@ -52,6 +52,20 @@ class KRaftSettings:
         return self.is_controller and list(self.voters) == [self.node_id] and not self.bootstrap_servers
 
 
+def is_multi_voter(config) -> bool:
+    """A node of a replicated quorum: a static one of more than one voter (controller.quorum.voters),
+    or a dynamic one (KIP-853: controller.quorum.bootstrap.servers; the voter set is the bootstrap
+    checkpoint's, then the log's, so even a lone `--standalone` voter runs raft to admit others).
+    (Here, not in broker/quorum/replicated.py: a single node asks this at start and never loads
+    the replicated quorum.)"""
+    k = config.kraft
+    return k is not None and (len(k.voters) > 1 or is_dynamic(k))
+
+
+def is_dynamic(k) -> bool:
+    return not k.voters and bool(k.bootstrap_servers)
+
+
 def _scala_set(ids) -> str:
     # Scala's immutable Set of up to 4 elements prints in insertion order; voter ids come from a
     # Java HashMap's key set, which iterates small integers in ascending order

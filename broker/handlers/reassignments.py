@@ -15,13 +15,12 @@ from kproto.messages.list_partition_reassignments_response import (
     ListPartitionReassignmentsResponse, OngoingPartitionReassignment, OngoingTopicReassignment)
 
 from broker.handlers import handles
-from broker.handlers import FORWARDED
 from broker.replication import reassignment
 
 log = logging.getLogger("kproto.reassignment")
 
-# Kafka's brokers forward both to the controller (the active one answers from its own image)
-FORWARDED.update({ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.LIST_PARTITION_REASSIGNMENTS})
+# Kafka's brokers forward both to the controller (the active one answers from its own image):
+# both are in broker/handlers/__init__.py's FORWARDED
 
 
 def _unclean_default(broker) -> bool:

@@ -1,5 +1,5 @@
-"""kproto's version (the installed package's, else pyproject.toml's) and the
-Kafka version whose protocol and behaviour it follows."""
+"""kproto's version (a checkout's pyproject.toml, else the installed package's) and the Kafka
+version whose protocol and behaviour it follows."""
 from __future__ import annotations
 
 import os
@@ -8,7 +8,27 @@ import re
 KAFKA_VERSION = "3.9"
 
 
+def _checkout_version() -> str | None:
+    """pyproject.toml's version when this package runs from a kproto checkout (an editable
+    install's metadata is the version at install time; the file is the one in force)."""
+    checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        with open(os.path.join(checkout, "pyproject.toml")) as f:
+            text = f.read()
+    except OSError:
+        return None
+    if not re.search(r'^name\s*=\s*"kproto"', text, re.M):
+        return None   # someone else's pyproject.toml next to an installed package
+    m = re.search(r'^version\s*=\s*"([^"]+)"', text, re.M)
+    return m.group(1) if m else None
+
+
 def _version() -> str:
+    # the file first: importlib.metadata costs a start-up ~20-30 ms of CPU (its imports and a
+    # scan of sys.path for the distribution), for the ready line of every `kproto serve`
+    found = _checkout_version()
+    if found:
+        return found
     try:
         from importlib.metadata import PackageNotFoundError, version
         try:
@@ -17,14 +37,7 @@ def _version() -> str:
             pass
     except ImportError:
         pass
-    checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    path = os.path.join(checkout, "pyproject.toml")
-    try:
-        with open(path) as f:
-            m = re.search(r'^version\s*=\s*"([^"]+)"', f.read(), re.M)
-        return m.group(1) if m else "unknown"
-    except OSError:
-        return "unknown"
+    return "unknown"
 
 
 VERSION = _version()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from raft.node import CANDIDATE, FOLLOWER, LEADER, PROSPECTIVE, RESIGNED, UNATTACHED
+from raft.roles import CANDIDATE, FOLLOWER, LEADER, PROSPECTIVE, RESIGNED, UNATTACHED
 
 SAMPLE_WINDOW_S = 30.0   # Kafka's metrics.sample.window.ms
 SAMPLES = 2              # Kafka's metrics.num.samples

@@ -47,6 +47,7 @@ from kproto.messages.envelope_request import EnvelopeRequest
 from kproto.messages.envelope_response import EnvelopeResponse
 from kproto.metadata.register_broker_record import RegisterBrokerRecord
 
+from broker.config.kraft import is_dynamic
 from broker.handlers import FORWARDED
 from broker.metadata import serde
 from broker.metadata.image import MetadataImage
@@ -68,18 +69,6 @@ DEFAULT_TIMEOUT_MS = 30000
 
 # the proposals made while handling the current request (awaited before it is answered)
 _pending: contextvars.ContextVar = contextvars.ContextVar("kproto_quorum_pending", default=None)
-
-
-def is_multi_voter(config) -> bool:
-    """A node of a replicated quorum: a static one of more than one voter (controller.quorum.voters),
-    or a dynamic one (KIP-853: controller.quorum.bootstrap.servers; the voter set is the bootstrap
-    checkpoint's, then the log's, so even a lone `--standalone` voter runs raft to admit others)."""
-    k = config.kraft
-    return k is not None and (len(k.voters) > 1 or is_dynamic(k))
-
-
-def is_dynamic(k) -> bool:
-    return not k.voters and bool(k.bootstrap_servers)
 
 
 def _bootstrap_addresses(k) -> dict:

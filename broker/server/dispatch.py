@@ -15,7 +15,7 @@ from kproto.errors import ErrorCode
 from kproto.error_response import error_response
 
 from broker.net.transport import CloseConnection
-from broker.handlers import HANDLERS, load_all
+from broker.handlers import HANDLERS, load_served
 from broker.handlers.api_versions import unsupported_version_response
 from broker.handlers import topic_ids
 from broker.security import authz as security_authz
@@ -55,7 +55,7 @@ async def _mutation_limited(mutation_quotas, handler, ctx, request):
 class Dispatcher:
     def __init__(self, broker):
         self.broker = broker
-        load_all()
+        load_served()
         self.handlers = HANDLERS   # (a controller listener's is smaller: broker/quorum/sole_controller.py)
 
     def _frame(self, api_key: int, version: int, correlation_id: int, response) -> list:

@@ -3,11 +3,15 @@
 names: .log, .index, .timeindex, .txnindex, .snapshot, .leader_epoch_checkpoint)."""
 from __future__ import annotations
 
+import base64
 import uuid
 
-from .metadata_records import uuid_to_kafka
-
 SUFFIXES = (".log", ".index", ".timeindex", ".txnindex", ".snapshot", ".leader_epoch_checkpoint")
+
+
+def uuid_to_kafka(u: uuid.UUID) -> str:
+    """Kafka's Uuid.toString: URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(u.bytes).rstrip(b"=").decode()
 
 
 def partition_prefix(topic: str, index: int, topic_id: uuid.UUID) -> str:

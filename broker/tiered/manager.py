@@ -18,6 +18,7 @@ import bisect
 import logging
 import time
 import uuid
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -28,17 +29,20 @@ from broker.storage.log_retention import TierLimits
 from broker.storage.snapshots import snapshot_path
 
 from . import lineage
-from . import metadata_records as mr
-from . import planner
 from .metrics import tiered_metrics
 from .keys import SUFFIXES, partition_prefix, segment_key
-from .planner import LocalSegment, RemoteSeg
 from .segment_view import PartitionView, RemoteSegment, SegmentView
 from .settings import METADATA_TOPIC, list_offsets_timeout_ms, rlmm_setting
 from .store import ObjectStoreError, open_store
 from .backoff import Backoff
 from .counted_store import CountedStore
 from .remote_read import RemoteReader
+
+# the record codecs (metadata_records.py) and the planner are imported by the methods that run
+# with tiered storage on: a broker without it never loads them (start-up CPU, issue #26)
+if TYPE_CHECKING:
+    from . import metadata_records as mr
+    from .planner import LocalSegment
 
 log = logging.getLogger("kproto.tiered")
 
@@ -176,6 +180,7 @@ class RemoteLogManager:
     def _apply_records(self, idx: int, data, pos: int) -> int:
         """Apply the records of ``data`` (batches of __remote_log_metadata-idx) at or after
         ``pos``; the offset after them."""
+        from . import metadata_records as mr
         for offset, value in _records(data):
             if offset < pos:
                 continue
@@ -188,6 +193,7 @@ class RemoteLogManager:
     def needed_metadata_partitions(self) -> set[int]:
         """The __remote_log_metadata partitions of the tiered partitions this broker leads or
         follows (what Kafka's TopicBasedRemoteLogMetadataManager subscribes to)."""
+        from . import metadata_records as mr
         n = self.metadata_partitions()
         if n == 0:
             return set()
@@ -265,6 +271,7 @@ class RemoteLogManager:
         """Append one record to tp's partition of __remote_log_metadata (acks=all), locally when
         this broker leads that partition, else produced to its leader; then wait until this
         broker's replica of it has the record applied."""
+        from . import metadata_records as mr
         n = self.metadata_partitions()
         if n == 0:
             raise MetadataUnavailable(f"{METADATA_TOPIC} does not exist yet")
@@ -344,6 +351,7 @@ class RemoteLogManager:
         return next((s for s in segs[i:] if valid(s)), None)
 
     async def run_once(self) -> None:
+        from . import metadata_records as mr
         if not self.ensure_metadata_topic():
             return
         self.catch_up()
@@ -380,6 +388,7 @@ class RemoteLogManager:
             self._backoff.reset()
 
     def update_limits(self, part) -> None:
+        from . import planner
         view = self.partition_view(part)
         highest = self.highest_copied(part, view)
         cfg = part.config
@@ -413,9 +422,12 @@ class RemoteLogManager:
             p.log.tier.held_back for p in self.broker.partitions.all() if p.log.tier is not None)
 
     def _tp(self, part) -> mr.TopicIdPartition:
+        from . import metadata_records as mr
         return mr.TopicIdPartition(part.topic, _as_uuid(part.topic_id), part.index)
 
     async def copy_segments(self, part) -> None:
+        from . import planner
+        from .planner import LocalSegment
         if str(part.config.get("remote.log.copy.disable", "false")).lower() == "true":
             return
         tp = self._tp(part)
@@ -435,6 +447,7 @@ class RemoteLogManager:
             await self.copy_segment(part, tp, seg, cand)
 
     async def copy_segment(self, part, tp, seg, cand: LocalSegment) -> None:
+        from . import metadata_records as mr
         plog = part.log
         sid = uuid.uuid4()
         history = [(e, o) for e, o in plog.epochs.entries if o < cand.next_offset]
@@ -552,6 +565,7 @@ class RemoteLogManager:
         return True
 
     async def delete_segment(self, part_or_none, tp, seg: RemoteSegment) -> None:
+        from . import metadata_records as mr
         if seg.state != mr.DELETE_SEGMENT_STARTED:
             await self.publish(tp, mr.SegmentUpdate(tp, seg.segment_id, self.broker.node_id, _now_ms(),
                                                     mr.DELETE_SEGMENT_STARTED))
@@ -605,6 +619,8 @@ class RemoteLogManager:
         return on, off
 
     async def expire_segments(self, part) -> None:
+        from . import planner
+        from .planner import RemoteSeg
         tp = self._tp(part)
         view = self.view.partition(tp.topic_id, tp.partition)
         if not view.copied():
@@ -636,6 +652,7 @@ class RemoteLogManager:
     async def delete_removed_partitions(self) -> None:
         """The remote data of partitions whose topic is gone (RemotePartitionDeleteMetadata),
         done by the leader of the partition's __remote_log_metadata partition."""
+        from . import metadata_records as mr
         n = self.metadata_partitions()
         topics = self.broker.image.topics_by_id
         for (topic_id, index), view in list(self.view.partitions.items()):

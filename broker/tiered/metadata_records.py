@@ -15,20 +15,17 @@ from kproto.storage import remote_partition_delete_metadata_record as gen_delete
 
 from broker.admin.partitioner import murmur2
 
+from .keys import uuid_to_kafka  # noqa: F401 (mr.uuid_to_kafka)
+from .segment_states import (  # noqa: F401
+    COPY_SEGMENT_FINISHED, COPY_SEGMENT_STARTED, DELETE_PARTITION_FINISHED, DELETE_PARTITION_MARKED,
+    DELETE_PARTITION_STARTED, DELETE_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED)
+
 FRAME_VERSION = 1
 SEGMENT_METADATA = 0          # RemoteLogSegmentMetadataRecord
 SEGMENT_UPDATE = 1            # RemoteLogSegmentMetadataUpdateRecord
 PARTITION_DELETE = 2          # RemotePartitionDeleteMetadataRecord
 
-# RemoteLogSegmentState ids
-COPY_SEGMENT_STARTED = 0
-COPY_SEGMENT_FINISHED = 1
-DELETE_SEGMENT_STARTED = 2
-DELETE_SEGMENT_FINISHED = 3
-# RemotePartitionDeleteState ids
-DELETE_PARTITION_MARKED = 0
-DELETE_PARTITION_STARTED = 1
-DELETE_PARTITION_FINISHED = 2
+# RemoteLogSegmentState and RemotePartitionDeleteState ids: segment_states.py (mr.<state> here too)
 
 
 class MetadataDecodeError(ValueError):
@@ -79,11 +76,6 @@ class PartitionDelete:
     broker_id: int
     event_timestamp_ms: int
     state: int
-
-
-def uuid_to_kafka(u: uuid.UUID) -> str:
-    import base64
-    return base64.urlsafe_b64encode(u.bytes).rstrip(b"=").decode()
 
 
 # ---------------------------------------------------------------- records

@@ -3,8 +3,6 @@ gives Kafka's (BrokerTopicMetrics Remote*PerSec meters as counters, RemoteCopyLa
 gauges per partition), plus kproto's count of local segments kept only because they are not copied."""
 from __future__ import annotations
 
-from broker.metrics.families import counter, gauge
-
 PREFIX = "kafka_server_brokertopicmetrics_"
 
 
@@ -12,6 +10,8 @@ def tiered_metrics(broker):
     tiered = getattr(broker, "tiered", None)
     if tiered is None:
         return
+    # (imported here, at the first scrape: prometheus_client is loaded only with the metrics listener on)
+    from broker.metrics.families import counter, gauge
     m = tiered.metrics
     for short, value, doc in (
             ("remotecopybytes", m.copy_bytes, "Bytes copied to remote storage"),

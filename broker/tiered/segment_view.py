@@ -7,8 +7,13 @@ from __future__ import annotations
 import bisect
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from . import metadata_records as mr
+from .keys import uuid_to_kafka
+from .segment_states import COPY_SEGMENT_FINISHED, COPY_SEGMENT_STARTED, DELETE_SEGMENT_STARTED
+
+if TYPE_CHECKING:
+    from . import metadata_records as mr
 
 
 @dataclass
@@ -24,7 +29,7 @@ class RemoteSegment:
 
     @property
     def key_base(self) -> str:
-        return f"{self.start_offset:020d}-{mr.uuid_to_kafka(self.segment_id)}"
+        return f"{self.start_offset:020d}-{uuid_to_kafka(self.segment_id)}"
 
 
 class PartitionView:
@@ -40,14 +45,14 @@ class PartitionView:
     def copied(self) -> list[RemoteSegment]:
         """COPY_SEGMENT_FINISHED segments by start offset (what reads may use)."""
         if self._sorted is None:
-            self._sorted = sorted((s for s in self.segments.values() if s.state == mr.COPY_SEGMENT_FINISHED),
+            self._sorted = sorted((s for s in self.segments.values() if s.state == COPY_SEGMENT_FINISHED),
                                   key=lambda s: s.start_offset)
         return self._sorted
 
     def unfinished(self) -> list[RemoteSegment]:
         """Copies started and never finished, and deletions started and never finished."""
         return [s for s in self.segments.values()
-                if s.state in (mr.COPY_SEGMENT_STARTED, mr.DELETE_SEGMENT_STARTED)]
+                if s.state in (COPY_SEGMENT_STARTED, DELETE_SEGMENT_STARTED)]
 
     def highest_copied_offset(self) -> int:
         """The end offset of the last copied segment, -1 with none (Kafka's
@@ -102,6 +107,8 @@ class SegmentView:
         return self.partitions.get((topic_id, index))
 
     def apply(self, record) -> None:
+        # (the record codecs load with tiered storage on: only then are there records to apply)
+        from . import metadata_records as mr
         if isinstance(record, mr.SegmentMetadata):
             view = self._for(record.tp)
             view.segments[record.segment_id] = RemoteSegment(

@@ -1,0 +1,38 @@
+"""A single node loads only what it is configured to run (issue #26: start-up CPU is almost all
+imports). `kproto serve` under PYTHONPROFILEIMPORTTIME lists every module it imported on stderr;
+a plain single node (no quorum of several voters, metrics listener off, no schema registry,
+no tiered storage) must not have loaded the raft state machine, the replicated quorum,
+prometheus_client, the schema registry or tiered storage's record codecs and planner. The
+configured cases load them: tests/test_describe_quorum.py (a dynamic quorum),
+tests/test_metrics.py, tests/test_schema_registry_api.py, tests/test_tiered_storage.py."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+from broker.launch.process import free_port
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NOT_LOADED = ("raft.node", "raft.messages", "broker.quorum.replicated", "prometheus_client",
+              "broker.schema_registry", "broker.tiered.metadata_records", "broker.tiered.planner")
+
+
+def test_a_single_node_imports_no_quorum_metrics_registry_or_tiering(tmp_path):
+    env = dict(os.environ, PYTHONPROFILEIMPORTTIME="1",
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [sys.executable, "-m", "broker.launch.cli", "serve", "--set", f"log.dirs={tmp_path / 'data'}",
+           "--set", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}", "--set", "kproto.metrics.listener=off"]
+    with open(tmp_path / "stderr", "w") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=ROOT)
+        try:
+            ready = proc.stdout.readline()
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+    assert ready.startswith("kproto ready"), (tmp_path / "stderr").read_text()[-2000:]
+    loaded = {line.rsplit("|", 1)[1].strip() for line in (tmp_path / "stderr").read_text().splitlines()
+              if line.startswith("import time:")}
+    assert "broker.broker" in loaded   # (the listing is there)
+    assert [m for m in NOT_LOADED if m in loaded] == []

@@ -1,0 +1,92 @@
+"""Start-up cost of a single node: the CPU (user+system, from /proc) a fresh
+`kproto serve` spends until it answers its first ApiVersions, for this
+checkout and older builds side by side.
+
+    python -m tools.bench startup --starts 9 --targets kproto,kproto@/tmp/kproto-1122
+
+Each start is a fresh empty data folder; the targets take turns start by
+start, so a change of machine load falls on every build alike. CPU time,
+unlike wall time, barely moves with the load of other processes on the
+machine, so it is the figure to compare; the wall time is printed beside it.
+Bytecode: a process that may not write `__pycache__` (PYTHONDONTWRITEBYTECODE,
+set on some machines) compiles every module at every start; `--pycache DIR`
+(the default, a folder under the temporary directory) lets the first start
+write the bytecode there and the others read it, as an installed wheel's
+compiled files would. That first start is not counted."""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+
+from tools.bench import apiversions, procstat
+from tools.bench.targets import KprotoCheckoutTarget, KprotoTarget
+
+
+def _target(name: str, workdir: str):
+    if name == "kproto":
+        return KprotoTarget(workdir)
+    if name.startswith("kproto@"):
+        return KprotoCheckoutTarget(workdir, name.split("@", 1)[1])
+    raise SystemExit(f"startup: unknown target {name!r} (kproto or kproto@PATH)")
+
+
+def one_start(target) -> dict:
+    """Start fresh, ask ApiVersions once, stop; the figures of that start."""
+    began = time.perf_counter()
+    target.start(fresh=True)
+    try:
+        at_ready = procstat.cpu_seconds(target.pid)
+        apiversions.supported(target.bootstrap)
+        wall = time.perf_counter() - began
+        return {"cpu to ApiVersions s": procstat.cpu_seconds(target.pid), "cpu to ready line s": at_ready,
+                "wall to ApiVersions s": wall, "peak RSS MiB": (procstat.peak_rss_bytes(target.pid) or 0) / 2**20}
+    finally:
+        target.stop()
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m tools.bench startup", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--targets", default="kproto", help="kproto and/or kproto@PATH, comma-separated")
+    ap.add_argument("--starts", type=int, default=7, help="counted starts per target (default 7)")
+    ap.add_argument("--pycache", default=os.path.join(tempfile.gettempdir(), "kproto-startup-pycache"),
+                    help="PYTHONPYCACHEPREFIX for the brokers ('' leaves the environment alone)")
+    args = ap.parse_args(argv)
+    if args.pycache:
+        os.environ["PYTHONPYCACHEPREFIX"] = args.pycache
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    names = [t.strip() for t in args.targets.split(",") if t.strip()]
+    root = tempfile.mkdtemp(prefix="kproto-startup-")
+    targets = [_target(n, os.path.join(root, str(i))) for i, n in enumerate(names)]
+    figures: dict[str, list[dict]] = {t.name: [] for t in targets}
+    try:
+        for t in targets:            # warm-up: bytecode written, files in the page cache
+            one_start(t)
+        for i in range(args.starts):
+            for t in targets:
+                figures[t.name].append(one_start(t))
+            print(f"start {i + 1}/{args.starts}: " + ", ".join(
+                f"{t.name} {figures[t.name][-1]['cpu to ApiVersions s']:.2f} s CPU" for t in targets), flush=True)
+    finally:
+        for t in targets:
+            t.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    with open("/proc/loadavg") as f:
+        load = " ".join(f.read().split()[:3])
+    keys = list(next(iter(figures.values()))[0])
+    print(f"\nmedian (min-max) of {args.starts} starts; load average at the end {load}")
+    print("| figure | " + " | ".join(figures) + " |")
+    print("| --- |" + " ---: |" * len(figures))
+    for k in keys:
+        cells = []
+        for runs in figures.values():
+            vals = [r[k] for r in runs]
+            cells.append(f"{statistics.median(vals):.3g} ({min(vals):.3g}-{max(vals):.3g})")
+        print(f"| {k} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
