@@ -1,5 +1,6 @@
 """Cluster features: ApiVersions' supported and finalized features as Kafka 3.9
-reports them, and UpdateFeatures with Kafka's controller rules."""
+reports them, and UpdateFeatures with Kafka's controller rules, answered as Kafka 4.3.1 answers:
+all or nothing, a refusal as a top-level error."""
 from __future__ import annotations
 
 import json
@@ -16,6 +17,8 @@ from tests.wire_client import WireClient
 
 pytestmark = pytest.mark.timeout(60)
 
+FAILED = "The update failed for all features since the following feature had an error: "
+
 OBSERVATIONS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "kafka-observations",
                             "api-versions.json")
 
@@ -24,7 +27,7 @@ def _api_versions(c: WireClient, version: int):
     return c.call(ApiVersionsRequest(client_software_name="t", client_software_version="1"), version)
 
 
-def _update(c: WireClient, version=1, validate_only=False, **levels):
+def _update_response(c: WireClient, version=1, validate_only=False, **levels):
     ups = []
     for name, (level, kind) in levels.items():
         if version == 0:
@@ -33,10 +36,23 @@ def _update(c: WireClient, version=1, validate_only=False, **levels):
         else:
             u = FeatureUpdateKey(feature=name.replace("_", "."), max_version_level=level, upgrade_type=kind)
         ups.append(u)
-    resp = c.call(UpdateFeaturesRequest(timeout_ms=1000, feature_updates=ups, validate_only=validate_only),
+    return c.call(UpdateFeaturesRequest(timeout_ms=1000, feature_updates=ups, validate_only=validate_only),
                   version)
-    assert resp.error_code == 0
-    return {r.feature: (r.error_code, r.error_message) for r in resp.results}
+
+
+def _update(c: WireClient, version=1, validate_only=False, **levels):
+    """{feature: (error code, message)}: (0, None) for each feature of an update that succeeded, or for
+    each requested feature the top-level error of one that was refused (Kafka 4.3's answer, its
+    message without the "The update failed for all features since ..." prefix)."""
+    resp = _update_response(c, version, validate_only, **levels)
+    if resp.error_code:
+        assert resp.results == []
+        assert resp.error_message.startswith(FAILED)
+        return {name.replace("_", "."): (resp.error_code, resp.error_message[len(FAILED):]) for name in levels}
+    # v0-1 list each feature with Kafka's Errors.NONE.message(), "NONE"; v2 lists none
+    assert [(r.feature, r.error_code, r.error_message) for r in resp.results] == (
+        [(name.replace("_", "."), 0, "NONE") for name in levels] if version <= 1 else [])
+    return {name.replace("_", "."): (0, None) for name in levels}
 
 
 def _finalized(c: WireClient) -> dict:
@@ -67,6 +83,30 @@ def test_api_versions_features_as_kafka(broker):
     expected[4] = sorted(expected[4] + [("share.version", 0, 1), ("transaction.version", 0, 2)])
     expected["finalized"] = sorted(expected["finalized"] + [("share.version", 1, 1)])
     assert got == expected
+
+
+def test_update_answers_as_kafka_4(broker):
+    """The answers of a Kafka 4.3.1 broker (checked side by side): a refusal is a top-level error with
+    no results at every version, a success lists each feature with message "NONE" in v0-1 and
+    nothing in v2; a v0 AllowDowngrade is not a downgrade (Kafka's controller reads UpgradeType)."""
+    sv = "share_version"
+    refused = (ErrorCode.INVALID_UPDATE_VERSION, FAILED + "Invalid update version 0 for feature share.version. "
+               "Can't downgrade the version of this feature without setting the upgrade type to either safe or "
+               "unsafe downgrade.", [])
+    with WireClient(broker.bootstrap) as c:
+        for version in (0, 1, 2):
+            resp = _update_response(c, version, **{sv: (0, features.UPGRADE)})
+            assert (resp.error_code, resp.error_message, resp.results) == refused
+        resp = _update_response(c, 0, **{sv: (0, features.SAFE_DOWNGRADE)})
+        assert (resp.error_code, resp.error_message, resp.results) == refused
+        for version, results in ((1, [("share.version", 0, "NONE")]), (2, [])):
+            resp = _update_response(c, version, validate_only=True, **{sv: (0, features.SAFE_DOWNGRADE)})
+            assert (resp.error_code, resp.error_message) == (0, None)
+            assert [(r.feature, r.error_code, r.error_message) for r in resp.results] == results
+        # nothing of a refused update is applied
+        resp = _update_response(c, 1, **{"transaction_version": (1, features.UPGRADE), "no_such": (1, features.UPGRADE)})
+        assert resp.error_code == ErrorCode.INVALID_UPDATE_VERSION and resp.results == []
+        assert _finalized(c) == {"metadata.version": 21, "share.version": 1}
 
 
 def test_transaction_version_update_and_restart(fresh_broker):
@@ -105,13 +145,15 @@ def test_update_metadata_version(fresh_broker):
         code, msg = _update(c, **{mv: (16, features.SAFE_DOWNGRADE)})["metadata.version"]
         assert (code, msg) == (ErrorCode.INVALID_UPDATE_VERSION, "Invalid metadata.version 16. Refusing to "
                                "perform the requested downgrade because it might delete metadata information.")
-        # v0: allow_downgrade=false is an upgrade; unknown features and levels out of range fail alone
+        # one refused feature refuses the whole update (Kafka 4.3): metadata.version stays at 17
         results = _update(c, version=0, **{mv: (21, features.UPGRADE), "no_such": (1, features.UPGRADE)})
-        assert results["metadata.version"] == (0, None)
-        # the epoch is the offset of the metadata the levels come from: it moves with each change
-        assert _api_versions(c, 3).finalized_features_epoch > epoch
         assert results["no.such"] == (ErrorCode.INVALID_UPDATE_VERSION, "Invalid update version 1 for feature "
                                       "no.such. Local controller 1 does not support this feature.")
+        assert _finalized(c)["metadata.version"] == 17
+        # v0: allow_downgrade=false is an upgrade
+        assert _update(c, version=0, **{mv: (21, features.UPGRADE)}) == {"metadata.version": (0, None)}
+        # the epoch is the offset of the metadata the levels come from: it moves with each change
+        assert _api_versions(c, 3).finalized_features_epoch > epoch
         assert _update(c, **{mv: (22, features.UPGRADE)})["metadata.version"] == (
             ErrorCode.INVALID_UPDATE_VERSION,
             "Invalid update version 22 for feature metadata.version. Local controller 1 only supports versions 1-21")

@@ -218,5 +218,5 @@ def finalize_feature(bootstrap: str, name: str, level: int, timeout: float = 30)
             return True
         if resp.error_code in (14, 15, 41) or any(c in (14, 15, 41) for c in codes):
             return False   # the controller is not there yet: again
-        raise SystemExit(f"UpdateFeatures {name}={level}: {resp.error_code} {[(r.error_code, r.error_message) for r in resp.results]}")
+        raise SystemExit(f"UpdateFeatures {name}={level}: {resp.error_code} {resp.error_message} {[(r.error_code, r.error_message) for r in resp.results]}")
     wait_until(attempt, timeout, f"{name} {level} finalized")

@@ -96,7 +96,7 @@ DEFERRED: dict[str, dict[int, tuple[int, int]]] = {
                  ApiKey.CREATE_ACLS: (0, 3), ApiKey.DELETE_ACLS: (0, 3)},
     "quorum": {ApiKey.DESCRIBE_QUORUM: (0, 2)},
     "describe_topic_partitions": {ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0)},
-    "features": {ApiKey.UPDATE_FEATURES: (0, 1)},
+    "features": {ApiKey.UPDATE_FEATURES: (0, 2)},
     "registration": {ApiKey.UNREGISTER_BROKER: (0, 0)},
     "log_dirs": {ApiKey.ALTER_REPLICA_LOG_DIRS: (0, 2)},
     "scram": {ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0), ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0)},
