@@ -91,9 +91,33 @@ def _offsets(bootstrap, group, topic=None, partitions=()):
     return {(t.topic_name, p.partition_index): p.start_offset for t in g.topics for p in t.partitions}
 
 
+def _describe_missing(bootstrap, topics):
+    """DescribeShareGroupOffsets v0 and v1 of a group that does not exist: (error, message, topics with
+    their partitions' answers), the same at both versions."""
+    answers = []
+    with WireClient(bootstrap) as c:
+        for version in (0, 1):
+            g = c.call(Describe(groups=[Describe.DescribeShareGroupOffsetsRequestGroup(
+                group_id="sr-nobody", topics=topics)]), version).groups[0]
+            answers.append((g.error_code, g.error_message, [
+                (t.topic_name, str(t.topic_id) == "00000000-0000-0000-0000-000000000000",
+                 [(p.partition_index, p.start_offset, p.leader_epoch, p.error_code) for p in t.partitions])
+                for t in g.topics]))
+    assert answers[0] == answers[1]
+    return answers[0]
+
+
 def test_joined_members_partitions_are_listed_before_any_fetch_and_after_a_restart(kbroker):
     b = kbroker.bootstrap
     _topic(b, "sr-jobs", 3)
+    _coordinator(b, "sr-nobody")
+    # a group that does not exist is not looked up (Kafka 4.3.1's answers): NONE, no topics when all are
+    # asked for, -1 (leader epoch 0, no error) for each partition asked for, also of a partition or topic
+    # that does not exist (zero topic id)
+    T = Describe.DescribeShareGroupOffsetsRequestTopic
+    assert _describe_missing(b, None) == (0, None, [])
+    assert _describe_missing(b, [T(topic_name="sr-jobs", partitions=[0, 7]), T(topic_name="sr-none", partitions=[0])]) == (
+        0, None, [("sr-jobs", False, [(0, -1, 0, 0), (7, -1, 0, 0)]), ("sr-none", True, [(0, -1, 0, 0)])])
     res = _join(b, "sr-g1", "sr-jobs")
     assert sorted(p for t in res.assignment.topic_partitions for p in t.partitions) == [0, 1, 2]
     # initialised at the share coordinators, no start offset yet (the first fetch sets it)

@@ -353,14 +353,17 @@ _OPart = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePart
 async def describe_share_group_offsets(ctx, req):
     """The share-partition start offsets (and, v1, lag: records not yet delivered-complete) this
     broker holds for the group: its own share-partitions and the state it read from
-    __share_group_state; -1 for a partition it holds no state of."""
+    __share_group_state; -1 for a partition it holds no state of.
+
+    As Kafka 4.3's GroupCoordinatorService, the group need not exist: it is not looked up, so a
+    group that does not exist answers NONE, with no topics when all are asked for and -1 for each
+    partition asked for (Kafka 4.3.1 checked side by side). So does a topic or partition that does
+    not exist (start offset -1, no error: "absence of data", as OffsetFetch)."""
     svc = ctx.broker.share
     image = ctx.broker.image
     out = []
     for g in req.groups:
         err, message = (E.UNSUPPORTED_VERSION, None) if share_disabled(ctx) else _not_share_group(ctx, g.group_id)
-        if err is None and share_group(ctx, g.group_id) is None:
-            err, message = E.GROUP_ID_NOT_FOUND, f"Group {g.group_id} not found."
         if err is not None:
             out.append(_OGroup(group_id=g.group_id, topics=[], error_code=err, error_message=message))
             continue
@@ -392,8 +395,10 @@ async def describe_share_group_offsets(ctx, req):
             parts = []
             for idx in indexes:
                 if t is None or idx not in t.partitions:
-                    parts.append(_OPart(partition_index=idx, start_offset=-1, leader_epoch=-1, lag=-1,
-                                        error_code=E.UNKNOWN_TOPIC_OR_PARTITION, error_message=None))
+                    # Kafka's defaults: leader epoch 0 (after its persister gave up on the
+                    # share coordinator of a partition that is not there, 27 s later)
+                    parts.append(_OPart(partition_index=idx, start_offset=-1, leader_epoch=0, lag=-1,
+                                        error_code=E.NONE, error_message=None))
                     continue
                 start, complete = states.get((t.topic_id, idx), (-1, 0))
                 p = ctx.broker.partitions.get(name, idx)
