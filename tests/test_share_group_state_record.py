@@ -1,8 +1,8 @@
 """The group coordinator's record of a share group's share-partition state (Kafka 4.3's
 ShareGroupStatePartitionMetadata in __consumer_offsets, broker/groups/share_metadata.py and
 broker/share/initialized_topics.py), seen from clients: the partitions a member subscribes to are
-listed by DescribeShareGroupOffsets as soon as it has joined, before any fetch, and still after a
-broker restart; DeleteGroups (the admin client's delete of a group) deletes an empty share group's
+initialised in the background and assigned on a later heartbeat, listed by DescribeShareGroupOffsets
+before any fetch, and still after a broker restart; DeleteGroups (the admin client's delete of a group) deletes an empty share group's
 state, so a new group of that name starts from share.auto.offset.reset."""
 from __future__ import annotations
 
@@ -70,6 +70,20 @@ def _join(bootstrap, group, topic):
     raise AssertionError(f"no heartbeat answer: {r}")
 
 
+def _heartbeat_until_assigned(bootstrap, group, member_id, epoch):
+    """Heartbeats (as a client's, without a subscription change) until one assigns partitions."""
+    with WireClient(bootstrap) as c:
+        for _ in range(300):
+            r = c.call(ShareGroupHeartbeatRequest(group_id=group, member_id=member_id, member_epoch=epoch,
+                                                  rack_id=None, subscribed_topic_names=None), 1)
+            assert r.error_code == 0, r
+            if r.assignment is not None and r.assignment.topic_partitions:
+                return r
+            assert r.member_epoch == epoch                 # nothing changes until then
+            time.sleep(0.05)
+    raise AssertionError("never assigned")
+
+
 def _leave(bootstrap, group, member_id):
     with WireClient(bootstrap) as c:
         r = c.call(ShareGroupHeartbeatRequest(group_id=group, member_id=member_id, member_epoch=-1,
@@ -119,7 +133,13 @@ def test_joined_members_partitions_are_listed_before_any_fetch_and_after_a_resta
     assert _describe_missing(b, [T(topic_name="sr-jobs", partitions=[0, 7]), T(topic_name="sr-none", partitions=[0])]) == (
         0, None, [("sr-jobs", False, [(0, -1, 0, 0), (7, -1, 0, 0)]), ("sr-none", True, [(0, -1, 0, 0)])])
     res = _join(b, "sr-g1", "sr-jobs")
-    assert sorted(p for t in res.assignment.topic_partitions for p in t.partitions) == [0, 1, 2]
+    # answered at once, before the share coordinators initialised the partitions' state: nothing is
+    # assigned yet (Kafka 4.3.1 answers a join so); a later heartbeat, once they are initialised,
+    # bumps the group epoch and assigns them
+    assert res.assignment is not None and res.assignment.topic_partitions == []
+    later = _heartbeat_until_assigned(b, "sr-g1", res.member_id, res.member_epoch)
+    assert later.member_epoch == res.member_epoch + 1
+    assert sorted(p for t in later.assignment.topic_partitions for p in t.partitions) == [0, 1, 2]
     # initialised at the share coordinators, no start offset yet (the first fetch sets it)
     expected = {("sr-jobs", 0): -1, ("sr-jobs", 1): -1, ("sr-jobs", 2): -1}
     assert _offsets(b, "sr-g1") == expected

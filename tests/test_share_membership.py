@@ -62,3 +62,30 @@ def test_group_max_size():
     g = ShareGroups(max_size=1)
     g.heartbeat("g", "a", 0, None, ["t"], TOPICS, 0)
     assert g.heartbeat("g", "b", 0, None, ["t"], TOPICS, 0).error == E.GROUP_MAX_SIZE_REACHED
+
+
+def test_only_initialised_partitions_are_assigned():
+    """Kafka 4.3: a heartbeat assigns only partitions with share state and names the others to
+    initialise; once they are initialised, the next heartbeat bumps the group epoch and assigns them."""
+    g = ShareGroups()
+    a = g.heartbeat("g", "a", 0, None, ["u"], TOPICS, 0, initialized={})
+    assert (a.member_epoch, a.assignment, a.initialize) == (1, {}, {"id-u": ("u", frozenset({0, 1, 2, 3}))})
+    a = g.heartbeat("g", "a", 1, None, None, TOPICS, 1, initialized={"id-u": {0, 1}})     # two initialised
+    assert (a.member_epoch, a.assignment, a.initialize) == (2, {"id-u": [0, 1]}, {"id-u": ("u", frozenset({2, 3}))})
+    a = g.heartbeat("g", "a", 2, None, None, TOPICS, 2, initialized={"id-u": {0, 1}})     # nothing new
+    assert (a.member_epoch, a.assignment) == (2, None)
+    a = g.heartbeat("g", "a", 2, None, None, TOPICS, 3, initialized={"id-u": {0, 1, 2, 3}})
+    assert (a.member_epoch, a.assignment, a.initialize) == (3, {"id-u": [0, 1, 2, 3]}, {})
+
+
+def test_a_member_is_described_with_what_it_was_told():
+    """ShareGroupDescribe shows a member's assignment as of its last heartbeat (Kafka's assigned
+    partitions), not a target it has not heartbeated for yet."""
+    g = ShareGroups()
+    g.heartbeat("g", "a", 0, None, ["t"], TOPICS, 0, initialized={})
+    g.heartbeat("g", "b", 0, None, ["t"], TOPICS, 0, initialized={})
+    g.heartbeat("g", "a", 1, None, None, TOPICS, 1, initialized={"id-t": {0}})      # a's bumps and assigns
+    a, b = g.groups["g"].members["a"], g.groups["g"].members["b"]
+    assert (a.current, b.assignment, b.current) == ({"id-t": [0]}, {"id-t": [0]}, {})
+    assert g.heartbeat("g", "b", 2, None, None, TOPICS, 2, initialized={"id-t": {0}}).assignment == {"id-t": [0]}
+    assert b.current == {"id-t": [0]}

@@ -223,6 +223,11 @@ class GroupCoordinator:
             code = ErrorCode.UNKNOWN_SERVER_ERROR
         complete(code)
 
+    def spawn(self, fn, *args) -> None:
+        """Run fn(*args) in the coordinator's nursery: work a request starts and does not wait for
+        (a share group's state initialisation, broker/share/initialized_topics.py)."""
+        self._spawn(fn, *args)
+
     def _spawn(self, fn, *args) -> None:
         if self._nursery is not None:
             self._nursery.start_soon(fn, *args)

@@ -23,9 +23,6 @@ from broker.share.service import Change
 
 # AclEntry.supportedOperations(GROUP) for a share group: READ, DELETE, DESCRIBE (bits 3, 6, 8)
 _GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-# how long a heartbeat waits for the state of newly subscribed partitions to be initialised: past it
-# the member is answered (its fetches initialise the state themselves) and a later heartbeat goes on
-_INITIALIZE_WAIT_S = 5.0
 _ASSIGNOR = "simple"
 
 
@@ -83,11 +80,10 @@ async def share_group_heartbeat(ctx, req):
         return ShareGroupHeartbeatResponse(throttle_time_ms=0, error_code=res.error, error_message=res.message,
                                            member_id=None, member_epoch=0, heartbeat_interval_ms=0)
     group = ctx.broker.share.groups.groups.get(req.group_id)
-    if group is not None and req.member_epoch != -1:
-        # the state of newly subscribed partitions is initialised (and recorded) before the member
-        # is told of them; a failure leaves them to the share-partition leader and a later heartbeat
-        with trio.move_on_after(_INITIALIZE_WAIT_S):
-            await ctx.broker.share.initialized.initialize_subscribed(req.group_id, dict(group.topics_seen))
+    if group is not None and req.member_epoch != -1 and res.initialize:
+        # the subscribed partitions without state are initialised in the background; answered at
+        # once without them, a later heartbeat assigns them (Kafka 4.3's shareGroupHeartbeat)
+        ctx.broker.share.initialized.start_initialize(req.group_id, dict(group.topics_seen))
     assignment = None
     if res.assignment is not None:
         assignment = _HbAssignment(topic_partitions=[
@@ -134,7 +130,7 @@ async def share_group_describe(ctx, req):
             group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch, assignor_name=_ASSIGNOR,
             members=[_Member(member_id=m.member_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
                              client_id=m.client_id, client_host=m.client_host,
-                             subscribed_topic_names=list(m.subscribed), assignment=_assignment(ctx, m.assignment))
+                             subscribed_topic_names=list(m.subscribed), assignment=_assignment(ctx, m.current))
                      for m in group.members.values()],
             authorized_operations=_GROUP_OPERATIONS if req.include_authorized_operations else _NOT_REQUESTED))
     return ShareGroupDescribeResponse(throttle_time_ms=0, groups=out)

@@ -3,11 +3,14 @@ GroupCoordinatorService with GroupMetadataManager): which topic-partitions have 
 coordinators, recorded in `__consumer_offsets` (broker/groups/share_metadata.py), and the
 InitializeShareGroupState / DeleteShareGroupState calls that keep it true.
 
-- A heartbeat whose group now subscribes to partitions without state: they are recorded
-  initializing, the share coordinators initialise them (start offset -1: the share-partition leader
-  starts at share.auto.offset.reset when it first reads the state, as Kafka 4.3.1 sends it), and
-  they are recorded initialised. The heartbeat is answered after that, so a member is never
-  assigned a partition whose state is not there yet (Kafka assigns only initialised partitions).
+- A heartbeat whose group now subscribes to partitions without state (the membership's
+  `initialize` output): they are recorded initializing, the share coordinators initialise them
+  (start offset -1: the share-partition leader starts at share.auto.offset.reset when it first reads
+  the state, as Kafka 4.3.1 sends it), and they are recorded initialised. This runs in the
+  background, in the group coordinator's nursery, as Kafka's GroupCoordinatorService runs its
+  persister initialize after the heartbeat: the heartbeat is answered at once, without them, and
+  a later heartbeat assigns them once they are recorded initialised (`partitions`, the membership's
+  input). One task per group at a time; a failure leaves them to a later heartbeat.
 - DeleteGroups of an empty share group: its topics are recorded deleting, their states deleted,
   then the record is removed; a new group of the same name starts from share.auto.offset.reset.
 - DeleteShareGroupOffsets and AlterShareGroupOffsets keep the record in step.
@@ -34,6 +37,7 @@ class InitializedTopics:
     def __init__(self, svc):
         self.svc = svc
         self._locks: dict[str, trio.Lock] = {}
+        self._running: set[str] = set()       # groups with an initialisation task running
 
     @property
     def _gc(self):
@@ -48,7 +52,28 @@ class InitializedTopics:
             lock = self._locks[group_id] = trio.Lock()
         return lock
 
+    def partitions(self, group_id: str) -> dict:
+        """topic id -> the group's partitions recorded initialised: what may be assigned."""
+        return {tid: ps for tid, (_n, ps) in self.metadata(group_id).initialized.items()}
+
     # -- initialising ----------------------------------------------------------------------------
+
+    def start_initialize(self, group_id: str, subscribed: dict) -> None:
+        """initialize_subscribed in the background (the group coordinator's nursery), unless a task of
+        this group is running: it initialises what it finds uninitialised, and a heartbeat after it
+        starts another for what is still missing."""
+        if group_id in self._running:
+            return
+        self._running.add(group_id)
+
+        async def task():
+            try:
+                await self.initialize_subscribed(group_id, subscribed)
+            except Exception:   # (a bug: logged, the partitions stay for a later heartbeat)
+                log.exception("share group %s: initialising share state failed", group_id)
+            finally:
+                self._running.discard(group_id)
+        self._gc.spawn(task)
 
     async def initialize_subscribed(self, group_id: str, subscribed: dict) -> int:
         """Initialise the state of the subscribed partitions that have none recorded (subscribed:

@@ -8,6 +8,13 @@ a leave, a changed subscription or changed partition counts of the subscribed to
 epoch and recompute the assignment at once: share groups have no revocation step (a partition may
 be read by several members at the same time), so a member moves straight to the group epoch and
 its new assignment on its next heartbeat.
+
+Only partitions whose share state is initialised are assigned (Kafka 4.3's assignable partitions,
+`initialized`: topic id -> partitions, from the group coordinator's ShareGroupStatePartitionMetadata).
+A heartbeat answers at once; its `initialize` output names the subscribed partitions without state,
+which the shell has the share coordinators initialise in the background. Once they are recorded
+initialised, the next heartbeat sees more assignable partitions, bumps the group epoch and assigns
+them (Kafka's initializedAssignmentPending), so a new member's first answer may assign nothing.
 """
 from __future__ import annotations
 
@@ -29,7 +36,10 @@ class ShareMember:
     client_id: str = ""
     client_host: str = ""
     subscribed: tuple = ()
-    assignment: dict = field(default_factory=dict)      # topic id -> sorted partitions
+    assignment: dict = field(default_factory=dict)      # topic id -> sorted partitions (the target)
+    # what the member was last told (its heartbeat at the group epoch): ShareGroupDescribe's, as
+    # Kafka describes a member's assigned partitions, not the target it has not heartbeated for yet
+    current: dict = field(default_factory=dict)
     deadline: int = 0                                    # session expiry
 
 
@@ -40,14 +50,19 @@ class ShareGroup:
     assignment_epoch: int = 0
     members: dict = field(default_factory=dict)         # member id -> ShareMember
     topics_seen: dict = field(default_factory=dict)     # subscribed topic name -> (id, partitions) at assignment
+    assignable_seen: dict = field(default_factory=dict)  # subscribed topic name -> (id, initialised partitions)
 
     @property
     def state(self) -> str:
         return STABLE if self.members else EMPTY
 
 
-# the answer to a heartbeat, as a consumer group's (assignment None: unchanged since the last answer)
-HeartbeatResult = consumer_state.HeartbeatResult
+@dataclass
+class HeartbeatResult(consumer_state.HeartbeatResult):
+    """The answer to a heartbeat, as a consumer group's (assignment None: unchanged since the last
+    answer), and the subscribed partitions whose state is to be initialised: topic id -> (topic
+    name, partitions)."""
+    initialize: dict = field(default_factory=dict)
 
 
 def simple_assign(members: dict, topics: dict) -> dict:
@@ -58,12 +73,14 @@ def simple_assign(members: dict, topics: dict) -> dict:
     for name in sorted({t for m in members.values() for t in m.subscribed}):
         if name not in topics:
             continue
-        tid, count = topics[name]
+        tid, partitions = topics[name]       # a partition count, or the assignable partitions
+        parts = list(range(partitions)) if isinstance(partitions, int) else sorted(partitions)
+        count = len(parts)
         subs = sorted(m for m, mem in members.items() if name in mem.subscribed)
         if not subs or count <= 0:
             continue
-        pairs = ([(p, subs[p % len(subs)]) for p in range(count)] if len(subs) <= count
-                 else [(j % count, m) for j, m in enumerate(subs)])
+        pairs = ([(parts[i], subs[i % len(subs)]) for i in range(count)] if len(subs) <= count
+                 else [(parts[j % count], m) for j, m in enumerate(subs)])
         for p, m in pairs:
             out[m].setdefault(tid, []).append(p)
     for a in out.values():
@@ -82,7 +99,9 @@ class ShareGroups:
         self.groups: dict[str, ShareGroup] = {}
 
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id, subscribed, topics: dict,
-                  now_ms: int, client_id: str = "", client_host: str = "") -> HeartbeatResult:
+                  now_ms: int, client_id: str = "", client_host: str = "",
+                  initialized: dict | None = None) -> HeartbeatResult:
+        """initialized: topic id -> the group's partitions with share state (None: every partition)."""
         if not group_id:
             return HeartbeatResult(E.INVALID_REQUEST, "GroupId can't be empty.")
         if not member_id:
@@ -95,7 +114,7 @@ class ShareGroups:
         if member_epoch == LEAVE_EPOCH:
             if group is None or member_id not in group.members:
                 return HeartbeatResult(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
-            self.remove_member(group_id, member_id, topics)
+            self.remove_member(group_id, member_id, topics, initialized)
             return HeartbeatResult(E.NONE, member_id=member_id, member_epoch=LEAVE_EPOCH)
         if group is None:
             if member_epoch != 0:
@@ -123,13 +142,15 @@ class ShareGroups:
         if subscribed is not None and tuple(sorted(subscribed)) != member.subscribed:
             member.subscribed = tuple(sorted(subscribed))
             changed = True
-        if changed or self._topics_changed(group, topics):
-            self._rebalance(group, topics)
+        if changed or self._topics_changed(group, topics, initialized):
+            self._rebalance(group, topics, initialized)
         full = member_epoch == 0 or member.member_epoch != group.group_epoch
         member.member_epoch = group.group_epoch
+        member.current = dict(member.assignment)
         return HeartbeatResult(E.NONE, member_id=member_id, member_epoch=member.member_epoch,
                                heartbeat_interval_ms=self.heartbeat_interval_ms,
-                               assignment=dict(member.assignment) if full else None)
+                               assignment=dict(member.assignment) if full else None,
+                               initialize=self._uninitialized(group, initialized))
 
     def ensure(self, group_id: str) -> ShareGroup:
         """The group, created empty if it does not exist (AlterShareGroupOffsets creates it, as
@@ -139,17 +160,18 @@ class ShareGroups:
             group = self.groups[group_id] = ShareGroup(group_id)
         return group
 
-    def remove_member(self, group_id: str, member_id: str, topics: dict) -> None:
+    def remove_member(self, group_id: str, member_id: str, topics: dict, initialized: dict | None = None) -> None:
         group = self.groups[group_id]
         del group.members[member_id]
-        self._rebalance(group, topics)
+        self._rebalance(group, topics, initialized)
 
-    def expire(self, now_ms: int, topics: dict) -> list[tuple[str, str]]:
-        """Remove the members whose session ended; (group id, member id) of each."""
+    def expire(self, now_ms: int, topics: dict, initialized_of=None) -> list[tuple[str, str]]:
+        """Remove the members whose session ended; (group id, member id) of each. initialized_of:
+        group id -> its `initialized` (see heartbeat), None: every partition."""
         gone = [(g.group_id, m.member_id) for g in self.groups.values() for m in g.members.values()
                 if m.deadline <= now_ms]
         for gid, mid in gone:
-            self.remove_member(gid, mid, topics)
+            self.remove_member(gid, mid, topics, None if initialized_of is None else initialized_of(gid))
         return gone
 
     def next_deadline(self) -> int | None:
@@ -167,12 +189,32 @@ class ShareGroups:
         names = {t for m in group.members.values() for t in m.subscribed}
         return {n: topics[n] for n in names if n in topics}
 
-    def _topics_changed(self, group: ShareGroup, topics: dict) -> bool:
-        return self._subscribed_topics(group, topics) != group.topics_seen
+    def _assignable(self, subscribed: dict, initialized: dict | None) -> dict:
+        """name -> (topic id, the partitions that may be assigned: those with share state)."""
+        if initialized is None:
+            return {n: (tid, tuple(range(count))) for n, (tid, count) in subscribed.items()}
+        return {n: (tid, tuple(sorted(p for p in initialized.get(tid, ()) if 0 <= p < count)))
+                for n, (tid, count) in subscribed.items()}
 
-    def _rebalance(self, group: ShareGroup, topics: dict) -> None:
+    def _uninitialized(self, group: ShareGroup, initialized: dict | None) -> dict:
+        if initialized is None:
+            return {}
+        out = {}
+        for name, (tid, count) in group.topics_seen.items():
+            missing = frozenset(range(count)) - frozenset(initialized.get(tid, ()))
+            if missing:
+                out[tid] = (name, missing)
+        return out
+
+    def _topics_changed(self, group: ShareGroup, topics: dict, initialized: dict | None) -> bool:
+        subscribed = self._subscribed_topics(group, topics)
+        return (subscribed != group.topics_seen
+                or self._assignable(subscribed, initialized) != group.assignable_seen)
+
+    def _rebalance(self, group: ShareGroup, topics: dict, initialized: dict | None = None) -> None:
         group.group_epoch += 1
         group.topics_seen = self._subscribed_topics(group, topics)
-        for mid, a in simple_assign(group.members, topics).items():
+        group.assignable_seen = self._assignable(group.topics_seen, initialized)
+        for mid, a in simple_assign(group.members, group.assignable_seen).items():
             group.members[mid].assignment = a
         group.assignment_epoch = group.group_epoch

@@ -129,7 +129,8 @@ class ShareService:
     def heartbeat(self, **kwargs):
         # a member leaving keeps its share session: its last acknowledgements (ShareAcknowledge with
         # epoch -1) come after the leave; the session's end releases what it still holds
-        res = self.groups.heartbeat(topics=self.topic_table(), now_ms=self.now_ms(), **kwargs)
+        res = self.groups.heartbeat(topics=self.topic_table(), now_ms=self.now_ms(),
+                                    initialized=self.initialized.partitions(kwargs["group_id"]), **kwargs)
         group = self.groups.groups.get(kwargs.get("group_id"))
         if group is not None:
             self.group_topics.setdefault(group.group_id, set()).update(tid for tid, _n in group.topics_seen.values())
@@ -448,7 +449,7 @@ class ShareService:
             if sp.expire(now_ms):
                 self.persist((gid, tid, idx), sp)
                 self._notify(tid, idx)
-        for gid, mid in self.groups.expire(now_ms, self.topic_table()):
+        for gid, mid in self.groups.expire(now_ms, self.topic_table(), self.initialized.partitions):
             log.info("share group %s: member %s session expired", gid, mid)
             self._member_gone(gid, mid)
 
