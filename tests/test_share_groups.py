@@ -43,6 +43,10 @@ SETTINGS = {
     "offsets.topic.num.partitions": "1",
     "group.share.min.record.lock.duration.ms": "1000",
     "group.share.record.lock.duration.ms": str(LOCK_MS),
+    # members learn of their partitions on the heartbeat after the share state is initialised (as
+    # with Kafka 4.3): a 1 s interval instead of 5 s, so the scenarios do not wait 5 s for it
+    "group.share.min.heartbeat.interval.ms": "1000",
+    "group.share.heartbeat.interval.ms": "1000",
 }
 
 CONSUMER = r"""
