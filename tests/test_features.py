@@ -1,6 +1,5 @@
 """Cluster features: ApiVersions' supported and finalized features as Kafka 3.9
-reports them, and UpdateFeatures with Kafka's controller rules, answered as Kafka 4.3.1 answers:
-all or nothing, a refusal as a top-level error."""
+reports them, and UpdateFeatures with Kafka's controller rules."""
 from __future__ import annotations
 
 import json
@@ -17,8 +16,6 @@ from tests.wire_client import WireClient
 
 pytestmark = pytest.mark.timeout(60)
 
-FAILED = "The update failed for all features since the following feature had an error: "
-
 OBSERVATIONS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "kafka-observations",
                             "api-versions.json")
 
@@ -27,7 +24,7 @@ def _api_versions(c: WireClient, version: int):
     return c.call(ApiVersionsRequest(client_software_name="t", client_software_version="1"), version)
 
 
-def _update_response(c: WireClient, version=1, validate_only=False, **levels):
+def _update(c: WireClient, version=1, validate_only=False, **levels):
     ups = []
     for name, (level, kind) in levels.items():
         if version == 0:
@@ -36,23 +33,10 @@ def _update_response(c: WireClient, version=1, validate_only=False, **levels):
         else:
             u = FeatureUpdateKey(feature=name.replace("_", "."), max_version_level=level, upgrade_type=kind)
         ups.append(u)
-    return c.call(UpdateFeaturesRequest(timeout_ms=1000, feature_updates=ups, validate_only=validate_only),
+    resp = c.call(UpdateFeaturesRequest(timeout_ms=1000, feature_updates=ups, validate_only=validate_only),
                   version)
-
-
-def _update(c: WireClient, version=1, validate_only=False, **levels):
-    """{feature: (error code, message)}: (0, None) for each feature of an update that succeeded, or for
-    each requested feature the top-level error of one that was refused (Kafka 4.3's answer, its
-    message without the "The update failed for all features since ..." prefix)."""
-    resp = _update_response(c, version, validate_only, **levels)
-    if resp.error_code:
-        assert resp.results == []
-        assert resp.error_message.startswith(FAILED)
-        return {name.replace("_", "."): (resp.error_code, resp.error_message[len(FAILED):]) for name in levels}
-    # v0-1 list each feature with Kafka's Errors.NONE.message(), "NONE"; v2 lists none
-    assert [(r.feature, r.error_code, r.error_message) for r in resp.results] == (
-        [(name.replace("_", "."), 0, "NONE") for name in levels] if version <= 1 else [])
-    return {name.replace("_", "."): (0, None) for name in levels}
+    assert resp.error_code == 0
+    return {r.feature: (r.error_code, r.error_message) for r in resp.results}
 
 
 def _finalized(c: WireClient) -> dict:
@@ -85,29 +69,44 @@ def test_api_versions_features_as_kafka(broker):
     assert got == expected
 
 
-def test_update_answers_as_kafka_4(broker):
-    """The answers of a Kafka 4.3.1 broker (checked side by side): a refusal is a top-level error with
-    no results at every version, a success lists each feature with message "NONE" in v0-1 and
-    nothing in v2; a v0 AllowDowngrade is not a downgrade (Kafka's controller reads UpgradeType)."""
-    sv = "share_version"
-    refused = (ErrorCode.INVALID_UPDATE_VERSION, FAILED + "Invalid update version 0 for feature share.version. "
-               "Can't downgrade the version of this feature without setting the upgrade type to either safe or "
-               "unsafe downgrade.", [])
-    with WireClient(broker.bootstrap) as c:
-        for version in (0, 1, 2):
-            resp = _update_response(c, version, **{sv: (0, features.UPGRADE)})
-            assert (resp.error_code, resp.error_message, resp.results) == refused
-        resp = _update_response(c, 0, **{sv: (0, features.SAFE_DOWNGRADE)})
-        assert (resp.error_code, resp.error_message, resp.results) == refused
-        for version, results in ((1, [("share.version", 0, "NONE")]), (2, [])):
-            resp = _update_response(c, version, validate_only=True, **{sv: (0, features.SAFE_DOWNGRADE)})
-            assert (resp.error_code, resp.error_message) == (0, None)
-            assert [(r.feature, r.error_code, r.error_message) for r in resp.results] == results
-        # nothing of a refused update is applied
-        resp = _update_response(c, 1, **{"transaction_version": (1, features.UPGRADE), "no_such": (1, features.UPGRADE)})
-        assert resp.error_code == ErrorCode.INVALID_UPDATE_VERSION and resp.results == []
-        assert _finalized(c) == {"metadata.version": 21, "share.version": 1}
 
+def _update_response(c: WireClient, version, validate_only=False, **levels):
+    ups = [FeatureUpdateKey(feature=name.replace("_", "."), max_version_level=level,
+                            allow_downgrade=kind != features.UPGRADE) if version == 0 else
+           FeatureUpdateKey(feature=name.replace("_", "."), max_version_level=level, upgrade_type=kind)
+           for name, (level, kind) in levels.items()]
+    return c.call(UpdateFeaturesRequest(timeout_ms=1000, feature_updates=ups, validate_only=validate_only),
+                  version)
+
+
+def test_v2_is_all_or_nothing_as_kafka_4_and_v0_1_answer_each_feature_as_kafka_3_9(broker):
+    """v2 (new in Kafka 4.x) as a Kafka 4.3.1 broker answers it (checked side by side): one refused
+    feature fails the whole request with a top-level error and no results, and nothing is applied;
+    a success has no results. v0-1 keep Kafka 3.9's per-feature answers. A v0 AllowDowngrade is not a
+    downgrade (Kafka's controller reads UpgradeType), on both."""
+    sv, why = "share_version", ("Invalid update version 0 for feature share.version. Can't downgrade the version "
+                                "of this feature without setting the upgrade type to either safe or unsafe "
+                                "downgrade.")
+    failed = "The update failed for all features since the following feature had an error: "
+    with WireClient(broker.bootstrap) as c:
+        resp = _update_response(c, 2, **{sv: (0, features.UPGRADE)})
+        assert (resp.error_code, resp.error_message, resp.results) == (
+            ErrorCode.INVALID_UPDATE_VERSION, failed + why, [])
+        for version in (0, 1):
+            resp = _update_response(c, version, **{sv: (0, features.UPGRADE if version else features.SAFE_DOWNGRADE)})
+            assert resp.error_code == 0
+            assert [(r.feature, r.error_code, r.error_message) for r in resp.results] == [
+                ("share.version", ErrorCode.INVALID_UPDATE_VERSION, why)]
+        resp = _update_response(c, 2, validate_only=True, **{sv: (0, features.SAFE_DOWNGRADE)})
+        assert (resp.error_code, resp.error_message, resp.results) == (0, None, [])
+        # nothing of a refused v2 update is applied; v1 applies what succeeded
+        resp = _update_response(c, 2, **{"transaction_version": (1, features.UPGRADE), "no_such": (1, features.UPGRADE)})
+        assert resp.error_code == ErrorCode.INVALID_UPDATE_VERSION and resp.results == []
+        assert "transaction.version" not in _finalized(c)
+        resp = _update_response(c, 1, validate_only=True,
+                                **{"transaction_version": (1, features.UPGRADE), "no_such": (1, features.UPGRADE)})
+        assert [(r.feature, r.error_code) for r in resp.results] == [
+            ("no.such", ErrorCode.INVALID_UPDATE_VERSION), ("transaction.version", 0)]
 
 def test_transaction_version_update_and_restart(fresh_broker):
     tv = "transaction_version"
@@ -145,15 +144,13 @@ def test_update_metadata_version(fresh_broker):
         code, msg = _update(c, **{mv: (16, features.SAFE_DOWNGRADE)})["metadata.version"]
         assert (code, msg) == (ErrorCode.INVALID_UPDATE_VERSION, "Invalid metadata.version 16. Refusing to "
                                "perform the requested downgrade because it might delete metadata information.")
-        # one refused feature refuses the whole update (Kafka 4.3): metadata.version stays at 17
+        # v0: allow_downgrade=false is an upgrade; unknown features and levels out of range fail alone
         results = _update(c, version=0, **{mv: (21, features.UPGRADE), "no_such": (1, features.UPGRADE)})
-        assert results["no.such"] == (ErrorCode.INVALID_UPDATE_VERSION, "Invalid update version 1 for feature "
-                                      "no.such. Local controller 1 does not support this feature.")
-        assert _finalized(c)["metadata.version"] == 17
-        # v0: allow_downgrade=false is an upgrade
-        assert _update(c, version=0, **{mv: (21, features.UPGRADE)}) == {"metadata.version": (0, None)}
+        assert results["metadata.version"] == (0, None)
         # the epoch is the offset of the metadata the levels come from: it moves with each change
         assert _api_versions(c, 3).finalized_features_epoch > epoch
+        assert results["no.such"] == (ErrorCode.INVALID_UPDATE_VERSION, "Invalid update version 1 for feature "
+                                      "no.such. Local controller 1 does not support this feature.")
         assert _update(c, **{mv: (22, features.UPGRADE)})["metadata.version"] == (
             ErrorCode.INVALID_UPDATE_VERSION,
             "Invalid update version 22 for feature metadata.version. Local controller 1 only supports versions 1-21")

@@ -75,7 +75,7 @@ REASONS: dict[str, str] = {
     "OffsetFetch": "#31: up to Kafka 4.3's v10 (topics by id)",
     "DescribeGroups": "#31: up to Kafka 4.3's v6 (unknown groups are GROUP_ID_NOT_FOUND)",
     "DescribeCluster": "#31: up to Kafka 4.3's v2 (fenced brokers)",
-    "UpdateFeatures": "#31: up to Kafka 4.3's v2 (no per-feature results); every version answers as 4.3: a refused feature fails the whole update with a top-level error",
+    "UpdateFeatures": "#31: up to Kafka 4.3's v2, answered as 4.3 (all or nothing, a refusal as a top-level error); v0-1 as Kafka 3.9 (per feature)",
     "DescribeLogDirs": "#31: up to Kafka 4.3's v5 (cordoned directories: none)",
     "ListTransactions": "#31: up to Kafka 4.3's v2 (transactional id pattern)",
     "ListConfigResources": "#31: up to Kafka 4.3's v1 (every config resource type, KIP-1142; v0 client metrics)",
