@@ -44,6 +44,7 @@ def test_one_node_of_three_loses_power_under_acks_all_load_and_rejoins(tmp_path)
     _run(tmp_path, "power-loss-node", seed=1)
 
 
+@pytest.mark.long
 @pytest.mark.timeout(240)
 def test_the_active_controller_loses_power_while_topics_are_created(tmp_path):
     v, text = _run(tmp_path, "power-loss-controller", seed=2)

@@ -23,6 +23,7 @@ def chaos(tmp_path, *args, timeout=180):
     return p, [int(x) for x in m.groups()]
 
 
+@pytest.mark.long
 @pytest.mark.timeout(200)
 def test_kill_and_pause_on_a_healthy_node_lose_nothing(tmp_path):
     p, (ops, faults, anomalies) = chaos(tmp_path, "--time", "10", "--seed", "31", "--nemesis", "kill,pause",

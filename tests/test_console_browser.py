@@ -110,6 +110,7 @@ def cluster():
         yield c
 
 
+@pytest.mark.long
 def test_console_pages_of_a_three_node_cluster_with_traffic(cluster, browser, shots):
     from confluent_kafka import Consumer
     from selenium.webdriver.common.by import By

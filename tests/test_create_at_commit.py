@@ -155,6 +155,7 @@ def test_kill_during_log_creation_then_restart(tmp_path):
         proc.stop()
 
 
+@pytest.mark.long
 def test_followers_make_their_logs_after_the_commit_too():
     """Three nodes, replication factor 3: every node queues the 60 new logs and makes them after
     the commit; each follower fetches a partition only once its own log exists. acks=all with

@@ -148,6 +148,7 @@ def test_a_second_process_with_a_live_node_id_is_refused_until_the_first_is_gone
             dup.kill()
 
 
+@pytest.mark.long
 def test_a_node_killed_and_restarted_at_once_is_fenced_before_it_is_back():
     # a 12 s session: the restarted process must be up and asked while its old registration still
     # leads; pre-imported, it still took 6 s to start and reach the quorum at load 45

@@ -17,17 +17,20 @@ def _run_many(seeds, voters, observers=1):
     return totals
 
 
-def test_300_seeds_three_voters_every_fault():
-    totals = _run_many(range(300), voters=3)
-    # the runs did exercise what they claim to
-    assert totals["crashes"] > 150 and totals["faults"] > 2000
-    assert totals["elections"] > 300 and totals["snapshot_installs"] > 80
-    assert totals["committed"] > 15000
+# CI runs the first count; `pytest -m long` the second (and `python -m tests.raft_sim` any number)
+@pytest.mark.parametrize("n", [120, pytest.param(300, marks=pytest.mark.long)])
+def test_seeds_three_voters_every_fault(n):
+    totals = _run_many(range(n), voters=3)
+    # the runs did exercise what they claim to (per seed: the rates 300 seeds showed, halved)
+    assert totals["crashes"] > n / 2 and totals["faults"] > 6.6 * n
+    assert totals["elections"] > n and totals["snapshot_installs"] > n / 4
+    assert totals["committed"] > 50 * n
 
 
-def test_150_seeds_five_voters_every_fault():
-    totals = _run_many(range(10000, 10150), voters=5)
-    assert totals["crashes"] > 75 and totals["elections"] > 150
+@pytest.mark.parametrize("n", [60, pytest.param(150, marks=pytest.mark.long)])
+def test_seeds_five_voters_every_fault(n):
+    totals = _run_many(range(10000, 10000 + n), voters=5)
+    assert totals["crashes"] > n / 2 and totals["elections"] > n
 
 
 def test_a_seed_replays_exactly():

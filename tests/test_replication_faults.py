@@ -74,6 +74,7 @@ def test_leader_cut_off_by_the_network_then_healed(tmp_path):
     _assert_clean(v, text, 1)
 
 
+@pytest.mark.long
 @pytest.mark.timeout(240)
 def test_leader_killed_and_restarted_behind_a_cut_link_registers_once_healed(tmp_path):
     # the restarted process cannot reach a controller for longer than its old session: its old
@@ -85,6 +86,7 @@ def test_leader_killed_and_restarted_behind_a_cut_link_registers_once_healed(tmp
     assert len(v["registered"]) == 1, text
 
 
+@pytest.mark.long
 @pytest.mark.timeout(240)
 def test_rolling_restart_of_every_broker_under_load(tmp_path):
     v, text = _run(tmp_path, "rolling-restart")
