@@ -13,6 +13,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.long
 @pytest.mark.timeout(150)
 def test_scaling_reports_both_layouts(tmp_path):
     out = tmp_path / "scaling.json"

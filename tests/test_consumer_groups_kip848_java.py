@@ -109,6 +109,7 @@ def upgrade_scenario(bootstrap: str, command, topic: str, group: str) -> tuple[i
                 c.kill()
 
 
+@pytest.mark.long
 @pytest.mark.timeout(150)
 def test_java_consumers_three_members_leave_kill(tmp_path, java_command):
     b = BrokerProcess(str(tmp_path / "data"), settings=SETTINGS).start()

@@ -51,6 +51,7 @@ def test_every_generated_file_is_identical(regenerated):
                         f"(run python3 -m tools.gen_protocol): {stale[:10]}"
 
 
+@pytest.mark.long
 def test_generator_is_deterministic(regenerated, tmp_path):
     out, names = regenerated
     gen_protocol.generate(DEFS, tmp_path, OLD_DEFS)

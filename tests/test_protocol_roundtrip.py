@@ -25,7 +25,7 @@ def test_round_trip(api_key, version, kind):
     cls = request_class(api_key) if kind == "request" else response_class(api_key)
     flexible = cls.FLEXIBLE_FROM is not None and version >= cls.FLEXIBLE_FROM
 
-    @settings(max_examples=12, deadline=None, database=None,
+    @settings(max_examples=8, deadline=None, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(message(cls, version, flexible))
     def check(msg):

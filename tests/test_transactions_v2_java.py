@@ -44,7 +44,8 @@ def java_command(tmp_path_factory):
     return command
 
 
-@pytest.mark.parametrize("tv", [0, 1, 2])
+# level 1 keeps the classic protocol as level 0 does: it runs under `pytest -m long`
+@pytest.mark.parametrize("tv", [0, pytest.param(1, marks=pytest.mark.long), 2])
 def test_java_exactly_once(fresh_broker, java_command, tv):
     with WireClient(fresh_broker.bootstrap) as c:
         if tv:
