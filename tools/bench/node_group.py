@@ -14,7 +14,6 @@ machine's other work shows there). Layouts alternate over --reps.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -23,7 +22,7 @@ import tempfile
 import time
 
 from broker.launch.cluster_tool import free_base_port
-from tools.bench.scaling import layout_arguments
+from tools.bench.options import layout_arguments, write_rows
 
 
 def _serve_pids(cluster_pid: int) -> list[int]:
@@ -117,8 +116,7 @@ def main(argv=None) -> int:
                   f"{r['consume MiB/s']:>7.1f} {r['consume broker cpu s per GiB']:>9.2f} {r['load avg']:>5.1f}",
                   flush=True)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "cpus": os.cpu_count(), "rows": rows}, f, indent=1)
+        write_rows(args.json, args, rows)
     return 1 if any("error" in r for r in rows) else 0
 
 

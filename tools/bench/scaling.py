@@ -16,12 +16,13 @@ N = 1 and N = 2 (or --processes), alternating over --reps.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import os
 import sys
 import tempfile
 import time
+
+from tools.bench.options import layout_arguments, write_rows
 
 _CTX = mp.get_context("spawn")
 
@@ -87,17 +88,6 @@ def run_layout(n: int, partitions: int, records: int, size: int, acks: str) -> d
             b.cleanup()
 
 
-def layout_arguments(ap, records: int, partitions_help: str) -> None:
-    """The options of a 1-vs-N-processes comparison (this bench and node_group.py)."""
-    ap.add_argument("--processes", default="1,2", help="broker process counts (default 1,2)")
-    ap.add_argument("--partitions", type=int, default=6, help=f"{partitions_help} (default 6)")
-    ap.add_argument("--size", type=int, default=1024, help="record size (default 1024)")
-    ap.add_argument("--records", type=int, default=records, help=f"records per run (default {records:,})")
-    ap.add_argument("--acks", default="1", help="producer acks (default 1)")
-    ap.add_argument("--reps", type=int, default=2, help="repetitions, layouts alternating (default 2)")
-    ap.add_argument("--json", metavar="PATH")
-
-
 def main(argv=None) -> int:
     doc = __doc__.split("\n\n")
     ap = argparse.ArgumentParser(prog="python -m tools.bench scaling", description=doc[0] + ".\n\n" + doc[1],
@@ -122,8 +112,7 @@ def main(argv=None) -> int:
                   f"{r['consume records/s']:>14,.0f} {r['consume MiB/s']:>7.1f} "
                   f"{str(r['broker cpu % each']):>20} {r['broker cpu s per GiB']:>9.2f} {r['load avg']:>5.1f}", flush=True)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "cpus": os.cpu_count(), "rows": rows}, f, indent=1)
+        write_rows(args.json, args, rows)
     return 1 if any("error" in r for r in rows) else 0
 
 
