@@ -8,7 +8,8 @@ keep the same names, defaults and help everywhere:
 - the layout options of the 1-vs-N-processes comparisons (scaling.py,
   node_group.py);
 
-and the JSON file of rows those benches write with --json."""
+and what those benches do alike with them: the names in --targets, the
+layouts --processes and --reps run, the JSON file of rows --json writes."""
 from __future__ import annotations
 
 import json
@@ -49,6 +50,25 @@ def layout_arguments(ap, records: int, partitions_help: str) -> None:
     ap.add_argument("--acks", default="1", help="producer acks (default 1)")
     ap.add_argument("--reps", type=int, default=2, help="repetitions, layouts alternating (default 2)")
     ap.add_argument("--json", metavar="PATH")
+
+
+def layout_rows(args, run, show) -> list[dict]:
+    """Each process count in --processes, --reps times, the layouts alternating:
+    the rows ``run(count)`` returns, each shown as it comes (``show(row)``). A
+    run that raises is a row with its error, and the other layouts still run."""
+    counts = [int(x) for x in args.processes.split(",")]
+    rows = []
+    for rep in range(args.reps):
+        for n in counts:
+            try:
+                r = run(n) | {"rep": rep}
+            except Exception as exc:   # noqa: BLE001 - reported in the row
+                r = {"processes": n, "rep": rep, "error": f"{type(exc).__name__}: {exc}"}
+                print(f"{n:>9} {rep:>3} error: {r['error']}", flush=True)
+            else:
+                show(r)
+            rows.append(r)
+    return rows
 
 
 def write_rows(path: str, args, rows: list[dict], **extra) -> None:

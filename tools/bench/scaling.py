@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from tools.bench.options import layout_arguments, write_rows
+from tools.bench.options import layout_arguments, layout_rows, write_rows
 
 _CTX = mp.get_context("spawn")
 
@@ -94,23 +94,15 @@ def main(argv=None) -> int:
                                  epilog=doc[2], formatter_class=argparse.RawDescriptionHelpFormatter)
     layout_arguments(ap, records=200_000, partitions_help="partitions in all, split evenly")
     args = ap.parse_args(argv)
-    counts = [int(x) for x in args.processes.split(",")]
-    rows = []
     print(f"{'processes':>9} {'rep':>3} {'produce rec/s':>14} {'MiB/s':>7} {'consume rec/s':>14} {'MiB/s':>7} "
           f"{'broker cpu % each':>20} {'cpu s/GiB':>9} {'load':>5}", flush=True)
-    for rep in range(args.reps):
-        for n in counts:
-            try:
-                r = run_layout(n, args.partitions, args.records, args.size, args.acks) | {"rep": rep}
-            except Exception as exc:
-                r = {"processes": n, "rep": rep, "error": f"{type(exc).__name__}: {exc}"}
-                print(f"{n:>9} {rep:>3} error: {r['error']}", flush=True)
-                rows.append(r)
-                continue
-            rows.append(r)
-            print(f"{n:>9} {rep:>3} {r['produce records/s']:>14,.0f} {r['produce MiB/s']:>7.1f} "
-                  f"{r['consume records/s']:>14,.0f} {r['consume MiB/s']:>7.1f} "
-                  f"{str(r['broker cpu % each']):>20} {r['broker cpu s per GiB']:>9.2f} {r['load avg']:>5.1f}", flush=True)
+
+    def show(r: dict) -> None:
+        print(f"{r['processes']:>9} {r['rep']:>3} {r['produce records/s']:>14,.0f} {r['produce MiB/s']:>7.1f} "
+              f"{r['consume records/s']:>14,.0f} {r['consume MiB/s']:>7.1f} "
+              f"{str(r['broker cpu % each']):>20} {r['broker cpu s per GiB']:>9.2f} {r['load avg']:>5.1f}", flush=True)
+
+    rows = layout_rows(args, lambda n: run_layout(n, args.partitions, args.records, args.size, args.acks), show)
     if args.json:
         write_rows(args.json, args, rows)
     return 1 if any("error" in r for r in rows) else 0
