@@ -26,12 +26,13 @@ machine allows, reported beside Kafka's under the same bound.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import os
 import queue as queue_mod
 import sys
 import time
+
+from tools.bench.options import target_arguments, target_names, write_rows
 
 _CTX = mp.get_context("spawn")
 BUCKET_S = 0.25    # consumers count bytes per quarter second of wall clock
@@ -241,7 +242,7 @@ def main(argv=None) -> int:
     doc = __doc__.split("\n\n")
     ap = argparse.ArgumentParser(prog="python -m tools.bench fanout", description="\n\n".join(doc[:4]),
                                  epilog=doc[4], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--targets", default="kproto,kafka", help="kproto,kafka (kafka needs KAFKA_HOME)")
+    target_arguments(ap, default="kproto,kafka", kafka_home=False)
     ap.add_argument("--groups", type=int, default=5, help="consumer groups (default 5)")
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--size", type=int, default=1024, help="record size (default 1024)")
@@ -256,7 +257,7 @@ def main(argv=None) -> int:
                     "steps with their stacks (DIR/kproto-loopwatch.json)")
     args = ap.parse_args(argv)
     home = os.environ.get("KAFKA_HOME")
-    names = [n for n in args.targets.split(",") if n]
+    names = target_names(args.targets)
     print(f"fan-out: {args.groups} groups, 1 producer at {args.rate:.0f} records/s of {args.size} B, "
           f"preload {args.preload} records, {args.partitions} partitions, one broker per target", flush=True)
     print(f"{'':<14} {'------------- catch-up ------------':>42} {'------------- tail -------------':>35} baseline",
@@ -273,9 +274,7 @@ def main(argv=None) -> int:
             rows.append(r)
             print_row(r)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "cpus": os.cpu_count(), "load avg": os.getloadavg(), "rows": rows}, f,
-                      indent=1)
+        write_rows(args.json, args, rows, **{"load avg": os.getloadavg()})
     return 1 if any("error" in r for r in rows) else 0
 
 

@@ -14,7 +14,6 @@ machine's other work shows there). Layouts alternate over --reps.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -23,7 +22,7 @@ import tempfile
 import time
 
 from broker.launch.cluster_tool import free_base_port
-from tools.bench.scaling import layout_arguments
+from tools.bench.options import layout_arguments, layout_rows, write_rows
 
 
 def _serve_pids(cluster_pid: int) -> list[int]:
@@ -97,28 +96,20 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if not args.kafka_home:
         ap.error("KAFKA_HOME (or --kafka-home) must name a Kafka installation: its perf tools drive the load")
-    counts = [int(x) for x in args.processes.split(",")]
-    rows = []
     print(f"{'processes':>9} {'rep':>3} {'produce rec/s':>14} {'MiB/s':>7} {'p99 ms':>7} {'cpu % each':>14} "
           f"{'cpu s/GiB':>9} {'consume rec/s':>14} {'MiB/s':>7} {'cpu s/GiB':>9} {'load':>5}", flush=True)
-    for rep in range(args.reps):
-        for n in counts:
-            try:
-                r = run_layout(args.kafka_home, n, args.partitions, args.records, args.size, args.acks) | {"rep": rep}
-            except Exception as exc:   # noqa: BLE001 - reported
-                r = {"processes": n, "rep": rep, "error": f"{type(exc).__name__}: {exc}"}
-                print(f"{n:>9} {rep:>3} error: {r['error']}", flush=True)
-                rows.append(r)
-                continue
-            rows.append(r)
-            print(f"{n:>9} {rep:>3} {r['produce records/s']:>14,.0f} {r['produce MiB/s']:>7.1f} "
-                  f"{r['produce ack p99 ms']:>7.0f} {str(r['produce broker cpu % each']):>14} "
-                  f"{r['produce broker cpu s per GiB']:>9.2f} {r['consume records/s']:>14,.0f} "
-                  f"{r['consume MiB/s']:>7.1f} {r['consume broker cpu s per GiB']:>9.2f} {r['load avg']:>5.1f}",
-                  flush=True)
+
+    def show(r: dict) -> None:
+        print(f"{r['processes']:>9} {r['rep']:>3} {r['produce records/s']:>14,.0f} {r['produce MiB/s']:>7.1f} "
+              f"{r['produce ack p99 ms']:>7.0f} {str(r['produce broker cpu % each']):>14} "
+              f"{r['produce broker cpu s per GiB']:>9.2f} {r['consume records/s']:>14,.0f} "
+              f"{r['consume MiB/s']:>7.1f} {r['consume broker cpu s per GiB']:>9.2f} {r['load avg']:>5.1f}",
+              flush=True)
+
+    rows = layout_rows(args, lambda n: run_layout(args.kafka_home, n, args.partitions, args.records, args.size,
+                                                  args.acks), show)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "cpus": os.cpu_count(), "rows": rows}, f, indent=1)
+        write_rows(args.json, args, rows)
     return 1 if any("error" in r for r in rows) else 0
 
 

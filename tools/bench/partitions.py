@@ -20,6 +20,8 @@ import statistics
 import threading
 import time
 
+from tools.bench.options import partition_count_arguments, target_arguments, target_names
+
 
 def _admin(bootstrap: str):
     from confluent_kafka.admin import AdminClient
@@ -198,20 +200,12 @@ def run(target, topics: int, partitions: int, idle: float, per_request: int, set
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.bench partitions", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--topics", type=int, default=100)
-    ap.add_argument("--partitions", type=int, default=100, help="partitions per topic")
-    ap.add_argument("--per-request", type=int, default=10, help="topics per CreateTopics request")
-    ap.add_argument("--idle", type=float, default=20.0, help="seconds over which idle CPU is measured")
-    ap.add_argument("--settle", type=float, default=60.0,
-                    help="seconds after creation before idle CPU is measured (background fsyncs)")
+    partition_count_arguments(ap)
     ap.add_argument("--ulimit", type=int, default=None, help="`ulimit -n` of the broker (default: inherited)")
-    ap.add_argument("--targets", default="kproto",
-                    help="comma-separated: kproto, kafka (kafka needs KAFKA_HOME); run one after the other")
-    ap.add_argument("--kafka-home", default=os.environ.get("KAFKA_HOME"))
-    ap.add_argument("--no-restart", action="store_true", help="skip the kill -9 and restart")
+    target_arguments(ap)
     args = ap.parse_args(argv)
     from tools.bench.targets import make_targets
-    names = [n.strip() for n in args.targets.split(",") if n.strip()]
+    names = target_names(args.targets)
     if any(n not in ("kproto", "kafka") for n in names):
         ap.error(f"--targets: kproto and/or kafka, got {args.targets!r}")
     results = []

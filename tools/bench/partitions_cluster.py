@@ -21,6 +21,7 @@ import shutil
 import tempfile
 import time
 
+from tools.bench.options import partition_count_arguments, target_arguments, target_names
 from tools.bench.partitions import _counts, _metadata_ms, _metadata_wire_ms
 
 QUIET = {"log_level": 0, "error_cb": lambda err: None}
@@ -240,25 +241,19 @@ def run(kind: str, args, log) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.bench.partitions_cluster", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--topics", type=int, default=100)
-    ap.add_argument("--partitions", type=int, default=100, help="partitions per topic")
-    ap.add_argument("--per-request", type=int, default=10, help="topics per CreateTopics request")
-    ap.add_argument("--idle", type=float, default=20.0, help="seconds over which idle CPU is measured")
-    ap.add_argument("--settle", type=float, default=60.0, help="seconds after creation before idle CPU")
+    partition_count_arguments(ap)
     ap.add_argument("--wait", type=float, default=900.0, help="longest wait for a state (s)")
     ap.add_argument("--records", type=int, default=200000, help="records of the produce/consume run (0: none)")
     ap.add_argument("--size", type=int, default=1024, help="bytes per record value")
     ap.add_argument("--spread-topics", type=int, default=10, help="topics the produce/consume run writes to")
-    ap.add_argument("--targets", default="kproto", help="comma-separated: kproto, kafka (KAFKA_HOME)")
-    ap.add_argument("--kafka-home", default=os.environ.get("KAFKA_HOME"))
-    ap.add_argument("--no-restart", action="store_true", help="skip the kill -9 and restart")
+    target_arguments(ap)
     ap.add_argument("--keep", action="store_true", help="keep the data folders")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker property for every node")
     args = ap.parse_args(argv)
     os.environ.setdefault("KAFKA_HEAP_OPTS", "-Xmx512m")
     log = lambda m: print(m, flush=True)   # noqa: E731
-    for kind in [n.strip() for n in args.targets.split(",") if n.strip()]:
+    for kind in target_names(args.targets):
         if kind == "kafka" and not args.kafka_home:
             log("kafka: KAFKA_HOME is not set; skipped")
             continue

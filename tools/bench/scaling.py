@@ -16,12 +16,13 @@ N = 1 and N = 2 (or --processes), alternating over --reps.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import os
 import sys
 import tempfile
 import time
+
+from tools.bench.options import layout_arguments, layout_rows, write_rows
 
 _CTX = mp.get_context("spawn")
 
@@ -87,43 +88,23 @@ def run_layout(n: int, partitions: int, records: int, size: int, acks: str) -> d
             b.cleanup()
 
 
-def layout_arguments(ap, records: int, partitions_help: str) -> None:
-    """The options of a 1-vs-N-processes comparison (this bench and node_group.py)."""
-    ap.add_argument("--processes", default="1,2", help="broker process counts (default 1,2)")
-    ap.add_argument("--partitions", type=int, default=6, help=f"{partitions_help} (default 6)")
-    ap.add_argument("--size", type=int, default=1024, help="record size (default 1024)")
-    ap.add_argument("--records", type=int, default=records, help=f"records per run (default {records:,})")
-    ap.add_argument("--acks", default="1", help="producer acks (default 1)")
-    ap.add_argument("--reps", type=int, default=2, help="repetitions, layouts alternating (default 2)")
-    ap.add_argument("--json", metavar="PATH")
-
-
 def main(argv=None) -> int:
     doc = __doc__.split("\n\n")
     ap = argparse.ArgumentParser(prog="python -m tools.bench scaling", description=doc[0] + ".\n\n" + doc[1],
                                  epilog=doc[2], formatter_class=argparse.RawDescriptionHelpFormatter)
     layout_arguments(ap, records=200_000, partitions_help="partitions in all, split evenly")
     args = ap.parse_args(argv)
-    counts = [int(x) for x in args.processes.split(",")]
-    rows = []
     print(f"{'processes':>9} {'rep':>3} {'produce rec/s':>14} {'MiB/s':>7} {'consume rec/s':>14} {'MiB/s':>7} "
           f"{'broker cpu % each':>20} {'cpu s/GiB':>9} {'load':>5}", flush=True)
-    for rep in range(args.reps):
-        for n in counts:
-            try:
-                r = run_layout(n, args.partitions, args.records, args.size, args.acks) | {"rep": rep}
-            except Exception as exc:
-                r = {"processes": n, "rep": rep, "error": f"{type(exc).__name__}: {exc}"}
-                print(f"{n:>9} {rep:>3} error: {r['error']}", flush=True)
-                rows.append(r)
-                continue
-            rows.append(r)
-            print(f"{n:>9} {rep:>3} {r['produce records/s']:>14,.0f} {r['produce MiB/s']:>7.1f} "
-                  f"{r['consume records/s']:>14,.0f} {r['consume MiB/s']:>7.1f} "
-                  f"{str(r['broker cpu % each']):>20} {r['broker cpu s per GiB']:>9.2f} {r['load avg']:>5.1f}", flush=True)
+
+    def show(r: dict) -> None:
+        print(f"{r['processes']:>9} {r['rep']:>3} {r['produce records/s']:>14,.0f} {r['produce MiB/s']:>7.1f} "
+              f"{r['consume records/s']:>14,.0f} {r['consume MiB/s']:>7.1f} "
+              f"{str(r['broker cpu % each']):>20} {r['broker cpu s per GiB']:>9.2f} {r['load avg']:>5.1f}", flush=True)
+
+    rows = layout_rows(args, lambda n: run_layout(n, args.partitions, args.records, args.size, args.acks), show)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "cpus": os.cpu_count(), "rows": rows}, f, indent=1)
+        write_rows(args.json, args, rows)
     return 1 if any("error" in r for r in rows) else 0
 
 

@@ -171,11 +171,9 @@ class KprotoCheckoutTarget(KprotoTarget):
                                 open_files_limit=getattr(self, "open_files_limit", None))
 
 
-class SinkTarget(Target):
-    name = "sink"
-    label = "sink (ceiling)"
-    is_broker = False
-    recoverable = False
+class _SubprocessTarget(Target):
+    """A target that is one child process listening on a loopback port of its
+    own (the sink, a Kafka node)."""
 
     def __init__(self, workdir: str):
         super().__init__(workdir)
@@ -188,7 +186,20 @@ class SinkTarget(Target):
 
     @property
     def pid(self) -> int:
+        # for Kafka, java: kafka-server-start.sh execs kafka-run-class.sh, which execs java
         return self.proc.pid
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class SinkTarget(_SubprocessTarget):
+    name = "sink"
+    label = "sink (ceiling)"
+    is_broker = False
+    recoverable = False
 
     def start(self, fresh: bool = True) -> float:
         env = dict(os.environ, PYTHONPATH=_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -211,13 +222,8 @@ class SinkTarget(Target):
             self.proc.terminate()
             self.proc.wait(10)
 
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
-
-class KafkaTarget(Target):
+class KafkaTarget(_SubprocessTarget):
     """Apache Kafka, single node in KRaft mode (broker and controller in one
     process), from the distribution KAFKA_HOME names."""
 
@@ -234,20 +240,9 @@ class KafkaTarget(Target):
             self.name = name
         if label:
             self.label = label
-        self.port = free_port()
         self.controller_port = free_port()
-        self.proc: subprocess.Popen | None = None
         self.output: list[str] = []
         self.version = _kafka_version(home)
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        # kafka-server-start.sh execs kafka-run-class.sh, which execs java
-        return self.proc.pid
 
     def _script(self, name: str) -> str:
         return os.path.join(self.home, "bin", name)
@@ -314,11 +309,6 @@ class KafkaTarget(Target):
                 self.proc.wait(120)
             except subprocess.TimeoutExpired:
                 self.kill()
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def _nofile_limit(limit: int | None):
