@@ -115,6 +115,15 @@ def _produce_to_each(bootstrap: str, topic: str, partitions: int) -> list[str]:
     return errors
 
 
+def _replica_manager(metrics_url: str) -> dict[str, float]:
+    """kafka_server_replicamanager_* samples of the broker's /metrics, by short name."""
+    import urllib.request
+    prefix = "kafka_server_replicamanager_"
+    with urllib.request.urlopen(metrics_url, timeout=10) as r:
+        return {line.split()[0][len(prefix):]: float(line.split()[1])
+                for line in r.read().decode().splitlines() if line.startswith(prefix)}
+
+
 def _errors(bootstrap: str, topic: str, partition: int) -> dict[str, int]:
     """Produce, Fetch and ListOffsets error codes for one partition, each sent once (no retry)."""
     with WireClient(bootstrap) as c:
@@ -131,11 +140,12 @@ def test_a_log_a_full_dir_cannot_make_answers_storage_error_then_with_no_dir_lef
     partitions in the full dir answer KAFKA_STORAGE_ERROR to Produce, Fetch and ListOffsets, and
     once the other dir fails too it halts ("Shutdown broker because all log dirs in ... have
     failed"). It placed two of the four in the full dir, not one: it writes partition.metadata
-    in a background task, so it notices the failure a little later."""
+    in a background task, so it notices the failure a little later. Kafka keeps such a partition
+    as HostedPartition.Offline: ReplicaManager's PartitionCount and OfflineReplicaCount count it."""
     with small_tmpfs(tmp_path / "disk-a", "3m") as disk_a, small_tmpfs(tmp_path / "disk-b", "3m") as disk_b:
         a, b = str(disk_a / "a"), str(disk_b / "b")
-        broker = BrokerProcess(data_dir=a, settings={"log.dirs": f"{a},{b}",
-                                                     "metadata.log.dir": str(tmp_path / "meta")}).start()
+        broker = BrokerProcess(data_dir=a, metrics=True,
+                               settings={"log.dirs": f"{a},{b}", "metadata.log.dir": str(tmp_path / "meta")}).start()
         try:
             _fill(disk_b)
             with WireClient(broker.bootstrap) as c:
@@ -147,6 +157,8 @@ def test_a_log_a_full_dir_cannot_make_answers_storage_error_then_with_no_dir_lef
                                                            "list_offsets": storage}
             assert [_errors(broker.bootstrap, "few", p)["produce"] for p in (0, 2, 3)] == [0, 0, 0]
             assert {"few-0", "few-2", "few-3"} <= set(os.listdir(a)) and "few-0" not in os.listdir(b)
+            rm = _replica_manager(broker.metrics_url)
+            assert (rm["partitioncount"], rm["offlinereplicacount"], rm["leadercount"]) == (4, 1, 3)
             with WireClient(broker.bootstrap) as c:
                 create_topics(c, ["wide"], 20)    # made after the answer, all in a
             assert _produce_to_each(broker.bootstrap, "wide", 20) == []

@@ -41,16 +41,19 @@ def test_replica_states_follow_kafka_semantics(tmp_path):
         ("t", _pi(5, 1, [1, 2, 3], [1, 2, 3])),         # in a failed log dir: offline, not led
     ])
     parts = [_part("t", i, good, "2") for i in range(5)] + [_part("t", 5, bad, "2")]
-    b = NS(node_id=1, image=image, partitions=NS(all=lambda: parts),
+    # and t-6, whose log could not be made (no Partition): hosted offline, as Kafka's
+    # HostedPartition.Offline, in both PartitionCount and OfflineReplicaCount
+    b = NS(node_id=1, image=image, partitions=NS(all=lambda: parts, offline_count=lambda: 1),
            dir_failures=NS(failed={os.path.abspath(bad): "I/O error"}))
     count, leaders, under, under_min, at_min, offline, reassigning = replica_states(b)
-    assert (count, leaders, offline, reassigning) == (6, 4, 1, 1)
+    assert (count, leaders, offline, reassigning) == (7, 4, 2, 1)
     assert under == 2            # partitions 1 and 2
     assert under_min == 1        # partition 2
     assert at_min == 2           # partitions 1 and 4 (ISR 2 == min.insync.replicas 2)
     # min.insync.replicas above the replica count: the effective minimum is the replica count
     one = [_part("s", 0, good, "3")]
-    b1 = NS(node_id=1, image=_image([("s", _pi(0, 1, [1], [1]))]), partitions=NS(all=lambda: one),
+    b1 = NS(node_id=1, image=_image([("s", _pi(0, 1, [1], [1]))]),
+            partitions=NS(all=lambda: one, offline_count=lambda: 0),
             dir_failures=NS(failed={}))
     assert replica_states(b1) == (1, 1, 0, 0, 1, 0, 0)
 

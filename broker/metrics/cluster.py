@@ -9,7 +9,9 @@ ReplicaManager (Kafka's ReplicaManager / Partition gauges)
                        less those a reassignment is adding)
   UnderMinIsrPartitionCount / AtMinIsrPartitionCount  led here, ISR below / equal to the
                        effective min.insync.replicas (the topic's, at most the replica count)
-  OfflineReplicaCount  replicas in a failed log directory (broker/storage/dir_failure.py)
+  OfflineReplicaCount  replicas in a failed log directory (broker/storage/dir_failure.py), and
+                       those whose log could not be made (Kafka's HostedPartition.Offline;
+                       PartitionCount counts them too)
   ReassigningPartitions  led here, with replicas being added or removed
   ProducerIdCount      producer ids with state on the hosted partitions
   IsrShrinks / IsrExpands / FailedIsrUpdates  AlterPartition ISR changes this broker asked for
@@ -94,6 +96,10 @@ def replica_states(b):
             under_min += 1
         elif isr == effective:
             at_min += 1
+    # logs that could not be made: no Partition here, but hosted (offline) in Kafka's allPartitions
+    unmade = b.partitions.offline_count() if b.partitions is not None else 0
+    count += unmade
+    offline += unmade
     return count, leaders, under, under_min, at_min, offline, reassigning
 
 

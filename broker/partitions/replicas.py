@@ -74,6 +74,12 @@ class ReplicaManager:
     def pending_count(self) -> int:
         return len(self._pending)
 
+    def offline_count(self) -> int:
+        """Partitions whose log could not be made (no Partition in all()): Kafka keeps them in
+        allPartitions as HostedPartition.Offline, so its PartitionCount and OfflineReplicaCount
+        count them (broker/metrics/cluster.py)."""
+        return sum(1 for k in self._offline if k not in self._partitions)
+
     def missing_error(self, topic: str, index: int) -> int:
         """The error for a partition this broker does not host (Kafka's getPartitionOrError):
         KAFKA_STORAGE_ERROR when its log could not be made (offline); NOT_LEADER_OR_FOLLOWER
