@@ -2,7 +2,8 @@
 ShareGroupStatePartitionMetadata in __consumer_offsets, broker/groups/share_metadata.py and
 broker/share/initialized_topics.py), seen from clients: the partitions a member subscribes to are
 initialised in the background and assigned on a later heartbeat, listed by DescribeShareGroupOffsets
-before any fetch, and still after a broker restart; DeleteGroups (the admin client's delete of a group) deletes an empty share group's
+before any fetch (not while still initialising), and still after a broker restart; DescribeShareGroupOffsets
+of a classic or consumer group answers as for a group that does not exist (no type check, as Kafka 4.3.1); DeleteGroups (the admin client's delete of a group) deletes an empty share group's
 state, so a new group of that name starts from share.auto.offset.reset."""
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from confluent_kafka.admin import (  # noqa: E402
 )
 
 from kproto.messages.alter_share_group_offsets_request import AlterShareGroupOffsetsRequest as Alter  # noqa: E402
+from kproto.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest  # noqa: E402
 from kproto.messages.describe_share_group_offsets_request import (  # noqa: E402
     DescribeShareGroupOffsetsRequest as Describe,
 )
@@ -31,7 +33,11 @@ SETTINGS = {"offsets.topic.num.partitions": "1"}
 
 @pytest.fixture
 def kbroker(tmp_path):
-    b = BrokerProcess(str(tmp_path / "data"), settings=SETTINGS).start()
+    # while the file HOLD_SHARE_INIT names exists, share-partitions recorded initializing stay so
+    # (broker/share/initialized_topics.py); it does not exist unless a test makes it
+    b = BrokerProcess(str(tmp_path / "data"), settings=SETTINGS,
+                      env={"KPROTO_TEST_HOLD_SHARE_INIT": str(tmp_path / "hold-share-init")}).start()
+    b.hold_share_init = tmp_path / "hold-share-init"
     yield b
     b.stop()
 
@@ -105,14 +111,14 @@ def _offsets(bootstrap, group, topic=None, partitions=()):
     return {(t.topic_name, p.partition_index): p.start_offset for t in g.topics for p in t.partitions}
 
 
-def _describe_missing(bootstrap, topics):
-    """DescribeShareGroupOffsets v0 and v1 of a group that does not exist: (error, message, topics with
-    their partitions' answers), the same at both versions."""
+def _describe_missing(bootstrap, topics, group="sr-nobody"):
+    """DescribeShareGroupOffsets v0 and v1 of a group without share state (by default one that does not
+    exist): (error, message, topics with their partitions' answers), the same at both versions."""
     answers = []
     with WireClient(bootstrap) as c:
         for version in (0, 1):
             g = c.call(Describe(groups=[Describe.DescribeShareGroupOffsetsRequestGroup(
-                group_id="sr-nobody", topics=topics)]), version).groups[0]
+                group_id=group, topics=topics)]), version).groups[0]
             answers.append((g.error_code, g.error_message, [
                 (t.topic_name, str(t.topic_id) == "00000000-0000-0000-0000-000000000000",
                  [(p.partition_index, p.start_offset, p.leader_epoch, p.error_code) for p in t.partitions])
@@ -132,7 +138,32 @@ def test_joined_members_partitions_are_listed_before_any_fetch_and_after_a_resta
     assert _describe_missing(b, None) == (0, None, [])
     assert _describe_missing(b, [T(topic_name="sr-jobs", partitions=[0, 7]), T(topic_name="sr-none", partitions=[0])]) == (
         0, None, [("sr-jobs", False, [(0, -1, 0, 0), (7, -1, 0, 0)]), ("sr-none", True, [(0, -1, 0, 0)])])
+    # nor is the type of a group of that id checked: a classic group (a consumer's commit) and a
+    # consumer group (KIP-848, one heartbeat) answer as one that does not exist (Kafka 4.3.1)
+    c = confluent_kafka.Consumer({"bootstrap.servers": b, "group.id": "sr-classic"})
+    c.commit(offsets=[confluent_kafka.TopicPartition("sr-jobs", 0, 0)], asynchronous=False)
+    c.close()
+    with WireClient(b) as w:
+        r = w.call(ConsumerGroupHeartbeatRequest(group_id="sr-consumer", member_id=uuid.uuid4().hex[:22],
+                                                 member_epoch=0, rebalance_timeout_ms=30000,
+                                                 subscribed_topic_names=["sr-jobs"], topic_partitions=[]), 0)
+        assert r.error_code == 0, r
+    for group in ("sr-classic", "sr-consumer"):
+        assert _describe_missing(b, None, group) == (0, None, [])
+        assert _describe_missing(b, [T(topic_name="sr-jobs", partitions=[0])], group) == (
+            0, None, [("sr-jobs", False, [(0, -1, 0, 0)])])
+    # partitions recorded initializing (held there) are not listed: only those recorded
+    # initialised are, as Kafka 4.3's describeShareGroupAllOffsets
+    kbroker.hold_share_init.touch()
     res = _join(b, "sr-g1", "sr-jobs")
+    held = kbroker.hold_share_init.with_name("hold-share-init.held")
+    for _ in range(200):
+        if held.exists():
+            break
+        time.sleep(0.05)
+    assert held.exists()
+    assert _describe_missing(b, None, "sr-g1") == (0, None, [])
+    kbroker.hold_share_init.unlink()
     # answered at once, before the share coordinators initialised the partitions' state: nothing is
     # assigned yet (Kafka 4.3.1 answers a join so); a later heartbeat, once they are initialised,
     # bumps the group epoch and assigns them

@@ -351,35 +351,31 @@ async def describe_share_group_offsets(ctx, req):
     broker holds for the group: its own share-partitions and the state it read from
     __share_group_state; -1 for a partition it holds no state of.
 
-    As Kafka 4.3's GroupCoordinatorService, the group need not exist: it is not looked up, so a
-    group that does not exist answers NONE, with no topics when all are asked for and -1 for each
-    partition asked for (Kafka 4.3.1 checked side by side). So does a topic or partition that does
-    not exist (start offset -1, no error: "absence of data", as OffsetFetch)."""
+    As Kafka 4.3's GroupCoordinatorService, the group need not exist, nor be a share group: it is
+    not looked up, so a group that does not exist, or a classic or consumer group of that id,
+    answers NONE, with no topics when all are asked for and -1 for each partition asked for (its
+    share persister has no state of them; Kafka 4.3.1 checked side by side). So does a topic or
+    partition that does not exist (start offset -1, no error: "absence of data", as OffsetFetch).
+    Without topics, the partitions listed are those the group coordinator recorded initialised
+    (Kafka's initializedShareGroupPartitions): not those still initialising."""
     svc = ctx.broker.share
     image = ctx.broker.image
     out = []
     for g in req.groups:
-        err, message = (E.UNSUPPORTED_VERSION, None) if share_disabled(ctx) else _not_share_group(ctx, g.group_id)
+        # (no share-group type check: Kafka 4.3 does none here)
+        err = E.UNSUPPORTED_VERSION if share_disabled(ctx) else ctx.broker.groups.state._status_error(
+            g.group_id, allow_empty=False)
         if err is not None:
-            out.append(_OGroup(group_id=g.group_id, topics=[], error_code=err, error_message=message))
+            out.append(_OGroup(group_id=g.group_id, topics=[], error_code=err, error_message=None))
             continue
         if g.topics is None:
-            # the share-partitions known here, and every partition of the topics the group has used:
-            # those of them with state at their share coordinators
-            # and those the group coordinator recorded initialised (or initialising): listed even
-            # before their first fetch gives them a start offset, as Kafka lists its initialised ones
-            recorded = {(tid, i) for tid, ps in svc.initialized.metadata(g.group_id).known().items() for i in ps}
-            candidates = set(svc.keys_with_state(g.group_id)) | recorded
-            for tid in svc.group_topics.get(g.group_id, ()):
-                t = image.topics_by_id.get(tid)
-                candidates |= {(tid, i) for i in (t.partitions if t is not None else ())}
-            found = await svc.offsets(g.group_id, sorted(candidates, key=str))
+            # the partitions the group coordinator recorded initialised, listed even before their
+            # first fetch gives them a start offset; those still initialising are not (Kafka 4.3)
             wanted: dict = {}
-            for tid, idx in sorted(candidates, key=str):
+            for tid, indexes in sorted(svc.initialized.partitions(g.group_id).items(), key=lambda kv: str(kv[0])):
                 t = image.topics_by_id.get(tid)
-                if t is not None and idx in t.partitions and (
-                        (tid, idx) in recorded or found.get((tid, idx), (-1, 0))[0] >= 0):
-                    wanted.setdefault(t.name, []).append(idx)
+                if t is not None:
+                    wanted[t.name] = sorted(indexes)
         else:
             wanted = {t.topic_name: list(t.partitions) for t in g.topics}
         keys = [(image.topics[n].topic_id, i) for n, ix in wanted.items() if n in image.topics for i in ix

@@ -16,10 +16,15 @@ InitializeShareGroupState / DeleteShareGroupState calls that keep it true.
 - DeleteShareGroupOffsets and AlterShareGroupOffsets keep the record in step.
 
 One task at a time per group (a lock): each step writes the record from the one before it.
+
+``KPROTO_TEST_HOLD_SHARE_INIT`` names a file: while it exists the share-partitions recorded
+initializing are not initialised (tests: the window between the two records, held open on
+purpose); ``<file>.held`` is made once a task waits there.
 """
 from __future__ import annotations
 
 import logging
+import os
 
 import trio
 
@@ -98,6 +103,7 @@ class InitializedTopics:
                 async with limiter:
                     results[(tid, index)] = await self._initialize_one(group_id, tid, index)
 
+            await _hold()
             async with trio.open_nursery() as nursery:
                 for tid, (_name, partitions) in add.items():
                     for index in sorted(partitions):
@@ -183,3 +189,13 @@ class InitializedTopics:
         svc.groups.groups.pop(group_id, None)
         svc.group_topics.pop(group_id, None)
         return E.NONE
+
+
+async def _hold() -> None:
+    hold = os.environ.get("KPROTO_TEST_HOLD_SHARE_INIT")
+    if not hold or not os.path.exists(hold):
+        return
+    with open(hold + ".held", "w"):
+        pass
+    while os.path.exists(hold):
+        await trio.sleep(0.05)
