@@ -141,7 +141,8 @@ def test_a_log_a_full_dir_cannot_make_answers_storage_error_then_with_no_dir_lef
     once the other dir fails too it halts ("Shutdown broker because all log dirs in ... have
     failed"). It placed two of the four in the full dir, not one: it writes partition.metadata
     in a background task, so it notices the failure a little later. Kafka keeps such a partition
-    as HostedPartition.Offline: ReplicaManager's PartitionCount and OfflineReplicaCount count it."""
+    as HostedPartition.Offline: ReplicaManager's PartitionCount counts it, and Kafka 4.3.1's
+    OfflineReplicaCount (4 and 2 there, JMX; Kafka 3.9.0's OfflineReplicaCount stays 0, a bug)."""
     with small_tmpfs(tmp_path / "disk-a", "3m") as disk_a, small_tmpfs(tmp_path / "disk-b", "3m") as disk_b:
         a, b = str(disk_a / "a"), str(disk_b / "b")
         broker = BrokerProcess(data_dir=a, metrics=True,

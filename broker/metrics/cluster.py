@@ -11,7 +11,8 @@ ReplicaManager (Kafka's ReplicaManager / Partition gauges)
                        effective min.insync.replicas (the topic's, at most the replica count)
   OfflineReplicaCount  replicas in a failed log directory (broker/storage/dir_failure.py), and
                        those whose log could not be made (Kafka's HostedPartition.Offline;
-                       PartitionCount counts them too)
+                       PartitionCount counts them too). As Kafka 4.3.1: Kafka 3.9.0's gauge stays 0
+                       (it compares with the class of Offline's companion object), checked side by side
   ReassigningPartitions  led here, with replicas being added or removed
   ProducerIdCount      producer ids with state on the hosted partitions
   IsrShrinks / IsrExpands / FailedIsrUpdates  AlterPartition ISR changes this broker asked for
