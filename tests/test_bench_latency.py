@@ -59,6 +59,7 @@ def test_goal_check_names_highest_rate_under_10ms():
     assert "kafka 1000/s (no result at 5000/s)" in latency.goal_check(by)[0]
 
 
+@pytest.mark.long
 @pytest.mark.timeout(120)
 def test_latency_workload_reports_sane_figures(tmp_path):
     out, png = tmp_path / "lat.json", tmp_path / "lat.png"

@@ -93,6 +93,7 @@ def test_kproto_node_in_a_namespace_is_reachable_only_through_its_link(tmp_path)
         c.close()
 
 
+@pytest.mark.long
 @pytest.mark.timeout(200)
 def test_short_run_with_partitions_and_slow_links(tmp_path):
     p = subprocess.run([sys.executable, "-m", "tools.chaos", "run", "--out", str(tmp_path / "run"), "--time", "12",

@@ -413,7 +413,9 @@ def _topic(request) -> str:
 # ============================================================================ three consumers per client library
 
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("client", ["confluent", "kafka-python", "aiokafka"])
+# (confluent by default; the other two libraries under `pytest -m long`)
+@pytest.mark.parametrize("client", ["confluent", pytest.param("kafka-python", marks=pytest.mark.long),
+                                    pytest.param("aiokafka", marks=pytest.mark.long)])
 def test_three_consumers_share_close_and_kill(broker, request, client):
     """3 consumers over 6 partitions get 2 each; one closes and the other two
     cover all 6 in one rebalance; one is killed with SIGKILL and its

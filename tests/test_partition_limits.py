@@ -74,6 +74,7 @@ def _wait_for_logs(proc: BrokerProcess, names: list[str]) -> None:
     assert set(names) <= set(os.listdir(proc.data_dir))
 
 
+@pytest.mark.long
 def test_a_node_under_ulimit_256_hosts_two_thousand_partitions_and_restarts_after_kill(tmp_path):
     proc = BrokerProcess(str(tmp_path / "data"), open_files_limit=256).start()
     try:

@@ -93,6 +93,7 @@ def leaderships_thrown_away(cluster) -> list:
     return out
 
 
+@pytest.mark.long
 def test_a_resumed_controller_acts_on_committed_metadata_only():
     with QuorumCluster(3, settings=SETTINGS, log_level="INFO") as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})

@@ -137,6 +137,7 @@ def test_kafka_records_are_key_and_json_value(spark):
     assert "amount" not in second and "order_size" not in second and second["section"] == "cart"
 
 
+@pytest.mark.long
 def test_stream_watermark_emits_each_closed_window_once_and_drops_late_events(spark, tmp_path):
     """A file stream through the same transformations into a file sink, two
     runs on one checkpoint: the sink holds every closed window exactly once."""

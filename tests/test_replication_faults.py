@@ -61,6 +61,7 @@ def _assert_clean(v, text, faults):
     assert v["valid"], text
 
 
+@pytest.mark.long
 @pytest.mark.timeout(240)
 def test_sigstop_of_the_leader_longer_than_the_session(tmp_path):
     v, text = _run(tmp_path, "pause-leader")

@@ -121,6 +121,7 @@ def test_leader_kill_loses_no_acknowledged_record(cluster):
           f"failover p50 {gaps[len(gaps) // 2]:.2f} s, p99 {gaps[min(len(gaps) - 1, int(len(gaps) * .99))]:.2f} s")
 
 
+@pytest.mark.long
 def test_group_offsets_survive_the_loss_of_the_group_coordinator(cluster):
     """The group coordinator moves with the leadership of its __consumer_offsets partition
     (replicated, offsets.topic.replication.factor=3): offsets committed before its broker is
@@ -242,6 +243,7 @@ def test_transactions_with_offsets_commit_whichever_broker_coordinates_them(tmp_
         consumer.close()
 
 
+@pytest.mark.long
 def test_read_committed_across_brokers_sees_committed_transactions():
     settings = {**SETTINGS, "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2"}
     with QuorumCluster(3, settings=settings) as c:

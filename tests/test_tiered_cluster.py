@@ -96,6 +96,7 @@ def read_all(bootstrap: str, topic: str, count: int) -> list[int]:
     return out
 
 
+@pytest.mark.long
 def test_follower_rebuilds_from_the_tier_and_a_leader_killed_mid_copy_leaves_no_gap(cluster, tmp_path):
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
     wait_brokers_unfenced(admin, 3)
