@@ -22,10 +22,11 @@ def test_several_members_share_one_partition():
 
 
 def test_partitions_spread_when_fewer_members():
+    assignable = {"u": ("id-u", (0, 1, 2, 3))}
     members = {m: ShareMember(m, subscribed=("u",)) for m in ("a", "b")}
-    assert simple_assign(members, TOPICS) == {"a": {"id-u": [0, 2]}, "b": {"id-u": [1, 3]}}
+    assert simple_assign(members, assignable) == {"a": {"id-u": [0, 2]}, "b": {"id-u": [1, 3]}}
     members = {m: ShareMember(m, subscribed=("u",)) for m in "abcdef"}
-    got = simple_assign(members, TOPICS)
+    got = simple_assign(members, assignable)
     assert all(len(a["id-u"]) == 1 for a in got.values())
     assert sorted(p for a in got.values() for p in a["id-u"]) == [0, 0, 1, 1, 2, 3]
 

@@ -28,7 +28,7 @@ class ClassicRebalanceMixin:
         """topics (name -> (topic id, partitions)) matter when the group is a consumer group."""
         self._begin(now_ms)
         member_id = member_id or UNKNOWN_MEMBER_ID
-        err = self._status_error(group_id, allow_empty=False)
+        err = self.status_error(group_id, allow_empty=False)
         if err is not None:
             self._respond(ticket, JoinResult(err, member_id))
             return self._end()
@@ -382,7 +382,7 @@ class ClassicRebalanceMixin:
                    instance_id: str | None = None, protocol_type: str | None = None,
                    protocol_name: str | None = None, assignments: dict | None = None) -> Effects:
         self._begin(now_ms)
-        err = self._status_error(group_id, allow_empty=False)
+        err = self.status_error(group_id, allow_empty=False)
         if err == E.COORDINATOR_LOAD_IN_PROGRESS:
             # the rebalance state was lost with the load: rejoining is the way out
             self._respond(ticket, SyncResult(E.REBALANCE_IN_PROGRESS))
@@ -510,7 +510,7 @@ class ClassicRebalanceMixin:
     def heartbeat(self, ticket, now_ms: int, group_id: str, member_id: str, generation_id: int,
                   instance_id: str | None = None) -> Effects:
         self._begin(now_ms)
-        err = self._status_error(group_id, allow_empty=False)
+        err = self.status_error(group_id, allow_empty=False)
         if err == E.COORDINATOR_LOAD_IN_PROGRESS:
             self._respond(ticket, E.NONE)   # answered blindly while the group loads
             return self._end()
@@ -543,7 +543,7 @@ class ClassicRebalanceMixin:
     def leave_group(self, ticket, now_ms: int, group_id: str, members: list) -> Effects:
         """members: (member id, group instance id, reason)."""
         self._begin(now_ms)
-        err = self._status_error(group_id, allow_empty=False)
+        err = self.status_error(group_id, allow_empty=False)
         group = self.groups.get(group_id) if err is None else None
         if err is not None:
             self._respond(ticket, LeaveResult(err))

@@ -74,7 +74,7 @@ def _error(err: int, message: str | None = None, member_id: str | None = None) -
 
 class ConsumerGroupsMixin:
     """Mixed into GroupStateMachine; uses its plumbing (_begin/_end/_respond,
-    _append, timers, groups, partition_for, _status_error)."""
+    _append, timers, groups, partition_for, status_error)."""
 
     # ================================================================ ConsumerGroupHeartbeat
 
@@ -102,7 +102,7 @@ class ConsumerGroupsMixin:
         cfg = self.config
         self._validate_heartbeat(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
                                  names, regex, server_assignor, owned)
-        err = self._status_error(group_id, allow_empty=False)
+        err = self.status_error(group_id, allow_empty=False)
         if err is not None:
             raise _Reject(err)
         group = self._consumer_group_for(group_id, member_epoch, topics)
@@ -409,7 +409,7 @@ class ConsumerGroupsMixin:
     # ================================================================ ConsumerGroupDescribe
 
     def consumer_group_describe(self, group_id: str) -> DescribedConsumerGroup:
-        err = self._status_error(group_id, allow_empty=True)
+        err = self.status_error(group_id, allow_empty=True)
         if err is not None:
             return DescribedConsumerGroup(group_id, err)
         group = self.groups.get(group_id)

@@ -28,7 +28,7 @@ class OffsetCommitsMixin:
         """offsets: (topic, partition, offset, leader epoch, metadata, commit timestamp or -1)."""
         self._begin(now_ms)
         tps = [(o[0], o[1]) for o in offsets]
-        err = self._status_error(group_id, allow_empty=True)
+        err = self.status_error(group_id, allow_empty=True)
         if err is not None:
             self._respond(ticket, OffsetCommitResult({tp: err for tp in tps}))
             return self._end()
@@ -62,7 +62,7 @@ class OffsetCommitsMixin:
         sees the producer's COMMIT (they block require_stable fetches until then)."""
         self._begin(now_ms)
         tps = [(o[0], o[1]) for o in offsets]
-        err = self._status_error(group_id, allow_empty=False)
+        err = self.status_error(group_id, allow_empty=False)
         if err is not None:
             self._respond(ticket, OffsetCommitResult({tp: err for tp in tps}))
             return self._end()
@@ -229,7 +229,7 @@ class OffsetCommitsMixin:
     def fetch_offsets(self, group_id: str, partitions: list | None, require_stable: bool = False
                       ) -> tuple[int, list]:
         """(group error, [(topic, partition, FetchedOffset)]); partitions None: all committed."""
-        err = self._status_error(group_id, allow_empty=True)
+        err = self.status_error(group_id, allow_empty=True)
         if err is not None:
             return err, []
         group = self.groups.get(group_id)
@@ -252,7 +252,7 @@ class OffsetCommitsMixin:
     def delete_offsets(self, ticket, now_ms: int, group_id: str, partitions: list) -> Effects:
         """OffsetDelete; partitions: (topic, partition)."""
         self._begin(now_ms)
-        err = self._status_error(group_id, allow_empty=False)
+        err = self.status_error(group_id, allow_empty=False)
         result = DeleteOffsetsResult(E.NONE)
         if err is not None:
             result.error = err

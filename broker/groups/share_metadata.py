@@ -175,7 +175,7 @@ class ShareMetadataMixin:
 
     def put_share_metadata(self, ticket, now_ms: int, group_id: str, meta: ShareStateMetadata):
         self._begin(now_ms)
-        err = self._status_error(group_id, allow_empty=False)
+        err = self.status_error(group_id, allow_empty=False)
         if err is not None:
             self._respond(ticket, ShareMetadataResult(err))
             return self._end()
@@ -190,7 +190,7 @@ class ShareMetadataMixin:
         share-partition states go with the topic at the share coordinators."""
         self._begin(now_ms)
         for group_id, meta in list(self.share_metadata.items()):
-            if self._status_error(group_id, allow_empty=False) is not None:
+            if self.status_error(group_id, allow_empty=False) is not None:
                 continue
             new = forget_topics(meta, topic_ids)
             if new != meta:
@@ -201,7 +201,7 @@ class ShareMetadataMixin:
 
     def _share_metadata_stored(self, stored: tuple, error: int) -> None:
         group_id, meta = stored
-        if error or self._status_error(group_id, allow_empty=False) is not None:
+        if error or self.status_error(group_id, allow_empty=False) is not None:
             return
         if meta.empty():
             self.share_metadata.pop(group_id, None)

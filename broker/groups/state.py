@@ -242,8 +242,10 @@ class GroupStateMachine(ClassicRebalanceMixin, OffsetCommitsMixin, ConsumerGroup
         for member in group.members.values():
             self._schedule_heartbeat(group, member, member.session_timeout_ms)
 
-    def _status_error(self, group_id: str | None, allow_empty: bool) -> int | None:
-        """GroupCoordinator.validateGroupStatus."""
+    def status_error(self, group_id: str | None, allow_empty: bool) -> int | None:
+        """GroupCoordinator.validateGroupStatus: INVALID_GROUP_ID, NOT_COORDINATOR,
+        COORDINATOR_LOAD_IN_PROGRESS or None. Public: the group handlers check it too, before
+        requests (share groups, share-group offsets, DeleteGroups of share groups) that reach no method here."""
         if group_id is None or (not allow_empty and group_id == ""):
             return E.INVALID_GROUP_ID
         if self.num_partitions is None:
@@ -269,7 +271,7 @@ class GroupStateMachine(ClassicRebalanceMixin, OffsetCommitsMixin, ConsumerGroup
     # ================================================================ administration
 
     def describe_group(self, group_id: str) -> tuple[int, GroupSummary]:
-        err = self._status_error(group_id, allow_empty=True)
+        err = self.status_error(group_id, allow_empty=True)
         if err is not None:
             return err, EMPTY_SUMMARY
         group = self.groups.get(group_id)
@@ -303,7 +305,7 @@ class GroupStateMachine(ClassicRebalanceMixin, OffsetCommitsMixin, ConsumerGroup
         errors: dict[str, int] = {}
         eligible = []
         for group_id in dict.fromkeys(group_ids):
-            err = self._status_error(group_id, allow_empty=True)
+            err = self.status_error(group_id, allow_empty=True)
             if err is not None:
                 errors[group_id] = err
                 continue

@@ -379,7 +379,7 @@ async def _delete_share_groups(ctx, names) -> dict:
     state = _groups(ctx).state
     out = {}
     for group_id in names:
-        if state._status_error(group_id, allow_empty=False) is not None or group_id in state.groups:
+        if state.status_error(group_id, allow_empty=False) is not None or group_id in state.groups:
             continue
         group = svc.groups.groups.get(group_id)
         if group is None and svc.initialized.metadata(group_id).empty() and not svc.keys_with_state(group_id):

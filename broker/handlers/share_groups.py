@@ -38,7 +38,7 @@ def share_disabled(ctx) -> bool:
 def _not_share_group(ctx, group_id: str):
     """(error, message) when the group id is taken by a consumer/classic group or not coordinated here."""
     state = ctx.broker.groups.state
-    err = state._status_error(group_id, allow_empty=False)
+    err = state.status_error(group_id, allow_empty=False)
     if err is not None:
         return err, None
     if group_id in state.groups:
@@ -363,7 +363,7 @@ async def describe_share_group_offsets(ctx, req):
     out = []
     for g in req.groups:
         # (no share-group type check: Kafka 4.3 does none here)
-        err = E.UNSUPPORTED_VERSION if share_disabled(ctx) else ctx.broker.groups.state._status_error(
+        err = E.UNSUPPORTED_VERSION if share_disabled(ctx) else ctx.broker.groups.state.status_error(
             g.group_id, allow_empty=False)
         if err is not None:
             out.append(_OGroup(group_id=g.group_id, topics=[], error_code=err, error_message=None))

@@ -68,13 +68,14 @@ class HeartbeatResult(consumer_state.HeartbeatResult):
 def simple_assign(members: dict, topics: dict) -> dict:
     """Kafka's share SimpleAssignor in spirit: every partition of a subscribed topic goes to at least
     one of its subscribers; with more subscribers than partitions, partitions are shared so that
-    every subscriber gets one. member id -> {topic id: sorted partitions}."""
+    every subscriber gets one. topics: name -> (topic id, the assignable partitions). member id ->
+    {topic id: sorted partitions}."""
     out = {m: {} for m in members}
     for name in sorted({t for m in members.values() for t in m.subscribed}):
         if name not in topics:
             continue
-        tid, partitions = topics[name]       # a partition count, or the assignable partitions
-        parts = list(range(partitions)) if isinstance(partitions, int) else sorted(partitions)
+        tid, partitions = topics[name]
+        parts = sorted(partitions)
         count = len(parts)
         subs = sorted(m for m, mem in members.items() if name in mem.subscribed)
         if not subs or count <= 0:
