@@ -146,8 +146,40 @@ def test_share_coordinator_alter_anywhere_and_leader_failover(cluster):
             topic_id=tid, partitions=[Ack.AcknowledgePartition(partition_index=0, acknowledgement_batches=[
                 Ack.AcknowledgementBatch(first_offset=0, last_offset=4, acknowledge_types=[ACCEPT])])])]), 1)
         assert (r.error_code, r.responses[0].partitions[0].error_code) == (0, 0)
+    # DescribeShareGroupOffsets answers the leader epoch stored with the share state (the one it was
+    # read at by its share-partition leader), as Kafka 4.3, not the partition's current one
+    stored = _leader_epoch(cluster, topic)
+    assert _described(cluster, group, topic) == (5, stored)
     cluster.nodes[leader].kill()
     wait_until(lambda: _leader(cluster, topic, down=(leader,)), 30, "a new leader")
     successor, _ = _leader(cluster, topic, down=(leader,))
+    assert _leader_epoch(cluster, topic, down=(leader,)) > stored
+    assert _described(cluster, group, topic, down=(leader,)) == (5, stored)
     with WireClient(_addr(cluster, successor), timeout=30) as c:
         assert _fetch(c, group, str(uuid.uuid4()), tid, 0)[0] == [(o, 2) for o in range(5, 10)]
+    # read again by the successor, at the new leader epoch
+    assert _described(cluster, group, topic, down=(leader,)) == (5, _leader_epoch(cluster, topic, down=(leader,)))
+
+
+def _leader_epoch(cluster, topic: str, down=()) -> int:
+    """Partition 0's leader epoch, as the first live node's metadata says."""
+    with WireClient(_addr(cluster, next(n for n in cluster.nodes if n not in down))) as c:
+        return metadata(c, name=topic).partitions[0].leader_epoch
+
+
+def _described(cluster, group: str, topic: str, down=()):
+    """(start offset, leader epoch) of partition 0 by DescribeShareGroupOffsets at the group's
+    coordinator, once a live node is it (NOT_COORDINATOR, loading: retried)."""
+    via = next(n for n in cluster.nodes if n not in down)
+    for _ in range(100):
+        gc = _coordinator(cluster, 0, group, via)
+        if gc is not None and gc not in down:
+            with WireClient(_addr(cluster, gc)) as c:
+                g = c.call(DescribeOffsets(groups=[DescribeOffsets.DescribeShareGroupOffsetsRequestGroup(
+                    group_id=group, topics=[DescribeOffsets.DescribeShareGroupOffsetsRequestTopic(
+                        topic_name=topic, partitions=[0])])]), 1).groups[0]
+            if g.error_code == 0:
+                p = g.topics[0].partitions[0]
+                return p.start_offset, p.leader_epoch
+        time.sleep(0.2)
+    raise AssertionError(f"no DescribeShareGroupOffsets answer for {group}")

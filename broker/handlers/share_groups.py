@@ -380,7 +380,7 @@ async def describe_share_group_offsets(ctx, req):
             wanted = {t.topic_name: list(t.partitions) for t in g.topics}
         keys = [(image.topics[n].topic_id, i) for n, ix in wanted.items() if n in image.topics for i in ix
                 if i in image.topics[n].partitions]
-        states = await svc.offsets(g.group_id, keys)   # (topic id, index) -> (start, complete)
+        states = await svc.offsets(g.group_id, keys)   # (topic id, index) -> (start, complete, epoch)
         topics = []
         for name, indexes in wanted.items():
             t = image.topics.get(name)
@@ -392,12 +392,13 @@ async def describe_share_group_offsets(ctx, req):
                     parts.append(_OPart(partition_index=idx, start_offset=-1, leader_epoch=0, lag=-1,
                                         error_code=E.NONE, error_message=None))
                     continue
-                start, complete = states.get((t.topic_id, idx), (-1, 0))
+                # the leader epoch stored with the share state (its share-partition leader's when it
+                # last read or wrote it), as Kafka 4.3; 0 when its coordinator answered an error
+                start, complete, epoch = states.get((t.topic_id, idx), (-1, 0, 0))
                 p = ctx.broker.partitions.get(name, idx)
                 # (a follower's high watermark on a node that does not lead the partition)
                 lag = max(0, p.high_watermark - start - complete) if start >= 0 and p is not None else -1
-                parts.append(_OPart(partition_index=idx, start_offset=start,
-                                    leader_epoch=p.leader_epoch if p is not None else -1, lag=lag,
+                parts.append(_OPart(partition_index=idx, start_offset=start, leader_epoch=epoch, lag=lag,
                                     error_code=E.NONE, error_message=None))
             topics.append(_OTopic(topic_name=name, topic_id=t.topic_id if t is not None else ZERO_UUID,
                                   partitions=parts))

@@ -155,14 +155,16 @@ class ShareService:
                 if not wanted_states or g.state.lower() in wanted_states]
 
     async def offsets(self, group_id: str, keys) -> dict:
-        """(topic id, index) -> (share-partition start offset, done offsets above it) from the share
-        coordinators (ReadShareGroupStateSummary), for the given (topic id, index) keys; start offset
-        -1 for a share-partition with no state."""
+        """(topic id, index) -> (share-partition start offset, done offsets above it, the leader epoch
+        stored with the state) from the share coordinators (ReadShareGroupStateSummary), for the given
+        (topic id, index) keys; start offset -1 for a share-partition with no state. A key whose
+        coordinator answered an error is left out."""
         out = {}
         for tid, idx in keys:
             res = await self.persister.summary(group_id, tid, idx)
             if res.error_code == E.NONE:
-                out[(tid, idx)] = (res.start_offset, max(0, getattr(res, "delivery_complete_count", 0)))
+                out[(tid, idx)] = (res.start_offset, max(0, getattr(res, "delivery_complete_count", 0)),
+                                   res.leader_epoch)
         return out
 
     def keys_with_state(self, group_id: str) -> set:
