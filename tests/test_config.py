@@ -359,6 +359,20 @@ def test_unknown_keys_warn_and_are_described_as_kafka_does(caplog):
     assert len(describe_broker(c)) == 315
 
 
+def test_internal_group_share_initialize_retry_interval():
+    """Kafka 4.3's internal group.share.initialize.retry.interval.ms: an INT of at least 1, known (no
+    warning), listed by DescribeConfigs only when set, as Kafka lists an internal config."""
+    name = "group.share.initialize.retry.interval.ms"
+    assert [e.name for e in describe_broker(BrokerConfig.load()) if e.name == name] == []
+    c = BrokerConfig.load(overrides=[f"{name}=2000"])
+    assert c.warnings == [] and c.get(name) == 2000
+    (entry,) = describe_broker(c, keys=[name])
+    assert (entry.value, entry.type, entry.source, entry.read_only) == (
+        "2000", ConfigType.INT, ConfigSource.STATIC_BROKER_CONFIG, True)
+    with pytest.raises(ConfigError, match=f"Invalid value 0 for configuration {name}: Value must be at least 1"):
+        BrokerConfig.load(overrides=[f"{name}=0"])
+
+
 def test_retention_precedence_ms_over_minutes_over_hours():
     assert BrokerConfig.load().log_retention_ms == 168 * 3_600_000
     assert BrokerConfig.load(overrides=["log.retention.hours=2"]).log_retention_ms == 7_200_000

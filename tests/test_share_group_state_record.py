@@ -218,3 +218,46 @@ def test_deleted_share_group_starts_again_from_the_reset_offset(kbroker):
         assert seen == set(range(10))
     finally:
         c.close()
+
+
+RETRY_MS = 6000
+
+
+def test_partitions_left_initializing_are_initialised_again_after_the_retry_interval(tmp_path):
+    """Share-partitions a stopped coordinator left recorded initializing (kill -9 while their
+    initialisation was held) are initialised again by a heartbeat only once their record, loaded at
+    the restart, is group.share.initialize.retry.interval.ms old (Kafka 4.3's GroupMetadataManager):
+    until then they are taken as still initialising, so nothing is assigned; then they are."""
+    hold = tmp_path / "hold-share-init"
+    b = BrokerProcess(str(tmp_path / "data"), env={"KPROTO_TEST_HOLD_SHARE_INIT": str(hold)},
+                      settings={**SETTINGS, "group.share.initialize.retry.interval.ms": str(RETRY_MS)}).start()
+    try:
+        _topic(b.bootstrap, "sr-retry", 2)
+        hold.touch()
+        _join(b.bootstrap, "sr-g4", "sr-retry")
+        held = tmp_path / "hold-share-init.held"
+        for _ in range(200):
+            if held.exists():
+                break
+            time.sleep(0.05)
+        assert held.exists()
+        b.kill()                           # recorded initializing, never initialised
+        hold.unlink()
+        restarted = time.monotonic()       # before the coordinator loads the record
+        b.start()
+        res = _join(b.bootstrap, "sr-g4", "sr-retry")
+        assert res.assignment is not None and res.assignment.topic_partitions == []
+        with WireClient(b.bootstrap) as c:
+            for _ in range(600):           # 30 s at most
+                r = c.call(ShareGroupHeartbeatRequest(group_id="sr-g4", member_id=res.member_id,
+                                                      member_epoch=res.member_epoch, rack_id=None,
+                                                      subscribed_topic_names=None), 1)
+                assert r.error_code == 0, r
+                if r.assignment is not None and r.assignment.topic_partitions:
+                    break
+                time.sleep(0.05)
+        assigned_after = time.monotonic() - restarted
+        assert sorted(p for t in r.assignment.topic_partitions for p in t.partitions) == [0, 1]
+        assert assigned_after >= RETRY_MS / 1000, assigned_after
+    finally:
+        b.stop()

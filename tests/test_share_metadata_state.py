@@ -19,11 +19,11 @@ def _machine():
     return m
 
 
-def _put(m, group, meta, error=E.NONE):
-    fx = m.put_share_metadata(object(), 0, group, meta)
+def _put(m, group, meta, error=E.NONE, now_ms=0):
+    fx = m.put_share_metadata(object(), now_ms, group, meta)
     assert [r.error for _t, r in fx.responses] == [E.NONE]
     (append,) = fx.appends
-    m.append_done(append, error, 0)
+    m.append_done(append, error, now_ms)
     return append
 
 
@@ -43,12 +43,17 @@ def test_value_is_the_groups_once_replicated_and_a_tombstone_removes_it():
     assert "g" not in m.share_metadata                 # the append failed: nothing changed
     _put(m, "g", meta)
     assert m.share_metadata["g"] == meta
+    # those recorded initializing are initialised again only once their record is old (the caller's
+    # group.share.initialize.retry.interval.ms since share_metadata_at)
     assert sm.uninitialized(meta, {"a": (T1, 3)}) == {T1: ("a", frozenset({0, 1, 2}))}
+    assert sm.uninitialized(meta, {"a": (T1, 3)}, retry_initializing=False) == {T1: ("a", frozenset({2}))}
     done = sm.initialized(meta, {T1: ("a", {0, 1})})
-    _put(m, "g", done)
+    _put(m, "g", done, now_ms=700)
+    assert m.share_metadata_at["g"] == 700              # replicated at that step's clock
     assert sm.uninitialized(done, {"a": (T1, 3)}) == {T1: ("a", frozenset({2}))}
     tomb = _put(m, "g", sm.EMPTY_METADATA)
     assert tomb.records == [(sm.key_bytes("g"), None)] and "g" not in m.share_metadata
+    assert "g" not in m.share_metadata_at
     assert failed.records[0][1] == sm.value_bytes(meta)
 
 
@@ -60,8 +65,9 @@ def test_replayed_on_load_last_record_wins():
     m.replay_batch(0, 0, -1, False, False, [(sm.key_bytes("g"), sm.value_bytes(one)),
                                            (sm.key_bytes("h"), sm.value_bytes(one))])
     m.replay_batch(0, 2, -1, False, False, [(sm.key_bytes("g"), sm.value_bytes(two)), (sm.key_bytes("h"), None)])
-    m.finish_load(0, 0)
+    m.finish_load(0, 900)
     assert m.share_metadata == {"g": two}
+    assert m.share_metadata_at == {"g": 900}            # loaded: stamped at the load, as Kafka's replay
 
 
 def test_deleted_topic_leaves_the_record():

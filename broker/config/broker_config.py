@@ -21,7 +21,8 @@ from typing import Iterable, Mapping
 
 from broker.config import kraft
 from broker.config.catalog import (
-    BROKER_CONFIGS, DYNAMIC_ONLY_BROKER_CONFIGS, TOPIC_CONFIGS, broker_config_type, broker_synonyms)
+    BROKER_CONFIGS, DYNAMIC_ONLY_BROKER_CONFIGS, INTERNAL_BROKER_CONFIGS, TOPIC_CONFIGS, broker_config_type,
+    broker_synonyms)
 from broker.config.listeners import (
     Endpoint, canonical_local_host, parse_listeners, parse_security_protocol_map)
 from broker.config.properties import load_properties
@@ -93,7 +94,7 @@ def _check(name: str, raw: str | None):
     if type_ is None:
         return raw
     value = parse_value(name, type_, raw)
-    key = BROKER_CONFIGS.get(name) or DYNAMIC_ONLY_BROKER_CONFIGS.get(name)
+    key = BROKER_CONFIGS.get(name) or DYNAMIC_ONLY_BROKER_CONFIGS.get(name) or INTERNAL_BROKER_CONFIGS.get(name)
     if key is not None and key.validator is not None:
         key.validator(name, value)
     return value

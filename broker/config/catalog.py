@@ -397,6 +397,16 @@ DYNAMIC_ONLY_BROKER_CONFIGS: dict[str, BrokerConfigKey] = {k.name: k for k in (
 )}
 
 
+# Kafka 4.3's internal broker configs (ConfigDef.defineInternal) that kproto reads: typed and validated
+# when set, no "isn't a known config" warning, and, as Kafka's, listed by DescribeConfigs only when
+# set (Kafka lists the originals of internal configs, never their defaults).
+INTERNAL_BROKER_CONFIGS: dict[str, BrokerConfigKey] = {k.name: k for k in (
+    # GroupCoordinatorConfig: how long a share-partition recorded initializing waits before a
+    # heartbeat initialises it again (broker/share/initialized_topics.py)
+    _b("group.share.initialize.retry.interval.ms", INT, "30000", RO, at_least(1)),
+)}
+
+
 # Broker configs that set the same thing in other units; the first one set wins
 # (DynamicBrokerConfig.brokerConfigSynonyms), and DescribeConfigs lists them as synonyms.
 _ROLL = ("log.roll.ms", "log.roll.hours")
@@ -434,7 +444,7 @@ def broker_config_type(name: str) -> ConfigType:
         key = BROKER_CONFIGS.get(n)
         if key is not None:
             return key.type
-    key = DYNAMIC_ONLY_BROKER_CONFIGS.get(name)
+    key = DYNAMIC_ONLY_BROKER_CONFIGS.get(name) or INTERNAL_BROKER_CONFIGS.get(name)
     return key.type if key is not None else ConfigType.UNKNOWN
 
 

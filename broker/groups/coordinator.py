@@ -285,6 +285,11 @@ class GroupCoordinator:
         from broker.groups.share_metadata import EMPTY_METADATA
         return self.state.share_metadata.get(group_id, EMPTY_METADATA)
 
+    def share_metadata_at(self, group_id) -> int | None:
+        """When the share group's record was last written or loaded here (wall clock ms), None
+        without one."""
+        return self.state.share_metadata_at.get(group_id)
+
     def consumer_group_describe(self, group_id):
         return self.state.consumer_group_describe(group_id)
 

@@ -67,11 +67,15 @@ def _minus(from_: dict, remove: dict) -> dict:
     return out
 
 
-def uninitialized(meta: ShareStateMetadata, subscribed: dict) -> dict:
-    """The subscribed topic-partitions not initialised: topic id -> (name, partitions). subscribed:
-    topic name -> (topic id, partition count). (Those recorded initializing are in it: the caller
-    initialises one group at a time, so they are left from a coordinator that stopped half-way.)"""
+def uninitialized(meta: ShareStateMetadata, subscribed: dict, retry_initializing: bool = True) -> dict:
+    """The subscribed topic-partitions to initialise: topic id -> (name, partitions). subscribed:
+    topic name -> (topic id, partition count). Those recorded initialised are not; those recorded
+    initializing are only when `retry_initializing` (Kafka's subscribedTopicsChangeMap: their record is
+    older than group.share.initialize.retry.interval.ms, so their initialisation is taken as lost)."""
     known = {tid: set(ps) for tid, (_n, ps) in meta.initialized.items()}
+    if not retry_initializing:
+        for tid, (_n, ps) in meta.initializing.items():
+            known.setdefault(tid, set()).update(ps)
     out = {}
     for name, (tid, count) in subscribed.items():
         missing = frozenset(range(count)) - known.get(tid, set())
@@ -170,8 +174,9 @@ class ShareMetadataResult:
 
 class ShareMetadataMixin:
     """GroupStateMachine's share-group records: `share_metadata` (group id -> ShareStateMetadata) holds
-    what is replicated; `put_share_metadata` writes a new value (an empty one is a tombstone) and
-    answers once it is replicated, when it becomes the group's."""
+    what is replicated, `share_metadata_at` when (the clock of the step that wrote or loaded it);
+    `put_share_metadata` writes a new value (an empty one is a tombstone) and answers once it is
+    replicated, when it becomes the group's."""
 
     def put_share_metadata(self, ticket, now_ms: int, group_id: str, meta: ShareStateMetadata):
         self._begin(now_ms)
@@ -205,9 +210,12 @@ class ShareMetadataMixin:
             return
         if meta.empty():
             self.share_metadata.pop(group_id, None)
+            self.share_metadata_at.pop(group_id, None)
         else:
             self.share_metadata[group_id] = meta
+            self.share_metadata_at[group_id] = self._now
 
     def _drop_partition_share_metadata(self, partition: int) -> None:
         for gid in [g for g in self.share_metadata if self.partition_for(g) == partition]:
             del self.share_metadata[gid]
+            self.share_metadata_at.pop(gid, None)

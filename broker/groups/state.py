@@ -63,6 +63,9 @@ class GroupStateMachine(ClassicRebalanceMixin, OffsetCommitsMixin, ConsumerGroup
         self.groups: dict[str, Group] = {}
         # share group -> where its share-partition state is (broker/groups/share_metadata.py)
         self.share_metadata: dict = {}
+        # share group -> when its record was last replayed here (written, or loaded): when its
+        # share-partitions recorded initializing were, as Kafka's replay stamps its InitMapValues
+        self.share_metadata_at: dict = {}
         self.num_partitions: int | None = None   # None until __consumer_offsets exists
         self.loading: set[int] = set()
         # __consumer_offsets partitions another broker leads (replication): their groups are not here
@@ -228,7 +231,9 @@ class GroupStateMachine(ClassicRebalanceMixin, OffsetCommitsMixin, ConsumerGroup
                 self.groups[group.group_id] = group
                 self._on_group_loaded(group)
             for group_id, meta in load.share_metadata.items():
-                self.share_metadata.setdefault(group_id, meta)
+                if group_id not in self.share_metadata:
+                    self.share_metadata[group_id] = meta
+                    self.share_metadata_at[group_id] = now_ms
             log.debug("loaded __consumer_offsets-%d: %d records, %d groups", partition, load.records,
                       len(load.groups))
         return self._end()

@@ -11,6 +11,11 @@ InitializeShareGroupState / DeleteShareGroupState calls that keep it true.
   persister initialize after the heartbeat: the heartbeat is answered at once, without them, and
   a later heartbeat assigns them once they are recorded initialised (`partitions`, the membership's
   input). One task per group at a time; a failure leaves them to a later heartbeat.
+- Partitions recorded initializing and not initialised (a coordinator that stopped half-way: a
+  restart, a failover, a task that failed without its last record) are initialised again by a
+  heartbeat only `group.share.initialize.retry.interval.ms` (30 s; at least offsets.commit.timeout.ms)
+  after the record was last written or loaded, as Kafka 4.3's GroupMetadataManager (whose replay of
+  the record stamps its initializing topics): until then their initialisation is taken as under way.
 - DeleteGroups of an empty share group: its topics are recorded deleting, their states deleted,
   then the record is removed; a new group of the same name starts from share.auto.offset.reset.
 - DeleteShareGroupOffsets and AlterShareGroupOffsets keep the record in step.
@@ -31,6 +36,7 @@ import trio
 from kproto.errors import ErrorCode as E
 
 from broker.groups import share_metadata as sm
+from broker.share import group_configs
 
 log = logging.getLogger("kproto.share")
 
@@ -80,17 +86,30 @@ class InitializedTopics:
                 self._running.discard(group_id)
         self._gc.spawn(task)
 
+    def retry_interval_ms(self) -> int:
+        """group.share.initialize.retry.interval.ms, raised to offsets.commit.timeout.ms as Kafka's
+        GroupCoordinatorConfig does."""
+        config = self.svc.broker.config
+        return max(group_configs.broker_int(config, "group.share.initialize.retry.interval.ms", 30000),
+                   group_configs.broker_int(config, "offsets.commit.timeout.ms", 5000))
+
+    def _to_initialize(self, group_id: str, subscribed: dict) -> dict:
+        """The subscribed partitions without state recorded, with those recorded initializing once
+        their record is older than the retry interval."""
+        at = self._gc.share_metadata_at(group_id)
+        stale = at is None or self.svc.now_ms() - at >= self.retry_interval_ms()
+        return sm.uninitialized(self.metadata(group_id), subscribed, retry_initializing=stale)
+
     async def initialize_subscribed(self, group_id: str, subscribed: dict) -> int:
         """Initialise the state of the subscribed partitions that have none recorded (subscribed:
-        topic name -> (topic id, partition count)). NONE, or the first error (the partitions that
-        failed are tried again on a later heartbeat)."""
-        if not sm.uninitialized(self.metadata(group_id), subscribed):
+        topic name -> (topic id, partition count)), and of those recorded initializing for longer
+        than the retry interval. NONE, or the first error (the partitions that failed are tried
+        again on a later heartbeat)."""
+        if not self._to_initialize(group_id, subscribed):
             return E.NONE
         async with self._lock(group_id):
-            # what is recorded initializing and not initialised was left by a coordinator that
-            # stopped half-way (a restart, a failover): initialised again, as Kafka's onElected does
             meta = self.metadata(group_id)
-            add = sm.uninitialized(meta, subscribed)
+            add = self._to_initialize(group_id, subscribed)
             if not add:
                 return E.NONE
             err = await self._gc.put_share_metadata(group_id, sm.initializing(meta, add))
