@@ -220,7 +220,7 @@ def test_deleted_share_group_starts_again_from_the_reset_offset(kbroker):
         c.close()
 
 
-RETRY_MS = 6000
+RETRY_MS = 4000
 
 
 def test_partitions_left_initializing_are_initialised_again_after_the_retry_interval(tmp_path):
@@ -230,7 +230,8 @@ def test_partitions_left_initializing_are_initialised_again_after_the_retry_inte
     until then they are taken as still initialising, so nothing is assigned; then they are."""
     hold = tmp_path / "hold-share-init"
     b = BrokerProcess(str(tmp_path / "data"), env={"KPROTO_TEST_HOLD_SHARE_INIT": str(hold)},
-                      settings={**SETTINGS, "group.share.initialize.retry.interval.ms": str(RETRY_MS)}).start()
+                      settings={**SETTINGS, "group.share.initialize.retry.interval.ms": str(RETRY_MS),
+                                "offsets.commit.timeout.ms": "1000"}).start()   # (else it is at least 5 s)
     try:
         _topic(b.bootstrap, "sr-retry", 2)
         hold.touch()
