@@ -18,6 +18,7 @@ restart."""
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass
 
@@ -208,6 +209,28 @@ class ReplicaManager:
             # NOT_LEADER_OR_FOLLOWER; the next start makes it again
             log.exception("making the log of %s-%s failed", topic, index)
         return None
+
+    def take_offline(self, dirs) -> list[tuple[str, int]]:
+        """The partitions hosted in failed log directories go offline (Kafka's
+        ReplicaManager.handleLogDirFailure, whatever failed the dir: an append, a flush, a log
+        that could not be made there): they answer KAFKA_STORAGE_ERROR (missing_error), count
+        in OfflineReplicaCount, and the log manager forgets their logs. The caller then drops
+        their roles (replication) as for partitions no longer hosted. Returns them."""
+        failed = {os.path.abspath(d) for d in dirs}
+        gone = []
+        for key, part in list(self._partitions.items()):
+            if os.path.dirname(os.path.abspath(part.log.dir)) in failed:
+                del self._partitions[key]
+                self._offline[key] = part.topic_id
+                gone.append(key)
+        take = getattr(self.logs, "take_offline", None)
+        for d in failed if take is not None else ():
+            take(d)
+        if gone:
+            log.warning("stopped serving %d partitions in the failed log directories %s: %s", len(gone),
+                        ", ".join(sorted(failed)),
+                        ", ".join(f"{t}-{i}" for t, i in sorted(gone)[:20]) + (", ..." if len(gone) > 20 else ""))
+        return gone
 
     def remove_strays(self) -> None:
         """Stale logs on disk for topics the image no longer has."""
