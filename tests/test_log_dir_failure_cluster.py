@@ -177,3 +177,55 @@ def test_a_broker_that_cannot_report_its_failed_dir_halts_after_the_timeout(tmp_
         for i in (2, 3):
             cluster.nodes[i].signal(signal.SIGCONT)
         cluster.cleanup()
+
+
+@pytest.mark.timeout(120)
+def test_a_log_that_cannot_be_made_fails_its_dir_and_leadership_leaves_it(tmp_path, small_dir):
+    # The trigger is a new partition's log (Kafka's LogManager.getOrCreateLog): node 1's small dir
+    # is full when a topic is created, and the partition node 1 places there (the dir with fewer
+    # partitions) cannot be made. The dir fails with it: node 1's replica of the partition it
+    # already hosted there goes offline too (ReplicaManager.handleLogDirFailure) and its
+    # leadership moves; the new partition, whose replica no dir holds, is assigned to the failed
+    # dir (AssignReplicasToDirs), so its leadership moves as well (an UNASSIGNED replica would
+    # escape handleDirectoriesOffline and stay leader, answering KAFKA_STORAGE_ERROR). acks=all
+    # producers write on (min.insync.replicas=2 of 3) and nothing acknowledged is lost.
+    healthy = str(tmp_path / "node1a")
+    cluster = QuorumCluster(3, base_dir=str(tmp_path), settings=SETTINGS,
+                            node_settings={1: {"log.dirs": f"{healthy},{small_dir}"}})
+    producers = {}
+    try:
+        admin, in_dir = _start_with_a_partition_in_each_dir(cluster, healthy, small_dir)
+        failing = next(i for i in (0, 1) if in_dir[i] == small_dir)
+        before = AckedProducer(cluster.bootstrap, TOPIC, partition=failing).start()
+        before.wait_for_acks(100, 60, "acks before the failure")
+        before.stop()
+        assert not before.errors, before.errors[:3]
+
+        _fill(small_dir)
+        fresh = "fresh"
+        # node 1 leads both partitions; fresh-0 goes to the healthy dir (ties: log.dirs order),
+        # fresh-1 to the small one, where its log cannot be made
+        create_topic(admin, fresh, 2, replica_assignment=[[1, 2, 3], [1, 3, 2]])
+        node1 = cluster.nodes[1]
+        wait_until(lambda: any(f"making the log of {fresh}-1 failed" in line for line in node1.stderr_lines), 20,
+                   "node 1 to fail making fresh-1's log")
+        for topic, i in ((TOPIC, failing), (fresh, 1)):
+            wait_until(lambda: partition_state(admin, topic, i)[0] in (2, 3), 20, f"a new leader for {topic}-{i}",
+                       detail=lambda: f"state {partition_state(admin, topic, i)}")
+            assert 1 not in partition_state(admin, topic, i)[2]
+        assert partition_state(admin, fresh, 0)[0] == 1   # in the healthy dir: node 1 leads on
+        producers = {i: AckedProducer(cluster.bootstrap, fresh, partition=i).start() for i in (0, 1)}
+        for p in producers.values():
+            p.wait_for_acks(200, 30, "acks to the new topic")
+        assert node1.alive()
+        for i, p in producers.items():
+            p.stop()
+            assert not p.errors, (i, p.errors[:3])
+            values = read_partition(cluster.bootstrap, fresh, len(p.acked), 30, group=f"fresh{i}", partition=i)
+            assert_exactly_once_in_order(values, p.acked)
+        values = read_partition(cluster.bootstrap, TOPIC, len(before.acked), 30, group="before", partition=failing)
+        assert_exactly_once_in_order(values, before.acked)
+    finally:
+        for p in producers.values():
+            p.stop(5)
+        cluster.cleanup()

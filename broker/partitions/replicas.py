@@ -56,6 +56,10 @@ class ReplicaManager:
         self.on_pending = None          # callback() when partitions were queued (wakes the maker)
         # partitions whose log could not be made (their dir failed) -> their topic id
         self._offline: dict[tuple[str, int], object] = {}
+        # ... and the log dir each one was in, or failed to be made in (where known): the broker
+        # assigns the replica to it (broker/storage/dir_assignments.py), so that the controller
+        # moves it out of the ISR and leadership; an UNASSIGNED replica would escape the move
+        self._offline_dir: dict[tuple[str, int], str] = {}
         # callable(exc) -> bool: the broker's LogDirFailures.report for a failed log creation
         # (True: a failure of the directory, recorded and logged there)
         self.on_log_failure = None
@@ -80,6 +84,10 @@ class ReplicaManager:
         allPartitions as HostedPartition.Offline, so its PartitionCount and OfflineReplicaCount
         count them (broker/metrics/cluster.py)."""
         return sum(1 for k in self._offline if k not in self._partitions)
+
+    def offline_dir(self, topic: str, index: int) -> str | None:
+        """The failed log dir of an offline partition (None: not offline, or not known)."""
+        return self._offline_dir.get((topic, index)) if (topic, index) in self._offline else None
 
     def missing_error(self, topic: str, index: int) -> int:
         """The error for a partition this broker does not host (Kafka's getPartitionOrError):
@@ -117,6 +125,7 @@ class ReplicaManager:
         for key in [k for k, topic_id in self._offline.items()
                     if k not in wanted or wanted[k][0].topic_id != topic_id]:
             del self._offline[key]   # (a re-created topic's partition is made afresh)
+            self._offline_dir.pop(key, None)
         new: dict[tuple[str, int], _Pending] = {}
         for t in self.image.topics.values():
             for p in t.partitions.values():
@@ -194,6 +203,9 @@ class ReplicaManager:
             return self._make(topic, index, want, topic_cfg)
         except (OSError, KafkaStorageError) as exc:
             self._offline[(topic, index)] = want.topic_id
+            where = _log_dir_of(exc, topic, index)
+            if where is not None:
+                self._offline_dir[(topic, index)] = where
             if isinstance(exc, LogDirOffline):
                 # its directory had failed already: that failure has had its line
                 log.info("%s-%s offline: %s", topic, index, exc.message)
@@ -219,9 +231,11 @@ class ReplicaManager:
         failed = {os.path.abspath(d) for d in dirs}
         gone = []
         for key, part in list(self._partitions.items()):
-            if os.path.dirname(os.path.abspath(part.log.dir)) in failed:
+            where = os.path.dirname(os.path.abspath(part.log.dir))
+            if where in failed:
                 del self._partitions[key]
                 self._offline[key] = part.topic_id
+                self._offline_dir[key] = where
                 gone.append(key)
         take = getattr(self.logs, "take_offline", None)
         for d in failed if take is not None else ():
@@ -245,3 +259,17 @@ class ReplicaManager:
         for (t, _i), part in self._partitions.items():
             if t == topic:
                 part.update_config(cfg)
+
+
+def _log_dir_of(exc: BaseException, topic: str, index: int) -> str | None:
+    """The log dir a partition's log failed to be made in: the parent of its directory
+    `<topic>-<index>` in the failed path (an OSError's filename, a KafkaStorageError's path)."""
+    path = getattr(exc, "filename", None) or getattr(exc, "path", None)
+    if not isinstance(path, str) or not path:
+        return None
+    path, name = os.path.abspath(path), f"{topic}-{index}"
+    for _ in range(3):   # the partition's directory, or a file in it
+        if os.path.basename(path) == name:
+            return os.path.dirname(path)
+        path = os.path.dirname(path)
+    return None
