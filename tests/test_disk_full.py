@@ -15,7 +15,8 @@ metadata apply (a few partitions) or afterwards (broker/partitions/creation.py):
 with its only log dir failed the broker stops, saying which and why; with another
 dir left, that partition answers KAFKA_STORAGE_ERROR (not NOT_LEADER_OR_FOLLOWER,
 which clients would retry until a restart) and the next logs go to the healthy
-dir."""
+dir. A partition directory that a dir cannot make (no inode left) is made in the
+next dir, and the dir that failed takes the partitions it held offline."""
 from __future__ import annotations
 
 import os

@@ -14,7 +14,13 @@ LogManager.getOrCreateLog does: the failure goes to the broker's LogDirFailures
 (``on_log_failure``: the directory is announced offline, and the broker halts once every log
 directory has failed) and the partition is offline here (Kafka's HostedPartition.Offline): it
 answers KAFKA_STORAGE_ERROR, not NOT_LEADER_OR_FOLLOWER, which clients would retry until a
-restart."""
+restart. (With several log dirs, a partition directory that one dir cannot make is made in the
+next: broker/storage/jbod.py.)
+
+A failed directory, whatever failed it, takes the partitions it hosted offline the same way
+(take_offline, Kafka's ReplicaManager.handleLogDirFailure), and each offline replica is
+assigned to the dir it failed in, so that the controller moves it out of the ISR and
+leadership (broker/storage/dir_assignments.py)."""
 from __future__ import annotations
 
 import logging

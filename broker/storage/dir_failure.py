@@ -7,7 +7,8 @@ shutdown would write checkpoints and snapshots to the same failed disk).
 In a cluster that is what moves leadership to replicas on healthy disks; on
 restart, recovery truncates whatever partial batch the failed write left.
 kproto does the same: a write failure anywhere (an append, a roll, a
-checkpoint, a follower's fetch, making a new partition's log) is reported here; once every log dir has
+checkpoint, a follower's fetch, making a new partition's log) is reported here; the failed
+directory's partitions then go offline (take_offline_when_failed); once every log dir has
 failed, one error line names the directory and the cause and the process
 exits with status 1.
 """

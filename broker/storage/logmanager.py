@@ -316,7 +316,9 @@ class LogManager:
     def take_offline(self, log_dir: str) -> list[tuple[str, int]]:
         """The partitions of ``log_dir`` (this directory) after it failed, which this manager
         forgets (Kafka's LogManager.handleLogDirFailure): no retention, flush or checkpoint of
-        them touches the failed disk again. The metadata log stays (its failure halts the broker)."""
+        them touches the failed disk again. The metadata log stays (its failure halts the broker).
+        Their files are left open (closed with the objects): a fetch or an fsync in flight may
+        still hold one, and closing it under them would turn a storage error into a crash."""
         if os.path.abspath(log_dir) != self.log_dir:
             return []
         gone = [tp for tp in self._logs if tp[0] != METADATA_TOPIC]
