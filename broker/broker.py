@@ -158,6 +158,8 @@ class Broker:
                                     progress=recovery_progress, snapshot_provider_for=snapshot_provider_for)
         self.logs.set_flush_scheduler(self.flusher.request)
         self.logs.offline = self.dir_failures.failed   # JBOD: no new partition in a failed dir
+        # JBOD: a dir where a partition's directory cannot be made fails, the next is tried
+        self.logs.on_dir_failure = lambda exc: self.dir_failures.report(exc, any_os_error=True)
         # a formatted directory keeps its cluster id; only a fresh one gets a new id
         existing = existing_meta_properties(self.log_dirs)
         meta = self.logs.ensure_meta_properties(self.node_id, existing.get("cluster.id") or new_cluster_id())
@@ -282,6 +284,7 @@ class Broker:
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.dir_failures.halt_when_all_failed)
+                await nursery.start(self.dir_failures.take_offline_when_failed, self._take_dirs_offline)
                 await nursery.start(self.flusher.run)
                 await nursery.start(self.checkpoints.run)
                 # new partitions' logs, made after the metadata committed them
@@ -335,6 +338,12 @@ class Broker:
             return
         self.partitions.reconcile()
         self.replication.reconcile()
+
+    def _take_dirs_offline(self, dirs) -> None:
+        """Failed log dirs: their partitions go offline and lose their roles (the heartbeat tells
+        the controller, which moves their leadership: broker/quorum/liveness.py)."""
+        if self.partitions.take_offline(dirs):
+            self.replication.reconcile()
 
     def _partitions_made(self, parts) -> None:
         """A slice of new partitions' logs exists now: their roles, as _reconcile_replicas gives

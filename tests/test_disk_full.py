@@ -15,7 +15,8 @@ metadata apply (a few partitions) or afterwards (broker/partitions/creation.py):
 with its only log dir failed the broker stops, saying which and why; with another
 dir left, that partition answers KAFKA_STORAGE_ERROR (not NOT_LEADER_OR_FOLLOWER,
 which clients would retry until a restart) and the next logs go to the healthy
-dir."""
+dir. A partition directory that a dir cannot make (no inode left) is made in the
+next dir, and the dir that failed takes the partitions it held offline."""
 from __future__ import annotations
 
 import os
@@ -178,6 +179,54 @@ def test_a_log_a_full_dir_cannot_make_answers_storage_error_then_with_no_dir_lef
             assert (f"every log directory has failed: {b} (No space left on device), "
                     f"{a} (No space left on device)") in stderr
             assert f"making the log of more-0 failed at {a}/more-0: No space left on device" in stderr
+            assert "Traceback" not in stderr
+        finally:
+            broker.stop()
+
+
+def _use_every_inode(path) -> None:
+    """Take every free inode of the file system at `path` (empty files): no directory can be made
+    there any more, while the files already open keep taking writes."""
+    for i in range(100_000):
+        try:
+            open(os.path.join(path, f"inode-{i}"), "wb").close()
+        except OSError:
+            return
+    raise AssertionError(f"{path} never ran out of inodes")
+
+
+@pytest.mark.timeout(60)
+def test_a_partition_directory_one_dir_cannot_make_goes_to_the_next_and_the_dir_fails(tmp_path):
+    """Kafka's LogManager.getOrCreateLog tries the log dirs in nextLogDirs' order: a dir where
+    createLogDirectory fails goes offline (LogDirFailureChannel.maybeAddOfflineLogDir) and the
+    partition is made in the next one. The dir that failed takes the partitions it already hosted
+    offline with it (ReplicaManager.handleLogDirFailure): they answer KAFKA_STORAGE_ERROR to
+    Produce, Fetch and ListOffsets, and count in PartitionCount and OfflineReplicaCount. Here
+    b runs out of inodes: its open files still take writes, but no directory can be made there."""
+    with small_tmpfs(tmp_path / "disk-b", "8m", inodes=64) as disk_b:
+        a, b = str(tmp_path / "a"), str(disk_b / "b")
+        broker = BrokerProcess(data_dir=a, metrics=True,
+                               settings={"log.dirs": f"{a},{b}", "metadata.log.dir": str(tmp_path / "meta")}).start()
+        try:
+            with WireClient(broker.bootstrap) as c:
+                create_topics(c, ["before"], 2)       # before-0 in a, before-1 in b (fewer partitions)
+            assert "before-1" in os.listdir(b) and "before-0" in os.listdir(a)
+            assert [_errors(broker.bootstrap, "before", p)["produce"] for p in (0, 1)] == [0, 0]
+            _use_every_inode(disk_b)
+            with WireClient(broker.bootstrap) as c:
+                create_topics(c, ["after"], 2)        # after-0 in a; after-1 tried in b, made in a
+            assert [_errors(broker.bootstrap, "after", p) for p in (0, 1)] == [
+                {"produce": 0, "fetch": 0, "list_offsets": 0}] * 2
+            assert {"after-0", "after-1"} <= set(os.listdir(a))
+            storage = ErrorCode.KAFKA_STORAGE_ERROR
+            assert _errors(broker.bootstrap, "before", 1) == {"produce": storage, "fetch": storage,
+                                                              "list_offsets": storage}
+            assert _errors(broker.bootstrap, "before", 0)["fetch"] == 0
+            rm = _replica_manager(broker.metrics_url)
+            assert (rm["partitioncount"], rm["offlinereplicacount"], rm["leadercount"]) == (4, 1, 3)
+            assert broker.proc.poll() is None     # a is left: still serving
+            stderr = "".join(broker.stderr_lines)
+            assert f"log directory {b} failed: No space left on device" in stderr
             assert "Traceback" not in stderr
         finally:
             broker.stop()

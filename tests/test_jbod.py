@@ -147,3 +147,25 @@ def test_new_partitions_skip_a_failed_log_dir(tmp_path):
         assert logs.dir_of("t", 3) == dirs[0]
     finally:
         logs.close()
+
+
+def test_a_partition_directory_a_dir_cannot_make_is_made_in_the_next(tmp_path):
+    # Kafka's getOrCreateLog: createLogDirectory in nextLogDirs' order, the first that succeeds
+    # wins; the one that failed is reported (it goes offline) and gets no later partition
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    logs = LogDirs.open(dirs)
+    failed = {}
+
+    def report(exc):
+        failed[os.path.dirname(exc.filename)] = exc.strerror
+        logs.offline = failed
+    try:
+        logs.on_dir_failure = report
+        with open(os.path.join(dirs[0], "t-0"), "w"):   # in the way of its directory (FileExistsError)
+            pass
+        logs.get_or_create("t", 0, None)
+        assert logs.dir_of("t", 0) == dirs[1] and list(failed) == [dirs[0]]
+        logs.get_or_create("t", 1, None)
+        assert logs.dir_of("t", 1) == dirs[1]
+    finally:
+        logs.close()

@@ -72,9 +72,17 @@ def _log_dirs(node) -> dict:
     return {d.log_dir: (d.error_code, sorted(t.name for t in d.topics)) for d in r.results}
 
 
+def _two_dirs_on_node_1(tmp_path, small_dir: str, more: dict | None = None) -> tuple:
+    """(node 1's healthy dir, a 3-node cluster not started yet whose node 1 has two log dirs, the
+    healthy one and small_dir)."""
+    healthy = str(tmp_path / "node1a")
+    return healthy, QuorumCluster(3, base_dir=str(tmp_path), settings=SETTINGS,
+                                  node_settings={1: {"log.dirs": f"{healthy},{small_dir}", **(more or {})}})
+
+
 def _start_with_a_partition_in_each_dir(cluster, healthy: str, small_dir: str):
     """Start the cluster and create TOPIC: node 1 leads both partitions and places its replicas one
-    in each dir (the one with fewer partitions). (admin, {partition: node 1's dir holding it})."""
+    in each dir (the one with fewer partitions). (admin, the partition node 1 placed in small_dir)."""
     cluster.format()
     cluster.start()
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
@@ -89,18 +97,15 @@ def _start_with_a_partition_in_each_dir(cluster, healthy: str, small_dir: str):
     in_dir = {i: next(d for d in (healthy, small_dir) if os.path.isdir(os.path.join(d, f"{TOPIC}-{i}")))
               for i in (0, 1)}
     assert sorted(in_dir.values()) == sorted([healthy, small_dir]), in_dir
-    return admin, in_dir
+    return admin, next(i for i in (0, 1) if in_dir[i] == small_dir)
 
 
 @pytest.mark.timeout(180)
 def test_a_failed_log_dir_moves_its_partitions_leadership_to_healthy_brokers(tmp_path, small_dir):
-    healthy = str(tmp_path / "node1a")
-    cluster = QuorumCluster(3, base_dir=str(tmp_path), settings=SETTINGS,
-                            node_settings={1: {"log.dirs": f"{healthy},{small_dir}"}})
+    healthy, cluster = _two_dirs_on_node_1(tmp_path, small_dir)
     producers = {}
     try:
-        admin, in_dir = _start_with_a_partition_in_each_dir(cluster, healthy, small_dir)
-        failing = next(i for i in (0, 1) if in_dir[i] == small_dir)
+        admin, failing = _start_with_a_partition_in_each_dir(cluster, healthy, small_dir)
         kept = 1 - failing
         producers = {i: AckedProducer(cluster.bootstrap, TOPIC, partition=i, rate=200).start() for i in (0, 1)}
         for p in producers.values():
@@ -146,14 +151,10 @@ def test_a_broker_that_cannot_report_its_failed_dir_halts_after_the_timeout(tmp_
     # Kafka's BrokerLifecycleManager: a failed dir not acknowledged by the controller within
     # log.dir.failure.timeout.ms shuts the broker down ("couldn't communicate offline log dir ...
     # with controllers"), since its replicas there would otherwise stay leaders nobody can read
-    healthy = str(tmp_path / "node1a")
     timeout_ms = 3000
-    cluster = QuorumCluster(3, base_dir=str(tmp_path), settings=SETTINGS,
-                            node_settings={1: {"log.dirs": f"{healthy},{small_dir}",
-                                               "log.dir.failure.timeout.ms": str(timeout_ms)}})
+    healthy, cluster = _two_dirs_on_node_1(tmp_path, small_dir, {"log.dir.failure.timeout.ms": str(timeout_ms)})
     try:
-        _admin, in_dir = _start_with_a_partition_in_each_dir(cluster, healthy, small_dir)
-        failing = next(i for i in (0, 1) if in_dir[i] == small_dir)
+        _admin, failing = _start_with_a_partition_in_each_dir(cluster, healthy, small_dir)
         node = cluster.nodes[1]
         # no controller can answer node 1: the other two voters stopped, so no quorum commits its
         # report (node 1 itself may be the raft leader, without a majority)
@@ -176,4 +177,53 @@ def test_a_broker_that_cannot_report_its_failed_dir_halts_after_the_timeout(tmp_
     finally:
         for i in (2, 3):
             cluster.nodes[i].signal(signal.SIGCONT)
+        cluster.cleanup()
+
+
+@pytest.mark.timeout(120)
+def test_a_log_that_cannot_be_made_fails_its_dir_and_leadership_leaves_it(tmp_path, small_dir):
+    # The trigger is a new partition's log (Kafka's LogManager.getOrCreateLog): node 1's small dir
+    # is full when a topic is created, and the partition node 1 places there (the dir with fewer
+    # partitions) cannot be made. The dir fails with it: node 1's replica of the partition it
+    # already hosted there goes offline too (ReplicaManager.handleLogDirFailure) and its
+    # leadership moves; the new partition, whose replica no dir holds, is assigned to the failed
+    # dir (AssignReplicasToDirs), so its leadership moves as well (an UNASSIGNED replica would
+    # escape handleDirectoriesOffline and stay leader, answering KAFKA_STORAGE_ERROR). acks=all
+    # producers write on (min.insync.replicas=2 of 3) and nothing acknowledged is lost.
+    producers = {}   # the new topic's, by partition
+    healthy, cluster = _two_dirs_on_node_1(tmp_path, small_dir)
+    try:
+        admin, failing = _start_with_a_partition_in_each_dir(cluster, healthy, small_dir)
+        before = AckedProducer(cluster.bootstrap, TOPIC, partition=failing).start()
+        before.wait_for_acks(100, 60, "acks before the failure")
+        before.stop()
+        assert not before.errors, before.errors[:3]
+
+        _fill(small_dir)
+        fresh = "fresh"
+        # node 1 leads both partitions; fresh-0 goes to the healthy dir (ties: log.dirs order),
+        # fresh-1 to the small one, where its log cannot be made
+        create_topic(admin, fresh, 2, replica_assignment=[[1, 2, 3], [1, 3, 2]])
+        node1 = cluster.nodes[1]
+        wait_until(lambda: any(f"making the log of {fresh}-1 failed" in line for line in node1.stderr_lines), 20,
+                   "node 1 to fail making fresh-1's log")
+        for topic, i in ((TOPIC, failing), (fresh, 1)):
+            wait_until(lambda: partition_state(admin, topic, i)[0] in (2, 3), 20, f"a new leader for {topic}-{i}",
+                       detail=lambda: f"state {partition_state(admin, topic, i)}")
+            assert 1 not in partition_state(admin, topic, i)[2]
+        assert partition_state(admin, fresh, 0)[0] == 1   # in the healthy dir: node 1 leads on
+        producers = {i: AckedProducer(cluster.bootstrap, fresh, partition=i).start() for i in (0, 1)}
+        for p in producers.values():
+            p.wait_for_acks(200, 30, "acks to the new topic")
+        assert node1.alive()
+        for i, p in producers.items():
+            p.stop()
+            assert not p.errors, (i, p.errors[:3])
+            values = read_partition(cluster.bootstrap, fresh, len(p.acked), 30, group=f"fresh{i}", partition=i)
+            assert_exactly_once_in_order(values, p.acked)
+        values = read_partition(cluster.bootstrap, TOPIC, len(before.acked), 30, group="before", partition=failing)
+        assert_exactly_once_in_order(values, before.acked)
+    finally:
+        for p in producers.values():
+            p.stop(5)
         cluster.cleanup()

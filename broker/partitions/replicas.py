@@ -14,10 +14,17 @@ LogManager.getOrCreateLog does: the failure goes to the broker's LogDirFailures
 (``on_log_failure``: the directory is announced offline, and the broker halts once every log
 directory has failed) and the partition is offline here (Kafka's HostedPartition.Offline): it
 answers KAFKA_STORAGE_ERROR, not NOT_LEADER_OR_FOLLOWER, which clients would retry until a
-restart."""
+restart. (With several log dirs, a partition directory that one dir cannot make is made in the
+next: broker/storage/jbod.py.)
+
+A failed directory, whatever failed it, takes the partitions it hosted offline the same way
+(take_offline, Kafka's ReplicaManager.handleLogDirFailure), and each offline replica is
+assigned to the dir it failed in, so that the controller moves it out of the ISR and
+leadership (broker/storage/dir_assignments.py)."""
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass
 
@@ -55,6 +62,10 @@ class ReplicaManager:
         self.on_pending = None          # callback() when partitions were queued (wakes the maker)
         # partitions whose log could not be made (their dir failed) -> their topic id
         self._offline: dict[tuple[str, int], object] = {}
+        # ... and the log dir each one was in, or failed to be made in (where known): the broker
+        # assigns the replica to it (broker/storage/dir_assignments.py), so that the controller
+        # moves it out of the ISR and leadership; an UNASSIGNED replica would escape the move
+        self._offline_dir: dict[tuple[str, int], str] = {}
         # callable(exc) -> bool: the broker's LogDirFailures.report for a failed log creation
         # (True: a failure of the directory, recorded and logged there)
         self.on_log_failure = None
@@ -79,6 +90,10 @@ class ReplicaManager:
         allPartitions as HostedPartition.Offline, so its PartitionCount and OfflineReplicaCount
         count them (broker/metrics/cluster.py)."""
         return sum(1 for k in self._offline if k not in self._partitions)
+
+    def offline_dir(self, topic: str, index: int) -> str | None:
+        """The failed log dir of an offline partition (None: not offline, or not known)."""
+        return self._offline_dir.get((topic, index)) if (topic, index) in self._offline else None
 
     def missing_error(self, topic: str, index: int) -> int:
         """The error for a partition this broker does not host (Kafka's getPartitionOrError):
@@ -116,6 +131,7 @@ class ReplicaManager:
         for key in [k for k, topic_id in self._offline.items()
                     if k not in wanted or wanted[k][0].topic_id != topic_id]:
             del self._offline[key]   # (a re-created topic's partition is made afresh)
+            self._offline_dir.pop(key, None)
         new: dict[tuple[str, int], _Pending] = {}
         for t in self.image.topics.values():
             for p in t.partitions.values():
@@ -193,6 +209,9 @@ class ReplicaManager:
             return self._make(topic, index, want, topic_cfg)
         except (OSError, KafkaStorageError) as exc:
             self._offline[(topic, index)] = want.topic_id
+            where = _log_dir_of(exc, topic, index)
+            if where is not None:
+                self._offline_dir[(topic, index)] = where
             if isinstance(exc, LogDirOffline):
                 # its directory had failed already: that failure has had its line
                 log.info("%s-%s offline: %s", topic, index, exc.message)
@@ -209,6 +228,30 @@ class ReplicaManager:
             log.exception("making the log of %s-%s failed", topic, index)
         return None
 
+    def take_offline(self, dirs) -> list[tuple[str, int]]:
+        """The partitions hosted in failed log directories go offline (Kafka's
+        ReplicaManager.handleLogDirFailure, whatever failed the dir: an append, a flush, a log
+        that could not be made there): they answer KAFKA_STORAGE_ERROR (missing_error), count
+        in OfflineReplicaCount, and the log manager forgets their logs. The caller then drops
+        their roles (replication) as for partitions no longer hosted. Returns them."""
+        failed = {os.path.abspath(d) for d in dirs}
+        gone = []
+        for key, part in list(self._partitions.items()):
+            where = os.path.dirname(os.path.abspath(part.log.dir))
+            if where in failed:
+                del self._partitions[key]
+                self._offline[key] = part.topic_id
+                self._offline_dir[key] = where
+                gone.append(key)
+        take = getattr(self.logs, "take_offline", None)
+        for d in failed if take is not None else ():
+            take(d)
+        if gone:
+            log.warning("stopped serving %d partitions in the failed log directories %s: %s", len(gone),
+                        ", ".join(sorted(failed)),
+                        ", ".join(f"{t}-{i}" for t, i in sorted(gone)[:20]) + (", ..." if len(gone) > 20 else ""))
+        return gone
+
     def remove_strays(self) -> None:
         """Stale logs on disk for topics the image no longer has."""
         for (topic, index) in list(self.logs.logs):
@@ -222,3 +265,17 @@ class ReplicaManager:
         for (t, _i), part in self._partitions.items():
             if t == topic:
                 part.update_config(cfg)
+
+
+def _log_dir_of(exc: BaseException, topic: str, index: int) -> str | None:
+    """The log dir a partition's log failed to be made in: the parent of its directory
+    `<topic>-<index>` in the failed path (an OSError's filename, a KafkaStorageError's path)."""
+    path = getattr(exc, "filename", None) or getattr(exc, "path", None)
+    if not isinstance(path, str) or not path:
+        return None
+    path, name = os.path.abspath(path), f"{topic}-{index}"
+    for _ in range(3):   # the partition's directory, or a file in it
+        if os.path.basename(path) == name:
+            return os.path.dirname(path)
+        path = os.path.dirname(path)
+    return None

@@ -249,8 +249,13 @@ class ReplicationManager:
     def _drop_leader(self, key) -> None:
         self.leaders.pop(key, None)
         self.low_watermarks.wake(key)
-        for _off, ev, result in self._ack_waiters.pop(key, []):
-            result["error"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        waiters = self._ack_waiters.pop(key, [])
+        # a partition whose log dir failed answers KAFKA_STORAGE_ERROR, as Kafka's DelayedProduce
+        # (getPartitionOrError of an offline partition)
+        error = (ErrorCode.KAFKA_STORAGE_ERROR if waiters and self.broker.partitions.missing_error(*key)
+                 == ErrorCode.KAFKA_STORAGE_ERROR else ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        for _off, ev, result in waiters:
+            result["error"] = error
             ev.set()
 
     # -- the leader's bookkeeping --------------------------------------------------------

@@ -76,6 +76,9 @@ def pending(broker, node_id: int, ids: dict) -> dict:
             if node_id not in p.replicas or len(p.directories) != len(p.replicas):
                 continue
             where = dir_of(t.name, p.partition) if dir_of else (logs.log_dir if logs.get(t.name, p.partition) else None)
+            if where is None:
+                # offline: its log is in a failed dir, or failed to be made there
+                where = broker.partitions.offline_dir(t.name, p.partition)
             if where is None or where not in ids:
                 continue
             if p.directories[p.replicas.index(node_id)] != ids[where]:

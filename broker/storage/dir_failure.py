@@ -7,7 +7,8 @@ shutdown would write checkpoints and snapshots to the same failed disk).
 In a cluster that is what moves leadership to replicas on healthy disks; on
 restart, recovery truncates whatever partial batch the failed write left.
 kproto does the same: a write failure anywhere (an append, a roll, a
-checkpoint, a follower's fetch, making a new partition's log) is reported here; once every log dir has
+checkpoint, a follower's fetch, making a new partition's log) is reported here; the failed
+directory's partitions then go offline (take_offline_when_failed); once every log dir has
 failed, one error line names the directory and the cause and the process
 exits with status 1.
 """
@@ -64,6 +65,9 @@ class LogDirFailures:
         # set at each newly failed dir (the heartbeat reports it at once, KIP-858); the
         # waiter replaces it
         self.changed = trio.Event()
+        # newly failed dirs whose partitions are still to be taken offline (take_offline_when_failed)
+        self._to_take_offline: list[str] = []
+        self._taking = trio.Event()
 
     def report(self, exc: BaseException, any_os_error: bool = False) -> bool:
         """Record the failure behind ``exc`` if it is one of the disk; True if it was.
@@ -85,6 +89,8 @@ class LogDirFailures:
             self.failed[failed] = reason
             log.error("log directory %s failed: %s", failed, reason)
             self.changed.set()
+            self._to_take_offline.append(failed)
+            self._taking.set()
             if len(self.failed) == len(self.log_dirs):
                 self._all_failed.set()
         md = self.metadata_dir
@@ -99,6 +105,17 @@ class LogDirFailures:
         if self.halt_reason is None:
             self.halt_reason = reason
         self._all_failed.set()
+
+    async def take_offline_when_failed(self, take_offline, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Run for the broker's lifetime: hand each newly failed dir to ``take_offline(dirs)``
+        (Kafka's ReplicaManager.handleLogDirFailure: its partitions go offline). After the
+        report, not in it: a report comes from the middle of an append, a fetch, a reconcile."""
+        task_status.started()
+        while True:
+            await self._taking.wait()
+            self._taking = trio.Event()
+            dirs, self._to_take_offline = self._to_take_offline, []
+            take_offline(dirs)
 
     async def halt_when_all_failed(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()

@@ -27,7 +27,7 @@ from . import checkpoints as cp
 from .files import (
     DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, META_PROPERTIES, METADATA_TOPIC, delete_dir_name, parse_partition_dir,
 )
-from .errors import LogDirOffline
+from .errors import KafkaStorageError, LogDirOffline
 from .log import PartitionLog
 from .logmanager import LogManager
 
@@ -88,6 +88,9 @@ class LogDirs:
         # failed log dirs (broker/storage/dir_failure.py): new partitions go elsewhere, as
         # Kafka's nextLogDirs picks among the online dirs only
         self.offline: dict | set = {}
+        # callable(OSError): a directory where a partition's directory could not be made has
+        # failed (the broker's LogDirFailures.report, which adds it to ``offline``)
+        self.on_dir_failure = None
 
     @classmethod
     def open(cls, dirs: list[str], config_for=None, *, progress=None, **kwargs) -> "LogDirs":
@@ -172,25 +175,53 @@ class LogDirs:
     def partitions(self, topic: str) -> list[PartitionLog]:
         return sorted((p for m in self.managers.values() for p in m.partitions(topic)), key=lambda p: p.partition)
 
-    def next_dir(self) -> str:
-        """Where a new partition goes: the online directory with the fewest partitions."""
-        def load(item):
-            i, (d, mgr) = item
-            return (d in self.offline, sum(1 for tp in mgr.logs if tp[0] != METADATA_TOPIC), i)
-        return min(enumerate(self.managers.items()), key=load)[1][0]
+    def next_dirs(self) -> list[str]:
+        """Where a new partition may go, best first: the online directories, those with fewer
+        partitions first (ties: log.dirs order), as Kafka's LogManager.nextLogDirs."""
+        def load(d: str) -> int:
+            return sum(1 for tp in self.managers[d].logs if tp[0] != METADATA_TOPIC)
+        return sorted((d for d in self.managers if d not in self.offline), key=load)
 
     def get_or_create(self, topic: str, partition: int, topic_id, config: Mapping | None = None,
                       now_ms: int | None = None) -> PartitionLog:
         mgr = self.manager_of(topic, partition)
-        if mgr is None:
-            where = self.preferred.pop((topic, partition), None)
-            if where not in self.managers or where in self.offline:
-                where = self.log_dir if topic == METADATA_TOPIC else self.next_dir()
-            if where in self.offline:   # (every dir failed)
-                raise LogDirOffline(f"cannot create the log of {topic}-{partition}: "
-                                     f"log directory {where} is offline")
-            mgr = self.managers[where]
-        return mgr.get_or_create(topic, partition, topic_id, config, now_ms)
+        if mgr is not None:
+            return mgr.get_or_create(topic, partition, topic_id, config, now_ms)
+        where = self.preferred.pop((topic, partition), None)
+        if where in self.managers and where not in self.offline:
+            tried = [where]
+        else:
+            tried = [self.log_dir] if topic == METADATA_TOPIC else self.next_dirs()
+        failure = None
+        for d in tried:
+            if d in self.offline:
+                continue
+            # Kafka's getOrCreateLog: the first directory where the partition's directory can
+            # be made wins; one where it cannot fails (offline) and the next is tried
+            try:
+                created = self.managers[d].make_partition_dir(topic, partition)
+            except OSError as exc:
+                if self.on_dir_failure is None:
+                    raise
+                self.on_dir_failure(exc)
+                failure = exc
+                continue
+            return self.managers[d].get_or_create(topic, partition, topic_id, config, now_ms, created=created)
+        if failure is not None:
+            raise KafkaStorageError(f"no log directory available for {topic}-{partition}: tried "
+                                    + ", ".join(tried), path=failure.filename) from failure
+        raise LogDirOffline(f"cannot create the log of {topic}-{partition}: "
+                             f"every log directory is offline")
+
+    def take_offline(self, log_dir: str) -> list[tuple[str, int]]:
+        """The partitions of a failed directory, forgotten (LogManager.take_offline)."""
+        mgr = self.managers.get(os.path.abspath(log_dir))
+        return mgr.take_offline(log_dir) if mgr is not None else []
+
+    def _online(self) -> list[LogManager]:
+        """The managers of the directories that have not failed: a failed one's checkpoints and
+        clean-shutdown marker are not written again (Kafka drops it from its checkpoints)."""
+        return [m for d, m in self.managers.items() if d not in self.offline]
 
     def update_topic_config(self, topic: str, config: Mapping) -> None:
         for mgr in self.managers.values():
@@ -208,19 +239,19 @@ class LogDirs:
     # -- checkpoints and chores ---------------------------------------------------------------
 
     def checkpoint(self) -> None:
-        for mgr in self.managers.values():
+        for mgr in self._online():
             mgr.checkpoint()
 
     def checkpoint_recovery_points(self) -> None:
-        for mgr in self.managers.values():
+        for mgr in self._online():
             mgr.checkpoint_recovery_points()
 
     def checkpoint_log_start_offsets(self) -> None:
-        for mgr in self.managers.values():
+        for mgr in self._online():
             mgr.checkpoint_log_start_offsets()
 
     def write_high_watermarks(self, high_watermarks: Mapping[tuple[str, int], int]) -> None:
-        for mgr in self.managers.values():
+        for mgr in self._online():
             mgr.write_high_watermarks({tp: hw for tp, hw in high_watermarks.items() if mgr.get(*tp) is not None})
 
     def read_high_watermarks(self) -> dict[tuple[str, int], int]:
@@ -238,7 +269,7 @@ class LogDirs:
         return first
 
     def periodic(self, now_ms: int | None = None, **kw) -> None:
-        for mgr in self.managers.values():
+        for mgr in self._online():
             mgr.periodic(now_ms, **kw)
 
     def clean(self, now_ms: int | None = None, budget_s: float = 0.05) -> bool:
@@ -253,11 +284,14 @@ class LogDirs:
         return any(m.cleaner_busy for m in self.managers.values())
 
     def apply_retention(self, now_ms: int | None = None) -> int:
-        return sum(m.apply_retention(now_ms) for m in self.managers.values())
+        return sum(m.apply_retention(now_ms) for m in self._online())
 
     def close(self, broker_epoch: int = -1) -> None:
-        for mgr in self.managers.values():
-            mgr.close(broker_epoch)
+        for d, mgr in self.managers.items():
+            if d in self.offline:
+                mgr.release()   # no clean-shutdown marker: its logs recover at the next start
+            else:
+                mgr.close(broker_epoch)
 
     # -- AlterReplicaLogDirs ------------------------------------------------------------------
 

@@ -159,7 +159,7 @@ class PartitionLog(LogLoadingMixin, LogRetentionMixin, LogFlushMixin):
              topic_id=None, recovery_point: int = 0, log_start_offset: int = 0,
              progress: ProgressCallback | None = None,
              snapshot_provider: SnapshotProvider | None = None,
-             now_ms: int | None = None, sync: bool = True,
+             now_ms: int | None = None, sync: bool = True, created: bool | None = None,
              fsync_later: Callable[[tuple[str, ...]], None] | None = None) -> "PartitionLog":
         """Open (or create) the partition directory ``dir``.
 
@@ -173,7 +173,8 @@ class PartitionLog(LogLoadingMixin, LogRetentionMixin, LogFlushMixin):
         """
         now_ms = _now_ms() if now_ms is None else now_ms
         cfg = LogConfig.from_dict(config)
-        created = not os.path.isdir(dir)
+        if created is None:   # (given by a caller that made the directory itself: LogManager)
+            created = not os.path.isdir(dir)
         os.makedirs(dir, exist_ok=True)
         meta_path = os.path.join(dir, PARTITION_METADATA)
         try:

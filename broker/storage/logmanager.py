@@ -262,8 +262,17 @@ class LogManager:
     def partitions(self, topic: str) -> list[PartitionLog]:
         return [plog for (t, _), plog in sorted(self._logs.items()) if t == topic]
 
+    def make_partition_dir(self, topic: str, partition: int) -> bool:
+        """Make a new partition's directory here, first of its log (Kafka's
+        LogManager.createLogDirectory, which LogDirs tries dir after dir); True if it was
+        not there. Raises OSError naming the path (inodes exhausted, EACCES...)."""
+        path = self._path(partition_dir_name(topic, partition))
+        created = not os.path.isdir(path)
+        os.makedirs(path, exist_ok=True)
+        return created
+
     def get_or_create(self, topic: str, partition: int, topic_id, config: Mapping | None = None,
-                      now_ms: int | None = None) -> PartitionLog:
+                      now_ms: int | None = None, created: bool | None = None) -> PartitionLog:
         """The log of a partition, created (empty) if missing. A given ``config``
         also replaces the config of an existing log.
 
@@ -288,7 +297,8 @@ class LogManager:
         try:
             plog = PartitionLog.open(path, config if config is not None else self.config_for(topic),
                                      True, topic_id=topic_id, now_ms=now_ms, sync=self.sync,
-                                     snapshot_provider=self._provider((topic, partition)), fsync_later=later)
+                                     snapshot_provider=self._provider((topic, partition)), fsync_later=later,
+                                     created=created)
             if later is not None:
                 later((self.log_dir,))
             elif self.sync:
@@ -302,6 +312,21 @@ class LogManager:
         plog.on_flush_due = self._on_flush_due
         self._logs[(topic, partition)] = plog
         return plog
+
+    def take_offline(self, log_dir: str) -> list[tuple[str, int]]:
+        """The partitions of ``log_dir`` (this directory) after it failed, which this manager
+        forgets (Kafka's LogManager.handleLogDirFailure): no retention, flush or checkpoint of
+        them touches the failed disk again. The metadata log stays (its failure halts the broker).
+        Their files are left open (closed with the objects): a fetch or an fsync in flight may
+        still hold one, and closing it under them would turn a storage error into a crash."""
+        if os.path.abspath(log_dir) != self.log_dir:
+            return []
+        gone = [tp for tp in self._logs if tp[0] != METADATA_TOPIC]
+        for tp in gone:
+            self._logs.pop(tp)
+            if self.cleaner is not None:
+                self.cleaner.forget(tp, self._logs)
+        return gone
 
     def set_flush_scheduler(self, on_flush_due: Callable[[PartitionLog, int | None], None] | None) -> None:
         """Hand the due flushes of every log (``flush.messages``, ``flush.ms``,
@@ -510,6 +535,19 @@ class LogManager:
             hw = self.high_watermark_for(topic, partition) if self.high_watermark_for else None
             deleted += plog.apply_retention(now_ms, hw)
         return deleted
+
+    def release(self) -> None:
+        """Close a failed directory at shutdown: its lock is released, nothing is written there
+        (Kafka shuts down its live log dirs only; the next start recovers this one's logs)."""
+        if self._closed:
+            return
+        if self.cleaner is not None:
+            self.cleaner.close()
+        try:
+            self._unlock()
+        except OSError:
+            pass
+        self._closed = True
 
     def close(self, broker_epoch: int = -1) -> None:
         """Flush and close every log, write the checkpoints and the clean-shutdown marker."""
