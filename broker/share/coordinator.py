@@ -18,6 +18,15 @@ nothing goes back: not the start offset, not an offset's delivery count, not a d
 AVAILABLE (`no_regress`). A share-partition leader's writes only move its state forward, so what
 would go back is a write that arrived after a newer one (its sender gave up waiting and wrote the
 newer state since): it must not overwrite the newer state.
+
+`__share_group_state` is a delete-policy topic (Kafka 4.3): the shard knows the offset of every
+record it writes or reads back (`next_offset`, which the shell sets from the log end before each
+decision) and says the lowest offset still needed (`redundant_offset`, Kafka's
+ShareCoordinatorOffsetsManager): the oldest latest-committed ShareSnapshot of a live key. The shell's
+pruner deletes the records below it, so a new coordinator replays from a snapshot of every key. On a
+topic an older kproto made compacted (`compacted`), every record is a ShareSnapshot: compaction keeps
+only a key's last ShareUpdate, so a ShareUpdate carrying part of the state (a leader's delta) would
+lose the ones before it on replay.
 """
 from __future__ import annotations
 
@@ -205,13 +214,60 @@ class ShareCoordinatorShard:
         # a write is a ShareUpdate record (only the batches it wrote) until a key has had this many
         # since its last ShareSnapshot; then the write is a ShareSnapshot of the whole state
         self.updates_per_snapshot = updates_per_snapshot
+        # the offset the next record this shard emits gets (records of one decision batch are
+        # appended together at the log end, in the order the operations emitted them)
+        self.next_offset = 0
+        # the topic's cleanup.policy has compact (a data dir of an older kproto): snapshots only
+        self.compacted = False
+        # key -> [(offset, live)] of its ShareSnapshot records (live False: its tombstone) from the
+        # latest committed one on; a key read back from updates alone holds at its first update
+        self._held: dict[tuple, list] = {}
+
+    # -- which records are still needed (Kafka's ShareCoordinatorOffsetsManager) -------------------
+
+    def _placed(self, key: tuple, kind: str) -> None:
+        """A record of `key` takes the next offset: "snapshot", "tombstone" (of the snapshot),
+        "update", or "other" (a ShareUpdate tombstone)."""
+        held = self._held.get(key)
+        if kind in ("snapshot", "tombstone"):
+            self._held.setdefault(key, []).append((self.next_offset, kind == "snapshot"))
+        elif kind == "update" and (held is None or not held[-1][1]):
+            # updates with no snapshot before them in this log (pruned or compacted away): the
+            # first of them is where the key's state starts
+            self._held.setdefault(key, []).append((self.next_offset, True))
+        self.next_offset += 1
+
+    def redundant_offset(self, high_watermark: int) -> int:
+        """The lowest offset still needed to rebuild every key's state from the records below
+        `high_watermark` (only committed records count: an uncommitted snapshot may be lost with its
+        leader, and the snapshot before it is then the one a new coordinator needs): the oldest latest
+        committed snapshot of a live key; a key whose records are all uncommitted, or whose delete is
+        committed, holds nothing back. The high watermark itself when no key holds anything."""
+        low = high_watermark
+        for key in list(self._held):
+            held = self._held[key]
+            i = next((j for j in range(len(held) - 1, -1, -1) if held[j][0] < high_watermark), None)
+            if i is None:
+                continue
+            del held[:i]                    # older snapshots than a committed one: never needed again
+            offset, live = held[0]
+            if live:
+                low = min(low, offset)
+            elif len(held) == 1:
+                del self._held[key]         # deleted for good
+        return low
 
     # -- the log -------------------------------------------------------------------------------
 
-    def replay(self, key: tuple, value, kind: int = state_store.SNAPSHOT) -> None:
+    def replay(self, key: tuple, value, kind: int = state_store.SNAPSHOT, offset: int | None = None) -> None:
         """A ShareSnapshot or ShareUpdate record read back (value: ShareSnapshotValue or
-        ShareUpdateValue; None for a tombstone). A key's state is its last snapshot with the updates
-        after it laid over it in log order, as Kafka's ShareCoordinatorShard replays them."""
+        ShareUpdateValue; None for a tombstone) at `offset` (default: the next one). A key's state is
+        its last snapshot with the updates after it laid over it in log order, as Kafka's
+        ShareCoordinatorShard replays them."""
+        if offset is not None:
+            self.next_offset = offset
+        self._placed(key, ("snapshot" if value is not None else "tombstone") if kind == state_store.SNAPSHOT
+                     else ("update" if value is not None else "other"))
         if kind == state_store.UPDATE:
             if value is not None:           # (a delete writes a ShareUpdate tombstone after the snapshot's)
                 self.states[key] = self._updated(
@@ -253,16 +309,24 @@ class ShareCoordinatorShard:
 
     def _update_record(self, key: tuple, st: ShareState, start_offset: int, batches: list) -> tuple:
         group, tid, idx = key
+        self._placed(key, "update")
         return (state_store.update_key(group, tid, idx),
                 state_store.update_value(st.snapshot_epoch, st.leader_epoch, start_offset, batches, st.complete))
 
     def _record(self, key: tuple, st: ShareState | None, now_ms: int) -> tuple:
         group, tid, idx = key
         k = state_store.snapshot_key(group, tid, idx)
+        self._placed(key, "snapshot" if st is not None else "tombstone")
         if st is None:
             return k, None
         return k, state_store.snapshot_value(st.snapshot_epoch, st.leader_epoch, st.start_offset, st.batches,
                                              st.complete, st.created_ms, now_ms, state_epoch=st.state_epoch)
+
+    def _update_allowed(self, st: ShareState) -> bool:
+        """Whether the next record of `st` may be a ShareUpdate rather than a ShareSnapshot: not
+        every `updates_per_snapshot`, and never on a compacted topic, where only a key's last
+        ShareUpdate survives and the deltas before it would be lost on replay."""
+        return not self.compacted and st.updates < self.updates_per_snapshot
 
     @staticmethod
     def _checked(tid, partition: int):
@@ -318,7 +382,7 @@ class ShareCoordinatorShard:
                                        combine(old.batches, batches, start))
         if regressed or start != start_offset != -1:
             complete = sum(last - first + 1 for first, last, state, _c in merged if state in _DONE)
-        if old.updates < self.updates_per_snapshot:
+        if self._update_allowed(old):
             # a ShareUpdate of what this write changed: the merged state inside the offsets it wrote
             # (the state is `merged`: what `_updated` makes of the delta when the record is read back,
             # as the seeded test in tests/test_share_coordinator.py checks, without a second merge)
@@ -350,7 +414,7 @@ class ShareCoordinatorShard:
         if leader_epoch == -1 or st.leader_epoch == leader_epoch:
             return Outcome(E.NONE, state=st)
         # a new leader: later writes of the old one are fenced
-        if st.updates < self.updates_per_snapshot:
+        if self._update_allowed(st):
             st = self.states[key] = self._updated(st, leader_epoch, -1, st.complete, [], st.snapshot_epoch)
             return Outcome(E.NONE, state=st, record=self._update_record(key, st, -1, []))
         st.leader_epoch = leader_epoch
@@ -381,8 +445,9 @@ class ShareCoordinatorShard:
             return self._unknown()
         if self.states.pop(key, None) is None:
             return Outcome(E.NONE)
-        # the ShareUpdate key too: the topic is compacted, and a key's last update must not outlive
-        # its snapshot's tombstone (read back alone it would bring the state back)
+        # the ShareUpdate key too: on a compacted topic (an older kproto's) a key's last update must
+        # not outlive its snapshot's tombstone (read back alone it would bring the state back)
         group, tid, idx = key
-        return Outcome(E.NONE, record=self._record(key, None, 0),
-                       extra=((state_store.update_key(group, tid, idx), None),))
+        record = self._record(key, None, 0)
+        self._placed(key, "other")
+        return Outcome(E.NONE, record=record, extra=((state_store.update_key(group, tid, idx), None),))

@@ -296,6 +296,7 @@ class ShareService:
         self._dirty.discard(key)
         self._versions.pop(key, None)
         self._written.pop(key, None)
+        self._sent.pop(key, None)
 
     async def _writer(self) -> None:
         """Sends the changes nobody awaits (expired locks, members gone) to the share coordinator."""
