@@ -30,6 +30,7 @@ lose the ones before it on replay.
 """
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from kproto.errors import ErrorCode as E
@@ -85,6 +86,15 @@ def combine(old: list, new: list, start_offset: int) -> list:
                 (not kept or ordered[-1][1] >= kept[-1][1]):
             return _joined([(max(f, start_offset), last, st, c) for f, last, st, c in ordered
                             if last >= start_offset])
+    if _tidy(old):
+        # a leader's delta over the stored state: each batch spliced in where it falls (bisect),
+        # joined with its neighbours only; the rest of the state is not walked
+        result = old[bisect_left(old, start_offset, key=_last):]
+        if result and result[0][0] < start_offset:
+            result[0] = (start_offset, *result[0][1:])
+        for first, last, state, count in new:         # in the request's order: a later batch wins
+            _lay(result, max(first, start_offset), last, state, count)
+        return result
     # by intervals, never by offset: a batch may span any number of offsets
     result = sorted((max(f, start_offset), last, st, c) for f, last, st, c in old if last >= start_offset)
     for first, last, state, count in new:             # in the request's order: a later batch wins
@@ -105,6 +115,43 @@ def combine(old: list, new: list, start_offset: int) -> list:
     return _joined(result)
 
 
+def _first(b: tuple) -> int:
+    return b[0]
+
+
+def _last(b: tuple) -> int:
+    return b[1]
+
+
+def _tidy(batches: list) -> bool:
+    """Ordered, not overlapping, adjacent runs of the same state and count joined: what `combine`
+    and `_joined` make (a stored state read from a record need not be)."""
+    return all(a[1] < b[0] and (a[1] + 1 != b[0] or a[2] != b[2] or a[3] != b[3])
+               for a, b in zip(batches, batches[1:]))
+
+
+def _lay(result: list, first: int, last: int, state: int, count: int) -> None:
+    """One batch laid over `result` (tidy) in place: the batches it overlaps cut around it, then
+    joined with its neighbours where they have its state and count."""
+    if last < first:
+        return
+    i = bisect_left(result, first, key=_last)         # the first batch ending at or after `first`
+    j = bisect_right(result, last, key=_first)        # result[i:j] overlap it
+    pieces = []
+    if i < j and result[i][0] < first:
+        pieces.append((result[i][0], first - 1, result[i][2], result[i][3]))
+    pieces.append((first, last, state, count))
+    if i < j and result[j - 1][1] > last:
+        pieces.append((last + 1, result[j - 1][1], result[j - 1][2], result[j - 1][3]))
+    result[i:j] = pieces
+    k = min(i + len(pieces), len(result) - 1)
+    while k > max(i - 1, 0):
+        a, b = result[k - 1], result[k]
+        if a[1] + 1 == b[0] and a[2] == b[2] and a[3] == b[3]:
+            result[k - 1:k + 1] = [(a[0], b[1], a[2], a[3])]
+        k -= 1
+
+
 _DONE = (2, 4)                          # ACKNOWLEDGED, ARCHIVED
 
 
@@ -119,8 +166,7 @@ def _goes_back(old: list, new: list) -> bool:
     k, n_old = 0, len(old)
     for first, last, state, count in new:
         rank = (state in _DONE, count)
-        while k < n_old and old[k][1] < first:
-            k += 1
+        k = max(k, bisect_left(old, first, k, key=_last))
         j = k
         while j < n_old and old[j][0] <= last:
             if (old[j][2] in _DONE, old[j][3]) > rank:
@@ -193,14 +239,12 @@ def _covered(batches: list, covering: list, start_offset: int) -> list:
             spans.append([f, last])
     if len(spans) == 1 and batches and spans[0][0] <= batches[0][0] and batches[-1][1] <= spans[0][1]:
         return batches                  # the usual write, a leader's whole state: all of it
-    out, j = [], 0
-    for first, last, state, count in batches:
-        while j < len(spans) and spans[j][1] < first:
-            j += 1
-        k = j
-        while k < len(spans) and spans[k][0] <= last:
-            lo, hi = max(first, spans[k][0]), min(last, spans[k][1])
-            out.append((lo, hi, state, count))
+    out = []
+    for lo, hi in spans:                # a leader's delta: few spans over many batches
+        k = bisect_left(batches, lo, key=_last)
+        while k < len(batches) and batches[k][0] <= hi:
+            first, last, state, count = batches[k]
+            out.append((max(first, lo), min(last, hi), state, count))
             k += 1
     return _joined(out)
 
@@ -378,15 +422,19 @@ class ShareCoordinatorShard:
         # the start offset never goes back under one state epoch (a reset is a new state epoch):
         # a lower one is a write older than the stored state, arriving late
         start = old.start_offset if start_offset == -1 else max(start_offset, old.start_offset)
-        merged, regressed = no_regress([b for b in old.batches if b[1] >= start],
-                                       combine(old.batches, batches, start))
+        merged = combine(old.batches, batches, start)
+        # only the offsets the write covers can have gone back: the rest of `merged` is the stored state
+        delta = _covered(merged, batches, start)
+        regressed = False
+        if _goes_back(old.batches, delta):
+            merged, regressed = no_regress([b for b in old.batches if b[1] >= start], merged)
+            delta = _covered(merged, batches, start)
         if regressed or start != start_offset != -1:
             complete = sum(last - first + 1 for first, last, state, _c in merged if state in _DONE)
         if self._update_allowed(old):
             # a ShareUpdate of what this write changed: the merged state inside the offsets it wrote
             # (the state is `merged`: what `_updated` makes of the delta when the record is read back,
             # as the seeded test in tests/test_share_coordinator.py checks, without a second merge)
-            delta = _covered(merged, batches, start)
             st = self.states[key] = ShareState(
                 snapshot_epoch=old.snapshot_epoch, state_epoch=old.state_epoch, leader_epoch=old.leader_epoch,
                 start_offset=start, complete=complete, batches=merged, created_ms=old.created_ms,
