@@ -191,6 +191,17 @@ def assert_same(back, s, n, where):
         assert want.updates <= n
 
 
+def assert_same_state(back, s, where):
+    """The states a coordinator reading a pruned log rebuilds: all but the count of updates since the
+    last snapshot (read back from a snapshot with nothing before it, that count starts again at 0;
+    it only says when the next snapshot is written)."""
+    assert back.states.keys() == s.states.keys()
+    for k, want in s.states.items():
+        got = back.states[k]
+        assert (got.start_offset, got.batches, got.leader_epoch, got.state_epoch, got.complete) == \
+            (want.start_offset, want.batches, want.leader_epoch, want.state_epoch, want.complete), where
+
+
 def test_a_write_records_only_what_it_changed():
     s, log = ShareCoordinatorShard(2), []
     appended(log, s.initialize(KEY, 0, 0, True, 1))
@@ -298,11 +309,7 @@ def test_leader_deltas_replayed_from_the_pruned_log_give_the_live_state():
                 back = ShareCoordinatorShard(n)
                 for i, (k, v) in enumerate(log):
                     back.replay(*state_store.decode_full(k, v), offset=start + i)
-                for k, want in s.states.items():
-                    got = back.states[k]
-                    assert (got.start_offset, got.batches, got.leader_epoch, got.state_epoch, got.complete) == \
-                        (want.start_offset, want.batches, want.leader_epoch, want.state_epoch, want.complete), \
-                        (seed, step)
+                assert_same_state(back, s, (seed, step))
         assert start > 0, seed
 
 
@@ -319,3 +326,29 @@ def test_on_a_compacted_topic_every_record_is_a_snapshot():
     assert kinds_of(log) == [state_store.SNAPSHOT] * 4
     assert replayed(log[-1:]).states[KEY].batches == s.states[KEY].batches == [(0, 2, 0, 1), (3, 3, 2, 1),
                                                                                 (4, 9, 0, 1)]
+
+
+def test_cold_snapshots_let_the_pruning_pass_a_quiet_key():
+    """Kafka 4.3's snapshotColdPartitions: a key with no write for the interval holds the prune point
+    at its old snapshot until the coordinator writes it a new one; the log read back from the new
+    prune point gives the same states; while every key's latest snapshot is such a forced one, none
+    is written again."""
+    quiet, busy = ("g", TID, 0), ("g", TID, 1)
+    s, log = ShareCoordinatorShard(500), []
+    appended(log, s.initialize(quiet, 0, 0, True, 1000))            # 0
+    appended(log, s.write(quiet, 0, 0, 0, 1, [(0, 0, 2, 1)], True, 1000))
+    appended(log, s.initialize(busy, 0, 0, True, 1000))             # 2
+    for i in range(20):
+        appended(log, s.write(busy, 0, 0, 0, 0, [(i, i, 2, 1)], True, 2000 + i))
+    assert s.redundant_offset(len(log)) == 0
+    assert s.snapshot_cold(1500, 1000).record is None               # nothing that old yet
+    out = s.snapshot_cold(5000, 1000)
+    appended(log, out)
+    assert kinds_of(log[-2:]) == [state_store.SNAPSHOT] * 2
+    cut = s.redundant_offset(len(log))
+    assert cut == len(log) - 2
+    back = ShareCoordinatorShard(500)
+    for offset in range(cut, len(log)):
+        back.replay(*state_store.decode_full(*log[offset]), offset=offset)
+    assert_same_state(back, s, "cold")
+    assert s.snapshot_cold(9000, 1000).record is None               # all forced already: quiet

@@ -28,6 +28,7 @@ SETTINGS = {
     "share.coordinator.state.topic.num.partitions": "1",
     "share.coordinator.state.topic.prune.interval.ms": "200",
     "share.coordinator.snapshot.update.records.per.snapshot": "3",
+    "share.coordinator.cold.partition.snapshot.interval.ms": "300",
 }
 RECORDS = 60
 

@@ -60,6 +60,7 @@ class ShareState:
     complete: int                       # DeliveryCompleteCount
     batches: list = field(default_factory=list)   # [(first, last, delivery state, delivery count)]
     created_ms: int = 0
+    written_ms: int = 0                 # its latest ShareSnapshot's WriteTimestamp
     updates: int = 0                    # ShareUpdate records since the last ShareSnapshot (Kafka's rule)
 
 
@@ -333,7 +334,7 @@ class ShareCoordinatorShard:
             start_offset=value.start_offset, complete=value.delivery_complete_count,
             batches=[(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
                      for b in value.state_batches],
-            created_ms=value.create_timestamp)
+            created_ms=value.create_timestamp, written_ms=value.write_timestamp)
 
     def _updated(self, old: ShareState | None, leader_epoch: int, start_offset: int, complete: int, batches: list,
                  snapshot_epoch: int) -> ShareState:
@@ -349,7 +350,7 @@ class ShareCoordinatorShard:
             snapshot_epoch=old.snapshot_epoch, state_epoch=old.state_epoch,
             leader_epoch=old.leader_epoch if leader_epoch == -1 else max(old.leader_epoch, leader_epoch),
             start_offset=start, complete=complete, batches=combine(old.batches, batches, start),
-            created_ms=old.created_ms, updates=old.updates + 1)
+            created_ms=old.created_ms, written_ms=old.written_ms, updates=old.updates + 1)
 
     def _update_record(self, key: tuple, st: ShareState, start_offset: int, batches: list) -> tuple:
         group, tid, idx = key
@@ -363,6 +364,7 @@ class ShareCoordinatorShard:
         self._placed(key, "snapshot" if st is not None else "tombstone")
         if st is None:
             return k, None
+        st.written_ms = now_ms
         return k, state_store.snapshot_value(st.snapshot_epoch, st.leader_epoch, st.start_offset, st.batches,
                                              st.complete, st.created_ms, now_ms, state_epoch=st.state_epoch)
 
@@ -383,6 +385,24 @@ class ShareCoordinatorShard:
     @staticmethod
     def _unknown():
         return Outcome(E.UNKNOWN_TOPIC_OR_PARTITION, MESSAGES[E.UNKNOWN_TOPIC_OR_PARTITION])
+
+    def snapshot_cold(self, now_ms: int, interval_ms: int) -> Outcome:
+        """Kafka 4.3's snapshotColdPartitions: a new ShareSnapshot of every key whose latest one was
+        written `interval_ms` ago or more, so a key with few writes does not hold the pruning back
+        for ever at its old snapshot; nothing while every key's latest snapshot is such a forced one
+        (a quiet coordinator: it would only rewrite them). One Outcome carrying all the records."""
+        if all(st.created_ms != st.written_ms for st in self.states.values()):
+            return Outcome(E.NONE)
+        records = []
+        for key, st in self.states.items():
+            if now_ms - st.written_ms >= interval_ms:
+                st.snapshot_epoch += 1
+                # the update count goes on, as a read-back of this snapshot has it (`replay`)
+                st.updates = st.updates if st.updates < self.updates_per_snapshot else 0
+                records.append(self._record(key, st, now_ms))
+        if not records:
+            return Outcome(E.NONE)
+        return Outcome(E.NONE, record=records[0], extra=tuple(records[1:]))
 
     # -- the operations: `known` says whether the topic id and partition exist in the metadata --
 
@@ -438,6 +458,7 @@ class ShareCoordinatorShard:
             st = self.states[key] = ShareState(
                 snapshot_epoch=old.snapshot_epoch, state_epoch=old.state_epoch, leader_epoch=old.leader_epoch,
                 start_offset=start, complete=complete, batches=merged, created_ms=old.created_ms,
+                written_ms=old.written_ms,
                 updates=old.updates + 1)
             return Outcome(E.NONE, record=self._update_record(key, st, start, delta))
         st = self.states[key] = ShareState(

@@ -40,6 +40,7 @@ COORDINATOR_MESSAGES = {
     E.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
 }
 PRUNE_INTERVAL_MS_DEFAULT = 5 * 60 * 1000       # share.coordinator.state.topic.prune.interval.ms
+COLD_SNAPSHOT_INTERVAL_MS_DEFAULT = 5 * 60 * 1000   # share.coordinator.cold.partition.snapshot.interval.ms
 # what a failed append is answered with (Kafka's CoordinatorRuntime: the caller looks the coordinator
 # up again, or retries)
 _APPEND_ERRORS = {E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR}
@@ -131,12 +132,25 @@ class ShareCoordinatorService:
 
     async def run(self) -> None:
         """Every share.coordinator.state.topic.prune.interval.ms, prunes the partitions whose shard is
-        loaded here."""
-        interval = self._config_int("share.coordinator.state.topic.prune.interval.ms", PRUNE_INTERVAL_MS_DEFAULT)
+        loaded here; every share.coordinator.cold.partition.snapshot.interval.ms, snapshots their
+        keys whose latest snapshot is that old (Kafka 4.3's ShareCoordinatorService timers)."""
+        prune_ms = max(1, self._config_int("share.coordinator.state.topic.prune.interval.ms",
+                                           PRUNE_INTERVAL_MS_DEFAULT))
+        cold_ms = max(1, self._config_int("share.coordinator.cold.partition.snapshot.interval.ms",
+                                          COLD_SNAPSHOT_INTERVAL_MS_DEFAULT))
+        now = trio.current_time()
+        next_prune, next_cold = now + prune_ms / 1000, now + cold_ms / 1000
         while True:
-            await trio.sleep(max(1, interval) / 1000)
-            for index in list(self.shards):
-                await self.prune(index)
+            await trio.sleep_until(min(next_prune, next_cold))
+            now = trio.current_time()
+            if now >= next_cold:
+                next_cold = now + cold_ms / 1000
+                for index in list(self.shards):
+                    await self._decide(index, [lambda s, now_ms: s.snapshot_cold(now_ms, cold_ms)])
+            if now >= next_prune:
+                next_prune = now + prune_ms / 1000
+                for index in list(self.shards):
+                    await self.prune(index)
 
     async def prune(self, index: int) -> int | None:
         """Deletes the records of a __share_group_state partition below the lowest offset its shard
