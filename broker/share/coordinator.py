@@ -165,9 +165,13 @@ def _rank(state: int, count: int) -> tuple:
 def _goes_back(old: list, new: list) -> bool:
     """Whether some offset of `new` is behind `old`'s (`no_regress`'s walk, without building)."""
     k, n_old = 0, len(old)
+    jump = len(new) * 8 < n_old         # a delta over a large state: bisect; a whole state: walk
     for first, last, state, count in new:
         rank = (state in _DONE, count)
-        k = max(k, bisect_left(old, first, k, key=_last))
+        if jump:
+            k = bisect_left(old, first, k, key=_last)
+        while k < n_old and old[k][1] < first:
+            k += 1
         j = k
         while j < n_old and old[j][0] <= last:
             if (old[j][2] in _DONE, old[j][3]) > rank:
