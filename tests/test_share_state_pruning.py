@@ -116,3 +116,81 @@ def test_share_state_topic_has_kafkas_configs_and_is_pruned_without_losing_state
         assert sorted(again) == sorted(set(range(RECORDS)) - accepted)
     finally:
         b.stop()
+
+
+def _end_offset(c) -> int:
+    req = ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsRequest.ListOffsetsTopic(
+        name=STATE_TOPIC, partitions=[ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)])])
+    return c.call(req, 1).topics[0].partitions[0].offset
+
+
+@pytest.mark.timeout(90)
+def test_a_compacted_share_state_topic_of_an_older_kproto_gets_snapshots_only(tmp_path):
+    """Upgrade safety: `__share_group_state` made compacted (as an older kproto made it) keeps only a
+    key's last ShareUpdate, so there the coordinator writes every change as a ShareSnapshot (the
+    leaders' deltas merged into the whole state) and prunes nothing; a restart still hands out exactly
+    the records not acknowledged."""
+    from confluent_kafka import Consumer, TopicPartition
+    topic, group = "compact-t", "compact-g"
+    b = BrokerProcess(str(tmp_path / "data"), settings=SETTINGS).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+            f.result(30)
+        res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+            ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+        for f in admin.incremental_alter_configs([res]).values():
+            f.result(15)
+        p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
+        for i in range(30):
+            p.produce(topic, value=str(i).encode())
+        assert p.flush(15) == 0
+        accepted = set()
+        with WireClient(b.bootstrap) as c:
+            tid = metadata(c, name=topic).topic_id
+            member = str(uuid.uuid4())
+            pending = _share_fetch(c, group, member, tid, 0)       # makes __share_group_state
+            res = ConfigResource(ResourceType.TOPIC, STATE_TOPIC, incremental_configs=[
+                ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)])
+            for f in admin.incremental_alter_configs([res]).values():
+                f.result(15)
+            time.sleep(0.5)
+            since = _end_offset(c)
+            for epoch in range(1, 30):
+                if not pending:
+                    break
+                acks = [o for o in pending if o % 7 != 3]
+                pending = _share_fetch(c, group, member, tid, epoch, acks)
+                accepted.update(acks)
+            time.sleep(1)                                          # five prune intervals
+            assert _start_offset(c) == 0
+            end = _end_offset(c)
+        assert end - since >= 6
+        consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "compact-reader",
+                             "enable.auto.commit": False})
+        try:
+            consumer.assign([TopicPartition(STATE_TOPIC, 0, since)])
+            kinds = []
+            for _ in range(100):                                   # bounded: 100 polls of 0.2 s
+                m = consumer.poll(0.2)
+                if m is not None and not m.error():
+                    kinds.append(int.from_bytes(m.key()[:2], "big"))
+                if len(kinds) >= end - since:
+                    break
+        finally:
+            consumer.close()
+        assert kinds and set(kinds) == {0}                         # ShareSnapshot records only
+
+        b.restart(clean=True)
+        again = []
+        with WireClient(b.bootstrap) as c:
+            member, empty = str(uuid.uuid4()), 0
+            for epoch in range(40):
+                got = _share_fetch(c, group, member, tid, epoch)
+                again.extend(got)
+                empty = 0 if got else empty + 1
+                if empty >= 3:
+                    break
+        assert sorted(again) == sorted(set(range(30)) - accepted)
+    finally:
+        b.stop()
