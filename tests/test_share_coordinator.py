@@ -191,6 +191,17 @@ def assert_same(back, s, n, where):
         assert want.updates <= n
 
 
+def assert_same_state(back, s, where):
+    """The states a coordinator reading a pruned log rebuilds: all but the count of updates since the
+    last snapshot (read back from a snapshot with nothing before it, that count starts again at 0;
+    it only says when the next snapshot is written)."""
+    assert back.states.keys() == s.states.keys()
+    for k, want in s.states.items():
+        got = back.states[k]
+        assert (got.start_offset, got.batches, got.leader_epoch, got.state_epoch, got.complete) == \
+            (want.start_offset, want.batches, want.leader_epoch, want.state_epoch, want.complete), where
+
+
 def test_a_write_records_only_what_it_changed():
     s, log = ShareCoordinatorShard(2), []
     appended(log, s.initialize(KEY, 0, 0, True, 1))
@@ -208,3 +219,136 @@ def test_a_write_records_only_what_it_changed():
     appended(log, out)
     appended(log, s.delete(KEY, True))
     assert KEY not in replayed(log[-2:], 2).states         # compacted: both tombstones, nothing back
+
+
+def kinds_of(log):
+    return [state_store.decode_full(k, v)[2] if v is not None else "tomb" for k, v in log]
+
+
+def test_redundant_offset_is_the_oldest_committed_snapshot_a_live_key_needs():
+    """Issue #31 (pruning, Kafka's ShareCoordinatorOffsetsManager): the records below the oldest latest
+    snapshot of a live key are not needed; a snapshot not yet committed (at or above the high
+    watermark) does not count yet; a committed delete releases its key; a key read back from updates
+    alone (its snapshot pruned or compacted away) holds at its first update."""
+    a, b = ("g", TID, 0), ("g", TID, 1)
+    s, log = ShareCoordinatorShard(2), []
+    appended(log, s.initialize(a, 0, 0, True, 1))                    # 0: a's snapshot
+    appended(log, s.initialize(b, 0, 0, True, 1))                    # 1: b's snapshot
+    assert s.redundant_offset(0) == 0 and s.redundant_offset(2) == 0
+    for i in range(3):                                               # 2, 3: updates; 4: a snapshot
+        appended(log, s.write(a, 0, 0, 0, 0, [(i, i, 2, 1)], True, 2))
+    assert kinds_of(log) == [0, 0, 1, 1, 0] and s.next_offset == 5
+    assert s.redundant_offset(4) == 0                                # a's new snapshot: not committed
+    assert s.redundant_offset(5) == 1                                # now b's is the oldest needed
+    appended(log, s.delete(b, True))                                 # 5, 6: b's tombstones
+    assert s.redundant_offset(5) == 1
+    assert s.redundant_offset(7) == 4                                # b deleted: a's snapshot
+    appended(log, s.delete(a, True))                                 # 7, 8
+    assert s.redundant_offset(9) == 9                                # nothing live: all of it
+    # a new coordinator reads a log pruned at 2: a's updates with no snapshot before them
+    back = ShareCoordinatorShard(2)
+    for offset in range(2, 4):
+        back.replay(*state_store.decode_full(*log[offset]), offset=offset)
+    assert back.redundant_offset(4) == 2 and back.next_offset == 4
+
+
+def test_leader_deltas_replayed_from_the_pruned_log_give_the_live_state():
+    """Issue #31 (deltas + pruning): a share-partition leader's writes carry only what changed
+    (`changed_batches`), the coordinator lays them over its state; pruning the log below
+    `redundant_offset` at random points never changes what a new coordinator reading the rest
+    rebuilds: the live shard's state, which is the leader's. Seeded random acquisitions,
+    acknowledgements, releases and lock expiries over three share-partitions, with leader changes."""
+    from broker.share.partition import ACCEPT, RELEASE, REJECT, SharePartition, changed_batches
+    for seed in range(10):
+        rng = random.Random(seed)
+        n = rng.choice((1, 3, 10))
+        s, log, start = ShareCoordinatorShard(n), [], 0     # log[i] is at offset start + i
+        keys = [("g", TID, p) for p in range(3)]
+        sps, sent, epoch = {}, {}, {k: 0 for k in keys}
+        for k in keys:
+            appended(log, s.initialize(k, 0, 0, True, 0))
+            appended(log, s.read(k, 0, True, 0))
+            sps[k] = SharePartition(0, delivery_count_limit=3, max_record_locks=50, lock_duration_ms=10)
+        for step in range(1, 300):
+            key = rng.choice(keys)
+            sp = sps[key]
+            op = rng.random()
+            if op < 0.03:                    # a new leader reads the state back and writes it whole
+                epoch[key] += 1
+                out = s.read(key, epoch[key], True, step)
+                appended(log, out)
+                st = out.state
+                sp = sps[key] = SharePartition(st.start_offset, batches=st.batches, delivery_count_limit=3,
+                                               max_record_locks=50, lock_duration_ms=10)
+                sent.pop(key, None)
+                continue
+            if op < 0.4:
+                end = sp.end_offset
+                sp.acquire(f"m{rng.randrange(3)}", [(end, end + rng.randrange(0, 6))], rng.randrange(1, 8), step)
+            elif op < 0.85:
+                held = [o for o in range(sp.start_offset, sp.end_offset) if sp.state_of(o)[0] == 1]
+                if held:
+                    o = rng.choice(held)
+                    sp.acknowledge(sp.state_of(o)[2], o, o, [rng.choice((ACCEPT, ACCEPT, RELEASE, REJECT))], step)
+            else:
+                sp.expire(step + rng.randrange(0, 20))
+            whole = sp.state_batches()
+            batches = whole if key not in sent else changed_batches(sent[key], whole)
+            out = s.write(key, epoch[key], 0, sp.start_offset, sp.delivery_complete_count(), batches, True, step)
+            assert out.error == E.NONE
+            appended(log, out)
+            sent[key] = whole
+            assert s.states[key].batches == whole and s.states[key].start_offset == sp.start_offset, (seed, step)
+            assert s.next_offset == start + len(log)
+            if rng.random() < 0.2:           # the pruner, with some records not yet committed
+                hw = start + len(log) - rng.randrange(0, 3)
+                cut = s.redundant_offset(hw)
+                assert cut <= hw
+                del log[:cut - start]
+                start = max(start, cut)
+                back = ShareCoordinatorShard(n)
+                for i, (k, v) in enumerate(log):
+                    back.replay(*state_store.decode_full(k, v), offset=start + i)
+                assert_same_state(back, s, (seed, step))
+        assert start > 0, seed
+
+
+def test_on_a_compacted_topic_every_record_is_a_snapshot():
+    """Upgrade safety (issue #31): a data dir of an older kproto has `__share_group_state` compacted,
+    which keeps only a key's last ShareUpdate: there the coordinator writes every change as a
+    ShareSnapshot of the whole state, so what compaction keeps still holds all of it."""
+    s, log = ShareCoordinatorShard(500), []
+    s.compacted = True
+    appended(log, s.initialize(KEY, 0, 0, True, 1))
+    appended(log, s.write(KEY, 0, 0, 0, 0, [(0, 9, 0, 1)], True, 2))
+    appended(log, s.write(KEY, 0, 0, 0, 1, [(3, 3, 2, 1)], True, 3))     # a leader's delta
+    appended(log, s.read(KEY, 1, True, 4))
+    assert kinds_of(log) == [state_store.SNAPSHOT] * 4
+    assert replayed(log[-1:]).states[KEY].batches == s.states[KEY].batches == [(0, 2, 0, 1), (3, 3, 2, 1),
+                                                                                (4, 9, 0, 1)]
+
+
+def test_cold_snapshots_let_the_pruning_pass_a_quiet_key():
+    """Kafka 4.3's snapshotColdPartitions: a key with no write for the interval holds the prune point
+    at its old snapshot until the coordinator writes it a new one; the log read back from the new
+    prune point gives the same states; while every key's latest snapshot is such a forced one, none
+    is written again."""
+    quiet, busy = ("g", TID, 0), ("g", TID, 1)
+    s, log = ShareCoordinatorShard(500), []
+    appended(log, s.initialize(quiet, 0, 0, True, 1000))            # 0
+    appended(log, s.write(quiet, 0, 0, 0, 1, [(0, 0, 2, 1)], True, 1000))
+    appended(log, s.initialize(busy, 0, 0, True, 1000))             # 2
+    for i in range(20):
+        appended(log, s.write(busy, 0, 0, 0, 0, [(i, i, 2, 1)], True, 2000 + i))
+    assert s.redundant_offset(len(log)) == 0
+    assert s.snapshot_cold(1500, 1000).record is None               # nothing that old yet
+    out = s.snapshot_cold(5000, 1000)
+    appended(log, out)
+    assert kinds_of(log[-2:]) == [state_store.SNAPSHOT] * 2
+    cut = s.redundant_offset(len(log))
+    assert cut == len(log) - 2
+    back = ShareCoordinatorShard(500)
+    for offset in range(cut, len(log)):
+        back.replay(*state_store.decode_full(*log[offset]), offset=offset)
+    assert_same_state(back, s, "cold")
+    assert s.snapshot_cold(9000, 1000).record is None               # all forced already: quiet

@@ -144,3 +144,46 @@ def test_a_failed_write_rolls_its_acknowledgement_back():
     assert sp.start_offset == 5
     last = coord.requests[-1].topics[0].partitions[0]
     assert (last.start_offset, last.state_batches[0].first_offset) == (5, 5)
+
+
+def test_writes_carry_only_the_changed_batches():
+    """Issue #31 (deltas): after its first write (the whole state) a share-partition leader sends only
+    the state batches that changed since the last write the coordinator took, as Kafka 4.3's
+    SharePartition does; after a failed write, the whole state again (the coordinator may or may not
+    hold it)."""
+    fail = {"on": False}
+    coord = ScriptedCoordinator(lambda *key: E.COORDINATOR_NOT_AVAILABLE if fail["on"] else E.NONE)
+    svc = ShareService(fake_broker())
+    svc.persister = Persister(svc.broker, coord)
+    key = ("g", TID, 0)
+    sp = svc.partitions[key] = SharePartition(0, lock_duration_ms=30000, max_record_locks=1000)
+    svc._epochs[key] = (0, 0)
+    now = svc.now_ms()
+    for i in range(60):                  # 6 members take 10 records each, in turns: many runs
+        sp.acquire(f"m{i % 6}", [(i * 10, i * 10 + 9)], 10, now)
+        sp.acknowledge(f"m{i % 6}", i * 10 + i % 10, i * 10 + i % 10, [ACCEPT], now)
+
+    def sent():
+        return [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                for b in coord.requests[-1].topics[0].partitions[0].state_batches]
+
+    async def main():
+        svc.persist(key, sp)
+        assert await svc.write_through(key) == E.NONE
+        assert sent() == sp.state_batches() and len(sent()) > 100
+        assert svc.acknowledge("g", "m0", TID, 0, [(305, 305, [ACCEPT])]) == E.NONE
+        assert await svc.write_through(key) == E.NONE
+        assert sent() == [(305, 305, 2, 1)]
+        fail["on"] = True
+        assert svc.acknowledge("g", "m4", TID, 0, [(406, 406, [ACCEPT])]) == E.NONE
+        assert await svc.write_through(key) == E.COORDINATOR_NOT_AVAILABLE
+        fail["on"] = False
+        assert svc.acknowledge("g", "m2", TID, 0, [(507, 507, [ACCEPT])]) == E.NONE
+        assert await svc.write_through(key) == E.NONE
+        assert sent() == sp.state_batches()
+    import broker.share.persister as persister_mod
+    saved, persister_mod.RETRY_S = persister_mod.RETRY_S, 0.2
+    try:
+        trio.run(main)
+    finally:
+        persister_mod.RETRY_S = saved

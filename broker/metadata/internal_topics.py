@@ -30,7 +30,11 @@ def internal_topic_spec(config, name: str) -> tuple[int, dict[str, str]]:
             "unclean.leader.election.enable": "false",
         }
     if name == SHARE_STATE_TOPIC:
-        # share.coordinator.state.topic.* (Kafka 4.x; not in the 3.9 catalog: Kafka's defaults)
+        # ShareCoordinatorService.shareGroupStateTopicConfigs (Kafka 4.3), from the
+        # share.coordinator.state.topic.* keys (Kafka 4.x; not in the 3.9 catalog: Kafka's defaults).
+        # `delete`, never compacted: a ShareUpdate holds only what a write changed, so every update
+        # since a key's last snapshot is needed; the share coordinator deletes the records below the
+        # oldest snapshot still needed itself (prune.interval.ms), so time retention is off
         def get(key, default):
             try:
                 value = config.get(key)
@@ -38,7 +42,10 @@ def internal_topic_spec(config, name: str) -> tuple[int, dict[str, str]]:
                 return default
             return default if value is None else int(value)
         return get("share.coordinator.state.topic.num.partitions", 50), {
-            "cleanup.policy": "compact",
+            "cleanup.policy": "delete",
+            "compression.type": "producer",
             "segment.bytes": str(get("share.coordinator.state.topic.segment.bytes", 104857600)),
+            "min.insync.replicas": str(get("share.coordinator.state.topic.min.isr", 2)),
+            "retention.ms": "-1",
         }
     raise ValueError(f"{name} is not an internal topic")

@@ -18,9 +18,19 @@ nothing goes back: not the start offset, not an offset's delivery count, not a d
 AVAILABLE (`no_regress`). A share-partition leader's writes only move its state forward, so what
 would go back is a write that arrived after a newer one (its sender gave up waiting and wrote the
 newer state since): it must not overwrite the newer state.
+
+`__share_group_state` is a delete-policy topic (Kafka 4.3): the shard knows the offset of every
+record it writes or reads back (`next_offset`, which the shell sets from the log end before each
+decision) and says the lowest offset still needed (`redundant_offset`, Kafka's
+ShareCoordinatorOffsetsManager): the oldest latest-committed ShareSnapshot of a live key. The shell's
+pruner deletes the records below it, so a new coordinator replays from a snapshot of every key. On a
+topic an older kproto made compacted (`compacted`), every record is a ShareSnapshot: compaction keeps
+only a key's last ShareUpdate, so a ShareUpdate carrying part of the state (a leader's delta) would
+lose the ones before it on replay.
 """
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from kproto.errors import ErrorCode as E
@@ -50,6 +60,7 @@ class ShareState:
     complete: int                       # DeliveryCompleteCount
     batches: list = field(default_factory=list)   # [(first, last, delivery state, delivery count)]
     created_ms: int = 0
+    written_ms: int = 0                 # its latest ShareSnapshot's WriteTimestamp
     updates: int = 0                    # ShareUpdate records since the last ShareSnapshot (Kafka's rule)
 
 
@@ -76,6 +87,15 @@ def combine(old: list, new: list, start_offset: int) -> list:
                 (not kept or ordered[-1][1] >= kept[-1][1]):
             return _joined([(max(f, start_offset), last, st, c) for f, last, st, c in ordered
                             if last >= start_offset])
+    if _tidy(old):
+        # a leader's delta over the stored state: each batch spliced in where it falls (bisect),
+        # joined with its neighbours only; the rest of the state is not walked
+        result = old[bisect_left(old, start_offset, key=_last):]
+        if result and result[0][0] < start_offset:
+            result[0] = (start_offset, *result[0][1:])
+        for first, last, state, count in new:         # in the request's order: a later batch wins
+            _lay(result, max(first, start_offset), last, state, count)
+        return result
     # by intervals, never by offset: a batch may span any number of offsets
     result = sorted((max(f, start_offset), last, st, c) for f, last, st, c in old if last >= start_offset)
     for first, last, state, count in new:             # in the request's order: a later batch wins
@@ -96,6 +116,43 @@ def combine(old: list, new: list, start_offset: int) -> list:
     return _joined(result)
 
 
+def _first(b: tuple) -> int:
+    return b[0]
+
+
+def _last(b: tuple) -> int:
+    return b[1]
+
+
+def _tidy(batches: list) -> bool:
+    """Ordered, not overlapping, adjacent runs of the same state and count joined: what `combine`
+    and `_joined` make (a stored state read from a record need not be)."""
+    return all(a[1] < b[0] and (a[1] + 1 != b[0] or a[2] != b[2] or a[3] != b[3])
+               for a, b in zip(batches, batches[1:]))
+
+
+def _lay(result: list, first: int, last: int, state: int, count: int) -> None:
+    """One batch laid over `result` (tidy) in place: the batches it overlaps cut around it, then
+    joined with its neighbours where they have its state and count."""
+    if last < first:
+        return
+    i = bisect_left(result, first, key=_last)         # the first batch ending at or after `first`
+    j = bisect_right(result, last, key=_first)        # result[i:j] overlap it
+    pieces = []
+    if i < j and result[i][0] < first:
+        pieces.append((result[i][0], first - 1, result[i][2], result[i][3]))
+    pieces.append((first, last, state, count))
+    if i < j and result[j - 1][1] > last:
+        pieces.append((last + 1, result[j - 1][1], result[j - 1][2], result[j - 1][3]))
+    result[i:j] = pieces
+    k = min(i + len(pieces), len(result) - 1)
+    while k > max(i - 1, 0):
+        a, b = result[k - 1], result[k]
+        if a[1] + 1 == b[0] and a[2] == b[2] and a[3] == b[3]:
+            result[k - 1:k + 1] = [(a[0], b[1], a[2], a[3])]
+        k -= 1
+
+
 _DONE = (2, 4)                          # ACKNOWLEDGED, ARCHIVED
 
 
@@ -108,8 +165,11 @@ def _rank(state: int, count: int) -> tuple:
 def _goes_back(old: list, new: list) -> bool:
     """Whether some offset of `new` is behind `old`'s (`no_regress`'s walk, without building)."""
     k, n_old = 0, len(old)
+    jump = len(new) * 8 < n_old         # a delta over a large state: bisect; a whole state: walk
     for first, last, state, count in new:
         rank = (state in _DONE, count)
+        if jump:
+            k = bisect_left(old, first, k, key=_last)
         while k < n_old and old[k][1] < first:
             k += 1
         j = k
@@ -184,14 +244,12 @@ def _covered(batches: list, covering: list, start_offset: int) -> list:
             spans.append([f, last])
     if len(spans) == 1 and batches and spans[0][0] <= batches[0][0] and batches[-1][1] <= spans[0][1]:
         return batches                  # the usual write, a leader's whole state: all of it
-    out, j = [], 0
-    for first, last, state, count in batches:
-        while j < len(spans) and spans[j][1] < first:
-            j += 1
-        k = j
-        while k < len(spans) and spans[k][0] <= last:
-            lo, hi = max(first, spans[k][0]), min(last, spans[k][1])
-            out.append((lo, hi, state, count))
+    out = []
+    for lo, hi in spans:                # a leader's delta: few spans over many batches
+        k = bisect_left(batches, lo, key=_last)
+        while k < len(batches) and batches[k][0] <= hi:
+            first, last, state, count = batches[k]
+            out.append((max(first, lo), min(last, hi), state, count))
             k += 1
     return _joined(out)
 
@@ -205,13 +263,60 @@ class ShareCoordinatorShard:
         # a write is a ShareUpdate record (only the batches it wrote) until a key has had this many
         # since its last ShareSnapshot; then the write is a ShareSnapshot of the whole state
         self.updates_per_snapshot = updates_per_snapshot
+        # the offset the next record this shard emits gets (records of one decision batch are
+        # appended together at the log end, in the order the operations emitted them)
+        self.next_offset = 0
+        # the topic's cleanup.policy has compact (a data dir of an older kproto): snapshots only
+        self.compacted = False
+        # key -> [(offset, live)] of its ShareSnapshot records (live False: its tombstone) from the
+        # latest committed one on; a key read back from updates alone holds at its first update
+        self._held: dict[tuple, list] = {}
+
+    # -- which records are still needed (Kafka's ShareCoordinatorOffsetsManager) -------------------
+
+    def _placed(self, key: tuple, kind: str) -> None:
+        """A record of `key` takes the next offset: "snapshot", "tombstone" (of the snapshot),
+        "update", or "other" (a ShareUpdate tombstone)."""
+        held = self._held.get(key)
+        if kind in ("snapshot", "tombstone"):
+            self._held.setdefault(key, []).append((self.next_offset, kind == "snapshot"))
+        elif kind == "update" and (held is None or not held[-1][1]):
+            # updates with no snapshot before them in this log (pruned or compacted away): the
+            # first of them is where the key's state starts
+            self._held.setdefault(key, []).append((self.next_offset, True))
+        self.next_offset += 1
+
+    def redundant_offset(self, high_watermark: int) -> int:
+        """The lowest offset still needed to rebuild every key's state from the records below
+        `high_watermark` (only committed records count: an uncommitted snapshot may be lost with its
+        leader, and the snapshot before it is then the one a new coordinator needs): the oldest latest
+        committed snapshot of a live key; a key whose records are all uncommitted, or whose delete is
+        committed, holds nothing back. The high watermark itself when no key holds anything."""
+        low = high_watermark
+        for key in list(self._held):
+            held = self._held[key]
+            i = next((j for j in range(len(held) - 1, -1, -1) if held[j][0] < high_watermark), None)
+            if i is None:
+                continue
+            del held[:i]                    # older snapshots than a committed one: never needed again
+            offset, live = held[0]
+            if live:
+                low = min(low, offset)
+            elif len(held) == 1:
+                del self._held[key]         # deleted for good
+        return low
 
     # -- the log -------------------------------------------------------------------------------
 
-    def replay(self, key: tuple, value, kind: int = state_store.SNAPSHOT) -> None:
+    def replay(self, key: tuple, value, kind: int = state_store.SNAPSHOT, offset: int | None = None) -> None:
         """A ShareSnapshot or ShareUpdate record read back (value: ShareSnapshotValue or
-        ShareUpdateValue; None for a tombstone). A key's state is its last snapshot with the updates
-        after it laid over it in log order, as Kafka's ShareCoordinatorShard replays them."""
+        ShareUpdateValue; None for a tombstone) at `offset` (default: the next one). A key's state is
+        its last snapshot with the updates after it laid over it in log order, as Kafka's
+        ShareCoordinatorShard replays them."""
+        if offset is not None:
+            self.next_offset = offset
+        self._placed(key, ("snapshot" if value is not None else "tombstone") if kind == state_store.SNAPSHOT
+                     else ("update" if value is not None else "other"))
         if kind == state_store.UPDATE:
             if value is not None:           # (a delete writes a ShareUpdate tombstone after the snapshot's)
                 self.states[key] = self._updated(
@@ -233,7 +338,7 @@ class ShareCoordinatorShard:
             start_offset=value.start_offset, complete=value.delivery_complete_count,
             batches=[(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
                      for b in value.state_batches],
-            created_ms=value.create_timestamp)
+            created_ms=value.create_timestamp, written_ms=value.write_timestamp)
 
     def _updated(self, old: ShareState | None, leader_epoch: int, start_offset: int, complete: int, batches: list,
                  snapshot_epoch: int) -> ShareState:
@@ -249,20 +354,29 @@ class ShareCoordinatorShard:
             snapshot_epoch=old.snapshot_epoch, state_epoch=old.state_epoch,
             leader_epoch=old.leader_epoch if leader_epoch == -1 else max(old.leader_epoch, leader_epoch),
             start_offset=start, complete=complete, batches=combine(old.batches, batches, start),
-            created_ms=old.created_ms, updates=old.updates + 1)
+            created_ms=old.created_ms, written_ms=old.written_ms, updates=old.updates + 1)
 
     def _update_record(self, key: tuple, st: ShareState, start_offset: int, batches: list) -> tuple:
         group, tid, idx = key
+        self._placed(key, "update")
         return (state_store.update_key(group, tid, idx),
                 state_store.update_value(st.snapshot_epoch, st.leader_epoch, start_offset, batches, st.complete))
 
     def _record(self, key: tuple, st: ShareState | None, now_ms: int) -> tuple:
         group, tid, idx = key
         k = state_store.snapshot_key(group, tid, idx)
+        self._placed(key, "snapshot" if st is not None else "tombstone")
         if st is None:
             return k, None
+        st.written_ms = now_ms
         return k, state_store.snapshot_value(st.snapshot_epoch, st.leader_epoch, st.start_offset, st.batches,
                                              st.complete, st.created_ms, now_ms, state_epoch=st.state_epoch)
+
+    def _update_allowed(self, st: ShareState) -> bool:
+        """Whether the next record of `st` may be a ShareUpdate rather than a ShareSnapshot: not
+        every `updates_per_snapshot`, and never on a compacted topic, where only a key's last
+        ShareUpdate survives and the deltas before it would be lost on replay."""
+        return not self.compacted and st.updates < self.updates_per_snapshot
 
     @staticmethod
     def _checked(tid, partition: int):
@@ -275,6 +389,24 @@ class ShareCoordinatorShard:
     @staticmethod
     def _unknown():
         return Outcome(E.UNKNOWN_TOPIC_OR_PARTITION, MESSAGES[E.UNKNOWN_TOPIC_OR_PARTITION])
+
+    def snapshot_cold(self, now_ms: int, interval_ms: int) -> Outcome:
+        """Kafka 4.3's snapshotColdPartitions: a new ShareSnapshot of every key whose latest one was
+        written `interval_ms` ago or more, so a key with few writes does not hold the pruning back
+        for ever at its old snapshot; nothing while every key's latest snapshot is such a forced one
+        (a quiet coordinator: it would only rewrite them). One Outcome carrying all the records."""
+        if all(st.created_ms != st.written_ms for st in self.states.values()):
+            return Outcome(E.NONE)
+        records = []
+        for key, st in self.states.items():
+            if now_ms - st.written_ms >= interval_ms:
+                st.snapshot_epoch += 1
+                # the update count goes on, as a read-back of this snapshot has it (`replay`)
+                st.updates = st.updates if st.updates < self.updates_per_snapshot else 0
+                records.append(self._record(key, st, now_ms))
+        if not records:
+            return Outcome(E.NONE)
+        return Outcome(E.NONE, record=records[0], extra=tuple(records[1:]))
 
     # -- the operations: `known` says whether the topic id and partition exist in the metadata --
 
@@ -314,18 +446,23 @@ class ShareCoordinatorShard:
         # the start offset never goes back under one state epoch (a reset is a new state epoch):
         # a lower one is a write older than the stored state, arriving late
         start = old.start_offset if start_offset == -1 else max(start_offset, old.start_offset)
-        merged, regressed = no_regress([b for b in old.batches if b[1] >= start],
-                                       combine(old.batches, batches, start))
+        merged = combine(old.batches, batches, start)
+        # only the offsets the write covers can have gone back: the rest of `merged` is the stored state
+        delta = _covered(merged, batches, start)
+        regressed = False
+        if _goes_back(old.batches, delta):
+            merged, regressed = no_regress([b for b in old.batches if b[1] >= start], merged)
+            delta = _covered(merged, batches, start)
         if regressed or start != start_offset != -1:
             complete = sum(last - first + 1 for first, last, state, _c in merged if state in _DONE)
-        if old.updates < self.updates_per_snapshot:
+        if self._update_allowed(old):
             # a ShareUpdate of what this write changed: the merged state inside the offsets it wrote
             # (the state is `merged`: what `_updated` makes of the delta when the record is read back,
             # as the seeded test in tests/test_share_coordinator.py checks, without a second merge)
-            delta = _covered(merged, batches, start)
             st = self.states[key] = ShareState(
                 snapshot_epoch=old.snapshot_epoch, state_epoch=old.state_epoch, leader_epoch=old.leader_epoch,
                 start_offset=start, complete=complete, batches=merged, created_ms=old.created_ms,
+                written_ms=old.written_ms,
                 updates=old.updates + 1)
             return Outcome(E.NONE, record=self._update_record(key, st, start, delta))
         st = self.states[key] = ShareState(
@@ -350,7 +487,7 @@ class ShareCoordinatorShard:
         if leader_epoch == -1 or st.leader_epoch == leader_epoch:
             return Outcome(E.NONE, state=st)
         # a new leader: later writes of the old one are fenced
-        if st.updates < self.updates_per_snapshot:
+        if self._update_allowed(st):
             st = self.states[key] = self._updated(st, leader_epoch, -1, st.complete, [], st.snapshot_epoch)
             return Outcome(E.NONE, state=st, record=self._update_record(key, st, -1, []))
         st.leader_epoch = leader_epoch
@@ -381,8 +518,9 @@ class ShareCoordinatorShard:
             return self._unknown()
         if self.states.pop(key, None) is None:
             return Outcome(E.NONE)
-        # the ShareUpdate key too: the topic is compacted, and a key's last update must not outlive
-        # its snapshot's tombstone (read back alone it would bring the state back)
+        # the ShareUpdate key too: on a compacted topic (an older kproto's) a key's last update must
+        # not outlive its snapshot's tombstone (read back alone it would bring the state back)
         group, tid, idx = key
-        return Outcome(E.NONE, record=self._record(key, None, 0),
-                       extra=((state_store.update_key(group, tid, idx), None),))
+        record = self._record(key, None, 0)
+        self._placed(key, "other")
+        return Outcome(E.NONE, record=record, extra=((state_store.update_key(group, tid, idx), None),))

@@ -29,6 +29,7 @@ from kproto.messages.write_share_group_state_response import WriteShareGroupStat
 from broker.coordination.topic import ensure_internal_topic
 from broker.share import state_store
 from broker.share.coordinator import SNAPSHOT_UPDATES_DEFAULT, Outcome, ShareCoordinatorShard
+from broker.share.group_configs import broker_int
 from broker.storage.replay import stored_batches
 
 log = logging.getLogger("kproto.share")
@@ -38,6 +39,8 @@ COORDINATOR_MESSAGES = {
     E.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
     E.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
 }
+PRUNE_INTERVAL_MS_DEFAULT = 5 * 60 * 1000       # share.coordinator.state.topic.prune.interval.ms
+COLD_SNAPSHOT_INTERVAL_MS_DEFAULT = 5 * 60 * 1000   # share.coordinator.cold.partition.snapshot.interval.ms
 # what a failed append is answered with (Kafka's CoordinatorRuntime: the caller looks the coordinator
 # up again, or retries)
 _APPEND_ERRORS = {E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR}
@@ -56,6 +59,12 @@ def _errors_only(R, out, p):
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _policy(p) -> list:
+    """The partition's effective cleanup.policy: Kafka 4.3 makes the topic `delete`; a data dir of an
+    older kproto has it `compact`."""
+    return str(p.config.get("cleanup.policy", "delete")).replace(" ", "").split(",")
 
 
 class ShareCoordinatorService:
@@ -95,14 +104,15 @@ class ShareCoordinatorService:
         if cached is not None and cached[0] == p.leader_epoch:
             return E.NONE, cached[1]
         shard = ShareCoordinatorShard(self._updates_per_snapshot())
+        start = p.log_start_offset
         for chunk in stored_batches(p.log):
             for header, batch in chunk:
                 if header.is_control:
                     continue
                 for r in rec.iter_records(batch):
-                    got = state_store.decode_full(r.key, r.value)
-                    if got is not None:
-                        shard.replay(*got)
+                    got = state_store.decode_full(r.key, r.value) if r.offset >= start else None
+                    if got is not None:     # (a batch may straddle the log start: pruned records skipped)
+                        shard.replay(*got, offset=r.offset)
         self.shards[index] = (p.leader_epoch, shard)
         if shard.states:
             log.info("share coordinator: %s-%d loaded, %d share-partition states", state_store.TOPIC, index,
@@ -110,14 +120,60 @@ class ShareCoordinatorService:
         return E.NONE, shard
 
     def _updates_per_snapshot(self) -> int:
+        return self._config_int("share.coordinator.snapshot.update.records.per.snapshot", SNAPSHOT_UPDATES_DEFAULT)
+
+    def _config_int(self, key: str, default: int) -> int:
         try:
-            value = self.broker.config.get("share.coordinator.snapshot.update.records.per.snapshot")
-        except KeyError:                # a Kafka 4.x key, not in the 3.9 catalog
-            value = None
-        try:
-            return int(value) if value is not None else SNAPSHOT_UPDATES_DEFAULT
+            return broker_int(self.broker.config, key, default)     # a Kafka 4.x key, not in the 3.9 catalog
         except (TypeError, ValueError):
-            return SNAPSHOT_UPDATES_DEFAULT
+            return default
+
+    # -- pruning (Kafka 4.3's ShareCoordinatorService.setupRecordPruning) ---------------------------
+
+    async def run(self) -> None:
+        """Every share.coordinator.state.topic.prune.interval.ms, prunes the partitions whose shard is
+        loaded here; every share.coordinator.cold.partition.snapshot.interval.ms, snapshots their
+        keys whose latest snapshot is that old (Kafka 4.3's ShareCoordinatorService timers)."""
+        prune_ms = max(1, self._config_int("share.coordinator.state.topic.prune.interval.ms",
+                                           PRUNE_INTERVAL_MS_DEFAULT))
+        cold_ms = max(1, self._config_int("share.coordinator.cold.partition.snapshot.interval.ms",
+                                          COLD_SNAPSHOT_INTERVAL_MS_DEFAULT))
+        now = trio.current_time()
+        next_prune, next_cold = now + prune_ms / 1000, now + cold_ms / 1000
+        while True:
+            await trio.sleep_until(min(next_prune, next_cold))
+            now = trio.current_time()
+            if now >= next_cold:
+                next_cold = now + cold_ms / 1000
+                for index in list(self.shards):
+                    await self._decide(index, [lambda s, now_ms: s.snapshot_cold(now_ms, cold_ms)])
+            if now >= next_prune:
+                next_prune = now + prune_ms / 1000
+                for index in list(self.shards):
+                    await self.prune(index)
+
+    async def prune(self, index: int) -> int | None:
+        """Deletes the records of a __share_group_state partition below the lowest offset its shard
+        still needs (through the partition's DeleteRecords path: the log start moves, followers
+        follow it); the new log start, or None when nothing was pruned. Not on a compacted topic (an
+        older kproto's; Kafka refuses DeleteRecords there too)."""
+        async with self._locks.setdefault(index, trio.Lock()):
+            cached = self.shards.get(index)
+            p = self.broker.partitions.get(state_store.TOPIC, index)
+            if cached is None or p is None or not getattr(p, "is_leader", True) or \
+                    cached[0] != p.leader_epoch or "delete" not in _policy(p):
+                return None
+            offset = cached[1].redundant_offset(p.high_watermark)
+            if offset <= p.log_start_offset:
+                return None
+            try:
+                p.delete_records_before(offset)
+            except Exception:
+                log.exception("pruning %s-%d below %d failed", state_store.TOPIC, index, offset)
+                return None
+            p.notify()                      # followers in a long poll learn the new log start now
+            log.debug("share coordinator: %s-%d pruned below %d", state_store.TOPIC, index, offset)
+            return p.log_start_offset
 
     def keys(self) -> list:
         """The keys with state in the __share_group_state partitions this broker leads."""
@@ -142,6 +198,9 @@ class ShareCoordinatorService:
             error, shard = self._shard(index)
             if error != E.NONE:
                 return [Outcome(error, COORDINATOR_MESSAGES[error])] * len(ops), None
+            p = self.broker.partitions.get(state_store.TOPIC, index)
+            shard.next_offset = p.log_end_offset       # where this decision's records will go
+            shard.compacted = "compact" in _policy(p)
             now = _now_ms()
             outs = [op(shard, now) for op in ops]
             records = [r for out in outs if out.record is not None for r in (out.record, *out.extra)]

@@ -66,6 +66,32 @@ def _saved(rec: _Record) -> tuple:
     return rec.state, rec.count, rec.member, rec.deadline
 
 
+def changed_batches(old: list, new: list) -> list[tuple[int, int, int, int]]:
+    """The parts of `new` (first, last, state, count) batches whose state or count differs from
+    `old`'s at the same offsets, or that `old` does not cover; both ordered and not overlapping. One
+    pass over both."""
+    out: list[list[int]] = []
+    k, n_old = 0, len(old)
+    for first, last, state, count in new:
+        pos = first
+        while pos <= last:
+            while k < n_old and old[k][1] < pos:
+                k += 1
+            if k < n_old and old[k][0] <= pos:
+                end = min(last, old[k][1])
+                same = old[k][2] == state and old[k][3] == count
+            else:
+                end = last if k == n_old else min(last, old[k][0] - 1)
+                same = False
+            if not same:
+                if out and out[-1][1] == pos - 1 and out[-1][2] == state and out[-1][3] == count:
+                    out[-1][1] = end
+                else:
+                    out.append([pos, end, state, count])
+            pos = end + 1
+    return [tuple(b) for b in out]
+
+
 class SharePartition:
     def __init__(self, start_offset: int, *, delivery_count_limit: int = 5, max_record_locks: int = 2000,
                  lock_duration_ms: int = 30000, batches=()):

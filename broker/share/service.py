@@ -29,7 +29,7 @@ from broker.share.coordinator_shell import ShareCoordinatorService
 from broker.share.initialized_topics import InitializedTopics
 from broker.share.persister import Persister
 from broker.share.membership import ShareGroups
-from broker.share.partition import SharePartition
+from broker.share.partition import SharePartition, changed_batches
 
 log = logging.getLogger("kproto.share")
 
@@ -93,6 +93,9 @@ class ShareService:
         # succeeded carried (a caller whose change a later write carried needs no write of its own)
         self._versions: dict[tuple, int] = {}
         self._written: dict[tuple, int] = {}
+        # the state batches the share coordinator holds from a key's last successful write: the next
+        # write carries only what differs from them
+        self._sent: dict[tuple, list] = {}
         # why a share-partition was dropped (a fenced write's error), for the callers still holding it
         self._dropped: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         # group -> topic ids it subscribed to or an administrator reset here (the group coordinator's
@@ -272,13 +275,19 @@ class ShareService:
             carried = self._versions.get(key, 0)
             leader_epoch, state_epoch = self._epochs.get(key, (-1, 0))
             start = sp.start_offset
+            whole = sp.state_batches()
+            # only what changed since the last write the coordinator took (Kafka 4.3's SharePartition);
+            # the whole state after a failed or uncertain one, or when this leader has not written yet
+            written = self._sent.pop(key, None)
+            batches = whole if written is None else changed_batches(written, whole)
             res = await self.persister.write(key[0], key[1], key[2], leader_epoch, state_epoch, start,
-                                             sp.delivery_complete_count(), sp.state_batches())
+                                             sp.delivery_complete_count(), batches)
             error = res.error_code
             if self.partitions.get(key) is not sp:       # dropped while the write was out
                 return error if error != E.NONE else self._dropped.get(sp, E.INVALID_RECORD_STATE)
             if error == E.NONE:
                 self._written[key] = carried
+                self._sent[key] = whole
                 sp.persisted(start)
             elif error in (E.FENCED_STATE_EPOCH, E.FENCED_LEADER_EPOCH, E.INVALID_REQUEST):
                 log.info("share-partition %s:%s:%d fenced (%s): its state is read again", key[0], key[1], key[2],
@@ -298,6 +307,7 @@ class ShareService:
         self._dirty.discard(key)
         self._versions.pop(key, None)
         self._written.pop(key, None)
+        self._sent.pop(key, None)
 
     async def _writer(self) -> None:
         """Sends the changes nobody awaits (expired locks, members gone) to the share coordinator."""
@@ -460,6 +470,7 @@ class ShareService:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._writer)
                 nursery.start_soon(self.persister.run)
+                nursery.start_soon(self.coordinator.run)      # the __share_group_state pruner
                 await self._timers()
         finally:
             with trio.CancelScope(shield=True):
