@@ -194,3 +194,23 @@ def test_a_compacted_share_state_topic_of_an_older_kproto_gets_snapshots_only(tm
         assert sorted(again) == sorted(set(range(30)) - accepted)
     finally:
         b.stop()
+
+
+@pytest.mark.parametrize("settings,rf,min_isr", [
+    ({}, 3, "2"),                                                      # Kafka's defaults
+    ({"offsets.topic.replication.factor": "1"}, 1, "1"),               # the embedded single-node ones
+    ({"offsets.topic.replication.factor": "3", "share.coordinator.state.topic.min.isr": "3"}, 3, "3"),
+    ({"offsets.topic.replication.factor": "3", "share.coordinator.state.topic.replication.factor": "1"}, 1, "1"),
+])
+def test_the_state_topics_min_insync_replicas_default_is_never_above_its_replication_factor(settings, rf, min_isr):
+    """Kafka's share.coordinator.state.topic.min.isr default is 2; kproto's state topic takes
+    offsets.topic.replication.factor's replicas unless its own key is set, so a cluster whose
+    offsets topic has one replica would otherwise refuse every share-state write
+    (NOT_ENOUGH_REPLICAS). Set explicitly, the key is taken as it is."""
+    from broker.config.broker_config import BrokerConfig
+    from broker.controller.controller import _internal_rf
+    from broker.metadata.internal_topics import internal_topic_spec
+
+    config = BrokerConfig(settings)
+    assert _internal_rf(config, STATE_TOPIC) == rf
+    assert internal_topic_spec(config, STATE_TOPIC)[1]["min.insync.replicas"] == min_isr

@@ -16,6 +16,7 @@ from kproto.metadata.topic_record import TopicRecord
 
 from broker.config import ConfigError
 from broker.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
+from broker.metadata.internal_topics import share_state_replication_factor
 from broker.replication import placement
 from broker.replication.brokers import brokers_from_image
 from broker.controller.log_dirs import new_directories
@@ -455,12 +456,7 @@ def _internal_rf(config, name: str) -> int:
                     if layer.get("rlmm.config.remote.log.metadata.topic.replication.factor")), None)
         return int(raw) if raw else 3
     if name == "__share_group_state":
-        # share.coordinator.state.topic.replication.factor (Kafka 4.x, not in the 3.9 catalog): set,
-        # else what __consumer_offsets gets, so a cluster replicates share state as it does offsets
-        raw = next((layer.get("share.coordinator.state.topic.replication.factor")
-                    for _src, layer in config.layers()
-                    if layer.get("share.coordinator.state.topic.replication.factor")), None)
-        return int(raw) if raw else config.get_int("offsets.topic.replication.factor")
+        return share_state_replication_factor(config)
     return config.get_int(key) if key else 1
 
 

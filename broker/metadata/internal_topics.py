@@ -45,7 +45,21 @@ def internal_topic_spec(config, name: str) -> tuple[int, dict[str, str]]:
             "cleanup.policy": "delete",
             "compression.type": "producer",
             "segment.bytes": str(get("share.coordinator.state.topic.segment.bytes", 104857600)),
-            "min.insync.replicas": str(get("share.coordinator.state.topic.min.isr", 2)),
+            # Kafka's default is 2; kproto's replication factor for this topic follows
+            # offsets.topic.replication.factor unless set (share_state_replication_factor), so the
+            # default is capped at it: a cluster whose offsets topic has one replica (the embedded
+            # single-node defaults, as Kafka 4.3's server.properties sets both keys to 1) can write
+            "min.insync.replicas": str(get("share.coordinator.state.topic.min.isr",
+                                           min(2, share_state_replication_factor(config)))),
             "retention.ms": "-1",
         }
     raise ValueError(f"{name} is not an internal topic")
+
+
+def share_state_replication_factor(config) -> int:
+    """share.coordinator.state.topic.replication.factor (Kafka 4.x, not in the 3.9 catalog) when
+    set, else what __consumer_offsets gets, so a cluster replicates share state as it does offsets."""
+    raw = next((layer.get("share.coordinator.state.topic.replication.factor")
+                for _src, layer in config.layers()
+                if layer.get("share.coordinator.state.topic.replication.factor")), None)
+    return int(raw) if raw else config.get_int("offsets.topic.replication.factor")
