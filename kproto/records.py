@@ -570,7 +570,9 @@ def _uvarint(z: int) -> bytes:
 # Zig-zag encodings of -8192..8191 (every 1- and 2-byte varint): lengths and
 # deltas of typical records never reach the slow path.
 _VARINT_CACHE_SIZE = 1 << 14
-_VARINT_CACHE = [_uvarint(z) for z in range(_VARINT_CACHE_SIZE)]
+# (made whole from the two byte ranges: a third of the time of _uvarint over the range, issue #26)
+_VARINT_CACHE = [bytes((z,)) for z in range(0x80)] + [bytes((low | 0x80, high)) for high in range(1, 0x80)
+                                                      for low in range(0x80)]
 _NULL_LENGTH = _VARINT_CACHE[1]  # zig-zag(-1)
 
 
