@@ -24,7 +24,10 @@ NOT_LOADED = ("raft.node", "raft.messages", "broker.quorum.replicated", "prometh
               "broker.tiered.object_store", "broker.tiered.remote_read",
               # the crc32c package's __init__ and the importlib.metadata it loads for its version
               # (kproto/crc.py loads its C extension directly)
-              "crc32c", "importlib.metadata")
+              "crc32c", "importlib.metadata",
+              # the transaction coordinator's connections to other brokers (markers, verification)
+              "broker.transactions.peers", "kproto.messages.write_txn_markers_request",
+              "kproto.messages.add_partitions_to_txn_request")
 
 
 def test_a_single_node_imports_no_quorum_metrics_registry_or_tiering(tmp_path):
