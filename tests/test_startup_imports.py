@@ -27,7 +27,9 @@ NOT_LOADED = ("raft.node", "raft.messages", "broker.quorum.replicated", "prometh
               "crc32c", "importlib.metadata",
               # the transaction coordinator's connections to other brokers (markers, verification)
               "broker.transactions.peers", "kproto.messages.write_txn_markers_request",
-              "kproto.messages.add_partitions_to_txn_request")
+              "kproto.messages.add_partitions_to_txn_request",
+              # client telemetry's manager and codecs (no client-metrics subscription, no request)
+              "broker.metrics.client_metrics", "kproto.messages.push_telemetry_response")
 
 
 def test_a_single_node_imports_no_quorum_metrics_registry_or_tiering(tmp_path):
