@@ -29,7 +29,6 @@ from broker.partitions.producers import ProducerStateManager
 from broker.partitions.replicas import ReplicaManager
 from broker.replication.manager import ReplicationManager
 from broker.server.listener import run_listener
-from broker.share.service import ShareService
 from broker.storage import LogManager
 from broker.storage.dir_failure import LogDirFailures
 from broker.storage.jbod import existing_meta_properties, managers, open_log_dirs
@@ -85,7 +84,10 @@ class Broker:
         self.partitions = None
         self.groups = None
         self.transactions = None
-        self.share = None
+        # share groups (KIP-932, broker/share/): built by the `share` property at the first request
+        # that needs it, its task then started in `_services` (the run's nursery)
+        self._share = None
+        self._services = None
         self.producers = ProducerStateManager()
         self.flusher = Flusher()  # fsyncs in worker threads, group commit
         self.checkpoints = CheckpointWriter()  # periodic checkpoint files, written off the event loop
@@ -220,7 +222,6 @@ class Broker:
         self.transactions.open()
         self.tiered = RemoteLogManager(self)   # tiered storage (broker/tiered)
         self.tiered.open()
-        self.share = ShareService(self)   # share groups (KIP-932, broker/share/)
         log.info("storage open: %d metadata records, %d partitions in %.2f s",
                  count, len(self.partitions.all()), time.monotonic() - started)
 
@@ -309,7 +310,9 @@ class Broker:
                 nursery.start_soon(self.groups.run)
                 nursery.start_soon(self.transactions.run)
                 nursery.start_soon(self.tiered.run)
-                nursery.start_soon(self.share.run)
+                self._services = nursery
+                if self._share is not None:       # built before the run (in-process callers)
+                    nursery.start_soon(self._share.run)
                 if self.metrics is not None:
                     nursery.start_soon(watch_event_loop, self.metrics)
                 if self.schema_registry_settings is not None:
@@ -321,7 +324,28 @@ class Broker:
                 task_status.started(addresses)
         finally:
             self.ready = False
+            self._services = None
             self.close()
+
+    @property
+    def share(self):
+        """The share-group service (broker/share/service.py), built at the first request that needs
+        it: a share-group API, a share coordinator key's FindCoordinator, DeleteGroups. Until then
+        nothing of it is imported or running (start-up CPU, issue #26); it holds nothing a start
+        must recover (memberships and sessions live in memory, a share coordinator reads its
+        `__share_group_state` partition at its first request, the groups' state records are the
+        group coordinator's), so built late it behaves as built at start."""
+        if self._share is None:
+            from broker.share.service import ShareService
+            self._share = ShareService(self)
+            if self._services is not None:
+                self._services.start_soon(self._share.run)
+        return self._share
+
+    @property
+    def share_if_built(self):
+        """The share-group service, or None when no request has needed it yet (no share groups)."""
+        return self._share
 
     @property
     def metrics_url(self) -> str | None:

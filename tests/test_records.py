@@ -540,3 +540,14 @@ def test_property_mangled_batches_raise_only_corrupt_record_errors(data):
 def test_crc_matches_an_independent_computation():
     buf = build_batch(SAMPLE)
     assert BatchHeader(buf).crc == crc32c.crc32c(buf[21:])
+
+
+def test_varints_of_the_cached_range_read_back_and_are_minimal():
+    """encode_varint's table (every 1- and 2-byte varint, -8192..8191) reads back to the value
+    and uses the shortest encoding, as Kafka's ByteUtils.writeVarint."""
+    from kproto.records import _read_varint
+    for value in range(-8192, 8192):
+        data = encode_varint(value)
+        assert len(data) == (1 if -64 <= value < 64 else 2)
+        assert _read_varint(data, 0) == (value, len(data))
+    assert encode_varint(8192) == b"\x80\x80\x01" and encode_varint(-8193) == b"\x81\x80\x01"

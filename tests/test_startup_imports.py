@@ -1,10 +1,11 @@
 """A single node loads only what it is configured to run (issue #26: start-up CPU is almost all
 imports). `kproto serve` under PYTHONPROFILEIMPORTTIME lists every module it imported on stderr;
 a plain single node (no quorum of several voters, metrics listener off, no schema registry,
-no tiered storage) must not have loaded the raft state machine, the replicated quorum,
-prometheus_client, the schema registry or tiered storage's record codecs and planner. The
-configured cases load them: tests/test_describe_quorum.py (a dynamic quorum),
-tests/test_metrics.py, tests/test_schema_registry_api.py, tests/test_tiered_storage.py."""
+no tiered storage, no share groups) must not have loaded the raft state machine, the replicated
+quorum, prometheus_client, the schema registry, tiered storage's record codecs, planner and object
+stores, the share-group service, or the crc32c package's importlib.metadata. The configured cases
+load them: tests/test_describe_quorum.py (a dynamic quorum), tests/test_metrics.py,
+tests/test_schema_registry_api.py, tests/test_tiered_storage.py, tests/test_share_groups.py."""
 from __future__ import annotations
 
 import os
@@ -16,7 +17,19 @@ from broker.launch.process import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOT_LOADED = ("raft.node", "raft.messages", "broker.quorum.replicated", "prometheus_client",
-              "broker.schema_registry", "broker.tiered.metadata_records", "broker.tiered.planner")
+              "broker.schema_registry", "broker.tiered.metadata_records", "broker.tiered.planner",
+              # the share-group service, built at the first share request (Broker.share)
+              "broker.share.service", "broker.share.coordinator_shell", "broker.share.state_store",
+              # tiered storage's object stores and remote reader (a broker that tiers opens them)
+              "broker.tiered.object_store", "broker.tiered.remote_read",
+              # the crc32c package's __init__ and the importlib.metadata it loads for its version
+              # (kproto/crc.py loads its C extension directly)
+              "crc32c", "importlib.metadata",
+              # the transaction coordinator's connections to other brokers (markers, verification)
+              "broker.transactions.peers", "kproto.messages.write_txn_markers_request",
+              "kproto.messages.add_partitions_to_txn_request",
+              # client telemetry's manager and codecs (no client-metrics subscription, no request)
+              "broker.metrics.client_metrics", "kproto.messages.push_telemetry_response")
 
 
 def test_a_single_node_imports_no_quorum_metrics_registry_or_tiering(tmp_path):

@@ -25,7 +25,6 @@ from broker.handlers import handles, topic_ids
 from broker.metadata.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from broker.coordination.topic import ensure_internal_topic
 from broker.replication.leader_hint import coordinator_node
-from broker.share import state_store
 
 # Errors.message() of the errors FindCoordinator reports with a message
 _MESSAGES = {
@@ -69,6 +68,7 @@ _Coordinator = FindCoordinatorResponse.Coordinator
 def share_coordinator_index(broker, key: str):
     """The __share_group_state partition of a share coordinator key (creating the topic on first
     use: None meanwhile)."""
+    from broker.share import state_store   # (share groups' modules: imported at their first use)
     group_id, topic_id, partition = state_store.parse_coordinator_key(key)
     return broker.share.coordinator.index_for(group_id, topic_id, partition)
 
@@ -87,6 +87,7 @@ def _lookup(ctx, key_type: int, key: str) -> tuple[int, int, str, int]:
     else:
         # the share coordinator of "group:topicId:partition" (Kafka 4.x, KIP-932): the leader of the
         # key's __share_group_state partition
+        from broker.share import state_store
         if ctx.api_version < 6 or state_store.parse_coordinator_key(key) is None:
             return E.INVALID_REQUEST, -1, "", -1
         share_index = share_coordinator_index(ctx.broker, key)
@@ -351,7 +352,9 @@ async def list_groups(ctx, req):
     v = ctx.api_version
     states, types = (req.states_filter if v >= 4 else ()), (req.types_filter if v >= 5 else ())
     error, groups = _groups(ctx).list_groups(states, types)
-    groups = groups + ctx.broker.share.list_groups(states, types)   # share groups (broker/share/)
+    share = ctx.broker.share_if_built     # share groups (broker/share/): none before the service is
+    if share is not None:                 # built (the first share request)
+        groups = groups + share.list_groups(states, types)
     return ListGroupsResponse(throttle_time_ms=0, error_code=error, groups=[
         _Listed(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type)
         for g in groups])
@@ -375,12 +378,12 @@ async def delete_groups(ctx, req):
 
 async def _delete_share_groups(ctx, names) -> dict:
     """group id -> error of the share groups among `names` coordinated here."""
-    svc = ctx.broker.share
     state = _groups(ctx).state
     out = {}
     for group_id in names:
         if state.status_error(group_id, allow_empty=False) is not None or group_id in state.groups:
             continue
+        svc = ctx.broker.share        # (built here at the latest: a group not classic or consumer)
         group = svc.groups.groups.get(group_id)
         if group is None and svc.initialized.metadata(group_id).empty() and not svc.keys_with_state(group_id):
             continue

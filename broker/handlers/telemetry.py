@@ -10,16 +10,19 @@ from __future__ import annotations
 
 from kproto.api import ApiKey
 from kproto.errors import KafkaError
-from kproto.messages.get_telemetry_subscriptions_response import GetTelemetrySubscriptionsResponse
-from kproto.messages.push_telemetry_response import PushTelemetryResponse
 
-from broker.metrics import client_metrics as cm
+from broker.metrics.subscriptions import has_subscriptions
 from broker.handlers import advertised_when, handles
 
+# (the responses' codecs and broker/metrics/client_metrics.py are imported at the first telemetry
+# request: a broker without client-metrics subscriptions never gets one, issue #26)
 
-def manager(broker) -> cm.ClientMetricsManager:
+
+def manager(broker):
+    """The broker's ClientMetricsManager (broker/metrics/client_metrics.py), made at first use."""
     m = getattr(broker, "client_metrics", None)
     if m is None:
+        from broker.metrics import client_metrics as cm
         max_bytes = broker.config.get_int("telemetry.max.bytes") or 1048576
         m = broker.client_metrics = cm.ClientMetricsManager(broker.image, max_bytes)
     return m
@@ -37,6 +40,8 @@ def _client(ctx) -> dict:
 
 @handles(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, 0)
 async def get_telemetry_subscriptions(ctx, req):
+    from kproto.messages.get_telemetry_subscriptions_response import GetTelemetrySubscriptionsResponse
+    from broker.metrics import client_metrics as cm
     m = manager(ctx.broker)
     try:
         inst = m.get_subscriptions(req.client_instance_id, _client(ctx))
@@ -55,6 +60,7 @@ async def get_telemetry_subscriptions(ctx, req):
 
 @handles(ApiKey.PUSH_TELEMETRY, 0, 0)
 async def push_telemetry(ctx, req):
+    from kproto.messages.push_telemetry_response import PushTelemetryResponse
     try:
         manager(ctx.broker).push(req.client_instance_id, req.subscription_id, req.terminating,
                                  req.compression_type, req.metrics, _client(ctx))
@@ -64,7 +70,7 @@ async def push_telemetry(ctx, req):
 
 
 def _subscribed(broker) -> bool:
-    return cm.has_subscriptions(broker.image)
+    return has_subscriptions(broker.image)
 
 
 advertised_when(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, _subscribed)

@@ -23,10 +23,10 @@ from kproto import compression
 from kproto.errors import ErrorCode, KafkaError
 
 from broker.config.alter import incremental_without_lists
+from broker.metrics.subscriptions import CLIENT_METRICS_RESOURCE, has_subscriptions  # noqa: F401
 
 log = logging.getLogger("kproto.client_metrics")
 
-CLIENT_METRICS_RESOURCE = 16
 METRICS, INTERVAL_MS, MATCH = "metrics", "interval.ms", "match"
 ALL_CONFIGS = (METRICS, INTERVAL_MS, MATCH)
 DEFAULT_INTERVAL_MS = 300_000
@@ -104,10 +104,6 @@ def subscriptions(image) -> list[Subscription]:
             continue
         out.append(Subscription(name, _split(configs.get(METRICS)), interval, match))
     return out
-
-
-def has_subscriptions(image) -> bool:
-    return any(rtype == CLIENT_METRICS_RESOURCE and configs for (rtype, _n), configs in image.configs.items())
 
 
 def resource_names(image) -> list[str]:

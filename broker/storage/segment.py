@@ -17,8 +17,7 @@ import os
 import struct
 from collections.abc import Callable, Iterator
 
-import crc32c
-
+from kproto.crc import crc32c
 from kproto.records import (
     HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH, BatchHeader, iter_records, validate_batch,
 )
@@ -339,7 +338,7 @@ class LogSegment:
         if last is not None:
             pos, header = last
             data = self.read_bytes(pos, header.batch_length + LOG_OVERHEAD)
-            if crc32c.crc32c(memoryview(data)[_CRC_START:]) != header.crc:
+            if crc32c(memoryview(data)[_CRC_START:]) != header.crc:
                 return False
         return True
 

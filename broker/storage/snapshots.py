@@ -13,7 +13,7 @@ import struct
 from collections.abc import Iterable
 from typing import NamedTuple
 
-import crc32c
+from kproto.crc import crc32c
 
 from .checkpoints import atomic_write
 from .files import SNAPSHOT_SUFFIX, offset_from_name, segment_path
@@ -44,7 +44,7 @@ def encode_snapshot(entries: Iterable[ProducerSnapshotEntry]) -> bytes:
     body = bytearray(_COUNT.pack(len(entries)))
     for e in entries:
         body += _ENTRY.pack(*e)
-    return _HEAD.pack(VERSION, crc32c.crc32c(body)) + bytes(body)
+    return _HEAD.pack(VERSION, crc32c(body)) + bytes(body)
 
 
 def decode_snapshot(data: bytes) -> list[ProducerSnapshotEntry]:
@@ -54,7 +54,7 @@ def decode_snapshot(data: bytes) -> list[ProducerSnapshotEntry]:
     if version != VERSION:
         raise CorruptSnapshotError(f"unknown snapshot version {version}")
     body = memoryview(data)[_HEAD.size:]
-    if crc32c.crc32c(body) != crc:
+    if crc32c(body) != crc:
         raise CorruptSnapshotError("snapshot CRC mismatch")
     (count,) = _COUNT.unpack_from(body)
     if count < 0 or _COUNT.size + count * _ENTRY.size != len(body):

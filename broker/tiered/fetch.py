@@ -12,8 +12,8 @@ from kproto import records as rec
 from kproto.errors import ErrorCode
 from kproto.messages.fetch_response import FetchResponse
 
-from .remote_read import CorruptRemoteData
-from .store import ObjectStoreError
+from .remote_records import CorruptRemoteData
+from .store_types import ObjectStoreError
 
 log = logging.getLogger("kproto.tiered")
 _Aborted = FetchResponse.AbortedTransaction

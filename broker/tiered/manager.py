@@ -33,16 +33,15 @@ from .metrics import tiered_metrics
 from .keys import SUFFIXES, partition_prefix, segment_key
 from .segment_view import PartitionView, RemoteSegment, SegmentView
 from .settings import METADATA_TOPIC, list_offsets_timeout_ms, rlmm_setting
-from .store import ObjectStoreError, open_store
+from .store_types import ObjectStoreError
 from .backoff import Backoff
-from .counted_store import CountedStore
-from .remote_read import RemoteReader
 
 # the record codecs (metadata_records.py) and the planner are imported by the methods that run
 # with tiered storage on: a broker without it never loads them (start-up CPU, issue #26)
 if TYPE_CHECKING:
     from . import metadata_records as mr
     from .planner import LocalSegment
+    from .remote_read import RemoteReader
 
 log = logging.getLogger("kproto.tiered")
 
@@ -108,6 +107,10 @@ class RemoteLogManager:
     def open(self) -> None:
         if not self.enabled:
             return
+        # the stores and the remote reader: imported only by a broker that tiers (start-up CPU, #26)
+        from .counted_store import CountedStore
+        from .remote_read import RemoteReader
+        from .store import open_store
         self.store = CountedStore(open_store(self.broker.config), self.metrics)
         self.reader = RemoteReader(self)
 

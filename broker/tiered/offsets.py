@@ -12,7 +12,7 @@ from kproto.errors import ErrorCode
 from .lineage import within_lineage
 from .manager import remote_enabled
 from .remote_records import CorruptRemoteData
-from .store import ObjectStoreError
+from .store_types import ObjectStoreError
 
 log = logging.getLogger("kproto.tiered")
 

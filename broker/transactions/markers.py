@@ -26,11 +26,10 @@ import logging
 import trio
 
 from kproto.errors import ErrorCode as E
-from kproto.messages.write_txn_markers_request import WriteTxnMarkersRequest
 
 from broker.metadata.internal_topics import OFFSETS_TOPIC
 from broker.partitions.producers import MarkerRefused
-from broker.transactions.peers import PeerConnections, errors_by_partition
+from broker.transactions.lazy_peers import LazyPeers
 
 log = logging.getLogger("kproto.transactions")
 
@@ -128,14 +127,15 @@ def offsets_completed(broker, producer_id: int, commit: bool, partitions: list[i
 
 # ======================================================================== coordinator side
 
-class MarkerChannel:
+class MarkerChannel(LazyPeers):
+    peers_client_id = "kproto-txn-markers"
+
     def __init__(self, broker, backoff_ms: int, still_owner, now_ms):
         self.broker = broker
         self.backoff_ms = backoff_ms
         self.still_owner = still_owner          # job -> whether this coordinator still owns its transaction
         self.now_ms = now_ms
         self.nursery: trio.Nursery | None = None
-        self._peers = PeerConnections(broker, "kproto-txn-markers")
 
     # -- one job -------------------------------------------------------------------------
 
@@ -247,6 +247,8 @@ class MarkerChannel:
 
     async def _remote(self, job, leader: int, tps: list) -> dict:
         """WriteTxnMarkers to the leader's broker: {tp: error}."""
+        from kproto.messages.write_txn_markers_request import WriteTxnMarkersRequest
+        from broker.transactions.peers import errors_by_partition
         endpoint = self._endpoint(leader)
         timeout = _request_timeout_ms(self.broker) / 1000 + 5
         version = WRITE_TXN_MARKERS_VERSION
@@ -284,6 +286,3 @@ class MarkerChannel:
         if repl is None:
             return None
         return repl.endpoint_of(broker_id)
-
-    async def aclose(self) -> None:
-        await self._peers.aclose()

@@ -12,9 +12,8 @@ told NOT_ENOUGH_REPLICAS and retries, as Kafka does)."""
 from __future__ import annotations
 
 from kproto.errors import ErrorCode as E
-from kproto.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
 
-from broker.transactions.peers import PeerConnections, errors_by_partition
+from broker.transactions.lazy_peers import LazyPeers
 from broker.transactions.placement import TRANSACTION_STATE_TOPIC, partition_for
 
 
@@ -23,11 +22,12 @@ ADD_PARTITIONS_ADD_VERSION = 5     # adding for a transactions v2 producer (TRAN
 _MAX_KEPT = 10000
 
 
-class RemoteVerifier:
+class RemoteVerifier(LazyPeers):
+    peers_client_id = "kproto-txn-verify"
+
     def __init__(self, broker):
         self.broker = broker
         self.answers: dict[tuple, int] = {}     # (txn id, pid, epoch, (topic, partition)) -> error
-        self._peers = PeerConnections(broker, "kproto-txn-verify")
 
     def coordinator(self, transactional_id: str) -> int | None:
         """The broker leading the transactional id's __transaction_state partition."""
@@ -59,6 +59,8 @@ class RemoteVerifier:
 
     async def _ask(self, leader: int, transactional_id: str, producer_id: int, producer_epoch: int,
                    partitions, add: bool = False) -> dict:
+        from kproto.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
+        from broker.transactions.peers import errors_by_partition
         repl = getattr(self.broker, "replication", None)
         endpoint = repl.endpoint_of(leader) if repl is not None else None
 
@@ -76,6 +78,3 @@ class RemoteVerifier:
         return await self._peers.partition_errors(leader, endpoint, partitions, make_request,
                                                   ADD_PARTITIONS_ADD_VERSION if add else ADD_PARTITIONS_VERSION, 10,
                                                   read_errors)
-
-    async def aclose(self) -> None:
-        await self._peers.aclose()
