@@ -188,7 +188,7 @@ class Partition:
         self._waiters.discard(event)
 
     def watch(self, sink, key) -> None:
-        """Add ``key`` to ``sink.dirty`` at the next notify() (once), unless ``sink.closed``."""
+        """``sink.mark(key)`` at the next notify() (once), unless ``sink.closed``."""
         if len(self._sinks) >= 4:   # sessions closed meanwhile go now and then
             self._sinks = [s for s in self._sinks if not s[0].closed]
         self._sinks.append((sink, key))
@@ -203,5 +203,5 @@ class Partition:
         if self._sinks:
             for sink, key in self._sinks:
                 if not sink.closed:
-                    sink.dirty.add(key)
+                    sink.mark(key)
             self._sinks = []

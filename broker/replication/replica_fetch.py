@@ -54,7 +54,7 @@ class IdleSession:
     where Kafka walks the whole session at every fetch. ``answer_ms``: the last time all of
     ``armed`` were seen caught up (every build), which the leader's follower state counts as the
     follower's last caught-up fetch of each (leader_state.FollowerState.idle)."""
-    __slots__ = ("armed", "dirty", "revisit", "answer_ms", "next_full_ms", "closed", "visited")
+    __slots__ = ("armed", "dirty", "revisit", "answer_ms", "next_full_ms", "closed", "visited", "waiter")
 
     def __init__(self):
         self.armed: set = set()
@@ -64,6 +64,13 @@ class IdleSession:
         self.next_full_ms = 0     # the first incremental fetch visits the whole session
         self.closed = False       # the session was closed or evicted (FetchSessionCacheShard.remove)
         self.visited = 0          # partitions visited so far (tests count the work)
+        self.waiter = None        # the long poll's event: set when an armed partition changes
+
+    def mark(self, key) -> None:
+        """An armed partition changed (Partition.notify)."""
+        self.dirty.add(key)
+        if self.waiter is not None:
+            self.waiter.set()
 
     def items(self, session, fetch_data: dict, forget: list, now_ms: int, leaving) -> list:
         """The (key, topic name, topic id, cached partition) to visit in this fetch."""
@@ -244,12 +251,14 @@ async def serve(ctx, req, version: int, context, fetch_data: dict, forget: list)
     idle, items = _idle_session(broker, context, replica, fetch_data, forget)
     built = _build(broker, req, version, replica, items, incremental, idle)
     if (built.total >= max(1, req.min_bytes) or req.max_wait_ms <= 0 or built.news
-            or not (built.watched or built.held)):
+            or not (built.watched or built.held or (idle is not None and idle.armed))):
         return _sent(broker, built)
     waiting = perf_counter()
     ev = trio.Event()
     for p in built.watched:
         p.add_waiter(ev)
+    if idle is not None:
+        idle.waiter = ev   # (the partitions left out wake it through their notify())
     # a partition held back by the leader quota waits out max_wait_ms (Kafka's DelayedFetch does
     # not count its bytes), then is looked at again
     with trio.move_on_after(req.max_wait_ms / 1000):
@@ -257,6 +266,7 @@ async def serve(ctx, req, version: int, context, fetch_data: dict, forget: list)
     for p in built.watched:
         p.remove_waiter(ev)
     if idle is not None:
+        idle.waiter = None
         # what changed in the long poll, besides what the first look visited
         seen = {item[0] for item in items}
         parts = context.session.partitions
