@@ -40,6 +40,7 @@ log = logging.getLogger("kproto.replication")
 FETCH_VERSION = 16
 ALTER_PARTITION_VERSION = 2
 ALTER_PARTITION_BATCH = 10000   # ISR changes per AlterPartition request at most
+SWEEP_INTERVAL_S = 10.0         # the active controller's election sweep without a metadata change
 _NO_LEADER_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
                      ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                      ErrorCode.UNKNOWN_TOPIC_ID)
@@ -516,16 +517,23 @@ class ReplicationManager:
     async def _controller_loop(self) -> None:
         """Elections after broker fencing / shutdown, written by the active controller."""
         changed = self._changed
+        next_sweep = 0.0   # (time.monotonic()) the sweep made without a metadata change
         while True:
             await self.tick(0.1, changed)
             changed = self._changed
             if not self._is_controller():
+                next_sweep = 0.0   # a controller that takes over sweeps at once
                 continue
             if self.alone():
                 continue   # a single node: nobody to fence, nothing to elect
-            if not self._sweep_needed and int(time.monotonic() * 10) % 10:
-                continue   # otherwise once a second anyway
+            now = time.monotonic()
+            if not self._sweep_needed and now < next_sweep:
+                # What a sweep decides follows from the metadata image alone (the brokers' view is
+                # built from it), and every metadata change sets _sweep_needed; the periodic sweep
+                # is a safety net, and it walks every partition: every 10 s, not every second
+                continue
             self._sweep_needed = False
+            next_sweep = now + SWEEP_INTERVAL_S
             records = election.sweep(self.broker.image, self.broker.controller.brokers(),
                                      election.unclean_default(self.broker.config))
             if records:
@@ -535,6 +543,7 @@ class ReplicationManager:
                         f"{r.partition_id}:leader={r.leader},isr={r.isr}" for r in records))
                 except KafkaError as exc:
                     log.info("elections not written: %s", exc)
+                    next_sweep = now + 1.0   # tried again soon
 
 
 class _Leaderless:
