@@ -37,6 +37,7 @@ Kafka's KRaft (KIP-595, KIP-630):
 from __future__ import annotations
 
 import random
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -53,6 +54,10 @@ from raft.messages import (
 )
 # (callers name the roles as raft.node's)
 from raft.roles import CANDIDATE, FOLLOWER, LEADER, PROSPECTIVE, RESIGNED, UNATTACHED  # noqa: F401
+
+
+def _epoch_of(entry) -> int:
+    return entry.epoch
 
 RETRY_BACKOFF_BASE_MS = 100  # Kafka's RaftUtil/KafkaRaftClient constant
 
@@ -245,11 +250,12 @@ class RaftNode:
             return (0, 0) if epoch >= 0 else None
         elif self.snapshot_id is None and self.entries and self.entries[0].epoch > epoch:
             return (0, 0)
-        for e in self.entries:
-            if e.epoch <= epoch:
-                found = (e.epoch, e.offset + 1)
-            else:
-                break
+        # the entries' epochs never go down: the last one at or below ``epoch``, found by bisection
+        # (this answers every follower fetch; a walk was O(log length), 10,000s of metadata records)
+        i = bisect_right(self.entries, epoch, key=_epoch_of)
+        if i:
+            e = self.entries[i - 1]
+            found = (e.epoch, e.offset + 1)
         return found
 
     # ------------------------------------------------------------- outputs

@@ -124,3 +124,54 @@ def test_follower_falls_back_to_a_full_fetch_when_the_leader_lost_the_session():
         assert values == [b"a"] + [b"b%d" % i for i in range(5)] and hw == 6
     _run(body)
 
+
+
+def test_idle_followers_fetches_look_only_at_what_changed(monkeypatch):
+    # 300 idle partitions: an idle follower's fetch used to visit every partition of its session
+    # on both sides (the follower building its request, the leader reading the session twice per
+    # long poll). Counted here as reads of a partition's log start offset, which both sides make
+    # per partition visited: now only partitions that changed are looked at.
+    from broker.partitions.partition import Partition
+    many = 300
+    reads = [0]
+    original = Partition.replication_log_start_offset
+
+    def counted(self):
+        reads[0] += 1
+        return original.fget(self)
+    monkeypatch.setattr(Partition, "replication_log_start_offset", property(counted))
+
+    async def body(cluster, client):
+        c = cluster.brokers[cluster.controller].controller
+        c.create_topic(TopicSpec("s", -1, -1, {"min.insync.replicas": "2"},
+                                 assignments=[(i, [2, 3, 1]) for i in range(many)]))
+        await cluster.wait_for(lambda: sorted(len(s.partitions) for s in _follower_sessions(cluster)) == [many] * 2,
+                               what="two follower sessions of every partition")
+        fetchers = [cluster.brokers[n].replication.fetchers[2] for n in (1, 3)]
+        await cluster.wait_for(lambda: all(f.session.epoch > 3 for f in fetchers), what="incremental fetches")
+        await trio.sleep(0.3)
+        epochs, before = [f.session.epoch for f in fetchers], reads[0]
+        await trio.sleep(1.5)
+        fetches = sum(f.session.epoch for f in fetchers) - sum(epochs)
+        work = reads[0] - before
+        # at least 10 idle fetches (100 ms long polls): 3 visits of 300 partitions each before
+        # (the follower's request, the leader's two reads); now nothing changed, nothing is visited
+        # (one full visit every 10 s at most: 900)
+        # (and still long polls: at most one 100 ms wait per fetch, less on a busy machine)
+        assert 10 <= fetches <= 2 * 1.5 / 0.1 + 4, fetches
+        assert work <= 3 * many, (work, fetches)
+        # what changes is still replicated, and acks=all completes
+        for i in (0, 7, many - 1):
+            r = await client.produce(2, "s", [b"x%d" % i], partition=i)   # acks=all
+            assert r.error_code == 0, r
+        for n in (1, 3):
+            for i in (0, 7, many - 1):
+                await cluster.wait_for(lambda n=n, i=i: cluster.brokers[n].partitions.get("s", i).log.log_end_offset == 1,
+                                       what=f"s-{i} on broker {n}")
+        # a follower gone stops counting as caught up where data arrives (ISR shrink after the lag time)
+        cluster.kill(3)
+        r = await client.produce(2, "s", [b"y"])
+        assert r.error_code == 0, r
+        state = cluster.brokers[2].replication.leaders[("s", 0)]
+        await cluster.wait_for(lambda: 3 not in state.isr, what="broker 3 out of s-0's ISR")
+    _run(body)

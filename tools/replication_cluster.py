@@ -164,12 +164,12 @@ class RawClient:
         return c
 
     async def produce(self, node: int, topic: str, values: list[bytes], *, producer_id=-1, seq=-1,
-                      acks=-1, timeout_ms=5000):
+                      acks=-1, timeout_ms=5000, partition=0):
         batch = rec.build_batch([(None, v) for v in values], producer_id=producer_id,
                                 producer_epoch=0 if producer_id >= 0 else -1, base_sequence=seq)
         req = ProduceRequest(transactional_id=None, acks=acks, timeout_ms=timeout_ms, topic_data=[
             ProduceRequest.TopicProduceData(name=topic, partition_data=[
-                ProduceRequest.PartitionProduceData(index=0, records=batch)])])
+                ProduceRequest.PartitionProduceData(index=partition, records=batch)])])
         resp = await self.conn(node).request(req, 10)
         return resp.responses[0].partition_responses[0]
 

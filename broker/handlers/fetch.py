@@ -342,12 +342,11 @@ async def _fetch(ctx, req):
         return error_response(ApiKey.FETCH, v, req, ErrorCode.UNKNOWN_SERVER_ERROR)
     if context.kind == "error":
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
-    items = context.partitions()
     if follower and getattr(broker, "replication", None) is not None:
-        entries = await replica_fetch.serve(ctx, req, v, items, context.kind == "incremental")   # a follower's fetch
+        entries = await replica_fetch.serve(ctx, req, v, context, fetch_data, forget)   # a follower's fetch
     else:
         fetch_quota.cap_max_bytes(ctx, req, v)
-        entries = await _read(ctx, req, v, items, context)
+        entries = await _read(ctx, req, v, context.partitions(), context)
         throttle = fetch_quota.throttle_ms(ctx, v, response_topics(entries))
         if throttle:
             return fetch_quota.throttled_response(context, throttle)

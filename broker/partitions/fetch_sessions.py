@@ -107,7 +107,7 @@ def partition_key(topic_id, name, partition: int, uses_topic_ids: bool):
 
 class FetchSession:
     __slots__ = ("id", "privileged", "partitions", "uses_topic_ids", "creation_ms", "last_used_ms", "epoch",
-                 "cached_size", "evictable_by_all", "evictable_by_privileged")
+                 "cached_size", "evictable_by_all", "evictable_by_privileged", "unresolved", "follower")
 
     def __init__(self, session_id, privileged, partitions, uses_topic_ids, now_ms):
         self.id = session_id
@@ -120,6 +120,11 @@ class FetchSession:
         self.cached_size = -1
         self.evictable_by_all = False
         self.evictable_by_privileged = False
+        # keys of partitions added while their topic was unknown (no name yet): resolved at each
+        # fetch without walking every partition of the session
+        self.unresolved = {k for k, c in partitions.items() if c.topic is None}
+        # a follower's session: what its fetches left out (broker/replication/replica_fetch.py)
+        self.follower = None
 
     def evictable_key(self):
         return (self.privileged, self.cached_size, self.id)
@@ -133,12 +138,15 @@ class FetchSession:
             cached = parts.get(key)
             if cached is None:
                 parts[key] = CachedPartition(topic, topic_id, fp)
+                if topic is None:
+                    self.unresolved.add(key)
                 added += 1
             else:
                 cached.update(fp)
                 updated += 1
         for key in to_forget:
             if parts.pop(key, None) is not None:
+                self.unresolved.discard(key)
                 removed += 1
         return added, updated, removed
 
@@ -193,6 +201,8 @@ class FetchSessionCacheShard:
     def remove(self, session: FetchSession):
         if self.sessions.pop(session.id, None) is None:
             return None
+        if session.follower is not None:
+            session.follower.closed = True   # its partitions stop telling it about changes
         self.num_partitions -= max(0, session.cached_size)
         return session
 
@@ -310,10 +320,12 @@ class FetchSessionCache:
             return Context("sessionless", fetch_data=fetch_data)
         shard.touch(session, self.clock())
         session.epoch = next_epoch(session.epoch)
-        if uses_ids and resolve is not None:
-            for c in session.partitions.values():
-                if c.topic is None:
-                    c.topic = resolve(c.topic_id)
+        if uses_ids and resolve is not None and session.unresolved:
+            for key in list(session.unresolved):
+                c = session.partitions[key]
+                c.topic = resolve(c.topic_id)
+                if c.topic is not None:
+                    session.unresolved.discard(key)
         return Context("incremental", session=session, request_epoch=epoch)
 
     def finish(self, context: Context, entries: list) -> tuple[int, int, list]:

@@ -34,6 +34,10 @@ class Partition:
         self.leader_epoch = leader_epoch
         self.config = config
         self._waiters: set = set()
+        # (sink, key) of the follower fetch sessions that found this partition caught up and left
+        # it out of their fetches (broker/replication/replica_fetch.py): the next change names it
+        # to them again, so an idle session's fetch visits only what changed
+        self._sinks: list = []
         # transactions in flight: producer id -> first offset (for the LSO)
         self.open_transactions: dict[int, int] = {}
         # aborted transactions (.txnindex), for read_committed fetches
@@ -183,8 +187,21 @@ class Partition:
     def remove_waiter(self, event) -> None:
         self._waiters.discard(event)
 
+    def watch(self, sink, key) -> None:
+        """``sink.mark(key)`` at the next notify() (once), unless ``sink.closed``."""
+        if len(self._sinks) >= 4:   # sessions closed meanwhile go now and then
+            self._sinks = [s for s in self._sinks if not s[0].closed]
+        self._sinks.append((sink, key))
+
     def notify(self) -> None:
+        """Something a reader waits for or was told changed: the log end (an append), the high
+        watermark, the log start (DeleteRecords) or this broker's role."""
         if self._waiters:
             for ev in self._waiters:
                 ev.set()
             self._waiters.clear()
+        if self._sinks:
+            for sink, key in self._sinks:
+                if not sink.closed:
+                    sink.mark(key)
+            self._sinks = []

@@ -52,6 +52,19 @@ class FetchSessionHandler:
                 added.append((key, fp))
         return added + altered, forget
 
+    def build_changed(self, changed: dict) -> list:
+        """The partitions to send in an incremental fetch, from only those that may have
+        changed since the last one (key -> request partition; the others are as sent). No
+        forgetting here: a partition no longer wanted goes through build()."""
+        session = self.partitions
+        out = []
+        for key, fp in changed.items():
+            old = session.get(key)
+            if old is None or (fp is not old and _params(fp) != _params(old)):
+                session[key] = fp
+                out.append((key, fp))
+        return out
+
     def handle_response(self, resp) -> bool:
         """Move the session on after an answer; False if the answer is a
         session error (its partitions, none, are not to be used)."""

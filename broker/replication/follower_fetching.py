@@ -48,7 +48,7 @@ def preferred_read_replica(broker, topic: str, index: int, partition, rack_id: s
             continue
         if f.leo < fetch_offset or partition.log_start_offset > fetch_offset:
             continue
-        key = (f.leo, f.last_caught_up_ms)   # most caught up first, then the most recently caught up
+        key = (f.leo, f.caught_up_ms)   # most caught up first, then the most recently caught up
         if best_key is None or key > best_key:
             best, best_key = b, key
     return best

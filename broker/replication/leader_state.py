@@ -14,7 +14,7 @@ from __future__ import annotations
 
 
 class FollowerState:
-    __slots__ = ("leo", "last_caught_up_ms", "last_fetch_ms", "leo_at_last_fetch", "log_start")
+    __slots__ = ("leo", "last_caught_up_ms", "last_fetch_ms", "leo_at_last_fetch", "log_start", "idle")
 
     def __init__(self, now_ms: int):
         self.leo = -1                    # unknown until it fetches
@@ -22,6 +22,24 @@ class FollowerState:
         self.last_fetch_ms = now_ms
         self.leo_at_last_fetch = -1      # the leader's LEO when that fetch came
         self.log_start = -1              # its log start offset, unknown until it fetches
+        # the fetch session that found this follower caught up and leaves the partition out of its
+        # fetches until the partition changes (replica_fetch.py): each of its fetches since counts
+        # as a caught-up fetch, at its ``answer_ms``, without the partition being visited
+        self.idle = None
+
+    @property
+    def caught_up_ms(self) -> int:
+        """When it was last caught up (Kafka's lastCaughtUpTimeMs)."""
+        idle = self.idle
+        return self.last_caught_up_ms if idle is None else max(self.last_caught_up_ms, idle.answer_ms)
+
+    def settle(self) -> None:
+        """The fetches its idle session made without visiting the partition, recorded now."""
+        idle = self.idle
+        if idle is not None:
+            self.idle = None
+            if idle.answer_ms > self.last_fetch_ms:
+                self.last_fetch_ms = self.last_caught_up_ms = idle.answer_ms
 
 
 class LeaderState:
@@ -68,6 +86,7 @@ class LeaderState:
         f = self.followers.get(replica)
         if f is None:
             return
+        f.settle()
         if log_start is not None:
             f.log_start = log_start
         if fetch_offset >= leader_leo:
@@ -113,7 +132,7 @@ class LeaderState:
         f = self.followers.get(b)
         if f is None:
             return True
-        return f.leo < leader_leo and now_ms - f.last_caught_up_ms > lag_max_ms
+        return f.leo < leader_leo and now_ms - f.caught_up_ms > lag_max_ms
 
     def isr_to_expand(self, leader_leo: int) -> list[int] | None:
         """The ISR plus the followers that caught up (LEO >= high watermark and

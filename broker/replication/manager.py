@@ -33,12 +33,14 @@ from broker.replication.fetch_session_handler import FetchSessionHandler
 from broker.replication.leader_state import LeaderState
 from broker.replication.low_watermark import LowWatermarkWaits
 from broker.replication.quota import ReplicationQuotas
+from broker.replication.replica_fetch import FULL_VISIT_MS
 
 log = logging.getLogger("kproto.replication")
 
 FETCH_VERSION = 16
 ALTER_PARTITION_VERSION = 2
 ALTER_PARTITION_BATCH = 10000   # ISR changes per AlterPartition request at most
+SWEEP_INTERVAL_S = 10.0         # the active controller's election sweep without a metadata change
 _NO_LEADER_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
                      ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                      ErrorCode.UNKNOWN_TOPIC_ID)
@@ -133,7 +135,7 @@ class ReplicationManager:
             self._drop_leader(key)
         self._coordinator_roles()
         for f in self.fetchers.values():
-            f.partitions = {k: v for k, v in f.partitions.items() if k in seen}
+            f.retain(seen)
 
     def adopt(self, parts) -> None:
         """Roles of partitions whose logs were just made (broker/partitions/creation.py), as
@@ -207,9 +209,10 @@ class ReplicationManager:
             if state.partition_epoch != p.partition_epoch or state.isr != list(p.isr):
                 state.update_isr(p.isr, p.partition_epoch)
                 self._advance(part, state)
+                part.notify()   # a follower left out of the ISR is looked at every fetch again
             return
         for f in self.fetchers.values():
-            f.partitions.pop(key, None)
+            f.unfollow(key)
         part.is_leader = True
         part.leader_epoch = p.leader_epoch
         part.log.assign_epoch(p.leader_epoch)
@@ -219,6 +222,7 @@ class ReplicationManager:
         self.leaders[key] = state
         part.replicated_hw = state.hw
         part.replication = self
+        part.notify()   # followers' sessions that left it out of their fetches look at it again
         log.info("%s-%d: leader at epoch %d (isr %s, hw %d, leo %d)", part.topic, part.index,
                  p.leader_epoch, p.isr, state.hw, part.log.log_end_offset)
         self._advance(part, state)
@@ -229,12 +233,16 @@ class ReplicationManager:
             self._drop_leader(key)
         part.is_leader = False
         part.replication = self
-        part.leader_epoch = p.leader_epoch
+        if part.leader_epoch != p.leader_epoch:
+            part.leader_epoch = p.leader_epoch
+            f = self.fetchers.get(p.leader)
+            if f is not None:
+                f.moved(key)   # its next fetch says the new epoch
         if part.replicated_hw is None:
             part.replicated_hw = part.log.log_start_offset
         for lid, f in self.fetchers.items():
             if lid != p.leader:
-                f.partitions.pop(key, None)
+                f.unfollow(key)
         if p.leader < 0:
             return
         f = self.fetchers.get(p.leader)
@@ -244,10 +252,13 @@ class ReplicationManager:
                 self._nursery.start_soon(f.run)
         if key not in f.partitions:
             f.lag.pop(key, None)   # a new fetch state: not known to be in sync
-        f.partitions[key] = part
+        f.follow(key, part)
 
     def _drop_leader(self, key) -> None:
-        self.leaders.pop(key, None)
+        if self.leaders.pop(key, None) is not None:
+            part = self.broker.partitions.get(*key)
+            if part is not None:
+                part.notify()   # followers' sessions answered NOT_LEADER_OR_FOLLOWER from now on
         self.low_watermarks.wake(key)
         waiters = self._ack_waiters.pop(key, [])
         # a partition whose log dir failed answers KAFKA_STORAGE_ERROR, as Kafka's DelayedProduce
@@ -272,11 +283,15 @@ class ReplicationManager:
         return state.isr if state is not None else []
 
     def follower_fetched(self, part, replica: int, fetch_offset: int, now_ms: int,
-                         log_start: int | None = None) -> None:
+                         log_start: int | None = None, idle=None) -> bool:
+        """A follower's fetch of a partition this broker leads. ``idle``: the follower's
+        session would leave the partition out of its next fetches (replica_fetch.IdleSession),
+        which it may if the follower is in the (maximal) ISR: True then. A follower out of it is
+        looked at every fetch, so it joins the ISR as soon as it may."""
         key = (part.topic, part.index)
         state = self.leaders.get(key)
         if state is None:
-            return
+            return False
         leo = part.log.log_end_offset
         state.follower_fetched(replica, fetch_offset, leo, now_ms, log_start)
         self.low_watermarks.wake(key)
@@ -288,6 +303,17 @@ class ReplicationManager:
             new_isr = [b for b in new_isr if b in state.isr or (b in brokers and brokers[b].acceptable_leader)]
             if new_isr != state.isr:
                 self._alter_isr(part, state, new_isr)
+        if idle is not None and replica in state.maximal_isr:
+            state.followers[replica].idle = idle
+            return True
+        return False
+
+    def follower_left(self, topic: str, index: int, replica: int) -> None:
+        """A follower's session no longer fetches the partition: its idle fetches stop counting."""
+        state = self.leaders.get((topic, index))
+        f = state.followers.get(replica) if state is not None else None
+        if f is not None:
+            f.settle()
 
     def low_watermark(self, part) -> int:
         """Kafka's Partition.lowWatermarkIfLeader: the smallest log start offset of the
@@ -367,6 +393,7 @@ class ReplicationManager:
             self._alter_send.send_nowait((part, state, list(new_isr)))
         except trio.WouldBlock:
             state.pending_isr = None
+            part.notify()   # asked again at the follower's next fetch
 
     # -- tasks ---------------------------------------------------------------------------
 
@@ -396,6 +423,7 @@ class ReplicationManager:
                 if state.pending_isr is not None and now - getattr(state, "pending_since", now) > 5000:
                     state.pending_isr = None   # the answer never came: ask again
                     self._advance(part, state)
+                    part.notify()   # (followers' idle sessions look at it again: the expansion is retried)
                 new_isr = state.isr_to_shrink(now, lag, part.log.log_end_offset)
                 if new_isr is not None:
                     log.info("%s-%d: shrinking isr %s -> %s", key[0], key[1], state.isr, new_isr)
@@ -479,6 +507,7 @@ class ReplicationManager:
                 if state.pending_isr == new_isr:
                     state.pending_isr = None
                     self._advance(part, state)   # the maximal ISR is the ISR again
+                    part.notify()   # followers' idle sessions look at it again (an expansion is retried)
                 not_controller |= code == ErrorCode.NOT_CONTROLLER
             if not_controller:
                 await trio.sleep(0.1)
@@ -493,16 +522,23 @@ class ReplicationManager:
     async def _controller_loop(self) -> None:
         """Elections after broker fencing / shutdown, written by the active controller."""
         changed = self._changed
+        next_sweep = 0.0   # (time.monotonic()) the sweep made without a metadata change
         while True:
             await self.tick(0.1, changed)
             changed = self._changed
             if not self._is_controller():
+                next_sweep = 0.0   # a controller that takes over sweeps at once
                 continue
             if self.alone():
                 continue   # a single node: nobody to fence, nothing to elect
-            if not self._sweep_needed and int(time.monotonic() * 10) % 10:
-                continue   # otherwise once a second anyway
+            now = time.monotonic()
+            if not self._sweep_needed and now < next_sweep:
+                # What a sweep decides follows from the metadata image alone (the brokers' view is
+                # built from it), and every metadata change sets _sweep_needed; the periodic sweep
+                # is a safety net, and it walks every partition: every 10 s, not every second
+                continue
             self._sweep_needed = False
+            next_sweep = now + SWEEP_INTERVAL_S
             records = election.sweep(self.broker.image, self.broker.controller.brokers(),
                                      election.unclean_default(self.broker.config))
             if records:
@@ -512,6 +548,7 @@ class ReplicationManager:
                         f"{r.partition_id}:leader={r.leader},isr={r.isr}" for r in records))
                 except KafkaError as exc:
                     log.info("elections not written: %s", exc)
+                    next_sweep = now + 1.0   # tried again soon
 
 
 class _Leaderless:
@@ -537,6 +574,15 @@ class Fetcher:
         self.lag: dict[tuple[str, int], int] = {}
         self.held = False   # the last request left partitions out for the follower quota
         self._last: dict = {}   # (topic id, partition) -> (its fetch parameters, the request partition made for them)
+        # An idle fetch looks only at the partitions whose fetch parameters may have moved: those
+        # of the last answer (appended, truncated, log start adopted) and those whose leader epoch
+        # changed. Every partition is looked at when the set changed, under a follower quota, and
+        # every FULL_VISIT_MS (what moves otherwise: the log start by retention).
+        self._moved: set = set()       # keys (topic, index)
+        self._walk_all = True
+        self._next_walk = 0.0          # time.monotonic() of the next look at every partition
+        self._parts: dict = {}         # (topic id, index) -> partition, of every partition fetched
+        self.looked_at = 0             # partitions looked at building requests (tests count the work)
 
     async def run(self) -> None:
         m = self.manager
@@ -583,19 +629,71 @@ class Fetcher:
             if conn is not None:
                 await conn.aclose()
 
+    def follow(self, key, part) -> None:
+        if self.partitions.get(key) is not part:
+            self.partitions[key] = part
+            self._walk_all = True
+
+    def unfollow(self, key) -> None:
+        if self.partitions.pop(key, None) is not None:
+            self._walk_all = True
+
+    def retain(self, keys) -> None:
+        """Follow only the partitions of ``keys`` (those still in the metadata)."""
+        gone = [k for k in self.partitions if k not in keys]
+        for key in gone:
+            self.unfollow(key)
+
+    def moved(self, key) -> None:
+        """The partition's fetch parameters may have moved (leader epoch, log end, log start)."""
+        self._moved.add(key)
+
+    def _entry(self, key, part, image, max_bytes: int):
+        """((topic id, index), the request partition) of a followed partition; None if its topic
+        is gone."""
+        t = image.topics.get(key[0])
+        if t is None:
+            return None
+        plog = part.log
+        latest = plog.latest_epoch
+        params = (plog.log_end_offset, part.replication_log_start_offset, max_bytes, part.leader_epoch,
+                  latest if latest is not None else -1)
+        fkey = (t.topic_id, key[1])
+        last = self._last.get(fkey)
+        if last is None or last[0] != params:
+            # a new request partition only when something in it moved: the same object again
+            # is what FetchSessionHandler.build recognises as unchanged at once (thousands of
+            # idle partitions per fetch)
+            last = self._last[fkey] = (params, FetchRequest.FetchPartition(
+                partition=key[1], current_leader_epoch=params[3], fetch_offset=params[0],
+                last_fetched_epoch=params[4], log_start_offset=params[1], partition_max_bytes=max_bytes))
+        return fkey, last[1]
+
     def _request(self):
         m = self.manager
         image = m.broker.image
-        wanted = {}
-        parts = {}
         quota, exceeded, self.held = m.quotas.follower, None, False
         max_bytes = m._cfg_int("replica.fetch.max.bytes", 1048576)
+        now = time.monotonic()
+        if not (self._walk_all or quota.throttled or self.session.full or now >= self._next_walk):
+            # only what moved since the last request (the session has the rest: KIP-227)
+            changed = {}
+            moved, self._moved = self._moved, set()
+            for key in moved:
+                part = self.partitions.get(key)
+                entry = self._entry(key, part, image, max_bytes) if part is not None else None
+                if entry is not None:
+                    changed[entry[0]] = entry[1]
+                    self._parts[entry[0]] = part
+            self.looked_at += len(moved)
+            return self._fetch_request(self.session.build_changed(changed), []), self._parts
+        self._walk_all, self._moved, self._next_walk = False, set(), now + FULL_VISIT_MS / 1000
+        self.looked_at += len(self.partitions)
+        wanted = {}
+        parts = {}
         if len(self._last) > 2 * len(self.partitions) + 100:
             self._last = {}   # (partitions moved away: their entries go now and then)
         for key, part in self.partitions.items():
-            t = image.topics.get(key[0])
-            if t is None:
-                continue
             if quota.is_throttled(*key) and self.lag.get(key, 1) > 0:
                 if exceeded is None:
                     exceeded = quota.is_quota_exceeded()
@@ -604,25 +702,18 @@ class Fetcher:
                     # the fetch while the follower quota is exceeded
                     self.held = True
                     continue
-            plog = part.log
-            latest = plog.latest_epoch
-            params = (plog.log_end_offset, part.replication_log_start_offset, max_bytes, part.leader_epoch,
-                      latest if latest is not None else -1)
-            fkey = (t.topic_id, key[1])
-            last = self._last.get(fkey)
-            if last is None or last[0] != params:
-                # a new request partition only when something in it moved: the same object again
-                # is what FetchSessionHandler.build recognises as unchanged at once (thousands of
-                # idle partitions per fetch)
-                last = self._last[fkey] = (params, FetchRequest.FetchPartition(
-                    partition=key[1], current_leader_epoch=params[3], fetch_offset=params[0],
-                    last_fetched_epoch=params[4], log_start_offset=params[1], partition_max_bytes=max_bytes))
-            wanted[fkey] = last[1]
-            parts[fkey] = part
+            entry = self._entry(key, part, image, max_bytes)
+            if entry is not None:
+                wanted[entry[0]] = entry[1]
+                parts[entry[0]] = part
+        self._parts = parts
         if not wanted:
             return None, parts   # nothing to send: the session stays as it is
         # an incremental fetch names only partitions added or changed (KIP-227)
-        send, forget = self.session.build(wanted)
+        return self._fetch_request(*self.session.build(wanted)), parts
+
+    def _fetch_request(self, send: list, forget: list):
+        m = self.manager
         topics: dict = {}
         for (tid, _index), fp in send:
             topics.setdefault(tid, []).append(fp)
@@ -638,7 +729,7 @@ class Fetcher:
             topics=[FetchRequest.FetchTopic(topic_id=tid, partitions=ps) for tid, ps in topics.items()],
             forgotten_topics_data=[FetchRequest.ForgottenTopic(topic_id=tid, partitions=ps)
                                    for tid, ps in forgotten.items()], rack_id="")
-        return req, parts
+        return req
 
     def _handle(self, resp, parts) -> bool:
         """Apply a fetch answer; True if the leader answered errors (back off)."""
@@ -652,6 +743,7 @@ class Fetcher:
                 part = parts.get((tr.topic_id, pr.partition_index))
                 if part is None or self.partitions.get((part.topic, part.index)) is not part:
                     continue
+                self._moved.add((part.topic, part.index))   # its fetch parameters may have moved
                 try:
                     errors |= self._apply(part, pr)
                 except Exception as exc:
@@ -672,6 +764,7 @@ class Fetcher:
                 local_start = await self._leader_local_start(conn, part)
                 if await tiered.rebuild_follower(part, local_start):
                     self._rebuild(part)
+                self._moved.add((part.topic, part.index))
 
     async def _leader_local_start(self, conn, part) -> int | None:
         """The leader's local log start offset of part (None: not known, unanswered)."""

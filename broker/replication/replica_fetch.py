@@ -39,12 +39,82 @@ def _error(index: int, code: int, partition=None) -> _Part:
                  aborted_transactions=None, preferred_read_replica=-1, records=b"")
 
 
-def _build(broker, req, version: int, replica: int, items, incremental: bool = False):
+# An idle follower session's fetch visits only the partitions that changed; every partition of the
+# session is still visited at least this often, so what changes without a Partition.notify() (the
+# log start moved by retention, say) reaches the follower as before, only later
+FULL_VISIT_MS = 10_000
+
+
+class IdleSession:
+    """What a follower's incremental fetch session (KIP-227) leaves out of its fetches: the
+    partitions it found caught up with nothing new to learn (``armed``: each one watches its
+    Partition, whose next notify() puts its key in ``dirty``), and the partitions to look at again
+    at the next fetch (``revisit``: answered, in error, or not caught up). A fetch visits the
+    partitions the request names, ``revisit`` and ``dirty``: O(changed partitions), not O(session),
+    where Kafka walks the whole session at every fetch. ``answer_ms``: the last time all of
+    ``armed`` were seen caught up (every build), which the leader's follower state counts as the
+    follower's last caught-up fetch of each (leader_state.FollowerState.idle)."""
+    __slots__ = ("armed", "dirty", "revisit", "answer_ms", "next_full_ms", "closed", "visited", "waiter")
+
+    def __init__(self):
+        self.armed: set = set()
+        self.dirty: set = set()
+        self.revisit: set = set()
+        self.answer_ms = 0
+        self.next_full_ms = 0     # the first incremental fetch visits the whole session
+        self.closed = False       # the session was closed or evicted (FetchSessionCacheShard.remove)
+        self.visited = 0          # partitions visited so far (tests count the work)
+        self.waiter = None        # the long poll's event: set when an armed partition changes
+
+    def mark(self, key) -> None:
+        """An armed partition changed (Partition.notify)."""
+        self.dirty.add(key)
+        if self.waiter is not None:
+            self.waiter.set()
+
+    def items(self, session, fetch_data: dict, forget: list, now_ms: int, leaving) -> list:
+        """The (key, topic name, topic id, cached partition) to visit in this fetch."""
+        parts = session.partitions
+        for key in forget:
+            self.revisit.discard(key)
+            if key in self.armed:
+                self.armed.discard(key)
+                leaving(key)
+        if now_ms >= self.next_full_ms:
+            self.next_full_ms = now_ms + FULL_VISIT_MS
+            self.drain()
+            keys = parts
+        else:
+            keys = dict.fromkeys(fetch_data)
+            keys.update(dict.fromkeys(self.revisit))
+            keys.update(dict.fromkeys(self.drain()))
+        out = []
+        for key in keys:
+            c = parts.get(key)
+            if c is not None:
+                out.append((key, c.topic, c.topic_id, c))
+        return out
+
+    def drain(self) -> set:
+        """The armed partitions that changed since: no longer armed."""
+        dirty, self.dirty = self.dirty, set()
+        self.armed -= dirty
+        return dirty
+
+    def arm(self, partition, key) -> None:
+        if key not in self.armed:
+            self.armed.add(key)
+            partition.watch(self, key)
+
+
+def _build(broker, req, version: int, replica: int, items, incremental: bool = False, idle=None):
     """The answer entries (key, topic name, topic id, partition) for the
     partitions to read (``items``, as the fetch handler gives them), the
     record bytes and the partitions to wait on. ``incremental``: the items
     are a session's cached partitions; a follower caught up on one with
-    nothing new to learn is recorded as fetched and left out unread."""
+    nothing new to learn is recorded as fetched and left out unread.
+    ``idle``: the session's IdleSession, which such partitions are armed in
+    (the others are visited again at the next fetch)."""
     manager = broker.replication
     now_ms = int(time.time() * 1000)
     limit = min(req.max_bytes, broker.config.get_int("replica.fetch.response.max.bytes"))
@@ -55,6 +125,7 @@ def _build(broker, req, version: int, replica: int, items, incremental: bool = F
     exceeded = None                 # the leader quota's state, looked at once per answer
     throttled_bytes, held = 0, False
     news = False   # a log start the follower was not told yet: answered without the long poll
+    clean = set()  # partitions armed in ``idle`` by this build
     for key, name, topic_id, fp in items:
         t = broker.image.topics_by_id.get(topic_id) if version >= 13 else broker.image.topics.get(name)
         if t is None or fp.partition not in t.partitions:
@@ -83,12 +154,15 @@ def _build(broker, req, version: int, replica: int, items, incremental: bool = F
                 and (last_epoch < 0 or last_epoch == plog.latest_epoch)):
             # caught up, in the leader's latest epoch (no divergence): what Kafka
             # would leave out of the answer unless the high watermark or log start moved
-            manager.follower_fetched(partition, replica, fp.fetch_offset, now_ms, fp.log_start_offset)
-            recorded = True
             start = partition.replication_log_start_offset
             if fp.high_watermark == partition.high_watermark and fp.local_log_start_offset == start:
+                if manager.follower_fetched(partition, replica, fp.fetch_offset, now_ms, fp.log_start_offset, idle):
+                    idle.arm(partition, key)
+                    clean.add(key)
                 watched.append(partition)
                 continue
+            manager.follower_fetched(partition, replica, fp.fetch_offset, now_ms, fp.log_start_offset)
+            recorded = True
             # (DeleteRecords waits for the followers to adopt it: no replica.fetch.wait.max.ms more)
             news |= fp.local_log_start_offset != start
         out = _Part(partition_index=fp.partition, error_code=0, high_watermark=partition.high_watermark,
@@ -135,6 +209,11 @@ def _build(broker, req, version: int, replica: int, items, incremental: bool = F
                 throttled_bytes += sl.length
         entries.append((key, name, topic_id, out))
         watched.append(partition)
+    if idle is not None:
+        idle.visited += len(items)
+        idle.answer_ms = now_ms
+        # the partitions not armed: visited again at the next fetch (the follower may not name them)
+        idle.revisit = {item[0] for item in items if item[0] not in clean} if len(clean) < len(items) else set()
     return _Built(entries + unknown, total, watched, throttled_bytes, held, news)
 
 
@@ -147,24 +226,53 @@ class _Built(NamedTuple):
     news: bool = False      # a log start offset the follower was not told yet
 
 
-async def serve(ctx, req, version: int, items, incremental: bool = False) -> list:
+def _idle_session(broker, context, replica: int, fetch_data: dict, forget: list):
+    """(IdleSession or None, the items to visit) of a follower's fetch in ``context``."""
+    session = context.session
+    if context.kind != "incremental" or not session.uses_topic_ids:
+        return None, context.partitions()
+    idle = session.follower
+    if idle is None:
+        idle = session.follower = IdleSession()
+    by_id = broker.image.topics_by_id
+    manager = broker.replication
+
+    def leaving(key):
+        t = by_id.get(key[0])
+        if t is not None:
+            manager.follower_left(t.name, key[1], replica)
+    return idle, idle.items(session, fetch_data, forget, int(time.time() * 1000), leaving)
+
+
+async def serve(ctx, req, version: int, context, fetch_data: dict, forget: list) -> list:
     broker = ctx.broker
     replica = replica_id_of(req, version)
-    built = _build(broker, req, version, replica, items, incremental)
+    incremental = context.kind == "incremental"
+    idle, items = _idle_session(broker, context, replica, fetch_data, forget)
+    built = _build(broker, req, version, replica, items, incremental, idle)
     if (built.total >= max(1, req.min_bytes) or req.max_wait_ms <= 0 or built.news
-            or not (built.watched or built.held)):
+            or not (built.watched or built.held or (idle is not None and idle.armed))):
         return _sent(broker, built)
     waiting = perf_counter()
     ev = trio.Event()
     for p in built.watched:
         p.add_waiter(ev)
+    if idle is not None:
+        idle.waiter = ev   # (the partitions left out wake it through their notify())
     # a partition held back by the leader quota waits out max_wait_ms (Kafka's DelayedFetch does
     # not count its bytes), then is looked at again
     with trio.move_on_after(req.max_wait_ms / 1000):
         await ev.wait()
     for p in built.watched:
         p.remove_waiter(ev)
-    built = _build(broker, req, version, replica, items, incremental)
+    if idle is not None:
+        idle.waiter = None
+        # what changed in the long poll, besides what the first look visited
+        seen = {item[0] for item in items}
+        parts = context.session.partitions
+        items = items + [(key, c.topic, c.topic_id, c) for key in idle.drain()
+                         if key not in seen and (c := parts.get(key)) is not None]
+    built = _build(broker, req, version, replica, items, incremental, idle)
     remote_time(ctx, waiting)   # RequestMetrics RemoteTimeMs: the follower's long poll
     return _sent(broker, built)
 
