@@ -54,22 +54,29 @@ def _share_fetch(c, group, member, tid, epoch, acks=()):
     return [o for p in parts for a in p.acquired_records for o in range(a.first_offset, a.last_offset + 1)]
 
 
+def _topic_with_records(b, topic: str, group: str, count: int) -> AdminClient:
+    """A one-partition topic holding records "0".."count-1", and `group` reading it from the start
+    (share.auto.offset.reset=earliest); the admin client."""
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        f.result(30)
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    for f in admin.incremental_alter_configs([res]).values():
+        f.result(15)
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
+    for i in range(count):
+        p.produce(topic, value=str(i).encode())
+    assert p.flush(15) == 0
+    return admin
+
+
 @pytest.mark.timeout(90)
 def test_share_state_topic_has_kafkas_configs_and_is_pruned_without_losing_state(tmp_path):
     topic, group = "prune-t", "prune-g"
     b = BrokerProcess(str(tmp_path / "data"), settings=SETTINGS).start()
     try:
-        admin = AdminClient({"bootstrap.servers": b.bootstrap})
-        for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
-            f.result(30)
-        res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-            ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
-        for f in admin.incremental_alter_configs([res]).values():
-            f.result(15)
-        p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
-        for i in range(RECORDS):
-            p.produce(topic, value=str(i).encode())
-        assert p.flush(15) == 0
+        admin = _topic_with_records(b, topic, group, RECORDS)
 
         # one member takes 5 records per ShareFetch and accepts them with the next, except every 7th
         accepted, fetched = set(), set()
@@ -136,17 +143,7 @@ def test_a_compacted_share_state_topic_of_an_older_kproto_gets_snapshots_only(tm
     topic, group = "compact-t", "compact-g"
     b = BrokerProcess(str(tmp_path / "data"), settings=SETTINGS).start()
     try:
-        admin = AdminClient({"bootstrap.servers": b.bootstrap})
-        for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
-            f.result(30)
-        res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-            ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
-        for f in admin.incremental_alter_configs([res]).values():
-            f.result(15)
-        p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
-        for i in range(30):
-            p.produce(topic, value=str(i).encode())
-        assert p.flush(15) == 0
+        admin = _topic_with_records(b, topic, group, 30)
         accepted = set()
         with WireClient(b.bootstrap) as c:
             tid = metadata(c, name=topic).topic_id
