@@ -90,3 +90,44 @@ def test_a_member_is_described_with_what_it_was_told():
     assert (a.current, b.assignment, b.current) == ({"id-t": [0]}, {"id-t": [0]}, {})
     assert g.heartbeat("g", "b", 2, None, None, TOPICS, 2, initialized={"id-t": {0}}).assignment == {"id-t": [0]}
     assert b.current == {"id-t": [0]}
+
+
+def test_assignment_waits_for_the_assignment_interval():
+    """KIP-1263: a join bumps the group epoch at once, the assignment epoch and target only once the
+    interval has passed since the last target; a group's first target is immediate."""
+    g = ShareGroups(assignment_interval_ms=1000)
+    a = g.heartbeat("g", "a", 0, None, ["u"], TOPICS, 10_000)
+    assert (a.member_epoch, a.assignment) == (1, {"id-u": [0, 1, 2, 3]})      # first: at once
+    b = g.heartbeat("g", "b", 0, None, ["u"], TOPICS, 10_400)
+    group = g.groups["g"]
+    assert (group.group_epoch, group.assignment_epoch) == (2, 1)
+    assert (b.member_epoch, b.assignment) == (1, {})                         # waits, with nothing
+    a2 = g.heartbeat("g", "a", 1, None, None, TOPICS, 10_900)
+    assert (a2.member_epoch, a2.assignment) == (1, None)                     # keeps what it has
+    b2 = g.heartbeat("g", "b", 1, None, None, TOPICS, 11_000)                # the interval passed
+    assert (b2.member_epoch, b2.assignment) == (2, {"id-u": [1, 3]})
+    assert group.assignment_epoch == 2
+    a3 = g.heartbeat("g", "a", 1, None, None, TOPICS, 11_100)
+    assert (a3.member_epoch, a3.assignment) == (2, {"id-u": [0, 2]})
+    # a leave within the interval: the epoch moves, the leaver's partitions wait for the interval
+    assert g.heartbeat("g", "b", -1, None, None, TOPICS, 11_500).member_epoch == -1
+    assert (group.group_epoch, group.assignment_epoch) == (3, 2)
+    assert g.heartbeat("g", "a", 2, None, None, TOPICS, 11_600).assignment is None
+    assert g.heartbeat("g", "a", 2, None, None, TOPICS, 12_000).assignment == {"id-u": [0, 1, 2, 3]}
+
+
+def test_assignment_interval_zero_assigns_at_once():
+    g = ShareGroups(assignment_interval_ms=0)
+    g.heartbeat("g", "a", 0, None, ["u"], TOPICS, 5)
+    b = g.heartbeat("g", "b", 0, None, ["u"], TOPICS, 5)
+    assert (b.member_epoch, b.assignment) == (2, {"id-u": [1, 3]})
+    assert g.groups["g"].assignment_epoch == 2
+
+
+def test_assignment_interval_is_the_groups_own():
+    intervals = {"slow": 5000, "fast": 0}
+    g = ShareGroups(interval_of=intervals.get)
+    for gid in intervals:
+        g.heartbeat(gid, "a", 0, None, ["u"], TOPICS, 100)
+        g.heartbeat(gid, "b", 0, None, ["u"], TOPICS, 200)
+    assert g.groups["slow"].assignment_epoch == 1 and g.groups["fast"].assignment_epoch == 2

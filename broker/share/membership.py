@@ -5,9 +5,13 @@ ShareGroupDescribe / ListGroups / DescribeGroups tell about a share group. Pure:
 After Kafka 4.3's GroupMetadataManager.shareGroupHeartbeat: the client makes its own member id; epoch
 0 joins (with a subscription), -1 leaves, any other epoch must be the member's current one. A join,
 a leave, a changed subscription or changed partition counts of the subscribed topics bump the group
-epoch and recompute the assignment at once: share groups have no revocation step (a partition may
-be read by several members at the same time), so a member moves straight to the group epoch and
-its new assignment on its next heartbeat.
+epoch at once. The target assignment follows it at the first heartbeat once the group's assignment
+interval (Kafka 4.3's KIP-1263: `share.assignment.interval.ms`, the broker's
+`group.share.assignment.interval.ms`, 1 s) has passed since the last one was computed, so a burst of
+joins is assigned once; a group's first assignment is immediate (as Kafka's, whose timestamp starts
+at 0). Share groups have no revocation step (a partition may be read by several members at the same
+time), so a member moves straight to the assignment epoch and its target on its next heartbeat; a
+member heartbeating before the target is recomputed keeps what it has (a new one: nothing).
 
 Only partitions whose share state is initialised are assigned (Kafka 4.3's assignable partitions,
 `initialized`: topic id -> partitions, from the group coordinator's ShareGroupStatePartitionMetadata).
@@ -48,6 +52,9 @@ class ShareGroup:
     group_id: str
     group_epoch: int = 0
     assignment_epoch: int = 0
+    # when the target assignment was last computed (ms), None: never (the next one is immediate).
+    # Not persisted: kproto keeps share-group membership in memory only
+    assignment_ms: int | None = None
     members: dict = field(default_factory=dict)         # member id -> ShareMember
     topics_seen: dict = field(default_factory=dict)     # subscribed topic name -> (id, partitions) at assignment
     assignable_seen: dict = field(default_factory=dict)  # subscribed topic name -> (id, initialised partitions)
@@ -93,10 +100,14 @@ def simple_assign(members: dict, topics: dict) -> dict:
 class ShareGroups:
     """Every share group of one coordinator."""
 
-    def __init__(self, *, session_timeout_ms: int = 45000, heartbeat_interval_ms: int = 5000, max_size: int = 200):
+    def __init__(self, *, session_timeout_ms: int = 45000, heartbeat_interval_ms: int = 5000, max_size: int = 200,
+                 assignment_interval_ms: int = 0, interval_of=None):
+        """interval_of: group id -> its assignment interval (ms), the group's config; None: every group
+        has assignment_interval_ms (0: the target is recomputed at every change)."""
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.max_size = max_size
+        self.interval_of = interval_of or (lambda _group_id: assignment_interval_ms)
         self.groups: dict[str, ShareGroup] = {}
 
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id, subscribed, topics: dict,
@@ -115,7 +126,7 @@ class ShareGroups:
         if member_epoch == LEAVE_EPOCH:
             if group is None or member_id not in group.members:
                 return HeartbeatResult(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
-            self.remove_member(group_id, member_id, topics, initialized)
+            self.remove_member(group_id, member_id, topics, initialized, now_ms)
             return HeartbeatResult(E.NONE, member_id=member_id, member_epoch=LEAVE_EPOCH)
         if group is None:
             if member_epoch != 0:
@@ -144,9 +155,10 @@ class ShareGroups:
             member.subscribed = tuple(sorted(subscribed))
             changed = True
         if changed or self._topics_changed(group, topics, initialized):
-            self._rebalance(group, topics, initialized)
-        full = member_epoch == 0 or member.member_epoch != group.group_epoch
-        member.member_epoch = group.group_epoch
+            self._bump(group, topics, initialized)
+        self._maybe_assign(group, now_ms)
+        full = member_epoch == 0 or member.member_epoch != group.assignment_epoch
+        member.member_epoch = group.assignment_epoch
         member.current = dict(member.assignment)
         return HeartbeatResult(E.NONE, member_id=member_id, member_epoch=member.member_epoch,
                                heartbeat_interval_ms=self.heartbeat_interval_ms,
@@ -161,10 +173,13 @@ class ShareGroups:
             group = self.groups[group_id] = ShareGroup(group_id)
         return group
 
-    def remove_member(self, group_id: str, member_id: str, topics: dict, initialized: dict | None = None) -> None:
+    def remove_member(self, group_id: str, member_id: str, topics: dict, initialized: dict | None = None,
+                      now_ms: int | None = None) -> None:
+        """now_ms None: the target is recomputed at once (no interval)."""
         group = self.groups[group_id]
         del group.members[member_id]
-        self._rebalance(group, topics, initialized)
+        self._bump(group, topics, initialized)
+        self._maybe_assign(group, now_ms)
 
     def expire(self, now_ms: int, topics: dict, initialized_of=None) -> list[tuple[str, str]]:
         """Remove the members whose session ended; (group id, member id) of each. initialized_of:
@@ -172,7 +187,7 @@ class ShareGroups:
         gone = [(g.group_id, m.member_id) for g in self.groups.values() for m in g.members.values()
                 if m.deadline <= now_ms]
         for gid, mid in gone:
-            self.remove_member(gid, mid, topics, None if initialized_of is None else initialized_of(gid))
+            self.remove_member(gid, mid, topics, None if initialized_of is None else initialized_of(gid), now_ms)
         return gone
 
     def next_deadline(self) -> int | None:
@@ -212,10 +227,21 @@ class ShareGroups:
         return (subscribed != group.topics_seen
                 or self._assignable(subscribed, initialized) != group.assignable_seen)
 
-    def _rebalance(self, group: ShareGroup, topics: dict, initialized: dict | None = None) -> None:
+    def _bump(self, group: ShareGroup, topics: dict, initialized: dict | None = None) -> None:
+        """A change of members, subscriptions or assignable partitions: a new group epoch, at once."""
         group.group_epoch += 1
         group.topics_seen = self._subscribed_topics(group, topics)
         group.assignable_seen = self._assignable(group.topics_seen, initialized)
+
+    def _maybe_assign(self, group: ShareGroup, now_ms: int | None) -> None:
+        """Recompute the target assignment if the group epoch moved on and the group's assignment
+        interval has passed since the last computation (KIP-1263); else it waits for a later heartbeat."""
+        if group.assignment_epoch >= group.group_epoch:
+            return
+        if (now_ms is not None and group.assignment_ms is not None
+                and now_ms - group.assignment_ms < self.interval_of(group.group_id)):
+            return
         for mid, a in simple_assign(group.members, group.assignable_seen).items():
             group.members[mid].assignment = a
         group.assignment_epoch = group.group_epoch
+        group.assignment_ms = now_ms
