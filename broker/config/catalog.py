@@ -399,11 +399,17 @@ DYNAMIC_ONLY_BROKER_CONFIGS: dict[str, BrokerConfigKey] = {k.name: k for k in (
 
 # Kafka 4.3's internal broker configs (ConfigDef.defineInternal) that kproto reads: typed and validated
 # when set, no "isn't a known config" warning, and, as Kafka's, listed by DescribeConfigs only when
-# set (Kafka lists the originals of internal configs, never their defaults).
+# set (Kafka lists the originals of internal configs, never their defaults). Kafka 4.3's share-group
+# keys kproto reads are here too: kproto's DescribeConfigs default listing is Kafka 3.9's.
 INTERNAL_BROKER_CONFIGS: dict[str, BrokerConfigKey] = {k.name: k for k in (
     # GroupCoordinatorConfig: how long a share-partition recorded initializing waits before a
     # heartbeat initialises it again (broker/share/initialized_topics.py)
     _b("group.share.initialize.retry.interval.ms", INT, "30000", RO, at_least(1)),
+    # GroupCoordinatorConfig (KIP-1263): the least time between two target assignments of a share
+    # group (broker/share/membership.py), and the bounds of a group's share.assignment.interval.ms
+    _b("group.share.assignment.interval.ms", INT, "1000", RO, at_least(0)),
+    _b("group.share.min.assignment.interval.ms", INT, "0", RO, at_least(0)),
+    _b("group.share.max.assignment.interval.ms", INT, "15000", RO, at_least(0)),
 )}
 
 

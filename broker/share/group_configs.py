@@ -19,7 +19,11 @@ DEFAULTS = {
     "share.delivery.count.limit": "group.share.delivery.count.limit",
     "share.session.timeout.ms": "group.share.session.timeout.ms",
     "share.heartbeat.interval.ms": "group.share.heartbeat.interval.ms",
+    # Kafka 4.3 (KIP-1263): the least time between two target assignments of the group
+    "share.assignment.interval.ms": "group.share.assignment.interval.ms",
 }
+# the broker defaults of keys kproto's config does not list (Kafka 4.3's, in INTERNAL_BROKER_CONFIGS)
+BROKER_DEFAULTS = {"share.assignment.interval.ms": 1000}
 _BOUNDS = {
     "share.record.lock.duration.ms": ("group.share.min.record.lock.duration.ms", 15000,
                                       "group.share.max.record.lock.duration.ms", 60000),
@@ -28,6 +32,8 @@ _BOUNDS = {
                                  "group.share.max.session.timeout.ms", 60000),
     "share.heartbeat.interval.ms": ("group.share.min.heartbeat.interval.ms", 5000,
                                     "group.share.max.heartbeat.interval.ms", 15000),
+    "share.assignment.interval.ms": ("group.share.min.assignment.interval.ms", 0,
+                                     "group.share.max.assignment.interval.ms", 15000),
 }
 _BY_DURATION = re.compile(r"^by_duration:P(?:\d+D)?(?:T(?:\d+H)?(?:\d+M)?(?:\d+(?:\.\d+)?S)?)?$")
 

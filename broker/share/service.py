@@ -81,7 +81,8 @@ class ShareService:
         self.max_record_locks = get("group.share.partition.max.record.locks", 2000)
         self.groups = ShareGroups(session_timeout_ms=get("group.share.session.timeout.ms", 45000),
                                   heartbeat_interval_ms=get("group.share.heartbeat.interval.ms", 5000),
-                                  max_size=get("group.share.max.size", 200))
+                                  max_size=get("group.share.max.size", 200),
+                                  interval_of=lambda gid: int(self.group_config(gid, "share.assignment.interval.ms")))
         self.partitions: dict[tuple, SharePartition] = {}  # (group, topic id, index) -> share-partition
         self.sessions: dict[tuple, ShareSession] = {}       # (group, member) -> session
         self._wake = trio.Event()
@@ -118,7 +119,7 @@ class ShareService:
             return "latest"
         if key == "share.isolation.level":
             return "read_uncommitted"
-        return self._config_int(group_configs.DEFAULTS[key], 0)
+        return self._config_int(group_configs.DEFAULTS[key], group_configs.BROKER_DEFAULTS.get(key, 0))
 
     @staticmethod
     def now_ms() -> int:
