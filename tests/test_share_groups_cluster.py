@@ -162,9 +162,19 @@ def test_share_coordinator_alter_anywhere_and_leader_failover(cluster):
 
 
 def _leader_epoch(cluster, topic: str, down=()) -> int:
-    """Partition 0's leader epoch, as the first live node's metadata says."""
-    with WireClient(_addr(cluster, next(n for n in cluster.nodes if n not in down))) as c:
-        return metadata(c, name=topic).partitions[0].leader_epoch
+    """Partition 0's leader epoch, as the first live node whose metadata names a live leader says
+    (a node can learn of a failover later than another)."""
+    for _ in range(100):
+        for nid in cluster.nodes:
+            if nid in down:
+                continue
+            with WireClient(_addr(cluster, nid)) as c:
+                t = metadata(c, name=topic)
+            if t.error_code == 0 and t.partitions and t.partitions[0].leader_id > 0 \
+                    and t.partitions[0].leader_id not in down:
+                return t.partitions[0].leader_epoch
+        time.sleep(0.2)
+    raise AssertionError(f"no live node names a live leader of {topic}-0")
 
 
 def _described(cluster, group: str, topic: str, down=()):
