@@ -2,7 +2,7 @@
 acknowledgement): several members share one partition, every record is processed, a released record
 comes back with a higher delivery count, a rejected one never does, a record released every time is
 delivered exactly share.delivery.count.limit times, and a killed member's records come back to the
-others once their acquisition lock has expired. Each consumer is its own process; the history of what
+others as soon as its connection closes (its share session ends), not when their locks expire. Each consumer is its own process; the history of what
 they saw is checked by tests/share_checker.py."""
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from confluent_kafka.admin import (  # noqa: E402
 
 from kproto.messages.describe_share_group_offsets_request import DescribeShareGroupOffsetsRequest  # noqa: E402
 from kproto.errors import ErrorCode as E  # noqa: E402
+from kproto.messages.find_coordinator_request import FindCoordinatorRequest  # noqa: E402
 from kproto.messages.share_fetch_request import ShareFetchRequest  # noqa: E402
 from kproto.messages.share_group_describe_request import ShareGroupDescribeRequest  # noqa: E402
 from tests.wire_client import WireClient, metadata  # noqa: E402
@@ -39,6 +40,8 @@ SLACK_MS = 2500
 # on start-up only, never on what a test measures
 STARTUP_S = 150
 LIMIT = 3
+# the lock of the killed-member scenario's group: what comes back in less came back for another reason
+KILLED_LOCK_MS = 60000
 SETTINGS = {
     "offsets.topic.num.partitions": "1",
     "group.share.min.record.lock.duration.ms": "1000",
@@ -158,7 +161,8 @@ def wait_until(cond, timeout, what):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def setup(bootstrap, topic, group, replication=1):
+def setup(bootstrap, topic, group, replication=1, lock_ms=None):
+    """The topic, and the group's configs: earliest, delivery limit LIMIT, and the lock `lock_ms`."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     if replication == 1:
         for f in admin.create_topics([NewTopic(topic, 1, replication)]).values():
@@ -174,7 +178,9 @@ def setup(bootstrap, topic, group, replication=1):
         wait_until(created, 60, f"{topic} created")
     res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
         ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET),
-        ConfigEntry("share.delivery.count.limit", str(LIMIT), incremental_operation=AlterConfigOpType.SET)])
+        ConfigEntry("share.delivery.count.limit", str(LIMIT), incremental_operation=AlterConfigOpType.SET)]
+        + ([ConfigEntry("share.record.lock.duration.ms", str(lock_ms), incremental_operation=AlterConfigOpType.SET)]
+           if lock_ms else []))
     for f in admin.incremental_alter_configs([res]).values():
         f.result(15)
 
@@ -224,12 +230,14 @@ def effective_acks(consumers) -> set:
     return out
 
 
-def history(consumers, restarts=(), gaps_allowed=False):
-    """All deliveries and acknowledgements, in time order, checked against the share rules. At a broker
-    restart (`restarts`: the kill, and when the new broker serves) every lock is gone, and only the
-    acknowledgements that took effect count (effective_acks)."""
+def history(consumers, restarts=(), gaps_allowed=False, lock_ms=LOCK_MS, gone=()):
+    """All deliveries and acknowledgements, in time order, checked against the share rules (locks of
+    `lock_ms`). At a broker restart (`restarts`: the kill, and when the new broker serves) every lock
+    is gone, and only the acknowledgements that took effect count (effective_acks). At a member's end
+    (`gone`: (time, name), its connection closed) the locks it held are gone."""
     chk = ShareHistoryChecker(LIMIT, gaps_allowed=gaps_allowed or bool(restarts))
     pending = sorted(restarts)
+    leaving = sorted(gone)
     effective = effective_acks(consumers) if restarts else None
     # by time, and in each member's own order for equal times (its clock may tick in milliseconds)
     events = sorted(((e["t"], seq, c.name, e) for c in consumers
@@ -242,9 +250,13 @@ def history(consumers, restarts=(), gaps_allowed=False):
             for off in list(chk.holder):
                 chk.freed(off)
             pending.pop(0)
+        while leaving and leaving[0][0] * 1000 <= ms:
+            for off in [o for o, (holder, _deadline) in chk.holder.items() if holder == leaving[0][1]]:
+                chk.freed(off)
+            leaving.pop(0)
         if e["ev"] == "msg":
             # the lock was taken before the client saw the record: its deadline is at most this
-            chk.deliver(ms, name, e["o"], e["dc"], ms + LOCK_MS - SLACK_MS)
+            chk.deliver(ms, name, e["o"], e["dc"], ms + lock_ms - SLACK_MS)
             deliveries.setdefault(e["o"], []).append((ms, name, e["dc"], e["v"]))
         elif effective is None or (name, e["o"], e["t"]) in effective:
             chk.ack(ms, name, e["o"], e["k"])
@@ -264,7 +276,7 @@ def test_three_members_share_a_partition_release_reject_and_limit(kbroker):
 
 
 @pytest.mark.timeout(120)
-def test_killed_member_records_return_after_the_lock(kbroker):
+def test_killed_member_records_return_when_its_connection_closes(kbroker):
     killed_member_scenario(kbroker.bootstrap, python_member, "share-jobs", "share-g2")
 
 
@@ -289,24 +301,98 @@ def test_a_share_fetch_that_fails_after_acquiring_releases_its_records_at_once(t
         with WireClient(b.bootstrap) as c:
             tid = metadata(c, name=topic).topic_id
             member = str(uuid.uuid4())
-
-            def share_fetch(epoch):
-                return c.call(ShareFetchRequest(
-                    group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=500, min_bytes=1,
-                    max_records=100, batch_size=100, forgotten_topics_data=[], topics=[ShareFetchRequest.FetchTopic(
-                        topic_id=tid, partitions=[ShareFetchRequest.FetchPartition(partition_index=0)])]), 1)
-            assert share_fetch(0).error_code == E.UNKNOWN_SERVER_ERROR      # the fault: after acquiring
+            assert share_fetch(c, group, member, tid, 0).error_code == E.UNKNOWN_SERVER_ERROR   # the fault
             got = []
             for epoch in range(1, 21):           # 10 s at most: far below the 60 s lock
-                r = share_fetch(epoch)
+                r = share_fetch(c, group, member, tid, epoch)
                 assert r.error_code == E.NONE
-                got = [(o, a.delivery_count) for t in r.responses for p in t.partitions
-                       for a in p.acquired_records for o in range(a.first_offset, a.last_offset + 1)]
+                got = acquired(r)
                 if got:
                     break
             assert got == [(o, 2) for o in range(5)]
     finally:
         b.stop()
+
+
+def share_fetch(c, group, member, tid, epoch, max_wait_ms=500):
+    """ShareFetch v1 of partition 0 of topic `tid` on WireClient `c`."""
+    return c.call(ShareFetchRequest(
+        group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=max_wait_ms, min_bytes=1,
+        max_records=100, batch_size=100, forgotten_topics_data=[], topics=[ShareFetchRequest.FetchTopic(
+            topic_id=tid, partitions=[ShareFetchRequest.FetchPartition(partition_index=0)])]), 1)
+
+
+def acquired(r) -> list:
+    """(offset, delivery count) of every record a ShareFetch answer acquired."""
+    return [(o, a.delivery_count) for t in r.responses for p in t.partitions
+            for a in p.acquired_records for o in range(a.first_offset, a.last_offset + 1)]
+
+
+def fetch_on_new_connection(bootstrap, group, tid, tries=10) -> list:
+    """A new member's ShareFetches on a new connection until it acquires records (`tries` of them, a
+    0.5 s wait each: 5 s at most), then that connection is closed; what it acquired."""
+    member = str(uuid.uuid4())
+    with WireClient(bootstrap) as c:
+        for epoch in range(tries):
+            r = share_fetch(c, group, member, tid, epoch)
+            assert r.error_code == E.NONE
+            if acquired(r):
+                return acquired(r)
+    return []
+
+
+@pytest.fixture(scope="module")
+def long_lock_broker(tmp_path_factory):
+    """One broker whose share records are locked for 60 s: anything that comes back within seconds
+    came back for another reason than its lock's expiry."""
+    b = BrokerProcess(str(tmp_path_factory.mktemp("long-lock") / "data"),
+                      settings={**SETTINGS, "group.share.record.lock.duration.ms": "60000"}).start()
+    yield b
+    b.stop()
+
+
+@pytest.mark.timeout(60)
+def test_a_closed_connection_releases_its_share_sessions_records(long_lock_broker):
+    """A member acquires records and its connection closes without a word (a killed client): the
+    share session it opened on that connection ends and its records are released at once, as Kafka
+    4.x does, not after the 60 s lock. Another member gets them within seconds, with delivery count 2
+    (the first delivery counts, as Kafka's releaseAcquiredRecords since 4.2)."""
+    b, topic, group = long_lock_broker.bootstrap, "share-closed", "share-g-closed"
+    setup(b, topic, group)                       # earliest, delivery limit 3
+    produce(b, topic, [f"{i}:plain" for i in range(5)])
+    with WireClient(b) as c:
+        tid = metadata(c, name=topic).topic_id
+    assert fetch_on_new_connection(b, group, tid) == [(o, 1) for o in range(5)]
+    assert fetch_on_new_connection(b, group, tid) == [(o, 2) for o in range(5)]
+
+
+@pytest.mark.timeout(60)
+def test_a_closed_connection_archives_records_at_the_delivery_limit(long_lock_broker):
+    """Records released by their member's connection closing keep their delivery count: those
+    delivered share.delivery.count.limit times (3) are archived, not offered again, and the
+    share-partition start offset moves past them."""
+    b, topic, group = long_lock_broker.bootstrap, "share-closed-limit", "share-g-closed-limit"
+    setup(b, topic, group)
+    produce(b, topic, [f"{i}:plain" for i in range(5)])
+    with WireClient(b) as c:
+        tid = metadata(c, name=topic).topic_id
+    for count in range(1, LIMIT + 1):
+        assert fetch_on_new_connection(b, group, tid) == [(o, count) for o in range(5)]
+    assert fetch_on_new_connection(b, group, tid, tries=2) == []
+    with WireClient(b) as c:
+        # (the group coordinator starts at the first FindCoordinator; the archived state is written in
+        # the background: 5 s at most)
+        for _ in range(50):
+            c.call(FindCoordinatorRequest(key_type=0, coordinator_keys=[group]), 4)
+            g = c.call(DescribeShareGroupOffsetsRequest(groups=[
+                DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=[
+                    DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic(
+                        topic_name=topic, partitions=[0])])]), 1).groups[0]
+            starts = [p.start_offset for t in g.topics for p in t.partitions]
+            if starts == [5]:
+                break
+            time.sleep(0.1)
+    assert starts == [5], g
 
 
 def sharing_scenario(b, command, topic, group, replication=1):
@@ -405,13 +491,14 @@ def restart_scenario(broker, command, topic, group):
 
 
 def killed_member_scenario(b, command, topic, group, replication=1):
-    """A member acquires records, never acknowledges and is killed -9: the records come back, with
-    delivery count 2, to the other members once its locks expire.
+    """A member acquires records, never acknowledges and is killed -9: its connection closes, which
+    ends its share session, and the records come back at once, with delivery count 2, to the other
+    members (as Kafka 4.x), long before their locks (60 s for this group) would have expired.
 
     The other members are started with the holder (mode "wait": made and subscribed, working once
     told) so that their start-up, a JVM's of many seconds on a loaded machine, is over before the
     kill: what the waits and the timing checks measure is the broker's, not a client's start-up."""
-    setup(b, topic, group, replication)
+    setup(b, topic, group, replication, lock_ms=KILLED_LOCK_MS)
     values = [f"{i}:plain" for i in range(40)]
     holder = ShareConsumerProc("holder", b, group, topic, mode="hold", command=command)
     cs = [ShareConsumerProc(f"m{i}", b, group, topic, mode="wait", command=command) for i in range(2)]
@@ -422,21 +509,24 @@ def killed_member_scenario(b, command, topic, group, replication=1):
         produce(b, topic, values)
         wait_until(lambda: holder.seen("holding"), 30, "the holder acquiring records")
         held = {e["o"]: e["t"] for e in holder.seen("msg")}
-        holder.kill()                        # kill -9: its locks are never released by a request
+        killed = time.time()
+        holder.kill()                        # kill -9: its records are never released by a request
         for c in cs:
             c.go()
         wait_until(lambda: set(range(40)) <= {e["o"] for c in cs for e in c.seen("ack")}, 30, "all 40 accepted")
         # the holder may have fetched more than it showed before it was killed (a client fetches ahead
         # of its application): those records come back with count 2 though no delivery 1 was seen
-        chk, deliveries = history([holder] + cs, gaps_allowed=True)
+        chk, deliveries = history([holder] + cs, gaps_allowed=True, lock_ms=KILLED_LOCK_MS,
+                                  gone=[(killed, "holder")])
         chk.final(range(len(values)), lambda off: None)
         assert chk.problems() == []
         for off, t in held.items():
             again = [d for d in deliveries[off] if d[1] != "holder"]
             assert [d[2] for d in again] == [2], (off, deliveries[off])
-            # not before the holder's lock ran out (it was taken before the holder saw the record)
-            assert again[0][0] / 1000 >= t + (LOCK_MS - SLACK_MS) / 1000, (off, t, again)
-            # and by the lock's expiry, not the member's session timeout (group.share.session.timeout.ms, 45 s)
+            # not while the holder lived
+            assert again[0][0] / 1000 >= killed, (off, killed, again)
+            # and by its connection's close: not the lock's expiry (60 s), nor the member's session
+            # timeout (group.share.session.timeout.ms, 45 s)
             assert again[0][0] / 1000 < t + 30, (off, t, again)
     finally:
         for c in cs:

@@ -1,7 +1,7 @@
 """Share groups on a 3-node KRaft cluster (replication factor 3): the share-group coordinator and the
 share-partition leader are wherever the cluster puts them; confluent-kafka ShareConsumer members share
 one partition (release / reject / delivery limit), and a member killed -9 has its records come back
-after the lock. The scenarios are tests/test_share_groups.py's. Last, the share coordinator: an
+when its connection closes. The scenarios are tests/test_share_groups.py's. Last, the share coordinator: an
 offset reset sent to a third node reaches the share-partition, and after kill -9 of a share-partition
 leader its successor reads the state the killed one wrote (a raw wire member, to see every delivery).
 """

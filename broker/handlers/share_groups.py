@@ -189,7 +189,19 @@ def _session_error(ctx, req, opening_allowed: bool):
         return E.INVALID_REQUEST, None
     if req.share_session_epoch == 0 and not opening_allowed:
         return E.INVALID_SHARE_SESSION_EPOCH, None
-    return ctx.broker.share.session_for(req.group_id, req.member_id, req.share_session_epoch)
+    svc = ctx.broker.share
+    return svc.session_for(req.group_id, req.member_id, req.share_session_epoch,
+                           _connection(ctx, svc) if req.share_session_epoch == 0 else None)
+
+
+def _connection(ctx, svc):
+    """The id of the client connection a share session is opened on, whose close ends the session
+    (the connection reports its close to the share service); None off a client connection."""
+    when_closed = getattr(ctx.conn, "when_closed", None)
+    if when_closed is None:
+        return None
+    when_closed("share", svc.connection_closed)
+    return ctx.conn.id
 
 
 @handles(ApiKey.SHARE_FETCH, 1, 2)

@@ -8,6 +8,7 @@ their responses go out in one send.
 from __future__ import annotations
 
 import errno
+import itertools
 import logging
 import os
 from time import perf_counter
@@ -22,8 +23,11 @@ from broker.net.transport import CloseConnection, ConnectionClosed, FrameTooLarg
 log = logging.getLogger("kproto.server")
 
 
+_connection_ids = itertools.count(1)
+
+
 class ClientConnection:
-    __slots__ = ("transport", "peer", "listener", "client_software", "session", "remote")
+    __slots__ = ("transport", "peer", "listener", "client_software", "session", "remote", "id", "_on_close")
 
     def __init__(self, transport, peer, listener, session=None):
         self.transport = transport
@@ -33,6 +37,24 @@ class ClientConnection:
         self.client_software = None
         self.session = session  # broker.security.session.Session: principal, SASL state
         self.remote = 0.0       # RemoteTime of the request being handled (broker/metrics/registry.py)
+        self.id = next(_connection_ids)   # what services that keep state per connection key it by
+        self._on_close = None
+
+    def when_closed(self, key: str, fn) -> None:
+        """Call fn(connection id) when this connection ends (Kafka's ConnectionDisconnectListener):
+        a service that keeps state per connection (share sessions) registers once, under `key`."""
+        if self._on_close is None:
+            self._on_close = {}
+        self._on_close.setdefault(key, fn)
+
+    def closed(self) -> None:
+        """The connection ended: tell those that asked. One's failure does not keep it from the others."""
+        listeners, self._on_close = self._on_close, None
+        for fn in (listeners or {}).values():
+            try:
+                fn(self.id)
+            except Exception:
+                log.exception("a connection-close listener failed for the connection from %s", self.peer)
 
 
 async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listener: str) -> None:
@@ -113,6 +135,7 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
         log.exception("closing connection from %s after an unexpected error", peer)
     finally:
         transport.close()
+        conn.closed()
         if metrics is not None:
             metrics.connection_closed(listener)
         if session is not None:

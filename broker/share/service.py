@@ -51,13 +51,14 @@ def batch_ranges(data: bytes) -> list[tuple[int, int]]:
 
 
 class ShareSession:
-    __slots__ = ("group_id", "member_id", "epoch", "partitions")
+    __slots__ = ("group_id", "member_id", "epoch", "partitions", "connection")
 
-    def __init__(self, group_id: str, member_id: str):
+    def __init__(self, group_id: str, member_id: str, connection=None):
         self.group_id = group_id
         self.member_id = member_id
         self.epoch = 1                                  # the epoch the next request must carry
         self.partitions: dict = {}                      # (topic id, index) -> None, in order
+        self.connection = connection                    # id of the connection that opened it, or None
 
 
 class Change:
@@ -85,6 +86,8 @@ class ShareService:
                                   interval_of=lambda gid: int(self.group_config(gid, "share.assignment.interval.ms")))
         self.partitions: dict[tuple, SharePartition] = {}  # (group, topic id, index) -> share-partition
         self.sessions: dict[tuple, ShareSession] = {}       # (group, member) -> session
+        # connection id -> (group, member) of the sessions opened on it: its close ends them
+        self._opened_on: dict[int, set] = {}
         self._wake = trio.Event()
         # (group, topic id, index) -> (leader epoch, state epoch) the share-partition was read under
         self._epochs: dict[tuple, tuple] = {}
@@ -180,15 +183,18 @@ class ShareService:
 
     # -- share sessions --------------------------------------------------------------------------
 
-    def session_for(self, group_id: str, member_id: str, epoch: int):
-        """(error, session) for a ShareFetch/ShareAcknowledge at `epoch`: 0 opens a new session, -1 is
-        the last request of one, others must be the session's next epoch."""
+    def session_for(self, group_id: str, member_id: str, epoch: int, connection=None):
+        """(error, session) for a ShareFetch/ShareAcknowledge at `epoch`: 0 opens a new session (on
+        `connection`, whose close ends it: `connection_closed`), -1 is the last request of one, others
+        must be the session's next epoch."""
         key = (group_id, member_id)
         if epoch == 0:
             old = self.sessions.pop(key, None)
             if old is not None:
                 self._release_session(old)
-            s = self.sessions[key] = ShareSession(group_id, member_id)
+            s = self.sessions[key] = ShareSession(group_id, member_id, connection)
+            if connection is not None:
+                self._opened_on.setdefault(connection, set()).add(key)
             return E.NONE, s
         s = self.sessions.get(key)
         if s is None:
@@ -199,6 +205,19 @@ class ShareService:
             return E.INVALID_SHARE_SESSION_EPOCH, None
         s.epoch = s.epoch + 1 if s.epoch < 2**31 - 1 else 1
         return E.NONE, s
+
+    def connection_closed(self, connection) -> None:
+        """The client connection `connection` ended: the share sessions opened on it (by a ShareFetch
+        of epoch 0) end too, and the records their members acquired are released at once, as Kafka
+        4.x's ShareSessionCache disconnect listener and SharePartitionManager.releaseSession do; their
+        delivery counts stay, so a record at share.delivery.count.limit is archived. The members stay
+        in their groups (their heartbeats time out on their own). A session opened again since on
+        another connection is that one's."""
+        for key in self._opened_on.pop(connection, ()):
+            s = self.sessions.get(key)
+            if s is not None and s.connection == connection:
+                log.info("share group %s: member %s's connection closed: its share session ends", *key)
+                self.close_session(s)
 
     def close_session(self, session: ShareSession) -> None:
         if self.sessions.get((session.group_id, session.member_id)) is session:
