@@ -356,7 +356,7 @@ def test_a_closed_connection_releases_its_share_sessions_records(long_lock_broke
     """A member acquires records and its connection closes without a word (a killed client): the
     share session it opened on that connection ends and its records are released at once, as Kafka
     4.x does, not after the 60 s lock. Another member gets them within seconds, with delivery count 2
-    (the first delivery counts, as Kafka's releaseAcquiredRecords since 4.2)."""
+    (the first delivery counts, as with Kafka 4.3's releaseAcquiredRecords)."""
     b, topic, group = long_lock_broker.bootstrap, "share-closed", "share-g-closed"
     setup(b, topic, group)                       # earliest, delivery limit 3
     produce(b, topic, [f"{i}:plain" for i in range(5)])
