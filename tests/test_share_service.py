@@ -13,7 +13,7 @@ import trio
 from kproto.errors import ErrorCode as E
 
 from broker.share import state_store
-from broker.share.partition import ACCEPT, ACQUIRED, SharePartition
+from broker.share.partition import ACCEPT, ACQUIRED, AVAILABLE, SharePartition
 from broker.share.persister import Persister
 from broker.share.service import Change, ShareService
 
@@ -187,3 +187,21 @@ def test_writes_carry_only_the_changed_batches():
         trio.run(main)
     finally:
         persister_mod.RETRY_S = saved
+
+
+def test_a_connection_close_ends_only_the_sessions_it_opened():
+    """A share session ends when the connection whose ShareFetch opened it closes, releasing its
+    member's records with their delivery count kept; a member that opened its session again on
+    another connection keeps it (and its records) when the old connection's close is reported."""
+    svc, key, sp = held_service(ScriptedCoordinator())
+    for connection in (1, 2):            # opened on connection 1, then again on 2 (which ends the first)
+        _err, session = svc.session_for("g", "m", 0, connection=connection)
+        session.partitions[(TID, 0)] = None
+    again = session
+    assert [r.delivery_count for r in sp.acquire("m", [(0, 9)], 10, svc.now_ms())] == [2]
+    svc.connection_closed(1)
+    assert svc.sessions[("g", "m")] is again
+    assert sp.state_of(0) == (ACQUIRED, 2, "m")
+    svc.connection_closed(2)
+    assert ("g", "m") not in svc.sessions
+    assert [sp.state_of(o) for o in range(10)] == [(AVAILABLE, 2, None)] * 10
