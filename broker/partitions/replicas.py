@@ -15,7 +15,10 @@ LogManager.getOrCreateLog does: the failure goes to the broker's LogDirFailures
 directory has failed) and the partition is offline here (Kafka's HostedPartition.Offline): it
 answers KAFKA_STORAGE_ERROR, not NOT_LEADER_OR_FOLLOWER, which clients would retry until a
 restart. (With several log dirs, a partition directory that one dir cannot make is made in the
-next: broker/storage/jbod.py.)
+next: broker/storage/jbod.py.) A replica the broker should have had when it opened (in the image
+then, its directory missing) is not made at all while a log dir is offline: its log may be in that
+dir, and an empty one elsewhere would answer in place of its records (Kafka's getOrCreateLog with
+isNew false); it is offline, assigned to the failed dir.
 
 A failed directory, whatever failed it, takes the partitions it hosted offline the same way
 (take_offline, Kafka's ReplicaManager.handleLogDirFailure), and each offline replica is
@@ -48,6 +51,9 @@ class _Pending:
     topic_id: object
     leader: int
     leader_epoch: int
+    # False: a replica the broker should have had when it opened (its directory missing): not
+    # made while a log dir is offline, whose copy it may be (Kafka's getOrCreateLog isNew)
+    is_new: bool = True
 
 
 class ReplicaManager:
@@ -75,6 +81,9 @@ class ReplicaManager:
         # the committed log, and removing "strays" then would wipe every partition it hosts (as
         # Kafka, which deletes stray logs only once the broker has caught up with the metadata).
         self.strays_allowed = True
+        # until the image is complete (the first reconcile, or a quorum node caught up): a replica
+        # without a log then is one this broker should have had (_Pending.is_new False)
+        self._opening = True
 
     def get(self, topic: str, index: int) -> Partition | None:
         return self._partitions.get((topic, index))
@@ -150,9 +159,10 @@ class ReplicaManager:
                     self._make_or_fail(t.name, p.partition, _Pending(t.topic_id, p.leader, p.leader_epoch))
                     continue
                 if key in self._pending:
-                    self._pending[key] = _Pending(t.topic_id, p.leader, p.leader_epoch)   # (its epoch moved)
+                    self._pending[key] = _Pending(t.topic_id, p.leader, p.leader_epoch,   # (its epoch moved)
+                                                  self._pending[key].is_new)
                 else:
-                    new[key] = _Pending(t.topic_id, p.leader, p.leader_epoch)
+                    new[key] = _Pending(t.topic_id, p.leader, p.leader_epoch, not self._opening)
         # internal topics (__consumer_offsets, __transaction_state, __share_group_state...) are made
         # here whatever their count: their coordinators start serving (and loading) when the image
         # names this node leader, so a log made later would lose what they wrote meanwhile
@@ -166,6 +176,7 @@ class ReplicaManager:
         elif new:
             self._pending.update(new)
         if self.strays_allowed:
+            self._opening = False
             self.remove_strays()
         if self._pending and self.on_pending is not None:
             self.on_pending()
@@ -173,7 +184,7 @@ class ReplicaManager:
     def _make(self, topic: str, index: int, want: _Pending, topic_cfg: dict | None = None) -> Partition:
         if topic_cfg is None:
             topic_cfg = self.topic_config(topic)
-        plog = self.logs.get_or_create(topic, index, want.topic_id, topic_cfg)
+        plog = self.logs.get_or_create(topic, index, want.topic_id, topic_cfg, is_new=want.is_new)
         if want.leader == self.node_id:
             plog.assign_epoch(want.leader_epoch)
         part = Partition(topic, index, want.topic_id, plog, want.leader_epoch, topic_cfg)
@@ -213,8 +224,9 @@ class ReplicaManager:
             if where is not None:
                 self._offline_dir[(topic, index)] = where
             if isinstance(exc, LogDirOffline):
-                # its directory had failed already: that failure has had its line
-                log.info("%s-%s offline: %s", topic, index, exc.message)
+                # its directory had failed already: that failure has had its line; a replica this
+                # broker should have had, refused while a dir is offline, has not
+                (log.info if want.is_new else log.warning)("%s-%s offline: %s", topic, index, exc.message)
                 return None
             failed = self.on_log_failure is not None and self.on_log_failure(exc)
             # one line, no traceback (the failed directory has its own line, dir_failure.py)
