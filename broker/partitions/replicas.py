@@ -31,6 +31,8 @@ import os
 import time
 from dataclasses import dataclass
 
+import trio
+
 from broker.config import TopicConfig
 from broker.metadata.log import METADATA_TOPIC
 from broker.partitions.partition import Partition
@@ -76,6 +78,8 @@ class ReplicaManager:
         # (True: a failure of the directory, recorded and logged there)
         self.on_log_failure = None
         self.on_partition_created = []  # callbacks(partition)
+        # partition -> set once its log is made here: what a coordinator's load waits for (wait_hosted)
+        self._hosted: dict[tuple[str, int], trio.Event] = {}
         # Directories on disk that the image does not name are removed only once the image is
         # complete: a node of a multi-voter quorum opens with an empty image that catches up with
         # the committed log, and removing "strays" then would wipe every partition it hosts (as
@@ -93,6 +97,24 @@ class ReplicaManager:
 
     def pending_count(self) -> int:
         return len(self._pending)
+
+    def is_pending(self, topic: str, index: int) -> bool:
+        """Whether the partition's log is queued to be made here (make_pending)."""
+        return (topic, index) in self._pending
+
+    async def wait_hosted(self, topic: str, index: int, timeout_s: float) -> Partition | None:
+        """The partition once its log is made here (at once if it is), or None after timeout_s.
+        The coordinators' loads start from this, as Kafka's metadata publisher calls their
+        onElection after ReplicaManager.applyDelta made the logs: a coordinator never answers from
+        a partition whose log is still to be made (broker/groups, broker/transactions)."""
+        key = (topic, index)
+        if key not in self._partitions:
+            event = self._hosted.get(key)
+            if event is None:
+                event = self._hosted[key] = trio.Event()
+            with trio.move_on_after(timeout_s):
+                await event.wait()
+        return self._partitions.get(key)
 
     def offline_count(self) -> int:
         """Partitions whose log could not be made (no Partition in all()): Kafka keeps them in
@@ -163,11 +185,8 @@ class ReplicaManager:
                                                   self._pending[key].is_new)
                 else:
                     new[key] = _Pending(t.topic_id, p.leader, p.leader_epoch, not self._opening)
-        # internal topics (__consumer_offsets, __transaction_state, __share_group_state...) are made
-        # here whatever their count: their coordinators start serving (and loading) when the image
-        # names this node leader, so a log made later would lose what they wrote meanwhile
-        for key in [k for k in new if k[0].startswith("__")]:
-            self._make_or_fail(key[0], key[1], new.pop(key))
+        # (internal topics too: their coordinators load a partition once its log is made here,
+        # wait_hosted)
         if 0 < len(new) <= INLINE_PARTITIONS:
             # a few logs cost less than one slice of the maker: made here, so a client that
             # produces the moment its CreateTopics is answered finds them
@@ -191,6 +210,9 @@ class ReplicaManager:
         self._partitions[(topic, index)] = part
         for cb in self.on_partition_created:
             cb(part)
+        hosted = self._hosted.pop((topic, index), None)
+        if hosted is not None:
+            hosted.set()   # (its waiters run once this metadata change or slice gave it its role)
         return part
 
     def make_pending(self, budget_s: float, clock=time.monotonic) -> list[Partition]:
