@@ -10,12 +10,19 @@ exists, so the window between the answer and the logs is open for as long as a t
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.launch.process import BrokerProcess
+from kproto.errors import ErrorCode
+from kproto.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from kproto.messages.find_coordinator_request import FindCoordinatorRequest
+from kproto.messages.init_producer_id_request import InitProducerIdRequest
+from kproto.messages.offset_commit_request import OffsetCommitRequest
+from kproto.messages.offset_fetch_request import OffsetFetchRequest
 from kproto.records import build_batch
 from tests.client_adapters import read_values
 from tests.wire_client import WireClient, fetch, list_offset, produce
@@ -180,3 +187,61 @@ def test_followers_make_their_logs_after_the_commit_too():
         assert sorted(_consume_all(Proc, topics, len(expected))) == expected
         for node in cluster.nodes.values():
             assert _partition_dirs(node.data_dir) >= _partition_dirs_of(topics)
+
+
+def _until(call, what: str, ok=lambda code: code == ErrorCode.NONE, tries: int = 300) -> int:
+    """call() (an error code) again every 0.1 s until ok(code): the last code."""
+    for _ in range(tries):
+        code = call()
+        if ok(code):
+            return code
+        time.sleep(0.1)
+    raise AssertionError(f"{what}: still {ErrorCode(code).name}")
+
+
+def test_coordinators_load_once_their_partitions_logs_are_made(tmp_path):
+    # __consumer_offsets' and __transaction_state's 50 partitions are made as other topics' are,
+    # after the metadata change (broker/partitions/creation.py, held back here): until a
+    # partition's log is made its coordinator answers COORDINATOR_LOAD_IN_PROGRESS (which clients
+    # retry), never from a log that does not exist; then it loads it and serves
+    data, hold = str(tmp_path / "data"), str(tmp_path / "hold")
+    proc = BrokerProcess(data, env={"KPROTO_TEST_HOLD_LOG_CREATION": hold}).start()
+    T, P = OffsetCommitRequest.OffsetCommitRequestTopic, OffsetCommitRequest.OffsetCommitRequestPartition
+    FT = OffsetFetchRequest.OffsetFetchRequestTopic
+    try:
+        with WireClient(proc.bootstrap) as c:
+            resp = c.call(CreateTopicsRequest(topics=[CreatableTopic(name="t", num_partitions=1,
+                                                                     replication_factor=1)], timeout_ms=5000), 7)
+            assert resp.topics[0].error_code == 0
+            open(hold, "w").close()
+
+            def find(key: str, key_type: int) -> int:
+                return c.call(FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key]), 4).coordinators[0].error_code
+
+            def commit() -> int:
+                res = c.call(OffsetCommitRequest(group_id="g", generation_id_or_member_epoch=-1, member_id="",
+                                                 retention_time_ms=-1, topics=[T(name="t", partitions=[
+                                                     P(partition_index=0, committed_offset=7, commit_timestamp=-1,
+                                                       committed_metadata="m")])]), 7)
+                return res.topics[0].partitions[0].error_code
+
+            def init() -> int:
+                return c.call(InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60000), 4).error_code
+
+            _until(lambda: find("g", 0), "FindCoordinator of a group")          # creates __consumer_offsets
+            _until(lambda: find("tx", 1), "FindCoordinator of a transactional id")
+            internal = [d for d in os.listdir(data) if d.startswith(("__consumer_offsets-", "__transaction_state-"))]
+            assert internal == []      # not made in the metadata change
+            loading = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            assert commit() == loading
+            fetched = c.call(OffsetFetchRequest(group_id="g", topics=[FT(name="t", partition_indexes=[0])]), 7)
+            assert fetched.error_code == loading
+            assert init() == loading
+            os.unlink(hold)
+            _until(commit, "OffsetCommit once the logs are made")
+            fetched = c.call(OffsetFetchRequest(group_id="g", topics=[FT(name="t", partition_indexes=[0])]), 7)
+            assert (fetched.error_code, fetched.topics[0].partitions[0].committed_offset) == (0, 7)
+            _until(init, "InitProducerId once the logs are made")
+    finally:
+        proc.stop()
+

@@ -46,15 +46,24 @@ def _move(c: WireClient, topic: str, partition: int, path: str) -> int:
     return c.call(req, 2).results[0].partitions[0].error_code
 
 
-def test_two_log_dirs_end_to_end(tmp_path):
+def _broker_with_two_dirs(tmp_path) -> tuple[BrokerProcess, str, str]:
+    """(a started broker whose log.dirs are a and b, a, b)."""
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     proc = BrokerProcess(str(tmp_path / "unused"), settings={"log.dirs": f"{a},{b}"})
     proc.start()
+    return proc, a, b
+
+
+def _create(c: WireClient, topic: str, partitions: int) -> int:
+    return c.call(CreateTopicsRequest(topics=[CreatableTopic(name=topic, num_partitions=partitions,
+                                                             replication_factor=1)], timeout_ms=5000), 7).topics[0].error_code
+
+
+def test_two_log_dirs_end_to_end(tmp_path):
+    proc, a, b = _broker_with_two_dirs(tmp_path)
     try:
         with WireClient(proc.bootstrap) as c:
-            resp = c.call(CreateTopicsRequest(topics=[CreatableTopic(name="spread", num_partitions=4,
-                                                                     replication_factor=1)], timeout_ms=5000), 7)
-            assert resp.topics[0].error_code == 0
+            assert _create(c, "spread", 4) == 0
             for p in range(4):
                 assert produce(c, "spread", _batch(10 + p, f"p{p}"), partition=p).error_code == 0
             where = _dirs_of(c, "spread")
@@ -75,9 +84,7 @@ def test_two_log_dirs_end_to_end(tmp_path):
             # a partition not hosted yet: REPLICA_NOT_AVAILABLE, and it is created where asked
             assert _move(c, "later", 0, b) == ErrorCode.REPLICA_NOT_AVAILABLE
             assert _move(c, "later", 1, b) == ErrorCode.REPLICA_NOT_AVAILABLE
-            resp = c.call(CreateTopicsRequest(topics=[CreatableTopic(name="later", num_partitions=2,
-                                                                     replication_factor=1)], timeout_ms=5000), 7)
-            assert resp.topics[0].error_code == 0
+            assert _create(c, "later", 2) == 0
             assert [d for d, _s in sorted(_dirs_of(c, "later").values())] == [b, b]
             assert _move(c, "spread", 0, dest) == 0           # already there: nothing to do
             only = c.call(DescribeLogDirsRequest(topics=[DescribableLogDirTopic(topic="spread", partitions=[0])]), 4)
@@ -169,3 +176,33 @@ def test_a_partition_directory_a_dir_cannot_make_is_made_in_the_next(tmp_path):
         assert logs.dir_of("t", 1) == dirs[1]
     finally:
         logs.close()
+
+
+def test_a_replica_missing_at_start_is_not_made_while_a_log_dir_is_offline(tmp_path):
+    # Kafka's LogManager.getOrCreateLog: a log that is not new (a replica the broker had) is not
+    # made while a log dir is offline (it may be there): the partition goes offline, instead of
+    # answering from an empty log in the healthy dir. At the restart `first-0` (in b) and
+    # `second-0` (in a) have lost their directories; b fails making `first-0`'s (a file is in the
+    # way), so `second-0`'s is refused. (b, not a: a failed metadata log dir halts the broker.)
+    proc, a, b = _broker_with_two_dirs(tmp_path)
+    try:
+        with WireClient(proc.bootstrap) as c:
+            for name in ("anchor", "first", "second"):   # placed in a, b, a (fewest partitions, then order)
+                assert _create(c, name, 1) == 0
+            assert produce(c, "second", _batch(5, "kept")).error_code == 0
+            assert [_dirs_of(c, n)[0][0] for n in ("anchor", "first", "second")] == [a, b, a]
+        proc.stop()
+        shutil.rmtree(os.path.join(a, "second-0"))
+        shutil.rmtree(os.path.join(b, "first-0"))
+        with open(os.path.join(b, "first-0"), "w"):     # b cannot make first-0's directory again
+            pass
+        proc.start()
+        with WireClient(proc.bootstrap) as c:
+            assert list_offset(c, "second", -1).error_code == ErrorCode.KAFKA_STORAGE_ERROR
+            assert produce(c, "second", _batch(1, "new")).error_code == ErrorCode.KAFKA_STORAGE_ERROR
+            assert list_offset(c, "anchor", -1).error_code == 0
+        assert not os.path.exists(os.path.join(a, "second-0"))
+        assert any(f"Can not create log for second-0 because log directories {b} are offline" in line
+                   for line in proc.stderr_lines), "".join(proc.stderr_lines[-20:])
+    finally:
+        proc.stop()

@@ -125,8 +125,9 @@ class GroupCoordinator:
         while self._load_token.get(index) is token:
             partition = self.broker.partitions.get(OFFSETS_TOPIC, index)
             if partition is None:
-                # not hosted here yet (the image may still be catching up): wait for it
-                await trio.sleep(0.25)
+                # its log is not made here yet (queued, or the image still catching up): the load
+                # starts once it is (looked at again now and then: a resignation ends the wait)
+                await self.broker.partitions.wait_hosted(OFFSETS_TOPIC, index, 1.0)
                 continue
             if partition.is_leader:
                 if target is None:
@@ -156,14 +157,16 @@ class GroupCoordinator:
         if topic is not None and self.state.num_partitions is None:
             # the topic appeared in the image: created just now (nothing to replay), or a broker
             # that restarted sees it only once its metadata caught up: the partitions it leads
-            # may hold groups, loaded as a new leader loads them; the others are led elsewhere
+            # may hold groups, loaded as a new leader loads them; the others are led elsewhere.
+            # One whose log is not made yet (its creation is queued: broker/partitions/creation.py)
+            # loads once it is: until then its groups answer COORDINATOR_LOAD_IN_PROGRESS
             loading, not_owned = [], []
             for index, p in topic.partitions.items():
                 if p.leader != self.broker.node_id:
                     not_owned.append(index)
                     continue
                 part = self.broker.partitions.get(OFFSETS_TOPIC, index)
-                if part is not None and part.log.log_end_offset > part.log.log_start_offset:
+                if part is None or part.log.log_end_offset > part.log.log_start_offset:
                     loading.append(index)
             self._apply(self.state.activate(len(topic.partitions), loading=loading, not_owned=not_owned,
                                             now_ms=self.shell.now_ms()))

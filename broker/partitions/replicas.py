@@ -15,7 +15,10 @@ LogManager.getOrCreateLog does: the failure goes to the broker's LogDirFailures
 directory has failed) and the partition is offline here (Kafka's HostedPartition.Offline): it
 answers KAFKA_STORAGE_ERROR, not NOT_LEADER_OR_FOLLOWER, which clients would retry until a
 restart. (With several log dirs, a partition directory that one dir cannot make is made in the
-next: broker/storage/jbod.py.)
+next: broker/storage/jbod.py.) A replica the broker should have had when it opened (in the image
+then, its directory missing) is not made at all while a log dir is offline: its log may be in that
+dir, and an empty one elsewhere would answer in place of its records (Kafka's getOrCreateLog with
+isNew false); it is offline, assigned to the failed dir.
 
 A failed directory, whatever failed it, takes the partitions it hosted offline the same way
 (take_offline, Kafka's ReplicaManager.handleLogDirFailure), and each offline replica is
@@ -27,6 +30,8 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+
+import trio
 
 from broker.config import TopicConfig
 from broker.metadata.log import METADATA_TOPIC
@@ -48,6 +53,9 @@ class _Pending:
     topic_id: object
     leader: int
     leader_epoch: int
+    # False: a replica the broker should have had when it opened (its directory missing): not
+    # made while a log dir is offline, whose copy it may be (Kafka's getOrCreateLog isNew)
+    is_new: bool = True
 
 
 class ReplicaManager:
@@ -70,11 +78,16 @@ class ReplicaManager:
         # (True: a failure of the directory, recorded and logged there)
         self.on_log_failure = None
         self.on_partition_created = []  # callbacks(partition)
+        # partition -> set once its log is made here: what a coordinator's load waits for (wait_hosted)
+        self._hosted: dict[tuple[str, int], trio.Event] = {}
         # Directories on disk that the image does not name are removed only once the image is
         # complete: a node of a multi-voter quorum opens with an empty image that catches up with
         # the committed log, and removing "strays" then would wipe every partition it hosts (as
         # Kafka, which deletes stray logs only once the broker has caught up with the metadata).
         self.strays_allowed = True
+        # until the image is complete (the first reconcile, or a quorum node caught up): a replica
+        # without a log then is one this broker should have had (_Pending.is_new False)
+        self._opening = True
 
     def get(self, topic: str, index: int) -> Partition | None:
         return self._partitions.get((topic, index))
@@ -84,6 +97,24 @@ class ReplicaManager:
 
     def pending_count(self) -> int:
         return len(self._pending)
+
+    def is_pending(self, topic: str, index: int) -> bool:
+        """Whether the partition's log is queued to be made here (make_pending)."""
+        return (topic, index) in self._pending
+
+    async def wait_hosted(self, topic: str, index: int, timeout_s: float) -> Partition | None:
+        """The partition once its log is made here (at once if it is), or None after timeout_s.
+        The coordinators' loads start from this, as Kafka's metadata publisher calls their
+        onElection after ReplicaManager.applyDelta made the logs: a coordinator never answers from
+        a partition whose log is still to be made (broker/groups, broker/transactions)."""
+        key = (topic, index)
+        if key not in self._partitions:
+            event = self._hosted.get(key)
+            if event is None:
+                event = self._hosted[key] = trio.Event()
+            with trio.move_on_after(timeout_s):
+                await event.wait()
+        return self._partitions.get(key)
 
     def offline_count(self) -> int:
         """Partitions whose log could not be made (no Partition in all()): Kafka keeps them in
@@ -150,14 +181,12 @@ class ReplicaManager:
                     self._make_or_fail(t.name, p.partition, _Pending(t.topic_id, p.leader, p.leader_epoch))
                     continue
                 if key in self._pending:
-                    self._pending[key] = _Pending(t.topic_id, p.leader, p.leader_epoch)   # (its epoch moved)
+                    self._pending[key] = _Pending(t.topic_id, p.leader, p.leader_epoch,   # (its epoch moved)
+                                                  self._pending[key].is_new)
                 else:
-                    new[key] = _Pending(t.topic_id, p.leader, p.leader_epoch)
-        # internal topics (__consumer_offsets, __transaction_state, __share_group_state...) are made
-        # here whatever their count: their coordinators start serving (and loading) when the image
-        # names this node leader, so a log made later would lose what they wrote meanwhile
-        for key in [k for k in new if k[0].startswith("__")]:
-            self._make_or_fail(key[0], key[1], new.pop(key))
+                    new[key] = _Pending(t.topic_id, p.leader, p.leader_epoch, not self._opening)
+        # (internal topics too: their coordinators load a partition once its log is made here,
+        # wait_hosted)
         if 0 < len(new) <= INLINE_PARTITIONS:
             # a few logs cost less than one slice of the maker: made here, so a client that
             # produces the moment its CreateTopics is answered finds them
@@ -166,6 +195,7 @@ class ReplicaManager:
         elif new:
             self._pending.update(new)
         if self.strays_allowed:
+            self._opening = False
             self.remove_strays()
         if self._pending and self.on_pending is not None:
             self.on_pending()
@@ -173,13 +203,16 @@ class ReplicaManager:
     def _make(self, topic: str, index: int, want: _Pending, topic_cfg: dict | None = None) -> Partition:
         if topic_cfg is None:
             topic_cfg = self.topic_config(topic)
-        plog = self.logs.get_or_create(topic, index, want.topic_id, topic_cfg)
+        plog = self.logs.get_or_create(topic, index, want.topic_id, topic_cfg, is_new=want.is_new)
         if want.leader == self.node_id:
             plog.assign_epoch(want.leader_epoch)
         part = Partition(topic, index, want.topic_id, plog, want.leader_epoch, topic_cfg)
         self._partitions[(topic, index)] = part
         for cb in self.on_partition_created:
             cb(part)
+        hosted = self._hosted.pop((topic, index), None)
+        if hosted is not None:
+            hosted.set()   # (its waiters run once this metadata change or slice gave it its role)
         return part
 
     def make_pending(self, budget_s: float, clock=time.monotonic) -> list[Partition]:
@@ -213,8 +246,9 @@ class ReplicaManager:
             if where is not None:
                 self._offline_dir[(topic, index)] = where
             if isinstance(exc, LogDirOffline):
-                # its directory had failed already: that failure has had its line
-                log.info("%s-%s offline: %s", topic, index, exc.message)
+                # its directory had failed already: that failure has had its line; a replica this
+                # broker should have had, refused while a dir is offline, has not
+                (log.info if want.is_new else log.warning)("%s-%s offline: %s", topic, index, exc.message)
                 return None
             failed = self.on_log_failure is not None and self.on_log_failure(exc)
             # one line, no traceback (the failed directory has its own line, dir_failure.py)

@@ -183,10 +183,19 @@ class LogDirs:
         return sorted((d for d in self.managers if d not in self.offline), key=load)
 
     def get_or_create(self, topic: str, partition: int, topic_id, config: Mapping | None = None,
-                      now_ms: int | None = None) -> PartitionLog:
+                      now_ms: int | None = None, is_new: bool = True) -> PartitionLog:
+        """The partition's log, made in the best online dir if no dir holds it. ``is_new`` False:
+        a replica this broker should already have (its log may be in a failed dir): not made while
+        any dir is offline, as Kafka's LogManager.getOrCreateLog, which would otherwise serve an
+        empty log in another dir in place of the data the offline one holds."""
         mgr = self.manager_of(topic, partition)
         if mgr is not None:
             return mgr.get_or_create(topic, partition, topic_id, config, now_ms)
+        if not is_new and self.offline:
+            offline = list(self.offline)
+            raise LogDirOffline(f"Can not create log for {topic}-{partition} because log directories "
+                                f"{','.join(offline)} are offline",
+                                path=os.path.join(offline[0], f"{topic}-{partition}"))
         where = self.preferred.pop((topic, partition), None)
         if where in self.managers and where not in self.offline:
             tried = [where]

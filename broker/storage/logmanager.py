@@ -272,11 +272,13 @@ class LogManager:
         return created
 
     def get_or_create(self, topic: str, partition: int, topic_id, config: Mapping | None = None,
-                      now_ms: int | None = None, created: bool | None = None) -> PartitionLog:
+                      now_ms: int | None = None, created: bool | None = None,
+                      is_new: bool = True) -> PartitionLog:
         """The log of a partition, created (empty) if missing. A given ``config``
         also replaces the config of an existing log.
 
         Raises InconsistentTopicId if the existing directory belongs to another id.
+        (``is_new`` is LogDirs': with one dir, an offline dir refuses every log already.)
         """
         plog = self._logs.get((topic, partition))
         if plog is not None:

@@ -142,15 +142,7 @@ class TransactionCoordinator:
         self._apply(self.state.finish_load(index, self.shell.now_ms(), generation))
 
     async def _load_partition(self, index: int, generation: int, upto: int | None = None) -> None:
-        partition = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, index)
-        while (partition is None and getattr(self.broker, "quorum", None) is not None
-               and generation == self.state.load_generation(index)):
-            # on a cluster the local replica opens once the metadata image has it (a restarted
-            # broker replays its metadata after the start): finishing the load without it would
-            # serve the partition's transactions as forgotten; a resignation or a newer election
-            # ends the wait
-            await trio.sleep(0.25)
-            partition = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, index)
+        partition = await self._local_replica(index, generation)
         if partition is None:
             return
 
@@ -181,14 +173,23 @@ class TransactionCoordinator:
             self._nursery.start_soon(self._load_led, index, leader_epoch)
         # else: run() has not started; its first load covers the partition
 
+    async def _local_replica(self, index: int, generation: int):
+        """The local replica of __transaction_state-index, once its log is made here (queued:
+        broker/partitions/creation.py; on a cluster, once the metadata image has it, as a
+        restarted broker replays its metadata after the start): loading nothing from a replica
+        not open yet would serve its transactions as forgotten. None when the load is no longer
+        the one in force (a resignation or a newer election) or nothing will open it."""
+        partitions = self.broker.partitions
+        part = partitions.get(TRANSACTION_STATE_TOPIC, index)
+        while (part is None and generation == self.state.load_generation(index)
+               and (getattr(self.broker, "quorum", None) is not None
+                    or partitions.is_pending(TRANSACTION_STATE_TOPIC, index))):
+            part = await partitions.wait_hosted(TRANSACTION_STATE_TOPIC, index, 1.0)
+        return part
+
     async def _load_led(self, index: int, leader_epoch: int) -> None:
         generation = self.state.load_generation(index)
-        part = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, index)
-        while part is None and generation == self.state.load_generation(index):
-            # led here but the local replica is not open yet (a restarted broker catching up
-            # on its metadata): loading nothing would serve its transactions as forgotten
-            await trio.sleep(0.25)
-            part = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, index)
+        part = await self._local_replica(index, generation)
         if generation != self.state.load_generation(index):
             return   # resigned or elected again meanwhile: that load is the one in force
         started = time.monotonic()
@@ -223,8 +224,9 @@ class TransactionCoordinator:
                     not_owned.append(index)
                     continue
                 part = self.broker.partitions.get(TRANSACTION_STATE_TOPIC, index)
-                if clustered or (part is not None and part.log.log_end_offset > part.log.log_start_offset):
-                    # (on a cluster the local replica may not be open yet: _load_led waits for it)
+                if clustered or part is None or part.log.log_end_offset > part.log.log_start_offset:
+                    # (the local replica may not be open yet, its log still to be made, or on a
+                    # cluster not in the image yet: _load_led waits for it)
                     loading.append(index)
             self._apply(self.state.activate(len(topic.partitions), self._coordinator_epochs(topic),
                                             loading=loading, now_ms=self.shell.now_ms()))
