@@ -19,14 +19,24 @@ A heartbeat answers at once; its `initialize` output names the subscribed partit
 which the shell has the share coordinators initialise in the background. Once they are recorded
 initialised, the next heartbeat sees more assignable partitions, bumps the group epoch and assigns
 them (Kafka's initializedAssignmentPending), so a new member's first answer may assign nothing.
+
+Every change is written to `__consumer_offsets` as Kafka 4.3 writes it (broker/groups/share_records.py,
+record types 10-14): the shell takes a `view` of a group before a change and writes `records(view,
+group)` after it, the difference; a load replays them (`restore`), so a restart or a failover keeps
+the group epoch, the members with their epochs and assignments, and the time of the last target
+assignment (its interval still counts from it). Kafka's metadata hash is a kproto hash here (of the
+subscribed topics and their assignable partitions): a coordinator that computes another one bumps the
+group epoch once at the next heartbeat, as for a changed topic.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import hashlib
+from dataclasses import dataclass, field, replace
 
 from kproto.errors import ErrorCode as E
 
 from broker.groups import consumer_state
+from broker.groups import share_records as srec
 
 EMPTY, STABLE, DEAD = "Empty", "Stable", "Dead"
 LEAVE_EPOCH = -1
@@ -36,6 +46,7 @@ LEAVE_EPOCH = -1
 class ShareMember:
     member_id: str
     member_epoch: int = 0
+    previous_member_epoch: int = 0
     rack_id: str | None = None
     client_id: str = ""
     client_host: str = ""
@@ -52,12 +63,15 @@ class ShareGroup:
     group_id: str
     group_epoch: int = 0
     assignment_epoch: int = 0
-    # when the target assignment was last computed (ms), None: never (the next one is immediate).
-    # Not persisted: kproto keeps share-group membership in memory only
+    # when the target assignment was last computed (ms), None: never (the next one is immediate);
+    # written as the record's AssignmentTimestamp (KIP-1263)
     assignment_ms: int | None = None
     members: dict = field(default_factory=dict)         # member id -> ShareMember
-    topics_seen: dict = field(default_factory=dict)     # subscribed topic name -> (id, partitions) at assignment
-    assignable_seen: dict = field(default_factory=dict)  # subscribed topic name -> (id, initialised partitions)
+    # subscribed topic name -> (id, partitions), and -> (id, initialised partitions), at the last bump;
+    # None after a restore (not recorded: the metadata hash stands for them until the next heartbeat)
+    topics_seen: dict | None = field(default_factory=dict)
+    assignable_seen: dict | None = field(default_factory=dict)
+    metadata_hash: int = 0                               # of topics_seen and assignable_seen
 
     @property
     def state(self) -> str:
@@ -158,7 +172,9 @@ class ShareGroups:
             self._bump(group, topics, initialized)
         self._maybe_assign(group, now_ms)
         full = member_epoch == 0 or member.member_epoch != group.assignment_epoch
-        member.member_epoch = group.assignment_epoch
+        if member.member_epoch != group.assignment_epoch:
+            member.previous_member_epoch = member.member_epoch
+            member.member_epoch = group.assignment_epoch
         member.current = dict(member.assignment)
         return HeartbeatResult(E.NONE, member_id=member_id, member_epoch=member.member_epoch,
                                heartbeat_interval_ms=self.heartbeat_interval_ms,
@@ -212,8 +228,29 @@ class ShareGroups:
         return {n: (tid, tuple(sorted(p for p in initialized.get(tid, ()) if 0 <= p < count)))
                 for n, (tid, count) in subscribed.items()}
 
+    def restore(self, group_id: str, load: srec.ShareGroupLoad, now_ms: int) -> ShareGroup | None:
+        """The group its replayed records describe (None without a group metadata record); each
+        member's session starts again now, as Kafka's coordinator schedules them on a load."""
+        if load.epoch is None:
+            return None
+        group = ShareGroup(group_id, group_epoch=load.epoch, assignment_epoch=load.assignment_epoch,
+                           assignment_ms=load.assignment_timestamp or None, topics_seen=None, assignable_seen=None,
+                           metadata_hash=load.metadata_hash)
+        for member_id, v in load.members.items():
+            m = group.members[member_id] = ShareMember(
+                member_id, rack_id=v.rack_id, client_id=v.client_id, client_host=v.client_host,
+                subscribed=tuple(sorted(v.subscribed_topic_names)), deadline=now_ms + self.session_timeout_ms)
+            target = load.targets.get(member_id)
+            if target is not None:
+                m.assignment = srec.partitions_of(target.topic_partitions)
+            current = load.current.get(member_id)
+            if current is not None:
+                m.member_epoch, m.previous_member_epoch = current.member_epoch, current.previous_member_epoch
+                m.current = srec.partitions_of(current.assigned_partitions)
+        return group
+
     def _uninitialized(self, group: ShareGroup, initialized: dict | None) -> dict:
-        if initialized is None:
+        if initialized is None or group.topics_seen is None:
             return {}
         out = {}
         for name, (tid, count) in group.topics_seen.items():
@@ -224,14 +261,17 @@ class ShareGroups:
 
     def _topics_changed(self, group: ShareGroup, topics: dict, initialized: dict | None) -> bool:
         subscribed = self._subscribed_topics(group, topics)
-        return (subscribed != group.topics_seen
-                or self._assignable(subscribed, initialized) != group.assignable_seen)
+        assignable = self._assignable(subscribed, initialized)
+        if group.topics_seen is None and metadata_hash(subscribed, assignable) == group.metadata_hash:
+            group.topics_seen, group.assignable_seen = subscribed, assignable   # restored, unchanged
+        return subscribed != group.topics_seen or assignable != group.assignable_seen
 
     def _bump(self, group: ShareGroup, topics: dict, initialized: dict | None = None) -> None:
         """A change of members, subscriptions or assignable partitions: a new group epoch, at once."""
         group.group_epoch += 1
         group.topics_seen = self._subscribed_topics(group, topics)
         group.assignable_seen = self._assignable(group.topics_seen, initialized)
+        group.metadata_hash = metadata_hash(group.topics_seen, group.assignable_seen)
 
     def _maybe_assign(self, group: ShareGroup, now_ms: int | None) -> None:
         """Recompute the target assignment if the group epoch moved on and the group's assignment
@@ -245,3 +285,63 @@ class ShareGroups:
             group.members[mid].assignment = a
         group.assignment_epoch = group.group_epoch
         group.assignment_ms = now_ms
+
+
+def metadata_hash(subscribed: dict, assignable: dict) -> int:
+    """A signed 64-bit hash of the subscribed topics (name -> (id, partition count)) and their
+    assignable partitions, 0 without topics (as Kafka's for none); stable across processes."""
+    if not subscribed:
+        return 0
+    text = repr((sorted((n, str(tid), c) for n, (tid, c) in subscribed.items()),
+                 sorted((n, str(tid), tuple(ps)) for n, (tid, ps) in assignable.items())))
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big", signed=True)
+
+
+# -- the records of a change (broker/groups/share_records.py) ----------------------------------------
+
+def view(group: ShareGroup | None):
+    """What the records of a group say, to compare after a change (None: no group)."""
+    if group is None:
+        return None
+    return (group.group_epoch, group.metadata_hash, group.assignment_epoch, group.assignment_ms,
+            {mid: ((m.rack_id, m.client_id, m.client_host, m.subscribed), dict(m.assignment),
+                   (m.member_epoch, m.previous_member_epoch, dict(m.current)))
+             for mid, m in group.members.items()})
+
+
+def clone(group: ShareGroup) -> ShareGroup:
+    """A copy to put back if the change's records are not written (the change's fields are replaced,
+    never changed in place, so a copy of the member objects is enough)."""
+    return replace(group, members={mid: replace(m) for mid, m in group.members.items()})
+
+
+def records(group: ShareGroup, before) -> list:
+    """The records of the change from `before` (a view) to the group now, in Kafka's order: removed
+    members' tombstones, members' metadata, the group epoch, the target assignment, the members'
+    current assignments."""
+    gid = group.group_id
+    epoch, mhash, a_epoch, a_ms, members = before or (0, 0, 0, None, {})
+    out = []
+    for mid in members:
+        if mid not in group.members:
+            out += srec.member_tombstones(gid, mid)
+    now = view(group)[4]
+    for mid, (meta, _t, _c) in now.items():
+        if mid not in members or members[mid][0] != meta:
+            out.append(srec.member_metadata_record(gid, group.members[mid]))
+    if (group.group_epoch, group.metadata_hash) != (epoch, mhash):
+        out.append(srec.group_epoch_record(gid, group.group_epoch, group.metadata_hash))
+    for mid, (_m, target, _c) in now.items():
+        if mid not in members or members[mid][1] != target:
+            out.append(srec.target_member_record(gid, mid, target))
+    if (group.assignment_epoch, group.assignment_ms) != (a_epoch, a_ms):
+        out.append(srec.target_metadata_record(gid, group.assignment_epoch, group.assignment_ms))
+    for mid, (_m, _t, current) in now.items():
+        if mid not in members or members[mid][2] != current:
+            out.append(srec.current_assignment_record(gid, group.members[mid]))
+    return out
+
+
+def tombstones(group: ShareGroup) -> list:
+    """Every record of the group: DeleteGroups."""
+    return srec.group_tombstones(group.group_id, group.members)
