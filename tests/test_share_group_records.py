@@ -156,14 +156,32 @@ def test_records_are_kafka_4_3s_bytes_and_replay_to_the_same_group():
     load = PartitionLoad(0)
     load.replay_batch(0, -1, False, False, recs)
     back = groups.restore("g", load.share_groups["g"], 5_000)
-    assert membership.view(back) == membership.view(group)
+    assert membership.records(back, None) == recs         # the same group: the same records
     # a leave: the member's three tombstones, then the new group epoch and the (empty) target epoch
-    view = membership.view(group)
+    view = membership.view(group, ["m1"])
     groups.heartbeat("g", "m1", -1, None, None, topics, 3_000)
-    leave = membership.records(groups.groups["g"], view)
+    leave = membership.records(groups.groups["g"], view, ["m1"])
     assert [(int.from_bytes(k[:2], "big"), v is None) for k, v in leave] == [
         (14, True), (13, True), (10, True), (11, False), (12, False)]
     load.replay_batch(len(recs), -1, False, False, leave)
-    assert membership.view(groups.restore("g", load.share_groups["g"], 5_000)) == membership.view(groups.groups["g"])
+    back = groups.restore("g", load.share_groups["g"], 5_000)
+    assert membership.records(back, None) == membership.records(groups.groups["g"], None)
+    assert (back.group_epoch, back.assignment_epoch, back.assignment_ms, back.members) == (2, 2, 3_000, {})
     load.replay_batch(99, -1, False, False, srec.group_tombstones("g", []))
     assert groups.restore("g", load.share_groups["g"], 5_000) is None
+
+
+def test_a_change_whose_records_are_not_written_is_undone():
+    """The shell puts the group back when the append fails (the client is told the append's error)."""
+    groups = membership.ShareGroups()
+    topics = {"t": (uuid.UUID(int=6), 3)}
+    groups.heartbeat("g", "a", 0, None, ["t"], topics, 0)
+    group = groups.groups["g"]
+    groups.heartbeat("g", "a", group.members["a"].member_epoch, None, None, topics, 1)
+    written = membership.records(group, None)
+    for member_id, epoch in (("b", 0), ("a", -1), ("a", 1)):      # a join, a leave, a resubscription
+        before = membership.view(group, [member_id])
+        groups.heartbeat("g", member_id, epoch, "rack", ["t", "u"] if epoch == 1 else ["t"], topics, 2)
+        assert membership.records(group, before, [member_id])
+        membership.revert(group, before)
+        assert membership.records(group, None) == written

@@ -31,7 +31,7 @@ group epoch once at the next heartbeat, as for a changed topic.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from kproto.errors import ErrorCode as E
 
@@ -298,48 +298,84 @@ def metadata_hash(subscribed: dict, assignable: dict) -> int:
 
 
 # -- the records of a change (broker/groups/share_records.py) ----------------------------------------
+#
+# A heartbeat changes the group's fields, its members (one joins or leaves), the heartbeating member's
+# metadata and current assignment, and, when the target is recomputed, every member's target (each a
+# new dict: fields are replaced, never changed in place). A view keeps what may change, by
+# reference, so taking one costs a copy of the members table and of their targets, not of each member.
 
-def view(group: ShareGroup | None):
-    """What the records of a group say, to compare after a change (None: no group)."""
+@dataclass
+class View:
+    fields: tuple                 # group epoch, metadata hash, assignment epoch and time, topics/assignable seen
+    members: dict                 # member id -> the member object
+    targets: dict                 # member id -> its target assignment (the dict itself)
+    watched: dict                 # member id -> (metadata, (member epoch, previous epoch, current assignment))
+
+
+def _meta(m: ShareMember) -> tuple:
+    return (m.rack_id, m.client_id, m.client_host, m.subscribed)
+
+
+def _current(m: ShareMember) -> tuple:
+    return (m.member_epoch, m.previous_member_epoch, m.current)
+
+
+def view(group: ShareGroup | None, member_ids=None) -> View | None:
+    """The group before a change that may change the metadata and current assignment of `member_ids`
+    only (None: of any member); None without a group."""
     if group is None:
         return None
-    return (group.group_epoch, group.metadata_hash, group.assignment_epoch, group.assignment_ms,
-            {mid: ((m.rack_id, m.client_id, m.client_host, m.subscribed), dict(m.assignment),
-                   (m.member_epoch, m.previous_member_epoch, dict(m.current)))
-             for mid, m in group.members.items()})
+    members = dict(group.members)
+    watched = members if member_ids is None else [mid for mid in member_ids if mid in members]
+    return View((group.group_epoch, group.metadata_hash, group.assignment_epoch, group.assignment_ms,
+                 group.topics_seen, group.assignable_seen),
+                members, {mid: m.assignment for mid, m in members.items()},
+                {mid: (_meta(members[mid]), _current(members[mid])) for mid in watched})
 
 
-def clone(group: ShareGroup) -> ShareGroup:
-    """A copy to put back if the change's records are not written (the change's fields are replaced,
-    never changed in place, so a copy of the member objects is enough)."""
-    return replace(group, members={mid: replace(m) for mid, m in group.members.items()})
-
-
-def records(group: ShareGroup, before) -> list:
-    """The records of the change from `before` (a view) to the group now, in Kafka's order: removed
-    members' tombstones, members' metadata, the group epoch, the target assignment, the members'
-    current assignments."""
+def records(group: ShareGroup, before: View | None, member_ids=None) -> list:
+    """The records of the change from `before` (a view taken with the same `member_ids`) to the group
+    now, in Kafka's order: removed members' tombstones, members' metadata, the group epoch, the target
+    assignment, the members' current assignments."""
     gid = group.group_id
-    epoch, mhash, a_epoch, a_ms, members = before or (0, 0, 0, None, {})
+    if before is None:
+        before = View((0, 0, 0, None, None, None), {}, {}, {})
+    epoch, mhash, a_epoch, a_ms = before.fields[:4]
+    old, now = before.members, group.members
+    same = old.keys() == now.keys()
+    new = [] if same else [mid for mid in now if mid not in old]
+    watched = [mid for mid in (now if member_ids is None else member_ids) if mid in now and mid in old]
     out = []
-    for mid in members:
-        if mid not in group.members:
+    for mid in () if same else old:
+        if mid not in now:
             out += srec.member_tombstones(gid, mid)
-    now = view(group)[4]
-    for mid, (meta, _t, _c) in now.items():
-        if mid not in members or members[mid][0] != meta:
-            out.append(srec.member_metadata_record(gid, group.members[mid]))
+    for mid in new + [mid for mid in watched if before.watched[mid][0] != _meta(now[mid])]:
+        out.append(srec.member_metadata_record(gid, now[mid]))
     if (group.group_epoch, group.metadata_hash) != (epoch, mhash):
         out.append(srec.group_epoch_record(gid, group.group_epoch, group.metadata_hash))
-    for mid, (_m, target, _c) in now.items():
-        if mid not in members or members[mid][1] != target:
-            out.append(srec.target_member_record(gid, mid, target))
-    if (group.assignment_epoch, group.assignment_ms) != (a_epoch, a_ms):
+    recomputed = (group.assignment_epoch, group.assignment_ms) != (a_epoch, a_ms)
+    for mid in (now if recomputed else new):        # targets change with a recomputation only
+        target, m = before.targets.get(mid), now[mid]
+        if mid in new or (target is not m.assignment and target != m.assignment):
+            out.append(srec.target_member_record(gid, mid, m.assignment))
+    if recomputed:
         out.append(srec.target_metadata_record(gid, group.assignment_epoch, group.assignment_ms))
-    for mid, (_m, _t, current) in now.items():
-        if mid not in members or members[mid][2] != current:
-            out.append(srec.current_assignment_record(gid, group.members[mid]))
+    for mid in new + [mid for mid in watched if before.watched[mid][1] != _current(now[mid])]:
+        out.append(srec.current_assignment_record(gid, now[mid]))
     return out
+
+
+def revert(group: ShareGroup, before: View) -> None:
+    """Put the group back as `before` saw it (the change's records could not be written)."""
+    (group.group_epoch, group.metadata_hash, group.assignment_epoch, group.assignment_ms,
+     group.topics_seen, group.assignable_seen) = before.fields
+    group.members = dict(before.members)
+    for mid, m in group.members.items():
+        m.assignment = before.targets[mid]
+    for mid, (meta, current) in before.watched.items():
+        m = group.members[mid]
+        m.rack_id, m.client_id, m.client_host, m.subscribed = meta
+        m.member_epoch, m.previous_member_epoch, m.current = current
 
 
 def tombstones(group: ShareGroup) -> list:

@@ -163,8 +163,8 @@ class ShareService:
             lock = self._group_locks[group_id] = trio.Lock()
         async with lock:
             groups = self.groups.groups
-            old = groups.get(group_id)
-            before, saved = membership.view(old), None if old is None else membership.clone(old)
+            member = (kwargs["member_id"],)
+            before = membership.view(groups.get(group_id), member)
             # a member leaving keeps its share session: its last acknowledgements (ShareAcknowledge with
             # epoch -1) come after the leave; the session's end releases what it still holds
             res = self.groups.heartbeat(topics=self.topic_table(), now_ms=self.now_ms(),
@@ -172,15 +172,15 @@ class ShareService:
             group = groups.get(group_id)
             if group is not None:
                 self.group_topics.setdefault(group_id, set()).update(tid for tid, _n in (group.topics_seen or {}).values())
-                changes = membership.records(group, before)
+                changes = membership.records(group, before, member)
                 if changes:
                     error = await self.broker.groups.put_share_records(group_id, changes)
                     if error != E.NONE:
                         if groups.get(group_id) is group:      # (not replaced by a load meanwhile)
-                            if saved is None:
+                            if before is None:
                                 del groups[group_id]
                             else:
-                                groups[group_id] = saved
+                                membership.revert(group, before)
                         res = type(res)(error, None)
         self._kick()
         return res
@@ -507,14 +507,14 @@ class ShareService:
                 self.persist((gid, tid, idx), sp)
                 self._notify(tid, idx)
         groups = self.groups.groups
-        before = {gid: membership.view(g) for gid, g in groups.items()
+        before = {gid: membership.view(g, ()) for gid, g in groups.items()
                   if any(m.deadline <= now_ms for m in g.members.values())}
         for gid, mid in self.groups.expire(now_ms, self.topic_table(), self.initialized.partitions):
             log.info("share group %s: member %s session expired", gid, mid)
             self._member_gone(gid, mid)
         for gid, view in before.items():
             if gid in groups:               # the members' tombstones and the group's new epoch
-                self.broker.groups.append_share_records(gid, membership.records(groups[gid], view))
+                self.broker.groups.append_share_records(gid, membership.records(groups[gid], view, ()))
 
     async def run(self) -> None:
         try:
