@@ -171,7 +171,8 @@ class ShareService:
                                         initialized=self.initialized.partitions(group_id), **kwargs)
             group = groups.get(group_id)
             if group is not None:
-                self.group_topics.setdefault(group_id, set()).update(tid for tid, _n in (group.topics_seen or {}).values())
+                seen = self.group_topics.setdefault(group_id, set())
+                seen.update(tid for tid, _n in (group.topics_seen or {}).values())
                 changes = membership.records(group, before, member)
                 if changes:
                     error = await self.broker.groups.put_share_records(group_id, changes)
@@ -182,6 +183,8 @@ class ShareService:
                             else:
                                 membership.revert(group, before)
                         res = type(res)(error, None)
+        if group_id not in self._groups.groups and not lock.locked() and not lock.statistics().tasks_waiting:
+            self._group_locks.pop(group_id, None)      # (no group, no one waiting: no lock kept)
         self._kick()
         return res
 
