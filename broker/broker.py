@@ -332,9 +332,10 @@ class Broker:
         """The share-group service (broker/share/service.py), built at the first request that needs
         it: a share-group API, a share coordinator key's FindCoordinator, DeleteGroups. Until then
         nothing of it is imported or running (start-up CPU, issue #26); it holds nothing a start
-        must recover (memberships and sessions live in memory, a share coordinator reads its
-        `__share_group_state` partition at its first request, the groups' state records are the
-        group coordinator's), so built late it behaves as built at start."""
+        must recover (sessions live in memory, a share coordinator reads its `__share_group_state`
+        partition at its first request, the groups' membership and state records are the group
+        coordinator's, which keeps the groups it replays until the service takes them), so built late
+        it behaves as built at start."""
         if self._share is None:
             from broker.share.service import ShareService
             self._share = ShareService(self)

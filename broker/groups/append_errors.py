@@ -71,4 +71,7 @@ def fail_answer(result, error: int):
     from broker.groups.share_metadata import ShareMetadataResult
     if isinstance(result, ShareMetadataResult):
         return ShareMetadataResult(operation_error(error))
+    from broker.groups.share_records import ShareRecordsResult
+    if isinstance(result, ShareRecordsResult):
+        return ShareRecordsResult(operation_error(error))
     return result   # the other answers stand (Kafka logs a failed cleanup and answers)

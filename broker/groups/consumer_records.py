@@ -59,34 +59,38 @@ _VALUES = {
 }
 
 
-def _prefixed(version: int, obj) -> bytes:
+def prefixed(version: int, obj) -> bytes:
     out = bytearray(_VERSION.pack(version))
     obj.encode_into(out, version)
     return bytes(out)
 
 
-def _key(kind: int, group_id: str, member_id: str | None = None) -> bytes:
-    cls = _KEYS[kind]
+def key_of(cls, group_id: str, member_id: str | None = None) -> bytes:
+    """A coordinator key: its record type (the struct's API_KEY) as an int16, then the key at version 0."""
     obj = cls(group_id=group_id) if member_id is None else cls(group_id=group_id, member_id=member_id)
-    out = bytearray(_VERSION.pack(kind))
+    out = bytearray(_VERSION.pack(cls.API_KEY))
     obj.encode_into(out, 0)
     return bytes(out)
 
 
-def _tps(cls, assignment: dict) -> list:
+def _key(kind: int, group_id: str, member_id: str | None = None) -> bytes:
+    return key_of(_KEYS[kind], group_id, member_id)
+
+
+def topic_partitions(cls, assignment: dict) -> list:
     return [cls(topic_id=t, partitions=sorted(ps)) for t, ps in sorted(assignment.items(), key=lambda kv: str(kv[0]))
             if ps]
 
 
 def group_epoch_record(group: ConsumerGroup) -> tuple:
-    return _key(GROUP_METADATA, group.group_id), _prefixed(0, ConsumerGroupMetadataValue(epoch=group.group_epoch))
+    return _key(GROUP_METADATA, group.group_id), prefixed(0, ConsumerGroupMetadataValue(epoch=group.group_epoch))
 
 
 def partition_metadata_record(group: ConsumerGroup) -> tuple:
     topics = [TopicMetadata(topic_id=tid, topic_name=name, num_partitions=n, partition_metadata=[])
               for name, (tid, n) in sorted(group.subscription_metadata.items())]
     return (_key(PARTITION_METADATA, group.group_id),
-            _prefixed(0, ConsumerGroupPartitionMetadataValue(topics=topics)))
+            prefixed(0, ConsumerGroupPartitionMetadataValue(topics=topics)))
 
 
 def member_metadata_record(group_id: str, m: ConsumerMember) -> tuple:
@@ -97,25 +101,25 @@ def member_metadata_record(group_id: str, m: ConsumerMember) -> tuple:
         classic_member_metadata=None if m.classic is None else ClassicMemberMetadata(
             session_timeout_ms=m.classic.session_timeout_ms,
             supported_protocols=[ClassicProtocol(name=n, metadata=d) for n, d in m.classic.protocols]))
-    return _key(MEMBER_METADATA, group_id, m.member_id), _prefixed(0, value)
+    return _key(MEMBER_METADATA, group_id, m.member_id), prefixed(0, value)
 
 
 def target_metadata_record(group: ConsumerGroup) -> tuple:
     return (_key(TARGET_METADATA, group.group_id),
-            _prefixed(0, ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=group.assignment_epoch)))
+            prefixed(0, ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=group.assignment_epoch)))
 
 
 def target_member_record(group_id: str, member_id: str, assignment: dict) -> tuple:
     return (_key(TARGET_MEMBER, group_id, member_id),
-            _prefixed(0, ConsumerGroupTargetAssignmentMemberValue(topic_partitions=_tps(_TargetTP, assignment))))
+            prefixed(0, ConsumerGroupTargetAssignmentMemberValue(topic_partitions=topic_partitions(_TargetTP, assignment))))
 
 
 def current_assignment_record(group_id: str, m: ConsumerMember) -> tuple:
     value = ConsumerGroupCurrentMemberAssignmentValue(
         member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch, state=m.state,
-        assigned_partitions=_tps(_CurrentTP, m.assigned),
-        partitions_pending_revocation=_tps(_CurrentTP, m.pending_revocation))
-    return _key(CURRENT_ASSIGNMENT, group_id, m.member_id), _prefixed(0, value)
+        assigned_partitions=topic_partitions(_CurrentTP, m.assigned),
+        partitions_pending_revocation=topic_partitions(_CurrentTP, m.pending_revocation))
+    return _key(CURRENT_ASSIGNMENT, group_id, m.member_id), prefixed(0, value)
 
 
 def member_tombstones(group_id: str, member_id: str) -> list:
@@ -146,20 +150,40 @@ class ConsumerKey:
         self.member = member
 
 
-def decode_key(data) -> ConsumerKey | None:
+def decode_key_of(keys: dict, data) -> ConsumerKey | None:
+    """The key of a record whose type is in `keys` (type -> key struct), None for another type.
+    (Share groups' records are read with it too: broker/groups/share_records.py.)"""
     mv = memoryview(data)
+    if len(mv) < 2:
+        return None
     kind, = _VERSION.unpack_from(mv, 0)
-    cls = _KEYS.get(kind)
+    cls = keys.get(kind)
     if cls is None:
         return None
     k = cls.decode(mv, 0, 2)
     return ConsumerKey(kind, k.group_id, getattr(k, "member_id", None))
 
 
-def decode_value(kind: int, data):
+def decode_value_of(values: dict, kind: int, data):
     mv = memoryview(data)
     version, = _VERSION.unpack_from(mv, 0)
-    return _VALUES[kind].decode(mv, version, 2)
+    return values[kind].decode(mv, version, 2)
+
+
+def decode_key(data) -> ConsumerKey | None:
+    return decode_key_of(_KEYS, data)
+
+
+def decode_value(kind: int, data):
+    return decode_value_of(_VALUES, kind, data)
+
+
+def replay_member(table: dict, key: ConsumerKey, value) -> None:
+    """A member's record in its table (member id -> value): the last one wins, a tombstone removes."""
+    if value is None:
+        table.pop(key.member, None)
+    else:
+        table[key.member] = value
 
 
 class ConsumerGroupLoad:
@@ -182,12 +206,8 @@ class ConsumerGroupLoad:
         elif kind == TARGET_METADATA:
             self.assignment_epoch = 0 if value is None else value.assignment_epoch
         else:
-            table = {MEMBER_METADATA: self.members, TARGET_MEMBER: self.targets,
-                     CURRENT_ASSIGNMENT: self.current}[kind]
-            if value is None:
-                table.pop(key.member, None)
-            else:
-                table[key.member] = value
+            replay_member({MEMBER_METADATA: self.members, TARGET_MEMBER: self.targets,
+                           CURRENT_ASSIGNMENT: self.current}[kind], key, value)
 
     def build(self, group_id: str) -> ConsumerGroup | None:
         if self.epoch is None:

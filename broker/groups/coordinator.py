@@ -283,6 +283,24 @@ class GroupCoordinator:
         NONE once it is replicated and the group's."""
         return (await self._call(self.state.put_share_metadata, group_id, meta)).error
 
+    async def put_share_records(self, group_id, records) -> int:
+        """Append a share group's membership records (broker/groups/share_records.py); NONE once they
+        are replicated, else the client's error (as a consumer group heartbeat's)."""
+        return (await self._call(self.state.put_share_records, group_id, records)).error
+
+    def append_share_records(self, group_id, records) -> None:
+        """The same without waiting (a member's session expired: no one to answer). Appended now, in
+        the order of the changes they record."""
+        self._apply(self.state.put_share_records(None, self.shell.now_ms(), group_id, records))
+
+    def take_share_loads(self) -> dict:
+        """partition -> {group id: ShareGroupLoad}: the share groups replayed (or, empty, dropped) since
+        the last call, for the share-group shell."""
+        return self.state.take_share_loads()
+
+    def has_share_loads(self) -> bool:
+        return any(self.state.share_loads.values())
+
     def share_metadata(self, group_id):
         """The share group's replicated ShareStateMetadata (empty when it has none)."""
         from broker.groups.share_metadata import EMPTY_METADATA

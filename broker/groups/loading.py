@@ -9,6 +9,7 @@ import struct
 
 from broker.groups import consumer_records as crec
 from broker.groups import share_metadata
+from broker.groups import share_records as srec
 from broker.groups.model import EMPTY, STABLE, Group, Member, OffsetEntry
 from broker.groups.records import GroupKey, OffsetKey, decode_group_value, decode_key, decode_offset_value
 
@@ -29,6 +30,7 @@ class PartitionLoad:
         self.removed_groups: set[str] = set()
         self.consumer_groups: dict[str, crec.ConsumerGroupLoad] = {}
         self.share_metadata: dict[str, share_metadata.ShareStateMetadata] = {}
+        self.share_groups: dict[str, srec.ShareGroupLoad] = {}
         self.records = 0
 
     def replay_batch(self, base_offset: int, producer_id: int, transactional: bool, control: bool,
@@ -75,6 +77,11 @@ class PartitionLoad:
                     self.share_metadata.pop(share_group, None)
                 else:
                     self.share_metadata[share_group] = share_metadata.decode_value(value)
+            elif (sk := srec.decode_key(key)) is not None:
+                load = self.share_groups.get(sk.group)
+                if load is None:
+                    load = self.share_groups[sk.group] = srec.ShareGroupLoad()
+                load.apply(sk, None if value is None else srec.decode_value(sk.kind, value))
             elif (ck := crec.decode_key(key)) is not None:
                 load = self.consumer_groups.get(ck.group)
                 if load is None:

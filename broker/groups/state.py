@@ -42,6 +42,7 @@ from broker.groups.model import (
 )
 from broker.groups.placement import partition_for
 from broker.groups.share_metadata import ShareMetadataMixin
+from broker.groups.share_records import ShareRecordsMixin
 from broker.groups.results import (
     DEAD_SUMMARY, EMPTY_SUMMARY, Append, DeleteGroupsResult, Effects, GroupOverview, GroupSummary, JoinResult,
     MemberSummary, SyncResult,
@@ -56,7 +57,7 @@ def _new_member_id(prefix: str) -> str:
 
 
 class GroupStateMachine(ClassicRebalanceMixin, OffsetCommitsMixin, ConsumerGroupsMixin, ClassicMembersMixin,
-                        ShareMetadataMixin):
+                        ShareMetadataMixin, ShareRecordsMixin):
     def __init__(self, config: GroupConfig | None = None, member_id_factory=_new_member_id):
         self.config = config or GroupConfig()
         self.new_member_id = member_id_factory
@@ -66,6 +67,9 @@ class GroupStateMachine(ClassicRebalanceMixin, OffsetCommitsMixin, ConsumerGroup
         # share group -> when its record was last replayed here (written, or loaded): when its
         # share-partitions recorded initializing were, as Kafka's replay stamps its InitMapValues
         self.share_metadata_at: dict = {}
+        # partition -> the share groups (membership records) it replaces at the share-group shell
+        # (broker/groups/share_records.py), until the shell takes them
+        self.share_loads: dict = {}
         self.num_partitions: int | None = None   # None until __consumer_offsets exists
         self.loading: set[int] = set()
         # __consumer_offsets partitions another broker leads (replication): their groups are not here
@@ -203,6 +207,7 @@ class GroupStateMachine(ClassicRebalanceMixin, OffsetCommitsMixin, ConsumerGroup
         for gid in [g for g in self.groups if self.partition_for(g) == partition]:
             self._answer_parked(self.groups.pop(gid), E.NOT_COORDINATOR)
         self._drop_partition_share_metadata(partition)
+        self.share_loads[partition] = {}
 
     def _answer_parked(self, group, error: int) -> None:
         """The JoinGroup and SyncGroup requests a group holds get `error` (Kafka's
@@ -230,6 +235,7 @@ class GroupStateMachine(ClassicRebalanceMixin, OffsetCommitsMixin, ConsumerGroup
                     continue
                 self.groups[group.group_id] = group
                 self._on_group_loaded(group)
+            self.share_loads[partition] = load.share_groups
             for group_id, meta in load.share_metadata.items():
                 if group_id not in self.share_metadata:
                     self.share_metadata[group_id] = meta

@@ -352,8 +352,12 @@ async def list_groups(ctx, req):
     v = ctx.api_version
     states, types = (req.states_filter if v >= 4 else ()), (req.types_filter if v >= 5 else ())
     error, groups = _groups(ctx).list_groups(states, types)
-    share = ctx.broker.share_if_built     # share groups (broker/share/): none before the service is
-    if share is not None:                 # built (the first share request)
+    # share groups (broker/share/): none before the service is built (the first share request), unless
+    # the group coordinator replayed some from __consumer_offsets
+    share = ctx.broker.share_if_built
+    if share is None and ctx.broker.groups.has_share_loads():
+        share = ctx.broker.share
+    if share is not None:
         groups = groups + share.list_groups(states, types)
     return ListGroupsResponse(throttle_time_ms=0, error_code=error, groups=[
         _Listed(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type)

@@ -72,7 +72,7 @@ async def share_group_heartbeat(ctx, req):
     if err is not None:
         return ShareGroupHeartbeatResponse(throttle_time_ms=0, error_code=err, error_message=message,
                                            member_id=None, member_epoch=0, heartbeat_interval_ms=0)
-    res = ctx.broker.share.heartbeat(
+    res = await ctx.broker.share.heartbeat(
         group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch, rack_id=req.rack_id,
         subscribed=None if req.subscribed_topic_names is None else list(req.subscribed_topic_names),
         client_id=ctx.client_id or "", client_host=_client_host(ctx))

@@ -36,7 +36,7 @@ import trio
 from kproto.errors import ErrorCode as E
 
 from broker.groups import share_metadata as sm
-from broker.share import group_configs
+from broker.share import group_configs, membership
 
 log = logging.getLogger("kproto.share")
 
@@ -201,6 +201,11 @@ class InitializedTopics:
                 res = await svc.persister.delete(group_id, tid, index)
                 if res.error_code not in (E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION):
                     return res.error_code
+        group = svc.groups.groups.get(group_id)
+        if group is not None:      # its membership records (Kafka's createGroupTombstoneRecords)
+            err = await self._gc.put_share_records(group_id, membership.tombstones(group))
+            if err != E.NONE:
+                return err
         async with self._lock(group_id):
             err = await self._gc.put_share_metadata(group_id, sm.EMPTY_METADATA)
         if err != E.NONE:

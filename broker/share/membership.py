@@ -19,14 +19,24 @@ A heartbeat answers at once; its `initialize` output names the subscribed partit
 which the shell has the share coordinators initialise in the background. Once they are recorded
 initialised, the next heartbeat sees more assignable partitions, bumps the group epoch and assigns
 them (Kafka's initializedAssignmentPending), so a new member's first answer may assign nothing.
+
+Every change is written to `__consumer_offsets` as Kafka 4.3 writes it (broker/groups/share_records.py,
+record types 10-14): the shell takes a `view` of a group before a change and writes `records(view,
+group)` after it, the difference; a load replays them (`restore`), so a restart or a failover keeps
+the group epoch, the members with their epochs and assignments, and the time of the last target
+assignment (its interval still counts from it). Kafka's metadata hash is a kproto hash here (of the
+subscribed topics and their assignable partitions): a coordinator that computes another one bumps the
+group epoch once at the next heartbeat, as for a changed topic.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 from kproto.errors import ErrorCode as E
 
 from broker.groups import consumer_state
+from broker.groups import share_records as srec
 
 EMPTY, STABLE, DEAD = "Empty", "Stable", "Dead"
 LEAVE_EPOCH = -1
@@ -36,6 +46,7 @@ LEAVE_EPOCH = -1
 class ShareMember:
     member_id: str
     member_epoch: int = 0
+    previous_member_epoch: int = 0
     rack_id: str | None = None
     client_id: str = ""
     client_host: str = ""
@@ -52,12 +63,15 @@ class ShareGroup:
     group_id: str
     group_epoch: int = 0
     assignment_epoch: int = 0
-    # when the target assignment was last computed (ms), None: never (the next one is immediate).
-    # Not persisted: kproto keeps share-group membership in memory only
+    # when the target assignment was last computed (ms), None: never (the next one is immediate);
+    # written as the record's AssignmentTimestamp (KIP-1263)
     assignment_ms: int | None = None
     members: dict = field(default_factory=dict)         # member id -> ShareMember
-    topics_seen: dict = field(default_factory=dict)     # subscribed topic name -> (id, partitions) at assignment
-    assignable_seen: dict = field(default_factory=dict)  # subscribed topic name -> (id, initialised partitions)
+    # subscribed topic name -> (id, partitions), and -> (id, initialised partitions), at the last bump;
+    # None after a restore (not recorded: the metadata hash stands for them until the next heartbeat)
+    topics_seen: dict | None = field(default_factory=dict)
+    assignable_seen: dict | None = field(default_factory=dict)
+    metadata_hash: int = 0                               # of topics_seen and assignable_seen
 
     @property
     def state(self) -> str:
@@ -158,7 +172,9 @@ class ShareGroups:
             self._bump(group, topics, initialized)
         self._maybe_assign(group, now_ms)
         full = member_epoch == 0 or member.member_epoch != group.assignment_epoch
-        member.member_epoch = group.assignment_epoch
+        if member.member_epoch != group.assignment_epoch:
+            member.previous_member_epoch = member.member_epoch
+            member.member_epoch = group.assignment_epoch
         member.current = dict(member.assignment)
         return HeartbeatResult(E.NONE, member_id=member_id, member_epoch=member.member_epoch,
                                heartbeat_interval_ms=self.heartbeat_interval_ms,
@@ -212,8 +228,29 @@ class ShareGroups:
         return {n: (tid, tuple(sorted(p for p in initialized.get(tid, ()) if 0 <= p < count)))
                 for n, (tid, count) in subscribed.items()}
 
+    def restore(self, group_id: str, load: srec.ShareGroupLoad, now_ms: int) -> ShareGroup | None:
+        """The group its replayed records describe (None without a group metadata record); each
+        member's session starts again now, as Kafka's coordinator schedules them on a load."""
+        if load.epoch is None:
+            return None
+        group = ShareGroup(group_id, group_epoch=load.epoch, assignment_epoch=load.assignment_epoch,
+                           assignment_ms=load.assignment_timestamp or None, topics_seen=None, assignable_seen=None,
+                           metadata_hash=load.metadata_hash)
+        for member_id, v in load.members.items():
+            m = group.members[member_id] = ShareMember(
+                member_id, rack_id=v.rack_id, client_id=v.client_id, client_host=v.client_host,
+                subscribed=tuple(sorted(v.subscribed_topic_names)), deadline=now_ms + self.session_timeout_ms)
+            target = load.targets.get(member_id)
+            if target is not None:
+                m.assignment = srec.partitions_of(target.topic_partitions)
+            current = load.current.get(member_id)
+            if current is not None:
+                m.member_epoch, m.previous_member_epoch = current.member_epoch, current.previous_member_epoch
+                m.current = srec.partitions_of(current.assigned_partitions)
+        return group
+
     def _uninitialized(self, group: ShareGroup, initialized: dict | None) -> dict:
-        if initialized is None:
+        if initialized is None or group.topics_seen is None:
             return {}
         out = {}
         for name, (tid, count) in group.topics_seen.items():
@@ -224,14 +261,17 @@ class ShareGroups:
 
     def _topics_changed(self, group: ShareGroup, topics: dict, initialized: dict | None) -> bool:
         subscribed = self._subscribed_topics(group, topics)
-        return (subscribed != group.topics_seen
-                or self._assignable(subscribed, initialized) != group.assignable_seen)
+        assignable = self._assignable(subscribed, initialized)
+        if group.topics_seen is None and metadata_hash(subscribed, assignable) == group.metadata_hash:
+            group.topics_seen, group.assignable_seen = subscribed, assignable   # restored, unchanged
+        return subscribed != group.topics_seen or assignable != group.assignable_seen
 
     def _bump(self, group: ShareGroup, topics: dict, initialized: dict | None = None) -> None:
         """A change of members, subscriptions or assignable partitions: a new group epoch, at once."""
         group.group_epoch += 1
         group.topics_seen = self._subscribed_topics(group, topics)
         group.assignable_seen = self._assignable(group.topics_seen, initialized)
+        group.metadata_hash = metadata_hash(group.topics_seen, group.assignable_seen)
 
     def _maybe_assign(self, group: ShareGroup, now_ms: int | None) -> None:
         """Recompute the target assignment if the group epoch moved on and the group's assignment
@@ -245,3 +285,99 @@ class ShareGroups:
             group.members[mid].assignment = a
         group.assignment_epoch = group.group_epoch
         group.assignment_ms = now_ms
+
+
+def metadata_hash(subscribed: dict, assignable: dict) -> int:
+    """A signed 64-bit hash of the subscribed topics (name -> (id, partition count)) and their
+    assignable partitions, 0 without topics (as Kafka's for none); stable across processes."""
+    if not subscribed:
+        return 0
+    text = repr((sorted((n, str(tid), c) for n, (tid, c) in subscribed.items()),
+                 sorted((n, str(tid), tuple(ps)) for n, (tid, ps) in assignable.items())))
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big", signed=True)
+
+
+# -- the records of a change (broker/groups/share_records.py) ----------------------------------------
+#
+# A heartbeat changes the group's fields, its members (one joins or leaves), the heartbeating member's
+# metadata and current assignment, and, when the target is recomputed, every member's target (each a
+# new dict: fields are replaced, never changed in place). A view keeps what may change, by
+# reference, so taking one costs a copy of the members table and of their targets, not of each member.
+
+@dataclass
+class View:
+    fields: tuple                 # group epoch, metadata hash, assignment epoch and time, topics/assignable seen
+    members: dict                 # member id -> the member object
+    targets: dict                 # member id -> its target assignment (the dict itself)
+    watched: dict                 # member id -> (metadata, (member epoch, previous epoch, current assignment))
+
+
+def _meta(m: ShareMember) -> tuple:
+    return (m.rack_id, m.client_id, m.client_host, m.subscribed)
+
+
+def _current(m: ShareMember) -> tuple:
+    return (m.member_epoch, m.previous_member_epoch, m.current)
+
+
+def view(group: ShareGroup | None, member_ids=None) -> View | None:
+    """The group before a change that may change the metadata and current assignment of `member_ids`
+    only (None: of any member); None without a group."""
+    if group is None:
+        return None
+    members = dict(group.members)
+    watched = members if member_ids is None else [mid for mid in member_ids if mid in members]
+    return View((group.group_epoch, group.metadata_hash, group.assignment_epoch, group.assignment_ms,
+                 group.topics_seen, group.assignable_seen),
+                members, {mid: m.assignment for mid, m in members.items()},
+                {mid: (_meta(members[mid]), _current(members[mid])) for mid in watched})
+
+
+def records(group: ShareGroup, before: View | None, member_ids=None) -> list:
+    """The records of the change from `before` (a view taken with the same `member_ids`) to the group
+    now, in Kafka's order: removed members' tombstones, members' metadata, the group epoch, the target
+    assignment, the members' current assignments."""
+    gid = group.group_id
+    if before is None:
+        before = View((0, 0, 0, None, None, None), {}, {}, {})
+    epoch, mhash, a_epoch, a_ms = before.fields[:4]
+    old, now = before.members, group.members
+    same = old.keys() == now.keys()
+    new = [] if same else [mid for mid in now if mid not in old]
+    watched = [mid for mid in (now if member_ids is None else member_ids) if mid in now and mid in old]
+    out = []
+    for mid in () if same else old:
+        if mid not in now:
+            out += srec.member_tombstones(gid, mid)
+    for mid in new + [mid for mid in watched if before.watched[mid][0] != _meta(now[mid])]:
+        out.append(srec.member_metadata_record(gid, now[mid]))
+    if (group.group_epoch, group.metadata_hash) != (epoch, mhash):
+        out.append(srec.group_epoch_record(gid, group.group_epoch, group.metadata_hash))
+    recomputed = (group.assignment_epoch, group.assignment_ms) != (a_epoch, a_ms)
+    for mid in (now if recomputed else new):        # targets change with a recomputation only
+        target, m = before.targets.get(mid), now[mid]
+        if mid in new or (target is not m.assignment and target != m.assignment):
+            out.append(srec.target_member_record(gid, mid, m.assignment))
+    if recomputed:
+        out.append(srec.target_metadata_record(gid, group.assignment_epoch, group.assignment_ms))
+    for mid in new + [mid for mid in watched if before.watched[mid][1] != _current(now[mid])]:
+        out.append(srec.current_assignment_record(gid, now[mid]))
+    return out
+
+
+def revert(group: ShareGroup, before: View) -> None:
+    """Put the group back as `before` saw it (the change's records could not be written)."""
+    (group.group_epoch, group.metadata_hash, group.assignment_epoch, group.assignment_ms,
+     group.topics_seen, group.assignable_seen) = before.fields
+    group.members = dict(before.members)
+    for mid, m in group.members.items():
+        m.assignment = before.targets[mid]
+    for mid, (meta, current) in before.watched.items():
+        m = group.members[mid]
+        m.rack_id, m.client_id, m.client_host, m.subscribed = meta
+        m.member_epoch, m.previous_member_epoch, m.current = current
+
+
+def tombstones(group: ShareGroup) -> list:
+    """Every record of the group: DeleteGroups."""
+    return srec.group_tombstones(group.group_id, group.members)

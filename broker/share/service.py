@@ -28,6 +28,7 @@ from broker.share import group_configs
 from broker.share.coordinator_shell import ShareCoordinatorService
 from broker.share.initialized_topics import InitializedTopics
 from broker.share.persister import Persister
+from broker.share import membership
 from broker.share.membership import ShareGroups
 from broker.share.partition import SharePartition, changed_batches
 
@@ -80,7 +81,9 @@ class ShareService:
         self.lock_duration_ms = get("group.share.record.lock.duration.ms", 30000)
         self.delivery_count_limit = get("group.share.delivery.count.limit", 5)
         self.max_record_locks = get("group.share.partition.max.record.locks", 2000)
-        self.groups = ShareGroups(session_timeout_ms=get("group.share.session.timeout.ms", 45000),
+        # the share groups of the __consumer_offsets partitions led here: `groups` (replayed ones
+        # taken from the group coordinator first)
+        self._groups = ShareGroups(session_timeout_ms=get("group.share.session.timeout.ms", 45000),
                                   heartbeat_interval_ms=get("group.share.heartbeat.interval.ms", 5000),
                                   max_size=get("group.share.max.size", 200),
                                   interval_of=lambda gid: int(self.group_config(gid, "share.assignment.interval.ms")))
@@ -88,6 +91,7 @@ class ShareService:
         self.sessions: dict[tuple, ShareSession] = {}       # (group, member) -> session
         # connection id -> (group, member) of the sessions opened on it: its close ends them
         self._opened_on: dict[int, set] = {}
+        self._group_locks: dict[str, trio.Lock] = {}        # one membership change written at a time
         self._wake = trio.Event()
         # (group, topic id, index) -> (leader epoch, state epoch) the share-partition was read under
         self._epochs: dict[tuple, tuple] = {}
@@ -133,14 +137,57 @@ class ShareService:
 
     # -- membership ------------------------------------------------------------------------------
 
-    def heartbeat(self, **kwargs):
-        # a member leaving keeps its share session: its last acknowledgements (ShareAcknowledge with
-        # epoch -1) come after the leave; the session's end releases what it still holds
-        res = self.groups.heartbeat(topics=self.topic_table(), now_ms=self.now_ms(),
-                                    initialized=self.initialized.partitions(kwargs["group_id"]), **kwargs)
-        group = self.groups.groups.get(kwargs.get("group_id"))
-        if group is not None:
-            self.group_topics.setdefault(group.group_id, set()).update(tid for tid, _n in group.topics_seen.values())
+    @property
+    def groups(self) -> ShareGroups:
+        """The share groups, with those the group coordinator replayed since the last look: a load of
+        a __consumer_offsets partition replaces that partition's groups (a resignation drops them)."""
+        gc = getattr(self.broker, "groups", None)
+        loads = gc.take_share_loads() if hasattr(gc, "take_share_loads") else None
+        if loads:
+            groups, now = self._groups.groups, self.now_ms()
+            for partition, replayed in loads.items():
+                for gid in [g for g in groups if gc.partition_for(g) == partition]:
+                    del groups[gid]
+                for gid, load in replayed.items():
+                    group = self._groups.restore(gid, load, now)
+                    if group is not None:
+                        groups[gid] = group
+            self._kick()
+        return self._groups
+
+    async def heartbeat(self, **kwargs):
+        """ShareGroupHeartbeat: the membership's answer once the records of the change it made are
+        replicated in __consumer_offsets (as Kafka's coordinator answers); if they cannot be, the
+        group is as before and the answer is the append's error. One change of a group at a time,
+        so an answer never tells of a change not yet written."""
+        group_id = kwargs["group_id"]
+        lock = self._group_locks.get(group_id)
+        if lock is None:
+            lock = self._group_locks[group_id] = trio.Lock()
+        async with lock:
+            groups = self.groups.groups
+            member = (kwargs["member_id"],)
+            before = membership.view(groups.get(group_id), member)
+            # a member leaving keeps its share session: its last acknowledgements (ShareAcknowledge with
+            # epoch -1) come after the leave; the session's end releases what it still holds
+            res = self.groups.heartbeat(topics=self.topic_table(), now_ms=self.now_ms(),
+                                        initialized=self.initialized.partitions(group_id), **kwargs)
+            group = groups.get(group_id)
+            if group is not None:
+                seen = self.group_topics.setdefault(group_id, set())
+                seen.update(tid for tid, _n in (group.topics_seen or {}).values())
+                changes = membership.records(group, before, member)
+                if changes:
+                    error = await self.broker.groups.put_share_records(group_id, changes)
+                    if error != E.NONE:
+                        if groups.get(group_id) is group:      # (not replaced by a load meanwhile)
+                            if before is None:
+                                del groups[group_id]
+                            else:
+                                membership.revert(group, before)
+                        res = type(res)(error, None)
+        if group_id not in self._groups.groups and not lock.locked() and not lock.statistics().tasks_waiting:
+            self._group_locks.pop(group_id, None)      # (no group, no one waiting: no lock kept)
         self._kick()
         return res
 
@@ -481,9 +528,15 @@ class ShareService:
             if sp.expire(now_ms):
                 self.persist((gid, tid, idx), sp)
                 self._notify(tid, idx)
+        groups = self.groups.groups
+        before = {gid: membership.view(g, ()) for gid, g in groups.items()
+                  if any(m.deadline <= now_ms for m in g.members.values())}
         for gid, mid in self.groups.expire(now_ms, self.topic_table(), self.initialized.partitions):
             log.info("share group %s: member %s session expired", gid, mid)
             self._member_gone(gid, mid)
+        for gid, view in before.items():
+            if gid in groups:               # the members' tombstones and the group's new epoch
+                self.broker.groups.append_share_records(gid, membership.records(groups[gid], view, ()))
 
     async def run(self) -> None:
         try:
