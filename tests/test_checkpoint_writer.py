@@ -112,3 +112,42 @@ def test_shutdown_drains_pending_writes():
     assert done == ["a", "b"]
     writer.drain()
     assert done == ["a", "b"]
+
+
+def test_new_leader_epochs_are_written_by_the_writer_coalesced(tmp_path, monkeypatch):
+    """A leadership change over thousands of partitions wrote one leader-epoch-checkpoint per
+    partition on the event loop (~0.25 ms each). Now assign_epoch hands the write to the writer,
+    one pending write per file however many epochs came meanwhile; a truncation is still written
+    at once, and the pending write then leaves it alone."""
+    import broker.storage.epochs as epochs_module
+    d = str(tmp_path / "logs")
+    mgr = LogManager.open(d, broker_config={}, sync=True)
+    jobs: dict = {}
+    mgr.set_checkpoint_writer(lambda key, job: jobs.__setitem__(key, job))   # (coalesced by key)
+    logs = [mgr.get_or_create("t", i, uuid.uuid4()) for i in range(50)]
+    written = []
+    real = epochs_module.write_epoch_checkpoint
+    monkeypatch.setattr(epochs_module, "write_epoch_checkpoint",
+                        lambda path, *a, **kw: (written.append(path), real(path, *a, **kw)))
+    for log in logs:
+        log.assign_epoch(3)
+        log.assign_epoch(4)                  # (a second election before the write)
+    assert written == []                     # nothing written on the caller's thread
+    epoch_jobs = [job for key, job in jobs.items() if key.startswith("epochs:")]
+    assert len(epoch_jobs) == 50             # one per partition
+    first = logs[0]
+    first.append(multi_batch([T0]), 4, now_ms=T0)
+    first.assign_epoch(5)                    # (pending still)
+    first.truncate_to(1)                     # drops epoch 5: written at once, not deferred
+    assert written == [first.epochs.path]
+    for job in epoch_jobs:
+        threading.Thread(target=job).start()
+    deadline = 200
+    while deadline and len(written) < 50:
+        deadline -= 1
+        threading.Event().wait(0.02)
+    assert len(written) == 50                # the truncated one's pending write was dropped
+    for i, log in enumerate(logs):
+        lines = open(os.path.join(d, f"t-{i}", "leader-epoch-checkpoint")).read().split("\n")
+        assert lines[:3] == ["0", "1", "4 0"]   # Kafka's format: version, count, "epoch offset"
+    mgr.close()
