@@ -34,7 +34,7 @@ from broker.replication.fetch_session_handler import FetchSessionHandler
 from broker.replication.leader_state import LeaderState
 from broker.replication.low_watermark import LowWatermarkWaits
 from broker.replication.quota import ReplicationQuotas
-from broker.replication.replica_fetch import FULL_VISIT_MS
+from broker.replication.replica_fetch import FULL_VISIT_MS, YIELD_EVERY
 
 log = logging.getLogger("kproto.replication")
 
@@ -439,9 +439,11 @@ class ReplicationManager:
             lag = self.lag_max_ms
             await trio.sleep(max(0.05, lag / 2000))
             now = _now_ms()
-            for key, state in list(self.leaders.items()):
+            for i, (key, state) in enumerate(list(self.leaders.items())):
+                if i % YIELD_EVERY == YIELD_EVERY - 1:
+                    await trio.lowlevel.checkpoint()   # (3,333 leaderships: one step of ~50 ms)
                 part = self.broker.partitions.get(*key)
-                if part is None:
+                if part is None or self.leaders.get(key) is not state:
                     continue
                 if state.pending_isr is not None and now - getattr(state, "pending_since", now) > 5000:
                     state.pending_isr = None   # the answer never came: ask again
@@ -673,7 +675,7 @@ class Fetcher:
                     await conn.aclose()
                     await trio.sleep(min(backoff, 0.2))
                     continue
-                if self._handle(resp, parts):
+                if await self._handle(resp, parts):
                     await self._rebuild_from_tier(conn)
                     await trio.sleep(min(backoff, 0.1))
         finally:
@@ -783,15 +785,21 @@ class Fetcher:
                                    for tid, ps in forgotten.items()], rack_id="")
         return req
 
-    def _handle(self, resp, parts) -> bool:
-        """Apply a fetch answer; True if the leader answered errors (back off)."""
+    async def _handle(self, resp, parts) -> bool:
+        """Apply a fetch answer; True if the leader answered errors (back off). The event loop
+        runs every YIELD_EVERY partitions (a first answer of thousands, each appended)."""
         if not self.session.handle_response(resp):
             # a session error: the next fetch is full (no back-off for the usual ones, as Kafka)
             return resp.error_code not in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
                                            ErrorCode.INVALID_FETCH_SESSION_EPOCH)
         errors = False
+        seen = 0
         for tr in resp.responses:
             for pr in tr.partitions:
+                seen += 1
+                if seen % YIELD_EVERY == 0:
+                    # (each partition is checked again below: one unfollowed meanwhile is skipped)
+                    await trio.lowlevel.checkpoint()
                 part = parts.get((tr.topic_id, pr.partition_index))
                 if part is None or self.partitions.get((part.topic, part.index)) is not part:
                     continue
