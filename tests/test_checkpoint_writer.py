@@ -73,6 +73,16 @@ def test_without_a_writer_periodic_writes_inline(tmp_path):
     mgr.close()
 
 
+def _run_in_threads(jobs, done, seconds: float = 4.0) -> None:
+    """Each job in a thread of its own (as the writer's worker would), until done() (bounded)."""
+    for job in jobs:
+        threading.Thread(target=job).start()
+    for _ in range(int(seconds / 0.02)):
+        if done():
+            return
+        threading.Event().wait(0.02)
+
+
 def test_creating_a_partition_leaves_its_fsyncs_to_the_writer(tmp_path, monkeypatch):
     """Five fsyncs per new partition on the event loop stalled every connection
     for ~1 s when a 50-partition topic was created; with a writer they run on
@@ -91,12 +101,7 @@ def test_creating_a_partition_leaves_its_fsyncs_to_the_writer(tmp_path, monkeypa
     log = mgr.get_or_create("t", 0, uuid.uuid4())
     log.assign_epoch(3)
     assert synced == []                      # nothing on the caller's thread
-    for job in jobs:
-        threading.Thread(target=job).start()
-    deadline = 100
-    while deadline and len(synced) < 5:
-        deadline -= 1
-        threading.Event().wait(0.02)
+    _run_in_threads(jobs, lambda: len(synced) >= 5)
     part = os.path.join(d, "t-0")
     assert set(synced) >= {os.path.join(part, "partition.metadata"), part, d,
                            os.path.join(part, "leader-epoch-checkpoint")}
@@ -140,12 +145,7 @@ def test_new_leader_epochs_are_written_by_the_writer_coalesced(tmp_path, monkeyp
     first.assign_epoch(5)                    # (pending still)
     first.truncate_to(1)                     # drops epoch 5: written at once, not deferred
     assert written == [first.epochs.path]
-    for job in epoch_jobs:
-        threading.Thread(target=job).start()
-    deadline = 200
-    while deadline and len(written) < 50:
-        deadline -= 1
-        threading.Event().wait(0.02)
+    _run_in_threads(epoch_jobs, lambda: len(written) >= 50)
     assert len(written) == 50                # the truncated one's pending write was dropped
     for i, log in enumerate(logs):
         lines = open(os.path.join(d, f"t-{i}", "leader-epoch-checkpoint")).read().split("\n")
