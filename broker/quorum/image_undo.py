@@ -56,6 +56,15 @@ class ImageUndo:
         return True
 
 
+def _shallow(p):
+    """A copy of a PartitionImage sharing its lists: applying a record gives the image new lists,
+    never changes them in place (MetadataImage._apply_PartitionChangeRecord). 2 us a partition
+    where copy.deepcopy took 120 (a fence moves 10,000 partitions in one proposal)."""
+    c = object.__new__(type(p))
+    c.__dict__.update(p.__dict__)
+    return c
+
+
 def _undo_of(image, r):
     kind = type(r).__name__
     if kind in _PARTITION:
@@ -63,7 +72,7 @@ def _undo_of(image, r):
         if t is None:
             return lambda _image: None   # (applying it changed nothing)
         old = t.partitions.get(r.partition_id)
-        old = copy.deepcopy(old) if old is not None else None
+        old = _shallow(old) if old is not None else None
 
         def undo_partition(_image, t=t, index=r.partition_id, old=old):
             if old is None:
@@ -75,9 +84,7 @@ def _undo_of(image, r):
     if kind in _REGISTRATION:
         broker_id = getattr(r, "broker_id", getattr(r, "id", None))
         old = image.brokers.get(broker_id)
-        old = copy.copy(old) if old is not None else None
-        if old is not None and isinstance(getattr(old, "log_dirs", None), list):
-            old.log_dirs = list(old.log_dirs)
+        old = copy.copy(old) if old is not None else None   # (its apply sets fields, log_dirs a new list)
 
         def undo_registration(image, broker_id=broker_id, old=old):
             if old is None:
