@@ -652,7 +652,7 @@ class Fetcher:
                     if conn is not None:
                         await conn.aclose()
                     conn = m.connection(ep[0], ep[1], f"replica-fetcher-{m.node_id}")
-                req, parts = self._request()
+                req, parts = await self._request()
                 if not parts:
                     # every partition held back by the follower quota: Kafka's fetcher backs off
                     # replica.fetch.backoff.ms when it has nothing to fetch
@@ -723,7 +723,7 @@ class Fetcher:
                 last_fetched_epoch=params[4], log_start_offset=params[1], partition_max_bytes=max_bytes))
         return fkey, last[1]
 
-    def _request(self):
+    async def _request(self):
         m = self.manager
         image = m.broker.image
         quota, exceeded, self.held = m.quotas.follower, None, False
@@ -747,7 +747,11 @@ class Fetcher:
         parts = {}
         if len(self._last) > 2 * len(self.partitions) + 100:
             self._last = {}   # (partitions moved away: their entries go now and then)
-        for key, part in self.partitions.items():
+        for i, (key, part) in enumerate(list(self.partitions.items())):
+            if i % YIELD_EVERY == YIELD_EVERY - 1:
+                # (thousands of partitions: ~0.25 s at 10,000 in one step otherwise; one unfollowed
+                # meanwhile is still asked for, and its answer skipped by _handle)
+                await trio.lowlevel.checkpoint()
             if quota.is_throttled(*key) and self.lag.get(key, 1) > 0:
                 if exceeded is None:
                     exceeded = quota.is_quota_exceeded()
