@@ -101,10 +101,10 @@ def test_creating_a_partition_leaves_its_fsyncs_to_the_writer(tmp_path, monkeypa
     log = mgr.get_or_create("t", 0, uuid.uuid4())
     log.assign_epoch(3)
     assert synced == []                      # nothing on the caller's thread
-    _run_in_threads(jobs, lambda: len(synced) >= 5)
     part = os.path.join(d, "t-0")
-    assert set(synced) >= {os.path.join(part, "partition.metadata"), part, d,
-                           os.path.join(part, "leader-epoch-checkpoint")}
+    expected = {os.path.join(part, "partition.metadata"), part, d, os.path.join(part, "leader-epoch-checkpoint")}
+    _run_in_threads(jobs, lambda: set(synced) >= expected)
+    assert set(synced) >= expected
     assert open(os.path.join(part, "leader-epoch-checkpoint")).read().split("\n")[2] == "3 0"
 
 
