@@ -294,6 +294,23 @@ class ReplicaManager:
                 self.logs.delete_partition(topic, index)
                 log.info("removed stray partition directory %s-%s", topic, index)
 
+    def refresh_all_configs(self) -> int:
+        """Every hosted partition's effective config again (a broker default changed, or the
+        image was rebuilt): one walk, each topic's config computed once, and a log's config made
+        again only where it changed. refresh_configs per topic walked every partition per topic
+        (10,000 x 100 at 10,000 partitions: 0.5-0.7 s on the event loop after each rebuilt
+        image). Returns how many partitions changed."""
+        configs: dict[str, dict] = {}
+        changed = 0
+        for (topic, _i), part in self._partitions.items():
+            cfg = configs.get(topic)
+            if cfg is None:
+                cfg = configs[topic] = self.topic_config(topic)
+            if part.config != cfg:
+                part.update_config(cfg)
+                changed += 1
+        return changed
+
     def refresh_configs(self, topic: str) -> None:
         cfg = self.topic_config(topic)
         for (t, _i), part in self._partitions.items():

@@ -324,8 +324,7 @@ class ReplicatedMetadata:
         partitions = getattr(self.broker, "partitions", None)
         if controller is None or not controller.broker_configs_changed(records) or partitions is None:
             return
-        for topic in list(self.image.topics):
-            partitions.refresh_configs(topic)
+        partitions.refresh_all_configs()
 
     def image_committed(self) -> bool:
         """True unless the image holds this leader's own proposals that are not committed yet."""
