@@ -16,6 +16,7 @@ from broker.controller.controller import Controller
 from broker.server.dispatch import Dispatcher
 from broker.storage.flusher import Flusher
 from broker.groups.coordinator import GroupCoordinator
+from broker.metadata.delta import PartitionDelta
 from broker.metadata.image import MetadataImage
 from broker.metadata.log import METADATA_TOPIC, MetadataLog
 from broker.storage.checkpoint_writer import CheckpointWriter
@@ -215,6 +216,8 @@ class Broker:
         self.partitions.reconcile()
         self.replication = ReplicationManager(self)   # leader/follower roles (broker/replication)
         self.replication.reconcile()
+        self._delta = PartitionDelta(self.node_id)   # what the next reconcile visits
+        self._delta.take()                           # (everything was visited just now)
         self.metadata.subscribe(self._reconcile_replicas)
         self.groups = GroupCoordinator(self)
         self.groups.open()
@@ -352,17 +355,23 @@ class Broker:
     def metrics_url(self) -> str | None:
         return self.metrics_server.url if self.metrics_server is not None else None
 
-    def _reconcile_replicas(self, _records=None) -> None:
-        """Metadata listener: local partitions (created, deleted, leader epochs) and their roles.
+    def _reconcile_replicas(self, records=None) -> None:
+        """Metadata listener: local partitions (created, deleted, leader epochs) and their roles,
+        of the partitions the records since the last reconcile named (broker/metadata/delta.py;
+        ``records`` None: a call waiting for the commit, which adds none).
         On committed metadata only, as Kafka's brokers: the active controller's image also holds
         its own proposals before they commit, and one that resumes after a pause believing it
         still leads proposes what never commits (broker/quorum/replicated.py)."""
+        if records is not None:
+            self._delta.add(records, self.image)
+            self.replication.elections.add(records, self.image)
         committed = getattr(self.quorum, "image_committed", None)   # (in-process test clusters: none)
         if committed is not None and not committed():
             self.quorum.when_committed(self._reconcile_replicas)
             return
-        self.partitions.reconcile()
-        self.replication.reconcile()
+        keys = self._delta.take()
+        self.partitions.reconcile(keys)
+        self.replication.reconcile(keys)
 
     def _take_dirs_offline(self, dirs) -> None:
         """Failed log dirs: their partitions go offline and lose their roles (the heartbeat tells
@@ -375,6 +384,7 @@ class Broker:
         them (on the committed image; a quorum leader's image may be ahead of it)."""
         committed = getattr(self.quorum, "image_committed", None)
         if committed is not None and not committed():
+            self._delta.add_keys((p.topic, p.index) for p in parts)
             self.quorum.when_committed(self._reconcile_replicas)
             return
         self.replication.adopt(parts)

@@ -73,6 +73,16 @@ def test_without_a_writer_periodic_writes_inline(tmp_path):
     mgr.close()
 
 
+def _run_in_threads(jobs, done, seconds: float = 4.0) -> None:
+    """Each job in a thread of its own (as the writer's worker would), until done() (bounded)."""
+    for job in jobs:
+        threading.Thread(target=job).start()
+    for _ in range(int(seconds / 0.02)):
+        if done():
+            return
+        threading.Event().wait(0.02)
+
+
 def test_creating_a_partition_leaves_its_fsyncs_to_the_writer(tmp_path, monkeypatch):
     """Five fsyncs per new partition on the event loop stalled every connection
     for ~1 s when a 50-partition topic was created; with a writer they run on
@@ -91,15 +101,10 @@ def test_creating_a_partition_leaves_its_fsyncs_to_the_writer(tmp_path, monkeypa
     log = mgr.get_or_create("t", 0, uuid.uuid4())
     log.assign_epoch(3)
     assert synced == []                      # nothing on the caller's thread
-    for job in jobs:
-        threading.Thread(target=job).start()
-    deadline = 100
-    while deadline and len(synced) < 5:
-        deadline -= 1
-        threading.Event().wait(0.02)
     part = os.path.join(d, "t-0")
-    assert set(synced) >= {os.path.join(part, "partition.metadata"), part, d,
-                           os.path.join(part, "leader-epoch-checkpoint")}
+    expected = {os.path.join(part, "partition.metadata"), part, d, os.path.join(part, "leader-epoch-checkpoint")}
+    _run_in_threads(jobs, lambda: set(synced) >= expected)
+    assert set(synced) >= expected
     assert open(os.path.join(part, "leader-epoch-checkpoint")).read().split("\n")[2] == "3 0"
 
 
@@ -112,3 +117,37 @@ def test_shutdown_drains_pending_writes():
     assert done == ["a", "b"]
     writer.drain()
     assert done == ["a", "b"]
+
+
+def test_new_leader_epochs_are_written_by_the_writer_coalesced(tmp_path, monkeypatch):
+    """A leadership change over thousands of partitions wrote one leader-epoch-checkpoint per
+    partition on the event loop (~0.25 ms each). Now assign_epoch hands the write to the writer,
+    one pending write per file however many epochs came meanwhile; a truncation is still written
+    at once, and the pending write then leaves it alone."""
+    import broker.storage.epochs as epochs_module
+    d = str(tmp_path / "logs")
+    mgr = LogManager.open(d, broker_config={}, sync=True)
+    jobs: dict = {}
+    mgr.set_checkpoint_writer(lambda key, job: jobs.__setitem__(key, job))   # (coalesced by key)
+    logs = [mgr.get_or_create("t", i, uuid.uuid4()) for i in range(50)]
+    written = []
+    real = epochs_module.write_epoch_checkpoint
+    monkeypatch.setattr(epochs_module, "write_epoch_checkpoint",
+                        lambda path, *a, **kw: (written.append(path), real(path, *a, **kw)))
+    for log in logs:
+        log.assign_epoch(3)
+        log.assign_epoch(4)                  # (a second election before the write)
+    assert written == []                     # nothing written on the caller's thread
+    epoch_jobs = [job for key, job in jobs.items() if key.startswith("epochs:")]
+    assert len(epoch_jobs) == 50             # one per partition
+    first = logs[0]
+    first.append(multi_batch([T0]), 4, now_ms=T0)
+    first.assign_epoch(5)                    # (pending still)
+    first.truncate_to(1)                     # drops epoch 5: written at once, not deferred
+    assert written == [first.epochs.path]
+    _run_in_threads(epoch_jobs, lambda: len(written) >= 50)
+    assert len(written) == 50                # the truncated one's pending write was dropped
+    for i, log in enumerate(logs):
+        lines = open(os.path.join(d, f"t-{i}", "leader-epoch-checkpoint")).read().split("\n")
+        assert lines[:3] == ["0", "1", "4 0"]   # Kafka's format: version, count, "epoch offset"
+    mgr.close()

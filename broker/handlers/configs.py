@@ -173,8 +173,7 @@ def _apply_broker_layer(broker, name: str, new: dict, validate_only: bool) -> No
     broker.controller.alter_broker_configs(bool(name), new, validate_only=validate_only)
     if not validate_only:
         # dynamic log.* settings are the defaults of every topic without an override
-        for topic in list(broker.image.topics):
-            broker.partitions.refresh_configs(topic)
+        broker.partitions.refresh_all_configs()
 
 
 def _java_split(value: str) -> list[str]:

@@ -143,7 +143,13 @@ class ReplicaManager:
         values = TopicConfig(self.config, t.configs if t else {}).as_dict()
         return {k: (",".join(v) if isinstance(v, list) else v) for k, v in values.items()}
 
-    def reconcile(self, _records=None) -> None:
+    def reconcile(self, keys=None) -> None:
+        """The hosted partitions after a metadata change: ``keys`` (topic, index) are those the
+        change's records named (broker/metadata/delta.py); None walks every partition of the
+        image (deletions, strays)."""
+        if keys is not None:
+            self._reconcile_keys(keys)
+            return
         wanted = {}
         for t in self.image.topics.values():
             for p in t.partitions.values():
@@ -153,9 +159,7 @@ class ReplicaManager:
         for key, part in list(self._partitions.items()):
             entry = wanted.get(key)
             if entry is None or entry[0].topic_id != part.topic_id:
-                del self._partitions[key]
-                self.logs.delete_partition(*key)
-                log.info("removed partition %s-%s", *key)
+                self._remove(key)
         for key in [k for k, v in self._pending.items()
                     if k not in wanted or wanted[k][0].topic_id != v.topic_id]:
             del self._pending[key]   # deleted (or re-created) before its log was made
@@ -164,27 +168,61 @@ class ReplicaManager:
             del self._offline[key]   # (a re-created topic's partition is made afresh)
             self._offline_dir.pop(key, None)
         new: dict[tuple[str, int], _Pending] = {}
-        for t in self.image.topics.values():
-            for p in t.partitions.values():
-                key = (t.name, p.partition)
-                if key not in wanted or key in self._offline:
-                    continue
-                existing = self._partitions.get(key)
-                if existing is not None:
-                    if existing.leader_epoch != p.leader_epoch:
-                        existing.leader_epoch = p.leader_epoch
-                        if p.leader == self.node_id:   # a follower's epochs come from its leader's batches
-                            existing.log.assign_epoch(p.leader_epoch)
-                    continue
-                if self.logs.get(*key) is not None and key not in self._pending:
-                    # its log is open already (loaded at start-up): hosting it costs nothing
-                    self._make_or_fail(t.name, p.partition, _Pending(t.topic_id, p.leader, p.leader_epoch))
-                    continue
-                if key in self._pending:
-                    self._pending[key] = _Pending(t.topic_id, p.leader, p.leader_epoch,   # (its epoch moved)
-                                                  self._pending[key].is_new)
-                else:
-                    new[key] = _Pending(t.topic_id, p.leader, p.leader_epoch, not self._opening)
+        for key, (t, p) in wanted.items():
+            self._want(key, t, p, new)
+        self._make_new(new)
+        if self.strays_allowed:
+            self.remove_strays()
+        if self._pending and self.on_pending is not None:
+            self.on_pending()
+
+    def _reconcile_keys(self, keys) -> None:
+        """reconcile() of the named partitions only: one whose replicas no longer include this
+        node (a reassignment) goes; a deleted topic is a full walk (delta.py)."""
+        new: dict[tuple[str, int], _Pending] = {}
+        for key in keys:
+            t = self.image.topics.get(key[0])
+            p = t.partitions.get(key[1]) if t is not None else None
+            if p is None or self.node_id not in p.replicas:
+                if key in self._partitions:
+                    self._remove(key)
+                self._pending.pop(key, None)
+                if self._offline.pop(key, None) is not None:
+                    self._offline_dir.pop(key, None)
+                continue
+            self._want(key, t, p, new)
+        self._make_new(new)
+        if self._pending and self.on_pending is not None:
+            self.on_pending()
+
+    def _remove(self, key) -> None:
+        del self._partitions[key]
+        self.logs.delete_partition(*key)
+        log.info("removed partition %s-%s", *key)
+
+    def _want(self, key, t, p, new: dict) -> None:
+        """A partition the image gives this node: its leader epoch if hosted, its log made if
+        already open, else queued in ``new``."""
+        if key in self._offline:
+            return
+        existing = self._partitions.get(key)
+        if existing is not None:
+            if existing.leader_epoch != p.leader_epoch:
+                existing.leader_epoch = p.leader_epoch
+                if p.leader == self.node_id:   # a follower's epochs come from its leader's batches
+                    existing.log.assign_epoch(p.leader_epoch)
+            return
+        if self.logs.get(*key) is not None and key not in self._pending:
+            # its log is open already (loaded at start-up): hosting it costs nothing
+            self._make_or_fail(t.name, p.partition, _Pending(t.topic_id, p.leader, p.leader_epoch))
+            return
+        if key in self._pending:
+            self._pending[key] = _Pending(t.topic_id, p.leader, p.leader_epoch,   # (its epoch moved)
+                                          self._pending[key].is_new)
+        else:
+            new[key] = _Pending(t.topic_id, p.leader, p.leader_epoch, not self._opening)
+
+    def _make_new(self, new: dict) -> None:
         # (internal topics too: their coordinators load a partition once its log is made here,
         # wait_hosted)
         if 0 < len(new) <= INLINE_PARTITIONS:
@@ -194,11 +232,6 @@ class ReplicaManager:
                 self._make_or_fail(topic, index, want)
         elif new:
             self._pending.update(new)
-        if self.strays_allowed:
-            self._opening = False
-            self.remove_strays()
-        if self._pending and self.on_pending is not None:
-            self.on_pending()
 
     def _make(self, topic: str, index: int, want: _Pending, topic_cfg: dict | None = None) -> Partition:
         if topic_cfg is None:
@@ -287,12 +320,31 @@ class ReplicaManager:
         return gone
 
     def remove_strays(self) -> None:
-        """Stale logs on disk for topics the image no longer has."""
+        """Stale logs on disk for topics the image no longer has. Called once the image holds
+        what the node should have had when it opened: logs made from now on are new ones."""
+        self._opening = False
         for (topic, index) in list(self.logs.logs):
             if (topic != METADATA_TOPIC and (topic, index) not in self._partitions
                     and (topic, index) not in self._pending and (topic, index) not in self._offline):
                 self.logs.delete_partition(topic, index)
                 log.info("removed stray partition directory %s-%s", topic, index)
+
+    def refresh_all_configs(self) -> int:
+        """Every hosted partition's effective config again (a broker default changed, or the
+        image was rebuilt): one walk, each topic's config computed once, and a log's config made
+        again only where it changed. refresh_configs per topic walked every partition per topic
+        (10,000 x 100 at 10,000 partitions: 0.5-0.7 s on the event loop after each rebuilt
+        image). Returns how many partitions changed."""
+        configs: dict[str, dict] = {}
+        changed = 0
+        for (topic, _i), part in self._partitions.items():
+            cfg = configs.get(topic)
+            if cfg is None:
+                cfg = configs[topic] = self.topic_config(topic)
+            if part.config != cfg:
+                part.update_config(cfg)
+                changed += 1
+        return changed
 
     def refresh_configs(self, topic: str) -> None:
         cfg = self.topic_config(topic)

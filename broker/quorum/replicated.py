@@ -53,6 +53,7 @@ from broker.metadata import serde
 from broker.metadata.image import MetadataImage
 from broker.metadata.log import MetadataLog
 from broker.metadata import snapshotter as metadata_snapshots, snapshots
+from broker.quorum.image_undo import ImageUndo
 from broker.quorum.liveness import ALLOCATE_PRODUCER_IDS, BROKER_HEARTBEAT, Liveness, QuorumProducerIds
 from broker.quorum.raft_storage import LogStorage
 from broker.quorum.shell import _AUTH_ERRORS, _CONN_ERRORS, QuorumShell, _read_frame
@@ -153,6 +154,8 @@ class ReplicatedMetadata:
         self.storage: LogStorage | None = None
         self.dispatcher = None
         self._was_leader = False
+        self._undo = ImageUndo()   # how to drop this leader's uncommitted proposals from the image
+        self.rebuilds = 0          # images taken back to the committed log (tests)
         self._bootstrapped = False
         self._registered_epoch = None
         self.incarnation = uuid.uuid4()   # this process run's broker incarnation (BrokerLifecycleManager)
@@ -321,8 +324,7 @@ class ReplicatedMetadata:
         partitions = getattr(self.broker, "partitions", None)
         if controller is None or not controller.broker_configs_changed(records) or partitions is None:
             return
-        for topic in list(self.image.topics):
-            partitions.refresh_configs(topic)
+        partitions.refresh_all_configs()
 
     def image_committed(self) -> bool:
         """True unless the image holds this leader's own proposals that are not committed yet."""
@@ -351,6 +353,8 @@ class ReplicatedMetadata:
             self.commit_count += 1
         if batch:
             self._apply_records(last, batch)
+        if own:
+            self._undo.committed(self.node.applied)
         if own and self.image_committed() and self._when_committed:
             waiting, self._when_committed = self._when_committed, []
             for callback in waiting:
@@ -413,19 +417,31 @@ class ReplicatedMetadata:
         self.image.__dict__.update(fresh.__dict__)
 
     def _rebuild(self) -> None:
-        """Back to the committed state (a leader that lost its leadership drops what did not commit)."""
+        """Back to the committed state (a leader that lost its leadership drops what did not commit):
+        its uncommitted proposals undone where they can be (image_undo.py), else the image built
+        again from the committed log."""
         upto = self.node.applied
-        committed = self._committed_image(upto)
-        self.image.__dict__.clear()
-        self.image.__dict__.update(committed.__dict__)
+        undone = len(self._undo)
+        if self._undo.undo(self.image, upto):
+            # (the same words as a rebuild: tests/test_paused_controller.py reads them)
+            log.info("metadata image rebuilt from the committed log (up to offset %d): %d uncommitted records "
+                     "undone", upto, undone)
+        else:
+            committed = self._committed_image(upto)
+            self.image.__dict__.clear()
+            self.image.__dict__.update(committed.__dict__)
+            log.info("metadata image rebuilt from the committed log (up to offset %d)", upto)
+        self._undo.clear()
+        self.rebuilds += 1
         for listener in self.metadata._listeners:
             listener([])
-        log.info("metadata image rebuilt from the committed log (up to offset %d)", upto)
 
     def _on_leader(self, change: m.LeaderChange) -> None:
         leader = change.leader_id == self.node_id and self.node.role == LEADER
         if self._was_leader and not leader and self.image.offset >= self.node.applied:
             self._rebuild()
+        elif not leader or not self._was_leader:
+            self._undo.clear()   # (only a leader's own proposals are undone)
         self._was_leader = leader
         log.info("metadata quorum: leader %s in epoch %d", change.leader_id, change.epoch)
         if self.metadata is not None:
@@ -470,6 +486,7 @@ class ReplicatedMetadata:
         pending = _pending.get()
         if pending is not None:
             pending.append((done, result))
+        self._undo.proposed(self.image, p.last_offset - len(records) + 1, records)
         self._apply_records(p.last_offset, records)
         self.shell._pump()
         return p.last_offset

@@ -157,24 +157,39 @@ def preferred_elections(image, brokers: dict[int, BrokerInfo], partitions=None) 
     return out
 
 
-def sweep(image, brokers: dict[int, BrokerInfo], unclean_default: bool = False) -> list:
+def sweep(image, brokers: dict[int, BrokerInfo], unclean_default: bool = False, keys=None,
+          topics=None) -> list:
     """What the active controller writes to bring every partition in line
     with the broker registrations: replicas that cannot lead (fenced, in
     controlled shutdown, unregistered) leave the ISR, partitions whose leader
     is one of them or that have none get a new leader. Run after every
     registration change and periodically, so nothing is missed across
-    controller failovers."""
+    controller failovers. ``keys``: only these (topic, index), those a metadata change
+    named (broker/metadata/delta.py); ``topics``: only these topic names (a slice of the
+    periodic sweep)."""
     out = []
-    for t in image.topics.values():
+    if keys is not None:
+        for name, index in keys:
+            t = image.topics.get(name)
+            p = t.partitions.get(index) if t is not None else None
+            if p is not None:
+                _sweep_one(t, p, brokers, _unclean_enabled(t, unclean_default), out)
+        return out
+    for t in (image.topics.values() if topics is None else
+              [image.topics[n] for n in topics if n in image.topics]):
         unclean = _unclean_enabled(t, unclean_default)
         for p in t.partitions.values():
-            isr = [b for b in p.isr if _acceptable(brokers, b, p)]
-            if not isr:
-                # Kafka keeps the last member in the ISR of a partition that lost them all
-                isr = [p.leader] if p.leader in p.isr else list(p.isr[:1])
-            if isr == list(p.isr) and p.leader != NO_LEADER and _acceptable(brokers, p.leader, p):
-                continue
-            r = change(t.topic_id, p, brokers, target_isr=isr, unclean=unclean)
-            if r is not None:
-                out.append(r)
+            _sweep_one(t, p, brokers, unclean, out)
     return out
+
+
+def _sweep_one(t, p, brokers: dict[int, BrokerInfo], unclean: bool, out: list) -> None:
+    isr = [b for b in p.isr if _acceptable(brokers, b, p)]
+    if not isr:
+        # Kafka keeps the last member in the ISR of a partition that lost them all
+        isr = [p.leader] if p.leader in p.isr else list(p.isr[:1])
+    if isr == list(p.isr) and p.leader != NO_LEADER and _acceptable(brokers, p.leader, p):
+        return
+    r = change(t.topic_id, p, brokers, target_isr=isr, unclean=unclean)
+    if r is not None:
+        out.append(r)

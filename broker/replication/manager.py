@@ -25,6 +25,7 @@ from kproto import records as rec
 from kproto.errors import ErrorCode, KafkaError
 from kproto.messages.fetch_request import FetchRequest
 
+from broker.metadata.delta import PartitionDelta
 from broker.metadata.internal_topics import OFFSETS_TOPIC
 from broker.replication import alter_partition, election, preferred, reassigner
 from broker.replication.client import BrokerConnection
@@ -33,7 +34,7 @@ from broker.replication.fetch_session_handler import FetchSessionHandler
 from broker.replication.leader_state import LeaderState
 from broker.replication.low_watermark import LowWatermarkWaits
 from broker.replication.quota import ReplicationQuotas
-from broker.replication.replica_fetch import FULL_VISIT_MS
+from broker.replication.replica_fetch import FULL_VISIT_MS, YIELD_EVERY
 
 log = logging.getLogger("kproto.replication")
 
@@ -41,6 +42,7 @@ FETCH_VERSION = 16
 ALTER_PARTITION_VERSION = 2
 ALTER_PARTITION_BATCH = 10000   # ISR changes per AlterPartition request at most
 SWEEP_INTERVAL_S = 10.0         # the active controller's election sweep without a metadata change
+SWEEP_SLICE_S = 1.0             # ... made a slice of its topics at a time, this often
 _NO_LEADER_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
                      ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                      ErrorCode.UNKNOWN_TOPIC_ID)
@@ -77,6 +79,10 @@ class ReplicationManager:
         self._changed = trio.Event()
         self._coordinator_owned: dict[int, bool] = {}   # __consumer_offsets partition -> led here
         self._coordinator_changes: list[tuple[int, bool]] = []
+        self.role_visits = 0   # partitions whose role reconcile looked at (tests count the work)
+        self.swept = 0         # partitions the controller's election sweeps looked at (the same)
+        # what the next election sweep visits: fed by the broker's metadata listener
+        self.elections = PartitionDelta(self.node_id, elections=True)
         # Kafka's ReplicaManager meters IsrShrinksPerSec / IsrExpandsPerSec / FailedIsrUpdatesPerSec:
         # ISR changes this leader asked for with AlterPartition, counted when the controller accepted
         # them (a shrink the controller makes itself, fencing a broker, is not counted: as Kafka)
@@ -115,15 +121,32 @@ class ReplicationManager:
 
     # -- roles ---------------------------------------------------------------------------
 
-    def reconcile(self, _records=None) -> None:
-        """Metadata listener (after ReplicaManager.reconcile): apply leader/follower roles."""
+    def reconcile(self, keys=None) -> None:
+        """After ReplicaManager.reconcile: apply leader/follower roles, to the partitions of
+        ``keys`` (those a metadata change named: broker/metadata/delta.py) or, None, to every
+        hosted partition."""
         self._sweep_needed = True
         self._changed.set()
         self._changed = trio.Event()
         image = self.broker.image
         self.quotas.refresh(image)   # the topics' throttled-replica lists
-        seen = set()
         may_lead = self.may_lead()
+        if keys is not None:
+            self.role_visits += len(keys)
+            for key in keys:
+                part = self.broker.partitions.get(*key)
+                t = image.topics.get(key[0])
+                p = t.partitions.get(key[1]) if t is not None and part is not None else None
+                if p is not None:
+                    self._apply_role(part, p, may_lead)
+                    continue
+                self._drop_leader(key)   # no longer hosted here
+                for f in self.fetchers.values():
+                    f.unfollow(key)
+            self._coordinator_roles()
+            return
+        seen = set()
+        self.role_visits += len(self.broker.partitions.all())
         for part in list(self.broker.partitions.all()):
             t = image.topics.get(part.topic)
             p = t.partitions.get(part.index) if t else None
@@ -416,9 +439,11 @@ class ReplicationManager:
             lag = self.lag_max_ms
             await trio.sleep(max(0.05, lag / 2000))
             now = _now_ms()
-            for key, state in list(self.leaders.items()):
+            for i, (key, state) in enumerate(list(self.leaders.items())):
+                if i % YIELD_EVERY == YIELD_EVERY - 1:
+                    await trio.lowlevel.checkpoint()   # (3,333 leaderships: one step of ~50 ms)
                 part = self.broker.partitions.get(*key)
-                if part is None:
+                if part is None or self.leaders.get(key) is not state:
                     continue
                 if state.pending_isr is not None and now - getattr(state, "pending_since", now) > 5000:
                     state.pending_isr = None   # the answer never came: ask again
@@ -520,27 +545,56 @@ class ReplicationManager:
         return ErrorCode(resp.error_code or resp.topics[0].partitions[0].error_code), resp
 
     async def _controller_loop(self) -> None:
-        """Elections after broker fencing / shutdown, written by the active controller."""
+        """Elections after broker fencing / shutdown, written by the active controller. What a
+        sweep decides follows from the metadata image alone (the brokers' view is built from it),
+        so after a metadata change it visits the partitions the change named, or every one after
+        a registration or config change (self.elections, broker/metadata/delta.py). The periodic
+        sweep, a safety net across controller failovers, visits a tenth of the topics every
+        second (each every SWEEP_INTERVAL_S): at 10,000 partitions one walk of them all was a
+        step of ~100 ms on the event loop. A controller that takes over sweeps everything."""
         changed = self._changed
-        next_sweep = 0.0   # (time.monotonic()) the sweep made without a metadata change
+        full = True
+        hold_until = next_slice = 0.0
+        cursor = 0
         while True:
             await self.tick(0.1, changed)
             changed = self._changed
             if not self._is_controller():
-                next_sweep = 0.0   # a controller that takes over sweeps at once
+                full = True
                 continue
             if self.alone():
                 continue   # a single node: nobody to fence, nothing to elect
             now = time.monotonic()
-            if not self._sweep_needed and now < next_sweep:
-                # What a sweep decides follows from the metadata image alone (the brokers' view is
-                # built from it), and every metadata change sets _sweep_needed; the periodic sweep
-                # is a safety net, and it walks every partition: every 10 s, not every second
+            if now < hold_until:
                 continue
-            self._sweep_needed = False
-            next_sweep = now + SWEEP_INTERVAL_S
-            records = election.sweep(self.broker.image, self.broker.controller.brokers(),
-                                     election.unclean_default(self.broker.config))
+            image = self.broker.image
+            keys, topics = set(), None
+            if self._sweep_needed or full:
+                self._sweep_needed = False
+                keys = self.elections.take()
+            if full or keys is None:
+                full, keys = False, None
+                next_slice = now + SWEEP_SLICE_S
+            elif now >= next_slice:
+                names = list(image.topics)
+                step = -(-len(names) * SWEEP_SLICE_S // SWEEP_INTERVAL_S) or 1
+                cursor = cursor if cursor < len(names) else 0
+                topics = names[cursor:cursor + int(step)]
+                cursor += int(step)
+                next_slice = now + SWEEP_SLICE_S
+                keys = {k for k in keys if k[0] not in topics}   # (swept with their topic)
+            if keys is not None and not keys and not topics:
+                continue
+            brokers = self.broker.controller.brokers()
+            unclean = election.unclean_default(self.broker.config)
+            if keys is None:
+                records = election.sweep(image, brokers, unclean)
+                self.swept += sum(len(t.partitions) for t in image.topics.values())
+            else:
+                records = election.sweep(image, brokers, unclean, keys=keys) if keys else []
+                if topics:
+                    records += election.sweep(image, brokers, unclean, topics=topics)
+                self.swept += len(keys) + sum(len(image.topics[n].partitions) for n in topics or ())
             if records:
                 try:
                     self.broker.controller.log.append(records)
@@ -548,7 +602,7 @@ class ReplicationManager:
                         f"{r.partition_id}:leader={r.leader},isr={r.isr}" for r in records))
                 except KafkaError as exc:
                     log.info("elections not written: %s", exc)
-                    next_sweep = now + 1.0   # tried again soon
+                    full, hold_until = True, now + 1.0   # tried again soon, every partition
 
 
 class _Leaderless:
@@ -598,7 +652,7 @@ class Fetcher:
                     if conn is not None:
                         await conn.aclose()
                     conn = m.connection(ep[0], ep[1], f"replica-fetcher-{m.node_id}")
-                req, parts = self._request()
+                req, parts = await self._request()
                 if not parts:
                     # every partition held back by the follower quota: Kafka's fetcher backs off
                     # replica.fetch.backoff.ms when it has nothing to fetch
@@ -621,7 +675,7 @@ class Fetcher:
                     await conn.aclose()
                     await trio.sleep(min(backoff, 0.2))
                     continue
-                if self._handle(resp, parts):
+                if await self._handle(resp, parts):
                     await self._rebuild_from_tier(conn)
                     await trio.sleep(min(backoff, 0.1))
         finally:
@@ -669,7 +723,7 @@ class Fetcher:
                 last_fetched_epoch=params[4], log_start_offset=params[1], partition_max_bytes=max_bytes))
         return fkey, last[1]
 
-    def _request(self):
+    async def _request(self):
         m = self.manager
         image = m.broker.image
         quota, exceeded, self.held = m.quotas.follower, None, False
@@ -693,7 +747,11 @@ class Fetcher:
         parts = {}
         if len(self._last) > 2 * len(self.partitions) + 100:
             self._last = {}   # (partitions moved away: their entries go now and then)
-        for key, part in self.partitions.items():
+        for i, (key, part) in enumerate(list(self.partitions.items())):
+            if i % YIELD_EVERY == YIELD_EVERY - 1:
+                # (thousands of partitions: ~0.25 s at 10,000 in one step otherwise; one unfollowed
+                # meanwhile is still asked for, and its answer skipped by _handle)
+                await trio.lowlevel.checkpoint()
             if quota.is_throttled(*key) and self.lag.get(key, 1) > 0:
                 if exceeded is None:
                     exceeded = quota.is_quota_exceeded()
@@ -731,15 +789,21 @@ class Fetcher:
                                    for tid, ps in forgotten.items()], rack_id="")
         return req
 
-    def _handle(self, resp, parts) -> bool:
-        """Apply a fetch answer; True if the leader answered errors (back off)."""
+    async def _handle(self, resp, parts) -> bool:
+        """Apply a fetch answer; True if the leader answered errors (back off). The event loop
+        runs every YIELD_EVERY partitions (a first answer of thousands, each appended)."""
         if not self.session.handle_response(resp):
             # a session error: the next fetch is full (no back-off for the usual ones, as Kafka)
             return resp.error_code not in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
                                            ErrorCode.INVALID_FETCH_SESSION_EPOCH)
         errors = False
+        seen = 0
         for tr in resp.responses:
             for pr in tr.partitions:
+                seen += 1
+                if seen % YIELD_EVERY == 0:
+                    # (each partition is checked again below: one unfollowed meanwhile is skipped)
+                    await trio.lowlevel.checkpoint()
                 part = parts.get((tr.topic_id, pr.partition_index))
                 if part is None or self.partitions.get((part.topic, part.index)) is not part:
                     continue

@@ -221,6 +221,8 @@ class LogManager:
                 recovery_point=recovery_points.get(tp, 0), log_start_offset=log_starts.get(tp, 0),
                 progress=report, now_ms=now_ms, sync=self.sync,
                 snapshot_provider=self._provider(tp), fsync_later=later)
+            if later is not None:
+                plog.epochs.write_later = self._write_later
             done += to_scan.get(tp, 0)
             self._logs[tp] = plog
         if progress is not None and total:
@@ -303,6 +305,7 @@ class LogManager:
                                      created=created)
             if later is not None:
                 later((self.log_dir,))
+                plog.epochs.write_later = self._write_later
             elif self.sync:
                 cp.fsync_dir(self.log_dir)
         except OSError as exc:
@@ -428,6 +431,15 @@ class LogManager:
             self._deferred_fsyncs.append(paths)
         else:
             submit("fsync:" + "|".join(paths), lambda: cp.fsync_paths(paths))
+
+    def _write_later(self, key: str, job: Callable[[], None]) -> bool:
+        """A partition's new leader epoch checkpoint, written by the checkpoint writer's thread
+        (broker/storage/epochs.py says why that is safe); False while there is no writer."""
+        submit = getattr(self, "_checkpoint_writer", None)
+        if submit is None:
+            return False
+        submit(key, job)
+        return True
 
     def _periodic_checkpoint(self, name: str, offsets: dict) -> None:
         path, sync = self._path(name), self.sync

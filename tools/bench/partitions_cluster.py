@@ -122,6 +122,30 @@ def _throughput(bootstrap: str, topics: list[str], partitions: int, records: int
     return out
 
 
+def _watch(cluster, folder: str, threshold_ms: float) -> None:
+    """Run every kproto node under tools/bench/loopwatch.py: its slow event-loop steps and their
+    stacks in folder/n<i>-loopwatch.json (n<i>-<phase>.json: copies at the end of each phase)."""
+    os.makedirs(folder, exist_ok=True)
+    for node in cluster.nodes:
+        def command(node=node, real=node.command):
+            cmd = real()
+            i = cmd.index(node.launcher)
+            report = os.path.abspath(os.path.join(folder, f"{node.name}-loopwatch.json"))
+            return cmd[:i] + ["tools.bench.loopwatch", "--out", report, "--threshold-ms", str(threshold_ms),
+                              "--"] + cmd[i + 1:]
+        node.command = command
+
+
+def _snapshot(folder: str | None, phase: str) -> None:
+    """Copy each node's loopwatch report as it is now (they are cumulative, rewritten every 3 s)."""
+    if not folder:
+        return
+    time.sleep(3.5)
+    for name in sorted(os.listdir(folder)):
+        if name.endswith("-loopwatch.json"):
+            shutil.copy(os.path.join(folder, name), os.path.join(folder, name.replace("loopwatch", phase)))
+
+
 def run(kind: str, args, log) -> dict:
     from confluent_kafka.admin import NewTopic
     from tools.chaos.cluster import Cluster
@@ -129,6 +153,8 @@ def run(kind: str, args, log) -> dict:
     home = args.kafka_home if kind == "kafka" else None
     props = dict(kv.split("=", 1) for kv in args.set)
     cluster = Cluster(kind, 3, workdir, use_netns=False, kafka_home=home, log=log, props=props)
+    if kind == "kproto" and args.loopwatch:
+        _watch(cluster, args.loopwatch, args.loopwatch_ms)
     out: dict = {"target": kind, "topics": args.topics, "partitions_per_topic": args.partitions,
                  "load_start": _uptime()}
     try:
@@ -192,6 +218,7 @@ def run(kind: str, args, log) -> dict:
         out["metadata_all_topics_ms"] = [round(_metadata_ms(_admin(n.bootstrap)), 1) for n in nodes]
         out["metadata_all_topics_wire_ms"] = [round(_metadata_wire_ms(n.bootstrap), 1) for n in nodes]
         out["settling_cpu_core"] = _idle_cpu(pids, args.settle)
+        _snapshot(args.loopwatch if kind == "kproto" else None, "created")
         out["idle_cpu_core"] = _idle_cpu(pids, args.idle)
         out["load_idle"] = _uptime()
         out["per_node"] = [_counts(p) for p in pids]
@@ -201,6 +228,7 @@ def run(kind: str, args, log) -> dict:
             victim = nodes[-1]
             vid = victim.index + 1
             others = _admin(",".join(n.bootstrap for n in nodes[:-1]))
+            _snapshot(args.loopwatch if kind == "kproto" else None, "idle")
             victim.kill()
             t0 = time.monotonic()
             victim.start(timeout=args.wait)
@@ -225,6 +253,7 @@ def run(kind: str, args, log) -> dict:
             log(f"{kind}: node {vid} listening after {out['restart_listening_s']} s, back in every ISR "
                 f"after {out['restart_back_in_every_isr_s']} s ({first_seen} partitions seen without it)")
             out["idle_cpu_after_restart"] = _idle_cpu(pids, args.idle)
+            _snapshot(args.loopwatch if kind == "kproto" else None, "restarted")
 
         if args.records:
             spread = names[:args.spread_topics]
@@ -250,6 +279,9 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the data folders")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker property for every node")
+    ap.add_argument("--loopwatch", metavar="DIR", help="run the kproto nodes under tools/bench/loopwatch.py: "
+                    "slow event-loop steps and their stacks per node and phase (DIR/n<i>-<phase>.json)")
+    ap.add_argument("--loopwatch-ms", type=float, default=50.0, help="with --loopwatch: the slow step threshold")
     args = ap.parse_args(argv)
     os.environ.setdefault("KAFKA_HEAP_OPTS", "-Xmx512m")
     log = lambda m: print(m, flush=True)   # noqa: E731
