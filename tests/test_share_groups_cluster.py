@@ -58,6 +58,12 @@ def _addr(cluster, node_id: int) -> str:
 
 def _leader(cluster, topic: str, down=()):
     """(leader id, topic id) of partition 0 as a live node's metadata says, once it is a live node."""
+    found = _live_leader(cluster, topic, down)
+    return None if found is None else (found.partitions[0].leader_id, found.topic_id)
+
+
+def _live_leader(cluster, topic: str, down=()):
+    """The metadata of the topic from the first live node that names a live leader of partition 0."""
     for nid in cluster.nodes:
         if nid in down:
             continue
@@ -65,7 +71,7 @@ def _leader(cluster, topic: str, down=()):
             t = metadata(c, name=topic)
         if t.error_code == 0 and t.partitions and t.partitions[0].leader_id > 0 \
                 and t.partitions[0].leader_id not in down:
-            return t.partitions[0].leader_id, t.topic_id
+            return t
     return None
 
 
@@ -165,14 +171,9 @@ def _leader_epoch(cluster, topic: str, down=()) -> int:
     """Partition 0's leader epoch, as the first live node whose metadata names a live leader says
     (a node can learn of a failover later than another)."""
     for _ in range(100):
-        for nid in cluster.nodes:
-            if nid in down:
-                continue
-            with WireClient(_addr(cluster, nid)) as c:
-                t = metadata(c, name=topic)
-            if t.error_code == 0 and t.partitions and t.partitions[0].leader_id > 0 \
-                    and t.partitions[0].leader_id not in down:
-                return t.partitions[0].leader_epoch
+        found = _live_leader(cluster, topic, down)
+        if found is not None:
+            return found.partitions[0].leader_epoch
         time.sleep(0.2)
     raise AssertionError(f"no live node names a live leader of {topic}-0")
 
