@@ -201,6 +201,10 @@ def run_target(target, args, home: str | None) -> dict:
         for name, a, b in (("catch-up", t_consumers, t_caught), ("tail", t_caught, t_stop)):
             row[name]["broker cpu %"] = 100 * (cpu[name] - cpu_before[name]) / max(b - a, 1e-9)
         row["catch-up"]["join s"] = round(t_first - t_consumers, 2)
+        # the broker's CPU over the join and catch-up per GiB the groups read from the preload
+        # (the producer's few records meanwhile are a small part of it)
+        row["catch-up"]["broker cpu s per GiB"] = (cpu["catch-up"] - cpu["baseline"]) / max(
+            args.groups * args.preload * args.size / (1 << 30), 1e-9)
         row["catch-up"]["per group s"] = [round(caught[i] - results[i]["first"], 2) for i in range(args.groups)]
         e2e = [x for i in range(args.groups) for x in results[i]["e2e"]]
         row["tail"]["e2e p99 ms"] = _p(e2e, 99)
@@ -234,7 +238,7 @@ def print_row(r: dict) -> None:
         return
     b, c, t = r["baseline"], r["catch-up"], r["tail"]
     print(f"{r['target']:<14} {c['join s']:>6.1f} {c['seconds']:>8.1f} {c['read MiB/s']:>9.1f} {_f(c['ack p99 ms']):>9} "
-          f"{_f(c.get('broker cpu %'), '.0f'):>5} {t['read MiB/s']:>9.1f} {_f(t['ack p99 ms']):>9} "
+          f"{_f(c.get('broker cpu %'), '.0f'):>5} {_f(c.get('broker cpu s per GiB'), '.2f'):>6} {t['read MiB/s']:>9.1f} {_f(t['ack p99 ms']):>9} "
           f"{_f(t['e2e p99 ms']):>9} {_f(t.get('broker cpu %'), '.0f'):>5} {_f(b['ack p99 ms']):>9}", flush=True)
 
 
@@ -260,9 +264,9 @@ def main(argv=None) -> int:
     names = target_names(args.targets)
     print(f"fan-out: {args.groups} groups, 1 producer at {args.rate:.0f} records/s of {args.size} B, "
           f"preload {args.preload} records, {args.partitions} partitions, one broker per target", flush=True)
-    print(f"{'':<14} {'------------- catch-up ------------':>42} {'------------- tail -------------':>35} baseline",
+    print(f"{'':<14} {'---------------- catch-up ----------------':>49} {'------------- tail -------------':>35} baseline",
           flush=True)
-    print(f"{'target':<14} {'join s':>6} {'seconds':>8} {'read MiB/s':>9} {'ack p99':>9} {'cpu%':>5} {'read MiB/s':>9} "
+    print(f"{'target':<14} {'join s':>6} {'seconds':>8} {'read MiB/s':>9} {'ack p99':>9} {'cpu%':>5} {'s/GiB':>6} {'read MiB/s':>9} "
           f"{'ack p99':>9} {'e2e p99':>9} {'cpu%':>5} {'ack p99':>9}", flush=True)
     rows = []
     for rep in range(args.reps):
