@@ -68,3 +68,25 @@ def test_making_a_log_fails_its_dir_whatever_the_os_error(tmp_path):
     assert not f.report(emfile) and f.failed == {}       # elsewhere (an append) it is not the disk's
     assert f.report(emfile, any_os_error=True)
     assert f.failed == {b: "Too many open files"} and f.halt_reason is None
+
+
+def test_a_checkpoint_write_the_disk_refuses_fails_the_dir_that_holds_it(tmp_path, monkeypatch):
+    # os.write and os.fsync errors carry no file name: the checkpoint writes add it, or a
+    # background write's failure (a new leader epoch's checkpoint, by the writer's thread)
+    # would fail the first log dir, whichever dir the file is in
+    from broker.storage import checkpoints
+    a, b = tmp_path / "a", tmp_path / "b"
+    (b / "t-0").mkdir(parents=True)
+    a.mkdir()
+    path = str(b / "t-0" / "leader-epoch-checkpoint")
+
+    def refuse(fd, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(checkpoints.os, "write", refuse)
+    for write in (checkpoints.write_in_place, checkpoints.atomic_write):
+        f = LogDirFailures([str(a), str(b)], metadata_dir=str(a))
+        try:
+            write(path, b"0\n1\n0 0\n", False)
+        except OSError as exc:
+            assert f.report(exc)
+        assert f.failed == {str(b): "No space left on device"}, write

@@ -33,7 +33,9 @@ class PartitionDelta:
     def __init__(self, node_id: int, elections: bool = False):
         self.node_id = node_id
         self.elections = elections
-        self._keys: set[tuple[str, int]] | None = None   # the first reconcile walks everything
+        # a dict, not a set: the reconcile makes new logs in the records' order (partition 0, 1,
+        # ...), which places them across log dirs as a full walk does; a set's order is a hash's
+        self._keys: dict[tuple[str, int], None] | None = None   # the first reconcile walks everything
 
     def add(self, records, image) -> None:
         """Records just applied to ``image`` (empty: the image was rebuilt)."""
@@ -49,7 +51,7 @@ class PartitionDelta:
             if kind in _PARTITION:
                 t = by_id.get(r.topic_id)
                 if t is not None:   # (a topic removed since is a RemoveTopicRecord: a full walk)
-                    keys.add((t.name, r.partition_id))
+                    keys[(t.name, r.partition_id)] = None
             elif kind in _NONE and not (self.elections and kind == "ConfigRecord"):
                 continue
             elif kind in _REGISTRATION and not self.elections and getattr(r, "broker_id", getattr(r, "id", None)) != self.node_id:
@@ -60,9 +62,9 @@ class PartitionDelta:
 
     def add_keys(self, keys: Iterable[tuple[str, int]]) -> None:
         if self._keys is not None:
-            self._keys.update(keys)
+            self._keys.update(dict.fromkeys(keys))
 
-    def take(self) -> set[tuple[str, int]] | None:
-        """The partitions to visit now (None: every one), and start a new delta."""
-        keys, self._keys = self._keys, set()
+    def take(self) -> dict[tuple[str, int], None] | None:
+        """The partitions to visit now, in the order named (None: every one), and start a new delta."""
+        keys, self._keys = self._keys, {}
         return keys

@@ -45,14 +45,27 @@ def write_in_place(path: str, data: bytes, sync: bool = True) -> None:
             view = view[os.write(fd, view):]
         if sync:
             os.fsync(fd)
+    except OSError as exc:
+        raise _named(exc, path) from None
     finally:
         os.close(fd)
+
+
+def _named(exc: OSError, path: str) -> OSError:
+    """``exc`` with the file's name: os.write and os.fsync errors carry none, and the log dir
+    failure they report is found by it (broker/storage/dir_failure.py; without one it would
+    fail the first log dir, whichever dir the file is in)."""
+    if exc.filename is not None:
+        return exc
+    return type(exc)(exc.errno, exc.strerror, path)
 
 
 def fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
+    except OSError as exc:
+        raise _named(exc, path) from None
     finally:
         os.close(fd)
 
@@ -67,6 +80,8 @@ def fsync_paths(paths) -> None:
             continue
         try:
             os.fsync(fd)
+        except OSError as exc:
+            raise _named(exc, path) from None
         finally:
             os.close(fd)
 

@@ -87,7 +87,9 @@ class LogDirFailures:
         reason = getattr(cause, "strerror", None) or str(cause)
         if failed not in self.failed:
             self.failed[failed] = reason
-            log.error("log directory %s failed: %s", failed, reason)
+            # the file that failed, when known: a background write (a checkpoint) fails a dir
+            # with no other word of what was being written
+            log.error("log directory %s failed: %s%s", failed, reason, f" (at {path})" if path else "")
             self.changed.set()
             self._to_take_offline.append(failed)
             self._taking.set()
