@@ -29,6 +29,7 @@ import pytest
 from tests.tmpfs import small_tmpfs
 from tests.wire_client import WireClient, create_topics, fetch, list_offset, produce
 from broker.launch.process import BrokerProcess
+from broker.storage.checkpoints import CorruptCheckpointError, read_epoch_checkpoint
 from kproto.errors import ErrorCode
 from kproto.records import build_batch
 
@@ -138,11 +139,9 @@ def _wait_for_epoch_checkpoints(log_dir: str, topic: str, partitions: int, timeo
     """Until every partition's leader-epoch-checkpoint in ``log_dir`` holds an entry."""
     def written(p: int) -> bool:
         try:
-            with open(os.path.join(log_dir, f"{topic}-{p}", "leader-epoch-checkpoint")) as f:
-                lines = f.read().splitlines()
-        except FileNotFoundError:
+            return bool(read_epoch_checkpoint(os.path.join(log_dir, f"{topic}-{p}", "leader-epoch-checkpoint")))
+        except CorruptCheckpointError:   # (caught mid-write: it is written in place)
             return False
-        return len(lines) >= 3 and lines[1] != "0"
     deadline = time.monotonic() + timeout_s
     while not all(written(p) for p in range(partitions)):
         assert time.monotonic() < deadline, f"{topic}'s leader-epoch checkpoints never written"

@@ -90,3 +90,25 @@ def test_a_checkpoint_write_the_disk_refuses_fails_the_dir_that_holds_it(tmp_pat
         except OSError as exc:
             assert f.report(exc)
         assert f.failed == {str(b): "No space left on device"}, write
+
+
+def test_an_fsync_the_disk_refuses_fails_the_dir_that_holds_the_file(tmp_path, monkeypatch):
+    # the deferred fsyncs of a new partition's files and directory (the checkpoint writer's
+    # thread) carry the name the same way
+    from broker.storage import checkpoints
+    a, b = tmp_path / "a", tmp_path / "b"
+    (b / "t-0").mkdir(parents=True)
+    a.mkdir()
+    (b / "t-0" / "partition.metadata").write_bytes(b"version: 0\n")
+
+    def refuse(fd):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+    monkeypatch.setattr(checkpoints.os, "fsync", refuse)
+    for sync in (lambda: checkpoints.fsync_paths([str(b / "t-0" / "partition.metadata")]),
+                 lambda: checkpoints.fsync_dir(str(b / "t-0"))):
+        f = LogDirFailures([str(a), str(b)], metadata_dir=str(a))
+        try:
+            sync()
+        except OSError as exc:
+            assert f.report(exc)
+        assert f.failed == {str(b): os.strerror(errno.EIO)}

@@ -129,10 +129,12 @@ def test_coordinator_killed_after_commit_and_mid_transaction():
         admin = AdminClient({"bootstrap.servers": c.bootstrap, **QUIET})
         wait_brokers_unfenced(admin, c.broker_count)   # leaders spread over all brokers
         wait_until(lambda: create_topic(admin, TOPIC, 3), 60, f"{TOPIC} created")
-        # all three in one answer: a node not yet caught up with the creation answers the topic
-        # unknown, with no partition (which all() of nothing took for led)
-        led = wait_until(lambda: (lambda now: now if sorted(p for p, v in now.items() if v >= 0) == [0, 1, 2]
-                                  else None)(leaders(admin, TOPIC)), 30, "leaders")
+        def all_led():
+            # all three in one answer: a node not yet caught up with the creation answers the
+            # topic unknown, with no partition (which all() of nothing took for led)
+            now = leaders(admin, TOPIC)
+            return now if sorted(p for p, v in now.items() if v >= 0) == [0, 1, 2] else None
+        led = wait_until(all_led, 30, "leaders")
         parts = [0, 1, 2]
         assert len(set(led.values())) > 1, f"the partitions should be led by different brokers: {led}"
 
