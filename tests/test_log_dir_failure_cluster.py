@@ -194,7 +194,9 @@ def test_a_log_that_cannot_be_made_fails_its_dir_and_leadership_leaves_it(tmp_pa
     healthy, cluster = _two_dirs_on_node_1(tmp_path, small_dir)
     try:
         admin, failing = _start_with_a_partition_in_each_dir(cluster, healthy, small_dir)
-        before = AckedProducer(cluster.bootstrap, TOPIC, partition=failing).start()
+        # paced: unpaced, a slow start lets the client queue and then write enough to fill the
+        # small dir before the test does (CI saw the dir full before _fill opened its file)
+        before = AckedProducer(cluster.bootstrap, TOPIC, partition=failing, rate=500).start()
         before.wait_for_acks(100, 60, "acks before the failure")
         before.stop()
         assert not before.errors, before.errors[:3]
@@ -212,7 +214,7 @@ def test_a_log_that_cannot_be_made_fails_its_dir_and_leadership_leaves_it(tmp_pa
                        detail=lambda: f"state {partition_state(admin, topic, i)}")
             assert 1 not in partition_state(admin, topic, i)[2]
         assert partition_state(admin, fresh, 0)[0] == 1   # in the healthy dir: node 1 leads on
-        producers = {i: AckedProducer(cluster.bootstrap, fresh, partition=i).start() for i in (0, 1)}
+        producers = {i: AckedProducer(cluster.bootstrap, fresh, partition=i, rate=500).start() for i in (0, 1)}
         for p in producers.values():
             p.wait_for_acks(200, 30, "acks to the new topic")
         assert node1.alive()
