@@ -369,7 +369,7 @@ class ReplicationManager:
                     else:
                         keep.append(item)
                 waiters[:] = keep
-            part.notify()   # consumers waiting for the high watermark
+            part.notify_high_watermark()   # consumers waiting for it (not followers' long polls)
 
     def min_isr(self, part) -> int:
         try:
