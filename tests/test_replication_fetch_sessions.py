@@ -105,6 +105,34 @@ def test_followers_fetch_incrementally_and_answers_carry_only_news(monkeypatch):
     _run(body)
 
 
+def test_a_high_watermark_move_alone_does_not_end_a_followers_long_poll():
+    # with acks=all the high watermark moves at the second follower's fetch after each produce.
+    # Waking the first follower's long poll for it cost a fetch and an answer without records
+    # more per produce (3 follower fetches a produce, not 2); Kafka's DelayedFetch completes a
+    # follower's fetch on new records, not on the high watermark, which the follower learns with
+    # the next records or when its wait ends. Long polls of 1 s: a few end within the produces.
+    async def body(cluster, client):
+        c = cluster.brokers[cluster.controller].controller
+        c.create_topic(TopicSpec("w", -1, -1, {"min.insync.replicas": "2"}, assignments=[(0, [2, 3, 1])]))
+        await cluster.wait_for(lambda: ("w", 0) in cluster.brokers[2].replication.leaders, what="leadership")
+        r = await client.produce(2, "w", [b"first"])
+        assert r.error_code == 0, r
+        fetchers = [cluster.brokers[n].replication.fetchers[2] for n in (1, 3)]
+        await cluster.wait_for(lambda: all(f.session.epoch > 1 for f in fetchers), what="follower sessions")
+        epochs, ids = [f.session.epoch for f in fetchers], [f.session.session_id for f in fetchers]
+        n = 20
+        for i in range(n):
+            r = await client.produce(2, "w", [b"v%d" % i])   # acks=all
+            assert r.error_code == 0 and r.base_offset == i + 1, r
+        fetches = sum(f.session.epoch for f in fetchers) - sum(epochs)
+        assert [f.session.session_id for f in fetchers] == ids   # (epochs count the same sessions' fetches)
+        assert fetches <= 2 * n + 6, fetches
+        # the followers still learn the high watermark (a consumer may read from them, KIP-392)
+        await cluster.wait_for(lambda: all(cluster.brokers[b].partitions.get("w", 0).high_watermark == n + 1
+                                           for b in (1, 3)), what="high watermark at the followers")
+    run_with_cluster(body, 4, {**FAST, "replica.fetch.wait.max.ms": "1000"}, controller=4, timeout=120)
+
+
 def test_follower_falls_back_to_a_full_fetch_when_the_leader_lost_the_session():
     async def body(cluster, client):
         _create(cluster)

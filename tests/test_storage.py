@@ -743,3 +743,82 @@ def test_small_read_chunks_give_the_same_answers(tmp_path, monkeypatch):
     assert batch_offsets(plog.read_bytes(22, limit)) == [22, 23, 24, 25]
     assert plog.offset_for_timestamp(T0 + 33).offset == 33
     plog.close()
+
+
+# ============================================= reads at the tail (remembered appends)
+
+def assert_every_offset_reads_right(plog: PartitionLog) -> None:
+    """Each offset reads from the batch holding it, and a bound stops a read before the
+    batch it starts, as a walk over every batch of the segment says."""
+    for seg in plog.segments:
+        data = seg.read_bytes(0, seg.size)
+        bases = [h.base_offset for _, h in iter_batch_headers(data)]
+        for i, (_, h) in enumerate(iter_batch_headers(data)):
+            first = max(h.base_offset, plog.log_start_offset)
+            if first > h.base_offset + h.last_offset_delta:
+                continue   # (below DeleteRecords' log start)
+            for o in range(first, h.base_offset + h.last_offset_delta + 1):
+                assert batch_offsets(plog.read_bytes(o, 1)) == [h.base_offset], o
+            bound = bases[i + 2] if i + 2 < len(bases) else None
+            assert batch_offsets(plog.read_bytes(first, 10**6, upper_bound_offset=bound)) == \
+                bases[i:i + 2 if bound is not None else None], h
+
+
+def test_reads_after_a_truncation_and_appends_of_other_sizes(tmp_path):
+    # no index entry: only the remembered appends and the walk from the segment's start find
+    # batches. A follower truncates (its leader changed) and appends the new leader's batches,
+    # smaller, at the same offsets: what it remembered of the cut appends must go
+    plog = open_log(tmp_path, config={"index.interval.bytes": 10**6})
+    for i in range(6):
+        plog.append(multi_batch([T0 + i], b"a" * 500), 0, now_ms=T0)
+    assert_every_offset_reads_right(plog)
+    plog.truncate_to(2)
+    for i in range(10):
+        plog.append(multi_batch([T0 + i, T0 + i], b"b" * 20), 0, now_ms=T0)
+    assert plog.log_end_offset == 22
+    assert_every_offset_reads_right(plog)
+    for i in range(40):   # (more appends than it remembers)
+        plog.append(multi_batch([T0 + i], b"e" * 10), 0, now_ms=T0)
+    assert_every_offset_reads_right(plog)
+    plog.close()
+
+
+def test_reads_after_a_segment_recovery_cut_its_tail(tmp_path):
+    from broker.storage import LogConfig, LogSegment
+    config = LogConfig.from_dict({"index.interval.bytes": 10**6})
+    seg = LogSegment.create(str(tmp_path), 0, config, T0, fresh=True)
+
+    def append(batch: bytearray, base: int) -> None:
+        h = BatchHeader(batch)
+        batch[:8] = struct.pack(">q", base)   # (base offset: outside the CRC)
+        last = base + h.last_offset_delta
+        seg.append(batch, last, h.max_timestamp, last, base)
+
+    for i in range(12):
+        append(multi_batch([T0 + i], b"a" * 500), i)
+    size = seg.size // 12
+    with open(seg.log_path, "r+b") as f:   # a torn write in offset 3's batch
+        f.seek(3 * size + 100)
+        f.write(b"\xff" * 8)
+    assert seg.recover() == 9 * size
+    for i in range(3):   # offsets 3-6, 7-10, 11-14 where 3-11 were
+        append(multi_batch([T0 + i] * 4, b"b" * 200), 3 + 4 * i)
+    for o in range(15):
+        found = seg.translate_offset(o)
+        assert found is not None and found[1].base_offset == (o if o < 3 else o - (o - 3) % 4), o
+    assert seg.position_of_bound(7) == 3 * size + len(multi_batch([T0] * 4, b"b" * 200))
+    seg.close()
+
+
+def test_reads_across_rolls_and_delete_records(tmp_path):
+    # a roll leaves the old segment's appends behind (it forgets them); DeleteRecords moves the
+    # log start without touching a segment's bytes: every read stays where a walk finds it
+    plog = open_log(tmp_path, config={"segment.bytes": 3000, "index.interval.bytes": 700})
+    for i in range(40):
+        plog.append(multi_batch([T0 + i] * (1 + i % 3), b"c" * (30 * (i % 7))), 0, now_ms=T0)
+    assert len(plog.segments) > 3
+    assert_every_offset_reads_right(plog)
+    plog.delete_records_before(plog.segments[1].base_offset + 1)
+    plog.append(multi_batch([T0, T0], b"d" * 50), 0, now_ms=T0)
+    assert_every_offset_reads_right(plog)
+    plog.close()

@@ -34,6 +34,9 @@ class Partition:
         self.leader_epoch = leader_epoch
         self.config = config
         self._waiters: set = set()
+        # followers' long polls: woken by new records and the other changes, not by the high
+        # watermark alone (notify_high_watermark)
+        self._follower_waiters: set = set()
         # (sink, key) of the follower fetch sessions that found this partition caught up and left
         # it out of their fetches (broker/replication/replica_fetch.py): the next change names it
         # to them again, so an idle session's fetch visits only what changed
@@ -181,27 +184,50 @@ class Partition:
 
     # -- long-poll wake-ups ----------------------------------------------------
 
-    def add_waiter(self, event) -> None:
-        self._waiters.add(event)
+    def add_waiter(self, event, follower: bool = False) -> None:
+        (self._follower_waiters if follower else self._waiters).add(event)
 
     def remove_waiter(self, event) -> None:
         self._waiters.discard(event)
+        self._follower_waiters.discard(event)
 
     def watch(self, sink, key) -> None:
-        """``sink.mark(key)`` at the next notify() (once), unless ``sink.closed``."""
+        """``sink.mark(key)`` at the next notify() (once), unless ``sink.closed``; a high
+        watermark move alone marks it without waking it, and it stays watching."""
         if len(self._sinks) >= 4:   # sessions closed meanwhile go now and then
             self._sinks = [s for s in self._sinks if not s[0].closed]
         self._sinks.append((sink, key))
 
     def notify(self) -> None:
         """Something a reader waits for or was told changed: the log end (an append), the high
-        watermark, the log start (DeleteRecords) or this broker's role."""
-        if self._waiters:
-            for ev in self._waiters:
+        watermark with something else, the log start (DeleteRecords) or this broker's role."""
+        if self._follower_waiters:
+            for ev in self._follower_waiters:
                 ev.set()
-            self._waiters.clear()
+            self._follower_waiters.clear()
+        self._wake_waiters()
         if self._sinks:
             for sink, key in self._sinks:
                 if not sink.closed:
                     sink.mark(key)
             self._sinks = []
+
+    def notify_high_watermark(self) -> None:
+        """The high watermark moved, nothing else: what waits for it (consumers, commits) wakes.
+        A follower's long poll does not (Kafka's DelayedFetch completes a follower's fetch on new
+        records, not on the high watermark): the follower learns it with the next records or when
+        its wait ends (replica.fetch.wait.max.ms), as from Kafka. With acks=all the high watermark
+        moves at the last follower's fetch after each produce, and waking the other follower cost
+        a fetch and its answer more per produce."""
+        self._wake_waiters()
+        # a follower session that left the partition out looks at it again at its next fetch or
+        # when its long poll ends; it stays watching, so the next notify() still wakes it
+        for sink, key in self._sinks:
+            if not sink.closed:
+                sink.mark(key, wake=False)
+
+    def _wake_waiters(self) -> None:
+        if self._waiters:
+            for ev in self._waiters:
+                ev.set()
+            self._waiters.clear()

@@ -369,7 +369,7 @@ class ReplicationManager:
                     else:
                         keep.append(item)
                 waiters[:] = keep
-            part.notify()   # consumers waiting for the high watermark
+            part.notify_high_watermark()   # consumers waiting for it (not followers' long polls)
 
     def min_isr(self, part) -> int:
         try:
@@ -883,7 +883,7 @@ class Fetcher:
             if quota.is_throttled(*key):
                 quota.record(len(data))   # ReplicaFetcherThread.processPartitionData
             before = plog.log_end_offset
-            self._append(part, bytes(data))
+            self._append(part, data)
             if plog.log_end_offset > before and pr.high_watermark >= 0:
                 self.lag[key] = max(0, pr.high_watermark - plog.log_end_offset)
         leo = plog.log_end_offset
@@ -915,7 +915,9 @@ class Fetcher:
                       "TOPIC_AUTHORIZATION_FAILED: this broker's principal needs CLUSTER_ACTION on the cluster "
                       "(super.users or an ACL)", self.manager.node_id, self.leader_id)
 
-    def _append(self, part, data: bytes) -> None:
+    def _append(self, part, data) -> None:
+        """Append the answer's whole batches past our log end (``data``: a view of the
+        answer's frame, copied once, into the buffer the log appends)."""
         plog = part.log
         view = memoryview(data)
         pos, end, start = 0, len(data), None
@@ -925,7 +927,7 @@ class Fetcher:
             size = 12 + length
             if pos + size > end:
                 break   # a trailing partial batch
-            header = rec.BatchHeader(data, pos)
+            header = rec.BatchHeader(view, pos)
             if header.base_offset + header.last_offset_delta >= plog.log_end_offset:
                 if start is None:
                     start = pos

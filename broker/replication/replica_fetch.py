@@ -71,10 +71,11 @@ class IdleSession:
         self.visited = 0          # partitions visited so far (tests count the work)
         self.waiter = None        # the long poll's event: set when an armed partition changes
 
-    def mark(self, key) -> None:
-        """An armed partition changed (Partition.notify)."""
+    def mark(self, key, wake: bool = True) -> None:
+        """An armed partition changed (Partition.notify); ``wake``: the long poll ends now
+        (not for a high watermark move alone: Partition.notify_high_watermark)."""
         self.dirty.add(key)
-        if self.waiter is not None:
+        if wake and self.waiter is not None:
             self.waiter.set()
 
     def items(self, session, fetch_data: dict, forget: list, now_ms: int, leaving) -> list:
@@ -264,7 +265,7 @@ async def serve(ctx, req, version: int, context, fetch_data: dict, forget: list)
     waiting = perf_counter()
     ev = trio.Event()
     for p in built.watched:
-        p.add_waiter(ev)
+        p.add_waiter(ev, follower=True)
     if idle is not None:
         idle.waiter = ev   # (the partitions left out wake it through their notify())
     # a partition held back by the leader quota waits out max_wait_ms (Kafka's DelayedFetch does

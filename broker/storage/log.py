@@ -367,7 +367,7 @@ class PartitionLog(LogLoadingMixin, LogRetentionMixin, LogFlushMixin):
             pos += size
         last_offset = next_offset - 1
         seg = self._maybe_roll(n, max_ts, last_offset, first_offset, now_ms)
-        seg.append(view, last_offset, max_ts, offset_of_max)
+        seg.append(view, last_offset, max_ts, offset_of_max, first_offset)
         for epoch, base in epoch_starts:
             self.epochs.assign(epoch, base)
         self._leo = next_offset

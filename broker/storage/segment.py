@@ -12,9 +12,11 @@ position through the index and a short walk over batch headers.
 """
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import struct
+from array import array
 from collections.abc import Callable, Iterator
 
 from kproto.crc import crc32c
@@ -38,6 +40,11 @@ _WALK_CHUNK = 16 * 1024
 # recovery reads the log in large chunks; CRC-32C runs at memory speed
 _RECOVERY_CHUNK = 8 * 1024 * 1024
 _CRC_START = 21
+# appends the active segment remembers (first offset -> position) for walks at the tail: a
+# follower's or a consumer's fetch wants one of the last few appends, which the sparse offset
+# index (an entry per index.interval.bytes, found by a binary search) only brackets. Between
+# _TAIL_HINTS and twice as many, in arrays: ~0.6 KiB per partition at most
+_TAIL_HINTS = 16
 
 
 class LogSegment:
@@ -67,6 +74,10 @@ class LogSegment:
         self._bytes_since_index = 0
         self._max: tuple[int, int] | None = None  # (timestamp, offset); None: read the time index
         self._rolling_ts: int | None = None  # first batch's max timestamp, loaded lazily
+        # the last appends' first offsets and their positions, ascending (see _walk_start); only
+        # appends add to them, so whatever else changes the bytes (truncation, recovery) clears them
+        self._hint_offsets = array("q")
+        self._hint_positions = array("q")
 
     # ------------------------------------------------------------ opening
 
@@ -130,6 +141,7 @@ class LogSegment:
 
     def on_become_inactive(self) -> None:
         """A newer segment took over: record the final max timestamp, trim the indexes."""
+        self.forget_appends()
         self.time_index.maybe_append(*self.max_timestamp_and_offset, skip_full_check=True)
         self.offset_index.trim()
         self.time_index.trim()
@@ -178,8 +190,9 @@ class LogSegment:
     # --------------------------------------------------------------- append
 
     def append(self, data, largest_offset: int, largest_timestamp: int,
-               offset_of_max_timestamp: int) -> None:
-        """Write ``data`` (whole batches, offsets assigned) at the end in one write."""
+               offset_of_max_timestamp: int, first_offset: int | None = None) -> None:
+        """Write ``data`` (whole batches, offsets assigned) at the end in one write;
+        ``first_offset``, the first batch's base offset, lets reads start there."""
         n = len(data)
         if n == 0:
             return
@@ -190,6 +203,12 @@ class LogSegment:
             raise KafkaStorageError(f"offset {largest_offset} overflows segment {self.base_offset}")
         self._write_all(data, position)
         self.size = position + n
+        if first_offset is not None:
+            offsets = self._hint_offsets
+            if len(offsets) >= 2 * _TAIL_HINTS:   # (amortized: one cut per _TAIL_HINTS appends)
+                del offsets[:_TAIL_HINTS], self._hint_positions[:_TAIL_HINTS]
+            offsets.append(first_offset)
+            self._hint_positions.append(position)
         if largest_timestamp > self.max_timestamp:
             self._max = (largest_timestamp, offset_of_max_timestamp)
         # (an index can only be full here in a segment too empty to roll)
@@ -248,18 +267,34 @@ class LogSegment:
             yield position, header
             position += size
 
+    def _walk_start(self, offset: int) -> int:
+        """A batch start at or before the first batch holding an offset >= ``offset``:
+        the last append starting at or below ``offset`` when one is remembered (no
+        index search, a walk of a batch or two), else the offset index's entry."""
+        offsets = self._hint_offsets
+        if offsets and offset >= offsets[0]:
+            i = bisect.bisect_right(offsets, offset) - 1
+            position = self._hint_positions[i]
+            if position < self.size:   # (bound check: a stale hint would skip batches)
+                return position
+        return self.offset_index.lookup(offset)[1]
+
+    def forget_appends(self) -> None:
+        """The bytes changed other than by an append (the remembered positions may be
+        wrong), or the segment stopped being active (they are memory no longer needed)."""
+        self._hint_offsets = array("q")
+        self._hint_positions = array("q")
+
     def translate_offset(self, offset: int, start_position: int = 0) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch whose last offset is >= ``offset``."""
-        _, index_position = self.offset_index.lookup(offset)
-        for position, header in self.iter_batches(max(index_position, start_position)):
+        for position, header in self.iter_batches(max(self._walk_start(offset), start_position)):
             if header.base_offset + header.last_offset_delta >= offset:
                 return position, header
         return None
 
     def position_of_bound(self, bound_offset: int, start_position: int = 0) -> int:
         """Position of the first batch with base offset >= ``bound_offset`` (else the size)."""
-        _, index_position = self.offset_index.lookup(bound_offset)
-        for position, header in self.iter_batches(max(index_position, start_position)):
+        for position, header in self.iter_batches(max(self._walk_start(bound_offset), start_position)):
             if header.base_offset >= bound_offset:
                 return position
         return self.size
@@ -348,6 +383,7 @@ class LogSegment:
         magic, CRC, increasing offsets); cut the file at the first bad or
         partial batch. Returns the number of bytes cut. ``on_batch`` sees each
         valid batch's header (leader epochs); ``progress`` the bytes scanned."""
+        self.forget_appends()
         self.offset_index.reset()
         self.time_index.reset()
         self.activate()
@@ -419,6 +455,7 @@ class LogSegment:
         """Drop the batches at or after the one holding ``offset``; the segment
         becomes the active one. Returns the bytes removed."""
         found = self.translate_offset(offset)
+        self.forget_appends()
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self.activate()
