@@ -201,11 +201,8 @@ class Partition:
     def notify(self) -> None:
         """Something a reader waits for or was told changed: the log end (an append), the high
         watermark with something else, the log start (DeleteRecords) or this broker's role."""
-        if self._follower_waiters:
-            for ev in self._follower_waiters:
-                ev.set()
-            self._follower_waiters.clear()
-        self._wake_waiters()
+        _wake(self._follower_waiters)
+        _wake(self._waiters)
         if self._sinks:
             for sink, key in self._sinks:
                 if not sink.closed:
@@ -216,18 +213,20 @@ class Partition:
         """The high watermark moved, nothing else: what waits for it (consumers, commits) wakes.
         A follower's long poll does not (Kafka's DelayedFetch completes a follower's fetch on new
         records, not on the high watermark): the follower learns it with the next records or when
-        its wait ends (replica.fetch.wait.max.ms), as from Kafka. With acks=all the high watermark
+        its wait ends (replica.fetch.wait.max.ms), as with Kafka. With acks=all the high watermark
         moves at the last follower's fetch after each produce, and waking the other follower cost
         a fetch and its answer more per produce."""
-        self._wake_waiters()
+        _wake(self._waiters)
         # a follower session that left the partition out looks at it again at its next fetch or
         # when its long poll ends; it stays watching, so the next notify() still wakes it
         for sink, key in self._sinks:
             if not sink.closed:
                 sink.mark(key, wake=False)
 
-    def _wake_waiters(self) -> None:
-        if self._waiters:
-            for ev in self._waiters:
-                ev.set()
-            self._waiters.clear()
+
+def _wake(events: set) -> None:
+    """Set and forget the long polls' events."""
+    if events:
+        for ev in events:
+            ev.set()
+        events.clear()
