@@ -1,6 +1,6 @@
 """Fetch answers of megabytes (a consumer catching up) on a real `kproto serve`
-over TCP: broker/net/transport.py writes them from a worker thread while other
-connections send requests (a producer), on the event loop otherwise, resuming
+over TCP: broker/net/transport.py writes them from a worker thread while another
+connection sends Produce requests, on the event loop otherwise, resuming
 where the socket would block. A reader that does not read holds its answers
 back without holding a producer on another connection, and once it reads, its
 pipelined answers arrive whole, byte for byte, in request order."""
@@ -112,9 +112,8 @@ def test_pipelined_large_fetches_arrive_whole_in_order_while_a_producer_is_serve
 
 
 def test_a_lone_readers_large_fetches_arrive_whole_in_order(broker, topic_name):
-    # no other connection has sent anything for a while (broker/net/transport.py
-    # _OTHERS_WINDOW_S): the answers are written on the event loop, resumed where
-    # the socket would block
+    # no producer for a while (broker/net/transport.py _PRODUCER_WINDOW_S): the
+    # answers are written on the event loop, resumed where the socket would block
     _fill(broker, topic_name).close()
     time.sleep(0.3)
     reader = _slow_reader(broker.bootstrap)

@@ -21,11 +21,11 @@ _READ_CHUNK = 256 * 1024
 # file bytes in one answer from which a worker thread writes it (a tailing
 # consumer's few KiB stay on the event loop: a thread hop costs more than they do)
 _THREAD_MIN = 256 * 1024
-# ... and only while another connection sent a request other than Fetch this
-# recently (a producer waiting for its acks): a lone consumer's answers are
-# written on the loop, where they cost less CPU than with a thread hop each
-_OTHERS_WINDOW_S = 0.1
-_FETCH = 1      # ApiKey.FETCH (kproto.api is more than this module needs)
+# ... and only while another connection sent a Produce this recently (a
+# producer waiting for its acks): consumers reading with no producer about get
+# their answers written on the loop, where they cost less CPU than with a
+# thread hop each
+_PRODUCER_WINDOW_S = 0.1
 # the writer threads have their own limit, so many catching-up consumers never
 # hold the default limiter's 40 threads that fsyncs and checkpoints wait on
 _WRITERS = trio.lowlevel.RunVar("kproto_answer_writers")
@@ -40,8 +40,8 @@ class ConnectionClosed(Exception):
 
 
 class _Waiting:
-    """When a request other than Fetch last arrived, and on which connection:
-    one per process, as there is one event loop (read and written only on it)."""
+    """When a Produce request last arrived, and on which connection: one per
+    process, as there is one event loop (read and written only on it)."""
     at = float("-inf")
     by = None
 
@@ -99,12 +99,12 @@ class Transport:
         return frame
 
     def _note(self, frame: bytearray) -> None:
-        # the api key is the frame's first int16
-        if len(frame) < 2 or frame[0] or frame[1] != _FETCH:
+        # the api key is the frame's first int16; Produce's is 0
+        if len(frame) >= 2 and not frame[0] and not frame[1]:
             _Waiting.at, _Waiting.by = monotonic(), self
 
-    def _others_waiting(self) -> bool:
-        return _Waiting.by is not self and monotonic() - _Waiting.at < _OTHERS_WINDOW_S
+    def _producer_waiting(self) -> bool:
+        return _Waiting.by is not self and monotonic() - _Waiting.at < _PRODUCER_WINDOW_S
 
     async def receive_frame(self) -> bytearray:
         """Wait for the next complete frame."""
@@ -145,16 +145,16 @@ class Transport:
 
         An answer carrying _THREAD_MIN bytes or more of file data (a
         catching-up consumer's fetch), while another connection is sending
-        other requests (a producer), is written by a worker thread: the
+        Produce requests, is written by a worker thread: the
         kernel's copy of megabytes then holds that thread, not the event
         loop, so a produce on another connection is served meanwhile, on
         the other core (issue 26, docs/performance.md "Fan-out reads").
         The task waits for its thread, so answers on a connection still
-        leave in request order. With only fetches to serve, the loop
-        writes: the thread would only add its hops and GIL hand-overs."""
+        leave in request order. With no producer about, the loop writes:
+        the thread would only add its hops and GIL hand-overs."""
         pieces = _coalesce(chunks)
         offload = (sum(p.length for p in pieces if type(p) is FileRegion) >= _THREAD_MIN
-                   and self._others_waiting())
+                   and self._producer_waiting())
         at = (0, 0)
         while True:
             if offload:
