@@ -10,6 +10,7 @@ import errno
 import os
 import socket as _socket
 import struct
+from time import monotonic
 
 import trio
 
@@ -20,6 +21,11 @@ _READ_CHUNK = 256 * 1024
 # file bytes in one answer from which a worker thread writes it (a tailing
 # consumer's few KiB stay on the event loop: a thread hop costs more than they do)
 _THREAD_MIN = 256 * 1024
+# ... and only while another connection sent a Produce this recently (a
+# producer waiting for its acks): consumers reading with no producer about get
+# their answers written on the loop, where they cost less CPU than with a
+# thread hop each
+_PRODUCER_WINDOW_S = 0.1
 # the writer threads have their own limit, so many catching-up consumers never
 # hold the default limiter's 40 threads that fsyncs and checkpoints wait on
 _WRITERS = trio.lowlevel.RunVar("kproto_answer_writers")
@@ -31,6 +37,13 @@ class FrameTooLarge(Exception):
 
 class ConnectionClosed(Exception):
     pass
+
+
+class _Waiting:
+    """When a Produce request last arrived, and on which connection: one per
+    process, as there is one event loop (read and written only on it)."""
+    at = float("-inf")
+    by = None
 
 
 _MSG_MORE = getattr(_socket, "MSG_MORE", 0)
@@ -82,7 +95,16 @@ class Transport:
             return None
         frame = buf[4:4 + size]
         del buf[:4 + size]
+        self._note(frame)
         return frame
+
+    def _note(self, frame: bytearray) -> None:
+        # the api key is the frame's first int16; Produce's is 0
+        if len(frame) >= 2 and not frame[0] and not frame[1]:
+            _Waiting.at, _Waiting.by = monotonic(), self
+
+    def _producer_waiting(self) -> bool:
+        return _Waiting.by is not self and monotonic() - _Waiting.at < _PRODUCER_WINDOW_S
 
     async def receive_frame(self) -> bytearray:
         """Wait for the next complete frame."""
@@ -111,6 +133,7 @@ class Transport:
             if n == 0:
                 raise ConnectionClosed()
             have += n
+        self._note(frame)
         return frame
 
     # -- sending -----------------------------------------------------------
@@ -121,14 +144,17 @@ class Transport:
         and its records leave in the same packets.
 
         An answer carrying _THREAD_MIN bytes or more of file data (a
-        catching-up consumer's fetch) is written by a worker thread: the
+        catching-up consumer's fetch), while another connection is sending
+        Produce requests, is written by a worker thread: the
         kernel's copy of megabytes then holds that thread, not the event
         loop, so a produce on another connection is served meanwhile, on
         the other core (issue 26, docs/performance.md "Fan-out reads").
         The task waits for its thread, so answers on a connection still
-        leave in request order."""
+        leave in request order. With no producer about, the loop writes:
+        the thread would only add its hops and GIL hand-overs."""
         pieces = _coalesce(chunks)
-        offload = sum(p.length for p in pieces if type(p) is FileRegion) >= _THREAD_MIN
+        offload = (sum(p.length for p in pieces if type(p) is FileRegion) >= _THREAD_MIN
+                   and self._producer_waiting())
         at = (0, 0)
         while True:
             if offload:
