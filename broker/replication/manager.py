@@ -474,7 +474,10 @@ class ReplicationManager:
         metadata changes (``changed``, taken before the last check) or a second passed, so an idle
         single node is not woken 30 times a second by checks that find nothing to do."""
         if not self.alone():
-            await trio.sleep(seconds)
+            wait = getattr(getattr(self.broker, "quorum", None), "until_may_be_active", None)
+            # (off the metadata quorum's leader these checks find nothing to do: its leadership
+            # changes first)
+            await (trio.sleep(seconds) if wait is None else wait(seconds))
             return
         with trio.move_on_after(1.0):
             await (self._changed if changed is None else changed).wait()
