@@ -49,6 +49,20 @@ def _answers_recorder(monkeypatch):
     return seen
 
 
+async def _idle_sessions(cluster, many: int) -> list:
+    """Topic s of ``many`` partitions led by broker 2, its two followers' sessions idle: their
+    fetchers."""
+    c = cluster.brokers[cluster.controller].controller
+    c.create_topic(TopicSpec("s", -1, -1, {"min.insync.replicas": "2"},
+                             assignments=[(i, [2, 3, 1]) for i in range(many)]))
+    await cluster.wait_for(lambda: sorted(len(s.partitions) for s in _follower_sessions(cluster)) == [many] * 2,
+                           what="two follower sessions of every partition")
+    fetchers = [cluster.brokers[n].replication.fetchers[2] for n in (1, 3)]
+    await cluster.wait_for(lambda: all(f.session.epoch > 3 for f in fetchers), what="incremental fetches")
+    await trio.sleep(0.3)
+    return fetchers
+
+
 async def _replicated(cluster, offset):
     for n in (1, 3):
         await cluster.wait_for(lambda n=n: cluster.brokers[n].partitions.get("s", 0).log.log_end_offset == offset,
@@ -172,14 +186,7 @@ def test_idle_followers_fetches_look_only_at_what_changed(monkeypatch):
     monkeypatch.setattr(Partition, "replication_log_start_offset", property(counted))
 
     async def body(cluster, client):
-        c = cluster.brokers[cluster.controller].controller
-        c.create_topic(TopicSpec("s", -1, -1, {"min.insync.replicas": "2"},
-                                 assignments=[(i, [2, 3, 1]) for i in range(many)]))
-        await cluster.wait_for(lambda: sorted(len(s.partitions) for s in _follower_sessions(cluster)) == [many] * 2,
-                               what="two follower sessions of every partition")
-        fetchers = [cluster.brokers[n].replication.fetchers[2] for n in (1, 3)]
-        await cluster.wait_for(lambda: all(f.session.epoch > 3 for f in fetchers), what="incremental fetches")
-        await trio.sleep(0.3)
+        fetchers = await _idle_sessions(cluster, many)
         epochs, before = [f.session.epoch for f in fetchers], reads[0]
         await trio.sleep(1.5)
         fetches = sum(f.session.epoch for f in fetchers) - sum(epochs)
@@ -261,14 +268,7 @@ def test_a_full_visit_of_an_idle_session_looks_at_each_partition_once(monkeypatc
     monkeypatch.setattr(Partition, "add_waiter", counted)
 
     async def body(cluster, client):
-        c = cluster.brokers[cluster.controller].controller
-        c.create_topic(TopicSpec("s", -1, -1, {"min.insync.replicas": "2"},
-                                 assignments=[(i, [2, 3, 1]) for i in range(many)]))
-        await cluster.wait_for(lambda: sorted(len(s.partitions) for s in _follower_sessions(cluster)) == [many] * 2,
-                               what="two follower sessions of every partition")
-        fetchers = [cluster.brokers[n].replication.fetchers[2] for n in (1, 3)]
-        await cluster.wait_for(lambda: all(f.session.epoch > 3 for f in fetchers), what="incremental fetches")
-        await trio.sleep(0.3)
+        fetchers = await _idle_sessions(cluster, many)
         sessions = _follower_sessions(cluster)
         epochs, visited, added = [f.session.epoch for f in fetchers], sum(s.follower.visited for s in sessions), waiters[0]
         await trio.sleep(1.0)
