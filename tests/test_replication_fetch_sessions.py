@@ -193,7 +193,7 @@ def test_idle_followers_fetches_look_only_at_what_changed(monkeypatch):
         work = reads[0] - before
         # at least 10 idle fetches (100 ms long polls): 3 visits of 300 partitions each before
         # (the follower's request, the leader's two reads); now nothing changed, nothing is visited
-        # (one full visit every 10 s at most: 900)
+        # (one full visit a minute at most: 900)
         # (and still long polls: at most one 100 ms wait per fetch, less on a busy machine)
         assert 10 <= fetches <= 2 * 1.5 / 0.1 + 4, fetches
         assert work <= 3 * many, (work, fetches)
