@@ -49,6 +49,20 @@ def _answers_recorder(monkeypatch):
     return seen
 
 
+async def _idle_sessions(cluster, many: int) -> list:
+    """Topic s of ``many`` partitions led by broker 2, its two followers' sessions idle: their
+    fetchers."""
+    c = cluster.brokers[cluster.controller].controller
+    c.create_topic(TopicSpec("s", -1, -1, {"min.insync.replicas": "2"},
+                             assignments=[(i, [2, 3, 1]) for i in range(many)]))
+    await cluster.wait_for(lambda: sorted(len(s.partitions) for s in _follower_sessions(cluster)) == [many] * 2,
+                           what="two follower sessions of every partition")
+    fetchers = [cluster.brokers[n].replication.fetchers[2] for n in (1, 3)]
+    await cluster.wait_for(lambda: all(f.session.epoch > 3 for f in fetchers), what="incremental fetches")
+    await trio.sleep(0.3)
+    return fetchers
+
+
 async def _replicated(cluster, offset):
     for n in (1, 3):
         await cluster.wait_for(lambda n=n: cluster.brokers[n].partitions.get("s", 0).log.log_end_offset == offset,
@@ -172,21 +186,14 @@ def test_idle_followers_fetches_look_only_at_what_changed(monkeypatch):
     monkeypatch.setattr(Partition, "replication_log_start_offset", property(counted))
 
     async def body(cluster, client):
-        c = cluster.brokers[cluster.controller].controller
-        c.create_topic(TopicSpec("s", -1, -1, {"min.insync.replicas": "2"},
-                                 assignments=[(i, [2, 3, 1]) for i in range(many)]))
-        await cluster.wait_for(lambda: sorted(len(s.partitions) for s in _follower_sessions(cluster)) == [many] * 2,
-                               what="two follower sessions of every partition")
-        fetchers = [cluster.brokers[n].replication.fetchers[2] for n in (1, 3)]
-        await cluster.wait_for(lambda: all(f.session.epoch > 3 for f in fetchers), what="incremental fetches")
-        await trio.sleep(0.3)
+        fetchers = await _idle_sessions(cluster, many)
         epochs, before = [f.session.epoch for f in fetchers], reads[0]
         await trio.sleep(1.5)
         fetches = sum(f.session.epoch for f in fetchers) - sum(epochs)
         work = reads[0] - before
         # at least 10 idle fetches (100 ms long polls): 3 visits of 300 partitions each before
         # (the follower's request, the leader's two reads); now nothing changed, nothing is visited
-        # (one full visit every 10 s at most: 900)
+        # (one full visit a minute at most: 900)
         # (and still long polls: at most one 100 ms wait per fetch, less on a busy machine)
         assert 10 <= fetches <= 2 * 1.5 / 0.1 + 4, fetches
         assert work <= 3 * many, (work, fetches)
@@ -239,4 +246,78 @@ def test_a_metadata_change_visits_only_the_partitions_it_names(monkeypatch):
         assert r.error_code == 0, r
         await cluster.wait_for(lambda: cluster.brokers[3].partitions.get("t", 0).log.log_end_offset == 1,
                                what="t-0 on broker 3")
+    _run(body)
+
+
+def test_a_full_visit_of_an_idle_session_looks_at_each_partition_once(monkeypatch):
+    # The safety-net visit of every partition of a follower's session (FULL_VISIT_MS, made every
+    # fetch here) looked at each partition twice, before and after the long poll, and made each
+    # caught-up one a waiter of the long poll: at 10,000 partitions most of an idle node's CPU.
+    # Now the answer after the poll looks only at what the first look did not find caught up
+    # and what changed; the caught-up partitions wake the poll through the session.
+    from broker.partitions.partition import Partition
+    from broker.replication import replica_fetch
+    monkeypatch.setattr(replica_fetch, "FULL_VISIT_MS", 0)
+    many = 300
+    waiters = [0]
+    original = Partition.add_waiter
+
+    def counted(self, event, follower=False):
+        waiters[0] += follower
+        return original(self, event, follower)
+    monkeypatch.setattr(Partition, "add_waiter", counted)
+
+    async def body(cluster, client):
+        fetchers = await _idle_sessions(cluster, many)
+        sessions = _follower_sessions(cluster)
+        epochs, visited, added = [f.session.epoch for f in fetchers], sum(s.follower.visited for s in sessions), waiters[0]
+        await trio.sleep(1.0)
+        fetches = sum(f.session.epoch for f in fetchers) - sum(epochs)
+        work = sum(s.follower.visited for s in sessions) - visited
+        assert fetches >= 5, fetches
+        # every fetch a full visit: 300 partitions looked at once per fetch (twice before)
+        assert work <= many * (fetches + 2), (work, fetches)
+        assert waiters[0] - added <= 2 * (fetches + 2), (waiters[0] - added, fetches)
+        # what changes is still answered, and acks=all completes
+        r = await client.produce(2, "s", [b"x"], partition=5)
+        assert r.error_code == 0, r
+        for n in (1, 3):
+            await cluster.wait_for(lambda n=n: cluster.brokers[n].partitions.get("s", 5).high_watermark == 1,
+                                   what=f"s-5's high watermark on broker {n}")
+    _run(body)
+
+
+def test_a_log_start_moved_by_retention_reaches_idle_followers(monkeypatch):
+    # An idle follower session leaves caught-up partitions out of its fetches until they change.
+    # Retention moving the leader's log start was seen only at the next visit of every
+    # partition (once every 10 s); now it names the partition to the sessions at once, as
+    # Kafka's followers learn the leader's log start at their next fetch. (The visit of every
+    # partition is turned off here: this is what reaches the followers without it.)
+    from broker.replication import manager, replica_fetch
+    monkeypatch.setattr(replica_fetch, "FULL_VISIT_MS", 600_000)
+    monkeypatch.setattr(manager, "FULL_VISIT_MS", 600_000)
+
+    async def body(cluster, client):
+        c = cluster.brokers[cluster.controller].controller
+        c.create_topic(TopicSpec("r", -1, -1, {"min.insync.replicas": "2", "segment.bytes": "1100",
+                                               "retention.bytes": "2200"},
+                                 assignments=[(0, [2, 3, 1])]))
+        await cluster.wait_for(lambda: ("r", 0) in cluster.brokers[2].replication.leaders, what="leadership")
+        for i in range(6):
+            r = await client.produce(2, "r", [b"v" * 1000])   # acks=all; a segment each
+            assert r.error_code == 0 and r.base_offset == i, r
+        for n in (1, 3):
+            await cluster.wait_for(lambda n=n: cluster.brokers[n].partitions.get("r", 0).high_watermark == 6,
+                                   what=f"high watermark on broker {n}")
+        await trio.sleep(0.5)   # (idle fetches: the partition left out of the sessions' fetches)
+        leader = cluster.brokers[2].partitions.get("r", 0)
+        assert leader.log.apply_retention(None, leader.high_watermark) > 0
+        start = leader.log_start_offset
+        assert start >= 3, start
+        for n in (1, 3):
+            await cluster.wait_for(lambda n=n: cluster.brokers[n].partitions.get("r", 0).log_start_offset == start,
+                                   what=f"log start {start} on broker {n}")
+        # and the followers tell the leader theirs (DeleteRecords' low watermark)
+        await cluster.wait_for(lambda: cluster.brokers[2].replication.low_watermark(leader) == start,
+                               what="low watermark")
     _run(body)

@@ -57,6 +57,9 @@ class Partition:
         # is there; the log start offset is then below the local log's (Kafka's
         # logStartOffset vs localLogStartOffset)
         self.remote_log_start: int | None = None
+        # a log start moved by retention, DeleteRecords, the cleaner or a truncation: followers
+        # are told (an idle follower session looks at this partition again only when notified)
+        self.log.on_log_start_offset_change = self._log_start_moved
 
     # -- configuration -------------------------------------------------------
 
@@ -183,6 +186,11 @@ class Partition:
         return self.log_start_offset   # (below the local log start for a tiered log)
 
     # -- long-poll wake-ups ----------------------------------------------------
+
+    def _log_start_moved(self, _offset: int) -> None:
+        self.notify()
+        if self.replication is not None:
+            self.replication.log_start_moved(self)
 
     def add_waiter(self, event, follower: bool = False) -> None:
         (self._follower_waiters if follower else self._waiters).add(event)

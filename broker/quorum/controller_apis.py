@@ -63,8 +63,13 @@ class ControllerApis:
         """Register this controller with each new active controller (until its image holds this
         incarnation's record)."""
         q = self.q
+        changed = q.leader_changed
         while True:
-            await trio.sleep(0.2)
+            if self._registered_epoch == q.shell.leader.epoch:
+                await q.next_leadership(1.0, changed)   # registered with this leader: wait for the next
+            else:
+                await trio.sleep(0.2)
+            changed = q.leader_changed   # (before the look below: a change after it wakes the wait)
             leader, epoch = q.active_controller_id, q.shell.leader.epoch
             if leader < 0 or self._registered_epoch == epoch:
                 continue

@@ -158,6 +158,9 @@ class ReplicatedMetadata:
         self.rebuilds = 0          # images taken back to the committed log (tests)
         self._bootstrapped = False
         self._registered_epoch = None
+        # set (and replaced) at each leadership change of the metadata quorum: what only a new
+        # leader can change waits for it instead of polling (an idle node's timers cost CPU)
+        self.leader_changed = trio.Event()
         self.incarnation = uuid.uuid4()   # this process run's broker incarnation (BrokerLifecycleManager)
         self.commit_count = 0
         # called once the image holds nothing uncommitted again (the leader's own proposals
@@ -443,14 +446,34 @@ class ReplicatedMetadata:
         elif not leader or not self._was_leader:
             self._undo.clear()   # (only a leader's own proposals are undone)
         self._was_leader = leader
+        self.leader_changed.set()
+        self.leader_changed = trio.Event()
         log.info("metadata quorum: leader %s in epoch %d", change.leader_id, change.epoch)
         if self.metadata is not None:
             self.metadata.leader_epoch = change.epoch
 
     async def _bootstrap_loop(self):
+        changed = self.leader_changed
         while not self._bootstrapped:
-            await trio.sleep(0.05)
+            # (only the quorum's leader bootstraps: elsewhere nothing to do before a new leader)
+            await (trio.sleep(0.05) if self.node.role == LEADER else self.next_leadership(1.0, changed))
+            changed = self.leader_changed
             self._maybe_bootstrap()
+
+    async def next_leadership(self, timeout_s: float, changed: trio.Event | None = None) -> None:
+        """Return when the metadata quorum's leadership changes after ``changed`` (taken before
+        looking at it: a change in between is not missed) or after ``timeout_s``, a safety net."""
+        with trio.move_on_after(timeout_s):
+            await (self.leader_changed if changed is None else changed).wait()
+
+    async def until_may_be_active(self, seconds: float) -> None:
+        """The pause of a check only the active controller makes: ``seconds`` on the quorum's
+        leader (active, or about to be once its epoch's first entry commits); elsewhere until
+        the leadership changes, or a second at most."""
+        if self.shell is None or self.node.role == LEADER:
+            await trio.sleep(seconds)
+        else:
+            await self.next_leadership(1.0)
 
     def _maybe_bootstrap(self) -> None:
         """The first leader of a new cluster writes the bootstrap records (metadata.version), once
@@ -789,9 +812,15 @@ class ReplicatedMetadata:
         from broker.storage.dir_assignments import online_dir_ids
         incarnation = self.incarnation
         failed, warned, wait = 0, False, 0.05
+        changed = self.leader_changed
         while True:
-            await trio.sleep(wait)
+            if self._registered_epoch == self.shell.leader.epoch:
+                # registered with this leader: nothing to do before the next one
+                await self.next_leadership(1.0, changed)
+            else:
+                await trio.sleep(wait)
             wait = 0.05
+            changed = self.leader_changed   # (before the look below: a change after it wakes the wait)
             leader, epoch = self.active_controller_id, self.shell.leader.epoch
             if leader < 0 or self._registered_epoch == epoch:
                 continue

@@ -300,6 +300,16 @@ class ReplicationManager:
         if state is not None:
             self._advance(part, state)
 
+    def log_start_moved(self, part) -> None:
+        """Partition hook: the log start moved here (retention, the cleaner, DeleteRecords,
+        adopting the leader's). A follower tells its leader at its next fetch (DeleteRecords'
+        low watermark waits for it): its fetcher looks at the partition again."""
+        if not part.is_leader:
+            key = (part.topic, part.index)
+            for f in self.fetchers.values():
+                if key in f.partitions:
+                    f.moved(key)
+
     def leader_isr(self, part) -> list[int]:
         """The committed ISR of a partition this broker leads (Partition.inSyncReplicaIds)."""
         state = self.leaders.get((part.topic, part.index))
@@ -464,7 +474,10 @@ class ReplicationManager:
         metadata changes (``changed``, taken before the last check) or a second passed, so an idle
         single node is not woken 30 times a second by checks that find nothing to do."""
         if not self.alone():
-            await trio.sleep(seconds)
+            wait = getattr(getattr(self.broker, "quorum", None), "until_may_be_active", None)
+            # (off the metadata quorum's leader these checks find nothing to do: its leadership
+            # changes first)
+            await (trio.sleep(seconds) if wait is None else wait(seconds))
             return
         with trio.move_on_after(1.0):
             await (self._changed if changed is None else changed).wait()
@@ -630,8 +643,9 @@ class Fetcher:
         self._last: dict = {}   # (topic id, partition) -> (its fetch parameters, the request partition made for them)
         # An idle fetch looks only at the partitions whose fetch parameters may have moved: those
         # of the last answer (appended, truncated, log start adopted) and those whose leader epoch
-        # changed. Every partition is looked at when the set changed, under a follower quota, and
-        # every FULL_VISIT_MS (what moves otherwise: the log start by retention).
+        # changed, and those whose log start moved here (log_start_moved: retention, the
+        # cleaner). Every partition is looked at when the set changed, under a follower quota, and
+        # every FULL_VISIT_MS (a safety net: replica.fetch.max.bytes changed, say).
         self._moved: set = set()       # keys (topic, index)
         self._walk_all = True
         self._next_walk = 0.0          # time.monotonic() of the next look at every partition

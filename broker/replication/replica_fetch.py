@@ -39,10 +39,12 @@ def _error(index: int, code: int, partition=None) -> _Part:
                  aborted_transactions=None, preferred_read_replica=-1, records=b"")
 
 
-# An idle follower session's fetch visits only the partitions that changed; every partition of the
-# session is still visited at least this often, so what changes without a Partition.notify() (the
-# log start moved by retention, say) reaches the follower as before, only later
-FULL_VISIT_MS = 10_000
+# An idle follower session's fetch visits only the partitions that changed: every change a follower
+# is told of calls Partition.notify() (an append, the log start moved by retention, DeleteRecords,
+# tiered deletion or a truncation, a role or ISR change) or notify_high_watermark(). Every
+# partition of the session is still visited this often, a safety net for a change that does not:
+# at 10,000 partitions a visit of every 10 s was most of an idle node's CPU (docs/performance.md)
+FULL_VISIT_MS = 60_000
 # A fetch that visits thousands of partitions (a follower's first, full fetch; a leadership change;
 # the full visit above) lets the event loop run every this many partitions: one answer for 3,333
 # partitions was a step of 0.1-0.2 s (more at 10,000 partitions), long enough to starve
@@ -168,6 +170,13 @@ async def _build(broker, req, version: int, replica: int, items, incremental: bo
                 if manager.follower_fetched(partition, replica, fp.fetch_offset, now_ms, fp.log_start_offset, idle):
                     idle.arm(partition, key)
                     clean.add(key)
+                    if partition.high_watermark != fp.high_watermark:
+                        # this fetch moved the high watermark (before the partition watched the
+                        # session): the answer after the long poll says it
+                        idle.mark(key, wake=False)
+                    # (not watched: its notify() wakes the long poll through IdleSession.mark,
+                    # and thousands of waiters added and removed per long poll cost a full visit)
+                    continue
                 watched.append(partition)
                 continue
             manager.follower_fetched(partition, replica, fp.fetch_offset, now_ms, fp.log_start_offset)
@@ -276,14 +285,24 @@ async def serve(ctx, req, version: int, context, fetch_data: dict, forget: list)
         p.remove_waiter(ev)
     if idle is not None:
         idle.waiter = None
-        # what changed in the long poll, besides what the first look visited
-        seen = {item[0] for item in items}
-        parts = context.session.partitions
-        items = items + [(key, c.topic, c.topic_id, c) for key in idle.drain()
-                         if key not in seen and (c := parts.get(key)) is not None]
+        items = _after_wait(idle, items, context.session.partitions)
     built = await _build(broker, req, version, replica, items, incremental, idle)
     remote_time(ctx, waiting)   # RequestMetrics RemoteTimeMs: the follower's long poll
     return _sent(broker, built)
+
+
+def _after_wait(idle: IdleSession, items: list, parts: dict) -> list:
+    """What the answer after a long poll looks at: the items the first look did not arm, and
+    what changed meanwhile (armed partitions unchanged are still caught up: a full visit looks at
+    each partition of the session once, not twice)."""
+    dirty = idle.drain()
+    armed = idle.armed
+    out = [item for item in items if item[0] not in armed]
+    if dirty:
+        seen = {item[0] for item in out}
+        out += [(key, c.topic, c.topic_id, c) for key in dirty
+                if key not in seen and (c := parts.get(key)) is not None]
+    return out
 
 
 def _sent(broker, built: _Built) -> list:

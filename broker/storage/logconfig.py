@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, fields
+from functools import cached_property
 
 LONG_MAX = 2**63 - 1
 
@@ -79,11 +80,12 @@ class LogConfig:
         by_attr = {attr: key for key, (attr, _) in _KEYS.items()}
         return {by_attr[f.name]: getattr(self, f.name) for f in fields(self)}
 
-    @property
+    # (cached: the cleaner asks every log every log.cleaner.backoff.ms, 10,000 logs at a time)
+    @cached_property
     def delete_enabled(self) -> bool:
         return "delete" in [p.strip() for p in self.cleanup_policy.split(",")]
 
-    @property
+    @cached_property
     def compact_enabled(self) -> bool:
         return "compact" in [p.strip() for p in self.cleanup_policy.split(",")]
 

@@ -368,7 +368,9 @@ class RemoteLogManager:
                 continue   # its remote segments not known for sure: nothing copied or deleted now
             if not remote_enabled(part):
                 part.log.tier = None
-                part.remote_log_start = None
+                if part.remote_log_start is not None:
+                    part.remote_log_start = None
+                    part.notify()   # (the log start is the local one again: followers learn it)
                 self._led.discard((part.topic, part.index))
                 if part.is_leader and store_ok:
                     await self.delete_on_disable(part)
@@ -406,11 +408,14 @@ class RemoteLogManager:
         limits.retention_bytes = planner.effective_local_retention(int(cfg["local.retention.bytes"]),
                                                                    int(cfg["retention.bytes"]))
         # the first segment on the lineage (another leader's segments are not read: lineage.py)
+        told = part.replication_log_start_offset
         part.remote_log_start = None
         if view is not None and view.copied():
             lin, leo = self.lineage(part, view), part.log.log_end_offset
             part.remote_log_start = next((s.start_offset for s in view.copied()
                                           if lineage.within_lineage(s.leader_epochs, s.end_offset, lin, leo)), None)
+        if part.replication_log_start_offset != told:
+            part.notify()   # (remote segments expired or the view read: followers learn the new start)
         epochs = part.log.epochs
         first = epochs.earliest_entry
         if part.remote_log_start is not None and first is not None and first[1] < part.log_start_offset:
