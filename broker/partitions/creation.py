@@ -14,7 +14,9 @@ point is the loop's latency, not the creation's speed. A log directory manager w
 has its logs made wholly in the slices.
 
 ``KPROTO_TEST_HOLD_LOG_CREATION`` names a file: while it exists no log is made, not even in
-the thread (tests: the window between the answer and the logs, held open on purpose)."""
+the thread (tests: the window between the answer and the logs, held open on purpose);
+``KPROTO_TEST_HOLD_LOG_REGISTRATION`` holds only the registration (logs opened by the thread wait,
+up to OPENED_AHEAD)."""
 from __future__ import annotations
 
 import gc
@@ -88,7 +90,7 @@ async def _make_logs(replicas, on_made, state: _State, opened_only: bool) -> Non
             state.for_maker = trio.Event()
             last_end = None
             continue
-        if _held():
+        if _held() or _held("KPROTO_TEST_HOLD_LOG_REGISTRATION"):
             await trio.sleep(0.05)
             last_end = None
             continue
@@ -137,6 +139,6 @@ def _open_batch(logs, batch: list) -> list:
     return out
 
 
-def _held() -> bool:
-    hold = os.environ.get("KPROTO_TEST_HOLD_LOG_CREATION")
+def _held(variable: str = "KPROTO_TEST_HOLD_LOG_CREATION") -> bool:
+    hold = os.environ.get(variable)
     return bool(hold) and os.path.exists(hold)
