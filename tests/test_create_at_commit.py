@@ -92,13 +92,19 @@ def _raw_errors(proc: BrokerProcess, topic: str, partition: int) -> dict[str, in
                 "fetch": fetched.responses[0].partitions[0].error_code}
 
 
-def test_answered_before_the_logs_exist_produces_in_the_window_land_and_deletes_win(tmp_path):
+def _held_broker(tmp_path, variable: str) -> tuple[str, str, BrokerProcess]:
+    """(data dir, hold file, a broker started with ``variable`` naming the hold file, which exists)."""
     data = str(tmp_path / "data")
     hold = str(tmp_path / "hold")
-    proc = BrokerProcess(data, env={"KPROTO_TEST_HOLD_LOG_CREATION": hold}).start()
+    proc = BrokerProcess(data, env={variable: hold}).start()
+    open(hold, "w").close()
+    return data, hold, proc
+
+
+def test_answered_before_the_logs_exist_produces_in_the_window_land_and_deletes_win(tmp_path):
+    data, hold, proc = _held_broker(tmp_path, "KPROTO_TEST_HOLD_LOG_CREATION")
     try:
         admin = AdminClient({"bootstrap.servers": proc.bootstrap})
-        open(hold, "w").close()
         _create(admin, TOPICS)   # answered with no log made
         assert _partition_dirs(data) == set()
         md = admin.list_topics(timeout=30)
@@ -252,12 +258,9 @@ def test_logs_opened_off_the_loop_wait_for_registration_and_go_with_their_topic(
     loop afterwards (broker/partitions/creation.py): until registered its partition answers
     NOT_LEADER_OR_FOLLOWER though its directory exists, and a topic deleted or re-created under a
     new id in between leaves nothing of the logs opened for it."""
-    data = str(tmp_path / "data")
-    hold = str(tmp_path / "hold")
-    proc = BrokerProcess(data, env={"KPROTO_TEST_HOLD_LOG_REGISTRATION": hold}).start()
+    data, hold, proc = _held_broker(tmp_path, "KPROTO_TEST_HOLD_LOG_REGISTRATION")
     try:
         admin = AdminClient({"bootstrap.servers": proc.bootstrap})
-        open(hold, "w").close()
         first = {"gone": 30, "again": 30, "kept": 5}
         _create(admin, first)
         for _ in range(200):   # the thread opens them while their registration is held

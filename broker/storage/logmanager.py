@@ -287,16 +287,7 @@ class LogManager:
             return None
         fsyncs: list = []
         later = fsyncs.append if self.sync and getattr(self, "_checkpoint_writer", None) else None
-        try:
-            plog = PartitionLog.open(path, config, True, topic_id=topic_id, sync=self.sync,
-                                     snapshot_provider=self._provider((topic, partition)), fsync_later=later,
-                                     created=True)
-            if later is None and self.sync:
-                cp.fsync_dir(self.log_dir)
-        except OSError as exc:
-            self._name_failure(exc, path)
-            raise
-        return plog, fsyncs
+        return self._open_new_log(topic, partition, path, config, topic_id, later, None, True), fsyncs
 
     def adopt(self, topic: str, partition: int, opened: tuple) -> PartitionLog:
         """Register a log open_new made (on the event loop, in the records' order). Raises
@@ -341,24 +332,26 @@ class LogManager:
                                  f"log directory {self.log_dir} is offline")
         path = self._path(partition_dir_name(topic, partition))
         later = self._fsync_later if self.sync and getattr(self, "_checkpoint_writer", None) else None
+        plog = self._open_new_log(topic, partition, path, config if config is not None else self.config_for(topic),
+                                  topic_id, later, now_ms, created)
+        return self._register(topic, partition, plog, later is not None)
+
+    def _open_new_log(self, topic: str, partition: int, path: str, config, topic_id, later, now_ms,
+                      created: bool | None) -> PartitionLog:
+        """PartitionLog.open of a log not open here (``later``: where its fsyncs go, None: done now)."""
         try:
-            plog = PartitionLog.open(path, config if config is not None else self.config_for(topic),
-                                     True, topic_id=topic_id, now_ms=now_ms, sync=self.sync,
+            plog = PartitionLog.open(path, config, True, topic_id=topic_id, now_ms=now_ms, sync=self.sync,
                                      snapshot_provider=self._provider((topic, partition)), fsync_later=later,
                                      created=created)
             if later is None and self.sync:
                 cp.fsync_dir(self.log_dir)
         except OSError as exc:
-            self._name_failure(exc, path)
+            if not exc.filename:
+                # (os.write's errors name no file): the failed directory is this one, not the
+                # first of log.dirs, which dir_failure.py would blame for a failure without a path
+                exc.filename = path
             raise
-        return self._register(topic, partition, plog, later is not None)
-
-    @staticmethod
-    def _name_failure(exc: OSError, path: str) -> None:
-        if not exc.filename:
-            # (os.write's errors name no file): the failed directory is this one, not the
-            # first of log.dirs, which dir_failure.py would blame for a failure without a path
-            exc.filename = path
+        return plog
 
     def _register(self, topic: str, partition: int, plog: PartitionLog, deferred: bool) -> PartitionLog:
         """A new log joins the manager (``deferred``: its fsyncs went to the checkpoint writer)."""
