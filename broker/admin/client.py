@@ -20,6 +20,8 @@ METADATA_V = 12
 RETRIABLE = {3, 5, 6, 14, 15, 16}
 # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: find it again, retry
 COORDINATOR_RETRIABLE = {14, 15, 16}
+# LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER: a partition's leader (or its log) is on its way
+LEADER_RETRIABLE = {5, 6}
 
 
 class Admin:
@@ -93,7 +95,20 @@ class Admin:
 
     def list_offsets(self, topic: str, partitions: dict[int, int], timestamp: int) -> dict[int, int]:
         """{partition: offset} for ListOffsets at `timestamp` (EARLIEST, LATEST or a time in ms),
-        each asked of the partition's leader; -1 where no record is that recent."""
+        each asked of the partition's leader; -1 where no record is that recent. Asked again, on
+        fresh metadata, while a partition has no leader or its leader answers that it is not (its
+        log still being made after CreateTopics, a leadership moving), within request.timeout.ms:
+        Kafka's AdminClient.listOffsets retries the same errors."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                return self._list_offsets(topic, partitions, timestamp)
+            except KafkaError as exc:
+                if exc.code not in LEADER_RETRIABLE or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.1)
+
+    def _list_offsets(self, topic: str, partitions: dict[int, int], timestamp: int) -> dict[int, int]:
         t = self.topic(topic)
         by_leader: dict[int, list[int]] = {}
         for p in t.partitions:
