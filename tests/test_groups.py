@@ -334,8 +334,13 @@ def find_coordinator(raw: Raw, group: str):
 
 
 def wait_coordinator(raw: Raw, group: str) -> None:
+    """Until the group's coordinator is known and has loaded the group's partition: the first
+    lookup creates __consumer_offsets, whose logs are made after the metadata change, and the
+    coordinator answers COORDINATOR_LOAD_IN_PROGRESS (14) until then, as Kafka's does."""
+    from kproto.messages.describe_groups_request import DescribeGroupsRequest
     deadline = time.monotonic() + 10
-    while find_coordinator(raw, group).error_code != 0:
+    while (find_coordinator(raw, group).error_code != 0
+           or raw.call(DescribeGroupsRequest(groups=[group]), 5).groups[0].error_code == 14):
         assert time.monotonic() < deadline
         time.sleep(0.1)
 

@@ -28,6 +28,13 @@ def _create(cluster, name="s"):
                                     assignments=[(i, [2, 3, 1]) for i in range(PARTITIONS)])).topic_id
 
 
+async def _leader_has_s0(cluster) -> None:
+    # (more than 16 new partitions: the logs are made after the metadata change, and a produce
+    # before the leader's log of s-0 exists is answered NOT_LEADER_OR_FOLLOWER, as Kafka's)
+    await cluster.wait_for(lambda: cluster.brokers[2].partitions.get("s", 0) is not None,
+                           what="the leader's log of s-0")
+
+
 def _follower_sessions(cluster, leader=2):
     cache = getattr(cluster.brokers[leader], "fetch_sessions", None)
     if cache is None:
@@ -80,6 +87,7 @@ def test_followers_fetch_incrementally_and_answers_carry_only_news(monkeypatch):
         await cluster.wait_for(lambda: sorted(len(s.partitions) for s in _follower_sessions(cluster))
                                == [PARTITIONS, PARTITIONS], what="two follower sessions of every partition")
         assert len(_follower_sessions(cluster)) == 2
+        await _leader_has_s0(cluster)
         for i in range(10):
             r = await client.produce(2, "s", [b"v%d" % i])
             assert r.error_code == 0, r
@@ -152,6 +160,7 @@ def test_follower_falls_back_to_a_full_fetch_when_the_leader_lost_the_session():
         _create(cluster)
         await cluster.wait_for(lambda: len(_follower_sessions(cluster)) == 2, what="two follower sessions")
         before = {s.id for s in _follower_sessions(cluster)}
+        await _leader_has_s0(cluster)
         r = await client.produce(2, "s", [b"a"])
         assert r.error_code == 0
         await _replicated(cluster, 1)

@@ -12,6 +12,7 @@ import pytest
 from kproto import records as rec
 from kproto.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
 from kproto.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
+from kproto.messages.describe_groups_request import DescribeGroupsRequest
 from kproto.messages.describe_producers_request import DescribeProducersRequest
 from kproto.messages.describe_transactions_request import DescribeTransactionsRequest
 from kproto.messages.end_txn_request import EndTxnRequest
@@ -45,6 +46,15 @@ def find_coordinator(c, key: str, key_type: int = 1) -> None:
         assert res.error_code == 15   # COORDINATOR_NOT_AVAILABLE while the topic is being created
         time.sleep(0.05)
     raise AssertionError("no coordinator")
+
+
+def wait_loaded(c, group: str) -> None:
+    """Until the group's coordinator no longer answers COORDINATOR_LOAD_IN_PROGRESS."""
+    for _ in range(100):
+        if c.call(DescribeGroupsRequest(groups=[group]), 5).groups[0].error_code != 14:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the group's coordinator never loaded")
 
 
 def init(c, txn_id, timeout_ms=60000, pid=-1, epoch=-1, version=5):
@@ -208,6 +218,8 @@ def test_txn_flow_as_observed(broker, c, topic_name):
     assert c.call(AddOffsetsToTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=0,
                                          group_id=group), 4).error_code == 0   # step 30
     find_coordinator(c, group, key_type=0)                                # step 31
+    # (the coordinator loads the group's partition once its log is made: 14 until then, as Kafka)
+    wait_loaded(c, group)
     assert txn_offset_commit(c, txn_id, group, pid, 0, topic, 42) == 0    # step 32
     assert offset_fetch(c, group, topic, True) == (-1, "", 88)            # step 33
     assert offset_fetch(c, group, topic, False) == (-1, "", 0)            # step 34
