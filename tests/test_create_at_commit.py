@@ -92,19 +92,13 @@ def _raw_errors(proc: BrokerProcess, topic: str, partition: int) -> dict[str, in
                 "fetch": fetched.responses[0].partitions[0].error_code}
 
 
-def _held_broker(tmp_path, variable: str) -> tuple[str, str, BrokerProcess]:
-    """(data dir, hold file, a broker started with ``variable`` naming the hold file, which exists)."""
+def test_answered_before_the_logs_exist_produces_in_the_window_land_and_deletes_win(tmp_path):
     data = str(tmp_path / "data")
     hold = str(tmp_path / "hold")
-    proc = BrokerProcess(data, env={variable: hold}).start()
-    open(hold, "w").close()
-    return data, hold, proc
-
-
-def test_answered_before_the_logs_exist_produces_in_the_window_land_and_deletes_win(tmp_path):
-    data, hold, proc = _held_broker(tmp_path, "KPROTO_TEST_HOLD_LOG_CREATION")
+    proc = BrokerProcess(data, env={"KPROTO_TEST_HOLD_LOG_CREATION": hold}).start()
     try:
         admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+        open(hold, "w").close()
         _create(admin, TOPICS)   # answered with no log made
         assert _partition_dirs(data) == set()
         md = admin.list_topics(timeout=30)
@@ -251,32 +245,3 @@ def test_coordinators_load_once_their_partitions_logs_are_made(tmp_path):
     finally:
         proc.stop()
 
-
-
-def test_logs_opened_off_the_loop_wait_for_registration_and_go_with_their_topic(tmp_path):
-    """A new log is made and opened in the log maker's worker thread and registered on the event
-    loop afterwards (broker/partitions/creation.py): until registered its partition answers
-    NOT_LEADER_OR_FOLLOWER though its directory exists, and a topic deleted or re-created under a
-    new id in between leaves nothing of the logs opened for it."""
-    data, hold, proc = _held_broker(tmp_path, "KPROTO_TEST_HOLD_LOG_REGISTRATION")
-    try:
-        admin = AdminClient({"bootstrap.servers": proc.bootstrap})
-        first = {"gone": 30, "again": 30, "kept": 5}
-        _create(admin, first)
-        for _ in range(200):   # the thread opens them while their registration is held
-            if _partition_dirs(data) == _partition_dirs_of(first):
-                break
-            time.sleep(0.05)
-        assert _partition_dirs(data) == _partition_dirs_of(first)
-        nl = KafkaError.NOT_LEADER_FOR_PARTITION
-        assert _raw_errors(proc, "kept", 3) == {"produce": nl, "list_offsets": nl, "fetch": nl}
-        _delete(admin, ["gone", "again"])
-        _create(admin, {"again": 20})   # the same name under a new topic id, fewer partitions
-        os.unlink(hold)
-        kept = {"kept": 5, "again": 20}
-        assert _produce_all(proc, kept, "b") == []
-        assert _partition_dirs(data) == _partition_dirs_of(kept)
-        expected = _expected(kept, "b")
-        assert sorted(_consume_all(proc, kept, len(expected))) == expected
-    finally:
-        proc.stop()

@@ -218,8 +218,14 @@ def run_target(target, args, home: str | None) -> dict:
 
 def _targets(names: list[str], home: str | None, loopwatch: str | None) -> list:
     from tools.bench.targets import make_targets
-    from tools.bench.latency import watched_targets
-    return watched_targets(make_targets(names, home), loopwatch)
+    targets = make_targets(names, home)
+    if not loopwatch:
+        return targets
+    from tools.bench.latency import _watched_kproto
+    os.makedirs(loopwatch, exist_ok=True)
+    report = os.path.abspath(os.path.join(loopwatch, "kproto-loopwatch.json"))
+    print(f"kproto: under tools/bench/loopwatch.py, report {report}", flush=True)
+    return [_watched_kproto(t.workdir, t.settings, report) if t.name == "kproto" else t for t in targets]
 
 
 def _f(v, fmt=".1f") -> str:

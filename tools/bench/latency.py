@@ -420,8 +420,7 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _watched_kproto(workdir: str, settings: dict[str, str], report: str, no_freeze: bool = False,
-                    threshold_ms: float | None = None):
+def _watched_kproto(workdir: str, settings: dict[str, str], report: str, no_freeze: bool = False):
     """A kproto target run under tools/bench/loopwatch.py (slow task steps,
     their stacks and gc pauses, written to ``report``)."""
     from tools.bench.targets import KprotoTarget
@@ -431,8 +430,7 @@ def _watched_kproto(workdir: str, settings: dict[str, str], report: str, no_free
         def command(self):
             cmd = super().command()
             i = cmd.index("broker.launch.cli")
-            own = ["--out", report] + (["--no-freeze"] if no_freeze else []) + (
-                ["--threshold-ms", str(threshold_ms)] if threshold_ms else [])
+            own = ["--out", report] + (["--no-freeze"] if no_freeze else [])
             return cmd[:i] + ["tools.bench.loopwatch"] + own + ["--"] + cmd[i + 1:]
 
     class Target(KprotoTarget):
@@ -446,18 +444,6 @@ def _watched_kproto(workdir: str, settings: dict[str, str], report: str, no_free
                 targets_module.BrokerProcess = real
 
     return Target(workdir, settings)
-
-
-def watched_targets(targets: list, loopwatch: str | None, threshold_ms: float | None = None) -> list:
-    """``targets`` with the kproto one run under tools/bench/loopwatch.py (report in
-    loopwatch/kproto-loopwatch.json); unchanged without ``loopwatch``."""
-    if not loopwatch:
-        return targets
-    os.makedirs(loopwatch, exist_ok=True)
-    report = os.path.abspath(os.path.join(loopwatch, "kproto-loopwatch.json"))
-    print(f"kproto: under tools/bench/loopwatch.py, report {report}", flush=True)
-    return [_watched_kproto(t.workdir, t.settings, report, threshold_ms=threshold_ms) if t.name == "kproto" else t
-            for t in targets]
 
 
 def make_targets(names: list[str], kafka_home: str | None, settings: dict[str, str],

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import threading
 import time
@@ -69,7 +68,7 @@ def _probe_produce(bootstrap: str, stop, latencies: list) -> None:
         t = time.perf_counter()
         producer.produce("probe", value=b"p")
         producer.flush(60)
-        latencies.append(((time.perf_counter() - t) * 1000, time.monotonic()))
+        latencies.append((time.perf_counter() - t) * 1000)
         time.sleep(0.01)
 
 
@@ -126,7 +125,7 @@ def _idle_cpu(pid: int, seconds: float) -> float:
 
 
 def run(target, topics: int, partitions: int, idle: float, per_request: int, settle: float,
-        restart: bool = True, loopwatch: str | None = None) -> dict:
+        restart: bool = True) -> dict:
     """The steps on one target (tools.bench.targets: kproto or kafka), started fresh, then killed."""
     from confluent_kafka.admin import NewTopic
     out: dict = {"target": target.label, "topics": topics, "partitions_per_topic": partitions}
@@ -165,19 +164,12 @@ def run(target, topics: int, partitions: int, idle: float, per_request: int, set
         writer.join(660)
         stop.set()
         prober.join(60)
-        if loopwatch:   # the creation's slow loop steps, before the settling and restart add theirs
-            time.sleep(3.5)
-            shutil.copy(os.path.join(loopwatch, "kproto-loopwatch.json"), os.path.join(loopwatch, "kproto-created.json"))
         if latencies:
-            ordered = sorted(ms for ms, _ in latencies)
+            ordered = sorted(latencies)
             out["probe_produce_during_creation_ms"] = {
                 "count": len(ordered), "p50": round(ordered[len(ordered) // 2], 1),
                 "p99": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 1),
-                "max": round(ordered[-1], 1),
-                # the ten longest and when they ended (s from the first CreateTopics): during the
-                # answers (up to create_answered_s) or while the logs were made after
-                "longest (ms, at s)": [(round(ms, 1), round(at - t0, 2))
-                                       for ms, at in sorted(latencies, reverse=True)[:10]]}
+                "max": round(ordered[-1], 1)}
         out["create_errors"] = errors[:5]
         out["partitions_listed"] = _listed(admin)
         out["metadata_all_topics_ms"] = round(_metadata_ms(admin), 1)
@@ -211,22 +203,17 @@ def main(argv=None) -> int:
     partition_count_arguments(ap)
     ap.add_argument("--ulimit", type=int, default=None, help="`ulimit -n` of the broker (default: inherited)")
     target_arguments(ap)
-    ap.add_argument("--loopwatch", metavar="DIR", help="run kproto under tools/bench/loopwatch.py: slow event-loop "
-                    "steps with their stacks (DIR/kproto-loopwatch.json; DIR/kproto-created.json: a copy once "
-                    "every partition is writable)")
-    ap.add_argument("--loopwatch-ms", type=float, default=50.0, help="with --loopwatch: the slow step threshold")
     args = ap.parse_args(argv)
-    from tools.bench.latency import watched_targets
     from tools.bench.targets import make_targets
     names = target_names(args.targets)
     if any(n not in ("kproto", "kafka") for n in names):
         ap.error(f"--targets: kproto and/or kafka, got {args.targets!r}")
     results = []
-    for target in watched_targets(make_targets(names, args.kafka_home), args.loopwatch, args.loopwatch_ms):
+    for target in make_targets(names, args.kafka_home):
         target.new_session = True           # a kill -9 takes the broker, not this process group
         target.open_files_limit = args.ulimit
         results.append(run(target, args.topics, args.partitions, args.idle, args.per_request, args.settle,
-                           not args.no_restart, args.loopwatch if target.name == "kproto" else None))
+                           not args.no_restart))
         print(json.dumps(results[-1], indent=2), flush=True)
     return 0
 
