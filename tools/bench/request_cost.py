@@ -120,14 +120,10 @@ class Driver:
         return api.decode_response(body, req.API_KEY, version)[1]
 
 
-def load(d: Driver, topic: str, records: int, per_batch: int, size: int) -> None:
-    """Produce requests of one batch per partition (acks=1, as the consume bench's --acks 1)."""
-    value = b"x" * size
-    sent = 0
-    base = 0
-    while sent < records:
-        n = min(per_batch, (records - sent + PARTITIONS - 1) // PARTITIONS)
-        batch = rec.build_batch([(None, value)] * n)
+def produce(d: Driver, topic: str, requests: int, per_batch: int, size: int) -> None:
+    """Produce requests of one batch of per_batch records per partition (acks=1, as the consume bench's --acks 1)."""
+    batch = rec.build_batch([(None, b"x" * size)] * per_batch)
+    for _ in range(requests):
         req = ProduceRequest(acks=1, timeout_ms=30000, topic_data=[ProduceRequest.TopicProduceData(
             name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=p, records=batch)
                                         for p in range(PARTITIONS)])])
@@ -135,13 +131,11 @@ def load(d: Driver, topic: str, records: int, per_batch: int, size: int) -> None
         errs = [p.error_code for t in resp.responses for p in t.partition_responses]
         if any(errs):
             raise SystemExit(f"produce: errors {errs}")
-        sent += n * PARTITIONS
-        base += n
 
 
-def find_coordinator(d: Driver, group: str, label: str = "FindCoordinator") -> None:
+def find_coordinator(d: Driver, group: str) -> None:
     for _ in range(300):
-        resp = d.call("FindCoordinator", FindCoordinatorRequest(key=group, key_type=0), label)
+        resp = d.call("FindCoordinator", FindCoordinatorRequest(key=group, key_type=0))
         if resp.error_code == 0:
             return
         if resp.error_code not in RETRIABLE:
@@ -151,7 +145,9 @@ def find_coordinator(d: Driver, group: str, label: str = "FindCoordinator") -> N
 
 
 def one_group(d: Driver, topic: str, group: str, heartbeats: int, commits: int, offset: int) -> None:
-    """A member's life in a group of its own: join, sync (as leader), heartbeats, commits, offset fetches, leave."""
+    """A member's life in a group of its own: find the coordinator, join, sync (as leader), heartbeats,
+    commits and offset fetches, leave."""
+    find_coordinator(d, group)
     protocols = [JoinGroupRequestProtocol(name="range", metadata=b"\x00\x01\x00\x00\x00\x01\x00\x02rc\xff\xff"
                                           b"\xff\xff\x00\x00\x00\x00")]
     req = JoinGroupRequest(group_id=group, session_timeout_ms=45000, rebalance_timeout_ms=300000, member_id="",
@@ -193,20 +189,79 @@ def one_group(d: Driver, topic: str, group: str, heartbeats: int, commits: int, 
     d.call("LeaveGroup", LeaveGroupRequest(group_id=group, member_id=member))
 
 
-def read_topic(d: Driver, topic: str, topic_id, end: dict[int, int]) -> None:
-    """Full sessionless fetches from offset 0 until every partition is read to its end."""
-    pos = {p: 0 for p in range(PARTITIONS)}
-    for _ in range(100000):
-        want = [p for p in range(PARTITIONS) if pos[p] < end[p]]
+def lookups(d: Driver, topic: str, n: int) -> None:
+    for i in range(n):
+        d.call("ListOffsets", ListOffsetsRequest(replica_id=-1, isolation_level=READ_COMMITTED, topics=[
+            ListOffsetsTopic(name=topic, partitions=[ListOffsetsPartition(partition_index=p, timestamp=-1 - (i % 2))
+                                                     for p in range(PARTITIONS)])]))
+        d.call("Metadata", MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                                           allow_auto_topic_creation=False))
+
+
+class Run:
+    """One target through one repetition: started fresh, its topic loaded, a reader's positions."""
+
+    topic = "rc"
+
+    def __init__(self, target, args):
+        from tests.wire_client import create_led_topic
+        self.target, self.args = target, args
+        target.start(fresh=True)
+        self.d = Driver(target, target.versions())
+        meta = create_led_topic(self.d.c, self.topic, PARTITIONS, timeout=60)
+        self.topic_id = getattr(meta, "topic_id", None) if self.d.v["Fetch"] >= 13 else uuid.UUID(int=0)
+        self.pos = {p: 0 for p in range(PARTITIONS)}
+        self.end = {p: 1 for p in range(PARTITIONS)}      # (the warm-up's record)
+        self.groups = 0
+        # warm-up: each kind once, not counted (first-request imports, the partition's caches)
+        self.d.counting = False
+        produce(self.d, self.topic, 1, 1, args.size)
+        lookups(self.d, self.topic, 2)
+        self.d.settle()
+        self.d.counting = True
+        self.whole = 0
+        self.idle = 0.0
+
+    def timed(self, fn) -> None:
+        """Run fn, adding the broker's CPU to the whole sequence's."""
+        c0 = cpu_ns(self.d.pid)
+        fn()
+        self.d.settle()
+        self.whole += cpu_ns(self.d.pid) - c0
+
+    def load(self, requests: int) -> None:
+        self.timed(lambda: produce(self.d, self.topic, requests, self.args.batch, self.args.size))
+        for p in range(PARTITIONS):
+            self.end[p] += requests * self.args.batch
+
+    def first_group(self) -> None:
+        """The first group: its FindCoordinator makes __consumer_offsets, its JoinGroup may wait for the load."""
+        self.d.label = "the first group's 20 requests (making __consumer_offsets)"
+        self.timed(lambda: one_group(self.d, self.topic, "rc-first", self.args.heartbeats, self.args.commits, 0))
+        self.d.label = None
+
+    def group(self) -> None:
+        self.groups += 1
+        self.timed(lambda: one_group(self.d, self.topic, f"rc-g{self.groups}", self.args.heartbeats,
+                                     self.args.commits, self.groups))
+
+    def fetches(self, n: int) -> None:
+        self.timed(lambda: [self.fetch() for _ in range(n)])
+
+    def fetch(self) -> None:
+        """One full sessionless fetch of the partitions not yet read to the end (from 0 again once all are)."""
+        want = [p for p in range(PARTITIONS) if self.pos[p] < self.end[p]]
         if not want:
-            return
+            self.pos = {p: 0 for p in range(PARTITIONS)}
+            want = list(range(PARTITIONS))
         req = FetchRequest(replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=FETCH_MAX_BYTES,
                            isolation_level=READ_COMMITTED, session_id=0, session_epoch=-1, rack_id="",
-                           topics=[FetchRequest.FetchTopic(topic=topic, topic_id=topic_id, partitions=[
-                               FetchRequest.FetchPartition(partition=p, fetch_offset=pos[p], current_leader_epoch=-1,
+                           topics=[FetchRequest.FetchTopic(topic=self.topic, topic_id=self.topic_id, partitions=[
+                               FetchRequest.FetchPartition(partition=p, fetch_offset=self.pos[p],
+                                                           current_leader_epoch=-1,
                                                            partition_max_bytes=PARTITION_MAX_BYTES)
                                for p in want])])
-        resp = d.call("Fetch", req)
+        resp = self.d.call("Fetch", req)
         for t in resp.responses:
             for part in t.partitions:
                 if part.error_code:
@@ -217,84 +272,57 @@ def read_topic(d: Driver, topic: str, topic_id, end: dict[int, int]) -> None:
                     h = rec.BatchHeader(data, at)
                     if at + h.size > len(data):
                         break
-                    pos[part.partition_index] = h.last_offset + 1
+                    self.pos[part.partition_index] = h.last_offset + 1
                     at += h.size
-    raise SystemExit("fetch: the topic was not read to its end")
 
+    def lookups(self, n: int) -> None:
+        self.timed(lambda: lookups(self.d, self.topic, n))
 
-def lookups(d: Driver, topic: str, n: int) -> None:
-    for i in range(n):
-        d.call("ListOffsets", ListOffsetsRequest(replica_id=-1, isolation_level=READ_COMMITTED, topics=[
-            ListOffsetsTopic(name=topic, partitions=[ListOffsetsPartition(partition_index=p, timestamp=-1 - (i % 2))
-                                                     for p in range(PARTITIONS)])]))
-        d.call("Metadata", MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
-                                           allow_auto_topic_creation=False))
-
-
-def one_run(target, args, rep: int = 0) -> dict:
-    """Start fresh, load, send the sequence, stop; CPU ns and counts per kind, and bytes read."""
-    from tests.wire_client import create_led_topic
-    target.start(fresh=True)
-    spy = None
-    try:
-        if args.py_spy:
-            os.makedirs(args.py_spy, exist_ok=True)
-            spy = subprocess.Popen(["py-spy", "record", "-r", "500", "--nonblocking", "-f", "raw", "-o",
-                                    os.path.join(args.py_spy, f"{target.name}-{rep}.raw"), "-p", str(target.pid)],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(1)
-        versions = target.versions()
-        d = Driver(target, versions)
-        topic = "rc"
-        meta = create_led_topic(d.c, topic, PARTITIONS, timeout=60)
-        topic_id = getattr(meta, "topic_id", None)
-        # warm-up: each kind once, not counted (first-request imports, the partition's caches)
-        d.counting = False
-        load(d, topic, 2 * PARTITIONS, 2, args.size)
-        lookups(d, topic, 2)
-        d.settle()
-        d.counting = True
-        whole = cpu_ns(d.pid)
-        load(d, topic, args.records, args.batch, args.size)
-        d.settle()
-        # the first group: its FindCoordinator makes __consumer_offsets, its JoinGroup may wait for the load
-        d.label = "the first group's 8 requests (making __consumer_offsets)"
-        find_coordinator(d, "rc-warm")
-        one_group(d, topic, "rc-warm", 1, 1, 0)
-        d.settle()
-        d.label = None
-        for g in range(args.groups):
-            group = f"rc-g{g}"
-            find_coordinator(d, group)
-            one_group(d, topic, group, args.heartbeats, args.commits, g)
-        d.settle()
-        end = {}
-        lo = d.call("ListOffsets", ListOffsetsRequest(replica_id=-1, isolation_level=READ_COMMITTED, topics=[
-            ListOffsetsTopic(name=topic, partitions=[ListOffsetsPartition(partition_index=p, timestamp=-1)
-                                                     for p in range(PARTITIONS)])]))
-        for t in lo.topics:
-            for p in t.partitions:
-                end[p.partition_index] = p.offset
-        d.settle()
-        d.bytes_read = 0
-        for _ in range(args.reads):
-            read_topic(d, topic, topic_id if d.v["Fetch"] >= 13 else uuid.UUID(int=0), end)
-        d.settle()
-        lookups(d, topic, args.lookups)
+    def finish(self) -> dict:
+        """Idle CPU (what a timer or sweep costs while no request comes: it falls into the figures above
+        in proportion to each request's wall time), then stop."""
+        d = self.d
         d.close()
-        whole = cpu_ns(d.pid) - whole
-        # idle after the sequence: what a timer or sweep costs while no request comes (it falls into the
-        # figures above in proportion to each request's wall time)
         idle0, t0 = cpu_ns(d.pid), time.perf_counter()
-        time.sleep(args.idle)
+        time.sleep(self.args.idle)
         idle = (cpu_ns(d.pid) - idle0) / (time.perf_counter() - t0)
-        return {"cpu": d.cpu, "loop": d.loop, "count": d.count, "bytes_read": d.bytes_read, "whole": whole,
+        self.target.stop()
+        return {"cpu": d.cpu, "loop": d.loop, "count": d.count, "bytes_read": d.bytes_read, "whole": self.whole,
                 "idle": idle}
+
+
+def one_repetition(targets, args, rep: int) -> list[dict]:
+    """Every target fresh, then the sequence in rounds, the targets taking turns within each round (so
+    a change of the machine's load falls on every build alike)."""
+    runs, spies = [], []
+    try:
+        for t in targets:
+            runs.append(Run(t, args))
+            if args.py_spy:
+                os.makedirs(args.py_spy, exist_ok=True)
+                spies.append(subprocess.Popen(
+                    ["py-spy", "record", "-r", "500", "--nonblocking", "-f", "raw", "-o",
+                     os.path.join(args.py_spy, f"{t.name}-{rep}.raw"), "-p", str(t.pid)],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        rounds = args.rounds
+        per_round = max(1, args.records // (args.batch * PARTITIONS * rounds))
+        for _ in range(rounds):
+            for r in runs:
+                r.load(per_round)
+        for r in runs:
+            r.first_group()
+        for _ in range(rounds):
+            for r in runs:
+                r.group()
+                r.fetches(args.fetches)
+                r.lookups(args.lookups)
+        return [r.finish() for r in runs]
     finally:
-        if spy:
-            spy.send_signal(signal.SIGINT)
-            spy.wait(60)
-        target.stop()
+        for sp in spies:
+            sp.send_signal(signal.SIGINT)
+            sp.wait(60)
+        for t in targets:
+            t.stop()
 
 
 def _target(name: str, workdir: str, settings: dict[str, str]):
@@ -313,11 +341,12 @@ def main(argv=None) -> None:
     ap.add_argument("--records", type=int, default=40000, help="records loaded (default 40,000)")
     ap.add_argument("--size", type=int, default=1024, help="record value bytes (default 1024)")
     ap.add_argument("--batch", type=int, default=64, help="records per partition per Produce request (default 64)")
-    ap.add_argument("--reads", type=int, default=3, help="whole reads of the topic per repetition (default 3)")
-    ap.add_argument("--groups", type=int, default=20, help="groups joined per repetition (default 20)")
+    ap.add_argument("--rounds", type=int, default=20, help="rounds per repetition, the targets in turn in each: "
+                    "a group's life, fetches, lookups (default 20)")
+    ap.add_argument("--fetches", type=int, default=5, help="Fetch requests per round (default 5; 2 MiB each)")
     ap.add_argument("--heartbeats", type=int, default=5, help="heartbeats per group (default 5)")
     ap.add_argument("--commits", type=int, default=5, help="commits (and offset fetches) per group (default 5)")
-    ap.add_argument("--lookups", type=int, default=50, help="ListOffsets and Metadata requests (default 50 each)")
+    ap.add_argument("--lookups", type=int, default=3, help="ListOffsets and Metadata requests per round (default 3 each)")
     ap.add_argument("--idle", type=float, default=2.0, help="seconds of idle CPU measured at the end (default 2)")
     ap.add_argument("--py-spy", metavar="DIR", help="record each broker with py-spy (-r 500 --nonblocking -f raw) "
                     "into DIR/<target>-<rep>.raw (the figures then include py-spy's cost)")
@@ -335,10 +364,10 @@ def main(argv=None) -> None:
     began = time.time()
     try:
         for i in range(args.reps):
-            for t in targets:
-                runs[t.name].append(one_run(t, args, i))
+            for t, r in zip(targets, one_repetition(targets, args, i)):
+                runs[t.name].append(r)
             print(f"repetition {i + 1}/{args.reps}: " + ", ".join(
-                f"{t.name} {sum(runs[t.name][-1]['cpu'].values()) / 1e9:.2f} s CPU" for t in targets), flush=True)
+                f"{t.name} {runs[t.name][-1]['whole'] / 1e9:.2f} s CPU" for t in targets), flush=True)
     finally:
         for t in targets:
             t.stop()
