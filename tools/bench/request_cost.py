@@ -2,22 +2,29 @@
 
     python -m tools.bench request_cost --targets kproto@/tmp/kproto-1122,kproto@/tmp/fc-main,kproto
 
-Each repetition starts every target fresh (builds in turn), loads it with
-Produce requests, then sends the same fixed sequence of requests to each,
-shaped as a librdkafka group member sends them (2 partitions of one topic,
-the librdkafka defaults for fetch sizes, read_committed): FindCoordinator
-(the first one makes `__consumer_offsets`), per group a JoinGroup (twice:
-MEMBER_ID_REQUIRED, then with the id), SyncGroup, Heartbeats, OffsetCommits,
-OffsetFetches and a LeaveGroup, then whole reads of the topic by full
-sessionless Fetch requests (as librdkafka sends them), ListOffsets and
-Metadata. Reported per request kind: the broker process's CPU time from its
-process CPU clock (all threads, nanoseconds; `clock_gettime` of the pid's
-CPUCLOCK, so the broker must run on this machine) from one request's send to
-the next one's, divided by the requests of that kind; medians over the
-repetitions, and each target's ratio to the first target's. CPU per request
-moves little with the machine's load, unlike throughput, so builds can be
-compared on a shared machine. Each kind is sent once to each fresh broker
-before counting (handler modules imported at a first request, caches)."""
+Each repetition starts every target fresh, all at once, loads each with
+Produce requests (2 partitions of one topic, acks=1), then drives them in
+rounds, the targets taking turns within each round so that a change of the
+machine's load falls on every build alike. The requests are shaped as a
+librdkafka group member sends them: the first group's requests (its
+FindCoordinator makes `__consumer_offsets`), then per round one group's
+life (FindCoordinator, JoinGroup twice: MEMBER_ID_REQUIRED then with the id,
+SyncGroup, Heartbeats, OffsetCommits and OffsetFetches, LeaveGroup), full
+sessionless Fetch requests of both partitions (librdkafka's fetch.max.bytes
+and max.partition.fetch.bytes, read_committed; reading the topic again from
+the start once at its end), ListOffsets and Metadata.
+
+Reported per request kind: the broker process's CPU time from its process CPU
+clock (all threads, exited ones included, in nanoseconds: `clock_gettime` of
+the pid's CPU clock, so the broker must run on this machine) from one
+request's send to the next one's, divided by the requests of that kind; and
+the event loop thread's CPU from the send to the answer (its schedstat).
+Medians over the repetitions, and each target's ratio to the first target's
+within each repetition. CPU per request moves far less with the machine's
+load than throughput does, so builds can be compared on a shared machine;
+what is left of the load's effect (a busy sibling core slows every
+instruction) is why the builds take turns. Each kind is sent once to each
+fresh broker before counting (handler modules imported at a first request)."""
 from __future__ import annotations
 
 import argparse
@@ -375,7 +382,8 @@ def main(argv=None) -> None:
     with open("/proc/loadavg") as f:
         load_avg = " ".join(f.read().split()[:3])
     print(f"\n{time.strftime('%H:%M', time.gmtime(began))}-{time.strftime('%H:%M', time.gmtime())} UTC, "
-          f"load average at the end {load_avg}; broker CPU µs per request (all threads, from its send to the next request's), median (min-max) of {args.reps}")
+          f"load average at the end {load_avg}; broker CPU µs per request (all threads, from its send to the "
+          f"next request's), median (min-max) of {args.reps}; ratios: each repetition's, median (min-max)")
     print(report(runs))
 
 
@@ -390,7 +398,13 @@ def report(runs: dict[str, list[dict]]) -> str:
         meds = [statistics.median(v) for v in values]
         cells = [f"{m:,.0f} ({min(v):,.0f}-{max(v):,.0f})" if m >= 100 else f"{m:.3g} ({min(v):.3g}-{max(v):.3g})"
                  for m, v in zip(meds, values)]
-        ratios = [f"{m / meds[0]:.2f}x" if meds[0] else "-" for m in meds[1:]]
+        # the ratio within each repetition (the builds took turns in it, under the same load), median
+        # (min-max) over the repetitions: steadier than the ratio of the medians
+        ratios = []
+        for v in values[1:]:
+            per_rep = [a / b for a, b in zip(v, values[0]) if b]
+            ratios.append(f"{statistics.median(per_rep):.2f}x ({min(per_rep):.2f}-{max(per_rep):.2f})"
+                          if per_rep else "-")
         lines.append(f"| {label} | " + " | ".join(cells + ratios) + " |")
 
     for k in kinds:
