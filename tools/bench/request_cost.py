@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import signal
 import statistics
 import subprocess
@@ -51,7 +50,8 @@ from kproto.messages.offset_commit_request import (OffsetCommitRequest, OffsetCo
 from kproto.messages.offset_fetch_request import OffsetFetchRequest, OffsetFetchRequestTopic
 from kproto.messages.produce_request import ProduceRequest
 from kproto.messages.sync_group_request import SyncGroupRequest, SyncGroupRequestAssignment
-from tools.bench.targets import KprotoCheckoutTarget, KprotoTarget
+from tools.bench import procstat
+from tools.bench.startup import add_pycache_option, kproto_target, stopped_after, use_pycache
 
 # the versions librdkafka 2.x sends (lowered to what a target serves)
 VERSIONS = {"Produce": 9, "Fetch": 13, "ListOffsets": 7, "Metadata": 12, "OffsetCommit": 7, "OffsetFetch": 7,
@@ -342,14 +342,6 @@ def one_repetition(targets, args, rep: int) -> list[dict]:
             t.stop()
 
 
-def _target(name: str, workdir: str, settings: dict[str, str]):
-    if name == "kproto":
-        return KprotoTarget(workdir, settings)
-    if name.startswith("kproto@"):
-        return KprotoCheckoutTarget(workdir, name.split("@", 1)[1], settings)
-    raise SystemExit(f"request_cost: unknown target {name!r} (kproto or kproto@PATH)")
-
-
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m tools.bench request_cost", description=__doc__.split("\n\n")[0])
     ap.add_argument("--targets", default="kproto", help="kproto and/or kproto@PATH, comma-separated; ratios are "
@@ -367,30 +359,22 @@ def main(argv=None) -> None:
     ap.add_argument("--idle", type=float, default=2.0, help="seconds of idle CPU measured at the end (default 2)")
     ap.add_argument("--py-spy", metavar="DIR", help="record each broker with py-spy (-r 500 --nonblocking -f raw) "
                     "into DIR/<target>-<rep>.raw (the figures then include py-spy's cost)")
-    ap.add_argument("--pycache", default=os.path.join(tempfile.gettempdir(), "kproto-startup-pycache"),
-                    help="PYTHONPYCACHEPREFIX for the brokers ('' leaves the environment alone)")
+    add_pycache_option(ap)
     args = ap.parse_args(argv)
-    if args.pycache:
-        os.environ["PYTHONPYCACHEPREFIX"] = args.pycache
-        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    use_pycache(args)
     names = [t.strip() for t in args.targets.split(",") if t.strip()]
     root = tempfile.mkdtemp(prefix="kproto-request-cost-")
     settings = {"group.initial.rebalance.delay.ms": "0"}   # a new group's join answers at once
-    targets = [_target(n, os.path.join(root, str(i)), settings) for i, n in enumerate(names)]
+    targets = [kproto_target(n, os.path.join(root, str(i)), settings, "request_cost") for i, n in enumerate(names)]
     runs: dict[str, list[dict]] = {t.name: [] for t in targets}
     began = time.time()
-    try:
+    with stopped_after(targets, root):
         for i in range(args.reps):
             for t, r in zip(targets, one_repetition(targets, args, i)):
                 runs[t.name].append(r)
             print(f"repetition {i + 1}/{args.reps}: " + ", ".join(
                 f"{t.name} {runs[t.name][-1]['whole'] / 1e9:.2f} s CPU" for t in targets), flush=True)
-    finally:
-        for t in targets:
-            t.stop()
-        shutil.rmtree(root, ignore_errors=True)
-    with open("/proc/loadavg") as f:
-        load_avg = " ".join(f.read().split()[:3])
+    load_avg = procstat.load_average()
     print(f"\n{time.strftime('%H:%M', time.gmtime(began))}-{time.strftime('%H:%M', time.gmtime())} UTC, "
           f"load average at the end {load_avg}; broker CPU µs per request (all threads, from its send to the "
           f"next request's), median (min-max) of {args.reps}; ratios: each repetition's, median (min-max)")
