@@ -342,17 +342,20 @@ async def _fetch(ctx, req):
         return error_response(ApiKey.FETCH, v, req, ErrorCode.UNKNOWN_SERVER_ERROR)
     if context.kind == "error":
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
+    read = topics = None
     if follower and getattr(broker, "replication", None) is not None:
         entries = await replica_fetch.serve(ctx, req, v, context, fetch_data, forget)   # a follower's fetch
     else:
         fetch_quota.cap_max_bytes(ctx, req, v)
-        entries = await _read(ctx, req, v, context.partitions(), context)
-        throttle = fetch_quota.throttle_ms(ctx, v, response_topics(entries))
+        entries = read = await _read(ctx, req, v, context.partitions(), context)
+        topics = response_topics(entries)
+        throttle = fetch_quota.throttle_ms(ctx, v, topics)
         if throttle:
             return fetch_quota.throttled_response(context, throttle)
     code, session_id, entries = sessions.finish(context, entries)
-    return FetchResponse(throttle_time_ms=0, error_code=code, session_id=session_id,
-                         responses=response_topics(entries))
+    if entries is not read:   # (a follower's, or an incremental answer that keeps only some partitions)
+        topics = response_topics(entries)
+    return FetchResponse(throttle_time_ms=0, error_code=code, session_id=session_id, responses=topics)
 
 
 async def _read(ctx, req, v, items, context) -> list:

@@ -26,6 +26,8 @@ from broker.security.authenticate import RespondThenClose
 
 log = logging.getLogger("kproto.dispatch")
 
+_TOPIC_IDS = frozenset(topic_ids.FROM_VERSION)   # the APIs that may name topics by id
+
 
 class RequestContext:
     __slots__ = ("broker", "conn", "header", "api_key", "api_version", "correlation_id",
@@ -106,14 +108,17 @@ class Dispatcher:
             header, request = api.decode_request(frame)
         except (DecodeError, UnsupportedVersionError) as exc:
             raise CloseConnection(f"malformed request (api {api_key} v{version}): {exc}") from None
-        ctx = RequestContext(self.broker, conn, header, version, arrived)
-        topic_ids.resolve_request(self.broker, api_key, version, request)   # Produce v13, OffsetCommit/Fetch v10
-        quotas = getattr(self.broker, "quotas", None)
-        if quotas is not None and quotas.active and api_key in security_mutations.STRICT_FROM:
+        broker = self.broker
+        ctx = RequestContext(broker, conn, header, version, arrived)
+        by_id = api_key in _TOPIC_IDS   # (the check first: most requests name no topic by id)
+        if by_id:
+            topic_ids.resolve_request(broker, api_key, version, request)   # Produce v13, OffsetCommit/Fetch v10
+        quotas = getattr(broker, "quotas", None)
+        if quotas is not None and api_key in security_mutations.STRICT_FROM and quotas.active:
             # controller_mutation_rate: topics over the quota are refused before the handler runs
             handler = functools.partial(_mutation_limited, quotas.mutations, handler)
         try:
-            authorizer = getattr(self.broker, "authorizer", None)
+            authorizer = getattr(broker, "authorizer", None)
             if authorizer is not None:
                 # ACLs: the parts of the request the principal may not touch get Kafka's errors
                 response = await security_authz.run(authorizer, ctx, request, handler)
@@ -132,8 +137,9 @@ class Dispatcher:
                 failures.report(exc)     # a failed disk: logged once there, the broker halts if it was the last
             # Kafka answers UNKNOWN_SERVER_ERROR and keeps the connection
             return self._internal_error(api_key, version, correlation_id, header, request)
-        topic_ids.fill_response(self.broker, api_key, version, response)
-        if quotas is not None and quotas.active:
+        if by_id:
+            topic_ids.fill_response(broker, api_key, version, response)
+        if quotas is not None and quotas.active:   # (again: the handler may have set the first quota)
             return self._throttled(quotas, ctx, frame, response)
         if response is None:
             return None

@@ -28,3 +28,9 @@ def peak_rss_bytes(pid: int) -> int | None:
     """VmHWM: the largest resident set the process has had."""
     kib = status_kib(pid, "VmHWM")
     return None if kib is None else kib * 1024
+
+
+def load_average() -> str:
+    """The machine's 1, 5 and 15 minute load averages, as /proc/loadavg gives them."""
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])

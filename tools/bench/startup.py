@@ -16,6 +16,7 @@ compiled files would. That first start is not counted."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
@@ -26,12 +27,36 @@ from tools.bench import apiversions, procstat
 from tools.bench.targets import KprotoCheckoutTarget, KprotoTarget
 
 
-def _target(name: str, workdir: str):
+def kproto_target(name: str, workdir: str, settings: dict[str, str] | None = None, bench: str = "startup"):
+    """``kproto`` (this checkout) or ``kproto@PATH`` (another build's broker)."""
     if name == "kproto":
-        return KprotoTarget(workdir)
+        return KprotoTarget(workdir, settings)
     if name.startswith("kproto@"):
-        return KprotoCheckoutTarget(workdir, name.split("@", 1)[1])
-    raise SystemExit(f"startup: unknown target {name!r} (kproto or kproto@PATH)")
+        return KprotoCheckoutTarget(workdir, name.split("@", 1)[1], settings)
+    raise SystemExit(f"{bench}: unknown target {name!r} (kproto or kproto@PATH)")
+
+
+@contextlib.contextmanager
+def stopped_after(targets, root: str):
+    """Every target stopped and their folder removed however the run ends."""
+    try:
+        yield
+    finally:
+        for t in targets:
+            t.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def add_pycache_option(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--pycache", default=os.path.join(tempfile.gettempdir(), "kproto-startup-pycache"),
+                    help="PYTHONPYCACHEPREFIX for the brokers ('' leaves the environment alone)")
+
+
+def use_pycache(args) -> None:
+    """The brokers read (and the first start writes) bytecode under --pycache (see the docstring)."""
+    if args.pycache:
+        os.environ["PYTHONPYCACHEPREFIX"] = args.pycache
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 def one_start(target) -> dict:
@@ -52,17 +77,14 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m tools.bench startup", description=__doc__.split("\n\n")[0])
     ap.add_argument("--targets", default="kproto", help="kproto and/or kproto@PATH, comma-separated")
     ap.add_argument("--starts", type=int, default=7, help="counted starts per target (default 7)")
-    ap.add_argument("--pycache", default=os.path.join(tempfile.gettempdir(), "kproto-startup-pycache"),
-                    help="PYTHONPYCACHEPREFIX for the brokers ('' leaves the environment alone)")
+    add_pycache_option(ap)
     args = ap.parse_args(argv)
-    if args.pycache:
-        os.environ["PYTHONPYCACHEPREFIX"] = args.pycache
-        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    use_pycache(args)
     names = [t.strip() for t in args.targets.split(",") if t.strip()]
     root = tempfile.mkdtemp(prefix="kproto-startup-")
-    targets = [_target(n, os.path.join(root, str(i))) for i, n in enumerate(names)]
+    targets = [kproto_target(n, os.path.join(root, str(i))) for i, n in enumerate(names)]
     figures: dict[str, list[dict]] = {t.name: [] for t in targets}
-    try:
+    with stopped_after(targets, root):
         for t in targets:            # warm-up: bytecode written, files in the page cache
             one_start(t)
         for i in range(args.starts):
@@ -70,12 +92,7 @@ def main(argv=None) -> None:
                 figures[t.name].append(one_start(t))
             print(f"start {i + 1}/{args.starts}: " + ", ".join(
                 f"{t.name} {figures[t.name][-1]['cpu to ApiVersions s']:.2f} s CPU" for t in targets), flush=True)
-    finally:
-        for t in targets:
-            t.stop()
-        shutil.rmtree(root, ignore_errors=True)
-    with open("/proc/loadavg") as f:
-        load = " ".join(f.read().split()[:3])
+    load = procstat.load_average()
     keys = list(next(iter(figures.values()))[0])
     print(f"\nmedian (min-max) of {args.starts} starts; load average at the end {load}")
     print("| figure | " + " | ".join(figures) + " |")
