@@ -43,6 +43,7 @@ class SlicedReconcile:
         self._queue: dict[tuple[str, int], None] = {}
         self._wake: trio.Event | None = None   # set while run() serves
         self.slices = 0                         # slices run by the task (tests, the bench)
+        self._committed_event = trio.Event()    # set when a commit ran a slice
 
     def pending(self) -> int:
         return len(self._queue)
@@ -59,6 +60,11 @@ class SlicedReconcile:
     def clear(self) -> None:
         """A full walk is reconciling every partition now: nothing queued is left to do."""
         self._queue.clear()
+
+    def _on_committed(self) -> None:
+        if self._queue and self._wake is not None and not _held():
+            self._slice()
+            self._committed_event.set()
 
     def _slice(self) -> None:
         keys = dict.fromkeys(itertools.islice(self._queue, SLICE_PARTITIONS))
@@ -86,11 +92,14 @@ class SlicedReconcile:
                     continue
                 if not self._committed():
                     # a quorum leader's proposals ahead of the commit: the slices act on committed
-                    # metadata only (a rebuilt image calls no waiter: hence the timeout)
+                    # metadata only. The next slice runs in the commit's own step, when the image
+                    # is committed (on a busy controller it seldom is by the time a task runs);
+                    # a rebuilt image calls no waiter: hence the timeout
                     if committed.is_set():
                         committed = trio.Event()
                     if self._when_committed is not None:
-                        self._when_committed(committed.set)
+                        self._when_committed(self._on_committed)
+                    self._committed_event = committed
                     with trio.move_on_after(COMMIT_WAIT_S):
                         await committed.wait()
                     continue
