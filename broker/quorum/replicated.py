@@ -492,14 +492,16 @@ class ReplicatedMetadata:
 
     # -------------------------------------------------------- proposals
 
-    def propose_nowait(self, records: list) -> int:
+    def propose_nowait(self, records: list, datas: list | None = None) -> int:
         """Propose records (leader only) and apply them to this node's image at once; the current
-        request waits for their commit. Raises KafkaError(NOT_CONTROLLER) on another node."""
+        request waits for their commit. Raises KafkaError(NOT_CONTROLLER) on another node.
+        ``datas``: the records' encodings, when the caller made them already (a fence's, in slices)."""
         if not records:
             return self.image.offset
         if not self.is_active_controller:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, "This node is not the active controller.")
-        datas = [serde.encode(r) for r in records]
+        if datas is None:
+            datas = [serde.encode(r) for r in records]
         p = self.node.propose(datas)
         if isinstance(p, m.NotLeader):
             raise KafkaError(ErrorCode.NOT_CONTROLLER, "This node is not the active controller.")
