@@ -17,6 +17,7 @@ from broker.server.dispatch import Dispatcher
 from broker.storage.flusher import Flusher
 from broker.groups.coordinator import GroupCoordinator
 from broker.metadata.delta import PartitionDelta
+from broker.metadata.topic_names import INTERNAL_TOPICS
 from broker.metadata.image import MetadataImage
 from broker.metadata.log import METADATA_TOPIC, MetadataLog
 from broker.storage.checkpoint_writer import CheckpointWriter
@@ -221,7 +222,8 @@ class Broker:
         self._delta.take()                           # (everything was visited just now)
         # a large change's partitions reconciled a slice at a time (broker/partitions/sliced_reconcile.py)
         self._slices = SlicedReconcile(self._reconcile_keys, getattr(self.quorum, "image_committed", None),
-                                       getattr(self.quorum, "when_committed", None))
+                                       getattr(self.quorum, "when_committed", None),
+                                       urgent=lambda key: key[0] in INTERNAL_TOPICS)
         self.metadata.subscribe(self._reconcile_replicas)
         self.groups = GroupCoordinator(self)
         self.groups.open()

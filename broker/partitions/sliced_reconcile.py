@@ -13,7 +13,10 @@ little later would (a new leadership: NOT_LEADER_OR_FOLLOWER, which clients retr
 brokers each apply a change when it reaches them.
 
 A change of at most SLICE_PARTITIONS partitions with nothing queued is reconciled at once, as
-before: a client that produces the moment CreateTopics is answered finds its few partitions.
+before: a client that produces the moment CreateTopics is answered finds its few partitions. So
+are the internal topics' partitions (``urgent``) of any change: the group and transaction
+coordinators follow their leadership from the image in the same step (their metadata listeners,
+Kafka's onElection), after the roles they write through.
 
 ``KPROTO_TEST_HOLD_ROLES`` names a file: while it exists, a run of slices stops after its first
 one (tests: the window where some partitions have their new role and some not, held open)."""
@@ -33,13 +36,15 @@ COMMIT_WAIT_S = 0.1   # a look again at whether the image holds uncommitted prop
 
 class SlicedReconcile:
     def __init__(self, reconcile: Callable[[dict], None], committed: Callable[[], bool] | None = None,
-                 when_committed: Callable[[Callable[[], None]], None] | None = None):
+                 when_committed: Callable[[Callable[[], None]], None] | None = None,
+                 urgent: Callable[[tuple[str, int]], bool] | None = None):
         # reconcile(keys): the hosted logs, then the roles, of these (topic, index) keys
         self._reconcile = reconcile
         # the image holds nothing uncommitted (a quorum leader's own proposals): slices wait for it,
         # as the broker's reconcile does (broker/quorum/replicated.py when_committed)
         self._committed = committed or (lambda: True)
         self._when_committed = when_committed
+        self._urgent = urgent or (lambda _key: False)   # keys never queued
         self._queue: dict[tuple[str, int], None] = {}
         self._wake: trio.Event | None = None   # set while run() serves
         self.slices = 0                         # slices run by the task (tests, the bench)
@@ -54,7 +59,10 @@ class SlicedReconcile:
         if self._wake is None or (not self._queue and len(keys) <= SLICE_PARTITIONS):
             self._reconcile(keys)
             return
-        self._queue.update(keys)
+        now = {k: None for k in keys if self._urgent(k)}
+        if now:
+            self._reconcile(now)
+        self._queue.update((k, None) for k in keys if k not in now)
         self._wake.set()
 
     def clear(self) -> None:
