@@ -144,6 +144,11 @@ class ReplicatedMetadataLog(MetadataLog):
 
 
 class ReplicatedMetadata:
+    # (until __init__ or the loader runs: what a commit needs of them, for objects built without __init__)
+    _loading: deque | tuple = ()
+    _load_wake: trio.Event | None = None
+    _load_generation = 0
+
     def __init__(self, broker):
         self.broker = broker
         self.config = broker.config
