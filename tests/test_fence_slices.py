@@ -72,7 +72,7 @@ def test_a_fence_batch_is_made_in_slices_and_takes_in_what_changed_meanwhile():
             nursery.cancel_scope.cancel()
         return made
 
-    records, datas = trio.run(main)
+    records, datas, undos = trio.run(main)
     assert len(steps) > 5, f"the loop ran {len(steps)} other steps while the batch was made"
     expected = liveness.fence_records(3, 13)   # the batch made in one step, from the image as it is now
     assert [serde.encode(r) for r in records] == [serde.encode(r) for r in expected] == datas
@@ -80,3 +80,14 @@ def test_a_fence_batch_is_made_in_slices_and_takes_in_what_changed_meanwhile():
     assert len(records) == TOPICS * PARTITIONS and type(records[-1]).__name__ == "FenceBrokerRecord"
     assert not [r for r in records[:-1] if r.topic_id == t5.topic_id and r.partition_id == 7]
     assert not q.metadata._listeners   # (the watch is gone)
+    # the undos made along the way take the image back to where it was before the batch
+    from broker.quorum.image_undo import ImageUndo
+    before = {(t.name, i): (p.leader, list(p.isr), p.partition_epoch)
+              for t in q.image.topics.values() for i, p in t.partitions.items()}
+    undo = ImageUndo()
+    undo.proposed(q.image, 1000, records, undos)
+    _apply(q, records)
+    assert undo.undo(q.image, 1000)
+    assert before == {(t.name, i): (p.leader, list(p.isr), p.partition_epoch)
+                      for t in q.image.topics.values() for i, p in t.partitions.items()}
+    assert not q.image.brokers[3].fenced

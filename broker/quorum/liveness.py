@@ -50,6 +50,7 @@ from broker.controller.producer_ids import BLOCK_SIZE, ProducerIdManager
 from broker.controller import log_dirs, registration
 from broker.metadata import serde
 from broker.metadata.delta import PartitionDelta
+from broker.quorum.image_undo import undo_of
 from broker.replication import election
 from broker.storage.checkpoints import uuid_to_str
 from broker.storage.dir_assignments import OfflineDirReports, offline_dir_ids
@@ -341,16 +342,16 @@ class Liveness:
         if (made is None or not q.is_active_controller or b is None or b.fenced or b.broker_epoch != epoch
                 or self.last_seen.get(bid, seen) > seen):
             return
-        records, datas = made
+        records, datas, undos = made
         log.info("broker %d fenced: %s, %d partition change(s)", bid, why, len(records) - 1)
         try:
-            q.propose_nowait(records, datas)
+            q.propose_nowait(records, datas, undos)
         except KafkaError:
             pass
 
     async def fence_records_sliced(self, bid: int, epoch: int):
-        """fence_records(bid, epoch) and their encodings (records, datas), made a slice of the loop
-        at a time; None if this node stopped being the active controller meanwhile. At 10,000 RF=3
+        """fence_records(bid, epoch), their encodings and their undos (records, datas, undos: what
+        propose_nowait takes), made a slice of the loop at a time; None if this node stopped being the active controller meanwhile. At 10,000 RF=3
         partitions the batch is 10,000 elections: computing and encoding them in the step that
         proposes held the controller's loop for 0.2-0.5 s. The batch is still proposed and applied
         whole, in one step (Kafka's controller writes it in one event, atomically): what the image
@@ -380,8 +381,10 @@ class Liveness:
                     if not q.is_active_controller:
                         return None
             datas: dict[tuple[str, int], bytes] = {}
+            undos: dict[tuple[str, int], object] = {}
             for key, r in made.items():
                 datas[key] = serde.encode(r)
+                undos[key] = undo_of(image, r)   # (the partition as it is: valid while the delta does not name it)
                 if len(datas) % FENCE_SLICE_RECORDS == 0:
                     await trio.sleep(0)
                     if not q.is_active_controller:
@@ -391,11 +394,12 @@ class Liveness:
         keys = changed.take()
         if keys is None or q.image is not image:
             records = self.fence_records(bid, epoch)
-            return records, [serde.encode(r) for r in records]
+            return records, [serde.encode(r) for r in records], None
         brokers = self._brokers_fencing(bid)
         for key in keys:   # changed since their turn: made again now
             made.pop(key, None)
             datas.pop(key, None)
+            undos.pop(key, None)
             t = image.topics.get(key[0])
             p = t.partitions.get(key[1]) if t is not None else None
             if p is None:
@@ -404,8 +408,10 @@ class Liveness:
             for r in election.on_broker_gone(one, bid, brokers, election.unclean_default(q.config)):
                 made[key] = r
                 datas[key] = serde.encode(r)
+                undos[key] = undo_of(image, r)
         fence = FenceBrokerRecord(id=bid, epoch=epoch)
-        return list(made.values()) + [fence], list(datas.values()) + [serde.encode(fence)]
+        return (list(made.values()) + [fence], list(datas.values()) + [serde.encode(fence)],
+                list(undos.values()) + [undo_of(image, fence)])
 
     def _brokers_fencing(self, bid: int) -> dict:
         """The brokers as the controller sees them, `bid` fenced."""

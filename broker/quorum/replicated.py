@@ -548,10 +548,11 @@ class ReplicatedMetadata:
 
     # -------------------------------------------------------- proposals
 
-    def propose_nowait(self, records: list, datas: list | None = None) -> int:
+    def propose_nowait(self, records: list, datas: list | None = None, undos: list | None = None) -> int:
         """Propose records (leader only) and apply them to this node's image at once; the current
         request waits for their commit. Raises KafkaError(NOT_CONTROLLER) on another node.
-        ``datas``: the records' encodings, when the caller made them already (a fence's, in slices)."""
+        ``datas``, ``undos``: the records' encodings and undos (image_undo.undo_of), when the caller
+        made them already (a fence's, in slices)."""
         if not records:
             return self.image.offset
         if not self.is_active_controller:
@@ -567,7 +568,7 @@ class ReplicatedMetadata:
         pending = _pending.get()
         if pending is not None:
             pending.append((done, result))
-        self._undo.proposed(self.image, p.last_offset - len(records) + 1, records)
+        self._undo.proposed(self.image, p.last_offset - len(records) + 1, records, undos)
         self._apply_records(p.last_offset, records)
         self.shell._pump()
         return p.last_offset
