@@ -17,6 +17,7 @@ from broker.server.dispatch import Dispatcher
 from broker.storage.flusher import Flusher
 from broker.groups.coordinator import GroupCoordinator
 from broker.metadata.delta import PartitionDelta
+from broker.metadata.topic_names import INTERNAL_TOPICS
 from broker.metadata.image import MetadataImage
 from broker.metadata.log import METADATA_TOPIC, MetadataLog
 from broker.storage.checkpoint_writer import CheckpointWriter
@@ -26,6 +27,7 @@ from broker.quorum.leadership import become_sole_leader, bootstrap_batch_records
 from broker.metadata.snapshotter import Snapshotter
 from broker.quorum.startup import prepare_storage
 from broker.partitions.creation import make_pending_logs
+from broker.partitions.sliced_reconcile import SlicedReconcile
 from broker.partitions.producers import ProducerStateManager
 from broker.partitions.replicas import ReplicaManager
 from broker.replication.manager import ReplicationManager
@@ -218,6 +220,10 @@ class Broker:
         self.replication.reconcile()
         self._delta = PartitionDelta(self.node_id)   # what the next reconcile visits
         self._delta.take()                           # (everything was visited just now)
+        # a large change's partitions reconciled a slice at a time (broker/partitions/sliced_reconcile.py)
+        self._slices = SlicedReconcile(self._reconcile_keys, getattr(self.quorum, "image_committed", None),
+                                       getattr(self.quorum, "when_committed", None),
+                                       urgent=lambda key: key[0] in INTERNAL_TOPICS)
         self.metadata.subscribe(self._reconcile_replicas)
         self.groups = GroupCoordinator(self)
         self.groups.open()
@@ -293,6 +299,7 @@ class Broker:
                 await nursery.start(self.checkpoints.run)
                 # new partitions' logs, made after the metadata committed them
                 await nursery.start(make_pending_logs, self.partitions, self._partitions_made)
+                await nursery.start(self._slices.run)
                 self.logs.set_checkpoint_writer(self.checkpoints.submit)
                 if self.quorum is not None:
                     await nursery.start(self.quorum.run)
@@ -370,6 +377,14 @@ class Broker:
             self.quorum.when_committed(self._reconcile_replicas)
             return
         keys = self._delta.take()
+        if keys is None:
+            self._slices.clear()   # (every partition is reconciled now)
+            self.partitions.reconcile()
+            self.replication.reconcile()
+        else:
+            self._slices.submit(keys)
+
+    def _reconcile_keys(self, keys) -> None:
         self.partitions.reconcile(keys)
         self.replication.reconcile(keys)
 

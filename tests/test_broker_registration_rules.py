@@ -214,6 +214,8 @@ class ReplayingController(FakeController):
     ReplicatedMetadata._on_commit, as a standby controller does, and is elected afterwards."""
 
     commit_count = 0
+    _loading, _load_wake = (), None   # (no loader task: every commit is applied in its step)
+    _apply_decoded = ReplicatedMetadata._apply_decoded
 
     def __init__(self):
         super().__init__()

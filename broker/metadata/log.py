@@ -35,6 +35,10 @@ class MetadataLog:
         """listener(records) is called after each append, once applied."""
         self._listeners.append(listener)
 
+    def unsubscribe(self, listener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
     def replay(self) -> int:
         """Apply the newest snapshot (broker/metadata/snapshotter.py), then every stored record
         after it, to the image; returns the record count."""

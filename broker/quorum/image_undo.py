@@ -32,10 +32,13 @@ class ImageUndo:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def proposed(self, image, first_offset: int, records: list) -> None:
-        """Before ``records`` (at first_offset, first_offset + 1, ...) are applied to ``image``."""
-        for i, r in enumerate(records):
-            self._entries.append((first_offset + i, _undo_of(image, r)))
+    def proposed(self, image, first_offset: int, records: list, undos: list | None = None) -> None:
+        """Before ``records`` (at first_offset, first_offset + 1, ...) are applied to ``image``.
+        ``undos``: undo_of(image, r) of each, made by the caller earlier (a fence's, in slices),
+        of an image whose partitions they name are as they were then."""
+        if undos is None:
+            undos = [_undo_of(image, r) for r in records]
+        self._entries.extend((first_offset + i, u) for i, u in enumerate(undos))
 
     def committed(self, applied: int) -> None:
         """Every offset below ``applied`` is committed: nothing to undo there any more."""
@@ -102,3 +105,8 @@ def _undo_of(image, r):
     if kind == "NoOpRecord":
         return lambda _image: None
     return None
+
+
+def undo_of(image, record):
+    """How to take ``image`` back from ``record`` applied to it (None: it cannot be)."""
+    return _undo_of(image, record)

@@ -33,6 +33,7 @@ the active controller; register more with `broker.quorum.controller_rpcs[api_key
 from __future__ import annotations
 
 import contextvars
+from collections import deque
 from collections.abc import Callable
 import logging
 import random
@@ -67,6 +68,9 @@ BROKER_REGISTRATION = 62
 CONTROLLER_REGISTRATION = 70
 ASSIGN_REPLICAS_TO_DIRS = 73
 DEFAULT_TIMEOUT_MS = 30000
+# committed records decoded per step of the event loop: a commit of more is decoded a slice at a
+# time and applied whole once decoded (broker/quorum/replicated.py _load_loop)
+LOAD_SLICE_RECORDS = 256
 
 # the proposals made while handling the current request (awaited before it is answered)
 _pending: contextvars.ContextVar = contextvars.ContextVar("kproto_quorum_pending", default=None)
@@ -140,6 +144,11 @@ class ReplicatedMetadataLog(MetadataLog):
 
 
 class ReplicatedMetadata:
+    # (until __init__ or the loader runs: what a commit needs of them, for objects built without __init__)
+    _loading: deque | tuple = ()
+    _load_wake: trio.Event | None = None
+    _load_generation = 0
+
     def __init__(self, broker):
         self.broker = broker
         self.config = broker.config
@@ -166,6 +175,11 @@ class ReplicatedMetadata:
         # called once the image holds nothing uncommitted again (the leader's own proposals
         # committed): what waits for committed metadata (Broker._reconcile_replicas)
         self._when_committed: list = []
+        # committed entries not in the image yet: decoded a slice per step, then applied together
+        # (the loader task, as Kafka's MetadataLoader); None until the task runs
+        self._loading: deque = deque()
+        self._load_wake: trio.Event | None = None
+        self._load_generation = 0   # bumped when a snapshot replaces the image: a decode under way is dropped
         self._nursery = None
         self._creating: set = set()
         self.listener_security = None   # broker/quorum/secure.py, on a controller
@@ -276,6 +290,7 @@ class ReplicatedMetadata:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             await nursery.start(self.shell.run, listeners)
+            await nursery.start(self._load_loop)
             nursery.start_soon(self._bootstrap_loop)
             if self.k.is_controller:
                 nursery.start_soon(self.liveness.fence_loop)
@@ -300,7 +315,7 @@ class ReplicatedMetadata:
         # the leader, once every entry before its epoch is committed and in the image (its own
         # proposals are applied ahead of the commit, so the image must be complete first)
         node = self.node
-        return node.role == LEADER and node.applied > node.epoch_start_offset
+        return node.role == LEADER and node.applied > node.epoch_start_offset and not self._loading
 
     @property
     def active_controller_id(self) -> int:
@@ -340,22 +355,20 @@ class ReplicatedMetadata:
             self._when_committed.append(callback)
 
     def _on_commit(self, entries) -> None:
-        batch, last, own = [], None, False
+        fresh, own = [], False
         for e in entries:
             if e.offset <= self.image.offset:
                 own = True
                 continue   # the leader applied its own proposals already
-            record = serde.decode(e.data)
-            if type(record) is RegisterBrokerRecord:
-                # every controller keeps the record's own offset, as Kafka's replay does
-                # (registerBrokerRecordOffsets): the broker is caught up once it reached it, also
-                # when a controller elected later answers its heartbeats
-                self.liveness.register_offsets[record.broker_id] = e.offset
-            batch.append(record)
-            last = e.offset
-            self.commit_count += 1
-        if batch:
-            self._apply_records(last, batch)
+            fresh.append(e)
+        if fresh and (self._loading or (self._load_wake is not None and len(fresh) > LOAD_SLICE_RECORDS)):
+            # thousands of records (a fence, a leadership move at 10,000 partitions): decoding them
+            # here held the loop for 0.1-0.5 s; the loader decodes them a slice per step and applies
+            # them whole, behind what it holds already (commits never end inside a proposal)
+            self._loading.extend(fresh)
+            self._load_wake.set()
+        elif fresh:
+            self._apply_decoded([(e.offset, serde.decode(e.data)) for e in fresh])
         if own:
             self._undo.committed(self.node.applied)
         if own and self.image_committed() and self._when_committed:
@@ -367,6 +380,45 @@ class ReplicatedMetadata:
                     log.exception("a callback waiting for the commit failed")
         self._maybe_caught_up()
 
+    def _apply_decoded(self, decoded: list) -> None:
+        """Committed (offset, record)s to the image, in one step."""
+        for offset, record in decoded:
+            if type(record) is RegisterBrokerRecord:
+                # every controller keeps the record's own offset, as Kafka's replay does
+                # (registerBrokerRecordOffsets): the broker is caught up once it reached it, also
+                # when a controller elected later answers its heartbeats
+                self.liveness.register_offsets[record.broker_id] = offset
+        self.commit_count += len(decoded)
+        self._apply_records(decoded[-1][0], [r for _o, r in decoded])
+
+    async def _load_loop(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Large commits: decoded LOAD_SLICE_RECORDS per step of the loop, then applied whole.
+        Until then the image is the one before them (readers never see half a batch), this node
+        is not the active controller, and its heartbeats name the offset it applied."""
+        self._load_wake = wake = trio.Event()
+        task_status.started()
+        try:
+            while True:
+                if not self._loading:
+                    await wake.wait()
+                    self._load_wake = wake = trio.Event()
+                    continue
+                generation, decoded, at = self._load_generation, [], 0
+                queue = list(self._loading)
+                while at < len(queue) and generation == self._load_generation:
+                    decoded.extend((e.offset, serde.decode(e.data)) for e in queue[at:at + LOAD_SLICE_RECORDS])
+                    at += LOAD_SLICE_RECORDS
+                    await trio.sleep(0)
+                    if at >= len(queue) and len(self._loading) > len(queue):
+                        queue = list(self._loading)   # more committed meanwhile: taken in too
+                if generation != self._load_generation:
+                    continue
+                self._loading.clear()
+                self._apply_decoded(decoded)
+                self._maybe_caught_up()
+        finally:
+            self._load_wake = None
+
     def _maybe_caught_up(self) -> None:
         """Once the image holds the whole committed log as it stood when this node learned the
         high watermark, partition directories the image does not name are strays and go."""
@@ -374,11 +426,15 @@ class ReplicatedMetadata:
         if partitions is None or partitions.strays_allowed:
             return
         hwm = self.node.hwm
-        if hwm is not None and hwm > self._end_at_start and self.node.applied >= hwm:
+        if hwm is not None and hwm > self._end_at_start and self.image.offset + 1 >= hwm:
             partitions.strays_allowed = True
             partitions.remove_strays()
 
     def _on_load_snapshot(self, sid, data) -> None:
+        # committed entries the loader holds are in the snapshot or after it
+        self._load_generation += 1
+        while self._loading and self._loading[0].offset < sid.end_offset:
+            self._loading.popleft()
         self._reset_image()
         snap = snapshots.decode(data) if data else None
         if snap is not None:
@@ -492,14 +548,17 @@ class ReplicatedMetadata:
 
     # -------------------------------------------------------- proposals
 
-    def propose_nowait(self, records: list) -> int:
+    def propose_nowait(self, records: list, datas: list | None = None, undos: list | None = None) -> int:
         """Propose records (leader only) and apply them to this node's image at once; the current
-        request waits for their commit. Raises KafkaError(NOT_CONTROLLER) on another node."""
+        request waits for their commit. Raises KafkaError(NOT_CONTROLLER) on another node.
+        ``datas``, ``undos``: the records' encodings and undos (image_undo.undo_of), when the caller
+        made them already (a fence's, in slices)."""
         if not records:
             return self.image.offset
         if not self.is_active_controller:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, "This node is not the active controller.")
-        datas = [serde.encode(r) for r in records]
+        if datas is None:
+            datas = [serde.encode(r) for r in records]
         p = self.node.propose(datas)
         if isinstance(p, m.NotLeader):
             raise KafkaError(ErrorCode.NOT_CONTROLLER, "This node is not the active controller.")
@@ -509,7 +568,7 @@ class ReplicatedMetadata:
         pending = _pending.get()
         if pending is not None:
             pending.append((done, result))
-        self._undo.proposed(self.image, p.last_offset - len(records) + 1, records)
+        self._undo.proposed(self.image, p.last_offset - len(records) + 1, records, undos)
         self._apply_records(p.last_offset, records)
         self.shell._pump()
         return p.last_offset
