@@ -46,7 +46,8 @@ class BrokerConnection:
             raise EOFError(f"answer {corr} to request {self._correlation}")
         return resp
 
-    async def _read_frame(self) -> bytes:
+    async def _read_frame(self):
+        """The next answer's frame (bytes or a memoryview of them)."""
         buf = self._buf
         while (frame := take_frame(buf)) is None:
             try:
@@ -55,6 +56,10 @@ class BrokerConnection:
                 raise EOFError(str(exc)) from None
             if not data:
                 raise EOFError("connection closed")
+            if not buf and len(data) >= 4 and int.from_bytes(data[:4], "big") == len(data) - 4:
+                # the usual case, one whole answer in one receive: read in place (a follower's
+                # answer was copied three times more through the buffer)
+                return memoryview(data)[4:]
             buf += data
         return frame
 
