@@ -36,8 +36,15 @@ from tools.chaos.cluster import Cluster, cluster_props
 GiB = 1 << 30
 
 
-def _create(bootstrap: str, topic: str, partitions: int, rf: int) -> None:
+def _create(bootstrap: str, topic: str, partitions: int, rf: int, nodes: int = 1) -> dict:
+    """Create the topic once all ``nodes`` brokers are registered and unfenced (a broker fenced at
+    creation leads none of its partitions until the next preferred-leader election, 5 minutes on:
+    one node leading all six partitions costs a third less CPU per GiB with acks=all than two
+    each, which made single runs differ by 30-50%); {broker id: partitions it leads}."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + 60
+    while len(admin.list_topics(timeout=10).brokers) < nodes and time.monotonic() < deadline:
+        time.sleep(0.2)
     deadline = time.monotonic() + 180
     while True:
         try:
@@ -55,7 +62,10 @@ def _create(bootstrap: str, topic: str, partitions: int, rf: int) -> None:
         md = admin.list_topics(topic, timeout=10).topics.get(topic)
         if md is not None and md.error is None and len(md.partitions) == partitions \
                 and all(p.leader >= 0 for p in md.partitions.values()):
-            return
+            leaders: dict = {}
+            for p in md.partitions.values():
+                leaders[p.leader] = leaders.get(p.leader, 0) + 1
+            return dict(sorted(leaders.items()))
         time.sleep(0.2)
     raise RuntimeError(f"{topic}: partitions without a leader after 60 s")
 
@@ -93,7 +103,7 @@ def run_layout(target: str, nodes: int, args, log) -> dict:
             for acks in args.acks:
                 case = f"{size} B, acks={acks}"
                 topic = f"ceiling-s{size}-a{acks}-{time.monotonic_ns()}"
-                _create(bootstrap, topic, args.partitions, rf)
+                leaders = _create(bootstrap, topic, args.partitions, rf, nodes)
                 cpu0, t0 = _cpu(cluster), time.perf_counter()
                 prod = perftools.producer_perf(home, bootstrap, topic, count, size, acks)
                 cpu = _cpu(cluster) - cpu0
@@ -104,7 +114,7 @@ def run_layout(target: str, nodes: int, args, log) -> dict:
                 out[(case, "produce CPU s per GiB")] = cpu / gib
                 out[(case, "produce broker cores busy")] = cpu / wall
                 log(f"{target} x{nodes} {case}: produce {prod['records/s']:,.0f} records/s "
-                    f"{prod['MiB/s']:.1f} MiB/s, {cpu / gib:.2f} CPU s/GiB")
+                    f"{prod['MiB/s']:.1f} MiB/s, {cpu / gib:.2f} CPU s/GiB; partitions led {leaders}")
                 if args.consume:
                     cpu0, t0 = _cpu(cluster), time.perf_counter()
                     cons = perftools.consumer_perf(home, bootstrap, topic, count, size)
