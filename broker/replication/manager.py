@@ -670,8 +670,8 @@ class Fetcher:
         backoff = m._cfg_int("replica.fetch.backoff.ms", 1000) / 1000
         try:
             while self.partitions:
-                # replica.socket.timeout.ms is the deadline of one long-lived cancel scope, set
-                # around each request: a trio.fail_after per fetch was ~4% of a follower's CPU.
+                # replica.socket.timeout.ms is the deadline of one long-lived cancel scope, moved
+                # before the requests: a trio.fail_after per fetch was ~4% of a follower's CPU.
                 # A timeout ends the scope; the next one is new
                 with trio.CancelScope() as guard:
                     await self._fetch_loop(guard, backoff)
@@ -692,6 +692,7 @@ class Fetcher:
         while self.partitions:
             ep = m.endpoint_of(self.leader_id)
             if ep is None:
+                guard.deadline = math.inf
                 await trio.sleep(0.1)
                 continue
             conn = self._conn
@@ -703,29 +704,36 @@ class Fetcher:
             if not parts:
                 # every partition held back by the follower quota: Kafka's fetcher backs off
                 # replica.fetch.backoff.ms when it has nothing to fetch
+                guard.deadline = math.inf
                 await trio.sleep(backoff if self.held else 0.05)
                 continue
+            timeout = m._cfg_int("replica.socket.timeout.ms", 30000) / 1000
+            now = trio.current_time()
+            if not now + timeout - min(1.0, timeout / 2) <= guard.deadline <= now + timeout:
+                # moved at most once a second (each move of a deadline costs): a request gets
+                # between the timeout less a second and the timeout; the loop's pauses take the
+                # deadline off (math.inf)
+                guard.deadline = now + timeout
             try:
-                guard.deadline = trio.current_time() + m._cfg_int("replica.socket.timeout.ms", 30000) / 1000
-                try:
-                    resp = await conn.request(req, FETCH_VERSION)
-                finally:
-                    guard.deadline = math.inf
+                resp = await conn.request(req, FETCH_VERSION)
             except AuthenticationFailed as exc:
                 # as Kafka's ReplicaFetcherThread: an error each time, retried after the backoff
                 log.error("[ReplicaFetcher replicaId=%d, leaderId=%d] Error sending fetch request: %s",
                           m.node_id, self.leader_id, exc)
                 self.session.handle_error()
+                guard.deadline = math.inf
                 await conn.aclose()
                 await trio.sleep(max(backoff, 1.0))
                 continue
             except (OSError, EOFError, trio.TooSlowError, trio.BrokenResourceError) as exc:
                 log.debug("fetch from %d: %s", self.leader_id, exc)
                 self.session.handle_error()
+                guard.deadline = math.inf
                 await conn.aclose()
                 await trio.sleep(min(backoff, 0.2))
                 continue
             if await self._handle(resp, parts):
+                guard.deadline = math.inf   # (rebuilding from remote storage may take long)
                 await self._rebuild_from_tier(conn)
                 await trio.sleep(min(backoff, 0.1))
 
