@@ -105,7 +105,7 @@ def run_layout(target: str, nodes: int, args, log) -> dict:
                 topic = f"ceiling-s{size}-a{acks}-{time.monotonic_ns()}"
                 leaders = _create(bootstrap, topic, args.partitions, rf, nodes)
                 cpu0, t0 = _cpu(cluster), time.perf_counter()
-                prod = perftools.producer_perf(home, bootstrap, topic, count, size, acks)
+                prod = perftools.producer_perf(home, bootstrap, topic, count, size, acks, metrics=True)
                 cpu = _cpu(cluster) - cpu0
                 wall = time.perf_counter() - t0
                 gib = count * size / GiB
@@ -113,8 +113,14 @@ def run_layout(target: str, nodes: int, args, log) -> dict:
                 out[(case, "produce MiB/s")] = prod["MiB/s"]
                 out[(case, "produce CPU s per GiB")] = cpu / gib
                 out[(case, "produce broker cores busy")] = cpu / wall
+                per_request = prod.get("records per request")
+                if per_request:
+                    # the Produce requests' size: acks=all's batches shrink as its round trips grow
+                    out[(case, "produce records per request")] = per_request
+                    out[(case, "produce broker CPU ms per request")] = cpu * 1000 / (count / per_request)
                 log(f"{target} x{nodes} {case}: produce {prod['records/s']:,.0f} records/s "
-                    f"{prod['MiB/s']:.1f} MiB/s, {cpu / gib:.2f} CPU s/GiB; partitions led {leaders}")
+                    f"{prod['MiB/s']:.1f} MiB/s, {cpu / gib:.2f} CPU s/GiB, "
+                    f"{prod.get('records per request', 0):.1f} records per request; partitions led {leaders}")
                 if args.consume:
                     cpu0, t0 = _cpu(cluster), time.perf_counter()
                     cons = perftools.consumer_perf(home, bootstrap, topic, count, size)
