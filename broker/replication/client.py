@@ -105,28 +105,25 @@ class _PlainSocket:
     async def send_all(self, data) -> None:
         view = memoryview(data)
         self._yielded = False
+        send = self._raw.send
         while view:
-            try:
-                n = self._raw.send(view)
-            except BlockingIOError:
-                await trio.lowlevel.wait_writable(self.sock)
-                self._yielded = True
-                continue
-            except OSError as exc:
-                raise trio.BrokenResourceError(str(exc)) from exc
-            view = view[n:]
+            view = view[await self._call(lambda: send(view), trio.lowlevel.wait_writable):]
 
     async def receive_some(self, max_bytes: int) -> bytes:
+        recv = self._raw.recv
+        data = await self._call(lambda: recv(max_bytes), trio.lowlevel.wait_readable)
+        if not self._yielded:
+            self._yielded = True
+            await trio.lowlevel.checkpoint()
+        return data
+
+    async def _call(self, call, wait):
+        """call() once the socket is ready for it: trio's BrokenResourceError if it fails."""
         while True:
             try:
-                data = self._raw.recv(max_bytes)
+                return call()
             except BlockingIOError:
-                await trio.lowlevel.wait_readable(self.sock)
+                await wait(self.sock)
                 self._yielded = True
-                continue
             except OSError as exc:
                 raise trio.BrokenResourceError(str(exc)) from exc
-            if not self._yielded:
-                self._yielded = True
-                await trio.lowlevel.checkpoint()
-            return data
