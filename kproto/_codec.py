@@ -143,19 +143,10 @@ def read_uuid(mv, pos: int):
     if end > len(mv):
         raise DecodeError("uuid runs past the end of the frame")
     raw = bytes(mv[pos:end])
-    # most uuids on the wire are the zero "unset" id or a topic id seen before (every fetch of a
-    # follower and a consumer names its topics'): skip UUID's constructor, ~1.5 us each
-    u = _UUIDS.get(raw)
-    if u is None:
-        if len(_UUIDS) >= _UUIDS_KEPT:
-            _UUIDS.clear()
-            _UUIDS[_ZERO_UUID_BYTES] = ZERO_UUID
-        u = _UUIDS[raw] = _uuid.UUID(bytes=raw)
-    return u, end
-
-
-_UUIDS_KEPT = 4096
-_UUIDS = {_ZERO_UUID_BYTES: ZERO_UUID}   # uuids decoded lately (UUID is immutable: shared)
+    # most uuids on the wire are the zero "unset" id: skip UUID's constructor
+    if raw == _ZERO_UUID_BYTES:
+        return ZERO_UUID, end
+    return _uuid.UUID(bytes=raw), end
 
 
 def check_count(mv, pos: int, n: int, min_size: int):

@@ -171,12 +171,7 @@ class ProducerStateManager:
             partition.open_transactions.setdefault(pid, base)
 
     def state(self, partition) -> PartitionProducers:
-        key = (partition.topic, partition.index)
-        state = self._by_partition.get(key)
-        if state is None:
-            # (not setdefault: that made a PartitionProducers at every produce and follower append)
-            state = self._by_partition[key] = PartitionProducers(partition)
-        return state
+        return self._by_partition.setdefault((partition.topic, partition.index), PartitionProducers(partition))
 
     # -- appends -----------------------------------------------------------------
 

@@ -17,7 +17,6 @@ their log end offset, as before."""
 from __future__ import annotations
 
 import logging
-import math
 import time
 
 import trio
@@ -317,22 +316,15 @@ class ReplicationManager:
         return state.isr if state is not None else []
 
     def follower_fetched(self, part, replica: int, fetch_offset: int, now_ms: int,
-                         log_start: int | None = None, idle=None, again: bool = False) -> bool:
+                         log_start: int | None = None, idle=None) -> bool:
         """A follower's fetch of a partition this broker leads. ``idle``: the follower's
         session would leave the partition out of its next fetches (replica_fetch.IdleSession),
         which it may if the follower is in the (maximal) ISR: True then. A follower out of it is
-        looked at every fetch, so it joins the ISR as soon as it may. ``again``: the same fetch,
-        read again after its long poll, recorded already: Kafka's DelayedFetch reads with
-        updateFetchState=false (only the idle fetches its session made meanwhile are settled)."""
+        looked at every fetch, so it joins the ISR as soon as it may."""
         key = (part.topic, part.index)
         state = self.leaders.get(key)
         if state is None:
             return False
-        if again:
-            f = state.followers.get(replica)
-            if f is not None:
-                f.settle()
-            return self._may_idle(state, replica, idle)
         leo = part.log.log_end_offset
         state.follower_fetched(replica, fetch_offset, leo, now_ms, log_start)
         self.low_watermarks.wake(key)
@@ -344,10 +336,6 @@ class ReplicationManager:
             new_isr = [b for b in new_isr if b in state.isr or (b in brokers and brokers[b].acceptable_leader)]
             if new_isr != state.isr:
                 self._alter_isr(part, state, new_isr)
-        return self._may_idle(state, replica, idle)
-
-    @staticmethod
-    def _may_idle(state, replica: int, idle) -> bool:
         if idle is not None and replica in state.maximal_isr:
             state.followers[replica].idle = idle
             return True
@@ -663,79 +651,51 @@ class Fetcher:
         self._next_walk = 0.0          # time.monotonic() of the next look at every partition
         self._parts: dict = {}         # (topic id, index) -> partition, of every partition fetched
         self.looked_at = 0             # partitions looked at building requests (tests count the work)
-        self._conn: BrokerConnection | None = None   # to the leader's broker
 
     async def run(self) -> None:
         m = self.manager
+        conn = None
         backoff = m._cfg_int("replica.fetch.backoff.ms", 1000) / 1000
         try:
             while self.partitions:
-                # replica.socket.timeout.ms is the deadline of one long-lived cancel scope, moved
-                # before the requests: a trio.fail_after per fetch was ~4% of a follower's CPU.
-                # A timeout ends the scope; the next one is new
-                with trio.CancelScope() as guard:
-                    await self._fetch_loop(guard, backoff)
-                if guard.cancelled_caught:
-                    log.debug("fetch from %d: no answer in replica.socket.timeout.ms", self.leader_id)
+                ep = m.endpoint_of(self.leader_id)
+                if ep is None:
+                    await trio.sleep(0.1)
+                    continue
+                if conn is None or (conn.host, conn.port) != ep:
+                    if conn is not None:
+                        await conn.aclose()
+                    conn = m.connection(ep[0], ep[1], f"replica-fetcher-{m.node_id}")
+                req, parts = await self._request()
+                if not parts:
+                    # every partition held back by the follower quota: Kafka's fetcher backs off
+                    # replica.fetch.backoff.ms when it has nothing to fetch
+                    await trio.sleep(backoff if self.held else 0.05)
+                    continue
+                try:
+                    with trio.fail_after(m._cfg_int("replica.socket.timeout.ms", 30000) / 1000):
+                        resp = await conn.request(req, FETCH_VERSION)
+                except AuthenticationFailed as exc:
+                    # as Kafka's ReplicaFetcherThread: an error each time, retried after the backoff
+                    log.error("[ReplicaFetcher replicaId=%d, leaderId=%d] Error sending fetch request: %s",
+                              m.node_id, self.leader_id, exc)
                     self.session.handle_error()
-                    if self._conn is not None:
-                        await self._conn.aclose()
+                    await conn.aclose()
+                    await trio.sleep(max(backoff, 1.0))
+                    continue
+                except (OSError, EOFError, trio.TooSlowError, trio.BrokenResourceError) as exc:
+                    log.debug("fetch from %d: %s", self.leader_id, exc)
+                    self.session.handle_error()
+                    await conn.aclose()
                     await trio.sleep(min(backoff, 0.2))
+                    continue
+                if await self._handle(resp, parts):
+                    await self._rebuild_from_tier(conn)
+                    await trio.sleep(min(backoff, 0.1))
         finally:
             self.done = True
-            if self._conn is not None:
-                await self._conn.aclose()
-
-    async def _fetch_loop(self, guard: trio.CancelScope, backoff: float) -> None:
-        """Fetch until no partition is followed; ``guard``'s deadline is the request's timeout."""
-        m = self.manager
-        while self.partitions:
-            ep = m.endpoint_of(self.leader_id)
-            if ep is None:
-                guard.deadline = math.inf
-                await trio.sleep(0.1)
-                continue
-            conn = self._conn
-            if conn is None or (conn.host, conn.port) != ep:
-                if conn is not None:
-                    await conn.aclose()
-                conn = self._conn = m.connection(ep[0], ep[1], f"replica-fetcher-{m.node_id}")
-            req, parts = await self._request()
-            if not parts:
-                # every partition held back by the follower quota: Kafka's fetcher backs off
-                # replica.fetch.backoff.ms when it has nothing to fetch
-                guard.deadline = math.inf
-                await trio.sleep(backoff if self.held else 0.05)
-                continue
-            timeout = m._cfg_int("replica.socket.timeout.ms", 30000) / 1000
-            now = trio.current_time()
-            if not now + timeout - min(1.0, timeout / 2) <= guard.deadline <= now + timeout:
-                # moved at most once a second (each move of a deadline costs): a request gets
-                # between the timeout less a second and the timeout; the loop's pauses take the
-                # deadline off (math.inf)
-                guard.deadline = now + timeout
-            try:
-                resp = await conn.request(req, FETCH_VERSION)
-            except AuthenticationFailed as exc:
-                # as Kafka's ReplicaFetcherThread: an error each time, retried after the backoff
-                log.error("[ReplicaFetcher replicaId=%d, leaderId=%d] Error sending fetch request: %s",
-                          m.node_id, self.leader_id, exc)
-                self.session.handle_error()
-                guard.deadline = math.inf
+            if conn is not None:
                 await conn.aclose()
-                await trio.sleep(max(backoff, 1.0))
-                continue
-            except (OSError, EOFError, trio.TooSlowError, trio.BrokenResourceError) as exc:
-                log.debug("fetch from %d: %s", self.leader_id, exc)
-                self.session.handle_error()
-                guard.deadline = math.inf
-                await conn.aclose()
-                await trio.sleep(min(backoff, 0.2))
-                continue
-            if await self._handle(resp, parts):
-                guard.deadline = math.inf   # (rebuilding from remote storage may take long)
-                await self._rebuild_from_tier(conn)
-                await trio.sleep(min(backoff, 0.1))
 
     def follow(self, key, part) -> None:
         if self.partitions.get(key) is not part:

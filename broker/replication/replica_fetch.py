@@ -115,16 +115,14 @@ class IdleSession:
             partition.watch(self, key)
 
 
-async def _build(broker, req, version: int, replica: int, items, incremental: bool = False, idle=None,
-                 again: frozenset | set = frozenset()):
+async def _build(broker, req, version: int, replica: int, items, incremental: bool = False, idle=None):
     """The answer entries (key, topic name, topic id, partition) for the
     partitions to read (``items``, as the fetch handler gives them), the
     record bytes and the partitions to wait on. ``incremental``: the items
     are a session's cached partitions; a follower caught up on one with
     nothing new to learn is recorded as fetched and left out unread.
     ``idle``: the session's IdleSession, which such partitions are armed in
-    (the others are visited again at the next fetch). ``again``: the keys
-    whose fetch the first look (before the long poll) recorded already."""
+    (the others are visited again at the next fetch)."""
     manager = broker.replication
     now_ms = int(time.time() * 1000)
     limit = min(req.max_bytes, broker.config.get_int("replica.fetch.response.max.bytes"))
@@ -136,7 +134,6 @@ async def _build(broker, req, version: int, replica: int, items, incremental: bo
     throttled_bytes, held = 0, False
     news = False   # a log start the follower was not told yet: answered without the long poll
     clean = set()  # partitions armed in ``idle`` by this build
-    fetched = set()   # keys whose fetch was recorded (follower_fetched) by this build
     for i, (key, name, topic_id, fp) in enumerate(items):
         if i % YIELD_EVERY == YIELD_EVERY - 1:
             # (each partition is looked up again at its turn: a role change meanwhile is seen)
@@ -169,10 +166,8 @@ async def _build(broker, req, version: int, replica: int, items, incremental: bo
             # caught up, in the leader's latest epoch (no divergence): what Kafka
             # would leave out of the answer unless the high watermark or log start moved
             start = partition.replication_log_start_offset
-            fetched.add(key)
             if fp.high_watermark == partition.high_watermark and fp.local_log_start_offset == start:
-                if manager.follower_fetched(partition, replica, fp.fetch_offset, now_ms, fp.log_start_offset, idle,
-                                            key in again):
+                if manager.follower_fetched(partition, replica, fp.fetch_offset, now_ms, fp.log_start_offset, idle):
                     idle.arm(partition, key)
                     clean.add(key)
                     if partition.high_watermark != fp.high_watermark:
@@ -184,8 +179,7 @@ async def _build(broker, req, version: int, replica: int, items, incremental: bo
                     continue
                 watched.append(partition)
                 continue
-            manager.follower_fetched(partition, replica, fp.fetch_offset, now_ms, fp.log_start_offset,
-                                     again=key in again)
+            manager.follower_fetched(partition, replica, fp.fetch_offset, now_ms, fp.log_start_offset)
             recorded = True
             # (DeleteRecords waits for the followers to adopt it: no replica.fetch.wait.max.ms more)
             news |= fp.local_log_start_offset != start
@@ -211,9 +205,7 @@ async def _build(broker, req, version: int, replica: int, items, incremental: bo
             entries.append((key, name, topic_id, _error(fp.partition, code, partition)))
             continue
         if not recorded:
-            manager.follower_fetched(partition, replica, fp.fetch_offset, now_ms, fp.log_start_offset,
-                                     again=key in again)
-            fetched.add(key)
+            manager.follower_fetched(partition, replica, fp.fetch_offset, now_ms, fp.log_start_offset)
         out.high_watermark = partition.high_watermark
         throttled = quota.is_throttled(t.name, fp.partition)
         if throttled and replica not in manager.leader_isr(partition):
@@ -240,7 +232,7 @@ async def _build(broker, req, version: int, replica: int, items, incremental: bo
         idle.answer_ms = now_ms
         # the partitions not armed: visited again at the next fetch (the follower may not name them)
         idle.revisit = {item[0] for item in items if item[0] not in clean} if len(clean) < len(items) else set()
-    return _Built(entries + unknown, total, watched, throttled_bytes, held, news, fetched)
+    return _Built(entries + unknown, total, watched, throttled_bytes, held, news)
 
 
 class _Built(NamedTuple):
@@ -250,7 +242,6 @@ class _Built(NamedTuple):
     throttled_bytes: int    # record bytes of leader-throttled partitions
     held: bool              # a throttled partition was answered without records
     news: bool = False      # a log start offset the follower was not told yet
-    fetched: set = frozenset()   # keys whose fetch this build recorded
 
 
 def _idle_session(broker, context, replica: int, fetch_data: dict, forget: list):
@@ -295,7 +286,7 @@ async def serve(ctx, req, version: int, context, fetch_data: dict, forget: list)
     if idle is not None:
         idle.waiter = None
         items = _after_wait(idle, items, context.session.partitions)
-    built = await _build(broker, req, version, replica, items, incremental, idle, built.fetched)
+    built = await _build(broker, req, version, replica, items, incremental, idle)
     remote_time(ctx, waiting)   # RequestMetrics RemoteTimeMs: the follower's long poll
     return _sent(broker, built)
 

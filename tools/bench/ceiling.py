@@ -11,10 +11,6 @@ of the layout from /proc, over the run, per GiB of record values).
     KAFKA_HOME=~/.cache/kproto-ref/kafka KAFKA_HEAP_OPTS=-Xmx512m \\
         python -m tools.bench ceiling --targets kproto,kafka --nodes 1,3
 
-``kproto@PATH`` runs the broker of another checkout (``git archive main | tar -x
--C PATH``) with this bench, one layout after the other in each repetition:
-two builds compared run by run.
-
 The load generator runs on the same machine as the brokers: on a small
 machine the figures are bounded by the cores the broker gets, not by the
 broker alone; CPU s per GiB is the per-core cost that carries over."""
@@ -36,15 +32,8 @@ from tools.chaos.cluster import Cluster, cluster_props
 GiB = 1 << 30
 
 
-def _create(bootstrap: str, topic: str, partitions: int, rf: int, nodes: int = 1) -> dict:
-    """Create the topic once all ``nodes`` brokers are registered and unfenced (a broker fenced at
-    creation leads none of its partitions until the next preferred-leader election, 5 minutes on:
-    one node leading all six partitions costs a third less CPU per GiB with acks=all than two
-    each, which made single runs differ by 30-50%); {broker id: partitions it leads}."""
+def _create(bootstrap: str, topic: str, partitions: int, rf: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    deadline = time.monotonic() + 60
-    while len(admin.list_topics(timeout=10).brokers) < nodes and time.monotonic() < deadline:
-        time.sleep(0.2)
     deadline = time.monotonic() + 180
     while True:
         try:
@@ -62,10 +51,7 @@ def _create(bootstrap: str, topic: str, partitions: int, rf: int, nodes: int = 1
         md = admin.list_topics(topic, timeout=10).topics.get(topic)
         if md is not None and md.error is None and len(md.partitions) == partitions \
                 and all(p.leader >= 0 for p in md.partitions.values()):
-            leaders: dict = {}
-            for p in md.partitions.values():
-                leaders[p.leader] = leaders.get(p.leader, 0) + 1
-            return dict(sorted(leaders.items()))
+            return
         time.sleep(0.2)
     raise RuntimeError(f"{topic}: partitions without a leader after 60 s")
 
@@ -74,26 +60,14 @@ def _cpu(cluster: Cluster) -> float:
     return sum(procstat.cpu_seconds(n.proc.pid) for n in cluster.nodes)
 
 
-def _checkout(target: str) -> str | None:
-    """The checkout of a ``kproto@PATH`` target (None: this one, or Kafka)."""
-    if not target.startswith("kproto@"):
-        return None
-    path = os.path.abspath(target.split("@", 1)[1])
-    if not os.path.isdir(os.path.join(path, "broker", "launch")):
-        raise SystemExit(f"{target}: no broker/launch package there")
-    return path
-
-
-def run_layout(target: str, nodes: int, args, log) -> dict:
-    """Figures for one broker (kproto, kproto@PATH or kafka) and node count: {(case, figure): value}."""
-    root = _checkout(target)
-    kind = "kproto" if root else target
+def run_layout(kind: str, nodes: int, args, log) -> dict:
+    """Figures for one broker kind and node count: {(case, figure): value}."""
     workdir = tempfile.mkdtemp(prefix=f"kproto-ceiling-{kind}{nodes}-")
     rf = min(nodes, 3)
     home = args.kafka_home   # the perf tools' distribution (and Kafka's brokers)
     cluster = Cluster(kind, nodes, workdir, use_netns=False, kafka_home=home if kind == "kafka" else None,
                       log=lambda _m: None,
-                      props=cluster_props(rf), root=root)
+                      props=cluster_props(rf))
     out: dict = {}
     try:
         cluster.start()
@@ -103,9 +77,9 @@ def run_layout(target: str, nodes: int, args, log) -> dict:
             for acks in args.acks:
                 case = f"{size} B, acks={acks}"
                 topic = f"ceiling-s{size}-a{acks}-{time.monotonic_ns()}"
-                leaders = _create(bootstrap, topic, args.partitions, rf, nodes)
+                _create(bootstrap, topic, args.partitions, rf)
                 cpu0, t0 = _cpu(cluster), time.perf_counter()
-                prod = perftools.producer_perf(home, bootstrap, topic, count, size, acks, metrics=True)
+                prod = perftools.producer_perf(home, bootstrap, topic, count, size, acks)
                 cpu = _cpu(cluster) - cpu0
                 wall = time.perf_counter() - t0
                 gib = count * size / GiB
@@ -113,14 +87,8 @@ def run_layout(target: str, nodes: int, args, log) -> dict:
                 out[(case, "produce MiB/s")] = prod["MiB/s"]
                 out[(case, "produce CPU s per GiB")] = cpu / gib
                 out[(case, "produce broker cores busy")] = cpu / wall
-                per_request = prod.get("records per request")
-                if per_request:
-                    # the Produce requests' size: acks=all's batches shrink as its round trips grow
-                    out[(case, "produce records per request")] = per_request
-                    out[(case, "produce broker CPU ms per request")] = cpu * 1000 / (count / per_request)
-                log(f"{target} x{nodes} {case}: produce {prod['records/s']:,.0f} records/s "
-                    f"{prod['MiB/s']:.1f} MiB/s, {cpu / gib:.2f} CPU s/GiB, "
-                    f"{prod.get('records per request', 0):.1f} records per request; partitions led {leaders}")
+                log(f"{kind} x{nodes} {case}: produce {prod['records/s']:,.0f} records/s "
+                    f"{prod['MiB/s']:.1f} MiB/s, {cpu / gib:.2f} CPU s/GiB")
                 if args.consume:
                     cpu0, t0 = _cpu(cluster), time.perf_counter()
                     cons = perftools.consumer_perf(home, bootstrap, topic, count, size)
@@ -128,7 +96,7 @@ def run_layout(target: str, nodes: int, args, log) -> dict:
                     out[(case, "consume records/s")] = cons["records/s"]
                     out[(case, "consume MiB/s")] = cons["MiB/s"]
                     out[(case, "consume CPU s per GiB")] = cpu / gib
-                    log(f"{target} x{nodes} {case}: consume {cons['records/s']:,.0f} records/s "
+                    log(f"{kind} x{nodes} {case}: consume {cons['records/s']:,.0f} records/s "
                         f"{cons['MiB/s']:.1f} MiB/s, {cpu / gib:.2f} CPU s/GiB")
     finally:
         cluster.close()
@@ -172,8 +140,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.bench ceiling", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
-    ap.add_argument("--targets", default="kproto,kafka",
-                    help="kproto, kproto@PATH (the broker of another checkout) and/or kafka (default kproto,kafka)")
+    ap.add_argument("--targets", default="kproto,kafka", help="kproto and/or kafka (default kproto,kafka)")
     ap.add_argument("--nodes", default="1,3", help="layouts: node counts, comma-separated (default 1,3)")
     ap.add_argument("--sizes", default="100,1024", help="record sizes in bytes (default 100,1024)")
     ap.add_argument("--acks", default="1,all", help="producer acks (default 1,all)")

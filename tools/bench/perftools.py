@@ -22,30 +22,20 @@ def _run(cmd: list[str], timeout: float) -> str:
     return out.stdout
 
 
-# "producer-metrics:records-per-request-avg:{client-id=perf-producer-client}   : 7.123"
-_RECORDS_PER_REQUEST = re.compile(r"^producer-metrics:records-per-request-avg:\{[^}]*\}\s*:\s*([\d.]+)", re.M)
-
-
 def producer_perf(home: str, bootstrap: str, topic: str, count: int, size: int, acks: str,
-                  linger_ms: int = 5, timeout: float = 900, metrics: bool = False) -> dict:
-    """``metrics``: also the producer's records per Produce request (--print-metrics), what the
-    brokers' per-request costs are spread over."""
+                  linger_ms: int = 5, timeout: float = 900) -> dict:
     stdout = _run([os.path.join(home, "bin", "kafka-producer-perf-test.sh"), "--topic", topic,
                    "--num-records", str(count), "--record-size", str(size), "--throughput", "-1",
                    "--producer-props", f"bootstrap.servers={bootstrap}", f"acks={acks}",
-                   f"linger.ms={linger_ms}", *(["--print-metrics"] if metrics else [])], timeout)
+                   f"linger.ms={linger_ms}"], timeout)
     m = None
     for m in _PRODUCER.finditer(stdout):
         pass  # the last line is the summary
     if m is None:
         raise RuntimeError(f"unexpected kafka-producer-perf-test output: {stdout[-500:]}")
-    out = {"records/s": float(m.group(2)), "MiB/s": float(m.group(2)) * size / (1 << 20),
-           "ack p50 ms": float(m.group(6)), "ack p99 ms": float(m.group(8)),
-           "ack p999 ms": float(m.group(9))}
-    per_request = _RECORDS_PER_REQUEST.search(stdout)
-    if per_request is not None:
-        out["records per request"] = float(per_request.group(1))
-    return out
+    return {"records/s": float(m.group(2)), "MiB/s": float(m.group(2)) * size / (1 << 20),
+            "ack p50 ms": float(m.group(6)), "ack p99 ms": float(m.group(8)),
+            "ack p999 ms": float(m.group(9))}
 
 
 def consumer_perf(home: str, bootstrap: str, topic: str, count: int, size: int, timeout: float = 900) -> dict:

@@ -58,7 +58,6 @@ class Node:
         self.log_path = os.path.join(os.path.dirname(data_dir), f"{self.name}.log")
         self.starts = 0
         self.extra: dict[str, str] = {}   # --set: properties of a replicated cluster's nodes
-        self.root = ROOT                  # the checkout whose broker runs (kproto@PATH: another build)
         self.log_level = "WARNING"        # (kproto nodes; INFO shows truncations, tools/chaos/scenarios.py)
 
     @property
@@ -68,10 +67,6 @@ class Node:
     def command(self) -> list[str]:
         raise NotImplementedError
 
-    def python(self) -> list[str]:
-        # -P: another checkout's broker: the working folder (this one) must not come before PYTHONPATH
-        return [sys.executable] if self.root == ROOT else [sys.executable, "-P"]
-
     def prepare(self) -> None:
         os.makedirs(self.data_dir, exist_ok=True)
 
@@ -80,7 +75,7 @@ class Node:
         started with wait=False, and wait_listening() once the link is healed)."""
         env = dict(os.environ)
         env.update(self.env)
-        env["PYTHONPATH"] = self.root + os.pathsep + env.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
         log = open(self.log_path, "a")
         log.write(f"--- start {self.starts} at {time.time():.3f}\n")
         log.flush()
@@ -138,7 +133,7 @@ class KprotoNode(Node):
     kind = "kproto"
 
     def command(self) -> list[str]:
-        return [*self.python(), "-m", self.launcher, "serve", "--log-level", self.log_level,
+        return [sys.executable, "-m", self.launcher, "serve", "--log-level", self.log_level,
                 "--set", f"log.dirs={self.data_dir}",
                 "--set", f"listeners=PLAINTEXT://{self.host}:{self.port}",
                 "--set", "kproto.metrics.listener=off",   # (nodes would fight over port 9644)
@@ -185,13 +180,13 @@ class KprotoClusterNode(Node):
         with open(self.config_path, "w") as f:
             f.writelines(f"{k}={v}\n" for k, v in props.items())
         env = dict(os.environ)
-        env["PYTHONPATH"] = self.root + os.pathsep + env.get("PYTHONPATH", "")
-        subprocess.run([*self.python(), "-m", "broker.launch.cli", "storage", "format", f"--cluster-id={self.cluster_id}",
+        env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+        subprocess.run([sys.executable, "-m", "broker.launch.cli", "storage", "format", f"--cluster-id={self.cluster_id}",
                         "-c", self.config_path, "--ignore-formatted"],
-                       check=True, capture_output=True, text=True, env=env, cwd=self.root)
+                       check=True, capture_output=True, text=True, env=env, cwd=ROOT)
 
     def command(self) -> list[str]:
-        return [*self.python(), "-m", self.launcher, "serve", "--log-level", self.log_level, "--config",
+        return [sys.executable, "-m", self.launcher, "serve", "--log-level", self.log_level, "--config",
                 self.config_path]
 
 
@@ -241,9 +236,7 @@ class Cluster:
 
     def __init__(self, kind: str, nodes: int, workdir: str, *, use_netns: bool = True,
                  disk_mb: int = 0, env: dict[str, str] | None = None, kafka_home: str | None = None,
-                 log=print, props: dict[str, str] | None = None, lazyfs: bool = False,
-                 root: str | None = None):
-        """``root``: the checkout whose kproto runs (default this one: the bench's own)."""
+                 log=print, props: dict[str, str] | None = None, lazyfs: bool = False):
         self.kind = kind
         self.workdir = workdir
         self.log = log
@@ -287,7 +280,6 @@ class Cluster:
             else:
                 node = KprotoNode(i, hosts[i], ports[i], data, prefix, dict(env))
             node.extra = dict(props or {})
-            node.root = root or ROOT
             self.nodes.append(node)
 
     def start(self) -> None:
