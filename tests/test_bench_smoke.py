@@ -48,8 +48,8 @@ def test_quick_run_prints_a_table_with_numbers(quick_run):
     assert "1 partition" not in out.split("== latency ==")[0]      # the shape asked for, only
     lat = [ln for ln in out.splitlines() if "e2e p99 ms" in ln]
     assert len(lat) == 2 and all(re.fullmatch(NUMBER, ln.split()[-1]) for ln in lat)
-    for metric in ("start to ready s", "CPU s per GiB written", "CPU s per GiB read", "peak RSS MiB",
-                   "recovery of 16 MiB after kill -9, s"):
+    for metric in ("start to ready s", "CPU s per GiB written", "CPU s per GiB read", "bytes sent per byte read",
+                   "CPU s per GiB sent", "peak RSS MiB", "recovery of 16 MiB after kill -9, s"):
         row = next(ln for ln in out.splitlines() if metric in ln)
         assert re.fullmatch(NUMBER, row.split()[-1]), row
     # the group rows hold numbers or say why not

@@ -197,7 +197,10 @@ class GroupCoordinator:
         if partition is None or not partition.is_leader:
             complete(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             return
-        replication = partition.replication if self._required_acks() == -1 else None
+        # (one replica, a single node: no acks setting to read, the append is the commit)
+        replication = partition.replication
+        if replication is not None and self._required_acks() != -1:
+            replication = None
         if replication is not None:
             code = replication.check_min_isr(partition)   # before appending, as a produce
             if code is not None:

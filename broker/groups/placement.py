@@ -2,6 +2,8 @@
 `Utils.abs(groupId.hashCode) % groupMetadataTopicPartitionCount`."""
 from __future__ import annotations
 
+import functools
+
 OFFSETS_TOPIC = "__consumer_offsets"
 
 _INT_MIN = -(1 << 31)
@@ -21,5 +23,8 @@ def java_abs(n: int) -> int:
     return 0 if n == _INT_MIN else abs(n)
 
 
+# every commit, group write and FindCoordinator of a group asks again, and the hash walks
+# the id a character at a time in Python (a few µs for a typical id)
+@functools.lru_cache(maxsize=8192)
 def partition_for(group_id: str, num_partitions: int) -> int:
     return java_abs(java_string_hashcode(group_id)) % num_partitions

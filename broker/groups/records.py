@@ -4,6 +4,7 @@ at that version (MessageUtil.toVersionPrefixedBytes). The key version tells
 the record type: 0-1 offset commit, 2 group metadata."""
 from __future__ import annotations
 
+import functools
 import struct
 
 from kproto.coordinator.group_metadata_key import GroupMetadataKey
@@ -40,6 +41,8 @@ def _typed_key(record_type: int, key) -> bytes:
     return bytes(out)
 
 
+# a member commits the same partitions again and again: the key's bytes are made once
+@functools.lru_cache(maxsize=16384)
 def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
     return _typed_key(OFFSET_COMMIT_KEY_TYPE, OffsetCommitKey(group=group, topic=topic, partition=partition))
 

@@ -16,6 +16,21 @@ def cpu_seconds(pid: int) -> float:
     return (utime + stime) / _TICK
 
 
+def written_bytes(pid: int) -> int | None:
+    """wchar of /proc/<pid>/io: the bytes the process passed to write calls and
+    sendfile (socket sends by send/sendto are not counted). For a broker serving
+    consumers that is mostly the record bytes it sent by sendfile. None when
+    /proc does not say (another user's process, not Linux)."""
+    try:
+        with open(f"/proc/{pid}/io") as f:
+            for line in f:
+                if line.startswith("wchar:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
 def status_kib(pid: int, key: str) -> int | None:
     with open(f"/proc/{pid}/status") as f:
         for line in f:

@@ -195,7 +195,11 @@ def method(results) -> str:
   the value (same process, monotonic clock), the consumer polling in its own thread.
 - **broker cost**: CPU is utime+stime of the broker process from /proc/<pid>/stat across the
   produce (or consume) runs, divided by the record bytes moved; "cores busy" is that CPU time over
-  the wall time of those runs. Peak RSS is VmHWM from /proc/<pid>/status after all workloads.
+  the wall time of those runs. "Bytes sent per byte read" is the broker's wchar from
+  /proc/<pid>/io (the bytes it passed to sendfile and file writes) across the consume runs over the
+  record bytes the consumers kept: a fetch answer cut at max.partition.fetch.bytes ends in a partial
+  batch, as Kafka cuts it, which the consumer drops and fetches again; "CPU s per GiB sent" divides
+  the same CPU by those bytes. Peak RSS is VmHWM from /proc/<pid>/status after all workloads.
   Start to ready is spawn to the ready line on a fresh data folder. Recovery: {p.recovery_mib} MiB of
   1 KiB records written to one partition, the broker killed with SIGKILL, then restarted on the
   same folder; seconds from spawn to ready (the log end offset is checked after).

@@ -215,12 +215,18 @@ class Runner:
 
     def _measured(self, target: Target, cost: dict, kind: str, fn):
         cpu0 = target.cpu_seconds() if target.is_broker else 0.0
+        written0 = target.written_bytes() if target.is_broker else None
         wall0 = time.perf_counter()
         out = fn()
         if target.is_broker:
             cost[kind + "_cpu"] += target.cpu_seconds() - cpu0
             cost[kind + "_wall"] += time.perf_counter() - wall0
             cost[kind + "_bytes"] += out["bytes"]
+            written = target.written_bytes()
+            if written0 is None or written is None:
+                cost[kind + "_written"] = None
+            elif cost.get(kind + "_written", 0) is not None:
+                cost[kind + "_written"] = cost.get(kind + "_written", 0) + written - written0
         return out
 
     def _produce(self, target, tag, figures, cost, size, parts, acks) -> None:
@@ -373,6 +379,13 @@ class Runner:
         if cost["consume_bytes"]:
             figures[(c, "", "CPU s per GiB read")] = cost["consume_cpu"] / (cost["consume_bytes"] / GiB)
             figures[(c, "", "cores busy while consuming")] = cost["consume_cpu"] / cost["consume_wall"]
+            if cost.get("consume_written"):
+                # the bytes sent by sendfile per record byte the consumers kept: a fetch answer
+                # cut at max.partition.fetch.bytes ends in a partial batch (as Kafka cuts it),
+                # which the consumer drops and fetches again; CPU per GiB read grows with it
+                sent = cost["consume_written"]
+                figures[(c, "", "bytes sent per byte read")] = sent / cost["consume_bytes"]
+                figures[(c, "", "CPU s per GiB sent")] = cost["consume_cpu"] / (sent / GiB)
         rss = target.peak_rss()
         if rss:
             figures[(c, "", "peak RSS MiB")] = rss / MiB

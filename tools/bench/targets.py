@@ -81,6 +81,9 @@ class Target:
     def peak_rss(self) -> int | None:
         return procstat.peak_rss_bytes(self.pid)
 
+    def written_bytes(self) -> int | None:
+        return procstat.written_bytes(self.pid)
+
 
 class KprotoTarget(Target):
     name = "kproto"
