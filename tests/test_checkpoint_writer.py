@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import uuid
 
 import trio
@@ -15,6 +16,13 @@ from broker.storage.logmanager import LogManager
 from tests.test_storage import T0, multi_batch
 
 RP = "recovery-point-offset-checkpoint"
+
+
+def _later(n: int = 1) -> int:
+    """A periodic() time past every interval: from the wall clock, not from T0, since the log
+    manager starts its intervals at the wall clock's now (T0 + 10**9 fell behind it on 2026-12-04
+    and the recovery-point checkpoint was no longer due)."""
+    return int(time.time() * 1000) + n * 10**9
 
 
 def test_periodic_checkpoints_go_to_the_writer_thread(tmp_path):
@@ -41,8 +49,8 @@ def test_periodic_checkpoints_go_to_the_writer_thread(tmp_path):
         real(key, traced)
 
     mgr.set_checkpoint_writer(submit)
-    mgr.periodic(now_ms=T0 + 10**9)
-    mgr.periodic(now_ms=T0 + 2 * 10**9)     # coalesced with the pending one
+    mgr.periodic(now_ms=_later())
+    mgr.periodic(now_ms=_later(2))     # coalesced with the pending one
     assert current() == before               # nothing written inline
 
     async def main():
@@ -68,7 +76,7 @@ def test_without_a_writer_periodic_writes_inline(tmp_path):
     log = mgr.get_or_create("t", 0, uuid.uuid4())
     log.append(multi_batch([T0]), 0, now_ms=T0)
     log.flush()
-    mgr.periodic(now_ms=T0 + 10**9)
+    mgr.periodic(now_ms=_later())
     assert b"t 0 1\n" in open(os.path.join(d, RP), "rb").read()
     mgr.close()
 
