@@ -300,7 +300,7 @@ class Broker:
                 # new partitions' logs, made after the metadata committed them
                 await nursery.start(make_pending_logs, self.partitions, self._partitions_made)
                 await nursery.start(self._slices.run)
-                self.logs.set_checkpoint_writer(self.checkpoints.submit)
+                self.logs.set_checkpoint_writer(self.checkpoints.submit, with_dir=True)
                 if self.quorum is not None:
                     await nursery.start(self.quorum.run)
                 addresses = []

@@ -159,3 +159,39 @@ def test_new_leader_epochs_are_written_by_the_writer_coalesced(tmp_path, monkeyp
         lines = open(os.path.join(d, f"t-{i}", "leader-epoch-checkpoint")).read().split("\n")
         assert lines[:3] == ["0", "1", "4 0"]   # Kafka's format: version, count, "epoch offset"
     mgr.close()
+
+
+def test_a_failed_dir_s_later_jobs_in_the_batch_are_skipped(tmp_path):
+    """Issue 26: a batch's jobs after one that failed with EIO for dir A are not run for dir A
+    (Kafka marks the dir offline and stops writing to it: each write to a failing disk may block
+    for seconds), dir B's still are, and the failure reaches the loop (the broker's
+    LogDirFailures.report) after the batch."""
+    import errno
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    ran, reported = [], []
+    on_loop = threading.current_thread()
+
+    def failing():
+        ran.append("a1")
+        raise OSError(errno.EIO, "Input/output error", os.path.join(a, RP))
+
+    writer = CheckpointWriter()
+    writer.on_disk_error = lambda exc: (reported.append((exc, threading.current_thread() is on_loop)), True)[1]
+    writer.submit("a1", failing, a)
+    writer.submit("a2", lambda: ran.append("a2"), a)
+    writer.submit("b1", lambda: ran.append("b1"), b)
+    writer.submit("a3", lambda: ran.append("a3"), a)
+    writer.submit("b2", lambda: ran.append("b2"), b)
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            await nursery.start(writer.run)
+            with trio.fail_after(10):
+                while not writer.idle or not reported:
+                    await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert ran == ["a1", "b1", "b2"]          # dir B's jobs ran; dir A's after the failure did not
+    assert [(exc.errno, on) for exc, on in reported] == [(errno.EIO, True)]   # reported on the loop
+    assert writer.writes == 2

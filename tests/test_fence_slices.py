@@ -91,3 +91,68 @@ def test_a_fence_batch_is_made_in_slices_and_takes_in_what_changed_meanwhile():
     assert before == {(t.name, i): (p.leader, list(p.isr), p.partition_epoch)
                       for t in q.image.topics.values() for i, p in t.partitions.items()}
     assert not q.image.brokers[3].fenced
+
+
+def _fencing(q, liveness, meanwhile_step):
+    """Liveness._fence(3, ...) run to its end beside a task that calls meanwhile_step(n) at each of
+    its steps (n from 1): the batches proposed, and how many steps the loop ran meanwhile."""
+    proposed, steps = [], []
+    q.propose_nowait = lambda records, datas, undos: proposed.append(records)
+
+    async def main():
+        async def meanwhile():
+            for n in range(1, 1000):
+                steps.append(n)
+                meanwhile_step(n)
+                await trio.sleep(0)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(meanwhile)
+            await liveness._fence(3, 13, 0.0, "test")
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    return proposed, len(steps)
+
+
+def test_a_fence_is_not_proposed_by_a_node_that_lost_the_quorum_s_leadership_between_slices():
+    """Issue 26: the node stops being the active controller (the metadata quorum elected another
+    leader) while the fence's batch is made: nothing is proposed, not even a batch made before."""
+    q = _quorum()
+    liveness = Liveness(q)
+
+    def lose(n):
+        if n == 2:
+            q.is_active_controller = False
+    proposed, steps = _fencing(q, liveness, lose)
+    assert steps >= 2                    # (the loss came between slices, not before the batch)
+    assert proposed == []
+
+
+def test_a_fence_takes_a_leader_changed_between_slices_from_its_new_state():
+    """Issue 26: a partition the fence had elected already gets a new leader meanwhile (its ISR
+    unchanged): its election in the batch proposed is made again from the new state."""
+    q = _quorum()
+    liveness = Liveness(q)
+    t0 = q.image.topics["t0"]
+    # (the first of t0's partitions led by broker 3: elected in the first slice)
+    index, p = next((i, p) for i, p in sorted(t0.partitions.items()) if p.leader == 3)
+    other = [b for b in p.isr if b != 3]
+    before = liveness.fence_records(3, 13)
+    first = next(r for r in before[:-1] if r.topic_id == t0.topic_id and r.partition_id == index)
+    new_leader = next(b for b in other if b != first.leader)   # not the one the fence would pick
+
+    def move(n):
+        if n == 3:
+            _apply(q, [PartitionChangeRecord(partition_id=index, topic_id=t0.topic_id, leader=new_leader)])
+    proposed, steps = _fencing(q, liveness, move)
+    assert steps > 3
+    assert len(proposed) == 1
+    records = proposed[0]
+    mine = [r for r in records[:-1] if r.topic_id == t0.topic_id and r.partition_id == index]
+    assert len(mine) == 1
+    assert first.leader != -2 and mine[0].leader == -2   # the new leader kept (-2: no change) ...
+    assert mine[0].isr == [b for b in other]              # ... and only broker 3 leaves the ISR
+    expected = liveness.fence_records(3, 13)   # from the image as it is now (order aside)
+    assert sorted(serde.encode(r) for r in records[:-1]) == sorted(serde.encode(r) for r in expected[:-1])
+    assert serde.encode(records[-1]) == serde.encode(expected[-1])   # the fence last

@@ -48,7 +48,7 @@ class SlicedReconcile:
         self._queue: dict[tuple[str, int], None] = {}
         self._wake: trio.Event | None = None   # set while run() serves
         self.slices = 0                         # slices run by the task (tests, the bench)
-        self._committed_event = trio.Event()    # set when a commit ran a slice
+        self._committed_event = trio.Event()    # set when a commit ran a slice (run() waits on it)
 
     def pending(self) -> int:
         return len(self._queue)
@@ -85,7 +85,6 @@ class SlicedReconcile:
         """For the broker's lifetime: the queued partitions, a slice per step of the loop."""
         self._wake = trio.Event()
         task_status.started()
-        committed = trio.Event()
         ran = 0   # slices in this run of them
         try:
             while True:
@@ -103,13 +102,12 @@ class SlicedReconcile:
                     # metadata only. The next slice runs in the commit's own step, when the image
                     # is committed (on a busy controller it seldom is by the time a task runs);
                     # a rebuilt image calls no waiter: hence the timeout
-                    if committed.is_set():
-                        committed = trio.Event()
+                    if self._committed_event.is_set():
+                        self._committed_event = trio.Event()
                     if self._when_committed is not None:
                         self._when_committed(self._on_committed)
-                    self._committed_event = committed
                     with trio.move_on_after(COMMIT_WAIT_S):
-                        await committed.wait()
+                        await self._committed_event.wait()
                     continue
                 if self._queue:
                     self._slice()

@@ -10,6 +10,11 @@ hands over only the write. Writes of one file are coalesced (a newer
 snapshot replaces a pending older one) and done one at a time, in order.
 A write still pending at shutdown does not matter: closing the logs writes
 every checkpoint synchronously after this task has stopped.
+
+A job may name its log dir. Once one of a dir's jobs fails with a disk error,
+the dir's later jobs in the same batch are skipped: Kafka marks the dir offline
+and writes nothing more to it, and each further write to a failing disk may
+block for seconds. Failures are reported on the trio thread after the batch.
 """
 from __future__ import annotations
 
@@ -18,21 +23,24 @@ from typing import Callable
 
 import trio
 
+from broker.storage.dir_failure import disk_error
+
 log = logging.getLogger("kproto.checkpoints")
 
 
 class CheckpointWriter:
     def __init__(self):
-        self._pending: dict[str, Callable[[], None]] = {}
+        self._pending: dict[str, tuple[Callable[[], None], str | None]] = {}   # key -> (job, log dir)
         self._kick = trio.Event()
         self.writes = 0   # completed writes (tests)
         self._busy = False
         self.on_disk_error = None   # callable(exc): the broker's LogDirFailures.report
 
-    def submit(self, key: str, job: Callable[[], None]) -> None:
+    def submit(self, key: str, job: Callable[[], None], log_dir: str | None = None) -> None:
         """Write soon (``job`` runs in a worker thread). Called on the trio
-        thread; a pending job with the same key is replaced."""
-        self._pending[key] = job
+        thread; a pending job with the same key is replaced. ``log_dir``: the
+        dir the job writes to (skipped once the dir failed in the same batch)."""
+        self._pending[key] = (job, log_dir)
         self._kick.set()
 
     @property
@@ -44,7 +52,7 @@ class CheckpointWriter:
         """Run what is still pending here and now (shutdown: the deferred
         fsyncs of new partitions are done before the clean-shutdown marker)."""
         pending, self._pending = self._pending, {}
-        for key, job in pending.items():
+        for key, (job, _) in pending.items():
             try:
                 job()
             except Exception:
@@ -62,22 +70,31 @@ class CheckpointWriter:
             batch, self._pending = self._pending, {}
             self._busy = True
             try:
-                failures = await trio.to_thread.run_sync(_run_jobs, batch)
+                ran, failures = await trio.to_thread.run_sync(_run_jobs, batch)
             finally:
                 self._busy = False
-            self.writes += len(batch) - len(failures)
+            self.writes += ran - len(failures)
             for key, exc in failures:
                 if self.on_disk_error is None or not self.on_disk_error(exc):
                     log.error("writing checkpoint %s failed", key, exc_info=exc)
 
 
-def _run_jobs(batch: dict[str, Callable[[], None]]) -> list[tuple[str, BaseException]]:
-    """Run the jobs one after the other (in the worker thread); the failed ones' keys and errors,
-    reported back on the trio thread."""
+def _run_jobs(batch: dict) -> tuple[int, list[tuple[str, BaseException]]]:
+    """Run the jobs one after the other (in the worker thread): how many ran, and the failed
+    ones' keys and errors, reported back on the trio thread in submission order. A dir's jobs
+    after one that failed with a disk error are skipped (neither run nor reported: the dir
+    goes offline)."""
     failures = []
-    for key, job in batch.items():
+    failed_dirs = set()
+    ran = 0
+    for key, (job, log_dir) in batch.items():
+        if log_dir is not None and log_dir in failed_dirs:
+            continue
+        ran += 1
         try:
             job()
         except Exception as exc:
             failures.append((key, exc))
-    return failures
+            if log_dir is not None and disk_error(exc) is not None:
+                failed_dirs.add(log_dir)
+    return ran, failures

@@ -133,9 +133,9 @@ class LogDirs:
         for mgr in self.managers.values():
             mgr.set_flush_scheduler(on_flush_due)
 
-    def set_checkpoint_writer(self, submit) -> None:
+    def set_checkpoint_writer(self, submit, with_dir: bool = False) -> None:
         for mgr in self.managers.values():
-            mgr.set_checkpoint_writer(submit)
+            mgr.set_checkpoint_writer(submit, with_dir)
 
     @property
     def had_clean_shutdown(self) -> bool:

@@ -11,6 +11,7 @@ checkpoints and the ``.kafka_cleanshutdown`` marker.
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
 import shutil
@@ -399,9 +400,12 @@ class LogManager:
                 if plog.checkpoint_log_start != plog.segments[0].base_offset
                 or plog.config.remote_storage_enable == "true"}
 
-    def set_checkpoint_writer(self, submit: Callable[[str, Callable[[], None]], None] | None) -> None:
+    def set_checkpoint_writer(self, submit: Callable[..., None] | None, with_dir: bool = False) -> None:
         """Hand the periodic checkpoint writes to ``submit(key, job)`` (the
-        broker's CheckpointWriter, a worker thread); None: write them here."""
+        broker's CheckpointWriter, a worker thread); None: write them here.
+        ``with_dir``: submit(key, job, log_dir), so a failed dir's later jobs are skipped."""
+        if submit is not None and with_dir:
+            submit = functools.partial(submit, log_dir=self.log_dir)
         self._checkpoint_writer = submit
         deferred, self._deferred_fsyncs = self._deferred_fsyncs, []
         if deferred:
