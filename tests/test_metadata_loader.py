@@ -69,3 +69,38 @@ def test_a_large_commit_is_decoded_in_slices_and_applied_whole():
     assert set(seen) == {0, PARTITIONS}, "a reader saw part of the batch"
     assert len(seen) > PARTITIONS // LOAD_SLICE_RECORDS, f"applied after {len(seen)} steps"
     assert batches == [PARTITIONS] and q.commit_count == PARTITIONS
+
+
+def test_a_commit_that_arrives_while_a_short_last_slice_is_decoded_is_applied_whole():
+    """Issue 26: a restarted node's first commit (the whole log, 3,046 records: not a multiple of
+    the slice) was being decoded when the fence committed. The loader counted a full slice for the
+    short last one, so the first records committed meanwhile (the fence's first partitions) were
+    skipped: the node kept leading them in its image, never fetched them and stayed out of their
+    ISRs. Every committed record must reach the image, in order."""
+    q, tid = _node()
+    first_n = 4 * LOAD_SLICE_RECORDS + 44    # decoded in 5 steps, the last one short
+    second_n = 300                           # committed meanwhile (the fence)
+    moves = [PartitionChangeRecord(partition_id=p, topic_id=tid, leader=2, isr=[2, 3])
+             for p in range(first_n + second_n)]
+    entries = [m.Entry(100 + i, 1, serde.encode(r), batch_end=i in (first_n - 1, first_n + second_n - 1))
+               for i, r in enumerate(moves)]
+    last = 100 + first_n + second_n - 1
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            await nursery.start(q._load_loop)
+            q._on_commit(entries[:first_n])
+            await trio.sleep(0)
+            assert q.image.offset == 99, "the first commit was applied before the second came"
+            q._on_commit(entries[first_n:])
+            for _ in range(1000):
+                if q.image.offset == last:
+                    break
+                await trio.sleep(0)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert q.image.offset == last
+    stale = [p for p, part in q.image.topics["t"].partitions.items() if p < first_n + second_n and part.leader != 2]
+    assert not stale, f"{len(stale)} committed changes never applied, from partition {stale[0]}"
+    assert q.commit_count == first_n + second_n

@@ -406,8 +406,13 @@ class ReplicatedMetadata:
                 generation, decoded, at = self._load_generation, [], 0
                 queue = list(self._loading)
                 while at < len(queue) and generation == self._load_generation:
-                    decoded.extend((e.offset, serde.decode(e.data)) for e in queue[at:at + LOAD_SLICE_RECORDS])
-                    at += LOAD_SLICE_RECORDS
+                    part = queue[at:at + LOAD_SLICE_RECORDS]
+                    decoded.extend((e.offset, serde.decode(e.data)) for e in part)
+                    # by what was decoded, not by the slice size: past a short last slice, the
+                    # entries committed meanwhile (taken in below) were skipped from `at` on, or
+                    # cleared undecoded (issue 26: a restarted node lost the first records of a
+                    # fence and kept leading those partitions in its image)
+                    at += len(part)
                     await trio.sleep(0)
                     if at >= len(queue) and len(self._loading) > len(queue):
                         queue = list(self._loading)   # more committed meanwhile: taken in too
