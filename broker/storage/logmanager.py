@@ -10,6 +10,7 @@ checkpoints and the ``.kafka_cleanshutdown`` marker.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import functools
 import logging
@@ -23,6 +24,7 @@ from . import chores
 from .cleaner import CLEANER_DEFAULTS, LogCleaner
 from .errors import InconsistentTopicId, LogDirLocked, LogDirOffline
 from .limits import check_room
+from .open_files import FILES
 from .files import (
     CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT, DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX,
     LOCK_FILE, LOG_START_OFFSET_CHECKPOINT, LOG_SUFFIX, META_PROPERTIES, METADATA_TOPIC,
@@ -299,11 +301,27 @@ class LogManager:
                                  f"log directory {self.log_dir} is offline")
         path = self._path(partition_dir_name(topic, partition))
         later = self._fsync_later if self.sync and getattr(self, "_checkpoint_writer", None) else None
+        existed = os.path.isdir(path)
+        for attempt in (1, 2):
+            try:
+                plog = PartitionLog.open(path, config if config is not None else self.config_for(topic),
+                                         True, topic_id=topic_id, now_ms=now_ms, sync=self.sync,
+                                         snapshot_provider=self._provider((topic, partition)), fsync_later=later,
+                                         created=created)
+                break
+            except OSError as exc:
+                # out of descriptors (connections took them) at any of the log's files, not only
+                # its .log: the table of open files gives back half and the log is made again
+                if attempt == 1 and exc.errno in (errno.EMFILE, errno.ENFILE) and FILES.make_room():
+                    if not existed:
+                        shutil.rmtree(path, ignore_errors=True)
+                    continue
+                if not exc.filename:
+                    # (os.write's errors name no file): the failed directory is this one, not the
+                    # first of log.dirs, which dir_failure.py would blame for a failure without a path
+                    exc.filename = path
+                raise
         try:
-            plog = PartitionLog.open(path, config if config is not None else self.config_for(topic),
-                                     True, topic_id=topic_id, now_ms=now_ms, sync=self.sync,
-                                     snapshot_provider=self._provider((topic, partition)), fsync_later=later,
-                                     created=created)
             if later is not None:
                 later((self.log_dir,))
                 plog.epochs.write_later = self._write_later
@@ -311,8 +329,6 @@ class LogManager:
                 cp.fsync_dir(self.log_dir)
         except OSError as exc:
             if not exc.filename:
-                # (os.write's errors name no file): the failed directory is this one, not the
-                # first of log.dirs, which dir_failure.py would blame for a failure without a path
                 exc.filename = path
             raise
         plog.on_flush_due = self._on_flush_due

@@ -118,6 +118,15 @@ class OpenFiles:
         self._open[segment] = None
         return f
 
+    def make_room(self) -> bool:
+        """(Out of descriptors: other ones, connections, took the room.) Give back half the
+        table; False if it holds none."""
+        if not self._open:
+            return False
+        for _ in range(max(1, len(self._open) // 2)):
+            self._evict_oldest()
+        return True
+
     def forget(self, segment) -> None:
         self._open.pop(segment, None)
 

@@ -17,7 +17,13 @@ confluent-kafka), start together and read the topic from the start:
 
 Reported per phase: the groups' read MiB/s together, the producer's ack p50/p99
 (librdkafka's per-message latency), the broker's CPU share; for the tail, the
-end-to-end p99 (record timestamp to consumer). Every process is on this machine:
+end-to-end p99 (record timestamp to consumer). With --offsets-first,
+`__consumer_offsets` is made and every group's coordinator loaded before the
+producer starts (FindCoordinator, then OffsetFetch of the groups until they
+answer without error), so the topic's making is outside every phase. The
+catch-up's CPU is also split at the first record read: the join's CPU seconds
+("join cpu"), and the reading's CPU seconds per GiB ("read/GiB"). Every
+process is on this machine:
 the consumers and the broker share its cores, so catch-up MiB/s is what the
 machine allows, reported beside Kafka's under the same bound.
 
@@ -130,6 +136,59 @@ def preload(target, home: str | None, count: int, size: int) -> str:
     return "librdkafka"
 
 
+def offsets_first(bootstrap: str, groups: list[str], timeout: float = 60.0) -> float:
+    """Make `__consumer_offsets` and load the groups' coordinators before anything is measured:
+    FindCoordinator of every group, then OffsetFetch of every group (it answers
+    COORDINATOR_LOAD_IN_PROGRESS until the coordinator is loaded), each again until it answers
+    without error, as a client retries. Commits nothing: the groups still start from the earliest
+    offset. Returns the seconds it took."""
+    from kproto.messages.find_coordinator_request import FindCoordinatorRequest
+    from kproto.messages.offset_fetch_request import OffsetFetchRequest
+    from tests.wire_client import WireClient
+    t = time.monotonic()
+    deadline = t + timeout
+    find = FindCoordinatorRequest(key_type=0, coordinator_keys=groups)
+    fetch = OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=g, topics=None)
+                                       for g in groups])
+    with WireClient(bootstrap) as c:
+        for request, version, errors in ((find, 4, lambda r: [x.error_code for x in r.coordinators]),
+                                         (fetch, 8, lambda r: [g.error_code for g in r.groups])):
+            while any(errors(c.call(request, version))):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"__consumer_offsets not ready within {timeout:.0f} s")
+                time.sleep(0.05)
+    return time.monotonic() - t
+
+
+class _CpuSampler:
+    """The broker's CPU seconds every 50 ms in a thread (wall time, CPU), to split a phase's CPU
+    at a moment known only afterwards (the first record a group read)."""
+
+    def __init__(self, pid: int):
+        import threading
+        from tools.bench import procstat
+        self._cpu, self._pid = procstat.cpu_seconds, pid
+        self.samples: list[tuple[float, float]] = [(time.time(), self._cpu(pid))]
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.wait(0.05):
+            try:
+                self.samples.append((time.time(), self._cpu(self._pid)))
+            except OSError:   # (the broker exited: the run fails elsewhere)
+                return
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join(5)
+
+    def at(self, t: float) -> float:
+        """The CPU seconds of the last sample at or before ``t``."""
+        return max((s for s in self.samples if s[0] <= t), default=self.samples[0])[1]
+
+
 def run_target(target, args, home: str | None) -> dict:
     from tools.bench import procstat
     target.start()
@@ -138,6 +197,8 @@ def run_target(target, args, home: str | None) -> dict:
         t = time.time()
         how = preload(target, home, args.preload, args.size)
         preload_s = time.time() - t
+        offsets_s = offsets_first(target.bootstrap, [f"fanout-g{i}" for i in range(args.groups)]) \
+            if args.offsets_first else None
         out = _CTX.Queue()
         stop = _CTX.Event()
         prod = _CTX.Process(target=producer, args=(target.bootstrap, args.rate, args.size, stop, out), daemon=True)
@@ -154,6 +215,7 @@ def run_target(target, args, home: str | None) -> dict:
         time.sleep(args.baseline)
         cpu = {"baseline": procstat.cpu_seconds(target.pid)}
         t_consumers = time.time()
+        sampler = _CpuSampler(target.pid)
         cons = [_CTX.Process(target=consumer, daemon=True,
                              args=(target.bootstrap, f"fanout-g{i}", i, args.preload, args.partitions, stop, out))
                 for i in range(args.groups)]
@@ -171,6 +233,7 @@ def run_target(target, args, home: str | None) -> dict:
                 caught[i] = payload
         t_caught = max(caught.values())
         cpu["catch-up"] = procstat.cpu_seconds(target.pid)
+        sampler.stop()
         time.sleep(args.tail)
         t_stop = time.time()
         cpu["tail"] = procstat.cpu_seconds(target.pid)
@@ -191,6 +254,7 @@ def run_target(target, args, home: str | None) -> dict:
                   "tail": (t_caught, t_stop)}
         cpu_before = {"baseline": None, "catch-up": cpu["baseline"], "tail": cpu["catch-up"]}
         row = {"target": target.label, "preload by": how, "preload s": round(preload_s, 1),
+               "offsets first s": offsets_s and round(offsets_s, 2),
                "groups": args.groups, "failed sends": p_res["failed"]}
         for name, (a, b) in phases.items():
             lat = [lat for ts, lat in acks if a <= ts < b]
@@ -201,10 +265,18 @@ def run_target(target, args, home: str | None) -> dict:
         for name, a, b in (("catch-up", t_consumers, t_caught), ("tail", t_caught, t_stop)):
             row[name]["broker cpu %"] = 100 * (cpu[name] - cpu_before[name]) / max(b - a, 1e-9)
         row["catch-up"]["join s"] = round(t_first - t_consumers, 2)
+        # the same CPU split at the first record read: the join's (which includes making
+        # `__consumer_offsets` unless --offsets-first) and the reading's alone
+        cpu_first = sampler.at(t_first)
+        row["catch-up"]["join cpu s"] = cpu_first - cpu["baseline"]
+        row["catch-up"]["reading cpu s per GiB"] = (cpu["catch-up"] - cpu_first) / max(
+            args.groups * args.preload * args.size / (1 << 30), 1e-9)
         # the broker's CPU over the join and catch-up per GiB the groups read from the preload
         # (the producer's few records meanwhile are a small part of it)
         row["catch-up"]["broker cpu s per GiB"] = (cpu["catch-up"] - cpu["baseline"]) / max(
             args.groups * args.preload * args.size / (1 << 30), 1e-9)
+        # when each group read its first record, from the readers' start: the joins' spread
+        row["catch-up"]["per group start s"] = [round(results[i]["first"] - t_consumers, 2) for i in range(args.groups)]
         row["catch-up"]["per group s"] = [round(caught[i] - results[i]["first"], 2) for i in range(args.groups)]
         e2e = [x for i in range(args.groups) for x in results[i]["e2e"]]
         row["tail"]["e2e p99 ms"] = _p(e2e, 99)
@@ -238,7 +310,8 @@ def print_row(r: dict) -> None:
         return
     b, c, t = r["baseline"], r["catch-up"], r["tail"]
     print(f"{r['target']:<14} {c['join s']:>6.1f} {c['seconds']:>8.1f} {c['read MiB/s']:>9.1f} {_f(c['ack p99 ms']):>9} "
-          f"{_f(c.get('broker cpu %'), '.0f'):>5} {_f(c.get('broker cpu s per GiB'), '.2f'):>6} {t['read MiB/s']:>9.1f} {_f(t['ack p99 ms']):>9} "
+          f"{_f(c.get('broker cpu %'), '.0f'):>5} {_f(c.get('broker cpu s per GiB'), '.2f'):>6} "
+          f"{_f(c.get('join cpu s'), '.2f'):>8} {_f(c.get('reading cpu s per GiB'), '.2f'):>7} {t['read MiB/s']:>9.1f} {_f(t['ack p99 ms']):>9} "
           f"{_f(t['e2e p99 ms']):>9} {_f(t.get('broker cpu %'), '.0f'):>5} {_f(b['ack p99 ms']):>9}", flush=True)
 
 
@@ -256,6 +329,8 @@ def main(argv=None) -> int:
     ap.add_argument("--tail", type=float, default=20, help="seconds of tailing after the last group caught up")
     ap.add_argument("--catchup-timeout", type=float, default=300)
     ap.add_argument("--reps", type=int, default=1, help="repetitions, targets alternating")
+    ap.add_argument("--offsets-first", action="store_true", help="make __consumer_offsets and load the groups' "
+                    "coordinators before the producer starts, so no phase includes that")
     ap.add_argument("--json", metavar="PATH")
     ap.add_argument("--loopwatch", metavar="DIR", help="run kproto under tools/bench/loopwatch.py: slow event-loop "
                     "steps with their stacks (DIR/kproto-loopwatch.json)")
@@ -264,9 +339,9 @@ def main(argv=None) -> int:
     names = target_names(args.targets)
     print(f"fan-out: {args.groups} groups, 1 producer at {args.rate:.0f} records/s of {args.size} B, "
           f"preload {args.preload} records, {args.partitions} partitions, one broker per target", flush=True)
-    print(f"{'':<14} {'---------------- catch-up ----------------':>49} {'------------- tail -------------':>35} baseline",
+    print(f"{'':<14} {'------------------------- catch-up -------------------------':>66} {'------------- tail -------------':>35} baseline",
           flush=True)
-    print(f"{'target':<14} {'join s':>6} {'seconds':>8} {'read MiB/s':>9} {'ack p99':>9} {'cpu%':>5} {'s/GiB':>6} {'read MiB/s':>9} "
+    print(f"{'target':<14} {'join s':>6} {'seconds':>8} {'read MiB/s':>9} {'ack p99':>9} {'cpu%':>5} {'s/GiB':>6} {'join cpu':>8} {'read/GiB':>7} {'read MiB/s':>9} "
           f"{'ack p99':>9} {'e2e p99':>9} {'cpu%':>5} {'ack p99':>9}", flush=True)
     rows = []
     for rep in range(args.reps):
