@@ -17,7 +17,11 @@ confluent-kafka), start together and read the topic from the start:
 
 Reported per phase: the groups' read MiB/s together, the producer's ack p50/p99
 (librdkafka's per-message latency), the broker's CPU share; for the tail, the
-end-to-end p99 (record timestamp to consumer). Every process is on this machine:
+end-to-end p99 (record timestamp to consumer). With --offsets-first,
+`__consumer_offsets` is made and every group's coordinator loaded before the
+producer starts (FindCoordinator, then OffsetFetch of the groups until they
+answer without error), so the topic's making is outside every phase. Every
+process is on this machine:
 the consumers and the broker share its cores, so catch-up MiB/s is what the
 machine allows, reported beside Kafka's under the same bound.
 
@@ -130,6 +134,30 @@ def preload(target, home: str | None, count: int, size: int) -> str:
     return "librdkafka"
 
 
+def offsets_first(bootstrap: str, groups: list[str], timeout: float = 60.0) -> float:
+    """Make `__consumer_offsets` and load the groups' coordinators before anything is measured:
+    FindCoordinator of every group, then OffsetFetch of every group (it answers
+    COORDINATOR_LOAD_IN_PROGRESS until the coordinator is loaded), each again until it answers
+    without error, as a client retries. Commits nothing: the groups still start from the earliest
+    offset. Returns the seconds it took."""
+    from kproto.messages.find_coordinator_request import FindCoordinatorRequest
+    from kproto.messages.offset_fetch_request import OffsetFetchRequest
+    from tests.wire_client import WireClient
+    t = time.monotonic()
+    deadline = t + timeout
+    find = FindCoordinatorRequest(key_type=0, coordinator_keys=groups)
+    fetch = OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=g, topics=None)
+                                       for g in groups])
+    with WireClient(bootstrap) as c:
+        for request, version, errors in ((find, 4, lambda r: [x.error_code for x in r.coordinators]),
+                                         (fetch, 8, lambda r: [g.error_code for g in r.groups])):
+            while any(errors(c.call(request, version))):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"__consumer_offsets not ready within {timeout:.0f} s")
+                time.sleep(0.05)
+    return time.monotonic() - t
+
+
 def run_target(target, args, home: str | None) -> dict:
     from tools.bench import procstat
     target.start()
@@ -138,6 +166,8 @@ def run_target(target, args, home: str | None) -> dict:
         t = time.time()
         how = preload(target, home, args.preload, args.size)
         preload_s = time.time() - t
+        offsets_s = offsets_first(target.bootstrap, [f"fanout-g{i}" for i in range(args.groups)]) \
+            if args.offsets_first else None
         out = _CTX.Queue()
         stop = _CTX.Event()
         prod = _CTX.Process(target=producer, args=(target.bootstrap, args.rate, args.size, stop, out), daemon=True)
@@ -191,6 +221,7 @@ def run_target(target, args, home: str | None) -> dict:
                   "tail": (t_caught, t_stop)}
         cpu_before = {"baseline": None, "catch-up": cpu["baseline"], "tail": cpu["catch-up"]}
         row = {"target": target.label, "preload by": how, "preload s": round(preload_s, 1),
+               "offsets first s": offsets_s and round(offsets_s, 2),
                "groups": args.groups, "failed sends": p_res["failed"]}
         for name, (a, b) in phases.items():
             lat = [lat for ts, lat in acks if a <= ts < b]
@@ -256,6 +287,8 @@ def main(argv=None) -> int:
     ap.add_argument("--tail", type=float, default=20, help="seconds of tailing after the last group caught up")
     ap.add_argument("--catchup-timeout", type=float, default=300)
     ap.add_argument("--reps", type=int, default=1, help="repetitions, targets alternating")
+    ap.add_argument("--offsets-first", action="store_true", help="make __consumer_offsets and load the groups' "
+                    "coordinators before the producer starts, so no phase includes that")
     ap.add_argument("--json", metavar="PATH")
     ap.add_argument("--loopwatch", metavar="DIR", help="run kproto under tools/bench/loopwatch.py: slow event-loop "
                     "steps with their stacks (DIR/kproto-loopwatch.json)")
