@@ -31,11 +31,13 @@ import trio
 # (The cap was 0.25 s while the slices made the files too: a probe produce's p99 was ~80 ms.)
 SLICE_S = 0.005
 MAX_SLICE_S = 0.02
-# partitions per trip to the worker thread (~0.5-2 ms each on ext4), and how many opened logs
-# may wait for the loop: enough to keep the thread busy, few enough that a deletion meanwhile
-# leaves little to discard
-OPEN_BATCH = 32
-OPENED_AHEAD = 8 * OPEN_BATCH
+# partitions per trip to the worker thread (0.5-4 ms each on a busy ext4), and how many opened
+# logs may wait for the loop. A trip's answer waits for the event loop's next turn, 0.1 s and more
+# under a storm of retried produces: trips of 32 left the thread idle three quarters of the time
+# and made ~150 logs a second there. More trips in flight (three threads) made them faster but
+# doubled the probe produce's median and p99 (the threads' Python competes with the loop's)
+OPEN_BATCH = 128
+OPENED_AHEAD = 4 * OPEN_BATCH
 # logs made between two gc.freeze() calls. A new log is ~50 objects that live as long as it does;
 # 10,000 of them grew the collector's oldest generation by ~0.5 M objects, and each time it grew
 # by a quarter the collector walked all of it: 7 full collections while 10,000 logs were made,
@@ -65,6 +67,9 @@ async def make_pending_logs(replicas, on_made, task_status=trio.TASK_STATUS_IGNO
             await _make_logs(replicas, on_made, state, threaded)
     finally:
         replicas.on_pending = None
+        # (shutdown) logs opened but not registered are removed, not left with their indexes
+        # preallocated for a clean start to load: the next start makes them again
+        replicas.discard_opened()
 
 
 class _State:
@@ -114,26 +119,28 @@ async def _make_logs(replicas, on_made, state: _State, opened_only: bool) -> Non
 async def _open_logs(replicas, state: _State) -> None:
     logs = replicas.logs
     while True:
-        batch = [] if _held() or replicas.opened_ahead() >= OPENED_AHEAD else replicas.to_open(OPEN_BATCH)
+        full = replicas.opened_ahead() >= OPENED_AHEAD and not replicas.head_waits()
+        batch = [] if _held() or full else replicas.to_open(OPEN_BATCH)
         if not batch:
             with trio.move_on_after(0.05 if _held() else float("inf")):
                 await state.for_opener.wait()
             state.for_opener = trio.Event()
             continue
-        replicas.opened(await trio.to_thread.run_sync(_open_batch, logs, batch))
+        with trio.CancelScope(shield=True):   # (what the thread made is always accounted for)
+            replicas.opened(await trio.to_thread.run_sync(_open_batch, logs, batch))
         state.for_maker.set()
 
 
 def _open_batch(logs, batch: list) -> list:
-    """(In the worker thread.) open_new for each (key, topic id, config): (key, topic id, what it
-    returned or raised)."""
+    """(In the worker thread.) open_new for each (key, topic id, config): (key, topic id,
+    config, what it returned or raised)."""
     out = []
     for key, topic_id, config in batch:
         try:
             got = logs.open_new(key[0], key[1], topic_id, config)
         except Exception as exc:   # raised again on the loop, by make_pending
             got = exc
-        out.append((key, topic_id, got))
+        out.append((key, topic_id, config, got))
     return out
 
 

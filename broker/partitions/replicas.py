@@ -207,9 +207,18 @@ class ReplicaManager:
         opened for it goes too (or once the thread is done with it: opened())."""
         del self._pending[key]
         self._tried.discard(key)
-        opened = self._opened.pop(key, None)
-        if opened is not None:
+        opened, _cfg = self._opened.pop(key, (None, None))
+        if isinstance(opened, tuple):
             self.logs.discard_new(opened)
+
+    def discard_opened(self) -> None:
+        """(The log maker stops: shutdown.) The logs its thread opened that were not registered
+        are discarded; their partitions stay queued."""
+        opened, self._opened = self._opened, {}
+        self._tried.clear()
+        for got, _cfg in opened.values():
+            if isinstance(got, tuple):
+                self.logs.discard_new(got)
 
     def _remove(self, key) -> None:
         del self._partitions[key]
@@ -252,13 +261,15 @@ class ReplicaManager:
     def _make(self, topic: str, index: int, want: _Pending, topic_cfg: dict | None = None) -> Partition:
         if topic_cfg is None:
             topic_cfg = self.topic_config(topic)
-        opened = self._opened.pop((topic, index), None)
+        opened, opened_cfg = self._opened.pop((topic, index), (None, None))
         if isinstance(opened, Exception):   # what making it in the maker's thread raised
             if not self.logs.offline:
                 raise opened
             opened = None   # (a dir failed meanwhile: get_or_create says which way)
         if opened is not None:   # made by the maker's thread (open_new)
             plog = self.logs.adopt(topic, index, opened)
+            if opened_cfg != topic_cfg:   # (the topic's config changed meanwhile)
+                plog.update_config(topic_cfg)
         else:
             plog = self.logs.get_or_create(topic, index, want.topic_id, topic_cfg, is_new=want.is_new)
         if want.leader == self.node_id:
@@ -292,12 +303,18 @@ class ReplicaManager:
         """Queued partitions the maker's thread has been through, waiting for make_pending."""
         return len(self._tried)
 
+    def head_waits(self) -> bool:
+        """Whether the oldest queued partition waits for the maker's thread (re-created under
+        another id after it was opened: its log was discarded), whatever is opened after it."""
+        key = next(iter(self._pending), None)
+        return key is not None and key not in self._tried and key not in self._inflight
+
     def opened(self, results) -> None:
-        """What the maker's thread did with to_open's partitions: (key, topic id, the
+        """What the maker's thread did with to_open's partitions: (key, topic id, config, the
         open_new tuple, None, or the exception it raised). A log of a partition dropped from the
         queue meanwhile, or re-created under another id, is discarded (the latter is tried
         again); an exception is raised again by make_pending, where a failure on the loop is."""
-        for key, topic_id, got in results:
+        for key, topic_id, cfg, got in results:
             self._inflight.discard(key)
             want = self._pending.get(key)
             if want is None or want.topic_id != topic_id:
@@ -306,7 +323,7 @@ class ReplicaManager:
                 continue
             self._tried.add(key)
             if got is not None:
-                self._opened[key] = got
+                self._opened[key] = (got, cfg)
 
     def make_pending(self, budget_s: float, clock=time.monotonic, opened_only: bool = False) -> list[Partition]:
         """Make the logs of queued partitions, oldest first, for about ``budget_s`` of this thread
