@@ -20,7 +20,9 @@ Reported per phase: the groups' read MiB/s together, the producer's ack p50/p99
 end-to-end p99 (record timestamp to consumer). With --offsets-first,
 `__consumer_offsets` is made and every group's coordinator loaded before the
 producer starts (FindCoordinator, then OffsetFetch of the groups until they
-answer without error), so the topic's making is outside every phase. Every
+answer without error), so the topic's making is outside every phase. The
+catch-up's CPU is also split at the first record read: the join's CPU seconds
+("join cpu"), and the reading's CPU seconds per GiB ("read/GiB"). Every
 process is on this machine:
 the consumers and the broker share its cores, so catch-up MiB/s is what the
 machine allows, reported beside Kafka's under the same bound.
@@ -158,6 +160,35 @@ def offsets_first(bootstrap: str, groups: list[str], timeout: float = 60.0) -> f
     return time.monotonic() - t
 
 
+class _CpuSampler:
+    """The broker's CPU seconds every 50 ms in a thread (wall time, CPU), to split a phase's CPU
+    at a moment known only afterwards (the first record a group read)."""
+
+    def __init__(self, pid: int):
+        import threading
+        from tools.bench import procstat
+        self._cpu, self._pid = procstat.cpu_seconds, pid
+        self.samples: list[tuple[float, float]] = [(time.time(), self._cpu(pid))]
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.wait(0.05):
+            try:
+                self.samples.append((time.time(), self._cpu(self._pid)))
+            except OSError:   # (the broker exited: the run fails elsewhere)
+                return
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join(5)
+
+    def at(self, t: float) -> float:
+        """The CPU seconds of the last sample at or before ``t``."""
+        return max((s for s in self.samples if s[0] <= t), default=self.samples[0])[1]
+
+
 def run_target(target, args, home: str | None) -> dict:
     from tools.bench import procstat
     target.start()
@@ -184,6 +215,7 @@ def run_target(target, args, home: str | None) -> dict:
         time.sleep(args.baseline)
         cpu = {"baseline": procstat.cpu_seconds(target.pid)}
         t_consumers = time.time()
+        sampler = _CpuSampler(target.pid)
         cons = [_CTX.Process(target=consumer, daemon=True,
                              args=(target.bootstrap, f"fanout-g{i}", i, args.preload, args.partitions, stop, out))
                 for i in range(args.groups)]
@@ -201,6 +233,7 @@ def run_target(target, args, home: str | None) -> dict:
                 caught[i] = payload
         t_caught = max(caught.values())
         cpu["catch-up"] = procstat.cpu_seconds(target.pid)
+        sampler.stop()
         time.sleep(args.tail)
         t_stop = time.time()
         cpu["tail"] = procstat.cpu_seconds(target.pid)
@@ -232,6 +265,12 @@ def run_target(target, args, home: str | None) -> dict:
         for name, a, b in (("catch-up", t_consumers, t_caught), ("tail", t_caught, t_stop)):
             row[name]["broker cpu %"] = 100 * (cpu[name] - cpu_before[name]) / max(b - a, 1e-9)
         row["catch-up"]["join s"] = round(t_first - t_consumers, 2)
+        # the same CPU split at the first record read: the join's (which includes making
+        # `__consumer_offsets` unless --offsets-first) and the reading's alone
+        cpu_first = sampler.at(t_first)
+        row["catch-up"]["join cpu s"] = cpu_first - cpu["baseline"]
+        row["catch-up"]["reading cpu s per GiB"] = (cpu["catch-up"] - cpu_first) / max(
+            args.groups * args.preload * args.size / (1 << 30), 1e-9)
         # the broker's CPU over the join and catch-up per GiB the groups read from the preload
         # (the producer's few records meanwhile are a small part of it)
         row["catch-up"]["broker cpu s per GiB"] = (cpu["catch-up"] - cpu["baseline"]) / max(
@@ -269,7 +308,8 @@ def print_row(r: dict) -> None:
         return
     b, c, t = r["baseline"], r["catch-up"], r["tail"]
     print(f"{r['target']:<14} {c['join s']:>6.1f} {c['seconds']:>8.1f} {c['read MiB/s']:>9.1f} {_f(c['ack p99 ms']):>9} "
-          f"{_f(c.get('broker cpu %'), '.0f'):>5} {_f(c.get('broker cpu s per GiB'), '.2f'):>6} {t['read MiB/s']:>9.1f} {_f(t['ack p99 ms']):>9} "
+          f"{_f(c.get('broker cpu %'), '.0f'):>5} {_f(c.get('broker cpu s per GiB'), '.2f'):>6} "
+          f"{_f(c.get('join cpu s'), '.2f'):>8} {_f(c.get('reading cpu s per GiB'), '.2f'):>7} {t['read MiB/s']:>9.1f} {_f(t['ack p99 ms']):>9} "
           f"{_f(t['e2e p99 ms']):>9} {_f(t.get('broker cpu %'), '.0f'):>5} {_f(b['ack p99 ms']):>9}", flush=True)
 
 
@@ -297,9 +337,9 @@ def main(argv=None) -> int:
     names = target_names(args.targets)
     print(f"fan-out: {args.groups} groups, 1 producer at {args.rate:.0f} records/s of {args.size} B, "
           f"preload {args.preload} records, {args.partitions} partitions, one broker per target", flush=True)
-    print(f"{'':<14} {'---------------- catch-up ----------------':>49} {'------------- tail -------------':>35} baseline",
+    print(f"{'':<14} {'------------------------- catch-up -------------------------':>66} {'------------- tail -------------':>35} baseline",
           flush=True)
-    print(f"{'target':<14} {'join s':>6} {'seconds':>8} {'read MiB/s':>9} {'ack p99':>9} {'cpu%':>5} {'s/GiB':>6} {'read MiB/s':>9} "
+    print(f"{'target':<14} {'join s':>6} {'seconds':>8} {'read MiB/s':>9} {'ack p99':>9} {'cpu%':>5} {'s/GiB':>6} {'join cpu':>8} {'read/GiB':>7} {'read MiB/s':>9} "
           f"{'ack p99':>9} {'e2e p99':>9} {'cpu%':>5} {'ack p99':>9}", flush=True)
     rows = []
     for rep in range(args.reps):
