@@ -275,6 +275,8 @@ def run_target(target, args, home: str | None) -> dict:
         # (the producer's few records meanwhile are a small part of it)
         row["catch-up"]["broker cpu s per GiB"] = (cpu["catch-up"] - cpu["baseline"]) / max(
             args.groups * args.preload * args.size / (1 << 30), 1e-9)
+        # when each group read its first record, from the readers' start: the joins' spread
+        row["catch-up"]["per group start s"] = [round(results[i]["first"] - t_consumers, 2) for i in range(args.groups)]
         row["catch-up"]["per group s"] = [round(caught[i] - results[i]["first"], 2) for i in range(args.groups)]
         e2e = [x for i in range(args.groups) for x in results[i]["e2e"]]
         row["tail"]["e2e p99 ms"] = _p(e2e, 99)
