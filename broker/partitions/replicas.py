@@ -44,6 +44,14 @@ log = logging.getLogger("kproto.replicas")
 # A metadata change that gives this node at most this many new partitions makes their logs in
 # the apply, as before (a few ms each); more are queued for broker/partitions/creation.py.
 INLINE_PARTITIONS = 16
+# Internal topics whose partitions a coordinator loads once their logs are made (wait_hosted):
+# made on the event loop, a whole topic in one slice, not by the log maker's thread (make_pending).
+# Made by the thread and registered slice by slice, the 50 logs of __consumer_offsets (made as the
+# first group appears) had their coordinators loaded one after another while the loop, free
+# meanwhile, answered the groups' joins COORDINATOR_LOAD_IN_PROGRESS: clients that back off on it
+# started apart, and five groups that started reading together on the old path read apart, at
+# 1.3x the broker CPU per GiB (docs/performance.md, "The reverted log making, re-landed")
+COORDINATOR_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 @dataclass
@@ -289,7 +297,7 @@ class ReplicaManager:
         out = []
         configs: dict[str, dict] = {}
         for key, want in self._pending.items():
-            if key not in self._tried and key not in self._inflight:
+            if key not in self._tried and key not in self._inflight and key[0] not in COORDINATOR_TOPICS:
                 cfg = configs.get(key[0])
                 if cfg is None:
                     cfg = configs[key[0]] = self.topic_config(key[0])
@@ -328,15 +336,17 @@ class ReplicaManager:
     def make_pending(self, budget_s: float, clock=time.monotonic, opened_only: bool = False) -> list[Partition]:
         """Make the logs of queued partitions, oldest first, for about ``budget_s`` of this thread
         (at least one): the event loop serves between slices. ``opened_only``: stop at the
-        first one the maker's thread has not been through (to_open, opened). Returns the
-        partitions made."""
+        first one the maker's thread has not been through (to_open, opened). A coordinators'
+        topic (COORDINATOR_TOPICS) is made here whatever the budget, all its queued partitions
+        at once. Returns the partitions made."""
         made = []
         configs = {}
         tried = 0
         deadline = clock() + budget_s
-        while self._pending and (not tried or clock() < deadline):
+        while self._pending:
             key = next(iter(self._pending))
-            if opened_only and key not in self._tried:
+            whole = key[0] in COORDINATOR_TOPICS
+            if not whole and ((tried and clock() >= deadline) or (opened_only and key not in self._tried)):
                 break
             tried += 1
             want = self._pending.pop(key)
