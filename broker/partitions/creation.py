@@ -23,6 +23,8 @@ import time
 
 import trio
 
+from broker.storage.open_files import off_loop
+
 # event-loop time of one slice when the loop has nothing else to do; when it has (producers
 # retrying the partitions being made, other clients), a slice takes as long as the loop spent
 # on the rest since the previous one, up to MAX_SLICE_S: the logs get about half the loop (a
@@ -135,12 +137,16 @@ def _open_batch(logs, batch: list) -> list:
     """(In the worker thread.) open_new for each (key, topic id, config): (key, topic id,
     config, what it returned or raised)."""
     out = []
-    for key, topic_id, config in batch:
-        try:
-            got = logs.open_new(key[0], key[1], topic_id, config)
-        except Exception as exc:   # raised again on the loop, by make_pending
-            got = exc
-        out.append((key, topic_id, config, got))
+    off_loop(True)   # (an EMFILE here hands the log back to the loop: open_files.py)
+    try:
+        for key, topic_id, config in batch:
+            try:
+                got = logs.open_new(key[0], key[1], topic_id, config)
+            except Exception as exc:   # raised again on the loop, by make_pending
+                got = exc
+            out.append((key, topic_id, config, got))
+    finally:
+        off_loop(False)
     return out
 
 

@@ -10,6 +10,7 @@ checkpoints and the ``.kafka_cleanshutdown`` marker.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import os
@@ -22,6 +23,7 @@ from . import chores
 from .cleaner import CLEANER_DEFAULTS, LogCleaner
 from .errors import InconsistentTopicId, LogDirLocked, LogDirOffline
 from .limits import check_room
+from .open_files import FILES
 from .files import (
     CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT, DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX,
     LOCK_FILE, LOG_START_OFFSET_CHECKPOINT, LOG_SUFFIX, META_PROPERTIES, METADATA_TOPIC,
@@ -280,8 +282,8 @@ class LogManager:
         event loop. Touches only the new directory and objects of its own (the segment's
         ``.log`` is left closed: the process's table of open files is the loop's); the fsyncs
         it would hand to the checkpoint writer are returned for adopt(). None when the
-        directory exists or the dir is offline: get_or_create makes (or loads) it on the loop
-        as before. Raises what get_or_create would."""
+        directory exists, the dir is offline or the process is out of descriptors (EMFILE):
+        get_or_create makes (or loads) it on the loop as before. Raises what get_or_create would."""
         path = self._path(partition_dir_name(topic, partition))
         if (topic, partition) in self._logs or self.log_dir in self.offline or os.path.isdir(path):
             return None
@@ -294,6 +296,11 @@ class LogManager:
             if later is None and self.sync:
                 cp.fsync_dir(self.log_dir)
         except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE):
+                # out of descriptors: only the loop's table of open files can make room
+                # (open_files.py), so the log is made there, by get_or_create, as before
+                shutil.rmtree(path, ignore_errors=True)
+                return None
             self._name_failure(exc, path)
             raise
         return plog, fsyncs
@@ -341,16 +348,25 @@ class LogManager:
                                  f"log directory {self.log_dir} is offline")
         path = self._path(partition_dir_name(topic, partition))
         later = self._fsync_later if self.sync and getattr(self, "_checkpoint_writer", None) else None
-        try:
-            plog = PartitionLog.open(path, config if config is not None else self.config_for(topic),
-                                     True, topic_id=topic_id, now_ms=now_ms, sync=self.sync,
-                                     snapshot_provider=self._provider((topic, partition)), fsync_later=later,
-                                     created=created)
-            if later is None and self.sync:
-                cp.fsync_dir(self.log_dir)
-        except OSError as exc:
-            self._name_failure(exc, path)
-            raise
+        existed = os.path.isdir(path)
+        for attempt in (1, 2):
+            try:
+                plog = PartitionLog.open(path, config if config is not None else self.config_for(topic),
+                                         True, topic_id=topic_id, now_ms=now_ms, sync=self.sync,
+                                         snapshot_provider=self._provider((topic, partition)), fsync_later=later,
+                                         created=created)
+                if later is None and self.sync:
+                    cp.fsync_dir(self.log_dir)
+                break
+            except OSError as exc:
+                # out of descriptors (connections took them) at any of the log's files, not only
+                # its .log: the table of open files gives back half and the log is made again
+                if attempt == 1 and exc.errno in (errno.EMFILE, errno.ENFILE) and FILES.make_room():
+                    if not existed:
+                        shutil.rmtree(path, ignore_errors=True)
+                    continue
+                self._name_failure(exc, path)
+                raise
         return self._register(topic, partition, plog, later is not None)
 
     @staticmethod

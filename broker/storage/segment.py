@@ -61,7 +61,7 @@ class LogSegment:
             # made and left closed, opened on first use as an idle segment's: a new log may be
             # made off the event loop (broker/partitions/creation.py), and the table of open
             # files is the loop's
-            os.close(os.open(self.log_path, os.O_WRONLY | os.O_CREAT, 0o644))
+            FILES.create_closed(self.log_path)
             self.size = 0
         else:
             try:
