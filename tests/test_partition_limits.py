@@ -184,3 +184,48 @@ def test_creation_past_the_map_limit_is_refused_before_the_metadata_commits(tmp_
         assert lines[0].startswith("kproto: ") and "vm.max_map_count" in lines[0]
     finally:
         proc.stop()
+
+
+def test_logs_made_while_every_descriptor_is_taken_evict_idle_files_instead_of_failing_the_dir(tmp_path):
+    """Issue 26: more than INLINE_PARTITIONS new logs are made by the log maker's worker thread.
+    At the descriptor limit (idle connections took what the table of open files left), making a
+    new log's files must make room in that table, as it does on the event loop, not fail the
+    broker's only log dir (which halts it)."""
+    import socket
+    limit = 256
+    proc = BrokerProcess(str(tmp_path / "data"), open_files_limit=limit).start()
+    held: list[socket.socket] = []
+    try:
+        admin = _admin(proc)
+        producer = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 5})
+        # written partitions keep their .log in the table: 150 of its 192 places
+        assert _create(admin, {"warm": 150}) == {"warm": None}
+        _wait_for_logs(proc, [f"warm-{p}" for p in range(150)])
+        for p in range(150):
+            producer.produce("warm", value=f"warm/{p}".encode(), partition=p)
+        assert producer.flush(60) == 0
+        # idle connections take every descriptor left (the admin and producer are connected)
+        deadline = time.monotonic() + 30
+        while _fds(proc) < limit and time.monotonic() < deadline:
+            for _ in range(max(1, min(16, limit - _fds(proc)))):
+                held.append(socket.create_connection(("127.0.0.1", int(proc.bootstrap.rsplit(":", 1)[1]))))
+            time.sleep(0.05)
+        assert _fds(proc) >= limit
+        assert _create(admin, {"cold": 40}) == {"cold": None}
+        _wait_for_logs(proc, [f"cold-{p}" for p in range(40)])
+        for s in held:
+            s.close()
+        held.clear()
+        assert proc.proc.poll() is None, "".join(proc.stderr_lines[-20:])
+        for p in range(40):
+            producer.produce("cold", value=f"cold/{p}".encode(), partition=p)
+        assert producer.flush(60) == 0, "".join(proc.stderr_lines[-20:])
+        everything = [("warm", p) for p in range(150)] + [("cold", p) for p in range(40)]
+        expected = sorted([f"warm/{p}".encode() for p in range(150)] + [f"cold/{p}".encode() for p in range(40)])
+        assert sorted(_consume_all(proc, everything, len(expected))) == expected
+        # (the accepts refused at the limit are logged; no log dir failed, no log was not made)
+        assert not [line for line in proc.stderr_lines if "logger=kproto.storage" in line or "making the log" in line]
+    finally:
+        for s in held:
+            s.close()
+        proc.stop()
