@@ -254,3 +254,41 @@ def test_a_partition_directory_one_dir_cannot_make_goes_to_the_next_and_the_dir_
             assert "Traceback" not in stderr
         finally:
             broker.stop()
+
+
+@pytest.mark.timeout(90)
+def test_a_full_disk_while_the_log_makers_thread_makes_new_logs_stops_the_broker_and_it_restarts(tmp_path):
+    """One log dir (the metadata log elsewhere, so that CreateTopics commits): a topic of 20
+    partitions, past INLINE_PARTITIONS, has its logs made after the answer by the log maker's
+    worker thread (broker/partitions/creation.py). The disk refuses them: what the thread
+    raised fails the dir on the event loop, as a failure there would, and with its only log dir
+    failed the broker stops, naming the dir and the cause, as Kafka halts. After space is freed
+    the node starts again on the same dir, partly made logs and all, and every partition the
+    metadata committed takes records."""
+    with small_tmpfs(tmp_path / "disk", "3m") as disk:
+        data = str(disk / "data")
+        settings = {"metadata.log.dir": str(tmp_path / "meta")}
+        broker = BrokerProcess(data_dir=data, settings=settings).start()
+        try:
+            with WireClient(broker.bootstrap) as c:
+                create_topics(c, ["before"], 1)
+            assert _produce_to_each(broker.bootstrap, "before", 1) == []
+            _wait_for_epoch_checkpoints(data, "before", 1)
+            _fill(disk)
+            with WireClient(broker.bootstrap) as c:
+                create_topics(c, ["wide"], 20)     # answered at the commit, logs made after
+            broker.proc.wait(timeout=30)           # the broker halts by itself
+            assert broker.proc.returncode == 1
+            stderr = "".join(broker.stderr_lines)
+            assert f"every log directory has failed: {data} (No space left on device)" in stderr
+            assert re.search(rf"making the log of wide-\d+ failed at {re.escape(data)}/wide-\d+/", stderr), stderr
+            assert "Traceback" not in stderr
+        finally:
+            broker.stop()
+        os.remove(disk / "filler")
+        again = BrokerProcess(data_dir=data, settings=settings).start()
+        try:
+            assert _produce_to_each(again.bootstrap, "wide", 20) == []
+            assert _produce_to_each(again.bootstrap, "before", 1) == []
+        finally:
+            again.stop()
