@@ -127,9 +127,8 @@ class Controller:
         records = [TopicRecord(name=spec.name, topic_id=topic_id)]
         for k, v in configs.items():
             records.append(ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=spec.name, name=k, value=v))
-        brokers = brokers_from_image(self.image, self.node_id)   # (once, not once per partition)
         for i, r in enumerate(replicas):
-            records.append(self._partition_record(topic_id, i, r, manual=bool(spec.assignments), brokers=brokers))
+            records.append(self._partition_record(topic_id, i, r, manual=bool(spec.assignments)))
         return CreatedTopic(spec.name, topic_id, len(replicas), len(replicas[0]), configs), records
 
     def brokers(self):
@@ -189,13 +188,12 @@ class Controller:
         return sum(1 for r in records if isinstance(r, PartitionRecord) and self.node_id in r.replicas)
 
     def _partition_record(self, topic_id, index: int, replicas: list[int] | None = None,
-                          manual: bool = False, brokers: dict | None = None) -> PartitionRecord:
+                          manual: bool = False) -> PartitionRecord:
         replicas = list(replicas or [self.node_id])
         # Kafka's ISR at creation is the replicas on active brokers (registered, unfenced, not in
         # controlled shutdown) and the first of them leads: a fenced replica joins the ISR only
         # once it has fetched, as any follower (ReplicationControlManager.createTopic)
-        if brokers is None:
-            brokers = brokers_from_image(self.image, self.node_id)
+        brokers = brokers_from_image(self.image, self.node_id)
         isr = [b for b in replicas if b in brokers and brokers[b].acceptable_leader]
         if not isr:
             if manual:
@@ -324,8 +322,7 @@ class Controller:
             replicas = [list(a) for a in assignments]
         else:
             replicas = self._place_partitions(additional, rf)
-        brokers = brokers_from_image(self.image, self.node_id)
-        return [self._partition_record(t.topic_id, current + i, r, manual=assignments is not None, brokers=brokers)
+        return [self._partition_record(t.topic_id, current + i, r, manual=assignments is not None)
                 for i, r in enumerate(replicas)]
 
     def create_partitions(self, changes: list[tuple[str, int, list | None]], validate_only: bool = False) -> list:

@@ -6,8 +6,6 @@ from __future__ import annotations
 import logging
 from time import perf_counter
 
-import trio
-
 from kproto import legacy
 from kproto import records as rec
 from kproto.api import ApiKey
@@ -117,15 +115,10 @@ async def produce(ctx, req):
     if req.transactional_id is not None and getattr(broker, "transactions", None) is not None:
         # KIP-890 where another broker coordinates the transaction: ask it first (broker/transactions)
         await broker.transactions.prepare_produce_verification(req, version)
-    n = 0
     for td in req.topic_data:
         parts_out = []
         topics_out.append(_TopicResp(name=td.name, topic_id=td.topic_id, partition_responses=parts_out))
         for pd in td.partition_data:
-            n += 1
-            if n % YIELD_EVERY == 0:
-                # (each partition is looked up at its turn: a change meanwhile is seen)
-                await trio.lowlevel.checkpoint()
             resp = _PartResp(index=pd.index, error_code=0, base_offset=-1, log_append_time_ms=-1,
                              log_start_offset=-1, record_errors=[], error_message=None)
             parts_out.append(resp)
@@ -217,14 +210,6 @@ async def _await_fsync(flusher, durable) -> None:
 _VERIFY_RETRIABLE = (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION,
                      ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                      ErrorCode.NOT_COORDINATOR)
-# a request's appends let the event loop run every this many partitions: a producer writing to
-# thousands of partitions sends requests of hundreds of them, each append a write (and an open
-# of an idle segment's file) that can wait on the file system, and one such request was a step
-# of 0.1-0.5 s that every other client waited behind (a record to each of 10,000 new
-# partitions, docs/performance.md). Appends to different partitions were never one atomic step
-# for another client: Kafka's request handler threads interleave them the same way
-YIELD_EVERY = 32
-
 GENERIC_ERROR_PRODUCE_VERSION = 11   # from here clients know TRANSACTION_ABORTABLE
 
 

@@ -44,14 +44,6 @@ log = logging.getLogger("kproto.replicas")
 # A metadata change that gives this node at most this many new partitions makes their logs in
 # the apply, as before (a few ms each); more are queued for broker/partitions/creation.py.
 INLINE_PARTITIONS = 16
-# Internal topics whose partitions a coordinator loads once their logs are made (wait_hosted):
-# made on the event loop, a whole topic in one slice, not by the log maker's thread (make_pending).
-# Made by the thread and registered slice by slice, the 50 logs of __consumer_offsets (made as the
-# first group appears) had their coordinators loaded at different moments: five groups started
-# together read their first records 1-3 s apart instead of within 0.9 s, and a fan-out's catch-up
-# lasted longer, at more broker CPU per GiB read (docs/performance.md, "The reverted log making,
-# re-landed"). That one longer step of the loop comes once in a cluster's life.
-COORDINATOR_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 @dataclass
@@ -75,12 +67,6 @@ class ReplicaManager:
         self._partitions: dict[tuple[str, int], Partition] = {}
         # partitions the image gives this node whose logs are still to be made, oldest first
         self._pending: dict[tuple[str, int], _Pending] = {}
-        # queued partitions handed to the log maker's worker thread (LogManager.open_new), and
-        # those it has been through: make_pending registers a log on the loop once its
-        # partition is in _tried, the log the thread opened for it (in _opened) or one made there
-        self._inflight: set[tuple[str, int]] = set()
-        self._tried: set[tuple[str, int]] = set()
-        self._opened: dict[tuple[str, int], tuple] = {}
         self.on_pending = None          # callback() when partitions were queued (wakes the maker)
         # partitions whose log could not be made (their dir failed) -> their topic id
         self._offline: dict[tuple[str, int], object] = {}
@@ -176,7 +162,7 @@ class ReplicaManager:
                 self._remove(key)
         for key in [k for k, v in self._pending.items()
                     if k not in wanted or wanted[k][0].topic_id != v.topic_id]:
-            self._drop_pending(key)   # deleted (or re-created) before its log was made
+            del self._pending[key]   # deleted (or re-created) before its log was made
         for key in [k for k, topic_id in self._offline.items()
                     if k not in wanted or wanted[k][0].topic_id != topic_id]:
             del self._offline[key]   # (a re-created topic's partition is made afresh)
@@ -200,8 +186,7 @@ class ReplicaManager:
             if p is None or self.node_id not in p.replicas:
                 if key in self._partitions:
                     self._remove(key)
-                if key in self._pending:
-                    self._drop_pending(key)
+                self._pending.pop(key, None)
                 if self._offline.pop(key, None) is not None:
                     self._offline_dir.pop(key, None)
                 continue
@@ -209,24 +194,6 @@ class ReplicaManager:
         self._make_new(new)
         if self._pending and self.on_pending is not None:
             self.on_pending()
-
-    def _drop_pending(self, key) -> None:
-        """A queued partition goes before its log was registered; a log the maker's thread
-        opened for it goes too (or once the thread is done with it: opened())."""
-        del self._pending[key]
-        self._tried.discard(key)
-        opened, _cfg = self._opened.pop(key, (None, None))
-        if isinstance(opened, tuple):
-            self.logs.discard_new(opened)
-
-    def discard_opened(self) -> None:
-        """(The log maker stops: shutdown.) The logs its thread opened that were not registered
-        are discarded; their partitions stay queued."""
-        opened, self._opened = self._opened, {}
-        self._tried.clear()
-        for got, _cfg in opened.values():
-            if isinstance(got, tuple):
-                self.logs.discard_new(got)
 
     def _remove(self, key) -> None:
         del self._partitions[key]
@@ -258,7 +225,7 @@ class ReplicaManager:
     def _make_new(self, new: dict) -> None:
         # (internal topics too: their coordinators load a partition once its log is made here,
         # wait_hosted)
-        if 0 < len(new) <= INLINE_PARTITIONS and not self._inflight.intersection(new):
+        if 0 < len(new) <= INLINE_PARTITIONS:
             # a few logs cost less than one slice of the maker: made here, so a client that
             # produces the moment its CreateTopics is answered finds them
             for (topic, index), want in new.items():
@@ -269,17 +236,7 @@ class ReplicaManager:
     def _make(self, topic: str, index: int, want: _Pending, topic_cfg: dict | None = None) -> Partition:
         if topic_cfg is None:
             topic_cfg = self.topic_config(topic)
-        opened, opened_cfg = self._opened.pop((topic, index), (None, None))
-        if isinstance(opened, Exception):   # what making it in the maker's thread raised
-            if not self.logs.offline:
-                raise opened
-            opened = None   # (a dir failed meanwhile: get_or_create says which way)
-        if opened is not None:   # made by the maker's thread (open_new)
-            plog = self.logs.adopt(topic, index, opened)
-            if opened_cfg != topic_cfg:   # (the topic's config changed meanwhile)
-                plog.update_config(topic_cfg)
-        else:
-            plog = self.logs.get_or_create(topic, index, want.topic_id, topic_cfg, is_new=want.is_new)
+        plog = self.logs.get_or_create(topic, index, want.topic_id, topic_cfg, is_new=want.is_new)
         if want.leader == self.node_id:
             plog.assign_epoch(want.leader_epoch)
         part = Partition(topic, index, want.topic_id, plog, want.leader_epoch, topic_cfg)
@@ -291,66 +248,17 @@ class ReplicaManager:
             hosted.set()   # (its waiters run once this metadata change or slice gave it its role)
         return part
 
-    def to_open(self, limit: int) -> list[tuple]:
-        """Up to ``limit`` queued partitions, oldest first, that the maker's thread has not had
-        yet, as (key, topic id, config) for open_new; in flight until opened()."""
-        out = []
-        configs: dict[str, dict] = {}
-        for key, want in self._pending.items():
-            if key not in self._tried and key not in self._inflight and key[0] not in COORDINATOR_TOPICS:
-                cfg = configs.get(key[0])
-                if cfg is None:
-                    cfg = configs[key[0]] = self.topic_config(key[0])
-                out.append((key, want.topic_id, cfg))
-                if len(out) >= limit:
-                    break
-        self._inflight.update(key for key, _, _ in out)
-        return out
-
-    def opened_ahead(self) -> int:
-        """Queued partitions the maker's thread has been through, waiting for make_pending."""
-        return len(self._tried)
-
-    def head_waits(self) -> bool:
-        """Whether the oldest queued partition waits for the maker's thread (re-created under
-        another id after it was opened: its log was discarded), whatever is opened after it."""
-        key = next(iter(self._pending), None)
-        return key is not None and key not in self._tried and key not in self._inflight
-
-    def opened(self, results) -> None:
-        """What the maker's thread did with to_open's partitions: (key, topic id, config, the
-        open_new tuple, None, or the exception it raised). A log of a partition dropped from the
-        queue meanwhile, or re-created under another id, is discarded (the latter is tried
-        again); an exception is raised again by make_pending, where a failure on the loop is."""
-        for key, topic_id, cfg, got in results:
-            self._inflight.discard(key)
-            want = self._pending.get(key)
-            if want is None or want.topic_id != topic_id:
-                if isinstance(got, tuple):
-                    self.logs.discard_new(got)
-                continue
-            self._tried.add(key)
-            if got is not None:
-                self._opened[key] = (got, cfg)
-
-    def make_pending(self, budget_s: float, clock=time.monotonic, opened_only: bool = False) -> list[Partition]:
+    def make_pending(self, budget_s: float, clock=time.monotonic) -> list[Partition]:
         """Make the logs of queued partitions, oldest first, for about ``budget_s`` of this thread
-        (at least one): the event loop serves between slices. ``opened_only``: stop at the
-        first one the maker's thread has not been through (to_open, opened). A coordinators'
-        topic (COORDINATOR_TOPICS) is made here whatever the budget, all its queued partitions
-        at once. Returns the partitions made."""
+        (at least one): the event loop serves between slices. Returns the partitions made."""
         made = []
         configs = {}
         tried = 0
         deadline = clock() + budget_s
-        while self._pending:
-            key = next(iter(self._pending))
-            whole = key[0] in COORDINATOR_TOPICS
-            if not whole and ((tried and clock() >= deadline) or (opened_only and key not in self._tried)):
-                break
+        while self._pending and (not tried or clock() < deadline):
             tried += 1
+            key = next(iter(self._pending))
             want = self._pending.pop(key)
-            self._tried.discard(key)
             topic, index = key
             if topic not in configs:
                 configs[topic] = self.topic_config(topic)

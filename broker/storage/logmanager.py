@@ -276,54 +276,6 @@ class LogManager:
         os.makedirs(path, exist_ok=True)
         return created
 
-    def open_new(self, topic: str, partition: int, topic_id, config: Mapping) -> tuple | None:
-        """Make and open a new partition's log without registering it: called from a worker
-        thread (broker/partitions/creation.py), so that the directory and files it creates,
-        kernel time that stalls on the file system's journal, run with the GIL released off the
-        event loop. Touches only the new directory and objects of its own (the segment's
-        ``.log`` is left closed: the process's table of open files is the loop's); the fsyncs
-        it would hand to the checkpoint writer are returned for adopt(). None when the
-        directory exists, the dir is offline or the process is out of descriptors (EMFILE):
-        get_or_create makes (or loads) it on the loop as before. Raises what get_or_create would."""
-        path = self._path(partition_dir_name(topic, partition))
-        if (topic, partition) in self._logs or self.log_dir in self.offline or os.path.isdir(path):
-            return None
-        fsyncs: list = []
-        later = fsyncs.append if self.sync and getattr(self, "_checkpoint_writer", None) else None
-        try:
-            plog = PartitionLog.open(path, config, True, topic_id=topic_id, sync=self.sync,
-                                     snapshot_provider=self._provider((topic, partition)), fsync_later=later,
-                                     created=True)
-            if later is None and self.sync:
-                cp.fsync_dir(self.log_dir)
-        except OSError as exc:
-            if exc.errno in (errno.EMFILE, errno.ENFILE):
-                # out of descriptors: only the loop's table of open files can make room
-                # (open_files.py), so the log is made there, by get_or_create, as before
-                shutil.rmtree(path, ignore_errors=True)
-                return None
-            self._name_failure(exc, path)
-            raise
-        return plog, fsyncs
-
-    def adopt(self, topic: str, partition: int, opened: tuple) -> PartitionLog:
-        """Register a log open_new made (on the event loop, in the records' order). Raises
-        LogDirOffline, the log discarded, if the dir failed meanwhile."""
-        plog, fsyncs = opened
-        if self.log_dir in self.offline:
-            plog.destroy()
-            raise LogDirOffline(f"cannot create the log of {topic}-{partition}: "
-                                f"log directory {self.log_dir} is offline")
-        for paths in fsyncs:
-            self._fsync_later(paths)
-        return self._register(topic, partition, plog, bool(fsyncs))
-
-    @staticmethod
-    def discard_new(opened: tuple) -> None:
-        """A log open_new made for a partition that went before it was registered (deleted,
-        re-created under another id, no longer given to this node): closed and removed."""
-        opened[0].destroy()
-
     def get_or_create(self, topic: str, partition: int, topic_id, config: Mapping | None = None,
                       now_ms: int | None = None, created: bool | None = None,
                       is_new: bool = True) -> PartitionLog:
@@ -356,8 +308,6 @@ class LogManager:
                                          True, topic_id=topic_id, now_ms=now_ms, sync=self.sync,
                                          snapshot_provider=self._provider((topic, partition)), fsync_later=later,
                                          created=created)
-                if later is None and self.sync:
-                    cp.fsync_dir(self.log_dir)
                 break
             except OSError as exc:
                 # out of descriptors (connections took them) at any of the log's files, not only
@@ -366,23 +316,21 @@ class LogManager:
                     if not existed:
                         shutil.rmtree(path, ignore_errors=True)
                     continue
-                self._name_failure(exc, path)
+                if not exc.filename:
+                    # (os.write's errors name no file): the failed directory is this one, not the
+                    # first of log.dirs, which dir_failure.py would blame for a failure without a path
+                    exc.filename = path
                 raise
-        return self._register(topic, partition, plog, later is not None)
-
-    @staticmethod
-    def _name_failure(exc: OSError, path: str) -> None:
-        if not exc.filename:
-            # (os.write's errors name no file): the failed directory is this one, not the
-            # first of log.dirs, which dir_failure.py would blame for a failure without a path
-            exc.filename = path
-
-    def _register(self, topic: str, partition: int, plog: PartitionLog, deferred: bool) -> PartitionLog:
-        """A new log joins the manager (``deferred``: its fsyncs went to the checkpoint writer)."""
-        if deferred:
-            self._fsync_later((self.log_dir,))
-            plog.epochs.write_later = self._write_later
-            plog.epochs.fsync_later = self._fsync_later
+        try:
+            if later is not None:
+                later((self.log_dir,))
+                plog.epochs.write_later = self._write_later
+            elif self.sync:
+                cp.fsync_dir(self.log_dir)
+        except OSError as exc:
+            if not exc.filename:
+                exc.filename = path
+            raise
         plog.on_flush_due = self._on_flush_due
         self._logs[(topic, partition)] = plog
         return plog

@@ -30,7 +30,6 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
-import threading
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _mmap = _libc.mmap
@@ -54,7 +53,6 @@ _MAP_FAILED = ctypes.c_void_p(-1).value
 # mappings made so far by this process (never lowered: an upper bound on those added since a count
 # of /proc/self/maps, limits.py)
 made = 0
-_made_lock = threading.Lock()
 
 
 class Mapping:
@@ -83,8 +81,7 @@ class Mapping:
         # (advice only: a kernel that refuses it maps as before)
         _madvise(addr, length, _MADV_RANDOM)
         global made
-        with _made_lock:   # (new logs' indexes are mapped in a worker thread too)
-            made += 1
+        made += 1
         buf = (ctypes.c_char * length).from_address(addr)
         view = memoryview(buf).cast("B")
         self.view = view if writable else view.toreadonly()

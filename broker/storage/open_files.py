@@ -19,21 +19,9 @@ from __future__ import annotations
 
 import errno
 import os
-import threading
 from collections import OrderedDict
 
 from .limits import files_reserve, open_files_limit
-
-
-# marks a worker thread that makes files while the event loop, whose table this is, runs
-_thread = threading.local()
-
-
-def off_loop(mark: bool | None = None) -> bool:
-    """Whether this thread works beside the event loop (set with ``mark``): it may not evict."""
-    if mark is not None:
-        _thread.off_loop = mark
-    return getattr(_thread, "off_loop", False)
 
 
 class SegmentFile:
@@ -130,22 +118,10 @@ class OpenFiles:
         self._open[segment] = None
         return f
 
-    def create_closed(self, path: str) -> None:
-        """Make the empty file ``path`` (a new segment's ``.log``) and close it: it is opened on
-        first use. At EMFILE/ENFILE the table gives back half and retries once, as open() does;
-        in another thread (a new log made by the log maker's, LogManager.open_new) the error is
-        raised instead, the table being the loop's, and the log is made again on the loop."""
-        try:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
-        except OSError as exc:
-            if exc.errno not in (errno.EMFILE, errno.ENFILE) or not self.make_room():
-                raise
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
-
     def make_room(self) -> bool:
         """(Out of descriptors: other ones, connections, took the room.) Give back half the
-        table; False if it holds none or this is not the loop's thread (off_loop)."""
-        if not self._open or off_loop():
+        table; False if it holds none."""
+        if not self._open:
             return False
         for _ in range(max(1, len(self._open) // 2)):
             self._evict_oldest()

@@ -58,10 +58,7 @@ class LogSegment:
         self._file: SegmentFile | None = None   # None: not open now (open_files.py)
         self._closed = False
         if create:
-            # made and left closed, opened on first use as an idle segment's: a new log may be
-            # made off the event loop (broker/partitions/creation.py), and the table of open
-            # files is the loop's
-            FILES.create_closed(self.log_path)
+            self._file = FILES.open(self, self.log_path, create=True)
             self.size = 0
         else:
             try:
