@@ -109,11 +109,9 @@ class OpenFiles:
         try:
             f = SegmentFile(path, create)
         except OSError as exc:
-            if exc.errno not in (errno.EMFILE, errno.ENFILE) or not self._open:
-                raise
             # other descriptors (connections) took the room: give back half and retry once
-            for _ in range(max(1, len(self._open) // 2)):
-                self._evict_oldest()
+            if exc.errno not in (errno.EMFILE, errno.ENFILE) or not self.make_room():
+                raise
             f = SegmentFile(path, create)
         self._open[segment] = None
         return f
