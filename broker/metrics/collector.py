@@ -25,6 +25,7 @@ from kproto.api import ApiKey
 from broker.metrics.cluster import cluster_metrics
 from broker.metrics.families import counter as _counter, gauge as _gauge, metric as _metric
 from broker.metrics.lag import consumer_lag
+from broker.metrics.memory import heap_metrics
 from broker.metrics.registry import LATENCY_BOUNDS_MS, LATENCY_BUCKETS, quantile
 
 # the quantiles the JMX exporter exports of a Yammer histogram, labelled as its Kafka rules write
@@ -91,6 +92,7 @@ class BrokerCollector:
                      "How late the event loop ran a 1 s timer, last measurement", m.loop_lag_s)
         yield _gauge("kproto_event_loop_lag_max_seconds", "Largest event-loop lag measured", m.loop_lag_max_s)
         yield self._loop_delay(m.loop_delay)
+        yield from heap_metrics()
 
     def _loop_delay(self, h):
         """Every bucket (powers of two of us): the scheduling delay's tail

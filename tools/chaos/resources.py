@@ -1,7 +1,8 @@
 """What a long run watches on each broker process: resident memory, open
-file descriptors and CPU share (from /proc) and event-loop lag (from the
-node's /metrics), sampled at an interval with the machine's load average, and
-the rule that says whether a series stayed flat.
+file descriptors and CPU share (from /proc), event-loop lag and the heap in
+use as the allocators count it (from the node's /metrics: Python's live
+blocks, glibc's bytes in use and kept free), sampled at an interval with the
+machine's load average, and the rule that says whether a series stayed flat.
 
 Event-loop lag is the scheduling delay of the broker's 10 ms timer
 (``kproto_event_loop_delay_seconds``, a cumulative histogram): each sample is
@@ -29,6 +30,10 @@ TOLERANCE = {
     "fds": (0.10, 4.0),              # +10% and 4 descriptors (a connection coming and going)
     "loop_mean_ms": (0.50, 2.0),     # +50% and 2 ms: scheduling on a shared machine is noisy
     "cpu_pct": (0.25, 2.0),          # +25% and 2 points of a core: the same load must not cost more
+    # what the heap has in use (broker/metrics/memory.py): a leak grows these; memory the allocator
+    # keeps free for reuse grows only RSS (and malloc_free_mib, shown but not judged)
+    "py_blocks": (0.10, 5000),
+    "malloc_used_mib": (0.10, 2.0),
 }
 # below this, a run is too short to tell a leak from warm-up: flatness is shown, not judged
 MIN_JUDGED_S = 600
@@ -69,15 +74,26 @@ def open_fds(pid: int) -> int | None:
         return None
 
 
+# the heap gauges of a node's /metrics (broker/metrics/memory.py), as sample keys
+_HEAP = {"kproto_python_allocated_blocks": "py_blocks", "kproto_malloc_in_use_bytes": "malloc_used_mib",
+         "kproto_malloc_free_bytes": "malloc_free_mib"}
+
+
 def scrape_loop_delay(url: str, timeout: float = 5.0) -> dict | None:
-    """The event-loop delay histogram of one node: {"buckets": [(le_s, cumulative)], "count", "sum_s"}."""
+    """The event-loop delay histogram of one node: {"buckets": [(le_s, cumulative)], "count", "sum_s"},
+    and its heap gauges under "heap" (sample key -> value; bytes as MiB)."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as r:
             text = r.read().decode()
     except OSError:
         return None
-    buckets, count, total = [], None, None
+    buckets, count, total, heap = [], None, None, {}
     for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in _HEAP:
+            key = _HEAP[name]
+            heap[key] = round(float(value) / 2**20, 2) if key.endswith("_mib") else int(float(value))
+            continue
         m = _BUCKET.match(line)
         if m:
             le = float("inf") if m.group(1) == "+Inf" else float(m.group(1))
@@ -88,7 +104,7 @@ def scrape_loop_delay(url: str, timeout: float = 5.0) -> dict | None:
             total = float(line.split()[1])
     if count is None or total is None:
         return None
-    return {"buckets": buckets, "count": count, "sum_s": total}
+    return {"buckets": buckets, "count": count, "sum_s": total, "heap": heap}
 
 
 def window_delay(prev: dict | None, cur: dict | None) -> tuple[float | None, float | None]:
@@ -147,6 +163,7 @@ class Sampler:
                  "fds": None if pid is None else open_fds(pid),
                  "loop_mean_ms": None if mean is None else round(mean, 3),
                  "loop_p99_ms": p99, "cpu_pct": cpu_pct,
+                 **{k: (cur or {}).get("heap", {}).get(k) for k in _HEAP.values()},
                  "load": round(os.getloadavg()[0], 2)}
             out.append(s)
         self.samples += out
