@@ -42,6 +42,13 @@ from kproto.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("kproto.broker")
 
+
+def _metadata_fault(what: str) -> None:
+    """A metadata record the image could not apply: reported and skipped, as Kafka's loader does
+    (its fault handler logs the error and counts it in metadata-apply-error-count)."""
+    log.error("error replaying a metadata record: %s", what)
+
+
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's fixed __cluster_metadata topic id (AAAAAAAAAAAAAAAAAAAAAQ)
 METADATA_VERSION = 21  # 3.9-IV0, what Kafka 3.9 finalizes on a fresh cluster
 # producer.id.expiration.check.interval.ms, an internal Kafka setting (default 10 minutes)
@@ -80,6 +87,7 @@ class Broker:
         self.metadata_version = METADATA_VERSION
         self.features_epoch = 0
         self.image = MetadataImage()
+        self.image.on_fault = _metadata_fault
         self.logs = None
         self.metadata = None
         self.controller = None

@@ -435,3 +435,24 @@ def test_heap_gauges_count_what_the_broker_holds(mbroker):
     after = scrape_until(url, lambda s: value(s, "kproto_python_allocated_blocks")
                          < value(held, "kproto_python_allocated_blocks") - grew / 2, timeout=10)
     assert value(after, "kproto_python_allocated_blocks") < value(held, "kproto_python_allocated_blocks") - grew / 2
+
+
+def test_metadata_apply_errors_stay_zero_through_topic_creation_and_deletion(mbroker, topic_name):
+    """Kafka's metadata-apply-error-count (a record naming a topic, partition or broker the image
+    lacks; tests/test_metadata_apply_faults.py) is exported, and the ordinary life of a topic,
+    partitions added and the topic deleted, raises no such fault."""
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+    name = "kafka_server_broker_metadata_metrics_metadata_apply_error_count"
+    assert (name, ()) in scrape(mbroker.metrics_url)
+    admin = AdminClient({"bootstrap.servers": mbroker.bootstrap})
+    for f in admin.create_topics([NewTopic(topic_name, 3, 1)]).values():
+        f.result(15)
+    for f in admin.create_partitions([NewPartitions(topic_name, 5)]).values():
+        f.result(15)
+    for f in admin.delete_topics([topic_name]).values():
+        f.result(15)
+    deadline = time.monotonic() + 10
+    while topic_name in admin.list_topics(timeout=5).topics and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert topic_name not in admin.list_topics(timeout=5).topics
+    assert value(scrape(mbroker.metrics_url), name) == 0

@@ -73,11 +73,22 @@ class MetadataImage:
         # bumped by every change to broker registrations (fencing, log dirs): with a topic's
         # epoch, what tells a reader that its derived offline replicas are still current
         self.brokers_epoch = 0
+        # records that name a topic, partition or broker the image does not have. Kafka's loader
+        # reports each as a fault (an ERROR line, the metadata-apply-error-count metric) and goes
+        # on with the next record: on_fault(message) reports it (set by the broker; the image does
+        # no I/O), and both survive a reset of the image to a snapshot
+        self.apply_errors = 0
+        self.on_fault = None
 
     def apply(self, record) -> None:
         handler = getattr(self, "_apply_" + type(record).__name__, None)
         if handler is not None:
             handler(record)
+
+    def _fault(self, what: str) -> None:
+        self.apply_errors += 1
+        if self.on_fault is not None:
+            self.on_fault(what)
 
     def _apply_TopicRecord(self, r):
         t = TopicImage(r.name, r.topic_id)
@@ -90,6 +101,7 @@ class MetadataImage:
     def _apply_PartitionRecord(self, r):
         t = self.topics_by_id.get(r.topic_id)
         if t is None:
+            self._fault(f"PartitionRecord for partition {r.partition_id} of unknown topic id {r.topic_id}")
             return
         t.epoch += 1
         t.partitions[r.partition_id] = PartitionImage(
@@ -101,6 +113,8 @@ class MetadataImage:
         t = self.topics_by_id.get(r.topic_id)
         p = t.partitions.get(r.partition_id) if t else None
         if p is None:
+            self._fault(f"PartitionChangeRecord for unknown partition {r.partition_id} of topic "
+                        f"{t.name if t else f'id {r.topic_id} (unknown)'}")
             return
         t.epoch += 1
         if r.leader != -2:
@@ -123,7 +137,9 @@ class MetadataImage:
 
     def _apply_RemoveTopicRecord(self, r):
         t = self.topics_by_id.pop(r.topic_id, None)
-        if t is not None:
+        if t is None:
+            self._fault(f"RemoveTopicRecord for unknown topic id {r.topic_id}")
+        else:
             self.topics.pop(t.name, None)
 
     def _apply_ConfigRecord(self, r):
@@ -198,6 +214,7 @@ class MetadataImage:
         # Kafka's encoding: fenced 1 fences, -1 unfences, 0 leaves it; in_controlled_shutdown 1 sets it
         b = self.brokers.get(r.broker_id)
         if b is None:
+            self._fault(f"BrokerRegistrationChangeRecord for unregistered broker {r.broker_id}")
             return
         if r.fenced == 1:
             b.fenced = True

@@ -52,6 +52,10 @@ def cluster_metrics(b):
     yield from replica_manager_metrics(b)
     yield from controller_metrics(b)
     yield from raft_metrics(b)
+    # Kafka's broker-metadata-metrics: records of the metadata log the image could not apply
+    yield gauge("kafka_server_broker_metadata_metrics_metadata_apply_error_count",
+                "Metadata records that named a topic, partition or broker the image does not have "
+                "(each reported with an ERROR line)", b.image.apply_errors)
 
 
 # -- ReplicaManager -------------------------------------------------------------------------

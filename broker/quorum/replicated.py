@@ -477,8 +477,10 @@ class ReplicatedMetadata:
 
     def _reset_image(self) -> None:
         fresh = MetadataImage()
+        kept = {k: self.image.__dict__[k] for k in ("apply_errors", "on_fault") if k in self.image.__dict__}
         self.image.__dict__.clear()
         self.image.__dict__.update(fresh.__dict__)
+        self.image.__dict__.update(kept)   # (a count and a reporter, not state the log describes)
 
     def _rebuild(self) -> None:
         """Back to the committed state (a leader that lost its leadership drops what did not commit):
