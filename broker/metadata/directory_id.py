@@ -16,15 +16,16 @@ def is_online(d, online_dirs) -> bool:
         return True
     if d == LOST:
         return False
-    online_dirs = list(online_dirs or [])
+    # (no copy: an election sweep asks this for every replica of every partition)
     return not online_dirs or d in online_dirs
 
 
 def replica_dir(p, broker_id: int):
     """The dir partition image `p` names for the replica on `broker_id` (UNASSIGNED if none)."""
-    dirs = list(getattr(p, "directories", None) or [])
-    if broker_id in p.replicas and len(dirs) == len(p.replicas):
-        return dirs[p.replicas.index(broker_id)]
+    dirs = getattr(p, "directories", None) or ()
+    replicas = p.replicas
+    if len(dirs) == len(replicas) and broker_id in replicas:
+        return dirs[replicas.index(broker_id)]
     return UNASSIGNED
 
 
