@@ -168,3 +168,40 @@ def test_a_flush_round_opens_a_bounded_number_of_files(tmp_path):
         for plog in logs:
             plog.close()
         FILES.capacity = table
+
+
+def test_out_of_descriptors_between_a_new_logs_segment_and_its_index_makes_it_again(tmp_path, monkeypatch):
+    """Issue 26: a new log's .log is open (in the table of open files) when its offset index
+    cannot be opened, EMFILE. The table gives back half (the half-made .log among them), the log is
+    made again from scratch, and what is written to it is on disk: after a restart every record is
+    read back, so nothing went to the first attempt's file, which was removed."""
+    import errno
+
+    from broker.storage import index as index_mod
+    from broker.storage.logmanager import LogManager
+
+    real_open = os.open
+    failed = []
+
+    def open_once_out_of_descriptors(path, flags, *args):
+        if str(path).endswith(".index") and flags & os.O_CREAT and not failed:
+            failed.append(path)
+            # the segment's .log is open through the table by now: that is the case under test
+            assert any(str(s.log_path).startswith(str(tmp_path)) for s in FILES._open), list(FILES._open)
+            raise OSError(errno.EMFILE, "Too many open files", path)
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(index_mod.os, "open", open_once_out_of_descriptors)
+    d = str(tmp_path / "data")
+    mgr = LogManager.open(d, broker_config={}, sync=False)
+    tid = uuid.uuid4()
+    log = mgr.get_or_create("t", 0, tid)
+    assert failed, "the fault was not injected"
+    for i in range(5):
+        log.append(bytearray(build_batch([(None, b"v%d" % i, [], T0 + i)])), 0, now_ms=T0 + i)
+    mgr.close()
+    monkeypatch.setattr(index_mod.os, "open", real_open)
+
+    again = LogManager.open(d, broker_config={}, sync=False).get_or_create("t", 0, tid)
+    assert again.log_end_offset == 5
+    assert _values(again.read(0, 1 << 20).read()) == [b"v%d" % i for i in range(5)]

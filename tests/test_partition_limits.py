@@ -187,10 +187,10 @@ def test_creation_past_the_map_limit_is_refused_before_the_metadata_commits(tmp_
 
 
 def test_logs_made_while_every_descriptor_is_taken_evict_idle_files_instead_of_failing_the_dir(tmp_path):
-    """Issue 26: more than INLINE_PARTITIONS new logs are made by the log maker's worker thread.
-    At the descriptor limit (idle connections took what the table of open files left), making a
-    new log's files must make room in that table, as it does on the event loop, not fail the
-    broker's only log dir (which halts it)."""
+    """Issue 26: more than INLINE_PARTITIONS new logs are made after the CreateTopics answer, in
+    slices of the event loop. At the descriptor limit (idle connections took what the table of
+    open files left), making a new log's files must make room in that table, as opening a segment
+    does, not fail the broker's only log dir (which halts it)."""
     import socket
     limit = 256
     proc = BrokerProcess(str(tmp_path / "data"), open_files_limit=limit).start()
