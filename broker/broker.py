@@ -219,6 +219,7 @@ class Broker:
         if self.quorum is not None:
             self.partitions.strays_allowed = False   # until the image caught up (broker/quorum/replicated.py)
         self.partitions.on_partition_created.append(self.producers.attach)
+        self.partitions.on_partition_removed.append(self.producers.forget)
         # a log the disk refuses to make fails its directory (every OSError, as Kafka's getOrCreateLog)
         self.partitions.on_log_failure = lambda exc: self.dir_failures.report(exc, any_os_error=True)
         self.logs.high_watermark_for = self._high_watermark

@@ -456,3 +456,45 @@ def test_metadata_apply_errors_stay_zero_through_topic_creation_and_deletion(mbr
         time.sleep(0.1)
     assert topic_name not in admin.list_topics(timeout=5).topics
     assert value(scrape(mbroker.metrics_url), name) == 0
+
+
+@pytest.mark.timeout(120)
+def test_a_deleted_topics_partitions_give_their_memory_back(tmp_path):
+    """Issue 26: the partitions of a deleted topic leave nothing behind. Before, the producer-state
+    manager kept every partition it had seen (and through it the partition's log, indexes and
+    segment objects): creating and deleting topics of 2,000 partitions grew the heap by about 60
+    Python blocks and 5 KiB of RSS per partition, for good. Python's live blocks (the heap gauge)
+    go back to where they were once the deleted logs are removed (log.segment.delete.delay.ms)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    b = BrokerProcess(str(tmp_path / "data"), metrics=True,
+                      settings={"log.segment.delete.delay.ms": "200"}).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+
+        def blocks():
+            return value(scrape(b.metrics_url), "kproto_python_allocated_blocks")
+
+        def create_and_delete(name, partitions):
+            for f in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+                f.result(30)
+            deadline = time.monotonic() + 30
+            while len(admin.list_topics(name, timeout=5).topics[name].partitions) < partitions:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+            time.sleep(3)                       # (the logs are made after the answer)
+            made = blocks()
+            for f in admin.delete_topics([name]).values():
+                f.result(30)
+            return made
+
+        create_and_delete("warm-up", 50)        # caches, codecs and connections that stay anyway
+        time.sleep(3)
+        before = blocks()
+        made = create_and_delete("many", 1000)
+        assert made - before > 1000 * 20, (before, made)    # the gauge sees what the logs hold
+        deadline = time.monotonic() + 30
+        while blocks() > before + (made - before) * 0.2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert blocks() <= before + (made - before) * 0.2, (before, made, blocks())
+    finally:
+        b.stop()

@@ -92,6 +92,11 @@ class ProducerStateManager:
         partition.on_append = self._record
         self._load(partition, state)
 
+    def forget(self, topic: str, index: int) -> None:
+        """A partition no longer hosted here (its topic deleted, its replica moved away): its state
+        goes, and with it the partition and log it holds."""
+        self._by_partition.pop((topic, index), None)
+
     # -- persistence -------------------------------------------------------------
 
     def snapshot_entries(self, topic: str, index: int, _offset: int) -> list[ProducerSnapshotEntry]:

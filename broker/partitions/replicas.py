@@ -78,6 +78,7 @@ class ReplicaManager:
         # (True: a failure of the directory, recorded and logged there)
         self.on_log_failure = None
         self.on_partition_created = []  # callbacks(partition)
+        self.on_partition_removed = []  # callbacks(topic, index): what is kept per partition goes
         # partition -> set once its log is made here: what a coordinator's load waits for (wait_hosted)
         self._hosted: dict[tuple[str, int], trio.Event] = {}
         # Directories on disk that the image does not name are removed only once the image is
@@ -196,8 +197,13 @@ class ReplicaManager:
             self.on_pending()
 
     def _remove(self, key) -> None:
-        del self._partitions[key]
+        partition = self._partitions.pop(key)
+        # the log calls back into its partition: without that cycle, refcounting frees both at
+        # once, even when a gc.freeze() (start-up's) keeps the cycle collector away from them
+        partition.log.on_log_start_offset_change = None
         self.logs.delete_partition(*key)
+        for cb in self.on_partition_removed:
+            cb(*key)
         log.info("removed partition %s-%s", *key)
 
     def _want(self, key, t, p, new: dict) -> None:
