@@ -286,11 +286,11 @@ class _Recorded:
         return [e for e in self.events if e["ev"] == kind]
 
 
-def _kill_history(first_ack: str, after_restart=()):
+def _kill_history(first_ack: str, more=()):
     """Offset 140 around a broker kill at t=100 s (serving again at 101.5 s), as a failed run of
     test_broker_kill_loses_no_acknowledgement had it (issue 26): m0 gets it and acknowledges it with
     `first_ack`, m1 gets it 21 ms later with count 2, and the kill loses both answers; after the restart
-    m2 gets it with count 3. `after_restart`: more (member, event) pairs."""
+    m2 gets it with count 3. `more`: other (member, event) pairs."""
     ev = {
         "m0": [dict(ev="msg", o=140, dc=1, v="140:release", t=99.960), dict(ev="ack", o=140, k=first_ack, t=99.9601),
                dict(ev="committed", ok=False, os=[140], t=100.180)],
@@ -299,7 +299,7 @@ def _kill_history(first_ack: str, after_restart=()):
         "m2": [dict(ev="msg", o=140, dc=3, v="140:release", t=101.830), dict(ev="ack", o=140, k="accept", t=101.8301),
                dict(ev="committed", ok=True, os=[140], t=101.855)],
     }
-    for name, e in after_restart:
+    for name, e in more:
         ev[name].append(e)
     chk, _ = history([_Recorded(n, sorted(e, key=lambda x: x["t"])) for n, e in ev.items()], restarts=[100.0, 101.5])
     return chk.problems()
