@@ -40,6 +40,10 @@ class LoopWatch:
         self.slow_cpu: dict[str, list] = {}  # the same by the thread's CPU time
         self.step_cpu = 0.0
         self.cpu_steps: list[dict] = []   # CPU-slow steps with the stack sampled inside them
+        # every step over the threshold, in order: when it started (time.monotonic, the same clock
+        # as a bench's on this machine, so a bench can pick the steps of one of its phases), its
+        # wall and CPU ms, its task and the stack sampled inside it
+        self.long_steps: list[dict] = []
         self.sampled_key = ""
         self.born = time.monotonic()
         self.stacks: dict[str, int] = {}
@@ -71,6 +75,10 @@ class LoopWatch:
                 self.cpu_steps.append({"at s": round(time.monotonic() - self.born, 2), "cpu ms": round(cpu * 1e3, 1),
                                        "stack": self.sampled_key})
         if d >= self.threshold:
+            if len(self.long_steps) < 20000:
+                self.long_steps.append({"at": round(time.monotonic() - d, 4), "ms": round(d * 1e3, 1),
+                                        "cpu ms": round(cpu * 1e3, 1), "task": task.name,
+                                        "stack": self.sampled_key if self.sampled_seq == self.step_seq else ""})
             s = self.slow.setdefault(task.name, [0, 0.0, 0.0])
             s[0] += 1
             s[1] += d * 1e3
@@ -82,8 +90,13 @@ class LoopWatch:
         if phase == "start":
             self.gc_started = time.perf_counter()
         elif self.gc_started:
-            self.gc[info["generation"]].record(int((time.perf_counter() - self.gc_started) * 1e6))
+            d = time.perf_counter() - self.gc_started
+            self.gc[info["generation"]].record(int(d * 1e6))
             self.gc_started = 0.0
+            if d >= self.threshold and len(self.long_steps) < 20000:   # (within the step it stopped)
+                self.long_steps.append({"at": round(time.monotonic() - d, 4), "ms": round(d * 1e3, 1),
+                                        "cpu ms": None, "task": f"gc generation {info['generation']}",
+                                        "collected": info.get("collected"), "stack": ""})
 
     # -- the watchdog ---------------------------------------------------------------------------
 
@@ -124,6 +137,7 @@ class LoopWatch:
                 for k, v in sorted(self.slow_cpu.items(), key=lambda kv: -kv[1][1])},
             "full collection at exit": self.final_gc,
             "cpu-slow steps": self.cpu_steps,
+            "long steps": list(self.long_steps),
             "stacks in slow steps": [{"samples": n, "stack": k} for k, n in stacks],
             "gc": {f"gen{g}": {"count": h.total, "p99 ms": h.percentile(99) / 1e3, "max ms": h.max / 1e3,
                                "total ms": round(sum(highest_mid(i) * n for i, n in h.counts.items()) / 1e3, 1)}

@@ -5,7 +5,12 @@ idle CPU, RSS, open files and memory maps, and the restart time after kill -9 (u
 until Metadata lists every partition; --no-restart skips it).
 
     python3 -m tools.bench partitions [--topics 100] [--partitions 100] [--idle 20] [--ulimit N]
-                                      [--targets kproto,kafka]
+                                      [--targets kproto,kafka] [--loopwatch DIR]
+
+--loopwatch DIR runs kproto under tools/bench/loopwatch.py and reports the event loop's steps
+longer than --loopwatch-ms (10) from the first CreateTopics until every partition is writable:
+how many, the longest, and the ten longest with their task and what was running in them
+(DIR/kproto-loopwatch.json holds them all, DIR/probe.json the probe's latencies with their times).
 
 The kafka target (Apache Kafka, single KRaft node, from KAFKA_HOME) runs the same steps after
 kproto, one broker at a time. A shared machine's other load shows in the CPU figures: run it
@@ -59,17 +64,57 @@ def _write_every_partition(bootstrap: str, names: list[str], partitions: int, ou
     out["writable_errors"] = (failed[:3] + ([f"{left} not delivered"] if left else [])) or None
 
 
-def _probe_produce(bootstrap: str, stop, latencies: list) -> None:
+def _probe_produce(bootstrap: str, stop, latencies: list, started: list | None = None) -> None:
     """Produce to an existing one-partition topic, one record at a time, while the creation runs:
-    how long the broker's other clients wait behind it."""
+    how long the broker's other clients wait behind it (``started``: each one's time.monotonic)."""
     from confluent_kafka import Producer
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "log_level": 0})
     while not stop.is_set():
+        at = time.monotonic()
         t = time.perf_counter()
         producer.produce("probe", value=b"p")
         producer.flush(60)
         latencies.append((time.perf_counter() - t) * 1000)
+        if started is not None:
+            started.append(at)
         time.sleep(0.01)
+
+
+def _watch(target, folder: str, threshold_ms: float) -> str:
+    """Run the kproto target under tools/bench/loopwatch.py; returns its report's path."""
+    os.makedirs(folder, exist_ok=True)
+    report = os.path.abspath(os.path.join(folder, "kproto-loopwatch.json"))
+    real = target._process
+
+    def process(data):
+        proc = real(data)
+        command = proc.command
+
+        def watched():
+            cmd = command()
+            i = cmd.index("broker.launch.cli")
+            return cmd[:i] + ["tools.bench.loopwatch", "--out", report, "--threshold-ms", str(threshold_ms),
+                              "--"] + cmd[i + 1:]
+        proc.command = watched
+        return proc
+    target._process = process
+    return report
+
+
+def _stalls(report: str, start: float, end: float) -> dict:
+    """The loop's steps over the threshold between ``start`` and ``end`` (time.monotonic), and the
+    garbage collector's pauses over it (a pause also lengthens the step it fell in)."""
+    with open(report) as f:
+        every = [s for s in json.load(f).get("long steps", []) if start <= s["at"] <= end]
+    gcs = [s for s in every if s["task"].startswith("gc ")]
+    steps = sorted((s for s in every if not s["task"].startswith("gc ")), key=lambda s: -s["ms"])
+    return {"count": len(steps), "max_ms": steps[0]["ms"] if steps else 0.0,
+            "total_ms": round(sum(s["ms"] for s in steps), 1),
+            "gc_pauses": {"count": len(gcs), "max_ms": max((s["ms"] for s in gcs), default=0.0),
+                          "total_ms": round(sum(s["ms"] for s in gcs), 1)},
+            "longest": [{"ms": s["ms"], "cpu ms": s["cpu ms"], "at s": round(s["at"] - start, 2), "task": s["task"],
+                         "in": " < ".join(line.strip() for line in reversed(s["stack"].splitlines()[1:]))[:400]}
+                        for s in steps[:10]]}
 
 
 def _metadata_ms(admin, runs: int = 7) -> float:
@@ -125,10 +170,12 @@ def _idle_cpu(pid: int, seconds: float) -> float:
 
 
 def run(target, topics: int, partitions: int, idle: float, per_request: int, settle: float,
-        restart: bool = True) -> dict:
+        restart: bool = True, loopwatch: str | None = None, loopwatch_ms: float = 10.0) -> dict:
     """The steps on one target (tools.bench.targets: kproto or kafka), started fresh, then killed."""
     from confluent_kafka.admin import NewTopic
-    out: dict = {"target": target.label, "topics": topics, "partitions_per_topic": partitions}
+    out: dict = {"target": target.label, "topics": topics, "partitions_per_topic": partitions,
+                 "load_average": round(os.getloadavg()[0], 2)}
+    report = _watch(target, loopwatch, loopwatch_ms) if loopwatch and target.name == "kproto" else None
     try:
         t0 = time.monotonic()
         target.start(fresh=True)
@@ -139,11 +186,12 @@ def run(target, topics: int, partitions: int, idle: float, per_request: int, set
         names = [f"seed-{i:03d}" for i in range(topics)]
         errors = []
         admin.create_topics([NewTopic("probe", num_partitions=1, replication_factor=1)])["probe"].result(timeout=60)
-        stop, latencies = threading.Event(), []
-        prober = threading.Thread(target=_probe_produce, args=(target.bootstrap, stop, latencies), daemon=True)
+        stop, latencies, probed = threading.Event(), [], []
+        prober = threading.Thread(target=_probe_produce, args=(target.bootstrap, stop, latencies, probed), daemon=True)
         prober.start()
         time.sleep(1.0)
         latencies.clear()   # (its first produce waits for metadata and a connection)
+        probed.clear()
         t0 = time.monotonic()
         for i in range(0, topics, per_request):
             futures = admin.create_topics([NewTopic(n, num_partitions=partitions, replication_factor=1)
@@ -162,14 +210,21 @@ def run(target, topics: int, partitions: int, idle: float, per_request: int, set
             time.sleep(0.2)
         out["create_visible_s"] = round(time.monotonic() - t0, 2)
         writer.join(660)
+        writable_end = time.monotonic()
         stop.set()
         prober.join(60)
+        if report:
+            time.sleep(3.5)   # (the report is rewritten every 3 s)
+            out["loop_stalls_during_creation"] = _stalls(report, t0, writable_end)
+            with open(os.path.join(loopwatch, "probe.json"), "w") as f:
+                json.dump([[round(a - t0, 3), round(ms, 2)] for a, ms in zip(probed, latencies)], f)
         if latencies:
             ordered = sorted(latencies)
             out["probe_produce_during_creation_ms"] = {
                 "count": len(ordered), "p50": round(ordered[len(ordered) // 2], 1),
                 "p99": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 1),
                 "max": round(ordered[-1], 1)}
+        out["load_average_end"] = round(os.getloadavg()[0], 2)
         out["create_errors"] = errors[:5]
         out["partitions_listed"] = _listed(admin)
         out["metadata_all_topics_ms"] = round(_metadata_ms(admin), 1)
@@ -202,6 +257,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.bench partitions", description=__doc__.split("\n\n")[0])
     partition_count_arguments(ap)
     ap.add_argument("--ulimit", type=int, default=None, help="`ulimit -n` of the broker (default: inherited)")
+    ap.add_argument("--loopwatch", metavar="DIR", help="run kproto under tools/bench/loopwatch.py and report its "
+                    "event loop's long steps during the creation (DIR/kproto-loopwatch.json)")
+    ap.add_argument("--loopwatch-ms", type=float, default=10.0, help="with --loopwatch: a long step (default 10)")
     target_arguments(ap)
     args = ap.parse_args(argv)
     from tools.bench.targets import make_targets
@@ -213,7 +271,7 @@ def main(argv=None) -> int:
         target.new_session = True           # a kill -9 takes the broker, not this process group
         target.open_files_limit = args.ulimit
         results.append(run(target, args.topics, args.partitions, args.idle, args.per_request, args.settle,
-                           not args.no_restart))
+                           not args.no_restart, args.loopwatch, args.loopwatch_ms))
         print(json.dumps(results[-1], indent=2), flush=True)
     return 0
 
