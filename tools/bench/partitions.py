@@ -110,6 +110,10 @@ def _stalls(report: str, start: float, end: float) -> dict:
     steps = sorted((s for s in every if not s["task"].startswith("gc ")), key=lambda s: -s["ms"])
     return {"count": len(steps), "max_ms": steps[0]["ms"] if steps else 0.0,
             "total_ms": round(sum(s["ms"] for s in steps), 1),
+            # by the trio thread's CPU time: the loop's own work, not a preemption by the machine's
+            # other processes or a system call blocked in the kernel
+            "max_cpu_ms": max((s["cpu ms"] for s in steps), default=0.0),
+            "over_10_cpu_ms": sum(1 for s in steps if s["cpu ms"] >= 10),
             "gc_pauses": {"count": len(gcs), "max_ms": max((s["ms"] for s in gcs), default=0.0),
                           "total_ms": round(sum(s["ms"] for s in gcs), 1)},
             "longest": [{"ms": s["ms"], "cpu ms": s["cpu ms"], "at s": round(s["at"] - start, 2), "task": s["task"],
