@@ -112,6 +112,10 @@ class Broker:
         # Prometheus metrics (broker/metrics): None when kproto.metrics.listener is off;
         # ready: listeners bound and storage open (the /ready endpoint)
         self.ready = False
+        # gc.freeze() what each slice of new logs is made of (broker/partitions/creation.py): set by
+        # `kproto serve`, which owns its process; a broker in a thread of another program
+        # (broker/launch/embedded.py, the pytest plugin) leaves that program's collector alone
+        self.freeze_made_logs = False
         try:
             self.metrics_listener = parse_listener(config.static_configs.get(LISTENER_KEY))
         except ValueError as exc:
@@ -307,7 +311,8 @@ class Broker:
                 await nursery.start(self.flusher.run)
                 await nursery.start(self.checkpoints.run)
                 # new partitions' logs, made after the metadata committed them
-                await nursery.start(make_pending_logs, self.partitions, self._partitions_made)
+                await nursery.start(make_pending_logs, self.partitions, self._partitions_made,
+                                    self.freeze_made_logs)
                 await nursery.start(self._slices.run)
                 self.logs.set_checkpoint_writer(self.checkpoints.submit, with_dir=True)
                 if self.quorum is not None:

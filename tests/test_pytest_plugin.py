@@ -3,10 +3,12 @@
 small application with nothing but the plugin's fixtures."""
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
 import tomllib
+import weakref
 from importlib.metadata import entry_points
 
 import pytest
@@ -92,6 +94,33 @@ def test_open_broker_in_a_thread_and_in_trio():
             return await trio.to_thread.run_sync(_roundtrip, b.bootstrap, "t")
 
     assert trio.run(main) == b"payload"
+
+
+def test_a_broker_in_a_thread_leaves_its_programs_garbage_to_the_collector():
+    """`kproto serve` gc.freeze()s what each slice of new logs is made of (its process is the
+    broker's: broker/partitions/creation.py); a broker in a thread of another program freezes
+    nothing of that program, whose cyclic garbage stays collectable."""
+    class Cycle:
+        pass
+
+    with open_broker() as b:
+        collecting = gc.isenabled()
+        gc.disable()   # (so the cycle is still there, uncollected, when the logs are made)
+        try:
+            c = Cycle()
+            c.me = c
+            garbage = weakref.ref(c)
+            del c
+            create_topic(b.bootstrap, "wide", partitions=40)   # past 16: the log maker's slices make them
+            p = confluent_kafka.Producer({"bootstrap.servers": b.bootstrap})
+            for i in range(40):
+                p.produce("wide", b"x", partition=i)
+            assert p.flush(30) == 0   # every log made (until then: NOT_LEADER_OR_FOLLOWER, retried)
+        finally:
+            if collecting:
+                gc.enable()
+    gc.collect()
+    assert garbage() is None
 
 
 def test_broker_subprocess_keeps_its_data_across_kill_and_restart(tmp_path):

@@ -145,6 +145,7 @@ async def _serve(broker, started: float, state: dict) -> None:
         def progress(line: str) -> None:
             print(line, file=sys.stderr, flush=True)
 
+        broker.freeze_made_logs = True   # (this process is the broker's: see _freeze_startup_objects)
         addresses = await nursery.start(broker.run, progress)
         listing = ", ".join(addresses)
         from broker.launch.version import VERSION

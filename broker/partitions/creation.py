@@ -10,6 +10,7 @@ keeps the log manager single-threaded.
 window between the answer and the logs, held open on purpose)."""
 from __future__ import annotations
 
+import gc
 import os
 import time
 
@@ -28,9 +29,11 @@ SLICE_S = 0.005
 MAX_SLICE_S = 0.01
 
 
-async def make_pending_logs(replicas, on_made, task_status=trio.TASK_STATUS_IGNORED) -> None:
+async def make_pending_logs(replicas, on_made, freeze: bool = False,
+                            task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Run for the broker's lifetime: wait for queued partitions, make their logs slice by
-    slice, and hand each slice's partitions to ``on_made`` (their leader/follower roles)."""
+    slice, and hand each slice's partitions to ``on_made`` (their leader/follower roles).
+    ``freeze``: gc.freeze() after each slice (a process of the broker's own: `kproto serve`)."""
     wake = trio.Event()
 
     def queued() -> None:
@@ -54,6 +57,12 @@ async def make_pending_logs(replicas, on_made, task_status=trio.TASK_STATUS_IGNO
             made = replicas.make_pending(budget)
             if made:
                 on_made(made)
+                if freeze:
+                    # what a log is made of lives as long as its partition, as the recovered logs
+                    # that start-up freezes (broker/launch/cli.py): out of the cyclic collector's
+                    # sight, or each full collection walks every log made so far (up to 0.11 s
+                    # of the loop, seven of them while 10,000 logs were made; issue 26)
+                    gc.freeze()
             last_end = time.monotonic()
             await trio.sleep(0)
     finally:
