@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from broker.metrics import parse_listener
 from broker.metrics.registry import Histogram
 from kproto import records as rec
-from tests.wire_client import WireClient, create_topic, fetch, produce, produce_req
+from tests.wire_client import WireClient, api_versions_ok, create_topic, fetch, produce, produce_req
 from broker.launch.process import BrokerProcess, free_port
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -411,25 +411,19 @@ def test_heap_gauges_count_what_the_broker_holds(mbroker):
     task, a stream and its buffers), and closing them gives most back. glibc's own account is there
     too, in bytes."""
     url = mbroker.metrics_url
-    host, port = mbroker.bootstrap.split(":")
     before = scrape(url)
     assert value(before, "kproto_malloc_in_use_bytes") > 1 << 20
     assert value(before, "kproto_malloc_free_bytes") >= 0
-    socks = []
+    clients = []
     try:
-        for i in range(200):
-            s = socket.create_connection((host, int(port)), timeout=5)
-            # ApiVersions v0 (the broker answers it on any connection): 4-byte size, key 18, version 0
-            body = (18).to_bytes(2, "big") + (0).to_bytes(2, "big") + i.to_bytes(4, "big") + b"\x00\x01c"
-            s.sendall(len(body).to_bytes(4, "big") + body)
-            socks.append(s)
-        for s in socks:
-            size = int.from_bytes(s.recv(4, socket.MSG_WAITALL), "big")
-            assert size > 0 and len(s.recv(size, socket.MSG_WAITALL)) == size
+        for _ in range(200):
+            c = WireClient(mbroker.bootstrap)
+            clients.append(c)
+            assert api_versions_ok(c)         # (the broker answered on it: its connection state exists)
         held = scrape(url)
     finally:
-        for s in socks:
-            s.close()
+        for c in clients:
+            c.close()
     grew = value(held, "kproto_python_allocated_blocks") - value(before, "kproto_python_allocated_blocks")
     assert grew > 200 * 10, grew
     after = scrape_until(url, lambda s: value(s, "kproto_python_allocated_blocks")

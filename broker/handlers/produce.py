@@ -147,8 +147,7 @@ async def produce(ctx, req):
                 resp.error_code = exc.code
                 resp.base_offset = -1
                 resp.log_start_offset = -1
-                if (exc.code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID)
-                        and log.isEnabledFor(logging.DEBUG)):   # (thousands a request: retries)
+                if exc.code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID):
                     log.debug("rejected batch for %s-%s: %s", td.name, pd.index, exc.message or exc.code.name)
             except (OSError, KafkaStorageError) as exc:
                 # the disk refused the append (full, read-only, I/O error): Kafka's answer for a

@@ -79,7 +79,7 @@ _HEAP = {"kproto_python_allocated_blocks": "py_blocks", "kproto_malloc_in_use_by
          "kproto_malloc_free_bytes": "malloc_free_mib"}
 
 
-def scrape_loop_delay(url: str, timeout: float = 5.0) -> dict | None:
+def scrape_metrics(url: str, timeout: float = 5.0) -> dict | None:
     """The event-loop delay histogram of one node: {"buckets": [(le_s, cumulative)], "count", "sum_s"},
     and its heap gauges under "heap" (sample key -> value; bytes as MiB)."""
     try:
@@ -142,7 +142,7 @@ class Sampler:
         out = []
         for node in self.nodes:
             pid = node.proc.pid if node.proc is not None else None
-            cur = scrape_loop_delay(node.metrics_url) if getattr(node, "metrics_url", None) else None
+            cur = scrape_metrics(node.metrics_url) if getattr(node, "metrics_url", None) else None
             mean, p99 = window_delay(self._hist.get(node.name), cur)
             if cur is not None:
                 self._hist[node.name] = cur
