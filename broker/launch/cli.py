@@ -71,6 +71,8 @@ def _main(argv, collecting: bool) -> None:
     if args.log_level.upper() not in LOG_LEVELS:
         _fail(f"unknown --log-level {args.log_level!r}: use WARNING (default), INFO or DEBUG")
     logging_setup.setup(args.log_level)
+    from broker.launch.heap import fix_mmap_threshold
+    fix_mmap_threshold()   # large frames keep to their own mappings, the heap does not grow holes
     from broker.storage.limits import raise_open_files_limit
     # each hosted partition holds a descriptor: use what the hard limit allows, as the JVM does
     before, after = raise_open_files_limit()
