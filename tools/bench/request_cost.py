@@ -18,7 +18,16 @@ Reported per request kind: the broker process's CPU time from its process CPU
 clock (all threads, exited ones included, in nanoseconds: `clock_gettime` of
 the pid's CPU clock, so the broker must run on this machine) from one
 request's send to the next one's, divided by the requests of that kind; and
-the event loop thread's CPU from the send to the answer (its schedstat).
+the event loop thread's share of it (its schedstat). The last request of each
+block (a group's life, the fetches, the lookups) has no next send: its span
+ends when no broker thread runs any more after its answer. Read from outside
+while the broker runs, either clock lacks what the broker did since the
+scheduler last accounted it (at a tick, 1-4 ms apart, or when it left the CPU),
+so a span read at the answer, while the broker finished its pass, came out
+short by an amount that depended on how soon this process got the answer:
+LeaveGroup, the last of a group's life, read 25 µs for the 2026-11-22 build on
+a quiet machine, a third of a Heartbeat (issue 26). `--clock-reads now` ends
+those spans at the answer, as the bench did before.
 Medians over the repetitions, and each target's ratio to the first target's
 within each repetition. CPU per request moves far less with the machine's
 load than throughput does, so builds can be compared on a shared machine;
@@ -77,10 +86,13 @@ def loop_ns(pid: int) -> int:
         return int(f.read().split()[0])
 
 
+SETTLED = True     # a block's last span ends once the broker rests, not at the answer (--clock-reads)
+
+
 class Driver:
     """One connection to one broker. Each request's process CPU from its send
     to the next request's send (what follows an answer included) is added to
-    its kind, and so is the event loop thread's CPU from the send to the answer."""
+    its kind, and so is the event loop thread's CPU over the same span."""
 
     def __init__(self, target, versions: dict[int, tuple[int, int]]):
         from tests.wire_client import WireClient
@@ -92,7 +104,7 @@ class Driver:
         self.count: dict[str, int] = {}
         self.bytes_read = 0       # Fetch answers' bytes
         self.whole_bytes = 0      # ... of which whole batches (what a consumer keeps)
-        self._open: tuple[str, int] | None = None
+        self._open: tuple[str, int, int] | None = None
         self.counting = True
         self.label: str | None = None     # counts every request under this name instead of its kind
 
@@ -100,27 +112,31 @@ class Driver:
         self.settle()
         self.c.close()
 
-    def settle(self, now: int | None = None) -> None:
-        """Close the last request's CPU span (after the broker's work that follows an answer)."""
+    def settle(self, now: tuple[int, int] | None = None) -> None:
+        """Close the last request's CPU span: at the next send (now: the process's and the loop's
+        clocks then), or, with no next send, once the broker has finished the work that follows
+        its answer (the clocks read while it still runs lack that work: see the docstring)."""
         if self._open:
-            kind, t0 = self._open
+            kind, t0, l0 = self._open
             self._open = None
+            if now is None:
+                if SETTLED:
+                    procstat.wait_off_cpu(self.pid)
+                now = cpu_ns(self.pid), loop_ns(self.pid)
             if self.counting:
-                self.cpu[kind] = self.cpu.get(kind, 0) + (now or cpu_ns(self.pid)) - t0
+                self.cpu[kind] = self.cpu.get(kind, 0) + now[0] - t0
+                self.loop[kind] = self.loop.get(kind, 0) + now[1] - l0
                 self.count[kind] = self.count.get(kind, 0) + 1
 
     def call(self, kind: str, req, label: str | None = None):
-        now = cpu_ns(self.pid)
-        self.settle(now)
         name = self.label or label or kind
         version = self.v[kind]
         frame = api.encode_request(req, version, 1, "rdkafka")
-        loop0 = loop_ns(self.pid)
-        self._open = (name, cpu_ns(self.pid))
+        now = cpu_ns(self.pid), loop_ns(self.pid)
+        self.settle(now)
+        self._open = (name, *now)
         self.c.send_raw(frame)
         body = self.c.recv_frame()
-        if self.counting:
-            self.loop[name] = self.loop.get(name, 0) + loop_ns(self.pid) - loop0
         if body is None:
             raise SystemExit(f"{kind}: the broker closed the connection")
         if kind == "Fetch":
@@ -357,11 +373,16 @@ def main(argv=None) -> None:
     ap.add_argument("--commits", type=int, default=5, help="commits (and offset fetches) per group (default 5)")
     ap.add_argument("--lookups", type=int, default=3, help="ListOffsets and Metadata requests per round (default 3 each)")
     ap.add_argument("--idle", type=float, default=2.0, help="seconds of idle CPU measured at the end (default 2)")
+    ap.add_argument("--clock-reads", choices=("settled", "now"), default="settled",
+                    help="end a block's last span once no broker thread runs (default), or at its answer (as "
+                    "before 2026-12-04: the span comes out short while the broker still runs then)")
     ap.add_argument("--py-spy", metavar="DIR", help="record each broker with py-spy (-r 500 --nonblocking -f raw) "
                     "into DIR/<target>-<rep>.raw (the figures then include py-spy's cost)")
     add_pycache_option(ap)
     args = ap.parse_args(argv)
     use_pycache(args)
+    global SETTLED
+    SETTLED = args.clock_reads == "settled"
     names = [t.strip() for t in args.targets.split(",") if t.strip()]
     root = tempfile.mkdtemp(prefix="kproto-request-cost-")
     settings = {"group.initial.rebalance.delay.ms": "0"}   # a new group's join answers at once
@@ -376,8 +397,9 @@ def main(argv=None) -> None:
                 f"{t.name} {runs[t.name][-1]['whole'] / 1e9:.2f} s CPU" for t in targets), flush=True)
     load_avg = procstat.load_average()
     print(f"\n{time.strftime('%H:%M', time.gmtime(began))}-{time.strftime('%H:%M', time.gmtime())} UTC, "
-          f"load average at the end {load_avg}; broker CPU µs per request (all threads, from its send to the "
-          f"next request's), median (min-max) of {args.reps}; ratios: each repetition's, median (min-max)")
+          f"load average at the end {load_avg}; clock reads {args.clock_reads}; broker CPU µs per request (all "
+          f"threads, from its send to the next request's), median (min-max) of {args.reps}; ratios: each "
+          f"repetition's, median (min-max)")
     print(report(runs))
 
 
@@ -405,7 +427,7 @@ def report(runs: dict[str, list[dict]]) -> str:
         count = runs[names[0]][0]["count"].get(k, 0)
         row(f"{k} ({count})", [[r["cpu"].get(k, 0) / 1e3 / max(1, r["count"].get(k, 1)) for r in runs[n]]
                                 for n in names])
-    lines.append("| the event loop's CPU from send to answer, µs | |" + " |" * (2 * len(names) - 2))
+    lines.append("| the event loop thread's share, µs | |" + " |" * (2 * len(names) - 2))
     for k in kinds:
         row(f"{k}, loop", [[r["loop"].get(k, 0) / 1e3 / max(1, r["count"].get(k, 1)) for r in runs[n]]
                            for n in names])
