@@ -71,8 +71,6 @@ def _main(argv, collecting: bool) -> None:
     if args.log_level.upper() not in LOG_LEVELS:
         _fail(f"unknown --log-level {args.log_level!r}: use WARNING (default), INFO or DEBUG")
     logging_setup.setup(args.log_level)
-    from broker.launch.heap import fix_mmap_threshold
-    fix_mmap_threshold()   # large frames keep to their own mappings, the heap does not grow holes
     from broker.storage.limits import raise_open_files_limit
     # each hosted partition holds a descriptor: use what the hard limit allows, as the JVM does
     before, after = raise_open_files_limit()
@@ -148,6 +146,8 @@ async def _serve(broker, started: float, state: dict) -> None:
             print(line, file=sys.stderr, flush=True)
 
         broker.freeze_made_logs = True   # (this process is the broker's: see _freeze_startup_objects)
+        from broker.launch.heap_trim import trim_heap_periodically
+        nursery.start_soon(trim_heap_periodically)   # (glibc's kept free memory: this process's too)
         addresses = await nursery.start(broker.run, progress)
         listing = ", ".join(addresses)
         from broker.launch.version import VERSION

@@ -35,13 +35,17 @@ def _mallinfo2():
 _MALLINFO2 = _mallinfo2()
 
 
+def mallinfo2() -> _MallInfo2 | None:
+    return None if _MALLINFO2 is None else _MALLINFO2()
+
+
 def heap_metrics():
     yield gauge("kproto_python_allocated_blocks",
                 "Memory blocks the Python interpreter has allocated and not freed (sys.getallocatedblocks)",
                 sys.getallocatedblocks())
-    if _MALLINFO2 is None:
+    mi = mallinfo2()
+    if mi is None:
         return
-    mi = _MALLINFO2()
     yield gauge("kproto_malloc_in_use_bytes",
                 "Bytes of glibc's heap in use: allocated chunks and mmapped blocks (mallinfo2 uordblks + hblkhd)",
                 mi.uordblks + mi.hblkhd)
