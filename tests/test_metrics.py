@@ -500,7 +500,7 @@ def test_the_heaps_free_memory_goes_back_to_the_system(tmp_path):
     while the bytes in use stayed flat: RSS that only grew. Large frames (here 100 KiB records on
     8 connections, after one 2 MiB frame raised glibc's dynamic mmap threshold) come from the heap
     and leave free memory it keeps. `kproto serve` trims the heap when too much is kept
-    (broker/launch/heap_trim.py; once a minute above 8 MiB, here each second above 1 MiB): the
+    (broker/launch/heap_trim.py; once a minute above 4 MiB, here each second above 1 MiB): the
     process's anonymous RSS comes back to where it was. Without the trim it stayed 2.2-2.5 MiB up."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic

@@ -10,9 +10,11 @@ kept 4-5 MiB an hour more free memory while the bytes in use stayed flat
 (docs/chaos.md): RSS that only grows. ``malloc_trim(0)`` returns every
 free page of the heap, not only its top (glibc 2.8 and later).
 
-Once a minute, when the kept free memory is above TRIM_ABOVE_BYTES, the
-serving process trims. A trim costs ~1 ms with a few MiB free (30 ms with
-150 MiB): a step of the event loop once a minute at most. Pinning the mmap
+Once a minute, when the heap keeps more than TRIM_ABOVE_BYTES free (an idle
+broker keeps 2.5-3.7 MiB), the serving process trims. glibc still counts
+the pages it gave back as free, so past that a broker trims every minute:
+~1 ms with a few MiB free (30 ms with 150 MiB), a step of the event loop
+once a minute, and the pages given back are faulted in again only if used. Pinning the mmap
 threshold instead (``mallopt(M_MMAP_THRESHOLD)``) stopped the growth too,
 but every large frame then cost fresh pages: the broker's CPU per GiB
 produced with librdkafka's 1 MB batches went from 0.97 to 1.64 s.
@@ -34,7 +36,7 @@ from broker.metrics.memory import mallinfo2
 log = logging.getLogger(__name__)
 
 TRIM_EVERY_S = 60.0
-TRIM_ABOVE_BYTES = 8 << 20
+TRIM_ABOVE_BYTES = 4 << 20
 
 
 def _malloc_trim():
