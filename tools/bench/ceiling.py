@@ -32,7 +32,8 @@ from tools.chaos.cluster import Cluster, cluster_props
 GiB = 1 << 30
 
 
-def _create(bootstrap: str, topic: str, partitions: int, rf: int) -> None:
+def _create(bootstrap: str, topic: str, partitions: int, rf: int) -> dict[int, int]:
+    """Create the topic and wait for its leaders: {broker id: partitions it leads}."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + 180
     while True:
@@ -51,13 +52,20 @@ def _create(bootstrap: str, topic: str, partitions: int, rf: int) -> None:
         md = admin.list_topics(topic, timeout=10).topics.get(topic)
         if md is not None and md.error is None and len(md.partitions) == partitions \
                 and all(p.leader >= 0 for p in md.partitions.values()):
-            return
+            leaders: dict[int, int] = {}
+            for p in md.partitions.values():
+                leaders[p.leader] = leaders.get(p.leader, 0) + 1
+            return leaders
         time.sleep(0.2)
     raise RuntimeError(f"{topic}: partitions without a leader after 60 s")
 
 
 def _cpu(cluster: Cluster) -> float:
-    return sum(procstat.cpu_seconds(n.proc.pid) for n in cluster.nodes)
+    return sum(_node_cpu(cluster))
+
+
+def _node_cpu(cluster: Cluster) -> list[float]:
+    return [procstat.cpu_seconds(n.proc.pid) for n in cluster.nodes]
 
 
 def run_layout(kind: str, nodes: int, args, log) -> dict:
@@ -77,10 +85,11 @@ def run_layout(kind: str, nodes: int, args, log) -> dict:
             for acks in args.acks:
                 case = f"{size} B, acks={acks}"
                 topic = f"ceiling-s{size}-a{acks}-{time.monotonic_ns()}"
-                _create(bootstrap, topic, args.partitions, rf)
-                cpu0, t0 = _cpu(cluster), time.perf_counter()
+                leaders = _create(bootstrap, topic, args.partitions, rf)
+                nodes0, t0 = _node_cpu(cluster), time.perf_counter()
                 prod = perftools.producer_perf(home, bootstrap, topic, count, size, acks)
-                cpu = _cpu(cluster) - cpu0
+                per_node = [b - a for a, b in zip(nodes0, _node_cpu(cluster))]
+                cpu = sum(per_node)
                 wall = time.perf_counter() - t0
                 gib = count * size / GiB
                 out[(case, "produce records/s")] = prod["records/s"]
@@ -88,7 +97,9 @@ def run_layout(kind: str, nodes: int, args, log) -> dict:
                 out[(case, "produce CPU s per GiB")] = cpu / gib
                 out[(case, "produce broker cores busy")] = cpu / wall
                 log(f"{kind} x{nodes} {case}: produce {prod['records/s']:,.0f} records/s "
-                    f"{prod['MiB/s']:.1f} MiB/s, {cpu / gib:.2f} CPU s/GiB")
+                    f"{prod['MiB/s']:.1f} MiB/s, {cpu / gib:.2f} CPU s/GiB"
+                    + (f" (per node {' / '.join(f'{c / gib:.1f}' for c in per_node)}; partitions led by broker "
+                       f"{', '.join(f'{b}: {n}' for b, n in sorted(leaders.items()))})" if nodes > 1 else ""))
                 if args.consume:
                     cpu0, t0 = _cpu(cluster), time.perf_counter()
                     cons = perftools.consumer_perf(home, bootstrap, topic, count, size)
