@@ -13,11 +13,12 @@ free page of the heap, not only its top (glibc 2.8 and later).
 Once a minute, when the heap keeps more than TRIM_ABOVE_BYTES free (an idle
 broker keeps 2.5-3.7 MiB), the serving process trims. glibc still counts
 the pages it gave back as free, so past that a broker trims every minute:
-~1 ms with a few MiB free (30 ms with 150 MiB), a step of the event loop
-once a minute, and the pages given back are faulted in again only if used. Pinning the mmap
-threshold instead (``mallopt(M_MMAP_THRESHOLD)``) stopped the growth too,
-but every large frame then cost fresh pages: the broker's CPU per GiB
-produced with librdkafka's 1 MB batches went from 0.97 to 1.64 s.
+0.8 ms with 8 MiB free in holes, 12.6 ms with 147 MiB (docs/chaos.md), one
+step of the event loop a minute; pages given back are faulted in again only
+when used. Pinning the mmap threshold instead (``mallopt(M_MMAP_THRESHOLD)``)
+stopped the growth too, but every large frame then cost fresh pages: the
+broker's CPU per GiB produced with librdkafka's 1 MB batches went from 0.97
+to 1.64 s.
 
 Only the serving process trims: an embedded broker lives in someone else's
 process, whose allocator is theirs to tune.
