@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import trio
 
+from kproto import records as rec
 from kproto.errors import ErrorCode
+from kproto.messages.produce_request import ProduceRequest
 
 from broker.controller.controller import TopicSpec
 from tools.replication_cluster import run_with_cluster
@@ -61,6 +63,34 @@ def test_acks_all_waits_for_the_isr_and_consumers_never_read_above_the_high_wate
         await cluster.wait_for(lambda: cluster.partition("t").isr == [2, 3], what="isr expand")
         r = await client.produce(2, "t", [b"again"])
         assert r.error_code == 0 and r.base_offset == 21, r
+    _run(body)
+
+
+def test_a_produce_answer_names_the_moved_leaders_endpoint_and_an_accepted_one_names_none():
+    """KIP-951: a Produce answer (v10+) lists the endpoints of the leaders its NOT_LEADER_OR_FOLLOWER
+    partitions name, also beside a partition that was appended; the handler skips that walk when no
+    partition moved (issue 26), so this checks the walk still runs when one did."""
+    async def body(cluster, client):
+        _create(cluster, "led", replicas=(3, 2, 1))
+        _create(cluster, "elsewhere", replicas=(2, 3, 1))
+        for topic, leader in (("led", 3), ("elsewhere", 2)):
+            await cluster.wait_for(lambda t=topic, n=leader: (t, 0) in cluster.brokers[n].replication.leaders,
+                                   what="leadership")
+
+        def request(*topics):
+            return ProduceRequest(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[
+                ProduceRequest.TopicProduceData(name=t, partition_data=[ProduceRequest.PartitionProduceData(
+                    index=0, records=rec.build_batch([(None, b"v")]))]) for t in topics])
+
+        accepted = await client.conn(3).request(request("led"), 10)
+        assert accepted.responses[0].partition_responses[0].error_code == 0
+        assert accepted.node_endpoints == []
+        mixed = await client.conn(3).request(request("led", "elsewhere"), 10)
+        ok, moved = (t.partition_responses[0] for t in mixed.responses)
+        assert ok.error_code == 0 and ok.base_offset == 1, ok
+        assert moved.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and moved.current_leader.leader_id == 2
+        assert [e.node_id for e in mixed.node_endpoints] == [2], mixed.node_endpoints
+        assert mixed.node_endpoints[0].port > 0
     _run(body)
 
 

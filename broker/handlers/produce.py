@@ -121,6 +121,7 @@ async def produce(ctx, req):
     if req.transactional_id is not None and getattr(broker, "transactions", None) is not None:
         # KIP-890 where another broker coordinates the transaction: ask it first (broker/transactions)
         await broker.transactions.prepare_produce_verification(req, version)
+    moved = False   # a partition answered NOT_LEADER_OR_FOLLOWER: KIP-951's endpoints to add
     stepped = perf_counter()
     for td in req.topic_data:
         parts_out = []
@@ -140,8 +141,11 @@ async def produce(ctx, req):
             try:
                 if topic_ids.unknown(td):
                     raise BatchRejected(ErrorCode.UNKNOWN_TOPIC_ID)
-                _append_one(broker, req, version, acks_ok, td.name, pd, resp, ctx.received_ms, durable, replicated)
+                _append_one(broker, req, version, acks_ok, td.name, pd, resp, ctx.received_ms, durable, replicated,
+                            metrics)
             except BatchRejected as exc:
+                if exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                    moved = True
                 if metrics is not None:
                     metrics.produce_failed(td.name)
                 resp.error_code = exc.code
@@ -173,17 +177,20 @@ async def produce(ctx, req):
         await _await_fsync(broker.flusher, durable)
     if replicated:
         waiting = perf_counter()
-        await _await_replication(broker, replicated, req.timeout_ms)
+        if await _await_replication(broker, replicated, req.timeout_ms):
+            moved = True
         remote_time(ctx, waiting)   # RequestMetrics RemoteTimeMs: the wait for the ISR
     node_endpoints = []
-    if version >= 10:
+    if version >= 10 and moved:   # (an answer with no moved partition names no endpoint: skip the walk)
         node_endpoints = _leader_endpoints(broker, ctx, topics_out)
     return ProduceResponse(responses=topics_out, throttle_time_ms=0, node_endpoints=node_endpoints)
 
 
-async def _await_replication(broker, replicated, timeout_ms: int) -> None:
+async def _await_replication(broker, replicated, timeout_ms: int) -> bool:
     """acks=all on a replicated partition: answer once every ISR member has the batch
-    (broker/replication/manager.py), each partition with its own error otherwise."""
+    (broker/replication/manager.py), each partition with its own error otherwise.
+    True when a partition's leadership moved meanwhile (its answer names the new leader)."""
+    moved = False
     for partition, offset, resp in replicated:
         code = await broker.replication.wait_replicated(partition, offset, timeout_ms)
         if code != ErrorCode.NONE:
@@ -195,6 +202,8 @@ async def _await_replication(broker, replicated, timeout_ms: int) -> None:
                 # leadership moved while the batch waited (KIP-951: name the new leader)
                 leader, leader_epoch = current_leader(broker, partition.topic, partition.index)
                 resp.current_leader = ProduceResponse.LeaderIdAndEpoch(leader_id=leader, leader_epoch=leader_epoch)
+                moved = True
+    return moved
 
 
 def _leader_endpoints(broker, ctx, topics_out) -> list:
@@ -276,7 +285,7 @@ def _check_keys(data, topic: str, index: int, resp) -> None:
 
 
 def _append_one(broker, req, version: int, acks_ok: bool, topic: str, pd, resp, now_ms: int,
-                durable: list | None, replicated: list | None = None) -> None:
+                durable: list | None, replicated: list | None = None, metrics=None) -> None:
     # Kafka's order: unknown partition, request-level record checks, required
     # acks, internal topic, then the log's own checks of the batch
     partition = broker.partitions.get(topic, pd.index)
@@ -329,8 +338,7 @@ def _append_one(broker, req, version: int, acks_ok: bool, topic: str, pd, resp, 
                 return
             raise BatchRejected(code)
     info = partition.append(data, header, now_ms)
-    metrics = getattr(broker, "metrics", None)
-    if metrics is not None:
+    if metrics is not None:   # (looked up once per request by produce())
         metrics.produced(topic, header.record_count, header.size)
     resp.base_offset = info.base_offset
     resp.log_append_time_ms = info.log_append_time

@@ -26,7 +26,8 @@ from broker.security.authenticate import RespondThenClose
 
 log = logging.getLogger("kproto.dispatch")
 
-_TOPIC_IDS = frozenset(topic_ids.FROM_VERSION)   # the APIs that may name topics by id
+# the first version of each API that names topics by id (Produce v13, OffsetCommit/Fetch v10)
+_TOPIC_IDS = dict(topic_ids.FROM_VERSION)
 
 
 class RequestContext:
@@ -110,9 +111,12 @@ class Dispatcher:
             raise CloseConnection(f"malformed request (api {api_key} v{version}): {exc}") from None
         broker = self.broker
         ctx = RequestContext(broker, conn, header, version, arrived)
-        by_id = api_key in _TOPIC_IDS   # (the check first: most requests name no topic by id)
+        # (checked here, not only in topic_ids: most requests, Produce below v13 among them, name
+        # no topic by id, and a Produce request should not pay two calls for nothing; issue 26)
+        first_by_id = _TOPIC_IDS.get(api_key)
+        by_id = first_by_id is not None and version >= first_by_id
         if by_id:
-            topic_ids.resolve_request(broker, api_key, version, request)   # Produce v13, OffsetCommit/Fetch v10
+            topic_ids.resolve_request(broker, api_key, version, request)
         quotas = getattr(broker, "quotas", None)
         if quotas is not None and api_key in security_mutations.STRICT_FROM and quotas.active:
             # controller_mutation_rate: topics over the quota are refused before the handler runs

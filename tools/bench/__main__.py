@@ -14,7 +14,7 @@ from tools.bench.cli import COMMANDS
 MODULE_COMMANDS = ("codec", "sink", "metrics_cost", "latency", "scaling", "create_stall", "fetch_sessions",
                    "schema_registry", "console_cost", "partitions", "object_store", "tiered", "share_groups",
                    "node_group", "fanout", "ceiling", "startup", "share_state",
-                   "request_cost", "replication_cost")
+                   "request_cost", "replication_cost", "produce_requests")
 
 
 def usage() -> str:
