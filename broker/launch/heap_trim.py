@@ -25,14 +25,13 @@ process, whose allocator is theirs to tune.
 """
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import time
 
 import trio
 
-from broker.metrics.memory import mallinfo2
+from broker.launch.glibc_malloc import malloc_trim, mallinfo2
 
 log = logging.getLogger(__name__)
 
@@ -40,30 +39,17 @@ TRIM_EVERY_S = 60.0
 TRIM_ABOVE_BYTES = 4 << 20
 
 
-def _malloc_trim():
-    try:
-        fn = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return None
-    fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_size_t]
-    return fn
-
-
-_MALLOC_TRIM = _malloc_trim()
-
-
 def trim_heap() -> float | None:
     """Return the heap's free pages now; the seconds it took, or None without glibc."""
-    if _MALLOC_TRIM is None:
+    if malloc_trim is None:
         return None
     started = time.perf_counter()
-    _MALLOC_TRIM(0)
+    malloc_trim(0)
     return time.perf_counter() - started
 
 
 async def trim_heap_periodically(every_s: float = TRIM_EVERY_S, above: int = TRIM_ABOVE_BYTES) -> None:
-    if _MALLOC_TRIM is None or mallinfo2() is None:
+    if malloc_trim is None or mallinfo2() is None:
         return   # not glibc (musl, macOS): nothing to ask
     if os.environ.get("KPROTO_TEST_HEAP_TRIM"):   # "EVERY_S,ABOVE_BYTES": a test trims sooner
         every, limit = os.environ["KPROTO_TEST_HEAP_TRIM"].split(",")

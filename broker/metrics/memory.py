@@ -9,34 +9,10 @@ the bytes in use; allocator retention grows only the kept free bytes and RSS.
 """
 from __future__ import annotations
 
-import ctypes
 import sys
 
+from broker.launch.glibc_malloc import mallinfo2
 from broker.metrics.families import gauge
-
-
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in (
-        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
-        "keepcost")]
-
-
-def _mallinfo2():
-    """glibc's mallinfo2 (2.33 and later), or None where there is none (musl, macOS)."""
-    try:
-        fn = ctypes.CDLL(None).mallinfo2
-    except (OSError, AttributeError):
-        return None
-    fn.restype = _MallInfo2
-    fn.argtypes = []
-    return fn
-
-
-_MALLINFO2 = _mallinfo2()
-
-
-def mallinfo2() -> _MallInfo2 | None:
-    return None if _MALLINFO2 is None else _MALLINFO2()
 
 
 def heap_metrics():
