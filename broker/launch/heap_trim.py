@@ -31,7 +31,7 @@ import time
 
 import trio
 
-from broker.launch.glibc_malloc import malloc_trim, mallinfo2
+from broker.storage.glibc_malloc import malloc_trim, mallinfo2
 
 log = logging.getLogger(__name__)
 

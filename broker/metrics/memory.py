@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from broker.launch.glibc_malloc import mallinfo2
+from broker.storage.glibc_malloc import mallinfo2
 from broker.metrics.families import gauge
 
 

@@ -2,9 +2,10 @@
 ``malloc_trim`` (give its free pages back). None where the C library is not
 glibc (musl, macOS), or too old for mallinfo2 (before 2.33).
 
-Kept apart from broker/metrics (which reads mallinfo2 for /metrics) so that
-the serving process's heap trim (heap_trim.py) does not load the metrics
-package and prometheus_client when metrics are off."""
+In the bottom room with the other limits of the process (limits.py: open
+files, memory maps), so that both the /metrics gauges (broker/metrics/memory.py)
+and the serving process's heap trim (broker/launch/heap_trim.py) can use it,
+the trim without loading the metrics package and prometheus_client."""
 from __future__ import annotations
 
 import ctypes
