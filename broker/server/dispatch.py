@@ -26,9 +26,6 @@ from broker.security.authenticate import RespondThenClose
 
 log = logging.getLogger("kproto.dispatch")
 
-# the first version of each API that names topics by id (Produce v13, OffsetCommit/Fetch v10)
-_TOPIC_IDS = dict(topic_ids.FROM_VERSION)
-
 
 class RequestContext:
     __slots__ = ("broker", "conn", "header", "api_key", "api_version", "correlation_id",
@@ -111,10 +108,9 @@ class Dispatcher:
             raise CloseConnection(f"malformed request (api {api_key} v{version}): {exc}") from None
         broker = self.broker
         ctx = RequestContext(broker, conn, header, version, arrived)
-        # (checked here, not only in topic_ids: most requests, Produce below v13 among them, name
-        # no topic by id, and a Produce request should not pay two calls for nothing; issue 26)
-        first_by_id = _TOPIC_IDS.get(api_key)
-        by_id = first_by_id is not None and version >= first_by_id
+        # Produce v13, OffsetCommit/OffsetFetch v10 name topics by id: resolved before the handler, and
+        # the answer's names turned back into ids after it
+        by_id = topic_ids.uses_ids(api_key, version)
         if by_id:
             topic_ids.resolve_request(broker, api_key, version, request)
         quotas = getattr(broker, "quotas", None)
