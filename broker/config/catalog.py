@@ -42,6 +42,7 @@ RO, DYN = False, True   # read-only (static) / dynamically updatable, as Describ
 
 @dataclass(frozen=True, slots=True)
 class BrokerConfigKey:
+    """A broker config key: its type, Kafka's default, whether it is dynamic, its check."""
     name: str
     type: ConfigType
     default: str | None
@@ -460,6 +461,7 @@ MINUTES, HOURS = 60_000, 3_600_000
 
 @dataclass(frozen=True, slots=True)
 class TopicConfigKey:
+    """A topic config key: its type, default, check and the broker keys that give its default."""
     name: str
     type: ConfigType
     default: str | None                    # LogConfig's own default, used when no broker synonym exists

@@ -25,6 +25,7 @@ from kproto.errors import ErrorCode
 
 @dataclass(frozen=True, slots=True)
 class ConfigSynonym:
+    """One source of a config's value, as DescribeConfigs lists synonyms."""
     name: str
     value: str | None
     source: ConfigSource
@@ -32,6 +33,7 @@ class ConfigSynonym:
 
 @dataclass(frozen=True, slots=True)
 class ConfigEntry:
+    """One config as DescribeConfigs answers it."""
     name: str
     value: str | None
     read_only: bool

@@ -29,6 +29,7 @@ def assignor_names(configured) -> list[str]:
 
 @dataclass
 class GroupConfig:
+    """The group coordinator's settings (group.* and offsets.* keys)."""
     min_session_timeout_ms: int = 6000               # group.min.session.timeout.ms
     max_session_timeout_ms: int = 1800000            # group.max.session.timeout.ms
     max_size: int = 2147483647                       # group.max.size

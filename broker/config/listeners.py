@@ -18,6 +18,7 @@ _CSV = re.compile(r"\s*,\s*")
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
+    """One listener of `listeners` / `advertised.listeners`: NAME://host:port and its protocol."""
     name: str                # listener name, upper-cased like Kafka's ListenerName.normalised
     host: str                # "" for the wildcard address
     port: int

@@ -12,6 +12,7 @@ from broker.storage.checkpoints import uuid_from_str, uuid_to_str
 
 @dataclass(frozen=True)
 class DynamicVoter:
+    """One `--initial-controllers` voter: id@host:port:directoryId."""
     node_id: int
     host: str
     port: int

@@ -41,6 +41,7 @@ class RequestTooLarge(KafkaError):
 
 @dataclass
 class TopicSpec:
+    """A topic to create, as CreateTopics asks for it."""
     name: str
     num_partitions: int = -1
     replication_factor: int = -1
@@ -50,6 +51,7 @@ class TopicSpec:
 
 @dataclass
 class CreatedTopic:
+    """A topic the controller created: what CreateTopics answers."""
     name: str
     topic_id: uuid.UUID
     num_partitions: int

@@ -80,6 +80,7 @@ def share_groups_enabled(image) -> bool:
 
 @dataclass
 class UpdateResult:
+    """UpdateFeatures' answer for one feature."""
     error_code: int = 0
     message: str | None = None
 

@@ -65,6 +65,7 @@ class Ticket:
 
 @dataclass
 class Output:
+    """How the shell hands a state machine's output on: write, sync, done, failure answers."""
     write: Optional[Callable[[Any, Callable[[Any], None]], None]] = None
     done: Optional[Callable[[Any, Any, int], Any]] = None
     holds_answers: bool = False

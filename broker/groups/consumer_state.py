@@ -33,6 +33,7 @@ log = logging.getLogger("kproto.groups")
 
 @dataclass
 class HeartbeatResult:
+    """ConsumerGroupHeartbeat's answer to one member."""
     error: int
     message: str | None = None
     member_id: str | None = None
@@ -43,6 +44,7 @@ class HeartbeatResult:
 
 @dataclass
 class DescribedMember:
+    """One member as ConsumerGroupDescribe describes it."""
     member_id: str
     instance_id: str | None
     rack_id: str | None
@@ -58,6 +60,7 @@ class DescribedMember:
 
 @dataclass
 class DescribedConsumerGroup:
+    """One group as ConsumerGroupDescribe describes it."""
     group_id: str
     error: int
     message: str | None = None

@@ -10,6 +10,7 @@ from kproto.errors import ErrorCode
 
 @dataclass
 class JoinResult:
+    """JoinGroup's answer to one member."""
     error: int
     member_id: str
     generation_id: int = -1
@@ -22,6 +23,7 @@ class JoinResult:
 
 @dataclass
 class SyncResult:
+    """SyncGroup's answer to one member."""
     error: int
     protocol_type: str | None = None
     protocol_name: str | None = None
@@ -30,28 +32,33 @@ class SyncResult:
 
 @dataclass
 class LeaveResult:
+    """LeaveGroup's answer."""
     error: int
     members: list = field(default_factory=list)   # (member id, group instance id, error)
 
 
 @dataclass
 class OffsetCommitResult:
+    """OffsetCommit's answer: an error per partition."""
     errors: dict                                  # (topic, partition) -> error code
 
 
 @dataclass
 class DeleteGroupsResult:
+    """DeleteGroups' answer: an error per group."""
     errors: dict                                  # group id -> error code
 
 
 @dataclass
 class DeleteOffsetsResult:
+    """OffsetDelete's answer: the group's error and one per partition."""
     error: int
     errors: dict = field(default_factory=dict)    # (topic, partition) -> error code
 
 
 @dataclass
 class MemberSummary:
+    """One member as DescribeGroups describes it."""
     member_id: str
     instance_id: str | None
     client_id: str
@@ -62,6 +69,7 @@ class MemberSummary:
 
 @dataclass
 class GroupSummary:
+    """One group as DescribeGroups describes it."""
     state: str
     protocol_type: str
     protocol: str
@@ -74,6 +82,7 @@ DEAD_SUMMARY = GroupSummary("Dead", "", "", [])
 
 @dataclass
 class GroupOverview:
+    """One group as ListGroups lists it."""
     group_id: str
     protocol_type: str
     state: str
@@ -82,6 +91,7 @@ class GroupOverview:
 
 @dataclass
 class FetchedOffset:
+    """One partition's committed offset as OffsetFetch answers it."""
     offset: int = -1
     leader_epoch: int = -1
     metadata: str = ""

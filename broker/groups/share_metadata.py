@@ -27,6 +27,7 @@ _VERSION = struct.Struct(">h")
 
 @dataclass(frozen=True)
 class ShareStateMetadata:
+    """Where a share group's share-partition state is: initializing, initialized, deleting."""
     initializing: dict = field(default_factory=dict)     # topic id -> (name, frozenset of partitions)
     initialized: dict = field(default_factory=dict)      # topic id -> (name, frozenset of partitions)
     deleting: dict = field(default_factory=dict)         # topic id -> name
@@ -169,6 +170,7 @@ def decode_value(data) -> ShareStateMetadata:
 
 @dataclass
 class ShareMetadataResult:
+    """The outcome of writing a share group's state metadata."""
     error: int
 
 

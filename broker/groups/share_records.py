@@ -153,6 +153,7 @@ def partitions_of(topic_partitions_list) -> dict:
 
 @dataclass
 class ShareRecordsResult:
+    """The outcome of writing a share group's membership records."""
     error: int
 
 

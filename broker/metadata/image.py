@@ -13,6 +13,7 @@ BROKER_RESOURCE = 4
 
 @dataclass
 class PartitionImage:
+    """A partition in the metadata image: replicas, ISR, leader and epochs."""
     partition: int
     replicas: list[int]
     isr: list[int]
@@ -29,6 +30,7 @@ class PartitionImage:
 
 @dataclass
 class TopicImage:
+    """A topic in the metadata image: its id, partitions and configs."""
     name: str
     topic_id: uuid.UUID
     partitions: dict[int, PartitionImage] = field(default_factory=dict)

@@ -107,6 +107,7 @@ def write_bootstrap(log_dir: str, records, sync: bool = True) -> str:
 
 @dataclass
 class Snapshot:
+    """A metadata snapshot file read back: header, records, kraft version and voters."""
     header: SnapshotHeaderRecord
     records: list = field(default_factory=list)     # metadata records
     kraft_version: int = 0

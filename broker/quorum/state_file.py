@@ -23,6 +23,7 @@ class QuorumStateError(ValueError):
 
 @dataclass
 class QuorumState:
+    """The quorum-state file: leader, epoch, vote and voters."""
     leader_id: int = -1
     leader_epoch: int = -1
     voted_id: int = -1

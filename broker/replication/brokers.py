@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class BrokerInfo:
+    """A registered broker as placement and election see it."""
     id: int
     rack: str | None = None
     fenced: bool = False

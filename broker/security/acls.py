@@ -54,6 +54,7 @@ STANDARD_AUTHORIZERS = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer
 
 @dataclass(frozen=True, slots=True)
 class Acl:
+    """One ACL binding: resource pattern, principal, host, operation, permission."""
     resource_type: int
     resource_name: str
     pattern_type: int

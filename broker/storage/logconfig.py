@@ -37,6 +37,7 @@ _KEYS = {
 
 @dataclass(frozen=True)
 class LogConfig:
+    """A log's settings (the topic configs, with the broker's defaults)."""
     segment_bytes: int = 1073741824
     segment_ms: int = 604800000
     segment_jitter_ms: int = 0

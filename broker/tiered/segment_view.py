@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class RemoteSegment:
+    """A segment copied to the object store, as the remote log metadata lists it."""
     segment_id: uuid.UUID
     start_offset: int
     end_offset: int

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 @dataclass
 class TxnConfig:
+    """The transaction coordinator's settings (transaction.* keys)."""
     max_timeout_ms: int = 900000                          # transaction.max.timeout.ms
     transactional_id_expiration_ms: int = 604800000       # transactional.id.expiration.ms
     abort_timed_out_interval_ms: int = 10000   # transaction.abort.timed.out.transaction.cleanup.interval.ms

@@ -47,6 +47,7 @@ S = TxnState
 
 @dataclass
 class InitResult:
+    """InitProducerId's answer."""
     error: int
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
@@ -86,6 +87,7 @@ class MarkerJob:
 
 @dataclass
 class TxnDescription:
+    """One transaction as DescribeTransactions describes it."""
     transactional_id: str
     state: str
     timeout_ms: int
@@ -109,6 +111,7 @@ class Effects:
 
 @dataclass
 class _Pending:
+    """A transition waiting for its log append before it takes effect."""
     kind: str                         # init, add, end, complete, expire
     transactional_id: str
     metadata: TxnMetadata
