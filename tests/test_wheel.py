@@ -11,6 +11,8 @@ import zipfile
 
 import pytest
 
+from broker.launch.version import VERSION
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytest.importorskip("confluent_kafka")   # the example project's application uses it
 
@@ -64,6 +66,10 @@ def test_the_wheel_holds_kproto_broker_and_raft_only(wheel):
     assert "kproto = broker.launch.pytest_plugin" in entry_points
     with zipfile.ZipFile(wheel) as z:   # the web console's templates are package data
         assert "broker/console/templates/base.html" in z.namelist()
+    # the distribution's version is broker/launch/version.py's, which the broker prints
+    with zipfile.ZipFile(wheel) as z:
+        metadata = next(z.read(n).decode() for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+    assert f"\nVersion: {VERSION}\n" in metadata, metadata[:300]
 
 
 def test_the_installed_package_runs_from_the_venv_and_has_no_tools(venv, tmp_path):
@@ -77,7 +83,14 @@ def test_the_installed_package_runs_from_the_venv_and_has_no_tools(venv, tmp_pat
     assert tools == "None"                      # no top-level `tools` shadowing a user's own
     r = subprocess.run([os.path.join(venv, "bin", "kproto"), "--version"], capture_output=True, text=True,
                        cwd=tmp_path, env=_clean_env(), timeout=60)
-    assert r.returncode == 0 and r.stdout.startswith("kproto "), r.stdout + r.stderr
+    assert r.returncode == 0 and r.stdout.startswith(f"kproto {VERSION} "), r.stdout + r.stderr
+    # the installed broker knows its version without importlib.metadata (~10-20 ms of a start-up)
+    r = subprocess.run([python, "-c", "import sys; before = 'importlib.metadata' in sys.modules\n"
+                        "import broker.launch.version; print(before, 'importlib.metadata' in sys.modules)"],
+                       capture_output=True, text=True, cwd=tmp_path, env=_clean_env(), timeout=60)
+    assert r.returncode == 0, r.stderr
+    before, after = r.stdout.split()
+    assert after == before, r.stdout
 
 
 def test_the_example_plugin_project_passes_against_the_installed_wheel(venv, tmp_path):
