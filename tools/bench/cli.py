@@ -86,6 +86,11 @@ def parser() -> argparse.ArgumentParser:
                     help="run nothing: print (and with --markdown write) the results saved in PATH by --json")
     ap.add_argument("--profile-seconds", type=float, default=20.0, help="profile: seconds per load (default 20)")
     ap.add_argument("--profile-out", default="profiles", help="profile: folder for py-spy's output")
+    # "start to ready" of a kproto target: with bytecode cached, as `pip install .` leaves it (pip
+    # compiles the package) and as a checkout has it after its first start; a machine that sets
+    # PYTHONDONTWRITEBYTECODE would otherwise compile every module at every start (tools/bench/startup.py)
+    from tools.bench.startup import add_pycache_option
+    add_pycache_option(ap)
     return ap
 
 
@@ -140,6 +145,8 @@ def main(argv=None) -> int:
     from tools.bench import report
     from tools.bench.progress import Progress
     from tools.bench.runner import Runner
+    from tools.bench.startup import use_pycache
+    use_pycache(args)
     if args.markdown and args.command == "durability":
         # the generated part of docs/performance.md holds the main benchmark;
         # durability figures go into its hand-written part
