@@ -12,17 +12,23 @@ record per group wins; an answer waits until its record is replicated).
 """
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass, field
 
-from kproto.coordinator.share_group_state_partition_metadata_key import ShareGroupStatePartitionMetadataKey
-from kproto.coordinator.share_group_state_partition_metadata_value import (
-    ShareGroupStatePartitionMetadataValue, TopicInfo, TopicPartitionsInfo,
-)
 from kproto.errors import ErrorCode as E
 
-KEY_TYPE = ShareGroupStatePartitionMetadataKey.API_KEY      # 15
+KEY_TYPE = 15      # ShareGroupStatePartitionMetadataKey.API_KEY
 _VERSION = struct.Struct(">h")
+
+
+@functools.cache
+def _codecs():
+    # imported at the first type-15 record written or replayed: a single node without share groups
+    # never loads them (issue 26)
+    from kproto.coordinator.share_group_state_partition_metadata_key import ShareGroupStatePartitionMetadataKey
+    from kproto.coordinator.share_group_state_partition_metadata_value import ShareGroupStatePartitionMetadataValue
+    return ShareGroupStatePartitionMetadataKey, ShareGroupStatePartitionMetadataValue
 
 
 @dataclass(frozen=True)
@@ -128,7 +134,7 @@ def forget_topics(meta: ShareStateMetadata, topic_ids) -> ShareStateMetadata:
 
 def key_bytes(group_id: str) -> bytes:
     out = bytearray(_VERSION.pack(KEY_TYPE))
-    ShareGroupStatePartitionMetadataKey(group_id=group_id).encode_into(out, 0)
+    _codecs()[0](group_id=group_id).encode_into(out, 0)
     return bytes(out)
 
 
@@ -137,19 +143,20 @@ def decode_key(data) -> str | None:
     mv = memoryview(data)
     if len(mv) < 2 or _VERSION.unpack_from(mv, 0)[0] != KEY_TYPE:
         return None
-    return ShareGroupStatePartitionMetadataKey.decode(mv, 0, 2).group_id
+    return _codecs()[0].decode(mv, 0, 2).group_id
 
 
-def _topics(d: dict) -> list:
-    return [TopicPartitionsInfo(topic_id=tid, topic_name=name, partitions=sorted(ps))
+def _topics(cls, d: dict) -> list:
+    return [cls.TopicPartitionsInfo(topic_id=tid, topic_name=name, partitions=sorted(ps))
             for tid, (name, ps) in sorted(d.items(), key=lambda kv: str(kv[0]))]
 
 
 def value_bytes(meta: ShareStateMetadata) -> bytes:
     out = bytearray(_VERSION.pack(0))
-    ShareGroupStatePartitionMetadataValue(
-        initializing_topics=_topics(meta.initializing), initialized_topics=_topics(meta.initialized),
-        deleting_topics=[TopicInfo(topic_id=tid, topic_name=name)
+    cls = _codecs()[1]
+    cls(
+        initializing_topics=_topics(cls, meta.initializing), initialized_topics=_topics(cls, meta.initialized),
+        deleting_topics=[cls.TopicInfo(topic_id=tid, topic_name=name)
                          for tid, name in sorted(meta.deleting.items(), key=lambda kv: str(kv[0]))],
     ).encode_into(out, 0)
     return bytes(out)
@@ -158,7 +165,7 @@ def value_bytes(meta: ShareStateMetadata) -> bytes:
 def decode_value(data) -> ShareStateMetadata:
     mv = memoryview(data)
     version, = _VERSION.unpack_from(mv, 0)
-    v = ShareGroupStatePartitionMetadataValue.decode(mv, version, 2)
+    v = _codecs()[1].decode(mv, version, 2)
     return ShareStateMetadata(
         {t.topic_id: (t.topic_name, frozenset(t.partitions)) for t in v.initializing_topics},
         {t.topic_id: (t.topic_name, frozenset(t.partitions)) for t in v.initialized_topics},
