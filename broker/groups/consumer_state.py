@@ -20,7 +20,6 @@ from kproto.errors import ErrorCode as E
 
 from broker.groups import consumer_records as crec
 from broker.groups import records as rec
-from broker.groups.assignors import ASSIGNORS
 from broker.groups.consumer_model import (
     DEAD, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, MEMBER_UNREVOKED_PARTITIONS,
     ConsumerGroup, ConsumerMember, InvalidRegex, compile_regex, copy_assignment, reconcile, same_assignment,
@@ -385,6 +384,8 @@ class ConsumerGroupsMixin:
         return out
 
     def _compute_target(self, group: ConsumerGroup) -> list:
+        # imported at the first consumer group's assignment: a classic-only node never runs them (issue 26)
+        from broker.groups.assignors import ASSIGNORS
         cache: dict = {}
         meta = group.subscription_metadata
         members = {mid: {meta[name][0] for name in meta if m.subscribes(name, cache)}
