@@ -41,6 +41,7 @@ NOT_LOADED = ("raft.node", "raft.messages", "broker.quorum.replicated", "prometh
               "kproto.coordinator.share_group_state_partition_metadata_value",
               "broker.handlers.consumer_groups", "kproto.messages.consumer_group_heartbeat_response",
               "kproto.messages.consumer_group_describe_response", "broker.groups.assignors",
+              "broker.groups.consumer_results",
               "kproto.messages.consumer_protocol_subscription")
 
 

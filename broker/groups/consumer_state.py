@@ -14,7 +14,7 @@ assignment) and answer with its epoch and assignment.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kproto.errors import ErrorCode as E
 
@@ -27,48 +27,21 @@ from broker.groups.consumer_model import (
 from broker.groups.model import EMPTY
 from broker.groups.results import Effects
 
+if TYPE_CHECKING:
+    from broker.groups.consumer_results import DescribedConsumerGroup, HeartbeatResult
+
 log = logging.getLogger("kproto.groups")
 
 
-@dataclass
-class HeartbeatResult:
-    error: int
-    message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 0
-    assignment: dict | None = None                  # topic id -> sorted partitions, or None
-
-
-@dataclass
-class DescribedMember:
-    member_id: str
-    instance_id: str | None
-    rack_id: str | None
-    member_epoch: int
-    client_id: str
-    client_host: str
-    subscribed_topic_names: list
-    subscribed_topic_regex: str | None
-    assignment: dict
-    target: dict
-    classic: bool = False      # joined with the classic protocol (ConsumerGroupDescribe v1's MemberType)
-
-
-@dataclass
-class DescribedConsumerGroup:
-    group_id: str
-    error: int
-    message: str | None = None
-    state: str = ""
-    group_epoch: int = 0
-    assignment_epoch: int = 0
-    assignor: str = ""
-    members: list = field(default_factory=list)
-
-
 def _error(err: int, message: str | None = None, member_id: str | None = None) -> HeartbeatResult:
+    # imported at the first consumer-group answer: a node serving classic groups never needs it (issue 26)
+    from broker.groups.consumer_results import HeartbeatResult
     return HeartbeatResult(err, message, member_id)
+
+
+def _answer(member_id: str, member_epoch: int, heartbeat_interval_ms: int) -> HeartbeatResult:
+    from broker.groups.consumer_results import HeartbeatResult   # (see _error)
+    return HeartbeatResult(E.NONE, None, member_id, member_epoch, heartbeat_interval_ms)
 
 
 class ConsumerGroupsMixin:
@@ -171,6 +144,7 @@ class ConsumerGroupsMixin:
 
         full = rebalance_timeout_ms != -1 and (names is not None or regex is not None) and owned is not None
         send = joining or full or not same_assignment(old[2], member.assigned)
+        from broker.groups.consumer_results import HeartbeatResult   # (see _error)
         return HeartbeatResult(E.NONE, None, member.member_id, member.member_epoch,
                                cfg.consumer_heartbeat_interval_ms,
                                {t: sorted(ps) for t, ps in member.assigned.items() if ps} if send else None)
@@ -329,10 +303,10 @@ class ConsumerGroupsMixin:
                          [crec.current_assignment_record(group.group_id, member)])
             self._cancel_timer(("consumer-rebalance", group.group_id, member_id))
             self._schedule_consumer_session(group, member)
-            return HeartbeatResult(E.NONE, None, member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH, 0)
+            return _answer(member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH, 0)
         self._remove_consumer_member(group, member, "left the group")
         # Kafka answers a leave without a heartbeat interval
-        return HeartbeatResult(E.NONE, None, member_id, LEAVE_GROUP_MEMBER_EPOCH, 0)
+        return _answer(member_id, LEAVE_GROUP_MEMBER_EPOCH, 0)
 
     def _remove_consumer_member(self, group: ConsumerGroup, member: ConsumerMember, reason: str,
                                 downgrade: bool = True) -> None:
@@ -410,6 +384,7 @@ class ConsumerGroupsMixin:
     # ================================================================ ConsumerGroupDescribe
 
     def consumer_group_describe(self, group_id: str) -> DescribedConsumerGroup:
+        from broker.groups.consumer_results import DescribedConsumerGroup, DescribedMember   # (see _error)
         err = self.status_error(group_id, allow_empty=True)
         if err is not None:
             return DescribedConsumerGroup(group_id, err)
