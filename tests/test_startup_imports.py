@@ -41,7 +41,7 @@ NOT_LOADED = ("raft.node", "raft.messages", "broker.quorum.replicated", "prometh
               "kproto.coordinator.share_group_state_partition_metadata_value",
               "broker.handlers.consumer_groups", "kproto.messages.consumer_group_heartbeat_response",
               "kproto.messages.consumer_group_describe_response", "broker.groups.assignors",
-              "broker.groups.consumer_results",
+              "broker.groups.consumer_results", "broker.groups.share_metadata", "broker.groups.share_records",
               "kproto.messages.consumer_protocol_subscription")
 
 

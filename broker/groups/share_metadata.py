@@ -7,16 +7,15 @@ The group coordinator writes the record before it asks the share coordinators an
 answered, so after a restart or a failover the new coordinator knows every share-partition the group
 may have state of: DescribeShareGroupOffsets of all topics lists them, DeleteGroups deletes them.
 
-Pure: the record's codec, the transitions of the value, and the state machine's part (the last
-record per group wins; an answer waits until its record is replicated).
+Pure: the record's codec and the transitions of the value; the state machine's part (the last
+record per group wins; an answer waits until its record is replicated) is ShareMetadataMixin in
+broker/groups/share_mixins.py.
 """
 from __future__ import annotations
 
 import functools
 import struct
 from dataclasses import dataclass, field
-
-from kproto.errors import ErrorCode as E
 
 KEY_TYPE = 15      # ShareGroupStatePartitionMetadataKey.API_KEY
 _VERSION = struct.Struct(">h")
@@ -172,57 +171,9 @@ def decode_value(data) -> ShareStateMetadata:
         {t.topic_id: t.topic_name for t in v.deleting_topics})
 
 
-# ------------------------------------------------------------------ the state machine's part
+# ------------------------------------------------------------------ the state machine's answer
+# (its part is broker/groups/share_mixins.py)
 
 @dataclass
 class ShareMetadataResult:
     error: int
-
-
-class ShareMetadataMixin:
-    """GroupStateMachine's share-group records: `share_metadata` (group id -> ShareStateMetadata) holds
-    what is replicated, `share_metadata_at` when (the clock of the step that wrote or loaded it);
-    `put_share_metadata` writes a new value (an empty one is a tombstone) and answers once it is
-    replicated, when it becomes the group's."""
-
-    def put_share_metadata(self, ticket, now_ms: int, group_id: str, meta: ShareStateMetadata):
-        self._begin(now_ms)
-        err = self.status_error(group_id, allow_empty=False)
-        if err is not None:
-            self._respond(ticket, ShareMetadataResult(err))
-            return self._end()
-        self._append(self.partition_for(group_id),
-                     [(key_bytes(group_id), None if meta.empty() else value_bytes(meta))])
-        self._fx.appends[-1].share_metadata = (group_id, meta)
-        self._respond(ticket, ShareMetadataResult(E.NONE))
-        return self._end()
-
-    def share_topics_deleted(self, now_ms: int, topic_ids) -> object:
-        """Deleted topics leave every share group's record (Kafka's maybeCleanupShareGroupState): their
-        share-partition states go with the topic at the share coordinators."""
-        self._begin(now_ms)
-        for group_id, meta in list(self.share_metadata.items()):
-            if self.status_error(group_id, allow_empty=False) is not None:
-                continue
-            new = forget_topics(meta, topic_ids)
-            if new != meta:
-                self._append(self.partition_for(group_id),
-                             [(key_bytes(group_id), None if new.empty() else value_bytes(new))])
-                self._fx.appends[-1].share_metadata = (group_id, new)
-        return self._end()
-
-    def _share_metadata_stored(self, stored: tuple, error: int) -> None:
-        group_id, meta = stored
-        if error or self.status_error(group_id, allow_empty=False) is not None:
-            return
-        if meta.empty():
-            self.share_metadata.pop(group_id, None)
-            self.share_metadata_at.pop(group_id, None)
-        else:
-            self.share_metadata[group_id] = meta
-            self.share_metadata_at[group_id] = self._now
-
-    def _drop_partition_share_metadata(self, partition: int) -> None:
-        for gid in [g for g in self.share_metadata if self.partition_for(g) == partition]:
-            del self.share_metadata[gid]
-            self.share_metadata_at.pop(gid, None)

@@ -7,16 +7,15 @@ assignment (14); tombstones remove them. Type 15 (where its share-partition stat
 share_metadata.py's.
 
 The membership state machine (broker/share/membership.py) says which records a change makes; this
-module encodes them, decodes them on a load (the last record per key wins: `ShareGroupLoad`), and is
-the group state machine's part: `put_share_records` appends them to the group's partition and answers
-once they are replicated, and a partition's replayed share groups wait in `share_loads` until the
-share-group shell takes them (it lives a layer above: the state machine only carries them)."""
+module encodes them and decodes them on a load (the last record per key wins: `ShareGroupLoad`). The
+group state machine's part is ShareRecordsMixin (broker/groups/share_mixins.py): `put_share_records`
+appends them to the group's partition and answers once they are replicated, and a partition's
+replayed share groups wait in `share_loads` until the share-group shell takes them (it lives a layer
+above: the state machine only carries them)."""
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-
-from kproto.errors import ErrorCode as E
 
 from broker.groups.consumer_records import (
     ConsumerKey, decode_key_of, decode_value_of, key_of, prefixed, replay_member, topic_partitions,
@@ -169,32 +168,9 @@ def partitions_of(topic_partitions_list) -> dict:
     return {tp.topic_id: sorted(tp.partitions) for tp in topic_partitions_list if tp.partitions}
 
 
-# ---------------------------------------------------------------- the state machine's part
+# ---------------------------------------------------------------- the state machine's answer
+# (its part is broker/groups/share_mixins.py)
 
 @dataclass
 class ShareRecordsResult:
     error: int
-
-
-class ShareRecordsMixin:
-    """GroupStateMachine's share-group membership records. `share_loads`: partition -> {group id:
-    ShareGroupLoad}, what replaces the share groups of that partition at the shell, which takes them
-    (a load: the groups replayed; a resignation or a new load beginning: none). The latest per
-    partition is all that counts, so it holds one entry per partition at most."""
-
-    def put_share_records(self, ticket, now_ms: int, group_id: str, records: list):
-        """Append a share group's membership records (broker/share/membership.py made them); NONE once
-        they are replicated (the shell turns a failed append into the client's error)."""
-        self._begin(now_ms)
-        err = self.status_error(group_id, allow_empty=False)
-        if err is not None:
-            self._respond(ticket, ShareRecordsResult(err))
-            return self._end()
-        if records:
-            self._append(self.partition_for(group_id), list(records))
-        self._respond(ticket, ShareRecordsResult(E.NONE))
-        return self._end()
-
-    def take_share_loads(self) -> dict:
-        loads, self.share_loads = self.share_loads, {}
-        return loads

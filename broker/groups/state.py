@@ -41,8 +41,7 @@ from broker.groups.model import (
     DEAD, EMPTY, STABLE, Group,
 )
 from broker.groups.placement import partition_for
-from broker.groups.share_metadata import ShareMetadataMixin
-from broker.groups.share_records import ShareRecordsMixin
+from broker.groups.share_mixins import ShareMetadataMixin, ShareRecordsMixin
 from broker.groups.results import (
     DEAD_SUMMARY, EMPTY_SUMMARY, Append, DeleteGroupsResult, Effects, GroupOverview, GroupSummary, JoinResult,
     MemberSummary, SyncResult,
