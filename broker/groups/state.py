@@ -17,7 +17,8 @@ The machine is one object over one state (groups, members, timers, pending appen
 parts by protocol: this module has the plumbing (effects, timers), partition ownership and loading
 and the administrative requests; broker/groups/classic_rebalance.py the classic JoinGroup /
 SyncGroup / Heartbeat / LeaveGroup; broker/groups/offset_commits.py committed offsets;
-broker/groups/consumer_state.py and consumer_classic.py the KIP-848 consumer groups.
+broker/groups/consumer_state.py and consumer_classic.py the KIP-848 consumer groups;
+broker/groups/share_mixins.py the share groups' records.
 """
 from __future__ import annotations
 
