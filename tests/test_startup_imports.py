@@ -29,7 +29,22 @@ NOT_LOADED = ("raft.node", "raft.messages", "broker.quorum.replicated", "prometh
               "broker.transactions.peers", "kproto.messages.write_txn_markers_request",
               "kproto.messages.add_partitions_to_txn_request",
               # client telemetry's manager and codecs (no client-metrics subscription, no request)
-              "broker.metrics.client_metrics", "kproto.messages.push_telemetry_response")
+              "broker.metrics.client_metrics", "kproto.messages.push_telemetry_response",
+              # KIP-848 consumer groups' and share groups' __consumer_offsets records (types 3-8, 10-15),
+              # the consumer-group APIs' codecs and the classic-member/assignor code of a consumer
+              # group: imported at the first such record written or replayed, or the first request
+              # (tests/test_consumer_groups_kip848.py, tests/test_share_groups.py restart a broker with them)
+              "kproto.coordinator.consumer_group_metadata_key", "kproto.coordinator.consumer_group_metadata_value",
+              "kproto.coordinator.consumer_group_member_metadata_value",
+              "kproto.coordinator.consumer_group_current_member_assignment_value",
+              "kproto.coordinator.share_group_metadata_key", "kproto.coordinator.share_group_member_metadata_value",
+              "kproto.coordinator.share_group_state_partition_metadata_value",
+              # (broker.handlers.consumer_groups itself is imported by importlib, which -X importtime
+              # does not list: its codecs below stand for it)
+              "kproto.messages.consumer_group_heartbeat_response",
+              "kproto.messages.consumer_group_describe_response", "broker.groups.assignors",
+              "broker.groups.consumer_results", "broker.groups.share_metadata", "broker.groups.share_records",
+              "kproto.messages.consumer_protocol_subscription")
 
 
 def test_a_single_node_imports_no_quorum_metrics_registry_or_tiering(tmp_path):

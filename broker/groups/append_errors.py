@@ -53,7 +53,7 @@ def operation_error(error: int) -> int:
 
 def fail_answer(result, error: int):
     """An answer held for an append that failed (the shell's fail_answer)."""
-    from broker.groups.consumer_state import HeartbeatResult
+    from broker.groups.consumer_results import HeartbeatResult
     from broker.groups.results import JoinResult, OffsetCommitResult, SyncResult
     if isinstance(result, OffsetCommitResult):
         return OffsetCommitResult({tp: commit_error(error) if e == E.NONE else e

@@ -24,10 +24,9 @@ from __future__ import annotations
 import logging
 import struct
 
+from typing import TYPE_CHECKING
+
 from kproto.errors import ErrorCode as E
-from kproto.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
-from kproto.messages.consumer_protocol_assignment import TopicPartition as _AssignedTP
-from kproto.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
 
 from broker.groups import consumer_records as crec
 from broker.groups import records as rec
@@ -38,12 +37,17 @@ from broker.groups.consumer_model import (
 from broker.groups.model import CONSUMER_PROTOCOL_TYPE, EMPTY, Group, Member
 from broker.groups.results import JoinResult, LeaveResult, SyncResult
 
+if TYPE_CHECKING:
+    from kproto.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
+
 log = logging.getLogger("kproto.groups")
 
 _VERSION = struct.Struct(">h")
 
 
 def decode_subscription(metadata: bytes) -> tuple[int, ConsumerProtocolSubscription]:
+    # imported here: only a classic member of a consumer group (or a conversion) needs it (issue 26)
+    from kproto.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
     version, = _VERSION.unpack_from(metadata, 0)
     # newer versions extend older ones: read what this codec knows
     return version, ConsumerProtocolSubscription.decode(metadata, min(max(version, 0), 3), 2)
@@ -51,6 +55,9 @@ def decode_subscription(metadata: bytes) -> tuple[int, ConsumerProtocolSubscript
 
 def encode_assignment(version: int, partitions: dict) -> bytes:
     """partitions: topic name -> partitions."""
+    # imported here: only a classic member of a consumer group (or a conversion) needs it (issue 26)
+    from kproto.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
+    from kproto.messages.consumer_protocol_assignment import TopicPartition as _AssignedTP
     version = min(max(version, 0), 3)
     value = ConsumerProtocolAssignment(
         assigned_partitions=[_AssignedTP(topic=t, partitions=sorted(ps)) for t, ps in sorted(partitions.items())],
@@ -64,6 +71,8 @@ def decode_assignment(data: bytes) -> dict:
     """topic name -> set of partitions; empty for no or a bad assignment."""
     if not data or len(data) < 2:
         return {}
+    # imported here: only a conversion of a classic group to a consumer group needs it (issue 26)
+    from kproto.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
     try:
         version, = _VERSION.unpack_from(data, 0)
         value = ConsumerProtocolAssignment.decode(data, min(max(version, 0), 3), 2)

@@ -8,55 +8,64 @@ assignment; tombstones remove them. Replaying them rebuilds the group, so
 it survives a broker restart."""
 from __future__ import annotations
 
+import functools
 import struct
-
-from kproto.coordinator.consumer_group_current_member_assignment_key import ConsumerGroupCurrentMemberAssignmentKey
-from kproto.coordinator.consumer_group_current_member_assignment_value import (
-    ConsumerGroupCurrentMemberAssignmentValue, TopicPartitions as _CurrentTP,
-)
-from kproto.coordinator.consumer_group_member_metadata_key import ConsumerGroupMemberMetadataKey
-from kproto.coordinator.consumer_group_member_metadata_value import (
-    ClassicMemberMetadata, ClassicProtocol, ConsumerGroupMemberMetadataValue,
-)
-from kproto.coordinator.consumer_group_metadata_key import ConsumerGroupMetadataKey
-from kproto.coordinator.consumer_group_metadata_value import ConsumerGroupMetadataValue
-from kproto.coordinator.consumer_group_partition_metadata_key import ConsumerGroupPartitionMetadataKey
-from kproto.coordinator.consumer_group_partition_metadata_value import (
-    ConsumerGroupPartitionMetadataValue, TopicMetadata,
-)
-from kproto.coordinator.consumer_group_target_assignment_member_key import ConsumerGroupTargetAssignmentMemberKey
-from kproto.coordinator.consumer_group_target_assignment_member_value import (
-    ConsumerGroupTargetAssignmentMemberValue, TopicPartition as _TargetTP,
-)
-from kproto.coordinator.consumer_group_target_assignment_metadata_key import (
-    ConsumerGroupTargetAssignmentMetadataKey,
-)
-from kproto.coordinator.consumer_group_target_assignment_metadata_value import (
-    ConsumerGroupTargetAssignmentMetadataValue,
-)
 
 from broker.groups.consumer_model import ClassicInfo, ConsumerGroup, ConsumerMember
 
 _VERSION = struct.Struct(">h")
 
 GROUP_METADATA, PARTITION_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 3, 4, 5, 6, 7, 8
+_KINDS = frozenset((GROUP_METADATA, PARTITION_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER,
+                    CURRENT_ASSIGNMENT))
 
-_KEYS = {
-    GROUP_METADATA: ConsumerGroupMetadataKey,
-    PARTITION_METADATA: ConsumerGroupPartitionMetadataKey,
-    MEMBER_METADATA: ConsumerGroupMemberMetadataKey,
-    TARGET_METADATA: ConsumerGroupTargetAssignmentMetadataKey,
-    TARGET_MEMBER: ConsumerGroupTargetAssignmentMemberKey,
-    CURRENT_ASSIGNMENT: ConsumerGroupCurrentMemberAssignmentKey,
-}
-_VALUES = {
-    GROUP_METADATA: ConsumerGroupMetadataValue,
-    PARTITION_METADATA: ConsumerGroupPartitionMetadataValue,
-    MEMBER_METADATA: ConsumerGroupMemberMetadataValue,
-    TARGET_METADATA: ConsumerGroupTargetAssignmentMetadataValue,
-    TARGET_MEMBER: ConsumerGroupTargetAssignmentMemberValue,
-    CURRENT_ASSIGNMENT: ConsumerGroupCurrentMemberAssignmentValue,
-}
+
+@functools.cache
+def codecs() -> tuple[dict, dict]:
+    """(record type -> key struct, record type -> value struct)."""
+    # imported at the first KIP-848 record written or replayed: a single node serving classic groups
+    # never loads these twelve codec modules (issue 26)
+    from kproto.coordinator.consumer_group_current_member_assignment_key import (
+        ConsumerGroupCurrentMemberAssignmentKey,
+    )
+    from kproto.coordinator.consumer_group_current_member_assignment_value import (
+        ConsumerGroupCurrentMemberAssignmentValue,
+    )
+    from kproto.coordinator.consumer_group_member_metadata_key import ConsumerGroupMemberMetadataKey
+    from kproto.coordinator.consumer_group_member_metadata_value import ConsumerGroupMemberMetadataValue
+    from kproto.coordinator.consumer_group_metadata_key import ConsumerGroupMetadataKey
+    from kproto.coordinator.consumer_group_metadata_value import ConsumerGroupMetadataValue
+    from kproto.coordinator.consumer_group_partition_metadata_key import ConsumerGroupPartitionMetadataKey
+    from kproto.coordinator.consumer_group_partition_metadata_value import ConsumerGroupPartitionMetadataValue
+    from kproto.coordinator.consumer_group_target_assignment_member_key import (
+        ConsumerGroupTargetAssignmentMemberKey,
+    )
+    from kproto.coordinator.consumer_group_target_assignment_member_value import (
+        ConsumerGroupTargetAssignmentMemberValue,
+    )
+    from kproto.coordinator.consumer_group_target_assignment_metadata_key import (
+        ConsumerGroupTargetAssignmentMetadataKey,
+    )
+    from kproto.coordinator.consumer_group_target_assignment_metadata_value import (
+        ConsumerGroupTargetAssignmentMetadataValue,
+    )
+    keys = {
+        GROUP_METADATA: ConsumerGroupMetadataKey,
+        PARTITION_METADATA: ConsumerGroupPartitionMetadataKey,
+        MEMBER_METADATA: ConsumerGroupMemberMetadataKey,
+        TARGET_METADATA: ConsumerGroupTargetAssignmentMetadataKey,
+        TARGET_MEMBER: ConsumerGroupTargetAssignmentMemberKey,
+        CURRENT_ASSIGNMENT: ConsumerGroupCurrentMemberAssignmentKey,
+    }
+    values = {
+        GROUP_METADATA: ConsumerGroupMetadataValue,
+        PARTITION_METADATA: ConsumerGroupPartitionMetadataValue,
+        MEMBER_METADATA: ConsumerGroupMemberMetadataValue,
+        TARGET_METADATA: ConsumerGroupTargetAssignmentMetadataValue,
+        TARGET_MEMBER: ConsumerGroupTargetAssignmentMemberValue,
+        CURRENT_ASSIGNMENT: ConsumerGroupCurrentMemberAssignmentValue,
+    }
+    return keys, values
 
 
 def prefixed(version: int, obj) -> bytes:
@@ -74,7 +83,11 @@ def key_of(cls, group_id: str, member_id: str | None = None) -> bytes:
 
 
 def _key(kind: int, group_id: str, member_id: str | None = None) -> bytes:
-    return key_of(_KEYS[kind], group_id, member_id)
+    return key_of(codecs()[0][kind], group_id, member_id)
+
+
+def _value(kind: int):
+    return codecs()[1][kind]
 
 
 def topic_partitions(cls, assignment: dict) -> list:
@@ -83,42 +96,46 @@ def topic_partitions(cls, assignment: dict) -> list:
 
 
 def group_epoch_record(group: ConsumerGroup) -> tuple:
-    return _key(GROUP_METADATA, group.group_id), prefixed(0, ConsumerGroupMetadataValue(epoch=group.group_epoch))
+    return _key(GROUP_METADATA, group.group_id), prefixed(0, _value(GROUP_METADATA)(epoch=group.group_epoch))
 
 
 def partition_metadata_record(group: ConsumerGroup) -> tuple:
-    topics = [TopicMetadata(topic_id=tid, topic_name=name, num_partitions=n, partition_metadata=[])
+    cls = _value(PARTITION_METADATA)
+    topics = [cls.TopicMetadata(topic_id=tid, topic_name=name, num_partitions=n, partition_metadata=[])
               for name, (tid, n) in sorted(group.subscription_metadata.items())]
     return (_key(PARTITION_METADATA, group.group_id),
-            prefixed(0, ConsumerGroupPartitionMetadataValue(topics=topics)))
+            prefixed(0, cls(topics=topics)))
 
 
 def member_metadata_record(group_id: str, m: ConsumerMember) -> tuple:
-    value = ConsumerGroupMemberMetadataValue(
+    cls = _value(MEMBER_METADATA)
+    value = cls(
         instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
         subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
         rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
-        classic_member_metadata=None if m.classic is None else ClassicMemberMetadata(
+        classic_member_metadata=None if m.classic is None else cls.ClassicMemberMetadata(
             session_timeout_ms=m.classic.session_timeout_ms,
-            supported_protocols=[ClassicProtocol(name=n, metadata=d) for n, d in m.classic.protocols]))
+            supported_protocols=[cls.ClassicProtocol(name=n, metadata=d) for n, d in m.classic.protocols]))
     return _key(MEMBER_METADATA, group_id, m.member_id), prefixed(0, value)
 
 
 def target_metadata_record(group: ConsumerGroup) -> tuple:
     return (_key(TARGET_METADATA, group.group_id),
-            prefixed(0, ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=group.assignment_epoch)))
+            prefixed(0, _value(TARGET_METADATA)(assignment_epoch=group.assignment_epoch)))
 
 
 def target_member_record(group_id: str, member_id: str, assignment: dict) -> tuple:
+    cls = _value(TARGET_MEMBER)
     return (_key(TARGET_MEMBER, group_id, member_id),
-            prefixed(0, ConsumerGroupTargetAssignmentMemberValue(topic_partitions=topic_partitions(_TargetTP, assignment))))
+            prefixed(0, cls(topic_partitions=topic_partitions(cls.TopicPartition, assignment))))
 
 
 def current_assignment_record(group_id: str, m: ConsumerMember) -> tuple:
-    value = ConsumerGroupCurrentMemberAssignmentValue(
+    cls = _value(CURRENT_ASSIGNMENT)
+    value = cls(
         member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch, state=m.state,
-        assigned_partitions=topic_partitions(_CurrentTP, m.assigned),
-        partitions_pending_revocation=topic_partitions(_CurrentTP, m.pending_revocation))
+        assigned_partitions=topic_partitions(cls.TopicPartitions, m.assigned),
+        partitions_pending_revocation=topic_partitions(cls.TopicPartitions, m.pending_revocation))
     return _key(CURRENT_ASSIGNMENT, group_id, m.member_id), prefixed(0, value)
 
 
@@ -150,32 +167,32 @@ class ConsumerKey:
         self.member = member
 
 
-def decode_key_of(keys: dict, data) -> ConsumerKey | None:
-    """The key of a record whose type is in `keys` (type -> key struct), None for another type.
-    (Share groups' records are read with it too: broker/groups/share_records.py.)"""
+def decode_key_of(kinds: frozenset, tables, data) -> ConsumerKey | None:
+    """The key of a record whose type is in `kinds`, None for another type; `tables()` gives (type ->
+    key struct, type -> value struct). (Share groups' records are read with it too:
+    broker/groups/share_records.py.)"""
     mv = memoryview(data)
     if len(mv) < 2:
         return None
     kind, = _VERSION.unpack_from(mv, 0)
-    cls = keys.get(kind)
-    if cls is None:
+    if kind not in kinds:
         return None
-    k = cls.decode(mv, 0, 2)
+    k = tables()[0][kind].decode(mv, 0, 2)
     return ConsumerKey(kind, k.group_id, getattr(k, "member_id", None))
 
 
-def decode_value_of(values: dict, kind: int, data):
+def decode_value_of(tables, kind: int, data):
     mv = memoryview(data)
     version, = _VERSION.unpack_from(mv, 0)
-    return values[kind].decode(mv, version, 2)
+    return tables()[1][kind].decode(mv, version, 2)
 
 
 def decode_key(data) -> ConsumerKey | None:
-    return decode_key_of(_KEYS, data)
+    return decode_key_of(_KINDS, codecs, data)
 
 
 def decode_value(kind: int, data):
-    return decode_value_of(_VALUES, kind, data)
+    return decode_value_of(codecs, kind, data)
 
 
 def replay_member(table: dict, key: ConsumerKey, value) -> None:

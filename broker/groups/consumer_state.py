@@ -14,13 +14,12 @@ assignment) and answer with its epoch and assignment.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kproto.errors import ErrorCode as E
 
 from broker.groups import consumer_records as crec
 from broker.groups import records as rec
-from broker.groups.assignors import ASSIGNORS
 from broker.groups.consumer_model import (
     DEAD, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, MEMBER_UNREVOKED_PARTITIONS,
     ConsumerGroup, ConsumerMember, InvalidRegex, compile_regex, copy_assignment, reconcile, same_assignment,
@@ -28,51 +27,21 @@ from broker.groups.consumer_model import (
 from broker.groups.model import EMPTY
 from broker.groups.results import Effects
 
+if TYPE_CHECKING:
+    from broker.groups.consumer_results import DescribedConsumerGroup, HeartbeatResult
+
 log = logging.getLogger("kproto.groups")
 
 
-@dataclass
-class HeartbeatResult:
-    """ConsumerGroupHeartbeat's answer to one member."""
-    error: int
-    message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 0
-    assignment: dict | None = None                  # topic id -> sorted partitions, or None
-
-
-@dataclass
-class DescribedMember:
-    """One member as ConsumerGroupDescribe describes it."""
-    member_id: str
-    instance_id: str | None
-    rack_id: str | None
-    member_epoch: int
-    client_id: str
-    client_host: str
-    subscribed_topic_names: list
-    subscribed_topic_regex: str | None
-    assignment: dict
-    target: dict
-    classic: bool = False      # joined with the classic protocol (ConsumerGroupDescribe v1's MemberType)
-
-
-@dataclass
-class DescribedConsumerGroup:
-    """One group as ConsumerGroupDescribe describes it."""
-    group_id: str
-    error: int
-    message: str | None = None
-    state: str = ""
-    group_epoch: int = 0
-    assignment_epoch: int = 0
-    assignor: str = ""
-    members: list = field(default_factory=list)
-
-
 def _error(err: int, message: str | None = None, member_id: str | None = None) -> HeartbeatResult:
+    # imported at the first consumer-group answer: a node serving classic groups never needs it (issue 26)
+    from broker.groups.consumer_results import HeartbeatResult
     return HeartbeatResult(err, message, member_id)
+
+
+def _answer(member_id: str, member_epoch: int, heartbeat_interval_ms: int) -> HeartbeatResult:
+    from broker.groups.consumer_results import HeartbeatResult   # (see _error)
+    return HeartbeatResult(E.NONE, None, member_id, member_epoch, heartbeat_interval_ms)
 
 
 class ConsumerGroupsMixin:
@@ -175,6 +144,7 @@ class ConsumerGroupsMixin:
 
         full = rebalance_timeout_ms != -1 and (names is not None or regex is not None) and owned is not None
         send = joining or full or not same_assignment(old[2], member.assigned)
+        from broker.groups.consumer_results import HeartbeatResult   # (see _error)
         return HeartbeatResult(E.NONE, None, member.member_id, member.member_epoch,
                                cfg.consumer_heartbeat_interval_ms,
                                {t: sorted(ps) for t, ps in member.assigned.items() if ps} if send else None)
@@ -333,10 +303,10 @@ class ConsumerGroupsMixin:
                          [crec.current_assignment_record(group.group_id, member)])
             self._cancel_timer(("consumer-rebalance", group.group_id, member_id))
             self._schedule_consumer_session(group, member)
-            return HeartbeatResult(E.NONE, None, member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH, 0)
+            return _answer(member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH, 0)
         self._remove_consumer_member(group, member, "left the group")
         # Kafka answers a leave without a heartbeat interval
-        return HeartbeatResult(E.NONE, None, member_id, LEAVE_GROUP_MEMBER_EPOCH, 0)
+        return _answer(member_id, LEAVE_GROUP_MEMBER_EPOCH, 0)
 
     def _remove_consumer_member(self, group: ConsumerGroup, member: ConsumerMember, reason: str,
                                 downgrade: bool = True) -> None:
@@ -388,6 +358,8 @@ class ConsumerGroupsMixin:
         return out
 
     def _compute_target(self, group: ConsumerGroup) -> list:
+        # imported at the first consumer group's assignment: a classic-only node never runs them (issue 26)
+        from broker.groups.assignors import ASSIGNORS
         cache: dict = {}
         meta = group.subscription_metadata
         members = {mid: {meta[name][0] for name in meta if m.subscribes(name, cache)}
@@ -412,6 +384,7 @@ class ConsumerGroupsMixin:
     # ================================================================ ConsumerGroupDescribe
 
     def consumer_group_describe(self, group_id: str) -> DescribedConsumerGroup:
+        from broker.groups.consumer_results import DescribedConsumerGroup, DescribedMember   # (see _error)
         err = self.status_error(group_id, allow_empty=True)
         if err is not None:
             return DescribedConsumerGroup(group_id, err)

@@ -6,16 +6,22 @@ from __future__ import annotations
 
 import logging
 import struct
+from typing import TYPE_CHECKING
 
 from broker.groups import consumer_records as crec
-from broker.groups import share_metadata
-from broker.groups import share_records as srec
 from broker.groups.model import EMPTY, STABLE, Group, Member, OffsetEntry
 from broker.groups.records import GroupKey, OffsetKey, decode_group_value, decode_key, decode_offset_value
+
+if TYPE_CHECKING:
+    from broker.groups.share_metadata import ShareStateMetadata
+    from broker.groups.share_records import ShareGroupLoad
 
 log = logging.getLogger("kproto.groups")
 
 _CONTROL_KEY = struct.Struct(">hh")   # version, type
+_RECORD_TYPE = struct.Struct(">h")
+# share groups' records are types 10-15 (broker/groups/share_records.py, share_metadata.py)
+_FIRST_SHARE_TYPE = 10
 _COMMIT = 1
 
 
@@ -29,8 +35,8 @@ class PartitionLoad:
         self.groups: dict[str, object] = {}          # group id -> (value version, GroupMetadataValue)
         self.removed_groups: set[str] = set()
         self.consumer_groups: dict[str, crec.ConsumerGroupLoad] = {}
-        self.share_metadata: dict[str, share_metadata.ShareStateMetadata] = {}
-        self.share_groups: dict[str, srec.ShareGroupLoad] = {}
+        self.share_metadata: dict[str, ShareStateMetadata] = {}
+        self.share_groups: dict[str, ShareGroupLoad] = {}
         self.records = 0
 
     def replay_batch(self, base_offset: int, producer_id: int, transactional: bool, control: bool,
@@ -72,16 +78,8 @@ class PartitionLoad:
                 else:
                     self.groups[k.group] = decode_group_value(value)
                     self.removed_groups.discard(k.group)
-            elif (share_group := share_metadata.decode_key(key)) is not None:
-                if value is None:
-                    self.share_metadata.pop(share_group, None)
-                else:
-                    self.share_metadata[share_group] = share_metadata.decode_value(value)
-            elif (sk := srec.decode_key(key)) is not None:
-                load = self.share_groups.get(sk.group)
-                if load is None:
-                    load = self.share_groups[sk.group] = srec.ShareGroupLoad()
-                load.apply(sk, None if value is None else srec.decode_value(sk.kind, value))
+            elif len(key) >= 2 and _RECORD_TYPE.unpack_from(key, 0)[0] >= _FIRST_SHARE_TYPE:
+                self._replay_share_record(base_offset, key, value)
             elif (ck := crec.decode_key(key)) is not None:
                 load = self.consumer_groups.get(ck.group)
                 if load is None:
@@ -90,6 +88,24 @@ class PartitionLoad:
             else:
                 log.warning("unknown record key version in __consumer_offsets-%d at %d: ignored",
                             self.partition, base_offset)
+
+    def _replay_share_record(self, base_offset: int, key, value) -> None:
+        # imported at the first share-group record: a node without share groups never meets one (issue 26)
+        from broker.groups import share_metadata
+        from broker.groups import share_records as srec
+        if (share_group := share_metadata.decode_key(key)) is not None:
+            if value is None:
+                self.share_metadata.pop(share_group, None)
+            else:
+                self.share_metadata[share_group] = share_metadata.decode_value(value)
+        elif (sk := srec.decode_key(key)) is not None:
+            load = self.share_groups.get(sk.group)
+            if load is None:
+                load = self.share_groups[sk.group] = srec.ShareGroupLoad()
+            load.apply(sk, None if value is None else srec.decode_value(sk.kind, value))
+        else:
+            log.warning("unknown record key version in __consumer_offsets-%d at %d: ignored",
+                        self.partition, base_offset)
 
     def build_groups(self) -> list[Group]:
         """The groups this partition holds (metadata and/or offsets)."""

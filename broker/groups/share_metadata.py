@@ -7,22 +7,27 @@ The group coordinator writes the record before it asks the share coordinators an
 answered, so after a restart or a failover the new coordinator knows every share-partition the group
 may have state of: DescribeShareGroupOffsets of all topics lists them, DeleteGroups deletes them.
 
-Pure: the record's codec, the transitions of the value, and the state machine's part (the last
-record per group wins; an answer waits until its record is replicated).
+Pure: the record's codec and the transitions of the value; the state machine's part (the last
+record per group wins; an answer waits until its record is replicated) is ShareMetadataMixin in
+broker/groups/share_mixins.py.
 """
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass, field
 
-from kproto.coordinator.share_group_state_partition_metadata_key import ShareGroupStatePartitionMetadataKey
-from kproto.coordinator.share_group_state_partition_metadata_value import (
-    ShareGroupStatePartitionMetadataValue, TopicInfo, TopicPartitionsInfo,
-)
-from kproto.errors import ErrorCode as E
-
-KEY_TYPE = ShareGroupStatePartitionMetadataKey.API_KEY      # 15
+KEY_TYPE = 15      # ShareGroupStatePartitionMetadataKey.API_KEY
 _VERSION = struct.Struct(">h")
+
+
+@functools.cache
+def _codecs():
+    # imported at the first type-15 record written or replayed: a single node without share groups
+    # never loads them (issue 26)
+    from kproto.coordinator.share_group_state_partition_metadata_key import ShareGroupStatePartitionMetadataKey
+    from kproto.coordinator.share_group_state_partition_metadata_value import ShareGroupStatePartitionMetadataValue
+    return ShareGroupStatePartitionMetadataKey, ShareGroupStatePartitionMetadataValue
 
 
 @dataclass(frozen=True)
@@ -129,7 +134,7 @@ def forget_topics(meta: ShareStateMetadata, topic_ids) -> ShareStateMetadata:
 
 def key_bytes(group_id: str) -> bytes:
     out = bytearray(_VERSION.pack(KEY_TYPE))
-    ShareGroupStatePartitionMetadataKey(group_id=group_id).encode_into(out, 0)
+    _codecs()[0](group_id=group_id).encode_into(out, 0)
     return bytes(out)
 
 
@@ -138,19 +143,20 @@ def decode_key(data) -> str | None:
     mv = memoryview(data)
     if len(mv) < 2 or _VERSION.unpack_from(mv, 0)[0] != KEY_TYPE:
         return None
-    return ShareGroupStatePartitionMetadataKey.decode(mv, 0, 2).group_id
+    return _codecs()[0].decode(mv, 0, 2).group_id
 
 
-def _topics(d: dict) -> list:
-    return [TopicPartitionsInfo(topic_id=tid, topic_name=name, partitions=sorted(ps))
+def _topics(cls, d: dict) -> list:
+    return [cls.TopicPartitionsInfo(topic_id=tid, topic_name=name, partitions=sorted(ps))
             for tid, (name, ps) in sorted(d.items(), key=lambda kv: str(kv[0]))]
 
 
 def value_bytes(meta: ShareStateMetadata) -> bytes:
     out = bytearray(_VERSION.pack(0))
-    ShareGroupStatePartitionMetadataValue(
-        initializing_topics=_topics(meta.initializing), initialized_topics=_topics(meta.initialized),
-        deleting_topics=[TopicInfo(topic_id=tid, topic_name=name)
+    cls = _codecs()[1]
+    cls(
+        initializing_topics=_topics(cls, meta.initializing), initialized_topics=_topics(cls, meta.initialized),
+        deleting_topics=[cls.TopicInfo(topic_id=tid, topic_name=name)
                          for tid, name in sorted(meta.deleting.items(), key=lambda kv: str(kv[0]))],
     ).encode_into(out, 0)
     return bytes(out)
@@ -159,65 +165,17 @@ def value_bytes(meta: ShareStateMetadata) -> bytes:
 def decode_value(data) -> ShareStateMetadata:
     mv = memoryview(data)
     version, = _VERSION.unpack_from(mv, 0)
-    v = ShareGroupStatePartitionMetadataValue.decode(mv, version, 2)
+    v = _codecs()[1].decode(mv, version, 2)
     return ShareStateMetadata(
         {t.topic_id: (t.topic_name, frozenset(t.partitions)) for t in v.initializing_topics},
         {t.topic_id: (t.topic_name, frozenset(t.partitions)) for t in v.initialized_topics},
         {t.topic_id: t.topic_name for t in v.deleting_topics})
 
 
-# ------------------------------------------------------------------ the state machine's part
+# ------------------------------------------------------------------ the state machine's answer
+# (its part is broker/groups/share_mixins.py)
 
 @dataclass
 class ShareMetadataResult:
     """The outcome of writing a share group's state metadata."""
     error: int
-
-
-class ShareMetadataMixin:
-    """GroupStateMachine's share-group records: `share_metadata` (group id -> ShareStateMetadata) holds
-    what is replicated, `share_metadata_at` when (the clock of the step that wrote or loaded it);
-    `put_share_metadata` writes a new value (an empty one is a tombstone) and answers once it is
-    replicated, when it becomes the group's."""
-
-    def put_share_metadata(self, ticket, now_ms: int, group_id: str, meta: ShareStateMetadata):
-        self._begin(now_ms)
-        err = self.status_error(group_id, allow_empty=False)
-        if err is not None:
-            self._respond(ticket, ShareMetadataResult(err))
-            return self._end()
-        self._append(self.partition_for(group_id),
-                     [(key_bytes(group_id), None if meta.empty() else value_bytes(meta))])
-        self._fx.appends[-1].share_metadata = (group_id, meta)
-        self._respond(ticket, ShareMetadataResult(E.NONE))
-        return self._end()
-
-    def share_topics_deleted(self, now_ms: int, topic_ids) -> object:
-        """Deleted topics leave every share group's record (Kafka's maybeCleanupShareGroupState): their
-        share-partition states go with the topic at the share coordinators."""
-        self._begin(now_ms)
-        for group_id, meta in list(self.share_metadata.items()):
-            if self.status_error(group_id, allow_empty=False) is not None:
-                continue
-            new = forget_topics(meta, topic_ids)
-            if new != meta:
-                self._append(self.partition_for(group_id),
-                             [(key_bytes(group_id), None if new.empty() else value_bytes(new))])
-                self._fx.appends[-1].share_metadata = (group_id, new)
-        return self._end()
-
-    def _share_metadata_stored(self, stored: tuple, error: int) -> None:
-        group_id, meta = stored
-        if error or self.status_error(group_id, allow_empty=False) is not None:
-            return
-        if meta.empty():
-            self.share_metadata.pop(group_id, None)
-            self.share_metadata_at.pop(group_id, None)
-        else:
-            self.share_metadata[group_id] = meta
-            self.share_metadata_at[group_id] = self._now
-
-    def _drop_partition_share_metadata(self, partition: int) -> None:
-        for gid in [g for g in self.share_metadata if self.partition_for(g) == partition]:
-            del self.share_metadata[gid]
-            self.share_metadata_at.pop(gid, None)

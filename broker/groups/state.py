@@ -17,7 +17,8 @@ The machine is one object over one state (groups, members, timers, pending appen
 parts by protocol: this module has the plumbing (effects, timers), partition ownership and loading
 and the administrative requests; broker/groups/classic_rebalance.py the classic JoinGroup /
 SyncGroup / Heartbeat / LeaveGroup; broker/groups/offset_commits.py committed offsets;
-broker/groups/consumer_state.py and consumer_classic.py the KIP-848 consumer groups.
+broker/groups/consumer_state.py and consumer_classic.py the KIP-848 consumer groups;
+broker/groups/share_mixins.py the share groups' records.
 """
 from __future__ import annotations
 
@@ -41,8 +42,7 @@ from broker.groups.model import (
     DEAD, EMPTY, STABLE, Group,
 )
 from broker.groups.placement import partition_for
-from broker.groups.share_metadata import ShareMetadataMixin
-from broker.groups.share_records import ShareRecordsMixin
+from broker.groups.share_mixins import ShareMetadataMixin, ShareRecordsMixin
 from broker.groups.results import (
     DEAD_SUMMARY, EMPTY_SUMMARY, Append, DeleteGroupsResult, Effects, GroupOverview, GroupSummary, JoinResult,
     MemberSummary, SyncResult,

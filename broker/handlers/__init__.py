@@ -81,6 +81,7 @@ DEFERRED: dict[str, dict[int, tuple[int, int]]] = {
     "configs": {ApiKey.DESCRIBE_CONFIGS: (0, 4), ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
                 ApiKey.ALTER_CONFIGS: (0, 2), ApiKey.LIST_CONFIG_RESOURCES: (0, 1)},
     "cluster": {ApiKey.DESCRIBE_CLUSTER: (0, 2), ApiKey.DESCRIBE_LOG_DIRS: (0, 5)},
+    "consumer_groups": {ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1), ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1)},
     "share_groups": {ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1), ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
                      ApiKey.SHARE_FETCH: (1, 2), ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
                      ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1)},

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from kproto.errors import ErrorCode as E
 
-from broker.groups import consumer_state
+from broker.groups import consumer_results
 from broker.groups import share_records as srec
 
 EMPTY, STABLE, DEAD = "Empty", "Stable", "Dead"
@@ -79,7 +79,7 @@ class ShareGroup:
 
 
 @dataclass
-class HeartbeatResult(consumer_state.HeartbeatResult):
+class HeartbeatResult(consumer_results.HeartbeatResult):
     """The answer to a heartbeat, as a consumer group's (assignment None: unchanged since the last
     answer), and the subscribed partitions whose state is to be initialised: topic id -> (topic
     name, partitions)."""
