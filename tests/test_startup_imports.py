@@ -29,7 +29,17 @@ NOT_LOADED = ("raft.node", "raft.messages", "broker.quorum.replicated", "prometh
               "broker.transactions.peers", "kproto.messages.write_txn_markers_request",
               "kproto.messages.add_partitions_to_txn_request",
               # client telemetry's manager and codecs (no client-metrics subscription, no request)
-              "broker.metrics.client_metrics", "kproto.messages.push_telemetry_response")
+              "broker.metrics.client_metrics", "kproto.messages.push_telemetry_response",
+              # security a PLAINTEXT listener without authorizer.class.name, SASL or client quotas
+              # never runs: the ACL checks, the SASL gate, exchange and codecs, the quota
+              # accounting, delegation-token logins, TLS contexts and JAAS parsing (the configured
+              # cases: tests/test_security_*.py)
+              "broker.security.authz", "broker.security.acls", "broker.security.gate",
+              "broker.security.authenticate", "broker.security.sasl", "broker.security.tokens",
+              "broker.security.mutations", "broker.security.throttle", "broker.security.tls",
+              "broker.security.jaas", "kproto.messages.sasl_handshake_request",
+              "kproto.messages.sasl_handshake_response", "kproto.messages.sasl_authenticate_request",
+              "kproto.messages.sasl_authenticate_response")
 
 
 def test_a_single_node_imports_no_quorum_metrics_registry_or_tiering(tmp_path):
