@@ -39,7 +39,9 @@ NOT_LOADED = ("raft.node", "raft.messages", "broker.quorum.replicated", "prometh
               "broker.security.mutations", "broker.security.throttle", "broker.security.tls",
               "broker.security.jaas", "kproto.messages.sasl_handshake_request",
               "kproto.messages.sasl_handshake_response", "kproto.messages.sasl_authenticate_request",
-              "kproto.messages.sasl_authenticate_response")
+              "kproto.messages.sasl_authenticate_response",
+              # the metadata snapshot's client-quota and SCRAM records (none to write)
+              "kproto.metadata.client_quota_record", "kproto.metadata.user_scram_credential_record")
 
 
 def test_a_single_node_imports_no_quorum_metrics_registry_or_tiering(tmp_path):
