@@ -44,7 +44,19 @@ NOT_LOADED = ("raft.node", "raft.messages", "broker.quorum.replicated", "prometh
               "kproto.messages.consumer_group_heartbeat_response",
               "kproto.messages.consumer_group_describe_response", "broker.groups.assignors",
               "broker.groups.consumer_results", "broker.groups.share_metadata", "broker.groups.share_records",
-              "kproto.messages.consumer_protocol_subscription")
+              "kproto.messages.consumer_protocol_subscription",
+              # security a PLAINTEXT listener without authorizer.class.name, SASL or client quotas
+              # never runs: the ACL checks, the SASL gate, exchange and codecs, the quota
+              # accounting, delegation-token logins, TLS contexts and JAAS parsing (the configured
+              # cases: tests/test_security_*.py)
+              "broker.security.authz", "broker.security.acls", "broker.security.gate",
+              "broker.security.authenticate", "broker.security.sasl", "broker.security.tokens",
+              "broker.security.mutations", "broker.security.throttle", "broker.security.tls",
+              "broker.security.jaas", "kproto.messages.sasl_handshake_request",
+              "kproto.messages.sasl_handshake_response", "kproto.messages.sasl_authenticate_request",
+              "kproto.messages.sasl_authenticate_response",
+              # the metadata snapshot's client-quota and SCRAM records (none to write)
+              "kproto.metadata.client_quota_record", "kproto.metadata.user_scram_credential_record")
 
 
 def test_a_single_node_imports_no_quorum_metrics_registry_or_tiering(tmp_path):

@@ -22,7 +22,6 @@ from kproto.messages.fetch_response import FetchResponse
 
 from broker.partitions.fetch_sessions import INVALID_SESSION_ID, next_epoch
 from broker.security.quotas import CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE
-from broker.security.throttle import quota_entity, request_seconds
 
 _HEADER_BYTES = 8   # the size prefix and correlation id, counted as the dispatcher counts a response
 
@@ -32,10 +31,16 @@ def _quotas(ctx):
     return quotas if quotas is not None and quotas.active else None
 
 
+def _entity(ctx):
+    """(user, client id) the fetch counts against (once some client quota is set)."""
+    from broker.security.throttle import quota_entity   # imported at the first quota
+    return quota_entity(ctx)
+
+
 def cap_max_bytes(ctx, req, v: int) -> None:
     """Before reading: no more than one quota window's worth (fetchMaxBytes / fetchMinBytes)."""
     quotas = _quotas(ctx)
-    entity = quota_entity(ctx) if quotas is not None else None
+    entity = _entity(ctx) if quotas is not None else None
     if entity is None or v < 3:
         return
     cap = quotas.max_value_in_window(CONSUMER_BYTE_RATE, *entity)
@@ -56,10 +61,11 @@ def throttle_ms(ctx, v: int, topics: list) -> int:
     time in ms, > 0 when the answer must be the empty throttled one (its bytes then unrecorded)."""
     ctx.quota_recorded_at = time.perf_counter()
     quotas = _quotas(ctx)
-    entity = quota_entity(ctx) if quotas is not None else None
+    entity = _entity(ctx) if quotas is not None else None
     if entity is None:
         return 0
     user, client_id = entity
+    from broker.security.throttle import request_seconds   # (loaded by _entity)
     request_throttle = quotas.record(REQUEST_PERCENTAGE, user, client_id,
                                      request_seconds(ctx, ctx.quota_recorded_at) * 1000.0)
     size = 0

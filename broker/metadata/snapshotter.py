@@ -17,13 +17,11 @@ import logging
 import os
 import time
 
-from kproto.metadata.client_quota_record import ClientQuotaRecord, EntityData
 from kproto.metadata.config_record import ConfigRecord
 from kproto.metadata.feature_level_record import FeatureLevelRecord
 from kproto.metadata.partition_record import PartitionRecord
 from kproto.metadata.producer_ids_record import ProducerIdsRecord
 from kproto.metadata.topic_record import TopicRecord
-from kproto.metadata.user_scram_credential_record import UserScramCredentialRecord
 
 from broker.metadata.image import TOPIC_RESOURCE
 from broker.metadata import retention as metadata_retention, snapshots
@@ -58,16 +56,21 @@ def image_records(image, metadata_version: int, node_id: int) -> list:
     for (resource_type, resource_name), configs in image.configs.items():
         out += [ConfigRecord(resource_type=resource_type, resource_name=resource_name, name=k, value=v)
                 for k, v in configs.items()]
-    for entity, values in image.client_quotas.items():
-        ents = [EntityData(entity_type=t, entity_name=n) for t, n in sorted(entity, key=lambda e: e[0])]
-        out += [ClientQuotaRecord(entity=ents, key=k, value=v, remove=False) for k, v in values.items()]
+    if image.client_quotas:
+        # (the quota and SCRAM codecs are imported only when there are some: most clusters have none)
+        from kproto.metadata.client_quota_record import ClientQuotaRecord, EntityData
+        for entity, values in image.client_quotas.items():
+            ents = [EntityData(entity_type=t, entity_name=n) for t, n in sorted(entity, key=lambda e: e[0])]
+            out += [ClientQuotaRecord(entity=ents, key=k, value=v, remove=False) for k, v in values.items()]
     if image.next_producer_id:
         out.append(ProducerIdsRecord(broker_id=node_id, broker_epoch=0, next_producer_id=image.next_producer_id))
     # ACLs, SCRAM credentials and delegation tokens (lost at the next start otherwise)
     out += [acl.record(acl_id) for acl_id, acl in image.acls.items()]
-    out += [UserScramCredentialRecord(name=name, mechanism=mech, salt=salt, stored_key=stored, server_key=server,
-                                      iterations=iterations)
-            for (name, mech), (salt, stored, server, iterations) in image.scram.items()]
+    if image.scram:
+        from kproto.metadata.user_scram_credential_record import UserScramCredentialRecord
+        out += [UserScramCredentialRecord(name=name, mechanism=mech, salt=salt, stored_key=stored,
+                                          server_key=server, iterations=iterations)
+                for (name, mech), (salt, stored, server, iterations) in image.scram.items()]
     out += list(image.delegation_tokens.values())
     return out
 

@@ -13,17 +13,9 @@ from kproto.messages.sasl_authenticate_response import SaslAuthenticateResponse
 from kproto.messages.sasl_handshake_response import SaslHandshakeResponse
 
 from broker.security import sasl
+from broker.security.session import RespondThenClose
 
 log = logging.getLogger("kproto.security")
-
-
-class RespondThenClose(Exception):
-    """Send `response`, wait `delay_s`, close the connection."""
-
-    def __init__(self, reason: str, response, delay_s: float = 0.0):
-        super().__init__(reason)
-        self.response = response
-        self.delay_s = delay_s
 
 
 def handshake(ctx, req, session):

@@ -3,15 +3,19 @@ connections' sessions, SASL mechanisms and their credentials."""
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from broker.config.types import ConfigError
-from broker.security import sasl
-from broker.security.jaas import parse_jaas
 from broker.security.principal import NoMatchingRule, SslPrincipalMapper, certificate_dn
 from broker.security.session import Session
 from broker.security.settings import listener_value
-from broker.security.tls import ListenerTls
 from broker.net.transport import Transport
+
+if TYPE_CHECKING:
+    from broker.security.tls import ListenerTls
+
+# (the SASL mechanisms, JAAS parser, TLS contexts, ACLs and delegation-token credentials are
+# imported where first needed: a PLAINTEXT listener without an authorizer runs none of them)
 
 log = logging.getLogger("kproto.security")
 
@@ -28,17 +32,19 @@ class SecurityManager:
         self.mapper = SslPrincipalMapper(self.config.get("ssl.principal.mapping.rules"))
         self._jaas: dict[tuple[str, str], list] = {}
         self._validators = {}
-        from broker.security.acls import authorizer_for
-        self.authorizer = authorizer_for(self.config, broker.image)
+        self.authorizer = None
+        if (self.config.get("authorizer.class.name") or "").strip():
+            from broker.security.acls import authorizer_for   # imported at first use: an authorizer is set
+            self.authorizer = authorizer_for(self.config, broker.image)
         from broker.security.quotas import QuotaManager
         self.quotas = QuotaManager(self.config, broker.image)
-        from broker.security.tokens import TokenCredentials
-        self.token_credentials = TokenCredentials(self.config, broker.image)
+        self._token_credentials = None   # built at the first SCRAM login with a token (token_credentials)
         from broker.security.connections import ConnectionLimits
         self.limits = ConnectionLimits(self.config)
         self.limits.image = broker.image
         for name, protocol in self.protocols.items():
             if protocol in ("SSL", "SASL_SSL"):
+                from broker.security.tls import ListenerTls   # imported at first use: a TLS listener
                 self.tls[name] = ListenerTls(self.config, name, protocol)
                 self.tls[name].context()   # refuse to start with unusable TLS settings
             if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
@@ -71,6 +77,13 @@ class SecurityManager:
         except BaseException:
             self.limits.closed(session.peer_host)
             raise
+
+    @property
+    def token_credentials(self):
+        if self._token_credentials is None:
+            from broker.security.tokens import TokenCredentials   # imported at the first token login
+            self._token_credentials = TokenCredentials(self.config, self.broker.image)
+        return self._token_credentials
 
     def closed(self, session) -> None:
         self.limits.closed(session.peer_host)
@@ -120,6 +133,7 @@ class SecurityManager:
                 raise ConfigError(f"Could not find a 'KafkaServer' or '{listener.lower()}.KafkaServer' "
                                   "entry in the JAAS configuration. System property "
                                   "'java.security.auth.login.config' is not set")
+            from broker.security.jaas import parse_jaas   # imported at first use: a SASL listener
             self._jaas[key] = parse_jaas(text)
         return self._jaas[key]
 
@@ -162,6 +176,7 @@ class SecurityManager:
             options = self._jaas_options(listener, "OAUTHBEARER")[0][2]
         except ConfigError:
             options = {}
+        from broker.security import sasl   # imported at first use: a SASL listener
         if handler == JWKS_HANDLER:
             from broker.security.jwks import jwks_validator
             validator = jwks_validator(self.config, listener)
@@ -171,6 +186,7 @@ class SecurityManager:
         return validator
 
     def _scram_credential(self, mechanism: str):
+        from broker.security import sasl   # imported at first use: a SASL listener
         mech_id = sasl.SCRAM_MECHANISMS[mechanism][0]
 
         def lookup(user: str):
@@ -189,6 +205,7 @@ class SecurityManager:
         return lookup
 
     def new_mechanism(self, listener: str, name: str):
+        from broker.security import sasl   # imported at first use: a SaslHandshake on a SASL listener
         if name == "PLAIN":
             verify = self._plain_callback(listener)
             if verify is None:

@@ -29,14 +29,13 @@ import time
 import trio
 
 from kproto import api
-from kproto.messages.sasl_authenticate_request import SaslAuthenticateRequest
-from kproto.messages.sasl_handshake_request import SaslHandshakeRequest
 
 from broker.config.types import ConfigError
 from broker.net.framing import take_frame
-from broker.security import tls
-from broker.security.jaas import parse_jaas
 from broker.security.settings import listener_value
+
+# (the TLS context builder, the JAAS parser and the SASL request codecs are imported where first
+# needed: a node whose peer listeners are PLAINTEXT, a single node among them, never runs them)
 
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
@@ -118,6 +117,7 @@ class Outbound:
                 raise ConfigError(f"Could not find a 'KafkaServer' or '{listener.lower()}.KafkaServer' entry "
                                   "in the JAAS configuration. System property "
                                   "'java.security.auth.login.config' is not set")
+            from broker.security.jaas import parse_jaas   # imported at first use: a SASL peer listener
             options = {}
             for _module, _flag, opts in parse_jaas(text):
                 options.update(opts)
@@ -148,6 +148,7 @@ class Outbound:
         return listener_value(self.config, self.listener, key)
 
     def _context(self) -> ssl.SSLContext:
+        from broker.security import tls   # imported at first use: a TLS peer listener
         stamp = tuple(str(self._get(k)) for k in tls._KEYS + ("ssl.endpoint.identification.algorithm",))
         if self._ctx is not None and stamp == self._ctx_stamp:
             return self._ctx
@@ -196,6 +197,9 @@ class Outbound:
         return stream
 
     async def _login(self, stream, host, port, client_id) -> None:
+        # imported at the first login: a SASL peer listener
+        from kproto.messages.sasl_authenticate_request import SaslAuthenticateRequest
+        from kproto.messages.sasl_handshake_request import SaslHandshakeRequest
         read = _read_exact_frame_factory()
         corr = 0
 

@@ -9,8 +9,9 @@ from broker.config.types import ConfigError
 
 ANONYMOUS = "User:ANONYMOUS"
 
-# Kafka's SslPrincipalMapper.RULE_PARSER, in Python's dialect
-_RULE = re.compile(r"((DEFAULT)|RULE:((\\.|[^\\/])*)/((\\.|[^\\/])*)/([LU]?).*?|(.*?))(,\s*|$)")
+# Kafka's SslPrincipalMapper.RULE_PARSER, in Python's dialect (compiled by the first mapper given
+# rules: every broker builds one, most with the default, which needs no parsing)
+_RULE = r"((DEFAULT)|RULE:((\\.|[^\\/])*)/((\\.|[^\\/])*)/([LU]?).*?|(.*?))(,\s*|$)"
 
 
 class NoMatchingRule(Exception):
@@ -39,9 +40,13 @@ class SslPrincipalMapper:
     def __init__(self, rules: str | None):
         self.rules = []
         text = (rules or "DEFAULT").strip()
+        if text == "DEFAULT":
+            self.rules.append(_Rule())
+            return
+        parser = re.compile(_RULE)
         pos = 0
         while pos < len(text):
-            m = _RULE.match(text, pos)
+            m = parser.match(text, pos)
             if not m or m.end() == pos:
                 break
             if m.group(8):

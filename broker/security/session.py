@@ -16,6 +16,17 @@ log = logging.getLogger("kproto.security")
 PRE_LOGIN_APIS = frozenset((ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE))
 
 
+class RespondThenClose(Exception):
+    """Send `response`, wait `delay_s`, close the connection (a failed or illegal SASL step).
+    Here rather than in authenticate.py: the dispatcher catches it on every listener, and a
+    PLAINTEXT-only broker never loads the SASL exchange itself."""
+
+    def __init__(self, reason: str, response, delay_s: float = 0.0):
+        super().__init__(reason)
+        self.response = response
+        self.delay_s = delay_s
+
+
 class Session:
     __slots__ = ("listener", "protocol", "peer_host", "principal", "sasl", "authenticated",
                  "mechanism_name", "mechanism", "handshake_version", "raw_tokens", "expires_at",

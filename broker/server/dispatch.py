@@ -18,11 +18,9 @@ from broker.net.transport import CloseConnection
 from broker.handlers import HANDLERS, load_served
 from broker.handlers.api_versions import unsupported_version_response
 from broker.handlers import topic_ids
-from broker.security import authz as security_authz
-from broker.security import gate as security_gate
-from broker.security import mutations as security_mutations
-from broker.security import throttle as security_throttle
-from broker.security.authenticate import RespondThenClose
+# (the ACL checks, the SASL gate and the quota accounting are imported at first use: a PLAINTEXT
+# broker without authorizer.class.name or client quotas never runs them)
+from broker.security.session import RespondThenClose
 
 log = logging.getLogger("kproto.dispatch")
 
@@ -49,7 +47,13 @@ class RequestContext:
 
 
 async def _mutation_limited(mutation_quotas, handler, ctx, request):
+    from broker.security import mutations as security_mutations   # imported at the first quota
     return await security_mutations.run(mutation_quotas, ctx, request, handler)
+
+
+def _mutation_apis() -> dict:
+    from broker.security.mutations import STRICT_FROM   # imported at the first quota
+    return STRICT_FROM
 
 
 class Dispatcher:
@@ -84,6 +88,7 @@ class Dispatcher:
         session = getattr(conn, "session", None)
         if session is not None and session.raw_tokens:
             # after SaslHandshake v0 the client sends bare SASL tokens
+            from broker.security import gate as security_gate   # imported at first use: SASL listeners only
             return security_gate.raw_token(session, frame, CloseConnection)
         try:
             api_key, version, correlation_id = api.peek_header(frame)
@@ -94,6 +99,7 @@ class Dispatcher:
             raise CloseConnection(f"unknown or unsupported API key {api_key}")
         lo, hi, handler = entry
         if session is not None and session.sasl:
+            from broker.security import gate as security_gate   # imported at first use: SASL listeners only
             security_gate.check(session, api_key, len(frame), CloseConnection)
         if not lo <= version <= hi:
             if api_key == ApiKey.API_VERSIONS and version > hi:
@@ -114,13 +120,14 @@ class Dispatcher:
         if by_id:
             topic_ids.resolve_request(broker, api_key, version, request)
         quotas = getattr(broker, "quotas", None)
-        if quotas is not None and api_key in security_mutations.STRICT_FROM and quotas.active:
+        if quotas is not None and quotas.active and api_key in _mutation_apis():
             # controller_mutation_rate: topics over the quota are refused before the handler runs
             handler = functools.partial(_mutation_limited, quotas.mutations, handler)
         try:
             authorizer = getattr(broker, "authorizer", None)
             if authorizer is not None:
                 # ACLs: the parts of the request the principal may not touch get Kafka's errors
+                from broker.security import authz as security_authz   # imported at first use (an authorizer)
                 response = await security_authz.run(authorizer, ctx, request, handler)
             else:
                 response = await handler(ctx, request)
@@ -158,6 +165,7 @@ class Dispatcher:
 
     def _throttled(self, quotas, ctx, frame, response):
         """Client quotas: account the request, put the throttle time in the response."""
+        from broker.security import throttle as security_throttle   # imported at the first quota
         chunks = None if response is None else self._frame(ctx.api_key, ctx.api_version,
                                                            ctx.correlation_id, response)
         throttle = security_throttle.account(quotas, ctx, len(frame))

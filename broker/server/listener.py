@@ -16,7 +16,6 @@ from time import perf_counter
 import trio
 
 from broker.server.dispatch import Dispatcher
-from broker.security.throttle import mute_if_throttled, record_network
 from broker.config.types import StartupError
 from broker.net.transport import CloseConnection, ConnectionClosed, FrameTooLarge, Transport, tune
 
@@ -119,8 +118,11 @@ async def serve_connection(sock, dispatcher: Dispatcher, max_frame: int, listene
                     metrics.requests_answered(done, received, perf_counter())
                     done.clear()
                 if session is not None and session.quota_entity is not None:
+                    # (a client quota has been set: broker/security/throttle.py is loaded by then)
+                    from broker.security.throttle import record_network
                     record_network(quotas, session, perf_counter() - writing)
                 if session is not None and session.throttle_until:
+                    from broker.security.throttle import mute_if_throttled   # (once throttled)
                     await mute_if_throttled(session)
     except (ConnectionClosed, trio.BrokenResourceError, trio.ClosedResourceError,
             ConnectionResetError, BrokenPipeError):
