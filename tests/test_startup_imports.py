@@ -33,13 +33,15 @@ NOT_LOADED = ("raft.node", "raft.messages", "broker.quorum.replicated", "prometh
               # client telemetry's manager and codecs (no client-metrics subscription, no request)
               "broker.metrics.client_metrics", "kproto.messages.push_telemetry_response",
               # replication's follower side and ISR changes (a partition with followers, a peer to
-              # fetch from), and the remote log manager (remote.log.storage.system.enable)
+              # fetch from), the remote log manager (remote.log.storage.system.enable), and the
+              # AssignReplicasToDirs answer (a multi-voter quorum's controller)
               "broker.replication.fetcher", "broker.replication.client",
               "broker.replication.fetch_session_handler", "broker.replication.leader_state",
               "broker.replication.alter_partition", "kproto.messages.alter_partition_request",
               "kproto.messages.alter_partition_response", "broker.tiered.manager",
               "broker.tiered.segment_view", "broker.tiered.store_types", "broker.tiered.backoff",
-              "broker.tiered.lineage", "broker.tiered.keys", "broker.tiered.remote_records")
+              "broker.tiered.lineage", "broker.tiered.keys", "broker.tiered.remote_records",
+              "kproto.messages.assign_replicas_to_dirs_response")
 
 
 def test_a_single_node_imports_no_quorum_metrics_registry_or_tiering(tmp_path):
