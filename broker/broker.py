@@ -36,7 +36,8 @@ from broker.storage import LogManager
 from broker.storage.dir_failure import LogDirFailures
 from broker.storage.jbod import existing_meta_properties, managers, open_log_dirs
 from broker.storage.limits import room_for
-from broker.tiered.manager import RemoteLogManager
+from broker.tiered.metrics import tiered_metrics
+from broker.tiered.settings import list_offsets_timeout_ms
 from broker.transactions.coordinator import TransactionCoordinator
 from kproto.errors import ErrorCode, KafkaError
 
@@ -242,10 +243,24 @@ class Broker:
         self.groups.open()
         self.transactions = TransactionCoordinator(self)
         self.transactions.open()
-        self.tiered = RemoteLogManager(self)   # tiered storage (broker/tiered)
-        self.tiered.open()
+        self.tiered = self._remote_log_manager()
         log.info("storage open: %d metadata records, %d partitions in %.2f s",
                  count, len(self.partitions.all()), time.monotonic() - started)
+
+    def _remote_log_manager(self):
+        """Tiered storage (broker/tiered): the remote log manager of a broker with
+        remote.log.storage.system.enable, opened; None without it, and its modules never loaded
+        (start-up CPU, issue 26): the fetch and ListOffsets paths and the follower's fetcher ask
+        whether broker.tiered is None first."""
+        # on /metrics, zeros while tiered storage is off (the dashboard's panel stays valid)
+        self.metric_sources = [*getattr(self, "metric_sources", []), lambda: tiered_metrics(self)]
+        if not self.config.get_bool("remote.log.storage.system.enable"):
+            list_offsets_timeout_ms(self.config)   # (a bad value fails start-up on every broker, as Kafka 4's)
+            return None
+        from broker.tiered.manager import RemoteLogManager
+        tiered = RemoteLogManager(self)
+        tiered.open()
+        return tiered
 
     def _log_manager_settings(self) -> dict:
         keys = ("log.retention.check.interval.ms", "log.flush.offset.checkpoint.interval.ms",
@@ -333,7 +348,8 @@ class Broker:
                 nursery.start_soon(self._log_cleaner)
                 nursery.start_soon(self.groups.run)
                 nursery.start_soon(self.transactions.run)
-                nursery.start_soon(self.tiered.run)
+                if self.tiered is not None:
+                    nursery.start_soon(self.tiered.run)
                 self._services = nursery
                 if self._share is not None:       # built before the run (in-process callers)
                     nursery.start_soon(self._share.run)

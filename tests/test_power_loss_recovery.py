@@ -180,7 +180,7 @@ def test_a_follower_drops_an_epoch_at_its_log_end_that_the_leader_never_had(tmp_
     built directly."""
     from types import SimpleNamespace
     from kproto.records import build_batch
-    from broker.replication.manager import Fetcher
+    from broker.replication.fetcher import Fetcher
 
     plog = PartitionLog.open(str(tmp_path / "faults-0"), None, topic_id=TOPIC_ID, sync=False)
     for i in range(3):

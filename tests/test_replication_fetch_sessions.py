@@ -302,9 +302,9 @@ def test_a_log_start_moved_by_retention_reaches_idle_followers(monkeypatch):
     # partition (once every 10 s); now it names the partition to the sessions at once, as
     # Kafka's followers learn the leader's log start at their next fetch. (The visit of every
     # partition is turned off here: this is what reaches the followers without it.)
-    from broker.replication import manager, replica_fetch
+    from broker.replication import fetcher, replica_fetch
     monkeypatch.setattr(replica_fetch, "FULL_VISIT_MS", 600_000)
-    monkeypatch.setattr(manager, "FULL_VISIT_MS", 600_000)
+    monkeypatch.setattr(fetcher, "FULL_VISIT_MS", 600_000)
 
     async def body(cluster, client):
         c = cluster.brokers[cluster.controller].controller

@@ -10,7 +10,7 @@ import uuid
 from kproto.records import build_batch
 
 from broker.partitions.partition import Partition
-from broker.replication.manager import Fetcher
+from broker.replication.fetcher import Fetcher
 from broker.storage.log import PartitionLog
 from broker.storage.log_retention import TierLimits
 

@@ -3,9 +3,11 @@ imports). `kproto serve` under PYTHONPROFILEIMPORTTIME lists every module it imp
 a plain single node (no quorum of several voters, metrics listener off, no schema registry,
 no tiered storage, no share groups) must not have loaded the raft state machine, the replicated
 quorum, prometheus_client, the schema registry, tiered storage's record codecs, planner and object
-stores, the share-group service, or the crc32c package's importlib.metadata. The configured cases
-load them: tests/test_describe_quorum.py (a dynamic quorum), tests/test_metrics.py,
-tests/test_schema_registry_api.py, tests/test_tiered_storage.py, tests/test_share_groups.py."""
+stores, the share-group service, or the crc32c package's importlib.metadata, nor replication's follower side
+(no partition with followers) or the remote log manager. The configured cases load them:
+tests/test_describe_quorum.py (a dynamic quorum), tests/test_metrics.py,
+tests/test_schema_registry_api.py, tests/test_tiered_storage.py, tests/test_share_groups.py,
+tests/test_replication_processes.py (followers fetching from their leader)."""
 from __future__ import annotations
 
 import os
@@ -56,7 +58,17 @@ NOT_LOADED = ("raft.node", "raft.messages", "broker.quorum.replicated", "prometh
               "kproto.messages.sasl_handshake_response", "kproto.messages.sasl_authenticate_request",
               "kproto.messages.sasl_authenticate_response",
               # the metadata snapshot's client-quota and SCRAM records (none to write)
-              "kproto.metadata.client_quota_record", "kproto.metadata.user_scram_credential_record")
+              "kproto.metadata.client_quota_record", "kproto.metadata.user_scram_credential_record",
+              # replication's follower side and ISR changes (a partition with followers, a peer to
+              # fetch from), the remote log manager (remote.log.storage.system.enable), and the
+              # AssignReplicasToDirs answer (a multi-voter quorum's controller)
+              "broker.replication.fetcher", "broker.replication.client",
+              "broker.replication.fetch_session_handler", "broker.replication.leader_state",
+              "broker.replication.alter_partition", "kproto.messages.alter_partition_request",
+              "kproto.messages.alter_partition_response", "broker.tiered.manager",
+              "broker.tiered.segment_view", "broker.tiered.store_types", "broker.tiered.backoff",
+              "broker.tiered.lineage", "broker.tiered.keys", "broker.tiered.remote_records",
+              "kproto.messages.assign_replicas_to_dirs_response")
 
 
 def test_a_single_node_imports_no_quorum_metrics_registry_or_tiering(tmp_path):

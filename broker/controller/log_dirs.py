@@ -17,9 +17,6 @@
 from __future__ import annotations
 
 from kproto.errors import ErrorCode
-from kproto.messages.assign_replicas_to_dirs_response import (
-    AssignReplicasToDirsResponse, DirectoryData, PartitionData, TopicData,
-)
 from kproto.metadata.broker_registration_change_record import BrokerRegistrationChangeRecord
 from kproto.metadata.partition_change_record import PartitionChangeRecord
 
@@ -65,6 +62,9 @@ def assign(image, req, brokers, unclean_default: bool = False):
     """handleAssignReplicasToDirs: (response, records). Each named replica's dir is set with a
     PartitionChangeRecord; a replica assigned to a dir already offline leaves the ISR and
     leadership as in handleDirectoriesOffline."""
+    # (the codec at the first request: only a multi-voter quorum's brokers send one, issue 26)
+    from kproto.messages.assign_replicas_to_dirs_response import (
+        AssignReplicasToDirsResponse, DirectoryData, PartitionData, TopicData)
     bid = req.broker_id
     reg = getattr(image, "brokers", {}).get(bid)
     if reg is None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from kproto.api import ApiKey
 from kproto.errors import ErrorCode
-from kproto.messages.alter_partition_response import AlterPartitionResponse
 
 from broker.handlers import advertised_when, handles
 
@@ -16,6 +15,8 @@ async def alter_partition(ctx, req):
     quorum = getattr(broker, "quorum", None)
     manager = getattr(broker, "replication", None)
     if manager is None or (quorum is not None and not quorum.is_active_controller):
+        # (its codec at the first AlterPartition: only a cluster's leaders send one, issue 26)
+        from kproto.messages.alter_partition_response import AlterPartitionResponse
         return AlterPartitionResponse(throttle_time_ms=0, error_code=ErrorCode.NOT_CONTROLLER, topics=[])
     _code, resp = manager.handle_alter_partition(req, ctx.api_version)
     return resp

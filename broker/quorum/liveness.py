@@ -232,7 +232,7 @@ class Liveness:
         q = self.q
         brokers = dict(q.broker.controller.brokers())
         if bid in brokers:
-            brokers[bid] = dataclasses.replace(brokers[bid], fenced=False)
+            brokers[bid] = brokers[bid]._replace(fenced=False)
         elections = election.on_broker_unfenced(q.image, bid, brokers, election.unclean_default(q.config))
         return [UnfenceBrokerRecord(id=bid, epoch=epoch)] + elections
 
@@ -417,7 +417,7 @@ class Liveness:
         """The brokers as the controller sees them, `bid` fenced."""
         brokers = dict(self.q.broker.controller.brokers())
         if bid in brokers:
-            brokers[bid] = dataclasses.replace(brokers[bid], fenced=True)
+            brokers[bid] = brokers[bid]._replace(fenced=True)
         return brokers
 
     def fence_records(self, bid: int, epoch: int) -> list:

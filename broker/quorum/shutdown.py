@@ -21,7 +21,6 @@ ReplicationControlManager.handleBrokerInControlledShutdown):
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 
 import trio
@@ -108,7 +107,7 @@ class ShutdownTracker:
         q, bid = self.q, req.broker_id
         brokers = dict(self._brokers())
         if bid in brokers:
-            brokers[bid] = dataclasses.replace(brokers[bid], in_controlled_shutdown=True)
+            brokers[bid] = brokers[bid]._replace(in_controlled_shutdown=True)
         records = [BrokerRegistrationChangeRecord(broker_id=bid, broker_epoch=reg.broker_epoch,
                                                   in_controlled_shutdown=IN_CONTROLLED_SHUTDOWN)]
         records += election.on_broker_gone(q.image, bid, brokers, election.unclean_default(q.config))

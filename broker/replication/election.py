@@ -10,8 +10,6 @@ Everything returns PartitionChangeRecords (None when nothing changes); the
 records reach the image through the metadata log like any other."""
 from __future__ import annotations
 
-import dataclasses
-
 from kproto.metadata.partition_change_record import PartitionChangeRecord
 
 from broker.metadata.directory_id import is_online, replica_dir
@@ -103,7 +101,7 @@ def without_leader(brokers: dict[int, BrokerInfo], broker_id: int) -> dict[int, 
     """`brokers` with `broker_id` not an acceptable leader."""
     if broker_id not in brokers:
         return brokers
-    return {**brokers, broker_id: dataclasses.replace(brokers[broker_id], fenced=True)}
+    return {**brokers, broker_id: brokers[broker_id]._replace(fenced=True)}
 
 
 def on_dirs_offline(image, broker_id: int, dirs: set, brokers: dict[int, BrokerInfo],

@@ -12,8 +12,6 @@ from kproto import records as rec
 from kproto.errors import ErrorCode
 from kproto.messages.fetch_response import FetchResponse
 
-from .remote_records import CorruptRemoteData
-from .store_types import ObjectStoreError
 
 log = logging.getLogger("kproto.tiered")
 _Aborted = FetchResponse.AbortedTransaction
@@ -52,6 +50,9 @@ def in_remote(broker, partition, offset: int) -> bool:
 
 async def read_remote(broker, items, isolation: int) -> None:
     """Fill each (response partition, partition, offset, max bytes, min one) from the store."""
+    # (the store's errors: imported by a broker that tiers, at its first remote read, issue 26)
+    from .remote_records import CorruptRemoteData
+    from .store_types import ObjectStoreError
     tiered = broker.tiered
     wait_s = broker.config.get_int("remote.fetch.max.wait.ms") / 1000
     for part, partition, offset, max_bytes, min_one in items:

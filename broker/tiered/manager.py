@@ -29,10 +29,10 @@ from broker.storage.log_retention import TierLimits
 from broker.storage.snapshots import snapshot_path
 
 from . import lineage
-from .metrics import tiered_metrics
+from .metrics import TieredMetrics
 from .keys import SUFFIXES, partition_prefix, segment_key
 from .segment_view import PartitionView, RemoteSegment, SegmentView
-from .settings import METADATA_TOPIC, list_offsets_timeout_ms, rlmm_setting
+from .settings import METADATA_TOPIC, list_offsets_timeout_ms, remote_enabled, rlmm_setting
 from .store_types import ObjectStoreError
 from .backoff import Backoff
 
@@ -53,34 +53,6 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def remote_enabled(part) -> bool:
-    return str(part.config.get("remote.storage.enable", "false")).lower() == "true"
-
-
-class TieredMetrics:
-    """The remote counters Kafka exposes (RemoteStorageMetrics / BrokerTopicMetrics names)."""
-
-    def __init__(self):
-        self.copy_bytes = 0
-        self.copy_requests = 0
-        self.copy_errors = 0
-        self.fetch_bytes = 0
-        self.fetch_requests = 0
-        self.fetch_errors = 0
-        self.delete_requests = 0
-        self.delete_errors = 0
-        self.copy_lag_bytes: dict[tuple[str, int], int] = {}
-        self.copy_lag_segments: dict[tuple[str, int], int] = {}
-        self.remote_log_size: dict[tuple[str, int], int] = {}
-        self.local_deletes_held_back = 0
-        # ListOffsets lookups and fetches answered without their remote read, out of time
-        # (Kafka's DelayedRemoteListOffsetsMetrics / DelayedRemoteFetchMetrics ExpiresPerSec)
-        self.list_offsets_expired = 0
-        self.fetch_expired = 0
-        self.store_read_bytes = 0     # every GET of the object store (fetches, indexes, lookups)
-        self.store_reads = 0
-
-
 class RemoteLogManager:
     def __init__(self, broker):
         self.broker = broker
@@ -99,8 +71,6 @@ class RemoteLogManager:
         self.interval_s = broker.config.get_long("remote.log.manager.task.interval.ms") / 1000
         self.list_offsets_timeout_ms = list_offsets_timeout_ms(broker.config)
         self._backoff = Backoff(initial=self.interval_s, cap=max(30.0, self.interval_s))
-        # on /metrics (zeros while tiered storage is off: the dashboard's panel stays valid)
-        broker.metric_sources = [*getattr(broker, "metric_sources", []), lambda: tiered_metrics(broker)]
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -6,13 +6,37 @@ from __future__ import annotations
 PREFIX = "kafka_server_brokertopicmetrics_"
 
 
+class TieredMetrics:
+    """The remote counters Kafka exposes (RemoteStorageMetrics / BrokerTopicMetrics names)."""
+
+    def __init__(self):
+        self.copy_bytes = 0
+        self.copy_requests = 0
+        self.copy_errors = 0
+        self.fetch_bytes = 0
+        self.fetch_requests = 0
+        self.fetch_errors = 0
+        self.delete_requests = 0
+        self.delete_errors = 0
+        self.copy_lag_bytes: dict[tuple[str, int], int] = {}
+        self.copy_lag_segments: dict[tuple[str, int], int] = {}
+        self.remote_log_size: dict[tuple[str, int], int] = {}
+        self.local_deletes_held_back = 0
+        # ListOffsets lookups and fetches answered without their remote read, out of time
+        # (Kafka's DelayedRemoteListOffsetsMetrics / DelayedRemoteFetchMetrics ExpiresPerSec)
+        self.list_offsets_expired = 0
+        self.fetch_expired = 0
+        self.store_read_bytes = 0     # every GET of the object store (fetches, indexes, lookups)
+        self.store_reads = 0
+
+
 def tiered_metrics(broker):
+    """The families of broker.tiered's counters; zeros on a broker without tiered storage (no
+    remote log manager: broker.tiered is None), so the dashboard's panel stays valid."""
     tiered = getattr(broker, "tiered", None)
-    if tiered is None:
-        return
     # (imported here, at the first scrape: prometheus_client is loaded only with the metrics listener on)
     from broker.metrics.families import counter, gauge
-    m = tiered.metrics
+    m = tiered.metrics if tiered is not None else TieredMetrics()
     for short, value, doc in (
             ("remotecopybytes", m.copy_bytes, "Bytes copied to remote storage"),
             ("remotecopyrequests", m.copy_requests, "Segments copied to remote storage"),

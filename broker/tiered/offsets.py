@@ -9,10 +9,7 @@ import trio
 
 from kproto.errors import ErrorCode
 
-from .lineage import within_lineage
-from .manager import remote_enabled
-from .remote_records import CorruptRemoteData
-from .store_types import ObjectStoreError
+from .settings import remote_enabled
 
 log = logging.getLogger("kproto.tiered")
 
@@ -65,6 +62,10 @@ async def offset_for_timestamp(broker, partition, ts: int):
     tiered = getattr(broker, "tiered", None)
     if tiered is None or tiered.store is None or partition.remote_log_start is None:
         return None
+    # (what a remote lookup needs: imported by a broker that tiers, at its first one, issue 26)
+    from .lineage import within_lineage
+    from .remote_records import CorruptRemoteData
+    from .store_types import ObjectStoreError
     view = tiered.partition_view(partition)
     if view is None:
         return None

@@ -50,3 +50,7 @@ def list_offsets_timeout_ms(config) -> int:
     if n < 1:
         raise StartupError(f"Invalid value {n} for configuration {LIST_OFFSETS_TIMEOUT}: Value must be at least 1")
     return n
+
+
+def remote_enabled(part) -> bool:
+    return str(part.config.get("remote.storage.enable", "false")).lower() == "true"
