@@ -106,3 +106,16 @@ def test_the_example_plugin_project_passes_against_the_installed_wheel(venv, tmp
     r = subprocess.run([python, "-c", "import broker.launch.embedded as e; print(e.__file__)"], cwd=project,
                        env=_clean_env(), capture_output=True, text=True, timeout=60)
     assert r.stdout.strip().startswith(venv), r.stdout + r.stderr
+
+
+def test_the_startup_bench_starts_the_installed_broker(venv, tmp_path):
+    """`python -m tools.bench startup --targets venv@PATH` times the broker `pip install` put in
+    PATH (its bin/kproto, none of the checkout on its path): the ready line is that build's."""
+    from tools.bench.startup import kproto_target, one_start
+    target = kproto_target(f"venv@{venv}", str(tmp_path / "work"))
+    figures = one_start(target)
+    assert target.proc.ready_line.startswith("kproto ready:"), target.proc.ready_line
+    assert target.proc.proc.args[0] == os.path.join(venv, "bin", "kproto")
+    assert 0 < figures["cpu to ready line s"] <= figures["cpu to ApiVersions s"] < 30
+    with pytest.raises(SystemExit, match="no bin/kproto"):
+        kproto_target(f"venv@{tmp_path}", str(tmp_path / "work2"))

@@ -1,8 +1,16 @@
-"""Start-up cost of a single node: the CPU (user+system, from /proc) a fresh
+"""Start-up cost of a single node: the CPU (its threads' schedstat, in ns) a fresh
 `kproto serve` spends until it answers its first ApiVersions, for this
 checkout and older builds side by side.
 
     python -m tools.bench startup --starts 9 --targets kproto,kproto@/tmp/kproto-1122
+
+A build installed the way a user installs it (`pip install` into a virtual
+environment, which compiles the package's bytecode; nothing of this checkout
+or of this interpreter's site-packages on its path) is a `venv@PATH` target:
+
+    python3 -m venv /tmp/venv-new && /tmp/venv-new/bin/pip install .
+    python3 -m venv /tmp/venv-old && /tmp/venv-old/bin/pip install /tmp/kproto-1122
+    python -m tools.bench startup --starts 15 --targets venv@/tmp/venv-new,venv@/tmp/venv-old
 
 Each start is a fresh empty data folder; the targets take turns start by
 start, so a change of machine load falls on every build alike. CPU time,
@@ -24,16 +32,19 @@ import tempfile
 import time
 
 from tools.bench import apiversions, procstat
-from tools.bench.targets import KprotoCheckoutTarget, KprotoTarget
+from tools.bench.targets import KprotoCheckoutTarget, KprotoTarget, KprotoVenvTarget
 
 
 def kproto_target(name: str, workdir: str, settings: dict[str, str] | None = None, bench: str = "startup"):
-    """``kproto`` (this checkout) or ``kproto@PATH`` (another build's broker)."""
+    """``kproto`` (this checkout), ``kproto@PATH`` (another build's broker) or ``venv@PATH``
+    (kproto installed in a virtual environment)."""
     if name == "kproto":
         return KprotoTarget(workdir, settings)
     if name.startswith("kproto@"):
         return KprotoCheckoutTarget(workdir, name.split("@", 1)[1], settings)
-    raise SystemExit(f"{bench}: unknown target {name!r} (kproto or kproto@PATH)")
+    if name.startswith("venv@"):
+        return KprotoVenvTarget(workdir, name.split("@", 1)[1], settings)
+    raise SystemExit(f"{bench}: unknown target {name!r} (kproto, kproto@PATH or venv@PATH)")
 
 
 @contextlib.contextmanager
@@ -64,10 +75,12 @@ def one_start(target) -> dict:
     began = time.perf_counter()
     target.start(fresh=True)
     try:
-        at_ready = procstat.cpu_seconds(target.pid)
+        procstat.wait_off_cpu(target.pid)
+        at_ready = procstat.cpu_seconds_ns(target.pid)
         apiversions.supported(target.bootstrap)
         wall = time.perf_counter() - began
-        return {"cpu to ApiVersions s": procstat.cpu_seconds(target.pid), "cpu to ready line s": at_ready,
+        procstat.wait_off_cpu(target.pid)   # (its threads' clocks are read up to date off the CPU)
+        return {"cpu to ApiVersions s": procstat.cpu_seconds_ns(target.pid), "cpu to ready line s": at_ready,
                 "wall to ApiVersions s": wall, "peak RSS MiB": (procstat.peak_rss_bytes(target.pid) or 0) / 2**20}
     finally:
         target.stop()

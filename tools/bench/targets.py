@@ -174,6 +174,43 @@ class KprotoCheckoutTarget(KprotoTarget):
                                 open_files_limit=getattr(self, "open_files_limit", None))
 
 
+class _VenvProcess(BrokerProcess):
+    """`kproto serve` as `pip install` left it in a virtual environment: VENV/bin/kproto, the
+    package's bytecode compiled at install, nothing of this checkout on its path."""
+
+    def __init__(self, venv: str, *args, **kwargs):
+        super().__init__(*args, env={"PYTHONPATH": ""}, **kwargs)
+        self.venv = venv
+
+    def command(self) -> list[str]:
+        kproto = os.path.join(self.venv, "bin", "kproto")
+        cmd = super().command()[3:]   # (without `python -m broker.launch.cli`)
+        lib = os.path.join(self.venv, "lib")
+        launch = [d for d in os.listdir(lib) if os.path.isdir(os.path.join(lib, d, "site-packages", "broker",
+                                                                             "launch"))]
+        if not launch:   # a build from before broker/launch/: no metrics listener to switch off
+            at = cmd.index("kproto.metrics.listener=off")
+            del cmd[at - 1:at + 1]
+        return [kproto] + cmd
+
+
+class KprotoVenvTarget(KprotoTarget):
+    """``venv@PATH``: kproto installed in the virtual environment PATH (`python3 -m venv PATH &&
+    PATH/bin/pip install <checkout>`), the way a user runs it."""
+
+    def __init__(self, workdir: str, venv: str, settings: dict[str, str] | None = None):
+        venv = os.path.abspath(venv)
+        if not os.access(os.path.join(venv, "bin", "kproto"), os.X_OK):
+            raise SystemExit(f"venv@{venv}: no bin/kproto there (pip install kproto into it)")
+        super().__init__(workdir, settings, f"venv@{os.path.basename(venv.rstrip('/'))}", f"kproto ({venv})")
+        self.venv = venv
+
+    def _process(self, data: str) -> BrokerProcess:
+        return _VenvProcess(self.venv, data, self.port, settings=self.settings,
+                            new_session=getattr(self, "new_session", False),
+                            open_files_limit=getattr(self, "open_files_limit", None))
+
+
 class _SubprocessTarget(Target):
     """A target that is one child process listening on a loopback port of its
     own (the sink, a Kafka node)."""
