@@ -73,7 +73,10 @@ NOT_LOADED = ("raft.node", "raft.messages", "broker.quorum.replicated", "prometh
               # first transactional request or __transaction_state to load (TransactionCoordinator.state)
               "broker.transactions.state", "broker.transactions.model", "broker.transactions.records",
               "broker.transactions.markers", "kproto.coordinator.transaction_log_key",
-              "kproto.coordinator.transaction_log_value")
+              "kproto.coordinator.transaction_log_value",
+              # this node's SASL/TLS client for its peers, built at first use when the peer listeners
+              # are PLAINTEXT (SecurityManager._peer_clients)
+              "broker.security.outbound", "broker.net.framing")
 
 
 def test_a_single_node_imports_no_quorum_metrics_registry_or_tiering(tmp_path):
