@@ -68,7 +68,15 @@ NOT_LOADED = ("raft.node", "raft.messages", "broker.quorum.replicated", "prometh
               "kproto.messages.alter_partition_response", "broker.tiered.manager",
               "broker.tiered.segment_view", "broker.tiered.store_types", "broker.tiered.backoff",
               "broker.tiered.lineage", "broker.tiered.keys", "broker.tiered.remote_records",
-              "kproto.messages.assign_replicas_to_dirs_response")
+              "kproto.messages.assign_replicas_to_dirs_response",
+              # the transaction state machine, its model, records and marker channel: built at the
+              # first transactional request or __transaction_state to load (TransactionCoordinator.state)
+              "broker.transactions.state", "broker.transactions.model", "broker.transactions.records",
+              "broker.transactions.markers", "kproto.coordinator.transaction_log_key",
+              "kproto.coordinator.transaction_log_value",
+              # this node's SASL/TLS client for its peers, built at first use when the peer listeners
+              # are PLAINTEXT (SecurityManager._peer_clients)
+              "broker.security.outbound", "broker.net.framing")
 
 
 def test_a_single_node_imports_no_quorum_metrics_registry_or_tiering(tmp_path):

@@ -6,7 +6,9 @@ A machine given to CoordinatorShell has:
 - request methods `method(ticket, now_ms, *args) -> effects`; the shell's
   `call` makes the ticket and waits until an effects answers it
   (`effects.responses`: a list of (ticket, result));
-- `next_deadline() -> ms or None` and `tick(now_ms) -> effects`: the timers;
+- `next_deadline() -> ms or None` and `tick(now_ms) -> effects`: the timers
+  (the machine may be None until its coordinator builds it at first use and
+  sets `shell.machine`: no timers until then);
 - effects with one list attribute per kind of output (records to append,
   markers to write...). Each kind is an `Output`: `write(item, complete)`
   does the I/O and calls `complete(outcome)` once the item is durable, now
@@ -226,7 +228,7 @@ class CoordinatorShell:
     # ================================================================ timers
 
     def _wake_timers(self) -> None:
-        if self._timer_scope is None:
+        if self._timer_scope is None or self.machine is None:
             return
         deadline = self.machine.next_deadline()
         if deadline is not None and (self._sleeping_until is None or deadline < self._sleeping_until):
@@ -234,7 +236,7 @@ class CoordinatorShell:
 
     async def _run_timers(self) -> None:
         while True:
-            deadline = self.machine.next_deadline()
+            deadline = self.machine.next_deadline() if self.machine is not None else None
             with trio.CancelScope() as scope:
                 self._timer_scope = scope
                 self._sleeping_until = deadline

@@ -193,10 +193,10 @@ class BrokerCollector:
 
     def _transactions(self, b):
         # the coordinator names its states (broker/transactions/): metrics import nothing above them
-        by_state = b.transactions.state.count_by_state() if b.transactions is not None else {}
+        by_state = b.transactions.count_by_state() if b.transactions is not None else {}
         yield _gauge("kproto_transactions", "Transactional ids known to the coordinator, by state",
                      samples=[({"state": st}, n) for st, n in by_state.items()])
-        loading = len(b.transactions.state.loading) if b.transactions is not None else 0
+        loading = b.transactions.partitions_loading() if b.transactions is not None else 0
         yield _gauge("kproto_transaction_coordinator_partitions_loading",
                      "__transaction_state partitions still being loaded", loading)
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from broker.config.types import ConfigError
 from broker.security.principal import NoMatchingRule, SslPrincipalMapper, certificate_dn
 from broker.security.session import Session
-from broker.security.settings import listener_value
+from broker.security.settings import controller_listener, inter_broker_listener, listener_value
 from broker.net.transport import Transport
 
 if TYPE_CHECKING:
@@ -60,10 +60,29 @@ class SecurityManager:
                             self._plain_users(name)
                     elif mech == "OAUTHBEARER":
                         self._oauth_validator(name)
-        # this node's own connections to its peers' inter-broker and controller listeners
-        from broker.security import outbound
-        self.inter_broker = outbound.inter_broker(self.config)
-        self.controller_client = outbound.controller(self.config)
+        # this node's own connections to its peers' inter-broker and controller listeners: built
+        # now when TLS or SASL is to be checked (bad settings stop the start), else at first use
+        self._outbound = None
+        peers = (inter_broker_listener(self.config), controller_listener(self.config))
+        if any(peer is not None and peer[1] != "PLAINTEXT" for peer in peers):
+            self._peer_clients()
+
+    def _peer_clients(self):
+        """(inter-broker, controller) Outbound settings, built once."""
+        if self._outbound is None:
+            # imported at first use: a node whose peer listeners are PLAINTEXT (a single node among
+            # them) needs them only once it connects to a peer (start-up CPU, issue #26)
+            from broker.security import outbound
+            self._outbound = (outbound.inter_broker(self.config), outbound.controller(self.config))
+        return self._outbound
+
+    @property
+    def inter_broker(self):
+        return self._peer_clients()[0]
+
+    @property
+    def controller_client(self):
+        return self._peer_clients()[1]
 
     # -- connections ---------------------------------------------------------------------------
 

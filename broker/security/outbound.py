@@ -32,7 +32,7 @@ from kproto import api
 
 from broker.config.types import ConfigError
 from broker.net.framing import take_frame
-from broker.security.settings import listener_value
+from broker.security.settings import controller_listener, inter_broker_listener, listener_value
 
 # (the TLS context builder, the JAAS parser and the SASL request codecs are imported where first
 # needed: a node whose peer listeners are PLAINTEXT, a single node among them, never runs them)
@@ -293,20 +293,10 @@ def _multi_node(config) -> bool:
 
 def inter_broker(config) -> Outbound | None:
     """The inter-broker listener's client settings; None on a controller-only node."""
-    k = config.kraft
-    if k is not None and not k.is_broker:
+    peer = inter_broker_listener(config)
+    if peer is None:
         return None
-    protocol_map = config.listener_security_protocol_map
-    try:
-        name = config.get("inter.broker.listener.name")
-    except KeyError:
-        name = None
-    if name:
-        name = name.upper()
-    else:
-        name = str(config.get("security.inter.broker.protocol") or "PLAINTEXT").upper()
-    protocol = protocol_map.get(name, name if name in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-                                else "PLAINTEXT")
+    name, protocol = peer
     mechanism = None
     if protocol in SASL_PROTOCOLS:
         mechanism = _mechanism(config, "sasl.mechanism.inter.broker.protocol")
@@ -319,11 +309,11 @@ def inter_broker(config) -> Outbound | None:
 
 def controller(config) -> Outbound | None:
     """The controller listener's client settings (raft between voters, broker to controller RPCs)."""
-    k = config.kraft
-    if k is None or not k.controller_listener_names:
+    peer = controller_listener(config)
+    if peer is None:
         return None
-    name = k.controller_listener_names[0]
-    protocol = config.listener_security_protocol_map.get(name, "PLAINTEXT")
+    name, protocol = peer
+    k = config.kraft
     mechanism = None
     if protocol in SASL_PROTOCOLS:
         mechanism = _mechanism(config, "sasl.mechanism.controller.protocol")

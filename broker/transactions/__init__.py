@@ -9,9 +9,8 @@ topic in Kafka's record layout.
 - `coordinator.TransactionCoordinator`: the trio shell that drives it for
   the broker (`broker.transactions`): writes its records, writes the
   COMMIT/ABORT markers into the partitions and tells the group
-  coordinator about transactional offset commits.
+  coordinator about transactional offset commits. It builds the state
+  machine at first use: the package itself imports nothing, so a broker
+  that never sees a transaction loads neither the machine nor its model
+  (start-up CPU, issue #26).
 """
-from broker.transactions.model import STATE_NAMES, TxnState
-from broker.transactions.placement import TRANSACTION_STATE_TOPIC, partition_for
-
-__all__ = ["STATE_NAMES", "TRANSACTION_STATE_TOPIC", "TxnState", "partition_for"]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -35,10 +36,12 @@ from broker.coordination.topic import ensure_internal_topic
 from broker.controller.features import TRANSACTION_VERSION
 from broker.storage.replay import stored_batches
 from broker.transactions.config import TxnConfig
-from broker.transactions.markers import MarkerChannel, append_marker, offsets_completed
 from broker.transactions.verification import RemoteVerifier
 from broker.transactions.placement import TRANSACTION_STATE_TOPIC
-from broker.transactions.state import ProducerIdUnavailable, TransactionStateMachine
+
+if TYPE_CHECKING:
+    from broker.transactions.markers import MarkerChannel
+    from broker.transactions.state import TransactionStateMachine
 
 log = logging.getLogger("kproto.transactions")
 
@@ -50,25 +53,52 @@ class TransactionCoordinator:
     def __init__(self, broker, config: TxnConfig | None = None):
         self.broker = broker
         self.config = config or TxnConfig.from_broker_config(broker.config)
-        self.state = TransactionStateMachine(self.config, self._allocate_producer_id)
-        self.markers = MarkerChannel(broker, self.config.marker_retry_backoff_ms,
-                                     lambda job: self.state.owns(job.transactional_id, job.coordinator_epoch),
-                                     wall_clock_ms)
+        # the state machine and its marker channel, built at first use (`state`)
+        self._machine: TransactionStateMachine | None = None
+        self.markers: MarkerChannel | None = None
         self.verifier = RemoteVerifier(broker)
         self._nursery = None
         self._topic_id = None                 # of the __transaction_state the state comes from
         self._led: dict[int, int | None] = {}  # partition -> leader epoch when led here, None when not
         # the machine defers its answers itself until append_done says the
         # record is written (and replicated)
-        self.shell = CoordinatorShell(self.state, "transaction coordinator", {
+        # (only a built machine has outputs: `state` gives the shell the machine)
+        self.shell = CoordinatorShell(None, "transaction coordinator", {
             "appends": Output(write=self._write_state,
-                              done=lambda append, error, now: self.state.append_done(append.token, error, now)),
-            "markers": Output(write=self.markers.write, done=self.state.markers_done),
+                              done=lambda append, error, now: self._machine.append_done(append.token, error, now)),
+            "markers": Output(write=lambda job, complete: self.markers.write(job, complete),
+                              done=lambda job, results, now: self._machine.markers_done(job, results, now)),
         })
         self._apply = self.shell.apply
         self._call = self.shell.call
 
+    @property
+    def state(self) -> TransactionStateMachine:
+        """The state machine, built the first time it is needed: a request for a transaction or a
+        producer id, a __transaction_state to load, a describe or list. Until then the broker has
+        no transaction to track, and most never get one: a fresh node neither imports the machine,
+        its records nor the marker channel (start-up CPU, issue #26)."""
+        machine = self._machine
+        if machine is None:
+            # imported at the first use (see above)
+            from broker.transactions.markers import MarkerChannel
+            from broker.transactions.state import TransactionStateMachine
+            machine = self._machine = TransactionStateMachine(self.config, self._allocate_producer_id)
+            machine.transaction_version = self.broker.image.features.get(TRANSACTION_VERSION, 0)
+            self.markers = MarkerChannel(self.broker, self.config.marker_retry_backoff_ms,
+                                         lambda job: machine.owns(job.transactional_id, job.coordinator_epoch),
+                                         wall_clock_ms)
+            self.markers.nursery = self._nursery
+            self.shell.machine = machine
+        return machine
+
+    def _active(self) -> bool:
+        """Whether the state is that of a __transaction_state (activated), without building it."""
+        return self._machine is not None and self._machine.num_partitions is not None
+
     def _allocate_producer_id(self) -> int:
+        # (called by the machine, so its module is loaded)
+        from broker.transactions.state import ProducerIdUnavailable
         try:
             return self.broker.producer_ids.next_id()
         except KafkaError as exc:
@@ -102,19 +132,25 @@ class TransactionCoordinator:
         try:
             async with trio.open_nursery() as nursery:
                 # the tasks that wait for replication and send markers to other brokers
-                self._nursery = self.markers.nursery = nursery
+                self._nursery = nursery
+                if self.markers is not None:
+                    self.markers.nursery = nursery
                 await nursery.start(self.shell.run, self._load_all)
                 task_status.started()
         finally:
-            self._nursery = self.markers.nursery = None
+            self._nursery = None
             with trio.CancelScope(shield=True):
-                await self.markers.aclose()
+                if self.markers is not None:
+                    self.markers.nursery = None
+                    await self.markers.aclose()
                 await self.verifier.aclose()
 
     async def _load_all(self) -> None:
         # transactions found prepared are completed as they load; their
         # markers in __consumer_offsets must reach groups already loaded
         # (a group still replaying would miss the completion)
+        if self._machine is None:
+            return   # no __transaction_state at the start: nothing to load
         groups = getattr(self.broker, "groups", None)
         while groups is not None and groups.state.loading:
             await trio.sleep(0.01)
@@ -203,12 +239,12 @@ class TransactionCoordinator:
         """FindCoordinator for a transactional id: NONE when __transaction_state
         exists; otherwise create it and answer COORDINATOR_NOT_AVAILABLE, as
         Kafka does on the first lookup (clients retry)."""
-        return ensure_internal_topic(self.broker, TRANSACTION_STATE_TOPIC, self.state.num_partitions is not None,
+        return ensure_internal_topic(self.broker, TRANSACTION_STATE_TOPIC, self._active(),
                                      self._activate_if_created, log)
 
     def _activate_if_created(self) -> None:
         topic = self.broker.image.topics.get(TRANSACTION_STATE_TOPIC)
-        if topic is not None and self.state.num_partitions is None:
+        if topic is not None and not self._active():
             # the topic appeared in the image: created just now (nothing to replay), or this
             # broker restarted with an empty image (a multi-voter quorum replays the metadata
             # log after the start) and may still lead partitions whose logs hold transactions:
@@ -246,14 +282,14 @@ class TransactionCoordinator:
     def _on_metadata(self, _records) -> None:
         self._follow_transaction_version()
         topic = self.broker.image.topics.get(TRANSACTION_STATE_TOPIC)
-        if self.state.num_partitions is not None and (topic is None or topic.topic_id != self._topic_id):
+        if self._active() and (topic is None or topic.topic_id != self._topic_id):
             # the topic the state was loaded from is gone (a metadata rollback can remove it)
             log.warning("%s is gone: forgetting its transactions", TRANSACTION_STATE_TOPIC)
             self._apply(self.state.deactivate(self.shell.now_ms()))
             self._topic_id = None
             self._led.clear()
         self._activate_if_created()
-        if topic is not None and self.state.num_partitions is not None:
+        if topic is not None and self._active():
             self._follow_leaders(topic)
 
     def _follow_leaders(self, topic) -> None:
@@ -322,17 +358,6 @@ class TransactionCoordinator:
                      ErrorCode(error).name)
         complete(error)
 
-    def write_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                     commit: bool, now_ms: int | None = None) -> int:
-        """Write one COMMIT/ABORT marker into a partition led here (without
-        waiting for its replication); Kafka's error code."""
-        error, _offset = append_marker(self.broker, topic, index, producer_id, producer_epoch, coordinator_epoch,
-                                       commit, self.shell.now_ms() if now_ms is None else now_ms)
-        return error
-
-    def _offsets_completed(self, producer_id: int, commit: bool, partitions: list[int]) -> None:
-        offsets_completed(self.broker, producer_id, commit, partitions)
-
     # ================================================================ requests
 
     async def init_producer_id(self, transactional_id, timeout_ms: int, expected=None):
@@ -354,7 +379,9 @@ class TransactionCoordinator:
 
     def _follow_transaction_version(self) -> None:
         # the finalized transaction.version chooses the version of the records written
-        self.state.transaction_version = self.broker.image.features.get(TRANSACTION_VERSION, 0)
+        # (a machine not built yet reads it when built)
+        if self._machine is not None:
+            self._machine.transaction_version = self.broker.image.features.get(TRANSACTION_VERSION, 0)
 
     def verify_partitions(self, transactional_id, producer_id: int, producer_epoch: int, partitions) -> dict:
         """KIP-890 for a partition leader (Produce, TxnOffsetCommit): {tp: error}.
@@ -443,9 +470,21 @@ class TransactionCoordinator:
     def _coordinates_here(self, transactional_id) -> bool:
         """Whether this broker leads the __transaction_state partition of the transactional id
         (always on a single node)."""
-        if getattr(self.broker, "quorum", None) is None or not self.state.num_partitions:
+        if getattr(self.broker, "quorum", None) is None or self._machine is None or not self._machine.num_partitions:
             return True
         return self.verifier.coordinator(transactional_id) == self.broker.node_id
+
+    def count_by_state(self) -> dict[str, int]:
+        """Transactional ids by state name, every state listed (metrics)."""
+        if self._machine is None:
+            # imported at a scrape: the states' names, without building the machine
+            from broker.transactions.model import STATE_NAMES
+            return dict.fromkeys(STATE_NAMES.values(), 0)
+        return self._machine.count_by_state()
+
+    def partitions_loading(self) -> int:
+        """__transaction_state partitions still being loaded (metrics)."""
+        return len(self._machine.loading) if self._machine is not None else 0
 
     def describe(self, transactional_id):
         return self.state.describe(transactional_id)
