@@ -19,6 +19,7 @@ import os
 import statistics
 import sys
 import time
+import types
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -71,6 +72,11 @@ def transactions(bootstrap: str, topic: str, count: int) -> dict:
 
 
 class _Partition:
+    """A __consumer_offsets / __transaction_state partition this node leads alone (no
+    replication to wait for): an append is its commit."""
+    is_leader = True
+    replication = None
+
     def append(self, batch, header, now_ms):
         pass
 
@@ -97,6 +103,13 @@ class _StandIn:
             return cls.n
 
     groups = None
+
+    node_id = 1
+
+    class image:  # noqa: N801
+        features: dict = {}   # (no finalized transaction.version: the coordinator's v1)
+        # the transactions' one partition, led by this node: markers are appended here
+        topics = {"topic": types.SimpleNamespace(partitions={0: types.SimpleNamespace(leader=1)})}
 
 
 def _best_cpu_us(fn, n: int, rounds: int = 5) -> float:
