@@ -188,8 +188,8 @@ class _VenvProcess(BrokerProcess):
         lib = os.path.join(self.venv, "lib")
         launch = [d for d in os.listdir(lib) if os.path.isdir(os.path.join(lib, d, "site-packages", "broker",
                                                                              "launch"))]
-        if not launch:   # a build from before broker/launch/: no metrics listener to switch off
-            at = cmd.index("kproto.metrics.listener=off")
+        if not launch:   # a build from before broker/launch/ has no metrics listener to set
+            at = next(i for i, word in enumerate(cmd) if word.startswith("kproto.metrics.listener="))
             del cmd[at - 1:at + 1]
         return [kproto] + cmd
 
