@@ -23,6 +23,8 @@ import argparse
 import os
 import sys
 
+from tools.bench.options import setting
+
 COMMANDS = ("produce", "consume", "cost", "all", "durability", "profile")
 
 _WORKLOADS = {
@@ -35,13 +37,6 @@ _WORKLOADS = {
 }
 # what `durability` runs unless told otherwise
 _DURABILITY = {"targets": "kproto,kproto-fsync", "sizes": "1024", "acks": "all", "partitions": "1,6"}
-
-
-def _setting(arg: str) -> tuple[str, str]:
-    key, sep, value = arg.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {arg!r}")
-    return key.strip(), value.strip()
 
 
 def _ints(arg: str) -> tuple[int, ...]:
@@ -62,7 +57,7 @@ def parser() -> argparse.ArgumentParser:
                     "kproto@PATH (the broker of another checkout, e.g. an older build) "
                     "(default kproto,sink plus kafka when KAFKA_HOME is set; --quick: kproto; "
                     "durability: kproto,kproto-fsync)")
-    ap.add_argument("--broker-set", action="append", type=_setting, default=[], metavar="KEY=VALUE",
+    ap.add_argument("--broker-set", action="append", type=setting, default=[], metavar="KEY=VALUE",
                     help="a broker setting for every broker target (kproto's --set, a line of Kafka's "
                     "server.properties); repeatable")
     ap.add_argument("--sizes", type=_ints, help="record sizes in bytes, comma-separated (default 100,1024)")

@@ -9,11 +9,21 @@ keep the same names, defaults and help everywhere:
   node_group.py);
 
 and what those benches do alike with them: the names in --targets, the
-layouts --processes and --reps run, the JSON file of rows --json writes."""
+layouts --processes and --reps run, the JSON file of rows --json writes; and
+the KEY=VALUE broker settings (`setting`, an argparse type)."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
+
+
+def setting(arg: str) -> tuple[str, str]:
+    """A KEY=VALUE broker setting (--broker-set, --set)."""
+    key, sep, value = arg.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {arg!r}")
+    return key.strip(), value.strip()
 
 
 def partition_count_arguments(ap) -> None:

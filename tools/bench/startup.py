@@ -32,6 +32,7 @@ import tempfile
 import time
 
 from tools.bench import apiversions, procstat
+from tools.bench.options import setting
 from tools.bench.targets import KprotoCheckoutTarget, KprotoTarget, KprotoVenvTarget
 
 
@@ -90,14 +91,14 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m tools.bench startup", description=__doc__.split("\n\n")[0])
     ap.add_argument("--targets", default="kproto", help="kproto and/or kproto@PATH, comma-separated")
     ap.add_argument("--starts", type=int, default=7, help="counted starts per target (default 7)")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="settings",
+    ap.add_argument("--set", action="append", default=[], type=setting, metavar="KEY=VALUE", dest="settings",
                     help="a broker setting for every target, e.g. kproto.metrics.listener=http://127.0.0.1:0 "
                          "(the listener on, as `kproto serve` has it by default; the bench switches it off)")
     add_pycache_option(ap)
     args = ap.parse_args(argv)
     use_pycache(args)
     names = [t.strip() for t in args.targets.split(",") if t.strip()]
-    settings = dict(item.split("=", 1) for item in args.settings)
+    settings = dict(args.settings)
     root = tempfile.mkdtemp(prefix="kproto-startup-")
     targets = [kproto_target(n, os.path.join(root, str(i)), settings) for i, n in enumerate(names)]
     figures: dict[str, list[dict]] = {t.name: [] for t in targets}
